@@ -1,0 +1,154 @@
+//! The closed flow-trace vocabulary (DESIGN "Flow trace"): every rejection,
+//! drop and fallback the contract cares about has a name, is emitted through
+//! `tracing` and is counted, so that nothing refused vanishes unrecorded (§5
+//! point 4, §6, §8.1).
+
+use std::fmt;
+
+macro_rules! flow_trace {
+    ($( $(#[$doc:meta])* $variant:ident => $name:literal, $level:ident; )*) => {
+        /// A named flow event.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum FlowTrace {
+            $( $(#[$doc])* $variant, )*
+        }
+
+        impl FlowTrace {
+            /// Every event, in declaration order.
+            pub const ALL: &'static [FlowTrace] = &[$(FlowTrace::$variant),*];
+
+            /// The event's stable snake-case name.
+            pub fn name(self) -> &'static str {
+                match self { $( FlowTrace::$variant => $name, )* }
+            }
+
+            /// Whether the event is a warning (an anomaly a person should see)
+            /// rather than an expected rejection.
+            pub fn is_warning(self) -> bool {
+                match self { $( FlowTrace::$variant => flow_trace!(@warn $level), )* }
+            }
+        }
+    };
+    (@warn warn) => { true };
+    (@warn debug) => { false };
+}
+
+flow_trace! {
+    /// §5 point 4: a push (36) refused because its generations are not current.
+    PushRejectedNotCurrent => "push_rejected_not_current", debug;
+    /// §5: a push or close (36) for a session this owner does not have.
+    PushRejectedNoSession => "push_rejected_no_session", debug;
+    /// §6: relay (24) carrying a retired or unknown binding identity, refused.
+    RelayRejectedStaleBinding => "relay_rejected_stale_binding", debug;
+    /// §5: relay (24) for an ObjectGeneration or authority that is not current.
+    RelayRejectedStaleFence => "relay_rejected_stale_fence", debug;
+    /// §6: a bind admitted that replaced another binding of the Actor.
+    BindingReplaced => "binding_replaced", debug;
+    /// §6: record 51 whose previous session-owner values do not match.
+    ReplacedNoticeMismatch => "replaced_notice_mismatch", debug;
+    /// §6: record 51 for a binding already retired here (late or duplicate).
+    ReplacedNoticeDuplicate => "replaced_notice_duplicate", debug;
+    /// §6: the replacement callback reached no terminal in time.
+    ReplacementCallbackTimeout => "replacement_callback_timeout", warn;
+    /// §6: the 100 ms close timer found its target no longer current.
+    ReplacementCloseSuperseded => "replacement_close_superseded", debug;
+    /// §6: the replacement callback ended with a failure.
+    ReplacementCallbackFailed => "replacement_callback_failed", warn;
+    /// §7: a disconnect callback ended with a failure.
+    DisconnectCallbackFailed => "disconnect_callback_failed", warn;
+    /// §7: a disconnect callback reached no terminal before the lifecycle deadline.
+    DisconnectCallbackTimeout => "disconnect_callback_timeout", warn;
+    /// §7: a second disconnect notification for a binding already notified.
+    DisconnectDeduplicated => "disconnect_deduplicated", debug;
+    /// §6, §7: a tombstone (38) for an identity that is not current: ignored.
+    TombstoneStale => "tombstone_stale", debug;
+    /// §12: a reply for a request that already ended or whose session closed.
+    LateReplyDropped => "late_reply_dropped", debug;
+    /// §12: a request ended with DeadlineExceeded.
+    RequestDeadlineExceeded => "request_deadline_exceeded", debug;
+    /// §5, §6: a record from a previous node lifecycle, ignored.
+    StaleLifecycleRecord => "stale_lifecycle_record", debug;
+    /// §8.1: command 44 after the seal ended, for another relocation, or twice.
+    LateSessionRouteUpdate => "late_session_route_update", warn;
+    /// §8.1: a relocation seal timed out and closed the session.
+    SealTimeout => "seal_timeout", warn;
+    /// §8.1: the target's cutover fallback fired.
+    CutoverTimeout => "cutover_timeout", warn;
+    /// §6: a malformed control or one-way record, dropped and counted.
+    MalformedRecordDropped => "malformed_record_dropped", warn;
+}
+
+impl fmt::Display for FlowTrace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One counter per [`FlowTrace`] event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlowCounters {
+    counts: [u64; FlowTrace::ALL.len()],
+}
+
+impl Default for FlowCounters {
+    fn default() -> Self {
+        Self {
+            counts: [0; FlowTrace::ALL.len()],
+        }
+    }
+}
+
+impl FlowCounters {
+    /// Counts `event` and emits it through `tracing`.
+    pub fn record(&mut self, event: FlowTrace) {
+        self.counts[event as usize] += 1;
+        if event.is_warning() {
+            tracing::warn!(flow = event.name(), "flow trace");
+        } else {
+            tracing::debug!(flow = event.name(), "flow trace");
+        }
+    }
+
+    /// How many times `event` was recorded.
+    pub fn get(&self, event: FlowTrace) -> u64 {
+        self.counts[event as usize]
+    }
+
+    /// Adds every count of `other` into `self` (a node sums its parts).
+    pub fn merge(&mut self, other: &FlowCounters) {
+        for (mine, theirs) in self.counts.iter_mut().zip(other.counts.iter()) {
+            *mine += theirs;
+        }
+    }
+
+    /// Every event with a non-zero count.
+    pub fn nonzero(&self) -> impl Iterator<Item = (FlowTrace, u64)> + '_ {
+        FlowTrace::ALL
+            .iter()
+            .map(|&e| (e, self.get(e)))
+            .filter(|&(_, n)| n > 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_counts_add_up() {
+        let mut names: Vec<_> = FlowTrace::ALL.iter().map(|e| e.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), FlowTrace::ALL.len());
+
+        let mut a = FlowCounters::default();
+        a.record(FlowTrace::LateSessionRouteUpdate);
+        a.record(FlowTrace::LateSessionRouteUpdate);
+        let mut b = FlowCounters::default();
+        b.record(FlowTrace::PushRejectedNotCurrent);
+        b.merge(&a);
+        assert_eq!(b.get(FlowTrace::LateSessionRouteUpdate), 2);
+        assert_eq!(b.get(FlowTrace::PushRejectedNotCurrent), 1);
+        assert_eq!(b.nonzero().count(), 2);
+    }
+}

@@ -1,0 +1,185 @@
+//! The closed error vocabulary of §12: every failure a caller, a client or a
+//! peer node can see is one [`ErrorKind`] with one precise [`Reason`].
+//!
+//! Each kind and each reason has exactly one code, written once here and used
+//! by the wire layer for client error frames and node replies.
+
+use std::fmt;
+
+/// The public kind of a failure (§12, DESIGN "Error kinds are a closed enum").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum ErrorKind {
+    /// The route, owner or fence is not usable now; no other target is tried.
+    Unavailable = 1,
+    /// The operation is not valid in this state (session-not-bound among them).
+    InvalidOperation = 2,
+    /// The thing asked for does not exist and retrying cannot make it exist.
+    NotFound = 3,
+    /// The deadline passed before a terminal arrived.
+    DeadlineExceeded = 4,
+    /// The caller cancelled.
+    Cancelled = 5,
+    /// Startup was refused because the configuration is invalid (§3).
+    Configuration = 6,
+}
+
+impl ErrorKind {
+    /// The kind's wire code.
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+
+    /// The kind for a wire code, if the code names one.
+    pub fn from_code(code: u8) -> Option<Self> {
+        Some(match code {
+            1 => Self::Unavailable,
+            2 => Self::InvalidOperation,
+            3 => Self::NotFound,
+            4 => Self::DeadlineExceeded,
+            5 => Self::Cancelled,
+            6 => Self::Configuration,
+            _ => return None,
+        })
+    }
+}
+
+macro_rules! reasons {
+    ($( $(#[$doc:meta])* $variant:ident = $code:literal => $kind:ident, $text:literal; )*) => {
+        /// Why an operation failed: each reason belongs to exactly one kind.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[repr(u8)]
+        #[non_exhaustive]
+        pub enum Reason {
+            $( $(#[$doc])* $variant = $code, )*
+        }
+
+        impl Reason {
+            /// Every reason, in code order.
+            pub const ALL: &'static [Reason] = &[$(Reason::$variant),*];
+
+            /// The kind this reason belongs to.
+            pub fn kind(self) -> ErrorKind {
+                match self { $( Reason::$variant => ErrorKind::$kind, )* }
+            }
+
+            /// The reason's wire code.
+            pub fn code(self) -> u8 {
+                self as u8
+            }
+
+            /// The reason for a wire code, if the code names one.
+            pub fn from_code(code: u8) -> Option<Self> {
+                match code { $( $code => Some(Reason::$variant), )* _ => None }
+            }
+
+            /// A short sentence for logs and error messages.
+            pub fn text(self) -> &'static str {
+                match self { $( Reason::$variant => $text, )* }
+            }
+        }
+    };
+}
+
+reasons! {
+    /// Push, close, relay or notify asked for a binding the session does not have (§12).
+    SessionNotBound = 1 => InvalidOperation, "session-not-bound: bind the actor first";
+    /// The ActorRef's ObjectGeneration is not the Actor's current incarnation (§12).
+    ObjectGenerationMismatch = 2 => InvalidOperation, "the actor's ObjectGeneration differs";
+    /// The bind is already in progress for this ActorId on this session.
+    BindInProgress = 3 => InvalidOperation, "a bind of this actor is already in progress on this session";
+    /// The stored location is stale and no Message Follow route exists (§12).
+    StaleLocation = 10 => Unavailable, "the actor is not at this location and no Message Follow route exists";
+    /// The binding generation is retired or unknown at the Actor owner (§6, §12).
+    StaleBinding = 11 => Unavailable, "the binding was replaced or ended";
+    /// The target node's process lifecycle is not the one the route names (§5).
+    StaleNodeGeneration = 12 => Unavailable, "the owner node restarted since the route was stored";
+    /// The authority owner generation is not current (§5).
+    StaleAuthority = 13 => Unavailable, "authority over the actor moved";
+    /// The Actor is in a relocation pre-commit seal (§12).
+    RelocationSealed = 14 => Unavailable, "the actor is being relocated";
+    /// The session is closing and refuses new application dispatch (§6).
+    SessionClosing = 15 => Unavailable, "the session is closing";
+    /// The owner lease lapsed, so the stored route may not be used (§5).
+    LeaseExpired = 16 => Unavailable, "the owner lease lapsed";
+    /// A bounded queue refused admission.
+    QueueFull = 17 => Unavailable, "a bounded queue is full";
+    /// The peer node is not connected.
+    PeerUnreachable = 18 => Unavailable, "the owner node is not reachable";
+    /// No Actor factory is registered for the type (§12).
+    NoActorFactory = 20 => NotFound, "no actor factory is registered for this type";
+    /// No handler is registered for the packet key.
+    NoPacketHandler = 21 => NotFound, "no handler is registered for this packet key";
+    /// The deadline passed before the terminal (§12).
+    Deadline = 30 => DeadlineExceeded, "the deadline passed";
+    /// The caller cancelled (§12).
+    CallerCancelled = 40 => Cancelled, "the caller cancelled";
+    /// Startup refused an invalid configuration (§3).
+    InvalidConfiguration = 50 => Configuration, "the configuration is invalid";
+}
+
+/// A typed failure: its kind and its reason.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Error {
+    reason: Reason,
+}
+
+impl Error {
+    /// The failure for a reason.
+    pub fn new(reason: Reason) -> Self {
+        Self { reason }
+    }
+
+    /// Its public kind.
+    pub fn kind(&self) -> ErrorKind {
+        self.reason.kind()
+    }
+
+    /// Its reason.
+    pub fn reason(&self) -> Reason {
+        self.reason
+    }
+}
+
+impl From<Reason> for Error {
+    fn from(reason: Reason) -> Self {
+        Self::new(reason)
+    }
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}({:?})", self.kind(), self.reason)
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}: {}", self.kind(), self.reason.text())
+    }
+}
+
+impl std::error::Error for Error {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_reason_code_round_trips_and_names_one_kind() {
+        for &reason in Reason::ALL {
+            assert_eq!(Reason::from_code(reason.code()), Some(reason));
+            let kind = reason.kind();
+            assert_eq!(ErrorKind::from_code(kind.code()), Some(kind));
+        }
+        assert_eq!(Reason::from_code(0), None);
+        assert_eq!(ErrorKind::from_code(0), None);
+    }
+
+    #[test]
+    fn session_not_bound_is_an_invalid_operation() {
+        let e = Error::new(Reason::SessionNotBound);
+        assert_eq!(e.kind(), ErrorKind::InvalidOperation);
+        assert!(e.to_string().contains("session-not-bound"));
+    }
+}

@@ -1,0 +1,303 @@
+//! Identities of §4: the values a binding links and the generations that fence
+//! stale messages.
+//!
+//! Every generation is a `u64` (DESIGN "Decisions already made"). Each is its own
+//! type so that a binding generation can never be compared with an
+//! ObjectGeneration by mistake. Names are bounded strings: an [`ActorId`] is at
+//! most 255 bytes of UTF-8, a [`MeshName`] at most 64.
+
+use std::fmt;
+
+use bytes::Bytes;
+
+/// Why a name could not be built from bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum NameError {
+    /// The name is longer than its limit.
+    #[error("name is {len} bytes, the limit is {max}")]
+    TooLong {
+        /// Length that was offered.
+        len: usize,
+        /// The limit for this kind of name.
+        max: usize,
+    },
+    /// The name is empty.
+    #[error("name is empty")]
+    Empty,
+    /// The bytes are not UTF-8.
+    #[error("name is not UTF-8")]
+    NotUtf8,
+}
+
+/// A non-empty UTF-8 string of at most `MAX` bytes, cheap to clone.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+struct BoundedName<const MAX: usize>(Bytes);
+
+impl<const MAX: usize> BoundedName<MAX> {
+    fn from_bytes(bytes: Bytes) -> Result<Self, NameError> {
+        if bytes.is_empty() {
+            return Err(NameError::Empty);
+        }
+        if bytes.len() > MAX {
+            return Err(NameError::TooLong {
+                len: bytes.len(),
+                max: MAX,
+            });
+        }
+        std::str::from_utf8(&bytes).map_err(|_| NameError::NotUtf8)?;
+        Ok(Self(bytes))
+    }
+
+    fn as_str(&self) -> &str {
+        // The constructor checked UTF-8; an empty fallback can never be taken.
+        std::str::from_utf8(&self.0).unwrap_or_default()
+    }
+}
+
+macro_rules! bounded_name {
+    ($(#[$doc:meta])* $name:ident, $max:expr) => {
+        $(#[$doc])*
+        #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub struct $name(BoundedName<{ $max }>);
+
+        impl $name {
+            /// Longest accepted name, in bytes.
+            pub const LEN_MAX: usize = $max;
+
+            /// Builds the name from a string, checking its length.
+            pub fn new(name: &str) -> Result<Self, NameError> {
+                Self::from_bytes(Bytes::copy_from_slice(name.as_bytes()))
+            }
+
+            /// Builds the name from bytes (zero-copy), checking length and UTF-8.
+            pub fn from_bytes(bytes: Bytes) -> Result<Self, NameError> {
+                BoundedName::from_bytes(bytes).map(Self)
+            }
+
+            /// The name as text.
+            pub fn as_str(&self) -> &str {
+                self.0.as_str()
+            }
+
+            /// The name's bytes, as they travel on the wire.
+            pub fn as_bytes(&self) -> &Bytes {
+                &self.0 .0
+            }
+        }
+
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "{}({:?})", stringify!($name), self.as_str())
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+bounded_name!(
+    /// The global identity of an Actor (§1): at most 255 bytes of UTF-8.
+    ActorId,
+    255
+);
+bounded_name!(
+    /// The name of one of several physical connection groups (§3).
+    MeshName,
+    64
+);
+
+macro_rules! generation {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+        pub struct $name(pub u64);
+
+        impl $name {
+            /// The generation after this one.
+            #[must_use]
+            pub fn next(self) -> Self {
+                Self(self.0.wrapping_add(1))
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "{}", self.0)
+            }
+        }
+    };
+}
+
+generation!(
+    /// The relay identity of a MeshNode (§4 "owner NodeRid").
+    NodeRid
+);
+generation!(
+    /// One process lifecycle of a node: new at every start, never reused for the
+    /// same [`NodeRid`]. For a session owner this is its "lifecycle generation" (§4).
+    NodeGeneration
+);
+generation!(
+    /// One incarnation of an Actor: kept across relocation, new after destroy (§1).
+    ObjectGeneration
+);
+generation!(
+    /// Changes whenever authority over an Actor moves to another owner (§5).
+    AuthorityOwnerGeneration
+);
+generation!(
+    /// The owner host's process lifecycle as the Location Store leases it (§5);
+    /// preserved in envelopes, never an input to bind admission.
+    OwnerLeaseGeneration
+);
+generation!(
+    /// Orders bindings within one session owner lifecycle (§4). Allocated by the
+    /// session owner; magnitudes compare only within one lifecycle.
+    BindingGeneration
+);
+generation!(
+    /// The order of messages accepted on one session (§4, §5).
+    SessionSequence
+);
+generation!(
+    /// A physical STREAM session, unique and never reused within one session
+    /// owner lifecycle (§4 "SessionRid").
+    SessionRid
+);
+generation!(
+    /// A node-to-node request, unique within the sender's lifecycle; the reply
+    /// names it (docs/wire.md, "Requests and deadlines").
+    RequestId
+);
+
+/// The session owner inside a node that owns a session (its shard), so that a
+/// record for the session reaches it with at most one shard hop (docs/wire.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct SessionOwnerId(pub u16);
+
+/// The key that selects a typed packet handler (§5 "typed handler registry").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PacketKey(pub u16);
+
+/// A client's request correlation on its STREAM connection (§5, §12).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Correlation(pub u32);
+
+/// Where a physical session lives: enough to address it from any node, and to
+/// tell a previous session owner lifecycle from the current one (§4, §6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SessionRef {
+    /// The session owner's node.
+    pub owner: NodeRid,
+    /// The session owner's lifecycle generation.
+    pub lifecycle: NodeGeneration,
+    /// The session owner (shard) within that node.
+    pub owner_id: SessionOwnerId,
+    /// The physical session.
+    pub session: SessionRid,
+}
+
+/// Binding identity (§4): session owner RID, its lifecycle generation and the
+/// owner-local binding generation, compared as a whole.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct BindingIdentity {
+    /// The session owner's node.
+    pub owner: NodeRid,
+    /// The session owner's lifecycle generation.
+    pub lifecycle: NodeGeneration,
+    /// The owner-local binding generation.
+    pub generation: BindingGeneration,
+}
+
+impl BindingIdentity {
+    /// Whether `self` is a later binding than `other` of the same session
+    /// owner lifecycle. `None` when the two come from different owners or
+    /// lifecycles, whose counters cannot be compared (§4).
+    pub fn is_newer_than(&self, other: &BindingIdentity) -> Option<bool> {
+        if self.owner != other.owner || self.lifecycle != other.lifecycle {
+            return None;
+        }
+        Some(self.generation > other.generation)
+    }
+}
+
+/// Where an Actor's authority lives: the route a binding stores (§4).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ActorLocation {
+    /// The mesh the owner is reached through.
+    pub mesh: MeshName,
+    /// The Actor owner node.
+    pub owner: NodeRid,
+    /// That node's process lifecycle.
+    pub node_generation: NodeGeneration,
+    /// The current authority owner generation.
+    pub authority: AuthorityOwnerGeneration,
+    /// The owner host's lease generation (preserved, not admitted on, §5).
+    pub lease: OwnerLeaseGeneration,
+}
+
+/// An Actor that finished creation and can receive messages (§1 "Ready"),
+/// with the location it was found at.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ActorRef {
+    /// The global identity.
+    pub id: ActorId,
+    /// The incarnation.
+    pub generation: ObjectGeneration,
+    /// Where the caller found it: the initial route of a bind (§5).
+    pub location: ActorLocation,
+}
+
+/// Names one relocation of one Actor, chosen by its coordinator (§8.1
+/// "relocation identity").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RelocationId {
+    /// The coordinating node.
+    pub coordinator: NodeRid,
+    /// Unique per coordinator lifecycle.
+    pub sequence: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn actor_id_is_bounded_to_255_bytes() {
+        assert!(ActorId::new(&"a".repeat(255)).is_ok());
+        assert_eq!(
+            ActorId::new(&"a".repeat(256)),
+            Err(NameError::TooLong { len: 256, max: 255 })
+        );
+        assert_eq!(ActorId::new(""), Err(NameError::Empty));
+        assert_eq!(
+            ActorId::from_bytes(Bytes::from_static(&[0xff, 0xfe])),
+            Err(NameError::NotUtf8)
+        );
+    }
+
+    #[test]
+    fn binding_generations_compare_only_within_one_lifecycle() {
+        let a = BindingIdentity {
+            owner: NodeRid(1),
+            lifecycle: NodeGeneration(7),
+            generation: BindingGeneration(5),
+        };
+        let later = BindingIdentity {
+            generation: BindingGeneration(6),
+            ..a
+        };
+        let restarted = BindingIdentity {
+            lifecycle: NodeGeneration(8),
+            generation: BindingGeneration(1),
+            ..a
+        };
+        assert_eq!(later.is_newer_than(&a), Some(true));
+        assert_eq!(a.is_newer_than(&later), Some(false));
+        assert_eq!(restarted.is_newer_than(&a), None);
+    }
+}

@@ -1,0 +1,19 @@
+//! zlink: a low-latency engine for game servers on Linux.
+//!
+//! Clients connect over STREAM sessions; game logic lives in Actors grouped
+//! into Spots; nodes form a mesh in which any session reaches any Actor by its
+//! global [`ids::ActorId`]. The contract is spec/02 "Session and Actor
+//! Binding"; each module cites the section it implements.
+//!
+//! Layers (DESIGN "Layers"): [`wire`] (frames and records), [`core`] (the
+//! sans-IO state machines), [`sim`] (an in-memory mesh of cores with virtual
+//! time, used by the tests).
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub)]
+#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
+
+pub mod core;
+pub mod error;
+pub mod ids;
+pub mod wire;
