@@ -88,6 +88,8 @@ reasons! {
     ObjectGenerationMismatch = 2 => InvalidOperation, "the actor's ObjectGeneration differs";
     /// The bind is already in progress for this ActorId on this session.
     BindInProgress = 3 => InvalidOperation, "a bind of this actor is already in progress on this session";
+    /// The receiving node does not implement this operation (version skew).
+    NotSupported = 4 => InvalidOperation, "the receiving node does not support this operation";
     /// The stored location is stale and no Message Follow route exists (§12).
     StaleLocation = 10 => Unavailable, "the actor is not at this location and no Message Follow route exists";
     /// The binding generation is retired or unknown at the Actor owner (§6, §12).

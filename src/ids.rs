@@ -252,6 +252,16 @@ pub struct ActorRef {
     pub location: ActorLocation,
 }
 
+/// An authenticated peer node as the transport saw it (§2 "Transport
+/// ingress"): its RID and the NodeGeneration current for the link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Peer {
+    /// The peer's RID.
+    pub rid: NodeRid,
+    /// The peer's process lifecycle, checked by the transport.
+    pub generation: NodeGeneration,
+}
+
 /// Names one relocation of one Actor, chosen by its coordinator (§8.1
 /// "relocation identity").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

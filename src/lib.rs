@@ -16,4 +16,5 @@
 pub mod core;
 pub mod error;
 pub mod ids;
+pub mod sim;
 pub mod wire;

@@ -1,6 +1,15 @@
 //! The sans-IO protocol core: deterministic state machines that take
 //! `(now, input)` and return what to send, what to deliver and which timers to
 //! arm. Nothing here reads a clock, touches a socket, spawns or locks.
+//!
+//! docs/core.md says which state machine owns which rule of the spec.
 
+pub mod actor;
+mod effects;
+pub mod session;
+pub mod shard;
 pub mod time;
+pub mod timer;
 pub mod trace;
+
+pub use effects::{CoreEvent, CoreTimer};

@@ -74,6 +74,10 @@ flow_trace! {
     SealTimeout => "seal_timeout", warn;
     /// §8.1: the target's cutover fallback fired.
     CutoverTimeout => "cutover_timeout", warn;
+    /// A well-formed record this node has no handler for (a later feature).
+    UnhandledRecord => "unhandled_record", warn;
+    /// §6: a one-way record refused by its judge (stale binding, fence).
+    OneWayRecordRefused => "one_way_record_refused", debug;
     /// §6: a malformed control or one-way record, dropped and counted.
     MalformedRecordDropped => "malformed_record_dropped", warn;
 }

@@ -1,0 +1,475 @@
+//! The Actor owner's binding registry (§2, §4–§6): the Actors this shard
+//! hosts, and for each exactly one current binding.
+//!
+//! Rules this module keeps:
+//! - Bind admission looks at ObjectGeneration, the target NodeGeneration and
+//!   AuthorityOwnerGeneration only — never the lease (§5).
+//! - The registration is complete, including everything the push path reads,
+//!   before the terminal reply is sent (§5 linearization point 1).
+//! - A bind that replaces another session's binding sends 51 one-way to the
+//!   previous session owner after the terminal; nothing waits for it (§6).
+//! - Relay (24) is admitted only for the current binding identity; a retired
+//!   or ended identity is refused as a stale binding (§6, §12).
+//! - Destroy ends the incarnation's binding for good (§4).
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+
+use super::effects::Effects;
+use super::trace::FlowTrace;
+use crate::error::{Error, Reason};
+use crate::ids::{
+    ActorId, ActorLocation, ActorRef, AuthorityOwnerGeneration, BindingGeneration, BindingIdentity,
+    Correlation, MeshName, NodeGeneration, NodeRid, ObjectGeneration, OwnerLeaseGeneration,
+    PacketKey, Peer, RequestId, SessionRef, SessionSequence,
+};
+use crate::wire::client::CloseReason;
+use crate::wire::node::{
+    ActorMessage, ActorReply, ActorSend, ActorSendBody, AuthorityFence, BindRequest, BindTerminal,
+    BindTombstone, BoundRoute, BoundSessionBind, BoundSessionBody, BoundSessionReplaced,
+    BoundSessionSend, NodeRecord,
+};
+
+/// Who this Actor owner is (§4 route fields).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ActorOwnerIdentity {
+    /// The mesh it is reached through.
+    pub mesh: MeshName,
+    /// The node.
+    pub node: NodeRid,
+    /// The node's process lifecycle.
+    pub node_generation: NodeGeneration,
+    /// The node's owner lease generation.
+    pub lease: OwnerLeaseGeneration,
+}
+
+/// Names a reply the Actor owes: a request relay or a disconnect callback.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ReplyTicket(pub u64);
+
+/// What the Actor owner asks of the shard.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ActorEvent {
+    /// Put a message on the Actor's application queue (§5): the typed handler
+    /// runs there, never in a session callback's context.
+    Deliver {
+        /// The Actor.
+        actor: ActorId,
+        /// The handler key.
+        key: PacketKey,
+        /// The client's original correlation, for a request.
+        correlation: Option<Correlation>,
+        /// The session sequence it was accepted with.
+        sequence: SessionSequence,
+        /// The payload.
+        payload: Bytes,
+        /// `Some` for a request: answer with `reply`.
+        reply: Option<ReplyTicket>,
+    },
+    /// §5 point 1: a binding was registered; a join callback may run, and a
+    /// push from it is judged against this binding.
+    Bound {
+        /// The Actor.
+        actor: ActorId,
+        /// The bound session.
+        session: SessionRef,
+    },
+    /// §7: run the current Spot's `on_disconnect_actor` for this Actor; report
+    /// its terminal with `disconnect_done`.
+    Disconnect {
+        /// The Actor.
+        actor: ActorId,
+        /// The session whose binding ends.
+        session: SessionRef,
+        /// Names the callback.
+        ticket: ReplyTicket,
+    },
+}
+
+/// One binding as the Actor owner registered it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct RegisteredBinding {
+    session: SessionRef,
+    session_lease: OwnerLeaseGeneration,
+    generation: BindingGeneration,
+}
+
+impl RegisteredBinding {
+    fn identity(&self) -> BindingIdentity {
+        BindingIdentity {
+            owner: self.session.owner,
+            lifecycle: self.session.lifecycle,
+            generation: self.generation,
+        }
+    }
+
+    /// Whether a record's session and binding generation name this binding.
+    fn is(&self, session: &SessionRef, generation: BindingGeneration) -> bool {
+        self.session == *session && self.generation == generation
+    }
+}
+
+#[derive(Debug)]
+struct HostedActor {
+    generation: ObjectGeneration,
+    authority: AuthorityOwnerGeneration,
+    binding: Option<RegisteredBinding>,
+}
+
+/// The state of every Actor this shard hosts.
+#[derive(Debug)]
+pub struct ActorOwner {
+    identity: ActorOwnerIdentity,
+    actors: HashMap<ActorId, HostedActor>,
+    owed: HashMap<ReplyTicket, (NodeRid, RequestId)>,
+    next_ticket: u64,
+}
+
+impl ActorOwner {
+    pub(crate) fn new(identity: ActorOwnerIdentity) -> Self {
+        Self {
+            identity,
+            actors: HashMap::new(),
+            owed: HashMap::new(),
+            next_ticket: 0,
+        }
+    }
+
+    /// This owner's identity.
+    pub fn identity(&self) -> &ActorOwnerIdentity {
+        &self.identity
+    }
+
+    /// The hosted Actor as a Ready ActorRef at this location.
+    pub fn actor_ref(&self, actor: &ActorId) -> Option<ActorRef> {
+        let hosted = self.actors.get(actor)?;
+        Some(self.make_ref(actor, hosted))
+    }
+
+    /// The binding identity currently registered for `actor`, if any.
+    pub fn current_binding(&self, actor: &ActorId) -> Option<BindingIdentity> {
+        self.actors
+            .get(actor)?
+            .binding
+            .as_ref()
+            .map(RegisteredBinding::identity)
+    }
+
+    /// How many Actors are hosted.
+    pub fn actor_count(&self) -> usize {
+        self.actors.len()
+    }
+
+    /// How many replies are owed (requests and callbacks in progress).
+    pub fn owed_count(&self) -> usize {
+        self.owed.len()
+    }
+
+    fn make_ref(&self, actor: &ActorId, hosted: &HostedActor) -> ActorRef {
+        ActorRef {
+            id: actor.clone(),
+            generation: hosted.generation,
+            location: ActorLocation {
+                mesh: self.identity.mesh.clone(),
+                owner: self.identity.node,
+                node_generation: self.identity.node_generation,
+                authority: hosted.authority,
+                lease: self.identity.lease,
+            },
+        }
+    }
+
+    fn owe(&mut self, to: NodeRid, request: RequestId) -> ReplyTicket {
+        self.next_ticket += 1;
+        let ticket = ReplyTicket(self.next_ticket);
+        self.owed.insert(ticket, (to, request));
+        ticket
+    }
+}
+
+/// The Actor owner with the shard's effects: every command and input.
+pub struct Actors<'a> {
+    pub(crate) owner: &'a mut ActorOwner,
+    pub(crate) fx: &'a mut Effects,
+}
+
+impl Actors<'_> {
+    /// Hosts a Ready Actor with the incarnation and authority generation the
+    /// Location Store gave it. Hosting an Actor that is already here under
+    /// another incarnation is refused: destroy it first.
+    pub fn host(
+        &mut self,
+        actor: ActorId,
+        generation: ObjectGeneration,
+        authority: AuthorityOwnerGeneration,
+    ) -> Result<ActorRef, Error> {
+        if let Some(existing) = self.owner.actors.get(&actor) {
+            if existing.generation != generation {
+                return Err(Reason::ObjectGenerationMismatch.into());
+            }
+            return Ok(self.owner.make_ref(&actor, existing));
+        }
+        let hosted = HostedActor {
+            generation,
+            authority,
+            binding: None,
+        };
+        let actor_ref = self.owner.make_ref(&actor, &hosted);
+        self.owner.actors.insert(actor, hosted);
+        Ok(actor_ref)
+    }
+
+    /// §4: destroying an Actor ends its incarnation's binding for good; a
+    /// later incarnation under the same ActorId starts with none.
+    pub fn destroy(&mut self, actor: &ActorId) -> Result<(), Error> {
+        self.owner
+            .actors
+            .remove(actor)
+            .map(|_| ())
+            .ok_or_else(|| Reason::StaleLocation.into())
+    }
+
+    /// §5 bound-session push: a one-way 36 to the current binding. With no
+    /// binding it ends with session-not-bound (§12).
+    pub fn push(&mut self, actor: &ActorId, key: PacketKey, payload: Bytes) -> Result<(), Error> {
+        self.bound_send(actor, BoundSessionBody::Push { key, payload })
+    }
+
+    /// §5 bound-session close: asks the bound session's owner to close the
+    /// connection. With no binding it ends with session-not-bound (§12).
+    pub fn close_session(&mut self, actor: &ActorId, reason: CloseReason) -> Result<(), Error> {
+        self.bound_send(actor, BoundSessionBody::Close { reason })
+    }
+
+    /// The Actor's handler answered a request: the terminal of the 24 (§12).
+    pub fn reply(&mut self, ticket: ReplyTicket, outcome: Result<Bytes, Error>) {
+        self.answer(ticket, outcome);
+    }
+
+    /// §7: the Spot's `on_disconnect_actor` reached a terminal.
+    pub fn disconnect_done(&mut self, ticket: ReplyTicket, outcome: Result<(), Error>) {
+        self.answer(ticket, outcome.map(|()| Bytes::new()));
+    }
+
+    fn answer(&mut self, ticket: ReplyTicket, outcome: Result<Bytes, Error>) {
+        let Some((to, request)) = self.owner.owed.remove(&ticket) else {
+            debug_assert!(false, "reply for a ticket that is not owed: {ticket:?}");
+            return;
+        };
+        self.fx.send(
+            to,
+            NodeRecord::ActorSend(ActorSend::Reply(ActorReply { request, outcome })),
+        );
+    }
+
+    fn bound_send(&mut self, actor: &ActorId, body: BoundSessionBody) -> Result<(), Error> {
+        let hosted = self.owner.actors.get(actor);
+        let Some((hosted, binding)) = hosted.and_then(|h| h.binding.map(|b| (h, b))) else {
+            return Err(Reason::SessionNotBound.into());
+        };
+        let record = BoundSessionSend {
+            session: binding.session,
+            binding: binding.generation,
+            actor: actor.clone(),
+            object_generation: hosted.generation,
+            node_generation: self.owner.identity.node_generation,
+            authority: hosted.authority,
+            body,
+        };
+        self.fx
+            .send(binding.session.owner, NodeRecord::BoundSessionSend(record));
+        Ok(())
+    }
+
+    pub(crate) fn handle_record(&mut self, from: Peer, record: NodeRecord) {
+        match record {
+            NodeRecord::BoundSessionBind(BoundSessionBind::Request(request)) => {
+                self.on_bind(from, request)
+            }
+            NodeRecord::BoundSessionBind(BoundSessionBind::Tombstone(tombstone)) => {
+                self.on_tombstone(tombstone)
+            }
+            NodeRecord::ActorSend(ActorSend::Message(message)) => self.on_message(from, message),
+            other => {
+                debug_assert!(false, "record not for the actor owner: {other:?}");
+                self.fx.trace(FlowTrace::UnhandledRecord);
+            }
+        }
+    }
+
+    /// §5 bind admission on the three values, then registration, then the
+    /// terminal, then 51 to a replaced session (§6).
+    fn on_bind(&mut self, from: Peer, request: BindRequest) {
+        let outcome = self.admit_bind(&request);
+        let replaced = match outcome {
+            Ok(replaced) => replaced,
+            Err(error) => {
+                self.terminal(from, request.request.id, Err(error));
+                return;
+            }
+        };
+        let Some(hosted) = self.owner.actors.get(&request.actor) else {
+            return;
+        };
+        let route = BoundRoute {
+            mesh: self.owner.identity.mesh.clone(),
+            owner: self.owner.identity.node,
+            node_generation: self.owner.identity.node_generation,
+            authority: hosted.authority,
+            lease: self.owner.identity.lease,
+        };
+        let (generation, authority) = (hosted.generation, hosted.authority);
+        self.terminal(from, request.request.id, Ok(route));
+        self.fx.actor_event(ActorEvent::Bound {
+            actor: request.actor.clone(),
+            session: request.session,
+        });
+        if let Some(previous) = replaced {
+            self.fx.trace(FlowTrace::BindingReplaced);
+            let notice = BoundSessionReplaced {
+                fence: AuthorityFence {
+                    actor: request.actor,
+                    object_generation: generation,
+                    owner: self.owner.identity.node,
+                    node_generation: self.owner.identity.node_generation,
+                    authority,
+                },
+                previous: previous.session,
+                previous_lease: previous.session_lease,
+                retired: previous.generation,
+            };
+            self.fx.send(
+                previous.session.owner,
+                NodeRecord::BoundSessionReplaced(notice),
+            );
+        }
+    }
+
+    /// Admits and registers; returns the binding of another session it
+    /// replaced, if any.
+    fn admit_bind(&mut self, request: &BindRequest) -> Result<Option<RegisteredBinding>, Error> {
+        let node_generation = self.owner.identity.node_generation;
+        let Some(hosted) = self.owner.actors.get_mut(&request.actor) else {
+            return Err(Reason::StaleLocation.into());
+        };
+        if hosted.generation != request.object_generation {
+            return Err(Reason::ObjectGenerationMismatch.into());
+        }
+        if node_generation != request.target_node_generation {
+            return Err(Reason::StaleNodeGeneration.into());
+        }
+        if hosted.authority != request.authority {
+            return Err(Reason::StaleAuthority.into());
+        }
+        let new = RegisteredBinding {
+            session: request.session,
+            session_lease: request.session_lease,
+            generation: request.binding,
+        };
+        if let Some(current) = hosted.binding {
+            // §4: within one session owner lifecycle a later binding wins; an
+            // older one arriving late is stale. Across lifecycles the
+            // counters are not comparable and the new bind wins.
+            if current.identity().is_newer_than(&new.identity()) == Some(true) {
+                return Err(Reason::StaleBinding.into());
+            }
+        }
+        let previous = hosted.binding.replace(new);
+        // Resubmission from the same physical session never notifies itself.
+        Ok(previous.filter(|p| p.session != new.session))
+    }
+
+    fn terminal(&mut self, to: Peer, request: RequestId, outcome: Result<BoundRoute, Error>) {
+        let terminal = BindTerminal { request, outcome };
+        self.fx.send(
+            to.rid,
+            NodeRecord::BoundSessionBind(BoundSessionBind::Terminal(terminal)),
+        );
+    }
+
+    /// §6, §7: a tombstone removes exactly the identity it names; a late one
+    /// for a previous identity never removes a newer binding.
+    fn on_tombstone(&mut self, tombstone: BindTombstone) {
+        let hosted = self.owner.actors.get_mut(&tombstone.actor);
+        let Some(hosted) = hosted.filter(|h| h.generation == tombstone.object_generation) else {
+            self.fx.trace(FlowTrace::TombstoneStale);
+            return;
+        };
+        if hosted
+            .binding
+            .is_some_and(|b| b.is(&tombstone.session, tombstone.binding))
+        {
+            hosted.binding = None;
+        } else {
+            self.fx.trace(FlowTrace::TombstoneStale);
+        }
+    }
+
+    /// §5, §6: relay and disconnect notices are admitted only for the current
+    /// binding identity of the current incarnation.
+    fn on_message(&mut self, from: Peer, message: ActorMessage) {
+        let verdict = self.admit_message(&message);
+        let request = message.request;
+        if let Err(error) = verdict {
+            match request {
+                Some(header) => {
+                    let reply = ActorReply {
+                        request: header.id,
+                        outcome: Err(error),
+                    };
+                    self.fx
+                        .send(from.rid, NodeRecord::ActorSend(ActorSend::Reply(reply)));
+                }
+                None => self.fx.trace(FlowTrace::OneWayRecordRefused),
+            }
+            return;
+        }
+        let reply = request.map(|h| self.owner.owe(from.rid, h.id));
+        let event = match message.body {
+            ActorSendBody::Payload {
+                key,
+                correlation,
+                payload,
+            } => ActorEvent::Deliver {
+                actor: message.actor,
+                key,
+                correlation,
+                sequence: message.tail.sequence,
+                payload,
+                reply,
+            },
+            ActorSendBody::DisconnectNotice => {
+                let Some(ticket) = reply else {
+                    // A one-way notice has no terminal to wait for (§6).
+                    self.fx.trace(FlowTrace::OneWayRecordRefused);
+                    return;
+                };
+                ActorEvent::Disconnect {
+                    actor: message.actor,
+                    session: message.tail.session,
+                    ticket,
+                }
+            }
+        };
+        self.fx.actor_event(event);
+    }
+
+    fn admit_message(&mut self, message: &ActorMessage) -> Result<(), Error> {
+        let Some(hosted) = self.owner.actors.get(&message.actor) else {
+            return Err(Reason::StaleLocation.into());
+        };
+        let current = hosted
+            .binding
+            .is_some_and(|b| b.is(&message.tail.session, message.tail.binding));
+        if !current || hosted.generation != message.object_generation {
+            self.fx.trace(FlowTrace::RelayRejectedStaleBinding);
+            return Err(Reason::StaleBinding.into());
+        }
+        if hosted.authority != message.authority {
+            self.fx.trace(FlowTrace::RelayRejectedStaleFence);
+            return Err(Reason::StaleAuthority.into());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,120 @@
+//! What a core input produces: records to send, events for the shard, timers.
+//!
+//! One [`Effects`] belongs to one shard core ([`super::shard::ShardCore`]); the
+//! session-owner and actor-owner roles write into it, and the shard loop
+//! drains it after every input (DESIGN "The shape of a core state machine").
+//! One hashed timer wheel per shard serves every timeout of both roles.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use super::actor::ActorEvent;
+use super::session::{SessionEvent, SessionTimer};
+use super::time::Instant;
+use super::timer::{TimerKey, TimerWheel};
+use super::trace::{FlowCounters, FlowTrace};
+use crate::ids::NodeRid;
+use crate::wire::node::NodeRecord;
+
+/// A timer of either role.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CoreTimer {
+    /// A session-owner timer.
+    Session(SessionTimer),
+}
+
+/// An event for the shard to carry out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CoreEvent {
+    /// For a STREAM session or the application's session side.
+    Session(SessionEvent),
+    /// For an Actor's queue or its Spot.
+    Actor(ActorEvent),
+}
+
+/// Timer wheel granularity: 1 ms ticks, 512 slots (one revolution is 512 ms;
+/// longer timers take several revolutions).
+const TIMER_TICK: Duration = Duration::from_millis(1);
+const TIMER_SLOTS: usize = 512;
+
+/// The outputs of one shard core, and its timer wheel.
+#[derive(Debug)]
+pub(crate) struct Effects {
+    now: Instant,
+    transmits: VecDeque<(NodeRid, NodeRecord)>,
+    events: VecDeque<CoreEvent>,
+    timers: TimerWheel<CoreTimer>,
+    counters: FlowCounters,
+}
+
+impl Effects {
+    pub(crate) fn new(now: Instant) -> Self {
+        Self {
+            now,
+            transmits: VecDeque::new(),
+            events: VecDeque::new(),
+            timers: TimerWheel::new(TIMER_TICK, TIMER_SLOTS, now),
+            counters: FlowCounters::default(),
+        }
+    }
+
+    /// Moves the core's notion of now; input time never goes backwards.
+    pub(crate) fn advance(&mut self, now: Instant) {
+        debug_assert!(
+            now >= self.now,
+            "time went backwards: {now:?} < {:?}",
+            self.now
+        );
+        self.now = self.now.max(now);
+    }
+
+    pub(crate) fn send(&mut self, to: NodeRid, record: NodeRecord) {
+        self.transmits.push_back((to, record));
+    }
+
+    pub(crate) fn session_event(&mut self, event: SessionEvent) {
+        self.events.push_back(CoreEvent::Session(event));
+    }
+
+    pub(crate) fn actor_event(&mut self, event: ActorEvent) {
+        self.events.push_back(CoreEvent::Actor(event));
+    }
+
+    pub(crate) fn trace(&mut self, event: FlowTrace) {
+        self.counters.record(event);
+    }
+
+    /// Arms a timer `after` from now. It never fires sooner.
+    pub(crate) fn arm(&mut self, after: Duration, timer: CoreTimer) -> TimerKey {
+        self.timers.insert(self.now + after, timer)
+    }
+
+    pub(crate) fn cancel(&mut self, key: TimerKey) {
+        // A key whose timer already fired is ignored by the wheel.
+        let _ = self.timers.cancel(key);
+    }
+
+    pub(crate) fn poll_expired(&mut self) -> Option<CoreTimer> {
+        self.timers.poll_expired(self.now).map(|(_, timer)| timer)
+    }
+
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        self.timers.next_deadline()
+    }
+
+    pub(crate) fn pending_timers(&self) -> usize {
+        self.timers.len()
+    }
+
+    pub(crate) fn poll_transmit(&mut self) -> Option<(NodeRid, NodeRecord)> {
+        self.transmits.pop_front()
+    }
+
+    pub(crate) fn poll_event(&mut self) -> Option<CoreEvent> {
+        self.events.pop_front()
+    }
+
+    pub(crate) fn counters(&self) -> &FlowCounters {
+        &self.counters
+    }
+}

@@ -1,0 +1,197 @@
+//! `SessionBindingAggregate` (§2): the session-side validation of one physical
+//! session — its identity, its bindings per ActorId, their generations and
+//! routes — judged in one serial span.
+//!
+//! The aggregate never reads the Location Store, never picks a relocation
+//! target and never re-judges Actor authority (§2). It owns exactly these
+//! facts: which bindings are current, what route each stores, and whether the
+//! session is open, replacing or closed.
+
+use std::collections::HashMap;
+
+use crate::core::timer::TimerKey;
+use crate::ids::{
+    ActorId, ActorLocation, ActorRef, BindingGeneration, ObjectGeneration, Peer, RequestId,
+    SessionRid, SessionSequence,
+};
+use crate::wire::node::BoundSessionSend;
+
+use super::Ticket;
+
+/// Where a session is in its life (§6, §7). States, not flags: a closed
+/// session cannot also be replacing.
+#[derive(Debug)]
+pub(crate) enum Lifecycle {
+    /// Dispatch, binds and pushes are accepted.
+    Open,
+    /// §6: a binding was replaced by another session; new inbound
+    /// application dispatch is refused, outbound sends still go out, and the
+    /// connection closes after the callback.
+    Replacing(Replacement),
+    /// The connection is closed; the remaining bindings are being cleaned up.
+    Closed,
+}
+
+/// The replacement of one binding of this session (§6).
+#[derive(Debug)]
+pub(crate) struct Replacement {
+    /// The retired binding generation that the close timer revalidates.
+    pub(crate) retired: BindingGeneration,
+    /// Names the duplicate-connection callback.
+    pub(crate) callback: Ticket,
+    /// Where the callback is.
+    pub(crate) phase: ReplacementPhase,
+}
+
+/// §6: the callback runs under the callback timeout, then the 100 ms close.
+#[derive(Debug)]
+pub(crate) enum ReplacementPhase {
+    /// The callback is running; the timer is SessionReplacementCallbackTimeout.
+    CallbackRunning { timeout: TimerKey },
+    /// The callback reached a terminal; the timer is the 100 ms close.
+    CloseScheduled,
+}
+
+/// One binding of this session to one Actor (§4).
+#[derive(Debug)]
+pub(crate) struct Binding {
+    /// The owner-local binding generation.
+    pub(crate) generation: BindingGeneration,
+    /// The bound incarnation.
+    pub(crate) object_generation: ObjectGeneration,
+    /// The verified route, stored at bind time (§5).
+    pub(crate) location: ActorLocation,
+    /// Current, or being notified of a disconnect.
+    pub(crate) state: BindingState,
+}
+
+/// §7: a binding stays current until its disconnect notification is sent;
+/// from then on it only waits for the callback terminal and its tombstone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BindingState {
+    /// Relay and push use it.
+    Current,
+    /// A disconnect notification is in flight; it runs at most once (§7).
+    Notifying { request: RequestId },
+}
+
+/// The session-side validation of one physical session.
+#[derive(Debug)]
+pub struct SessionBindingAggregate {
+    pub(crate) rid: SessionRid,
+    pub(crate) lifecycle: Lifecycle,
+    pub(crate) bindings: HashMap<ActorId, Binding>,
+    /// Binds sent and not yet terminal, by ActorId: one at a time per Actor.
+    pub(crate) binds_in_flight: HashMap<ActorId, RequestId>,
+    sequence: SessionSequence,
+}
+
+/// Why a push (36) was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PushVerdict {
+    /// All four generation values are current (§5, §8.1): submit it.
+    Current,
+    /// The session has no binding for the Actor.
+    NoBinding,
+    /// A generation value differs from the binding's.
+    NotCurrent,
+}
+
+impl SessionBindingAggregate {
+    pub(crate) fn new(rid: SessionRid) -> Self {
+        Self {
+            rid,
+            lifecycle: Lifecycle::Open,
+            bindings: HashMap::new(),
+            binds_in_flight: HashMap::new(),
+            sequence: SessionSequence(0),
+        }
+    }
+
+    /// The session's RID.
+    pub fn rid(&self) -> SessionRid {
+        self.rid
+    }
+
+    pub(crate) fn is_open(&self) -> bool {
+        matches!(self.lifecycle, Lifecycle::Open)
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        matches!(self.lifecycle, Lifecycle::Closed)
+    }
+
+    /// The next session sequence (§5): the order of accepted messages.
+    pub(crate) fn next_sequence(&mut self) -> SessionSequence {
+        self.sequence = self.sequence.next();
+        self.sequence
+    }
+
+    /// The current binding for `actor`, if it is current (not being notified).
+    pub(crate) fn current(&self, actor: &ActorId) -> Option<&Binding> {
+        self.bindings
+            .get(actor)
+            .filter(|b| b.state == BindingState::Current)
+    }
+
+    /// The binding as the application sees it: an ActorRef whose location is
+    /// the current snapshot (§1, §13).
+    pub(crate) fn view(actor: &ActorId, binding: &Binding) -> ActorRef {
+        ActorRef {
+            id: actor.clone(),
+            generation: binding.object_generation,
+            location: binding.location.clone(),
+        }
+    }
+
+    /// Every current binding, as ActorRefs (§13 `Bound`).
+    pub(crate) fn bound(&self) -> Vec<ActorRef> {
+        let mut refs: Vec<_> = self
+            .bindings
+            .iter()
+            .filter(|(_, b)| b.state == BindingState::Current)
+            .map(|(id, b)| Self::view(id, b))
+            .collect();
+        refs.sort_by(|a, b| a.id.cmp(&b.id));
+        refs
+    }
+
+    /// §5 linearization point 2: the binding commit and every state the push
+    /// judgment consults are published together, here, in one step.
+    pub(crate) fn commit_binding(
+        &mut self,
+        actor: ActorId,
+        generation: BindingGeneration,
+        object_generation: ObjectGeneration,
+        location: ActorLocation,
+    ) -> ActorRef {
+        let binding = Binding {
+            generation,
+            object_generation,
+            location,
+            state: BindingState::Current,
+        };
+        let view = Self::view(&actor, &binding);
+        self.bindings.insert(actor, binding);
+        view
+    }
+
+    /// §5, §8.1: a push is judged on the source ObjectGeneration, source
+    /// NodeGeneration (of the sending node), AuthorityOwnerGeneration and the
+    /// expected binding generation — nothing else, no derived copy.
+    pub(crate) fn judge_push(&self, from: Peer, push: &BoundSessionSend) -> PushVerdict {
+        let Some(binding) = self.bindings.get(&push.actor) else {
+            return PushVerdict::NoBinding;
+        };
+        let current = binding.generation == push.binding
+            && binding.object_generation == push.object_generation
+            && binding.location.owner == from.rid
+            && binding.location.node_generation == push.node_generation
+            && binding.location.authority == push.authority;
+        if current {
+            PushVerdict::Current
+        } else {
+            PushVerdict::NotCurrent
+        }
+    }
+}

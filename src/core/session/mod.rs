@@ -1,0 +1,939 @@
+//! The session owner (§2, §4–§7, §10): every physical session of one shard,
+//! each judged by its own [`SessionBindingAggregate`], plus the requests they
+//! have in flight.
+//!
+//! Rules this module keeps:
+//! - A bind sends one 38 at the ActorRef's location; its terminal commits the
+//!   binding at one linearization point (§5). The Location Store is never read.
+//! - Relay sends 24 over the stored route with the binding generation and the
+//!   session sequence; the reply completes the client's correlation exactly
+//!   once, or the deadline does, and a late reply is dropped and counted (§12).
+//! - A push (36) is judged here, on the session's own shard, against the four
+//!   generation values only (§5).
+//! - 51 retires one binding, closes the session to new dispatch, runs the
+//!   duplicate-connection callback and closes the connection 100 ms after its
+//!   terminal, or at SessionReplacementCallbackTimeout (§6).
+//! - Disconnect notifies every current binding once, all-settled, then sends
+//!   the tombstone (§7).
+
+mod aggregate;
+
+pub use aggregate::SessionBindingAggregate;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use self::aggregate::{BindingState, Lifecycle, PushVerdict, Replacement, ReplacementPhase};
+use super::effects::{CoreTimer, Effects};
+use super::timer::TimerKey;
+use super::trace::FlowTrace;
+use crate::error::{Error, Reason};
+use crate::ids::{
+    ActorId, ActorLocation, ActorRef, BindingGeneration, Correlation, NodeGeneration, NodeRid,
+    OwnerLeaseGeneration, PacketKey, Peer, RequestId, SessionOwnerId, SessionRef, SessionRid,
+};
+use crate::wire::client::{ClientFrame, CloseReason};
+use crate::wire::node::{
+    ActorMessage, ActorReply, ActorSend, ActorSendBody, BindRequest, BindTerminal, BindTombstone,
+    BoundSessionBind, BoundSessionBody, BoundSessionReplaced, BoundSessionSend, BoundSessionTail,
+    NodeRecord, RequestHeader, TombstoneCause,
+};
+
+/// §6: the previous connection closes this long after its callback terminal.
+/// Fixed by the spec, not a setting.
+pub const REPLACEMENT_CLOSE_DELAY: Duration = Duration::from_millis(100);
+
+/// Settings of the session owner.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionOwnerConfig {
+    /// §6 SessionReplacementCallbackTimeout: force-close a replaced session
+    /// whose callback reaches no terminal. Default 30,000 ms.
+    pub replacement_callback_timeout: Duration,
+    /// Deadline of a bind request (38) before it ends with DeadlineExceeded.
+    pub bind_timeout: Duration,
+    /// §7 lifecycle deadline: how long a disconnect notification waits for its
+    /// Spot callback before cleanup proceeds.
+    pub disconnect_deadline: Duration,
+}
+
+impl Default for SessionOwnerConfig {
+    fn default() -> Self {
+        Self {
+            replacement_callback_timeout: Duration::from_millis(30_000),
+            bind_timeout: Duration::from_millis(5_000),
+            disconnect_deadline: Duration::from_millis(5_000),
+        }
+    }
+}
+
+/// Who this session owner is: the values every binding identity it issues
+/// carries (§4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SessionOwnerIdentity {
+    /// The node.
+    pub node: NodeRid,
+    /// The node's lifecycle generation.
+    pub lifecycle: NodeGeneration,
+    /// This owner (shard) within the node.
+    pub owner_id: SessionOwnerId,
+    /// The node's owner lease generation.
+    pub lease: OwnerLeaseGeneration,
+}
+
+/// Names one asynchronous operation (a bind, a notify, a callback) so that
+/// its completion event can be matched to the call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Ticket(pub u64);
+
+/// What a bind call started.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BindStart {
+    /// §6, §13: the session already holds this binding: idempotent success,
+    /// no record is sent.
+    Existing(ActorRef),
+    /// A 38 is in flight; [`SessionEvent::BindCompleted`] ends it.
+    Pending(Ticket),
+}
+
+/// A timer of the session owner.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SessionTimer {
+    /// A request's deadline.
+    RequestDeadline(RequestId),
+    /// §6 SessionReplacementCallbackTimeout for a replaced session.
+    ReplacementCallbackTimeout {
+        /// The replaced session.
+        session: SessionRid,
+        /// The callback it waits for.
+        callback: Ticket,
+    },
+    /// §6: the 100 ms close, with the values it revalidates when it fires.
+    ReplacementClose {
+        /// The owner lifecycle captured when it was scheduled.
+        lifecycle: NodeGeneration,
+        /// The session.
+        session: SessionRid,
+        /// The retired binding generation.
+        retired: BindingGeneration,
+    },
+}
+
+/// What the session owner asks of the shard.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SessionEvent {
+    /// Write a frame to the client (reply, error, push).
+    Frame {
+        /// The session.
+        session: SessionRid,
+        /// The frame.
+        frame: ClientFrame,
+    },
+    /// Close the physical connection after the frames before this event.
+    Close {
+        /// The session.
+        session: SessionRid,
+        /// Why.
+        reason: CloseReason,
+    },
+    /// A bind reached its terminal.
+    BindCompleted {
+        /// The session.
+        session: SessionRid,
+        /// The bind call.
+        ticket: Ticket,
+        /// The binding, or why not.
+        outcome: Result<ActorRef, Error>,
+    },
+    /// A NotifyDisconnected reached its terminal (§7).
+    NotifyCompleted {
+        /// The session.
+        session: SessionRid,
+        /// The notify call.
+        ticket: Ticket,
+        /// `Err` when the Spot callback failed or timed out; the binding is
+        /// removed either way.
+        outcome: Result<(), Error>,
+    },
+    /// §6: run the session's duplicate-Actor-connection callback; report its
+    /// terminal with `replacement_callback_done`.
+    ReplacementCallback {
+        /// The replaced session.
+        session: SessionRid,
+        /// Names the callback.
+        callback: Ticket,
+        /// The Actor bound elsewhere now.
+        actor: ActorId,
+    },
+    /// Every binding of a closed session is cleaned up; nothing of it is left.
+    SessionEnded {
+        /// The session.
+        session: SessionRid,
+    },
+}
+
+/// A request in flight.
+#[derive(Debug)]
+struct Pending {
+    session: SessionRid,
+    deadline: TimerKey,
+    kind: PendingKind,
+}
+
+#[derive(Debug)]
+enum PendingKind {
+    Bind {
+        actor: ActorRef,
+        generation: BindingGeneration,
+        ticket: Ticket,
+    },
+    Relay {
+        correlation: Correlation,
+    },
+    Disconnect {
+        actor: ActorId,
+        generation: BindingGeneration,
+        cause: TombstoneCause,
+        ticket: Option<Ticket>,
+    },
+}
+
+/// The state of every session of one shard.
+#[derive(Debug)]
+pub struct SessionOwner {
+    identity: SessionOwnerIdentity,
+    config: SessionOwnerConfig,
+    sessions: HashMap<SessionRid, SessionBindingAggregate>,
+    pending: HashMap<RequestId, Pending>,
+    next_session: SessionRid,
+    next_binding: BindingGeneration,
+    next_request: RequestId,
+    next_ticket: u64,
+}
+
+impl SessionOwner {
+    pub(crate) fn new(identity: SessionOwnerIdentity, config: SessionOwnerConfig) -> Self {
+        Self {
+            identity,
+            config,
+            sessions: HashMap::new(),
+            pending: HashMap::new(),
+            next_session: SessionRid(0),
+            next_binding: BindingGeneration(0),
+            next_request: RequestId(0),
+            next_ticket: 0,
+        }
+    }
+
+    /// This owner's identity.
+    pub fn identity(&self) -> SessionOwnerIdentity {
+        self.identity
+    }
+
+    /// How many sessions exist (open, replacing or still cleaning up).
+    pub fn session_count(&self) -> usize {
+        self.sessions.len()
+    }
+
+    /// How many requests are in flight.
+    pub fn pending_count(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// The session's address as records carry it.
+    pub fn session_ref(&self, session: SessionRid) -> SessionRef {
+        SessionRef {
+            owner: self.identity.node,
+            lifecycle: self.identity.lifecycle,
+            owner_id: self.identity.owner_id,
+            session,
+        }
+    }
+
+    /// §13 `Bound`: every current binding of the session.
+    pub fn bound(&self, session: SessionRid) -> Vec<ActorRef> {
+        self.sessions
+            .get(&session)
+            .map(SessionBindingAggregate::bound)
+            .unwrap_or_default()
+    }
+
+    /// §13 `Find`: this session's current binding for `actor`, never the
+    /// global directory.
+    pub fn find(&self, session: SessionRid, actor: &ActorId) -> Option<ActorRef> {
+        let aggregate = self.sessions.get(&session)?;
+        aggregate
+            .current(actor)
+            .map(|b| SessionBindingAggregate::view(actor, b))
+    }
+
+    fn ticket(&mut self) -> Ticket {
+        self.next_ticket += 1;
+        Ticket(self.next_ticket)
+    }
+
+    fn request_id(&mut self) -> RequestId {
+        self.next_request = self.next_request.next();
+        self.next_request
+    }
+}
+
+/// The session owner with the shard's effects: every command and input.
+pub struct Sessions<'a> {
+    pub(crate) owner: &'a mut SessionOwner,
+    pub(crate) fx: &'a mut Effects,
+}
+
+impl Sessions<'_> {
+    /// A client connected: a new physical session with a never-reused RID.
+    pub fn open_session(&mut self) -> SessionRid {
+        let rid = self.owner.next_session.next();
+        self.owner.next_session = rid;
+        self.owner
+            .sessions
+            .insert(rid, SessionBindingAggregate::new(rid));
+        rid
+    }
+
+    /// Binds `actor` to the session (§5, §13 Bind and BindOrGet): one 38 at the
+    /// ActorRef's location. Binding the current binding again is an
+    /// idempotent success with no record (§6).
+    pub fn bind(&mut self, session: SessionRid, actor: ActorRef) -> Result<BindStart, Error> {
+        let aggregate = self.aggregate_open(session)?;
+        if let Some(binding) = aggregate.current(&actor.id) {
+            if binding.object_generation == actor.generation {
+                return Ok(BindStart::Existing(SessionBindingAggregate::view(
+                    &actor.id, binding,
+                )));
+            }
+        }
+        if aggregate.binds_in_flight.contains_key(&actor.id) {
+            return Err(Reason::BindInProgress.into());
+        }
+        let generation = self.owner.next_binding.next();
+        self.owner.next_binding = generation;
+        let request = self.owner.request_id();
+        let ticket = self.owner.ticket();
+        let record = BindRequest {
+            request: RequestHeader {
+                id: request,
+                budget: self.owner.config.bind_timeout,
+            },
+            actor: actor.id.clone(),
+            object_generation: actor.generation,
+            target_node_generation: actor.location.node_generation,
+            authority: actor.location.authority,
+            lease: actor.location.lease,
+            session: self.owner.session_ref(session),
+            session_lease: self.owner.identity.lease,
+            binding: generation,
+        };
+        self.fx.send(
+            actor.location.owner,
+            NodeRecord::BoundSessionBind(BoundSessionBind::Request(record)),
+        );
+        if let Some(aggregate) = self.owner.sessions.get_mut(&session) {
+            aggregate.binds_in_flight.insert(actor.id.clone(), request);
+        }
+        let kind = PendingKind::Bind {
+            actor,
+            generation,
+            ticket,
+        };
+        let timeout = self.owner.config.bind_timeout;
+        self.track(request, session, timeout, kind);
+        Ok(BindStart::Pending(ticket))
+    }
+
+    /// Relays a client payload to a bound Actor as 24 (§5), over the route
+    /// stored at bind time. With a correlation it is a request whose reply or
+    /// typed error completes that correlation exactly once (§12).
+    pub fn relay(
+        &mut self,
+        session: SessionRid,
+        actor: &ActorId,
+        key: PacketKey,
+        payload: Bytes,
+        request: Option<(Correlation, Duration)>,
+    ) -> Result<(), Error> {
+        let session_ref = self.owner.session_ref(session);
+        let aggregate = self.aggregate_open(session)?;
+        let Some(binding) = aggregate.current(actor) else {
+            return Err(Reason::SessionNotBound.into());
+        };
+        let (generation, object_generation) = (binding.generation, binding.object_generation);
+        let location = binding.location.clone();
+        let sequence = aggregate.next_sequence();
+        let header = request.map(|(correlation, budget)| {
+            let id = self.owner.request_id();
+            self.track(id, session, budget, PendingKind::Relay { correlation });
+            RequestHeader { id, budget }
+        });
+        let message = ActorMessage {
+            request: header,
+            actor: actor.clone(),
+            object_generation,
+            authority: location.authority,
+            lease: location.lease,
+            tail: BoundSessionTail {
+                session: session_ref,
+                binding: generation,
+                sequence,
+            },
+            body: ActorSendBody::Payload {
+                key,
+                correlation: request.map(|(c, _)| c),
+                payload,
+            },
+        };
+        self.fx.send(
+            location.owner,
+            NodeRecord::ActorSend(ActorSend::Message(message)),
+        );
+        Ok(())
+    }
+
+    /// §7 NotifyDisconnected: the logical disconnect notification to one
+    /// bound Actor while the connection is kept. The binding is removed once
+    /// the Spot callback reaches a terminal ([`SessionEvent::NotifyCompleted`]).
+    pub fn notify_disconnected(
+        &mut self,
+        session: SessionRid,
+        actor: &ActorId,
+    ) -> Result<Ticket, Error> {
+        let aggregate = self.aggregate_open(session)?;
+        if aggregate.current(actor).is_none() {
+            return Err(Reason::SessionNotBound.into());
+        }
+        let ticket = self.owner.ticket();
+        self.send_disconnect_notice(session, actor, TombstoneCause::Notified, Some(ticket));
+        Ok(ticket)
+    }
+
+    /// The client's connection ended (§7): notify every current binding.
+    pub fn connection_lost(&mut self, session: SessionRid) {
+        self.close(session, None);
+    }
+
+    /// The application closes the session.
+    pub fn close_session(&mut self, session: SessionRid) {
+        self.close(session, Some(CloseReason::Application));
+    }
+
+    /// §6: the duplicate-connection callback reached a terminal (`ok` or
+    /// failed). The close follows 100 ms later, never sooner.
+    pub fn replacement_callback_done(&mut self, session: SessionRid, callback: Ticket, ok: bool) {
+        let Some(aggregate) = self.owner.sessions.get_mut(&session) else {
+            return;
+        };
+        let Lifecycle::Replacing(replacement) = &mut aggregate.lifecycle else {
+            return;
+        };
+        let ReplacementPhase::CallbackRunning { timeout } = replacement.phase else {
+            return;
+        };
+        if replacement.callback != callback {
+            return;
+        }
+        replacement.phase = ReplacementPhase::CloseScheduled;
+        let retired = replacement.retired;
+        self.fx.cancel(timeout);
+        if !ok {
+            self.fx.trace(FlowTrace::ReplacementCallbackFailed);
+        }
+        let timer = SessionTimer::ReplacementClose {
+            lifecycle: self.owner.identity.lifecycle,
+            session,
+            retired,
+        };
+        self.fx
+            .arm(REPLACEMENT_CLOSE_DELAY, CoreTimer::Session(timer));
+    }
+
+    pub(crate) fn handle_record(&mut self, from: Peer, record: NodeRecord) {
+        match record {
+            NodeRecord::ActorSend(ActorSend::Reply(reply)) => self.on_reply(reply),
+            NodeRecord::BoundSessionBind(BoundSessionBind::Terminal(terminal)) => {
+                self.on_bind_terminal(terminal)
+            }
+            NodeRecord::BoundSessionSend(send) => self.on_bound_send(from, send),
+            NodeRecord::BoundSessionReplaced(replaced) => self.on_replaced(from, replaced),
+            other => {
+                debug_assert!(false, "record not for the session owner: {other:?}");
+                self.fx.trace(FlowTrace::UnhandledRecord);
+            }
+        }
+    }
+
+    pub(crate) fn handle_timer(&mut self, timer: SessionTimer) {
+        match timer {
+            SessionTimer::RequestDeadline(request) => self.on_deadline(request),
+            SessionTimer::ReplacementCallbackTimeout { session, callback } => {
+                let running = self.owner.sessions.get(&session).is_some_and(|a| {
+                    matches!(&a.lifecycle, Lifecycle::Replacing(r)
+                        if r.callback == callback
+                            && matches!(r.phase, ReplacementPhase::CallbackRunning { .. }))
+                });
+                if running {
+                    self.fx.trace(FlowTrace::ReplacementCallbackTimeout);
+                    self.close(session, Some(CloseReason::Replaced));
+                }
+            }
+            SessionTimer::ReplacementClose {
+                lifecycle,
+                session,
+                retired,
+            } => {
+                // §6: revalidate what was captured when the timer was armed.
+                let still_target = lifecycle == self.owner.identity.lifecycle
+                    && self.owner.sessions.get(&session).is_some_and(
+                        |a| matches!(&a.lifecycle, Lifecycle::Replacing(r) if r.retired == retired),
+                    );
+                if still_target {
+                    self.close(session, Some(CloseReason::Replaced));
+                } else {
+                    self.fx.trace(FlowTrace::ReplacementCloseSuperseded);
+                }
+            }
+        }
+    }
+
+    fn aggregate_open(
+        &mut self,
+        session: SessionRid,
+    ) -> Result<&mut SessionBindingAggregate, Error> {
+        match self.owner.sessions.get_mut(&session) {
+            Some(aggregate) if aggregate.is_open() => Ok(aggregate),
+            _ => Err(Reason::SessionClosing.into()),
+        }
+    }
+
+    fn track(
+        &mut self,
+        request: RequestId,
+        session: SessionRid,
+        budget: Duration,
+        kind: PendingKind,
+    ) {
+        let deadline = self.fx.arm(
+            budget,
+            CoreTimer::Session(SessionTimer::RequestDeadline(request)),
+        );
+        let pending = Pending {
+            session,
+            deadline,
+            kind,
+        };
+        let previous = self.owner.pending.insert(request, pending);
+        debug_assert!(previous.is_none(), "request id reused: {request:?}");
+    }
+
+    fn send_disconnect_notice(
+        &mut self,
+        session: SessionRid,
+        actor: &ActorId,
+        cause: TombstoneCause,
+        ticket: Option<Ticket>,
+    ) {
+        let session_ref = self.owner.session_ref(session);
+        let request = self.owner.request_id();
+        let Some(aggregate) = self.owner.sessions.get_mut(&session) else {
+            return;
+        };
+        let sequence = aggregate.next_sequence();
+        let Some(binding) = aggregate.bindings.get_mut(actor) else {
+            return;
+        };
+        debug_assert_eq!(binding.state, BindingState::Current);
+        binding.state = BindingState::Notifying { request };
+        let generation = binding.generation;
+        let location = binding.location.clone();
+        let message = ActorMessage {
+            request: Some(RequestHeader {
+                id: request,
+                budget: self.owner.config.disconnect_deadline,
+            }),
+            actor: actor.clone(),
+            object_generation: binding.object_generation,
+            authority: location.authority,
+            lease: location.lease,
+            tail: BoundSessionTail {
+                session: session_ref,
+                binding: generation,
+                sequence,
+            },
+            body: ActorSendBody::DisconnectNotice,
+        };
+        self.fx.send(
+            location.owner,
+            NodeRecord::ActorSend(ActorSend::Message(message)),
+        );
+        let kind = PendingKind::Disconnect {
+            actor: actor.clone(),
+            generation,
+            cause,
+            ticket,
+        };
+        let deadline = self.owner.config.disconnect_deadline;
+        self.track(request, session, deadline, kind);
+    }
+
+    /// Closes the session (`reason` is `None` when the client went away) and
+    /// starts the ordinary disconnect procedure for every current binding (§6,
+    /// §7). Requests in flight end here: their late replies are dropped.
+    fn close(&mut self, session: SessionRid, reason: Option<CloseReason>) {
+        let Some(aggregate) = self.owner.sessions.get_mut(&session) else {
+            return;
+        };
+        if aggregate.is_closed() {
+            return;
+        }
+        if let Lifecycle::Replacing(Replacement {
+            phase: ReplacementPhase::CallbackRunning { timeout },
+            ..
+        }) = aggregate.lifecycle
+        {
+            self.fx.cancel(timeout);
+        }
+        aggregate.lifecycle = Lifecycle::Closed;
+        if let Some(reason) = reason {
+            self.fx
+                .session_event(SessionEvent::Close { session, reason });
+        }
+        let current: Vec<ActorId> = aggregate
+            .bindings
+            .iter()
+            .filter(|(_, b)| b.state == BindingState::Current)
+            .map(|(id, _)| id.clone())
+            .collect();
+        let in_flight: Vec<RequestId> = self
+            .owner
+            .pending
+            .iter()
+            .filter(|(_, p)| {
+                p.session == session && !matches!(p.kind, PendingKind::Disconnect { .. })
+            })
+            .map(|(&id, _)| id)
+            .collect();
+        for request in in_flight {
+            self.abandon(request);
+        }
+        for actor in current {
+            self.send_disconnect_notice(session, &actor, TombstoneCause::Disconnect, None);
+        }
+        self.end_if_settled(session);
+    }
+
+    /// Ends a request of a closing session: a bind that may have been admitted
+    /// is tombstoned (FIFO on the link puts the tombstone after the request);
+    /// a relay's late reply will be dropped (§12).
+    fn abandon(&mut self, request: RequestId) {
+        let Some(pending) = self.owner.pending.remove(&request) else {
+            return;
+        };
+        self.fx.cancel(pending.deadline);
+        if let PendingKind::Bind {
+            actor,
+            generation,
+            ticket,
+        } = pending.kind
+        {
+            self.tombstone_unadmitted(pending.session, &actor, generation);
+            self.fx.session_event(SessionEvent::BindCompleted {
+                session: pending.session,
+                ticket,
+                outcome: Err(Reason::SessionClosing.into()),
+            });
+        }
+    }
+
+    fn tombstone_unadmitted(
+        &mut self,
+        session: SessionRid,
+        actor: &ActorRef,
+        generation: BindingGeneration,
+    ) {
+        if let Some(aggregate) = self.owner.sessions.get_mut(&session) {
+            aggregate.binds_in_flight.remove(&actor.id);
+        }
+        let tombstone = BindTombstone {
+            actor: actor.id.clone(),
+            object_generation: actor.generation,
+            session: self.owner.session_ref(session),
+            binding: generation,
+            cause: TombstoneCause::Disconnect,
+        };
+        self.fx.send(
+            actor.location.owner,
+            NodeRecord::BoundSessionBind(BoundSessionBind::Tombstone(tombstone)),
+        );
+    }
+
+    fn end_if_settled(&mut self, session: SessionRid) {
+        let settled = self
+            .owner
+            .sessions
+            .get(&session)
+            .is_some_and(|a| a.is_closed() && a.bindings.is_empty());
+        if settled {
+            self.owner.sessions.remove(&session);
+            self.fx
+                .session_event(SessionEvent::SessionEnded { session });
+        }
+    }
+
+    fn on_deadline(&mut self, request: RequestId) {
+        let Some(pending) = self.owner.pending.remove(&request) else {
+            return;
+        };
+        self.fx.trace(FlowTrace::RequestDeadlineExceeded);
+        let deadline: Error = Reason::Deadline.into();
+        match pending.kind {
+            PendingKind::Bind {
+                actor,
+                generation,
+                ticket,
+            } => {
+                self.tombstone_unadmitted(pending.session, &actor, generation);
+                self.fx.session_event(SessionEvent::BindCompleted {
+                    session: pending.session,
+                    ticket,
+                    outcome: Err(deadline),
+                });
+            }
+            PendingKind::Relay { correlation } => {
+                self.fx.session_event(SessionEvent::Frame {
+                    session: pending.session,
+                    frame: ClientFrame::Error {
+                        correlation,
+                        error: deadline,
+                    },
+                });
+            }
+            PendingKind::Disconnect {
+                actor,
+                generation,
+                cause,
+                ticket,
+            } => {
+                self.fx.trace(FlowTrace::DisconnectCallbackTimeout);
+                self.settle_disconnect(
+                    pending.session,
+                    &actor,
+                    generation,
+                    cause,
+                    ticket,
+                    Err(deadline),
+                );
+            }
+        }
+    }
+
+    fn on_reply(&mut self, reply: ActorReply) {
+        let Some(pending) = self.owner.pending.remove(&reply.request) else {
+            self.fx.trace(FlowTrace::LateReplyDropped);
+            return;
+        };
+        self.fx.cancel(pending.deadline);
+        match pending.kind {
+            PendingKind::Relay { correlation } => {
+                let frame = match reply.outcome {
+                    Ok(payload) => ClientFrame::Reply {
+                        correlation,
+                        payload,
+                    },
+                    Err(error) => ClientFrame::Error { correlation, error },
+                };
+                self.fx.session_event(SessionEvent::Frame {
+                    session: pending.session,
+                    frame,
+                });
+            }
+            PendingKind::Disconnect {
+                actor,
+                generation,
+                cause,
+                ticket,
+            } => {
+                let outcome = reply.outcome.map(|_| ());
+                if outcome.is_err() {
+                    self.fx.trace(FlowTrace::DisconnectCallbackFailed);
+                }
+                self.settle_disconnect(pending.session, &actor, generation, cause, ticket, outcome);
+            }
+            PendingKind::Bind { .. } => {
+                debug_assert!(false, "a 24 reply named a bind request");
+                self.fx.trace(FlowTrace::LateReplyDropped);
+            }
+        }
+    }
+
+    /// §7: after the callback terminal (or its deadline) the binding is
+    /// removed with a tombstone; a failure restores nothing and runs nothing
+    /// again.
+    fn settle_disconnect(
+        &mut self,
+        session: SessionRid,
+        actor: &ActorId,
+        generation: BindingGeneration,
+        cause: TombstoneCause,
+        ticket: Option<Ticket>,
+        outcome: Result<(), Error>,
+    ) {
+        let session_ref = self.owner.session_ref(session);
+        if let Some(aggregate) = self.owner.sessions.get_mut(&session) {
+            let ours = aggregate
+                .bindings
+                .get(actor)
+                .is_some_and(|b| b.generation == generation);
+            if let Some(binding) = ours.then(|| aggregate.bindings.remove(actor)).flatten() {
+                let tombstone = BindTombstone {
+                    actor: actor.clone(),
+                    object_generation: binding.object_generation,
+                    session: session_ref,
+                    binding: generation,
+                    cause,
+                };
+                self.fx.send(
+                    binding.location.owner,
+                    NodeRecord::BoundSessionBind(BoundSessionBind::Tombstone(tombstone)),
+                );
+            }
+        }
+        if let Some(ticket) = ticket {
+            self.fx.session_event(SessionEvent::NotifyCompleted {
+                session,
+                ticket,
+                outcome,
+            });
+        }
+        self.end_if_settled(session);
+    }
+
+    fn on_bind_terminal(&mut self, terminal: BindTerminal) {
+        let Some(pending) = self.owner.pending.remove(&terminal.request) else {
+            self.fx.trace(FlowTrace::LateReplyDropped);
+            return;
+        };
+        self.fx.cancel(pending.deadline);
+        let PendingKind::Bind {
+            actor,
+            generation,
+            ticket,
+        } = pending.kind
+        else {
+            debug_assert!(false, "a 38 terminal named a non-bind request");
+            self.fx.trace(FlowTrace::LateReplyDropped);
+            return;
+        };
+        let session = pending.session;
+        let Some(aggregate) = self.owner.sessions.get_mut(&session) else {
+            return;
+        };
+        aggregate.binds_in_flight.remove(&actor.id);
+        let outcome = terminal.outcome.map(|route| {
+            let location = ActorLocation {
+                mesh: route.mesh,
+                owner: route.owner,
+                node_generation: route.node_generation,
+                authority: route.authority,
+                lease: route.lease,
+            };
+            aggregate.commit_binding(actor.id, generation, actor.generation, location)
+        });
+        self.fx.session_event(SessionEvent::BindCompleted {
+            session,
+            ticket,
+            outcome,
+        });
+    }
+
+    fn on_bound_send(&mut self, from: Peer, send: BoundSessionSend) {
+        if !self.is_mine(&send.session) {
+            self.fx.trace(FlowTrace::StaleLifecycleRecord);
+            return;
+        }
+        let session = send.session.session;
+        let verdict = match self.owner.sessions.get(&session) {
+            Some(aggregate) if !aggregate.is_closed() => aggregate.judge_push(from, &send),
+            _ => {
+                self.fx.trace(FlowTrace::PushRejectedNoSession);
+                return;
+            }
+        };
+        match verdict {
+            PushVerdict::Current => match send.body {
+                BoundSessionBody::Push { key, payload } => {
+                    self.fx.session_event(SessionEvent::Frame {
+                        session,
+                        frame: ClientFrame::Push { key, payload },
+                    });
+                }
+                BoundSessionBody::Close { reason } => self.close(session, Some(reason)),
+            },
+            PushVerdict::NoBinding | PushVerdict::NotCurrent => {
+                self.fx.trace(FlowTrace::PushRejectedNotCurrent);
+            }
+        }
+    }
+
+    fn is_mine(&self, session: &SessionRef) -> bool {
+        let me = &self.owner.identity;
+        session.owner == me.node
+            && session.lifecycle == me.lifecycle
+            && session.owner_id == me.owner_id
+    }
+
+    /// §6: 51 runs the callback only when every previous session-owner value
+    /// matches the current replacement target exactly; otherwise nothing runs.
+    fn on_replaced(&mut self, from: Peer, replaced: BoundSessionReplaced) {
+        let values_match = from.rid == replaced.fence.owner
+            && self.is_mine(&replaced.previous)
+            && replaced.previous_lease == self.owner.identity.lease;
+        if !values_match {
+            self.fx.trace(FlowTrace::ReplacedNoticeMismatch);
+            return;
+        }
+        let session = replaced.previous.session;
+        let actor = replaced.fence.actor;
+        let Some(aggregate) = self.owner.sessions.get_mut(&session) else {
+            self.fx.trace(FlowTrace::ReplacedNoticeDuplicate);
+            return;
+        };
+        let is_target = !aggregate.is_closed()
+            && aggregate
+                .bindings
+                .get(&actor)
+                .is_some_and(|b| b.generation == replaced.retired);
+        if !is_target {
+            self.fx.trace(FlowTrace::ReplacedNoticeDuplicate);
+            return;
+        }
+        // Retire the binding: the Actor owner already refuses its ingress,
+        // and the session's close must not notify or tombstone it (§6).
+        aggregate.bindings.remove(&actor);
+        self.fx.trace(FlowTrace::BindingReplaced);
+        if !aggregate.is_open() {
+            // Already replacing: this binding is retired too, one callback.
+            return;
+        }
+        let callback = self.owner.ticket();
+        let timeout = self.fx.arm(
+            self.owner.config.replacement_callback_timeout,
+            CoreTimer::Session(SessionTimer::ReplacementCallbackTimeout { session, callback }),
+        );
+        if let Some(aggregate) = self.owner.sessions.get_mut(&session) {
+            aggregate.lifecycle = Lifecycle::Replacing(Replacement {
+                retired: replaced.retired,
+                callback,
+                phase: ReplacementPhase::CallbackRunning { timeout },
+            });
+        }
+        self.fx.session_event(SessionEvent::ReplacementCallback {
+            session,
+            callback,
+            actor,
+        });
+    }
+}

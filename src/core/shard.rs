@@ -1,0 +1,164 @@
+//! `ShardCore`: the session owner and the Actor owner of one shard behind one
+//! quinn-style surface (DESIGN "The shape of a core state machine").
+//!
+//! Inputs: [`ShardCore::handle_record`], [`ShardCore::handle_timeout`], and the
+//! commands of [`Sessions`] and [`Actors`]. Outputs, drained after every
+//! input: [`ShardCore::poll_transmit`], [`ShardCore::poll_event`],
+//! [`ShardCore::poll_timeout`]. Time comes in; nothing reads a clock.
+
+use super::actor::{ActorOwner, ActorOwnerIdentity, Actors};
+use super::effects::{CoreEvent, CoreTimer, Effects};
+use super::session::{SessionOwner, SessionOwnerConfig, SessionOwnerIdentity, Sessions};
+use super::time::Instant;
+use super::trace::{FlowCounters, FlowTrace};
+use crate::error::Reason;
+use crate::ids::{NodeRid, Peer};
+use crate::wire::node::{ActorSend, BoundSessionBind, NodeRecord, SessionRelocationSealed};
+
+/// Which role of a node a record is for (§5 command table directions).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecordRole {
+    /// Session owner: 24 replies, 38 terminals, 36, 51, 42, 44.
+    SessionOwner,
+    /// Actor owner: 24 messages, 38 requests and tombstones.
+    ActorOwner,
+    /// Relocation coordinator: 43.
+    Coordinator,
+}
+
+/// The role a record is addressed to, from its command and transition.
+pub fn record_role(record: &NodeRecord) -> RecordRole {
+    match record {
+        NodeRecord::ActorSend(ActorSend::Message(_))
+        | NodeRecord::BoundSessionBind(BoundSessionBind::Request(_))
+        | NodeRecord::BoundSessionBind(BoundSessionBind::Tombstone(_)) => RecordRole::ActorOwner,
+        NodeRecord::ActorSend(ActorSend::Reply(_))
+        | NodeRecord::BoundSessionBind(BoundSessionBind::Terminal(_))
+        | NodeRecord::BoundSessionSend(_)
+        | NodeRecord::BoundSessionReplaced(_)
+        | NodeRecord::SessionRelocationSeal(_)
+        | NodeRecord::SessionRelocationRoute(_) => RecordRole::SessionOwner,
+        NodeRecord::SessionRelocationSealed(_) => RecordRole::Coordinator,
+    }
+}
+
+/// Everything a shard core is configured with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShardConfig {
+    /// The session owner's identity.
+    pub session_owner: SessionOwnerIdentity,
+    /// The Actor owner's identity.
+    pub actor_owner: ActorOwnerIdentity,
+    /// Session owner settings.
+    pub sessions: SessionOwnerConfig,
+}
+
+/// The sans-IO core of one shard.
+#[derive(Debug)]
+pub struct ShardCore {
+    fx: Effects,
+    sessions: SessionOwner,
+    actors: ActorOwner,
+}
+
+impl ShardCore {
+    /// A shard core whose clock starts at `now`.
+    pub fn new(config: ShardConfig, now: Instant) -> Self {
+        Self {
+            fx: Effects::new(now),
+            sessions: SessionOwner::new(config.session_owner, config.sessions),
+            actors: ActorOwner::new(config.actor_owner),
+        }
+    }
+
+    /// The session owner's commands, at `now`.
+    pub fn sessions(&mut self, now: Instant) -> Sessions<'_> {
+        self.fx.advance(now);
+        Sessions {
+            owner: &mut self.sessions,
+            fx: &mut self.fx,
+        }
+    }
+
+    /// The Actor owner's commands, at `now`.
+    pub fn actors(&mut self, now: Instant) -> Actors<'_> {
+        self.fx.advance(now);
+        Actors {
+            owner: &mut self.actors,
+            fx: &mut self.fx,
+        }
+    }
+
+    /// The session owner's state, for queries.
+    pub fn session_owner(&self) -> &SessionOwner {
+        &self.sessions
+    }
+
+    /// The Actor owner's state, for queries.
+    pub fn actor_owner(&self) -> &ActorOwner {
+        &self.actors
+    }
+
+    /// A record from an authenticated peer (the transport checked `from`).
+    pub fn handle_record(&mut self, now: Instant, from: Peer, record: NodeRecord) {
+        self.fx.advance(now);
+        match record_role(&record) {
+            RecordRole::ActorOwner => self.actors(now).handle_record(from, record),
+            RecordRole::SessionOwner => match record {
+                NodeRecord::SessionRelocationSeal(seal) => {
+                    // Relocation is not served by this node yet: a typed
+                    // refusal, so the coordinator aborts instead of waiting.
+                    let refusal = SessionRelocationSealed {
+                        request: seal.request.id,
+                        outcome: Err(Reason::NotSupported.into()),
+                    };
+                    self.fx
+                        .send(from.rid, NodeRecord::SessionRelocationSealed(refusal));
+                }
+                NodeRecord::SessionRelocationRoute(_) => {
+                    self.fx.trace(FlowTrace::UnhandledRecord);
+                }
+                record => self.sessions(now).handle_record(from, record),
+            },
+            RecordRole::Coordinator => self.fx.trace(FlowTrace::UnhandledRecord),
+        }
+    }
+
+    /// Fires every timer due at `now`. A timer never fires before its time.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.fx.advance(now);
+        while let Some(timer) = self.fx.poll_expired() {
+            match timer {
+                CoreTimer::Session(timer) => self.sessions(now).handle_timer(timer),
+            }
+        }
+    }
+
+    /// The next record to send, with its destination node.
+    #[must_use]
+    pub fn poll_transmit(&mut self) -> Option<(NodeRid, NodeRecord)> {
+        self.fx.poll_transmit()
+    }
+
+    /// The next event to carry out.
+    #[must_use]
+    pub fn poll_event(&mut self) -> Option<CoreEvent> {
+        self.fx.poll_event()
+    }
+
+    /// When [`ShardCore::handle_timeout`] should next be called.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.fx.next_deadline()
+    }
+
+    /// The flow-trace counters.
+    pub fn counters(&self) -> &FlowCounters {
+        self.fx.counters()
+    }
+
+    /// How many timers are armed (a leak check for the tests).
+    pub fn armed_timers(&self) -> usize {
+        self.fx.pending_timers()
+    }
+}
