@@ -14,8 +14,8 @@ use zlink::wire::client::{ClientFrame, CloseReason};
 use zlink::wire::{DecodeLimits, WireError};
 
 use wire_support::{
-    assert_every_prefix_truncated, assert_total_and_canonical, edits, error, frame_and_body,
-    payload,
+    assert_every_byte_substitution_total, assert_every_prefix_truncated,
+    assert_total_and_canonical, edits, error, frame_and_body, payload,
 };
 
 const CLOSE_REASONS: [CloseReason; 7] = [
@@ -127,6 +127,17 @@ fn every_sample_round_trips_and_is_truncated_at_every_prefix_length() {
             Ok(Some(sample))
         );
         assert!(frame.is_empty());
+    }
+}
+
+#[test]
+fn every_single_byte_substitution_of_every_sample_is_total_and_canonical() {
+    for sample in samples() {
+        assert_every_byte_substitution_total(
+            &body_of(&sample),
+            ClientFrame::decode,
+            ClientFrame::encode,
+        );
     }
 }
 

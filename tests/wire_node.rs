@@ -21,8 +21,8 @@ use zlink::wire::node::*;
 use zlink::wire::{DecodeLimits, WireError};
 
 use wire_support::{
-    assert_every_prefix_truncated, assert_total_and_canonical, edits, error, frame_and_body,
-    payload,
+    assert_every_byte_substitution_total, assert_every_prefix_truncated,
+    assert_total_and_canonical, edits, error, frame_and_body, payload,
 };
 
 // ---- strategies -------------------------------------------------------------
@@ -501,6 +501,32 @@ fn every_sample_is_truncated_at_every_prefix_length() {
         let (frame, body) = frame_and_body(&record, NodeRecord::encode);
         assert_every_prefix_truncated(&frame, &body, NodeRecord::decode, NodeRecord::decode_from);
     }
+}
+
+#[test]
+fn every_single_byte_substitution_of_every_sample_is_total_and_canonical() {
+    for record in samples() {
+        assert_every_byte_substitution_total(
+            &body_of(&record),
+            NodeRecord::decode,
+            NodeRecord::encode,
+        );
+    }
+}
+
+#[test]
+fn a_relay_request_with_a_64_byte_payload_is_181_bytes() {
+    // docs/wire.md "24 actorSend": the hot record's size, pinned.
+    let mut record = message(ActorSendBody::Payload {
+        key: PacketKey(14),
+        correlation: Some(Correlation(15)),
+        payload: Bytes::from(vec![0; 64]),
+    });
+    if let NodeRecord::ActorSend(ActorSend::Message(m)) = &mut record {
+        m.actor = ActorId::new(&"a".repeat(20)).unwrap();
+    }
+    let (frame, _) = frame_and_body(&record, NodeRecord::encode);
+    assert_eq!(frame.len(), 181);
 }
 
 #[test]

@@ -20,7 +20,7 @@ use crate::ids::{
 use crate::wire::{DecodeLimits, WireError};
 
 /// Bytes of the length prefix in front of every frame.
-pub(crate) const LEN_PREFIX: usize = 4;
+const LEN_PREFIX: usize = 4;
 
 /// A bounded cursor over one complete frame.
 pub(crate) struct Reader<'a> {

@@ -21,7 +21,14 @@ pub fn payload() -> impl Strategy<Value = Bytes> {
 /// Edits to a valid body: a few bytes overwritten, maybe a cut, maybe a tail.
 pub fn edits() -> impl Strategy<Value = Edits> {
     (
-        vec((any::<Index>(), any::<u8>()), 0..4),
+        // Small values and 255 hit tags, presence bytes and codes often.
+        vec(
+            (
+                any::<Index>(),
+                prop_oneof![0u8..4, Just(u8::MAX), any::<u8>()],
+            ),
+            0..4,
+        ),
         proptest::option::of(any::<Index>()),
         vec(any::<u8>(), 0..3),
     )
@@ -99,5 +106,23 @@ pub fn assert_every_prefix_truncated<T: std::fmt::Debug>(
         let got = decode_from(&mut partial, &limits);
         assert!(matches!(got, Ok(None)), "frame prefix {cut}: {got:?}");
         assert_eq!(partial.len(), cut, "an incomplete frame is not consumed");
+    }
+}
+
+/// Every single-byte substitution of `body` (with values that name tags,
+/// presence bytes and codes, and neighbours of the original) decodes or
+/// errors, and what decodes is canonical.
+pub fn assert_every_byte_substitution_total<T: std::fmt::Debug>(
+    body: &Bytes,
+    decode: impl Fn(Bytes, &DecodeLimits) -> Result<T, WireError>,
+    encode: impl Fn(&T, &mut BytesMut),
+) {
+    for at in 0..body.len() {
+        let original = body[at];
+        for byte in [0, 1, 2, 3, u8::MAX, original ^ 1, original.wrapping_add(1)] {
+            let mut mutated = body.to_vec();
+            mutated[at] = byte;
+            assert_total_and_canonical(Bytes::from(mutated), &decode, &encode);
+        }
     }
 }

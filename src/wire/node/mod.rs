@@ -92,10 +92,11 @@ pub struct RequestHeader {
     pub budget: Duration,
 }
 
-/// `[u64 id][u32 budget_ms]`. The budget saturates at `u32::MAX` ms (49
-/// days) on encode and is truncated to whole milliseconds: the receiver gives
-/// up at most 1 ms before the requester, never after it. Decoding refuses a
-/// budget above [`DecodeLimits::budget_max_ms`].
+/// `[u64 id][u32 budget_ms]`. On encode the budget is truncated to whole
+/// milliseconds (rounding never lengthens it) and saturates at `u32::MAX` ms
+/// (49 days). Decoding refuses a budget above
+/// [`DecodeLimits::budget_max_ms`]: it bounds how long a receiver holds a
+/// request's state on a peer's word.
 impl Field for RequestHeader {
     fn put(&self, dst: &mut BytesMut) {
         self.id.put(dst);
