@@ -1,10 +1,17 @@
 //! The client STREAM frame: length, packet key, request correlation, flags and
 //! payload (docs/wire.md has the byte layout).
+//!
+//! A frame is `[u32 len][u8 kind][u8 flags][fields of the kind]`. No flag is
+//! defined yet, so flags must be zero: a later flag (compression, say) is then
+//! refused by an old peer instead of misread. The fields of each kind are
+//! written in the order the variant declares them.
 
-use bytes::Bytes;
+use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::error::Error;
 use crate::ids::{Correlation, PacketKey};
+use crate::wire::codec::{self, Field, Reader};
+use crate::wire::{DecodeLimits, WireError};
 
 /// One STREAM frame.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -81,4 +88,167 @@ pub enum CloseReason {
     KeepaliveTimeout = 6,
     /// The application closed the session.
     Application = 7,
+}
+
+impl CloseReason {
+    /// The reason's wire code.
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+
+    /// The reason for a wire code, if the code names one.
+    pub fn from_code(code: u8) -> Option<Self> {
+        Some(match code {
+            1 => Self::Replaced,
+            2 => Self::SealTimeout,
+            3 => Self::ActorRequested,
+            4 => Self::Shutdown,
+            5 => Self::ProtocolError,
+            6 => Self::KeepaliveTimeout,
+            7 => Self::Application,
+            _ => return None,
+        })
+    }
+}
+
+impl Field for CloseReason {
+    fn put(&self, dst: &mut BytesMut) {
+        dst.put_u8(self.code());
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, WireError> {
+        let code = r.u8()?;
+        Self::from_code(code).ok_or(WireError::UnknownCloseReason(code))
+    }
+}
+
+/// The kind bytes, 1-based so that a zeroed frame names nothing.
+mod kind {
+    pub(super) const REQUEST: u8 = 1;
+    pub(super) const MESSAGE: u8 = 2;
+    pub(super) const REPLY: u8 = 3;
+    pub(super) const ERROR: u8 = 4;
+    pub(super) const PUSH: u8 = 5;
+    pub(super) const CLOSE: u8 = 6;
+    pub(super) const PING: u8 = 7;
+    pub(super) const PONG: u8 = 8;
+}
+
+/// The flags byte of every frame this version writes.
+const FLAGS_NONE: u8 = 0;
+
+impl ClientFrame {
+    fn kind(&self) -> u8 {
+        match self {
+            ClientFrame::Request { .. } => kind::REQUEST,
+            ClientFrame::Message { .. } => kind::MESSAGE,
+            ClientFrame::Reply { .. } => kind::REPLY,
+            ClientFrame::Error { .. } => kind::ERROR,
+            ClientFrame::Push { .. } => kind::PUSH,
+            ClientFrame::Close { .. } => kind::CLOSE,
+            ClientFrame::Ping { .. } => kind::PING,
+            ClientFrame::Pong { .. } => kind::PONG,
+        }
+    }
+
+    /// Appends the whole length-prefixed frame to `dst`.
+    pub fn encode(&self, dst: &mut BytesMut) {
+        codec::put_frame(dst, |dst| {
+            dst.put_u8(self.kind());
+            dst.put_u8(FLAGS_NONE);
+            self.put_fields(dst);
+        });
+    }
+
+    fn put_fields(&self, dst: &mut BytesMut) {
+        match self {
+            ClientFrame::Request {
+                key,
+                correlation,
+                payload,
+            } => {
+                key.put(dst);
+                correlation.put(dst);
+                payload.put(dst);
+            }
+            ClientFrame::Message { key, payload } | ClientFrame::Push { key, payload } => {
+                key.put(dst);
+                payload.put(dst);
+            }
+            ClientFrame::Reply {
+                correlation,
+                payload,
+            } => {
+                correlation.put(dst);
+                payload.put(dst);
+            }
+            ClientFrame::Error { correlation, error } => {
+                correlation.put(dst);
+                error.put(dst);
+            }
+            ClientFrame::Close { reason } => reason.put(dst),
+            ClientFrame::Ping { nonce } | ClientFrame::Pong { nonce } => dst.put_u64(*nonce),
+        }
+    }
+
+    /// Decodes one complete frame from `frame`, the bytes after the length
+    /// prefix. Payloads are slices of `frame`.
+    pub fn decode(frame: Bytes, limits: &DecodeLimits) -> Result<Self, WireError> {
+        codec::check_frame_len(frame.len(), limits)?;
+        let mut r = Reader::new(frame, limits);
+        let kind = r.u8()?;
+        let flags = r.u8()?;
+        if flags != FLAGS_NONE {
+            return Err(WireError::InvalidFlags(flags));
+        }
+        let frame = Self::get_fields(kind, &mut r)?;
+        r.finish()?;
+        Ok(frame)
+    }
+
+    fn get_fields(kind: u8, r: &mut Reader<'_>) -> Result<Self, WireError> {
+        Ok(match kind {
+            kind::REQUEST => ClientFrame::Request {
+                key: r.get()?,
+                correlation: r.get()?,
+                payload: r.get()?,
+            },
+            kind::MESSAGE => ClientFrame::Message {
+                key: r.get()?,
+                payload: r.get()?,
+            },
+            kind::REPLY => ClientFrame::Reply {
+                correlation: r.get()?,
+                payload: r.get()?,
+            },
+            kind::ERROR => ClientFrame::Error {
+                correlation: r.get()?,
+                error: r.get()?,
+            },
+            kind::PUSH => ClientFrame::Push {
+                key: r.get()?,
+                payload: r.get()?,
+            },
+            kind::CLOSE => ClientFrame::Close { reason: r.get()? },
+            kind::PING => ClientFrame::Ping { nonce: r.u64()? },
+            kind::PONG => ClientFrame::Pong { nonce: r.u64()? },
+            other => return Err(WireError::UnknownFrameKind(other)),
+        })
+    }
+
+    /// Splits one frame off the front of a socket's receive buffer.
+    ///
+    /// `Ok(None)` while the frame is incomplete (nothing is consumed). An
+    /// oversized length prefix is refused at once, leaving `buf` untouched:
+    /// the connection cannot resynchronise and closes with
+    /// [`CloseReason::ProtocolError`]. Any other error has consumed exactly
+    /// the bad frame.
+    pub fn decode_from(
+        buf: &mut BytesMut,
+        limits: &DecodeLimits,
+    ) -> Result<Option<Self>, WireError> {
+        match codec::split_frame(buf, limits)? {
+            None => Ok(None),
+            Some(frame) => Self::decode(frame, limits).map(Some),
+        }
+    }
 }

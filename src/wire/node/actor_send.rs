@@ -1,14 +1,21 @@
 //! Command 24, actorSend (§5): session → Actor payload with the bound-session
 //! tail, the disconnect notice (§7), and the terminal reply of a request relay.
+//!
+//! Variants (docs/wire.md "24 actorSend"): 1 a message with a payload, 2 a
+//! message that is the disconnect notice, 3 the reply. The notice and the
+//! reply travel as 24 because they follow the binding's route and the
+//! request's correlation exactly as a relay does; they are not new commands.
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 
-use super::RequestHeader;
+use super::{Body, Command, RequestHeader};
 use crate::error::Error;
 use crate::ids::{
     ActorId, AuthorityOwnerGeneration, BindingGeneration, Correlation, ObjectGeneration,
     OwnerLeaseGeneration, PacketKey, RequestId, SessionRef, SessionSequence,
 };
+use crate::wire::codec::{Field, Reader};
+use crate::wire::WireError;
 
 /// Command 24.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -76,4 +83,104 @@ pub struct ActorReply {
     pub request: RequestId,
     /// The reply payload, or the typed failure.
     pub outcome: Result<Bytes, Error>,
+}
+
+impl Field for BoundSessionTail {
+    fn put(&self, dst: &mut BytesMut) {
+        self.session.put(dst);
+        self.binding.put(dst);
+        self.sequence.put(dst);
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, WireError> {
+        Ok(Self {
+            session: r.get()?,
+            binding: r.get()?,
+            sequence: r.get()?,
+        })
+    }
+}
+
+const PAYLOAD: u8 = 1;
+const DISCONNECT_NOTICE: u8 = 2;
+const REPLY: u8 = 3;
+
+impl Body for ActorSend {
+    const COMMAND: Command = Command::ActorSend;
+
+    fn variant(&self) -> u8 {
+        match self {
+            ActorSend::Message(ActorMessage {
+                body: ActorSendBody::Payload { .. },
+                ..
+            }) => PAYLOAD,
+            ActorSend::Message(ActorMessage {
+                body: ActorSendBody::DisconnectNotice,
+                ..
+            }) => DISCONNECT_NOTICE,
+            ActorSend::Reply(_) => REPLY,
+        }
+    }
+
+    fn put_body(&self, dst: &mut BytesMut) {
+        match self {
+            ActorSend::Message(m) => {
+                m.request.put(dst);
+                m.actor.put(dst);
+                m.object_generation.put(dst);
+                m.authority.put(dst);
+                m.lease.put(dst);
+                m.tail.put(dst);
+                if let ActorSendBody::Payload {
+                    key,
+                    correlation,
+                    payload,
+                } = &m.body
+                {
+                    key.put(dst);
+                    correlation.put(dst);
+                    payload.put(dst);
+                }
+            }
+            ActorSend::Reply(reply) => {
+                reply.request.put(dst);
+                reply.outcome.put(dst);
+            }
+        }
+    }
+
+    fn get_body(variant: u8, r: &mut Reader<'_>) -> Result<Self, WireError> {
+        if variant == REPLY {
+            return Ok(ActorSend::Reply(ActorReply {
+                request: r.get()?,
+                outcome: r.get()?,
+            }));
+        }
+        if variant != PAYLOAD && variant != DISCONNECT_NOTICE {
+            return Err(Self::unknown(variant));
+        }
+        let request = r.get()?;
+        let actor = r.get()?;
+        let object_generation = r.get()?;
+        let authority = r.get()?;
+        let lease = r.get()?;
+        let tail = r.get()?;
+        let body = if variant == PAYLOAD {
+            ActorSendBody::Payload {
+                key: r.get()?,
+                correlation: r.get()?,
+                payload: r.get()?,
+            }
+        } else {
+            ActorSendBody::DisconnectNotice
+        };
+        Ok(ActorSend::Message(ActorMessage {
+            request,
+            actor,
+            object_generation,
+            authority,
+            lease,
+            tail,
+            body,
+        }))
+    }
 }

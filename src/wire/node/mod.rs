@@ -5,6 +5,11 @@
 //! and the request reply are variants of 24, the abort a variant of 44.
 //! Command 45 is reserved: it has no type, and decoding refuses it
 //! (docs/wire.md).
+//!
+//! A record is `[u32 len][u8 command][u8 variant][body]`: the variant byte
+//! names the transition the record makes, so a receiver dispatches on two
+//! bytes before it reads a field. Each command's body is encoded next to its
+//! type; this file owns the dispatch and the request header.
 
 mod actor_send;
 mod bind;
@@ -25,7 +30,11 @@ pub use replaced::{AuthorityFence, BoundSessionReplaced};
 
 use std::time::Duration;
 
+use bytes::{BufMut, Bytes, BytesMut};
+
 use crate::ids::RequestId;
+use crate::wire::codec::{self, Field, Reader};
+use crate::wire::{DecodeLimits, WireError};
 
 /// The command numbers of the §5 table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -47,6 +56,28 @@ pub enum Command {
     BoundSessionReplaced = 51,
 }
 
+impl Command {
+    /// The command's number on the wire.
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+
+    /// The command a number names; 45 is refused with its own error.
+    pub fn from_code(code: u8) -> Result<Self, WireError> {
+        Ok(match code {
+            24 => Self::ActorSend,
+            36 => Self::BoundSessionSend,
+            38 => Self::BoundSessionBind,
+            42 => Self::SessionRelocationSeal,
+            43 => Self::SessionRelocationSealed,
+            44 => Self::SessionRelocationRoute,
+            51 => Self::BoundSessionReplaced,
+            RESERVED_COMMAND => return Err(WireError::ReservedCommand),
+            other => return Err(WireError::UnknownCommand(other)),
+        })
+    }
+}
+
 /// The reserved command number that is neither sent nor accepted (§5, §8.2).
 pub const RESERVED_COMMAND: u8 = 45;
 
@@ -59,6 +90,50 @@ pub struct RequestHeader {
     pub id: RequestId,
     /// Time left until the requester gives up.
     pub budget: Duration,
+}
+
+/// `[u64 id][u32 budget_ms]`. On encode the budget is truncated to whole
+/// milliseconds (rounding never lengthens it) and saturates at `u32::MAX` ms
+/// (49 days). Decoding refuses a budget above
+/// [`DecodeLimits::budget_max_ms`]: it bounds how long a receiver holds a
+/// request's state on a peer's word.
+impl Field for RequestHeader {
+    fn put(&self, dst: &mut BytesMut) {
+        self.id.put(dst);
+        dst.put_u32(u32::try_from(self.budget.as_millis()).unwrap_or(u32::MAX));
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, WireError> {
+        let id = r.get()?;
+        let budget_ms = r.u32()?;
+        let max_ms = r.limits().budget_max_ms;
+        if budget_ms > max_ms {
+            return Err(WireError::BudgetOutOfRange { budget_ms, max_ms });
+        }
+        Ok(Self {
+            id,
+            budget: Duration::from_millis(u64::from(budget_ms)),
+        })
+    }
+}
+
+/// The body of one command: its variant byte, and its fields after it.
+trait Body: Sized {
+    /// The command whose body this is.
+    const COMMAND: Command;
+    /// The variant byte of this value (1-based; docs/wire.md per command).
+    fn variant(&self) -> u8;
+    /// Appends the fields after the variant byte.
+    fn put_body(&self, dst: &mut BytesMut);
+    /// Reads the fields of `variant`.
+    fn get_body(variant: u8, r: &mut Reader<'_>) -> Result<Self, WireError>;
+
+    /// The error for a variant byte this command does not define.
+    fn unknown(variant: u8) -> WireError {
+        WireError::UnknownVariant {
+            command: Self::COMMAND,
+            variant,
+        }
+    }
 }
 
 /// One node-to-node record.
@@ -93,4 +168,73 @@ impl NodeRecord {
             NodeRecord::BoundSessionReplaced(_) => Command::BoundSessionReplaced,
         }
     }
+}
+
+impl NodeRecord {
+    /// Appends the whole length-prefixed record to `dst`.
+    pub fn encode(&self, dst: &mut BytesMut) {
+        codec::put_frame(dst, |dst| match self {
+            NodeRecord::ActorSend(b) => put(b, dst),
+            NodeRecord::BoundSessionSend(b) => put(b, dst),
+            NodeRecord::BoundSessionBind(b) => put(b, dst),
+            NodeRecord::SessionRelocationSeal(b) => put(b, dst),
+            NodeRecord::SessionRelocationSealed(b) => put(b, dst),
+            NodeRecord::SessionRelocationRoute(b) => put(b, dst),
+            NodeRecord::BoundSessionReplaced(b) => put(b, dst),
+        });
+    }
+
+    /// Decodes one complete record from `frame`, the bytes after the length
+    /// prefix. Payloads and names are slices of `frame`.
+    pub fn decode(frame: Bytes, limits: &DecodeLimits) -> Result<Self, WireError> {
+        codec::check_frame_len(frame.len(), limits)?;
+        let mut r = Reader::new(frame, limits);
+        let command = Command::from_code(r.u8()?)?;
+        let variant = r.u8()?;
+        let record = match command {
+            Command::ActorSend => NodeRecord::ActorSend(Body::get_body(variant, &mut r)?),
+            Command::BoundSessionSend => {
+                NodeRecord::BoundSessionSend(Body::get_body(variant, &mut r)?)
+            }
+            Command::BoundSessionBind => {
+                NodeRecord::BoundSessionBind(Body::get_body(variant, &mut r)?)
+            }
+            Command::SessionRelocationSeal => {
+                NodeRecord::SessionRelocationSeal(Body::get_body(variant, &mut r)?)
+            }
+            Command::SessionRelocationSealed => {
+                NodeRecord::SessionRelocationSealed(Body::get_body(variant, &mut r)?)
+            }
+            Command::SessionRelocationRoute => {
+                NodeRecord::SessionRelocationRoute(Body::get_body(variant, &mut r)?)
+            }
+            Command::BoundSessionReplaced => {
+                NodeRecord::BoundSessionReplaced(Body::get_body(variant, &mut r)?)
+            }
+        };
+        r.finish()?;
+        Ok(record)
+    }
+
+    /// Splits one record off the front of a link's receive buffer.
+    ///
+    /// `Ok(None)` while the record is incomplete (nothing is consumed). An
+    /// oversized length prefix is refused at once, leaving `buf` untouched:
+    /// the link cannot resynchronise and must close. Any other error has
+    /// consumed exactly the bad record, so the next one can still be read.
+    pub fn decode_from(
+        buf: &mut BytesMut,
+        limits: &DecodeLimits,
+    ) -> Result<Option<Self>, WireError> {
+        match codec::split_frame(buf, limits)? {
+            None => Ok(None),
+            Some(frame) => Self::decode(frame, limits).map(Some),
+        }
+    }
+}
+
+fn put<B: Body>(body: &B, dst: &mut BytesMut) {
+    dst.put_u8(B::COMMAND.code());
+    dst.put_u8(body.variant());
+    body.put_body(dst);
 }

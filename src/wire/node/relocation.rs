@@ -1,12 +1,20 @@
 //! Commands 42, 43 and 44 (§8.2): the relocation seal request, its result, and
 //! the one-way route apply or abort.
+//!
+//! Variants (docs/wire.md "42", "43", "44"): 42 and 43 have one variant (1);
+//! 44 has 1 commit and 2 abort. 43's body is exactly the request id and the
+//! outcome: no sequence, no high-water (§8.1, §8.2).
 
-use super::RequestHeader;
+use bytes::BytesMut;
+
+use super::{Body, Command, RequestHeader};
 use crate::error::Error;
 use crate::ids::{
     ActorId, AuthorityOwnerGeneration, BindingGeneration, MeshName, NodeGeneration, NodeRid,
     ObjectGeneration, OwnerLeaseGeneration, RelocationId, RequestId, SessionRef,
 };
+use crate::wire::codec::{Field, Reader};
+use crate::wire::WireError;
 
 /// Which seal: the relocation, and the binding it was installed on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -73,4 +81,125 @@ pub struct RouteCommit {
     pub authority: AuthorityOwnerGeneration,
     /// The target owner's lease generation.
     pub lease: OwnerLeaseGeneration,
+}
+
+impl Field for SealIdentity {
+    fn put(&self, dst: &mut BytesMut) {
+        self.relocation.put(dst);
+        self.session.put(dst);
+        self.binding.put(dst);
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, WireError> {
+        Ok(Self {
+            relocation: r.get()?,
+            session: r.get()?,
+            binding: r.get()?,
+        })
+    }
+}
+
+impl Field for RouteCommit {
+    fn put(&self, dst: &mut BytesMut) {
+        self.seal.put(dst);
+        self.actor.put(dst);
+        self.object_generation.put(dst);
+        self.target_mesh.put(dst);
+        self.target.put(dst);
+        self.target_node_generation.put(dst);
+        self.authority.put(dst);
+        self.lease.put(dst);
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, WireError> {
+        Ok(Self {
+            seal: r.get()?,
+            actor: r.get()?,
+            object_generation: r.get()?,
+            target_mesh: r.get()?,
+            target: r.get()?,
+            target_node_generation: r.get()?,
+            authority: r.get()?,
+            lease: r.get()?,
+        })
+    }
+}
+
+/// The variant byte of a command that has one variant.
+const ONLY: u8 = 1;
+const COMMIT: u8 = 1;
+const ABORT: u8 = 2;
+
+impl Body for SessionRelocationSeal {
+    const COMMAND: Command = Command::SessionRelocationSeal;
+
+    fn variant(&self) -> u8 {
+        ONLY
+    }
+
+    fn put_body(&self, dst: &mut BytesMut) {
+        self.request.put(dst);
+        self.seal.put(dst);
+        self.actor.put(dst);
+        self.object_generation.put(dst);
+    }
+
+    fn get_body(variant: u8, r: &mut Reader<'_>) -> Result<Self, WireError> {
+        if variant != ONLY {
+            return Err(Self::unknown(variant));
+        }
+        Ok(Self {
+            request: r.get()?,
+            seal: r.get()?,
+            actor: r.get()?,
+            object_generation: r.get()?,
+        })
+    }
+}
+
+impl Body for SessionRelocationSealed {
+    const COMMAND: Command = Command::SessionRelocationSealed;
+
+    fn variant(&self) -> u8 {
+        ONLY
+    }
+
+    fn put_body(&self, dst: &mut BytesMut) {
+        self.request.put(dst);
+        self.outcome.put(dst);
+    }
+
+    fn get_body(variant: u8, r: &mut Reader<'_>) -> Result<Self, WireError> {
+        if variant != ONLY {
+            return Err(Self::unknown(variant));
+        }
+        Ok(Self {
+            request: r.get()?,
+            outcome: r.get()?,
+        })
+    }
+}
+
+impl Body for SessionRelocationRoute {
+    const COMMAND: Command = Command::SessionRelocationRoute;
+
+    fn variant(&self) -> u8 {
+        match self {
+            SessionRelocationRoute::Commit(_) => COMMIT,
+            SessionRelocationRoute::Abort(_) => ABORT,
+        }
+    }
+
+    fn put_body(&self, dst: &mut BytesMut) {
+        match self {
+            SessionRelocationRoute::Commit(commit) => commit.put(dst),
+            SessionRelocationRoute::Abort(seal) => seal.put(dst),
+        }
+    }
+
+    fn get_body(variant: u8, r: &mut Reader<'_>) -> Result<Self, WireError> {
+        Ok(match variant {
+            COMMIT => SessionRelocationRoute::Commit(r.get()?),
+            ABORT => SessionRelocationRoute::Abort(r.get()?),
+            other => return Err(Self::unknown(other)),
+        })
+    }
 }

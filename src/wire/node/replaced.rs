@@ -1,5 +1,13 @@
 //! Command 51, boundSessionReplaced (§6): one-way, at most once, to the
 //! previous session owner of a replaced binding.
+//!
+//! One variant (1); docs/wire.md "51 boundSessionReplaced".
+
+use bytes::BytesMut;
+
+use super::{Body, Command};
+use crate::wire::codec::{Field, Reader};
+use crate::wire::WireError;
 
 use crate::ids::{
     ActorId, AuthorityOwnerGeneration, BindingGeneration, NodeGeneration, NodeRid,
@@ -34,4 +42,53 @@ pub struct BoundSessionReplaced {
     pub previous_lease: OwnerLeaseGeneration,
     /// The retired binding generation.
     pub retired: BindingGeneration,
+}
+
+impl Field for AuthorityFence {
+    fn put(&self, dst: &mut BytesMut) {
+        self.actor.put(dst);
+        self.object_generation.put(dst);
+        self.owner.put(dst);
+        self.node_generation.put(dst);
+        self.authority.put(dst);
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, WireError> {
+        Ok(Self {
+            actor: r.get()?,
+            object_generation: r.get()?,
+            owner: r.get()?,
+            node_generation: r.get()?,
+            authority: r.get()?,
+        })
+    }
+}
+
+/// 51 has one variant.
+const ONLY: u8 = 1;
+
+impl Body for BoundSessionReplaced {
+    const COMMAND: Command = Command::BoundSessionReplaced;
+
+    fn variant(&self) -> u8 {
+        ONLY
+    }
+
+    fn put_body(&self, dst: &mut BytesMut) {
+        self.fence.put(dst);
+        self.previous.put(dst);
+        self.previous_lease.put(dst);
+        self.retired.put(dst);
+    }
+
+    fn get_body(variant: u8, r: &mut Reader<'_>) -> Result<Self, WireError> {
+        if variant != ONLY {
+            return Err(Self::unknown(variant));
+        }
+        Ok(Self {
+            fence: r.get()?,
+            previous: r.get()?,
+            previous_lease: r.get()?,
+            retired: r.get()?,
+        })
+    }
 }

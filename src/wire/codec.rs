@@ -1,0 +1,312 @@
+//! The one place that reads and writes primitive fields (docs/wire.md
+//! "Primitives"): big-endian fixed-width integers, names with a one-byte
+//! length, payloads with a four-byte length, presence bytes, outcomes, and the
+//! length-prefixed frame around every record.
+//!
+//! Ground rules: a read checks the bytes are there before it takes them and
+//! answers [`WireError::Truncated`] otherwise; a length is checked against the
+//! bytes that remain before anything is sliced, so no length can cause an
+//! allocation; payloads and names are `Bytes::slice`s of the frame. Every
+//! encoding is canonical: a body that decodes re-encodes to the same bytes.
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+
+use crate::error::{Error, ErrorKind, Reason};
+use crate::ids::{
+    ActorId, AuthorityOwnerGeneration, BindingGeneration, Correlation, MeshName, NodeGeneration,
+    NodeRid, ObjectGeneration, OwnerLeaseGeneration, PacketKey, RelocationId, RequestId,
+    SessionOwnerId, SessionRef, SessionRid, SessionSequence,
+};
+use crate::wire::{DecodeLimits, WireError};
+
+/// Bytes of the length prefix in front of every frame.
+const LEN_PREFIX: usize = 4;
+
+/// A bounded cursor over one complete frame.
+pub(crate) struct Reader<'a> {
+    buf: Bytes,
+    limits: &'a DecodeLimits,
+}
+
+impl<'a> Reader<'a> {
+    /// A reader over `frame`, the bytes after the length prefix.
+    pub(crate) fn new(frame: Bytes, limits: &'a DecodeLimits) -> Self {
+        Self { buf: frame, limits }
+    }
+
+    /// The limits the frame is decoded under.
+    pub(crate) fn limits(&self) -> &DecodeLimits {
+        self.limits
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], WireError> {
+        let have = self.buf.len();
+        let Some(head) = self.buf.first_chunk::<N>().copied() else {
+            return Err(WireError::Truncated { need: N, have });
+        };
+        self.buf.advance(N);
+        Ok(head)
+    }
+
+    /// One byte.
+    pub(crate) fn u8(&mut self) -> Result<u8, WireError> {
+        self.array::<1>().map(|[b]| b)
+    }
+
+    /// A big-endian `u16`.
+    pub(crate) fn u16(&mut self) -> Result<u16, WireError> {
+        self.array().map(u16::from_be_bytes)
+    }
+
+    /// A big-endian `u32`.
+    pub(crate) fn u32(&mut self) -> Result<u32, WireError> {
+        self.array().map(u32::from_be_bytes)
+    }
+
+    /// A big-endian `u64`.
+    pub(crate) fn u64(&mut self) -> Result<u64, WireError> {
+        self.array().map(u64::from_be_bytes)
+    }
+
+    /// The next `len` bytes, as a slice of the frame.
+    pub(crate) fn take(&mut self, len: usize) -> Result<Bytes, WireError> {
+        let have = self.buf.len();
+        if len > have {
+            return Err(WireError::Truncated { need: len, have });
+        }
+        Ok(self.buf.split_to(len))
+    }
+
+    /// The next field of type `T`.
+    pub(crate) fn get<T: Field>(&mut self) -> Result<T, WireError> {
+        T::get(self)
+    }
+
+    /// Ends the body: any byte left over is an error, so that exactly one
+    /// byte string encodes each value.
+    pub(crate) fn finish(self) -> Result<(), WireError> {
+        match self.buf.len() {
+            0 => Ok(()),
+            len => Err(WireError::TrailingBytes { len }),
+        }
+    }
+}
+
+/// A value with one wire encoding, read and written field by field.
+pub(crate) trait Field: Sized {
+    /// Appends the encoding.
+    fn put(&self, dst: &mut BytesMut);
+    /// Reads the encoding.
+    fn get(r: &mut Reader<'_>) -> Result<Self, WireError>;
+}
+
+macro_rules! int_field {
+    ($($ty:ident: $put:ident, $get:ident;)*) => {$(
+        impl Field for $ty {
+            fn put(&self, dst: &mut BytesMut) {
+                dst.$put(self.0);
+            }
+            fn get(r: &mut Reader<'_>) -> Result<Self, WireError> {
+                r.$get().map($ty)
+            }
+        }
+    )*};
+}
+
+int_field! {
+    NodeRid: put_u64, u64;
+    NodeGeneration: put_u64, u64;
+    ObjectGeneration: put_u64, u64;
+    AuthorityOwnerGeneration: put_u64, u64;
+    OwnerLeaseGeneration: put_u64, u64;
+    BindingGeneration: put_u64, u64;
+    SessionSequence: put_u64, u64;
+    SessionRid: put_u64, u64;
+    RequestId: put_u64, u64;
+    SessionOwnerId: put_u16, u16;
+    PacketKey: put_u16, u16;
+    Correlation: put_u32, u32;
+}
+
+macro_rules! name_field {
+    ($($ty:ident),*) => {$(
+        // The one-byte length is enough: the type bounds the name to
+        // `LEN_MAX` <= 255 bytes, checked at compile time below.
+        const _: () = assert!($ty::LEN_MAX <= u8::MAX as usize);
+
+        impl Field for $ty {
+            fn put(&self, dst: &mut BytesMut) {
+                let bytes = self.as_bytes();
+                dst.put_u8(bytes.len() as u8);
+                dst.put_slice(bytes);
+            }
+            fn get(r: &mut Reader<'_>) -> Result<Self, WireError> {
+                let len = r.u8()?;
+                let bytes = r.take(usize::from(len))?;
+                $ty::from_bytes(bytes).map_err(|source| WireError::BadName {
+                    name: stringify!($ty),
+                    source,
+                })
+            }
+        }
+    )*};
+}
+
+name_field!(ActorId, MeshName);
+
+/// A payload: a four-byte length, then the bytes (a slice of the frame).
+impl Field for Bytes {
+    fn put(&self, dst: &mut BytesMut) {
+        // A payload over 4 GiB saturates the prefix; the receiver's frame
+        // limit refuses that frame, so the saturation is never decoded.
+        dst.put_u32(u32::try_from(self.len()).unwrap_or(u32::MAX));
+        dst.put_slice(self);
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, WireError> {
+        let len = r.u32()?;
+        r.take(usize::try_from(len).unwrap_or(usize::MAX))
+    }
+}
+
+/// Nothing: the success of an outcome that carries no value (43).
+impl Field for () {
+    fn put(&self, _: &mut BytesMut) {}
+    fn get(_: &mut Reader<'_>) -> Result<Self, WireError> {
+        Ok(())
+    }
+}
+
+/// A presence byte (0 absent, 1 present), then the value when present.
+impl<T: Field> Field for Option<T> {
+    fn put(&self, dst: &mut BytesMut) {
+        match self {
+            None => dst.put_u8(0),
+            Some(value) => {
+                dst.put_u8(1);
+                value.put(dst);
+            }
+        }
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, WireError> {
+        match r.u8()? {
+            0 => Ok(None),
+            1 => r.get().map(Some),
+            other => Err(WireError::InvalidPresence(other)),
+        }
+    }
+}
+
+/// A typed failure: the kind code, then the reason code (error.rs owns both).
+/// The kind is redundant with the reason, and checked against it, so that a
+/// peer speaking another reason table is caught instead of misread.
+impl Field for Error {
+    fn put(&self, dst: &mut BytesMut) {
+        dst.put_u8(self.kind().code());
+        dst.put_u8(self.reason().code());
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, WireError> {
+        let kind_code = r.u8()?;
+        let reason_code = r.u8()?;
+        let kind = ErrorKind::from_code(kind_code).ok_or(WireError::UnknownErrorKind(kind_code))?;
+        let reason = Reason::from_code(reason_code).ok_or(WireError::UnknownReason(reason_code))?;
+        if reason.kind() != kind {
+            return Err(WireError::ReasonKindMismatch { kind, reason });
+        }
+        Ok(Error::new(reason))
+    }
+}
+
+/// An outcome: tag 0 then the value, or tag 1 then the typed failure.
+impl<T: Field> Field for Result<T, Error> {
+    fn put(&self, dst: &mut BytesMut) {
+        match self {
+            Ok(value) => {
+                dst.put_u8(0);
+                value.put(dst);
+            }
+            Err(error) => {
+                dst.put_u8(1);
+                error.put(dst);
+            }
+        }
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, WireError> {
+        match r.u8()? {
+            0 => r.get().map(Ok),
+            1 => r.get().map(Err),
+            other => Err(WireError::InvalidOutcome(other)),
+        }
+    }
+}
+
+impl Field for SessionRef {
+    fn put(&self, dst: &mut BytesMut) {
+        self.owner.put(dst);
+        self.lifecycle.put(dst);
+        self.owner_id.put(dst);
+        self.session.put(dst);
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, WireError> {
+        Ok(Self {
+            owner: r.get()?,
+            lifecycle: r.get()?,
+            owner_id: r.get()?,
+            session: r.get()?,
+        })
+    }
+}
+
+impl Field for RelocationId {
+    fn put(&self, dst: &mut BytesMut) {
+        self.coordinator.put(dst);
+        dst.put_u64(self.sequence);
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, WireError> {
+        Ok(Self {
+            coordinator: r.get()?,
+            sequence: r.u64()?,
+        })
+    }
+}
+
+/// Appends one frame: a `u32` length prefix, then what `body` writes. The
+/// prefix is patched once the body is written, so nothing is measured twice.
+pub(crate) fn put_frame(dst: &mut BytesMut, body: impl FnOnce(&mut BytesMut)) {
+    let start = dst.len();
+    dst.put_u32(0);
+    body(dst);
+    // A body over 4 GiB saturates; the receiver refuses it as too long.
+    let len = u32::try_from(dst.len() - start - LEN_PREFIX).unwrap_or(u32::MAX);
+    dst[start..start + LEN_PREFIX].copy_from_slice(&len.to_be_bytes());
+}
+
+/// Refuses a frame longer than the limit.
+pub(crate) fn check_frame_len(len: usize, limits: &DecodeLimits) -> Result<(), WireError> {
+    let len = u32::try_from(len).unwrap_or(u32::MAX);
+    if len > limits.frame_len_max {
+        return Err(WireError::FrameTooLong {
+            len,
+            max: limits.frame_len_max,
+        });
+    }
+    Ok(())
+}
+
+/// Splits one complete frame (without its prefix) off the front of `buf`.
+/// `Ok(None)` while incomplete; an oversized prefix is refused at once, with
+/// `buf` untouched, before the rest of the frame is waited for.
+pub(crate) fn split_frame(
+    buf: &mut BytesMut,
+    limits: &DecodeLimits,
+) -> Result<Option<Bytes>, WireError> {
+    let Some(prefix) = buf.first_chunk::<LEN_PREFIX>() else {
+        return Ok(None);
+    };
+    let len = usize::try_from(u32::from_be_bytes(*prefix)).unwrap_or(usize::MAX);
+    check_frame_len(len, limits)?;
+    if buf.len() - LEN_PREFIX < len {
+        return Ok(None);
+    }
+    buf.advance(LEN_PREFIX);
+    Ok(Some(buf.split_to(len).freeze()))
+}

@@ -1,0 +1,101 @@
+//! What a peer or a client can get wrong on the wire: one variant per way a
+//! byte string fails to be a frame (docs/wire.md "Decoding rules").
+//!
+//! The transport checks frame shape once, at ingress (§2 table, §8.1); this
+//! enum is that check's vocabulary. Hostile input is never an assertion or a
+//! panic: every byte string decodes or yields exactly one of these.
+
+use crate::error::{ErrorKind, Reason};
+use crate::ids::NameError;
+use crate::wire::node::Command;
+
+/// Why bytes are not a valid client frame or node record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum WireError {
+    /// The frame ended inside a field: it needs `need` more bytes, `have` remain.
+    #[error("frame truncated: a field needs {need} bytes, {have} remain")]
+    Truncated {
+        /// Bytes the next field needs.
+        need: usize,
+        /// Bytes left in the frame.
+        have: usize,
+    },
+    /// The length prefix exceeds the limit; seen before any byte is buffered.
+    #[error("frame length {len} exceeds the limit {max}")]
+    FrameTooLong {
+        /// The announced length (saturated to `u32::MAX`).
+        len: u32,
+        /// The configured [`DecodeLimits::frame_len_max`](crate::wire::DecodeLimits).
+        max: u32,
+    },
+    /// The command byte names no command of the §5 table.
+    #[error("unknown node command {0}")]
+    UnknownCommand(u8),
+    /// Command 45 is reserved: neither sent nor accepted (§5, §8.2).
+    #[error("reserved command 45 refused")]
+    ReservedCommand,
+    /// The variant byte names no variant of that command.
+    #[error("unknown variant {variant} of command {command:?}")]
+    UnknownVariant {
+        /// The command.
+        command: Command,
+        /// The variant byte.
+        variant: u8,
+    },
+    /// The kind byte names no client frame kind.
+    #[error("unknown client frame kind {0}")]
+    UnknownFrameKind(u8),
+    /// A client frame's flags byte is not zero (no flag is defined yet).
+    #[error("client frame flags {0:#04x} are not defined")]
+    InvalidFlags(u8),
+    /// An ActorId or MeshName is empty, too long, or not UTF-8.
+    #[error("bad {name}: {source}")]
+    BadName {
+        /// Which kind of name.
+        name: &'static str,
+        /// What is wrong with it.
+        #[source]
+        source: NameError,
+    },
+    /// The error-kind byte names no [`ErrorKind`].
+    #[error("unknown error kind code {0}")]
+    UnknownErrorKind(u8),
+    /// The reason byte names no [`Reason`].
+    #[error("unknown error reason code {0}")]
+    UnknownReason(u8),
+    /// The reason belongs to another kind than the one the frame states.
+    #[error("reason {reason:?} is not of kind {kind:?}")]
+    ReasonKindMismatch {
+        /// The kind the frame states.
+        kind: ErrorKind,
+        /// The reason the frame carries.
+        reason: Reason,
+    },
+    /// The close-reason byte names no `CloseReason`.
+    #[error("unknown close reason code {0}")]
+    UnknownCloseReason(u8),
+    /// The tombstone-cause byte names no `TombstoneCause`.
+    #[error("unknown tombstone cause code {0}")]
+    UnknownTombstoneCause(u8),
+    /// A presence byte of an optional field is neither 0 nor 1.
+    #[error("presence byte {0} is neither 0 nor 1")]
+    InvalidPresence(u8),
+    /// An outcome tag is neither 0 (ok) nor 1 (error).
+    #[error("outcome tag {0} is neither 0 (ok) nor 1 (error)")]
+    InvalidOutcome(u8),
+    /// A request budget is above the configured maximum.
+    #[error("request budget {budget_ms} ms exceeds the limit {max_ms} ms")]
+    BudgetOutOfRange {
+        /// The budget the record asks for.
+        budget_ms: u32,
+        /// The configured [`DecodeLimits::budget_max_ms`](crate::wire::DecodeLimits).
+        max_ms: u32,
+    },
+    /// Bytes remain after the body: the frame is longer than its record.
+    #[error("{len} trailing bytes after the body")]
+    TrailingBytes {
+        /// How many bytes are left over.
+        len: usize,
+    },
+}

@@ -1,0 +1,251 @@
+//! The client frame codec (docs/wire.md "Client frames"): every kind
+//! round-trips, the flags byte is reserved, every malformation is typed, and
+//! no byte string panics.
+
+mod wire_support;
+
+use bytes::{Bytes, BytesMut};
+use proptest::collection::vec;
+use proptest::prelude::*;
+use proptest::sample::select;
+use zlink::error::{Error, ErrorKind, Reason};
+use zlink::ids::{Correlation, PacketKey};
+use zlink::wire::client::{ClientFrame, CloseReason};
+use zlink::wire::{DecodeLimits, WireError};
+
+use wire_support::{
+    assert_every_byte_substitution_total, assert_every_prefix_truncated,
+    assert_total_and_canonical, edits, error, frame_and_body, payload,
+};
+
+const CLOSE_REASONS: [CloseReason; 7] = [
+    CloseReason::Replaced,
+    CloseReason::SealTimeout,
+    CloseReason::ActorRequested,
+    CloseReason::Shutdown,
+    CloseReason::ProtocolError,
+    CloseReason::KeepaliveTimeout,
+    CloseReason::Application,
+];
+
+/// Every frame kind.
+fn client_frame() -> impl Strategy<Value = ClientFrame> {
+    let key = || any::<u16>().prop_map(PacketKey);
+    let correlation = || any::<u32>().prop_map(Correlation);
+    prop_oneof![
+        (key(), correlation(), payload()).prop_map(|(key, correlation, payload)| {
+            ClientFrame::Request {
+                key,
+                correlation,
+                payload,
+            }
+        }),
+        (key(), payload()).prop_map(|(key, payload)| ClientFrame::Message { key, payload }),
+        (correlation(), payload()).prop_map(|(correlation, payload)| ClientFrame::Reply {
+            correlation,
+            payload
+        }),
+        (correlation(), error())
+            .prop_map(|(correlation, error)| ClientFrame::Error { correlation, error }),
+        (key(), payload()).prop_map(|(key, payload)| ClientFrame::Push { key, payload }),
+        select(CLOSE_REASONS.to_vec()).prop_map(|reason| ClientFrame::Close { reason }),
+        any::<u64>().prop_map(|nonce| ClientFrame::Ping { nonce }),
+        any::<u64>().prop_map(|nonce| ClientFrame::Pong { nonce }),
+    ]
+}
+
+fn samples() -> Vec<ClientFrame> {
+    let payload = Bytes::from_static(b"jump");
+    vec![
+        ClientFrame::Request {
+            key: PacketKey(1),
+            correlation: Correlation(2),
+            payload: payload.clone(),
+        },
+        ClientFrame::Message {
+            key: PacketKey(1),
+            payload: payload.clone(),
+        },
+        ClientFrame::Reply {
+            correlation: Correlation(2),
+            payload: payload.clone(),
+        },
+        ClientFrame::Error {
+            correlation: Correlation(2),
+            error: Error::new(Reason::SessionNotBound),
+        },
+        ClientFrame::Push {
+            key: PacketKey(3),
+            payload,
+        },
+        ClientFrame::Close {
+            reason: CloseReason::Replaced,
+        },
+        ClientFrame::Ping { nonce: 7 },
+        ClientFrame::Pong { nonce: 7 },
+    ]
+}
+
+fn body_of(frame: &ClientFrame) -> Bytes {
+    frame_and_body(frame, ClientFrame::encode).1
+}
+
+fn decode(body: &[u8]) -> Result<ClientFrame, WireError> {
+    ClientFrame::decode(Bytes::copy_from_slice(body), &DecodeLimits::default())
+}
+
+#[test]
+fn the_layout_is_length_kind_flags_fields() {
+    let mut frame = BytesMut::new();
+    ClientFrame::Request {
+        key: PacketKey(0x0102),
+        correlation: Correlation(0x0304_0506),
+        payload: Bytes::from_static(b"hi"),
+    }
+    .encode(&mut frame);
+    assert_eq!(
+        frame[..],
+        [0, 0, 0, 14, 1, 0, 1, 2, 3, 4, 5, 6, 0, 0, 0, 2, b'h', b'i']
+    );
+    let mut frame = BytesMut::new();
+    ClientFrame::Close {
+        reason: CloseReason::SealTimeout,
+    }
+    .encode(&mut frame);
+    assert_eq!(frame[..], [0, 0, 0, 3, 6, 0, 2]);
+}
+
+#[test]
+fn every_sample_round_trips_and_is_truncated_at_every_prefix_length() {
+    let limits = DecodeLimits::default();
+    for sample in samples() {
+        let (mut frame, body) = frame_and_body(&sample, ClientFrame::encode);
+        assert_every_prefix_truncated(&frame, &body, ClientFrame::decode, ClientFrame::decode_from);
+        assert_eq!(ClientFrame::decode(body, &limits), Ok(sample.clone()));
+        assert_eq!(
+            ClientFrame::decode_from(&mut frame, &limits),
+            Ok(Some(sample))
+        );
+        assert!(frame.is_empty());
+    }
+}
+
+#[test]
+fn every_single_byte_substitution_of_every_sample_is_total_and_canonical() {
+    for sample in samples() {
+        assert_every_byte_substitution_total(
+            &body_of(&sample),
+            ClientFrame::decode,
+            ClientFrame::encode,
+        );
+    }
+}
+
+#[test]
+fn an_oversized_length_prefix_is_refused_before_the_frame_arrives() {
+    let limits = DecodeLimits {
+        frame_len_max: 1024,
+        ..DecodeLimits::default()
+    };
+    let mut stream = BytesMut::from(&1025u32.to_be_bytes()[..]);
+    assert_eq!(
+        ClientFrame::decode_from(&mut stream, &limits),
+        Err(WireError::FrameTooLong {
+            len: 1025,
+            max: 1024
+        })
+    );
+    assert_eq!(stream.len(), 4, "nothing is consumed");
+}
+
+#[test]
+fn an_unknown_kind_is_refused() {
+    for kind in [0u8, 9, 255] {
+        assert_eq!(decode(&[kind, 0]), Err(WireError::UnknownFrameKind(kind)));
+    }
+}
+
+#[test]
+fn nonzero_flags_are_refused() {
+    for sample in samples() {
+        let mut body = body_of(&sample).to_vec();
+        for flags in [1u8, 0x80, 0xff] {
+            body[1] = flags;
+            assert_eq!(decode(&body), Err(WireError::InvalidFlags(flags)));
+        }
+    }
+}
+
+#[test]
+fn a_bad_error_or_close_code_is_refused() {
+    let error = |kind: u8, reason: u8| [4, 0, 0, 0, 0, 2, kind, reason];
+    assert_eq!(decode(&error(0, 1)), Err(WireError::UnknownErrorKind(0)));
+    assert_eq!(
+        decode(&error(ErrorKind::InvalidOperation.code(), 0)),
+        Err(WireError::UnknownReason(0))
+    );
+    assert_eq!(
+        decode(&error(ErrorKind::NotFound.code(), Reason::Deadline.code())),
+        Err(WireError::ReasonKindMismatch {
+            kind: ErrorKind::NotFound,
+            reason: Reason::Deadline
+        })
+    );
+    for code in [0u8, 8, 255] {
+        assert_eq!(
+            decode(&[6, 0, code]),
+            Err(WireError::UnknownCloseReason(code))
+        );
+    }
+}
+
+#[test]
+fn trailing_bytes_after_the_fields_are_refused() {
+    for sample in samples() {
+        let mut body = body_of(&sample).to_vec();
+        body.extend_from_slice(&[0, 0]);
+        assert_eq!(
+            decode(&body),
+            Err(WireError::TrailingBytes { len: 2 }),
+            "{sample:?}"
+        );
+    }
+}
+
+proptest! {
+    #[test]
+    fn every_frame_round_trips(frame in client_frame()) {
+        let limits = DecodeLimits::default();
+        let (mut stream, body) = frame_and_body(&frame, ClientFrame::encode);
+        prop_assert_eq!(ClientFrame::decode(body, &limits), Ok(frame.clone()));
+        prop_assert_eq!(ClientFrame::decode_from(&mut stream, &limits), Ok(Some(frame)));
+        prop_assert!(stream.is_empty());
+    }
+
+    #[test]
+    fn every_strict_prefix_of_a_frame_is_truncated(frame in client_frame()) {
+        let (stream, body) = frame_and_body(&frame, ClientFrame::encode);
+        assert_every_prefix_truncated(&stream, &body, ClientFrame::decode, ClientFrame::decode_from);
+    }
+
+    #[test]
+    fn arbitrary_bytes_decode_or_error_never_panic(bytes in vec(any::<u8>(), 0..64)) {
+        assert_total_and_canonical(Bytes::from(bytes), ClientFrame::decode, ClientFrame::encode);
+    }
+
+    #[test]
+    fn arbitrary_fields_after_a_kind_decode_or_error(
+        kind in 0u8..10,
+        rest in vec(any::<u8>(), 0..64),
+    ) {
+        let mut body = vec![kind, 0];
+        body.extend_from_slice(&rest);
+        assert_total_and_canonical(Bytes::from(body), ClientFrame::decode, ClientFrame::encode);
+    }
+
+    #[test]
+    fn mutated_frames_decode_or_error_never_panic(frame in client_frame(), edits in edits()) {
+        let body = edits.apply(&body_of(&frame));
+        assert_total_and_canonical(body, ClientFrame::decode, ClientFrame::encode);
+    }
+}

@@ -1,0 +1,911 @@
+//! The node-record codec (docs/wire.md "Node records"): every record variant
+//! round-trips, every malformation is its own typed error, and no byte string
+//! panics or decodes to a value that encodes differently.
+
+mod wire_support;
+
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use proptest::collection::vec;
+use proptest::prelude::*;
+use proptest::sample::select;
+use zlink::error::{Error, ErrorKind, Reason};
+use zlink::ids::{
+    ActorId, AuthorityOwnerGeneration, BindingGeneration, Correlation, MeshName, NameError,
+    NodeGeneration, NodeRid, ObjectGeneration, OwnerLeaseGeneration, PacketKey, RelocationId,
+    RequestId, SessionOwnerId, SessionRef, SessionRid, SessionSequence,
+};
+use zlink::wire::client::CloseReason;
+use zlink::wire::node::*;
+use zlink::wire::{DecodeLimits, WireError};
+
+use wire_support::{
+    assert_every_byte_substitution_total, assert_every_prefix_truncated,
+    assert_total_and_canonical, edits, error, frame_and_body, payload,
+};
+
+// ---- strategies -------------------------------------------------------------
+
+fn name_text(chars_max: usize, ascii_max: usize) -> impl Strategy<Value = String> {
+    prop_oneof![
+        // Multi-byte UTF-8 (at most 4 bytes a char, so within the limit).
+        vec(any::<char>(), 1..=chars_max).prop_map(String::from_iter),
+        // ASCII up to the exact byte limit.
+        (1..=ascii_max).prop_map(|len| "a".repeat(len)),
+    ]
+}
+
+fn actor_id() -> impl Strategy<Value = ActorId> {
+    name_text(63, ActorId::LEN_MAX).prop_map(|s| ActorId::new(&s).unwrap())
+}
+
+fn mesh_name() -> impl Strategy<Value = MeshName> {
+    name_text(16, MeshName::LEN_MAX).prop_map(|s| MeshName::new(&s).unwrap())
+}
+
+fn session_ref() -> impl Strategy<Value = SessionRef> {
+    (any::<u64>(), any::<u64>(), any::<u16>(), any::<u64>()).prop_map(|(o, l, id, s)| SessionRef {
+        owner: NodeRid(o),
+        lifecycle: NodeGeneration(l),
+        owner_id: SessionOwnerId(id),
+        session: SessionRid(s),
+    })
+}
+
+/// Whole milliseconds within the default limit: what survives the trip.
+fn request_header() -> impl Strategy<Value = RequestHeader> {
+    (
+        any::<u64>(),
+        0..=u64::from(DecodeLimits::BUDGET_MAX_MS_DEFAULT),
+    )
+        .prop_map(|(id, ms)| RequestHeader {
+            id: RequestId(id),
+            budget: Duration::from_millis(ms),
+        })
+}
+
+fn seal_identity() -> impl Strategy<Value = SealIdentity> {
+    (any::<u64>(), any::<u64>(), session_ref(), any::<u64>()).prop_map(|(c, seq, session, b)| {
+        SealIdentity {
+            relocation: RelocationId {
+                coordinator: NodeRid(c),
+                sequence: seq,
+            },
+            session,
+            binding: BindingGeneration(b),
+        }
+    })
+}
+
+fn close_reason() -> impl Strategy<Value = CloseReason> {
+    select(vec![
+        CloseReason::Replaced,
+        CloseReason::SealTimeout,
+        CloseReason::ActorRequested,
+        CloseReason::Shutdown,
+        CloseReason::ProtocolError,
+        CloseReason::KeepaliveTimeout,
+        CloseReason::Application,
+    ])
+}
+
+fn actor_send_body() -> impl Strategy<Value = ActorSendBody> {
+    prop_oneof![
+        (any::<u16>(), proptest::option::of(any::<u32>()), payload()).prop_map(
+            |(k, c, payload)| ActorSendBody::Payload {
+                key: PacketKey(k),
+                correlation: c.map(Correlation),
+                payload,
+            }
+        ),
+        Just(ActorSendBody::DisconnectNotice),
+    ]
+}
+
+fn actor_send() -> impl Strategy<Value = ActorSend> {
+    let message = (
+        proptest::option::of(request_header()),
+        actor_id(),
+        any::<[u64; 3]>(),
+        (session_ref(), any::<u64>(), any::<u64>()),
+        actor_send_body(),
+    )
+        .prop_map(
+            |(request, actor, [og, auth, lease], (session, b, seq), body)| {
+                ActorSend::Message(ActorMessage {
+                    request,
+                    actor,
+                    object_generation: ObjectGeneration(og),
+                    authority: AuthorityOwnerGeneration(auth),
+                    lease: OwnerLeaseGeneration(lease),
+                    tail: BoundSessionTail {
+                        session,
+                        binding: BindingGeneration(b),
+                        sequence: SessionSequence(seq),
+                    },
+                    body,
+                })
+            },
+        );
+    let reply = (
+        any::<u64>(),
+        prop_oneof![payload().prop_map(Ok), error().prop_map(Err)],
+    )
+        .prop_map(|(id, outcome)| {
+            ActorSend::Reply(ActorReply {
+                request: RequestId(id),
+                outcome,
+            })
+        });
+    prop_oneof![message, reply]
+}
+
+fn bound_session_send() -> impl Strategy<Value = BoundSessionSend> {
+    let body = prop_oneof![
+        (any::<u16>(), payload()).prop_map(|(k, payload)| BoundSessionBody::Push {
+            key: PacketKey(k),
+            payload,
+        }),
+        close_reason().prop_map(|reason| BoundSessionBody::Close { reason }),
+    ];
+    (session_ref(), actor_id(), any::<[u64; 4]>(), body).prop_map(
+        |(session, actor, [b, og, ng, auth], body)| BoundSessionSend {
+            session,
+            binding: BindingGeneration(b),
+            actor,
+            object_generation: ObjectGeneration(og),
+            node_generation: NodeGeneration(ng),
+            authority: AuthorityOwnerGeneration(auth),
+            body,
+        },
+    )
+}
+
+fn bound_route() -> impl Strategy<Value = BoundRoute> {
+    (mesh_name(), any::<[u64; 4]>()).prop_map(|(mesh, [o, ng, auth, lease])| BoundRoute {
+        mesh,
+        owner: NodeRid(o),
+        node_generation: NodeGeneration(ng),
+        authority: AuthorityOwnerGeneration(auth),
+        lease: OwnerLeaseGeneration(lease),
+    })
+}
+
+fn bound_session_bind() -> impl Strategy<Value = BoundSessionBind> {
+    let request = (
+        request_header(),
+        actor_id(),
+        any::<[u64; 6]>(),
+        session_ref(),
+    )
+        .prop_map(|(request, actor, [og, ng, auth, lease, sl, b], session)| {
+            BoundSessionBind::Request(BindRequest {
+                request,
+                actor,
+                object_generation: ObjectGeneration(og),
+                target_node_generation: NodeGeneration(ng),
+                authority: AuthorityOwnerGeneration(auth),
+                lease: OwnerLeaseGeneration(lease),
+                session,
+                session_lease: OwnerLeaseGeneration(sl),
+                binding: BindingGeneration(b),
+            })
+        });
+    let terminal = (
+        any::<u64>(),
+        prop_oneof![bound_route().prop_map(Ok), error().prop_map(Err)],
+    )
+        .prop_map(|(id, outcome)| {
+            BoundSessionBind::Terminal(BindTerminal {
+                request: RequestId(id),
+                outcome,
+            })
+        });
+    let cause = select(vec![
+        TombstoneCause::Disconnect,
+        TombstoneCause::Notified,
+        TombstoneCause::Replaced,
+    ]);
+    let tombstone = (actor_id(), any::<[u64; 2]>(), session_ref(), cause).prop_map(
+        |(actor, [og, b], session, cause)| {
+            BoundSessionBind::Tombstone(BindTombstone {
+                actor,
+                object_generation: ObjectGeneration(og),
+                session,
+                binding: BindingGeneration(b),
+                cause,
+            })
+        },
+    );
+    prop_oneof![request, terminal, tombstone]
+}
+
+fn relocation_seal() -> impl Strategy<Value = SessionRelocationSeal> {
+    (request_header(), seal_identity(), actor_id(), any::<u64>()).prop_map(
+        |(request, seal, actor, og)| SessionRelocationSeal {
+            request,
+            seal,
+            actor,
+            object_generation: ObjectGeneration(og),
+        },
+    )
+}
+
+fn relocation_sealed() -> impl Strategy<Value = SessionRelocationSealed> {
+    (
+        any::<u64>(),
+        prop_oneof![Just(Ok(())), error().prop_map(Err)],
+    )
+        .prop_map(|(id, outcome)| SessionRelocationSealed {
+            request: RequestId(id),
+            outcome,
+        })
+}
+
+fn relocation_route() -> impl Strategy<Value = SessionRelocationRoute> {
+    let commit = (seal_identity(), actor_id(), mesh_name(), any::<[u64; 5]>()).prop_map(
+        |(seal, actor, target_mesh, [og, t, ng, auth, lease])| {
+            SessionRelocationRoute::Commit(RouteCommit {
+                seal,
+                actor,
+                object_generation: ObjectGeneration(og),
+                target_mesh,
+                target: NodeRid(t),
+                target_node_generation: NodeGeneration(ng),
+                authority: AuthorityOwnerGeneration(auth),
+                lease: OwnerLeaseGeneration(lease),
+            })
+        },
+    );
+    prop_oneof![
+        commit,
+        seal_identity().prop_map(SessionRelocationRoute::Abort)
+    ]
+}
+
+fn replaced() -> impl Strategy<Value = BoundSessionReplaced> {
+    (actor_id(), any::<[u64; 6]>(), session_ref()).prop_map(
+        |(actor, [og, o, ng, auth, pl, r], previous)| BoundSessionReplaced {
+            fence: AuthorityFence {
+                actor,
+                object_generation: ObjectGeneration(og),
+                owner: NodeRid(o),
+                node_generation: NodeGeneration(ng),
+                authority: AuthorityOwnerGeneration(auth),
+            },
+            previous,
+            previous_lease: OwnerLeaseGeneration(pl),
+            retired: BindingGeneration(r),
+        },
+    )
+}
+
+/// Every record variant of every command.
+fn node_record() -> impl Strategy<Value = NodeRecord> {
+    prop_oneof![
+        actor_send().prop_map(NodeRecord::ActorSend),
+        bound_session_send().prop_map(NodeRecord::BoundSessionSend),
+        bound_session_bind().prop_map(NodeRecord::BoundSessionBind),
+        relocation_seal().prop_map(NodeRecord::SessionRelocationSeal),
+        relocation_sealed().prop_map(NodeRecord::SessionRelocationSealed),
+        relocation_route().prop_map(NodeRecord::SessionRelocationRoute),
+        replaced().prop_map(NodeRecord::BoundSessionReplaced),
+    ]
+}
+
+// ---- samples ----------------------------------------------------------------
+
+fn session() -> SessionRef {
+    SessionRef {
+        owner: NodeRid(1),
+        lifecycle: NodeGeneration(2),
+        owner_id: SessionOwnerId(3),
+        session: SessionRid(4),
+    }
+}
+
+fn seal() -> SealIdentity {
+    SealIdentity {
+        relocation: RelocationId {
+            coordinator: NodeRid(9),
+            sequence: 10,
+        },
+        session: session(),
+        binding: BindingGeneration(11),
+    }
+}
+
+fn actor() -> ActorId {
+    ActorId::new("player/42").unwrap()
+}
+
+fn message(body: ActorSendBody) -> NodeRecord {
+    NodeRecord::ActorSend(ActorSend::Message(ActorMessage {
+        request: Some(RequestHeader {
+            id: RequestId(5),
+            budget: Duration::from_millis(250),
+        }),
+        actor: actor(),
+        object_generation: ObjectGeneration(6),
+        authority: AuthorityOwnerGeneration(7),
+        lease: OwnerLeaseGeneration(8),
+        tail: BoundSessionTail {
+            session: session(),
+            binding: BindingGeneration(12),
+            sequence: SessionSequence(13),
+        },
+        body,
+    }))
+}
+
+fn route() -> BoundRoute {
+    BoundRoute {
+        mesh: MeshName::new("eu-west").unwrap(),
+        owner: NodeRid(20),
+        node_generation: NodeGeneration(21),
+        authority: AuthorityOwnerGeneration(22),
+        lease: OwnerLeaseGeneration(23),
+    }
+}
+
+/// One record of every variant.
+fn samples() -> Vec<NodeRecord> {
+    let unavailable = Error::new(Reason::StaleBinding);
+    vec![
+        message(ActorSendBody::Payload {
+            key: PacketKey(14),
+            correlation: Some(Correlation(15)),
+            payload: Bytes::from_static(b"move north"),
+        }),
+        message(ActorSendBody::DisconnectNotice),
+        NodeRecord::ActorSend(ActorSend::Reply(ActorReply {
+            request: RequestId(5),
+            outcome: Ok(Bytes::from_static(b"ok")),
+        })),
+        NodeRecord::ActorSend(ActorSend::Reply(ActorReply {
+            request: RequestId(5),
+            outcome: Err(unavailable),
+        })),
+        NodeRecord::BoundSessionSend(BoundSessionSend {
+            session: session(),
+            binding: BindingGeneration(12),
+            actor: actor(),
+            object_generation: ObjectGeneration(6),
+            node_generation: NodeGeneration(21),
+            authority: AuthorityOwnerGeneration(7),
+            body: BoundSessionBody::Push {
+                key: PacketKey(30),
+                payload: Bytes::from_static(b"hp=10"),
+            },
+        }),
+        NodeRecord::BoundSessionSend(BoundSessionSend {
+            session: session(),
+            binding: BindingGeneration(12),
+            actor: actor(),
+            object_generation: ObjectGeneration(6),
+            node_generation: NodeGeneration(21),
+            authority: AuthorityOwnerGeneration(7),
+            body: BoundSessionBody::Close {
+                reason: CloseReason::ActorRequested,
+            },
+        }),
+        NodeRecord::BoundSessionBind(BoundSessionBind::Request(BindRequest {
+            request: RequestHeader {
+                id: RequestId(40),
+                budget: Duration::from_secs(2),
+            },
+            actor: actor(),
+            object_generation: ObjectGeneration(6),
+            target_node_generation: NodeGeneration(21),
+            authority: AuthorityOwnerGeneration(7),
+            lease: OwnerLeaseGeneration(8),
+            session: session(),
+            session_lease: OwnerLeaseGeneration(41),
+            binding: BindingGeneration(12),
+        })),
+        NodeRecord::BoundSessionBind(BoundSessionBind::Terminal(BindTerminal {
+            request: RequestId(40),
+            outcome: Ok(route()),
+        })),
+        NodeRecord::BoundSessionBind(BoundSessionBind::Terminal(BindTerminal {
+            request: RequestId(40),
+            outcome: Err(Error::new(Reason::ObjectGenerationMismatch)),
+        })),
+        NodeRecord::BoundSessionBind(BoundSessionBind::Tombstone(BindTombstone {
+            actor: actor(),
+            object_generation: ObjectGeneration(6),
+            session: session(),
+            binding: BindingGeneration(12),
+            cause: TombstoneCause::Notified,
+        })),
+        NodeRecord::SessionRelocationSeal(SessionRelocationSeal {
+            request: RequestHeader {
+                id: RequestId(50),
+                budget: Duration::from_millis(3_000),
+            },
+            seal: seal(),
+            actor: actor(),
+            object_generation: ObjectGeneration(6),
+        }),
+        NodeRecord::SessionRelocationSealed(SessionRelocationSealed {
+            request: RequestId(50),
+            outcome: Ok(()),
+        }),
+        NodeRecord::SessionRelocationSealed(SessionRelocationSealed {
+            request: RequestId(50),
+            outcome: Err(Error::new(Reason::SessionNotBound)),
+        }),
+        NodeRecord::SessionRelocationRoute(SessionRelocationRoute::Commit(RouteCommit {
+            seal: seal(),
+            actor: actor(),
+            object_generation: ObjectGeneration(6),
+            target_mesh: MeshName::new("eu-west").unwrap(),
+            target: NodeRid(60),
+            target_node_generation: NodeGeneration(61),
+            authority: AuthorityOwnerGeneration(62),
+            lease: OwnerLeaseGeneration(63),
+        })),
+        NodeRecord::SessionRelocationRoute(SessionRelocationRoute::Abort(seal())),
+        NodeRecord::BoundSessionReplaced(BoundSessionReplaced {
+            fence: AuthorityFence {
+                actor: actor(),
+                object_generation: ObjectGeneration(6),
+                owner: NodeRid(20),
+                node_generation: NodeGeneration(21),
+                authority: AuthorityOwnerGeneration(22),
+            },
+            previous: session(),
+            previous_lease: OwnerLeaseGeneration(41),
+            retired: BindingGeneration(12),
+        }),
+    ]
+}
+
+fn body_of(record: &NodeRecord) -> Bytes {
+    frame_and_body(record, NodeRecord::encode).1
+}
+
+fn decode(body: &[u8]) -> Result<NodeRecord, WireError> {
+    NodeRecord::decode(Bytes::copy_from_slice(body), &DecodeLimits::default())
+}
+
+/// The body of the 43 sample with `outcome` replaced by raw bytes.
+fn sealed_body(outcome: &[u8]) -> Vec<u8> {
+    let mut body = vec![43, 1];
+    body.extend_from_slice(&50u64.to_be_bytes());
+    body.extend_from_slice(outcome);
+    body
+}
+
+// ---- well-formed ------------------------------------------------------------
+
+#[test]
+fn every_sample_round_trips_through_decode_and_decode_from() {
+    let limits = DecodeLimits::default();
+    for record in samples() {
+        let (mut frame, body) = frame_and_body(&record, NodeRecord::encode);
+        assert_eq!(body[0], record.command().code());
+        assert_eq!(NodeRecord::decode(body, &limits), Ok(record.clone()));
+        assert_eq!(
+            NodeRecord::decode_from(&mut frame, &limits),
+            Ok(Some(record))
+        );
+        assert!(frame.is_empty(), "the splitter consumed the whole frame");
+    }
+}
+
+#[test]
+fn every_sample_is_truncated_at_every_prefix_length() {
+    for record in samples() {
+        let (frame, body) = frame_and_body(&record, NodeRecord::encode);
+        assert_every_prefix_truncated(&frame, &body, NodeRecord::decode, NodeRecord::decode_from);
+    }
+}
+
+#[test]
+fn every_single_byte_substitution_of_every_sample_is_total_and_canonical() {
+    for record in samples() {
+        assert_every_byte_substitution_total(
+            &body_of(&record),
+            NodeRecord::decode,
+            NodeRecord::encode,
+        );
+    }
+}
+
+#[test]
+fn a_relay_request_with_a_64_byte_payload_is_181_bytes() {
+    // docs/wire.md "24 actorSend": the hot record's size, pinned.
+    let mut record = message(ActorSendBody::Payload {
+        key: PacketKey(14),
+        correlation: Some(Correlation(15)),
+        payload: Bytes::from(vec![0; 64]),
+    });
+    if let NodeRecord::ActorSend(ActorSend::Message(m)) = &mut record {
+        m.actor = ActorId::new(&"a".repeat(20)).unwrap();
+    }
+    let (frame, _) = frame_and_body(&record, NodeRecord::encode);
+    assert_eq!(frame.len(), 181);
+}
+
+#[test]
+fn core_l7_record_43_has_no_sequence_or_high_water() {
+    // Given a 43 for each outcome, when it is encoded, then its body is the
+    // command, the variant, the request id and the outcome, and nothing else.
+    let ok = NodeRecord::SessionRelocationSealed(SessionRelocationSealed {
+        request: RequestId(0x0102_0304_0506_0708),
+        outcome: Ok(()),
+    });
+    let mut expected = vec![43, 1, 1, 2, 3, 4, 5, 6, 7, 8, 0];
+    assert_eq!(body_of(&ok), expected);
+
+    let failed = NodeRecord::SessionRelocationSealed(SessionRelocationSealed {
+        request: RequestId(0x0102_0304_0506_0708),
+        outcome: Err(Error::new(Reason::SessionNotBound)),
+    });
+    expected.pop();
+    expected.extend_from_slice(&[1, ErrorKind::InvalidOperation.code(), 1]);
+    assert_eq!(body_of(&failed), expected);
+}
+
+#[test]
+fn core_l7_command_45_is_refused_on_decode() {
+    // Given any body that starts with 45, decoding refuses it with its own
+    // error, before reading a variant or a field.
+    let limits = DecodeLimits::default();
+    for body in [&[45u8][..], &[45, 1], &[45, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0]] {
+        assert_eq!(decode(body), Err(WireError::ReservedCommand));
+    }
+    let mut stream = BytesMut::from(&[0, 0, 0, 2, 45, 1][..]);
+    assert_eq!(
+        NodeRecord::decode_from(&mut stream, &limits),
+        Err(WireError::ReservedCommand)
+    );
+    assert_eq!(Command::from_code(45), Err(WireError::ReservedCommand));
+    // No record encodes as 45: the command byte comes from `Command`, which
+    // has no 45.
+    for record in samples() {
+        assert_ne!(body_of(&record)[0], RESERVED_COMMAND);
+    }
+}
+
+#[test]
+fn the_payload_is_a_slice_of_the_frame_not_a_copy() {
+    let record = &samples()[0];
+    let body = body_of(record);
+    let range = body.as_ptr_range();
+    let Ok(NodeRecord::ActorSend(ActorSend::Message(ActorMessage {
+        body: ActorSendBody::Payload { payload, .. },
+        actor,
+        ..
+    }))) = NodeRecord::decode(body.clone(), &DecodeLimits::default())
+    else {
+        panic!("the sample is a payload message");
+    };
+    assert!(range.contains(&payload.as_ptr()));
+    assert!(range.contains(&actor.as_bytes().as_ptr()));
+}
+
+#[test]
+fn budget_travels_as_whole_milliseconds_and_saturates() {
+    let limits = DecodeLimits {
+        budget_max_ms: u32::MAX,
+        ..DecodeLimits::default()
+    };
+    let with_budget = |budget| {
+        NodeRecord::SessionRelocationSeal(SessionRelocationSeal {
+            request: RequestHeader {
+                id: RequestId(1),
+                budget,
+            },
+            seal: seal(),
+            actor: actor(),
+            object_generation: ObjectGeneration(6),
+        })
+    };
+    let budget_after_trip =
+        |budget| match NodeRecord::decode(body_of(&with_budget(budget)), &limits) {
+            Ok(NodeRecord::SessionRelocationSeal(s)) => s.request.budget,
+            other => panic!("{other:?}"),
+        };
+    assert_eq!(
+        budget_after_trip(Duration::from_micros(2_999)),
+        Duration::from_millis(2)
+    );
+    assert_eq!(
+        budget_after_trip(Duration::MAX),
+        Duration::from_millis(u64::from(u32::MAX))
+    );
+}
+
+#[test]
+fn decode_from_splits_back_to_back_records_and_skips_a_bad_one() {
+    let limits = DecodeLimits::default();
+    let records = samples();
+    let mut stream = BytesMut::new();
+    records[0].encode(&mut stream);
+    stream.extend_from_slice(&[0, 0, 0, 2, 99, 1]);
+    records[1].encode(&mut stream);
+    assert_eq!(
+        NodeRecord::decode_from(&mut stream, &limits),
+        Ok(Some(records[0].clone()))
+    );
+    assert_eq!(
+        NodeRecord::decode_from(&mut stream, &limits),
+        Err(WireError::UnknownCommand(99))
+    );
+    assert_eq!(
+        NodeRecord::decode_from(&mut stream, &limits),
+        Ok(Some(records[1].clone()))
+    );
+    assert_eq!(NodeRecord::decode_from(&mut stream, &limits), Ok(None));
+}
+
+// ---- malformed --------------------------------------------------------------
+
+#[test]
+fn an_oversized_length_prefix_is_refused_before_the_frame_arrives() {
+    let limits = DecodeLimits::default();
+    let max = limits.frame_len_max;
+    // Only the prefix has arrived: the splitter refuses at once, untouched.
+    let mut stream = BytesMut::from(&(max + 1).to_be_bytes()[..]);
+    assert_eq!(
+        NodeRecord::decode_from(&mut stream, &limits),
+        Err(WireError::FrameTooLong { len: max + 1, max })
+    );
+    assert_eq!(stream.len(), 4);
+    let mut stream = BytesMut::from(&u32::MAX.to_be_bytes()[..]);
+    assert_eq!(
+        NodeRecord::decode_from(&mut stream, &limits),
+        Err(WireError::FrameTooLong { len: u32::MAX, max })
+    );
+    // At the limit the frame is simply awaited.
+    let mut stream = BytesMut::from(&max.to_be_bytes()[..]);
+    assert_eq!(NodeRecord::decode_from(&mut stream, &limits), Ok(None));
+    // A complete body over the limit is refused by `decode` too.
+    let tight = DecodeLimits {
+        frame_len_max: 8,
+        ..limits
+    };
+    assert_eq!(
+        NodeRecord::decode(body_of(&samples()[0]), &tight),
+        Err(WireError::FrameTooLong {
+            len: body_of(&samples()[0]).len() as u32,
+            max: 8
+        })
+    );
+}
+
+#[test]
+fn an_unknown_command_is_refused() {
+    for command in [0u8, 1, 23, 25, 37, 39, 46, 50, 52, 255] {
+        assert_eq!(
+            decode(&[command, 1]),
+            Err(WireError::UnknownCommand(command))
+        );
+    }
+}
+
+#[test]
+fn an_unknown_variant_is_refused_for_every_command() {
+    let cases = [
+        (Command::ActorSend, [0u8, 4]),
+        (Command::BoundSessionSend, [0, 3]),
+        (Command::BoundSessionBind, [0, 4]),
+        (Command::SessionRelocationSeal, [0, 2]),
+        (Command::SessionRelocationSealed, [0, 2]),
+        (Command::SessionRelocationRoute, [0, 3]),
+        (Command::BoundSessionReplaced, [0, 2]),
+    ];
+    for (command, variants) in cases {
+        for variant in variants {
+            assert_eq!(
+                decode(&[command.code(), variant]),
+                Err(WireError::UnknownVariant { command, variant })
+            );
+        }
+    }
+}
+
+#[test]
+fn a_bad_name_is_refused_with_its_reason() {
+    // The 38 tombstone starts with the ActorId: [38][3][len][bytes]...
+    let tombstone = body_of(&samples()[9]).to_vec();
+    assert_eq!(tombstone[..3], [38, 3, 9]);
+
+    let mut not_utf8 = tombstone.clone();
+    not_utf8[3] = 0xff;
+    assert_eq!(
+        decode(&not_utf8),
+        Err(WireError::BadName {
+            name: "ActorId",
+            source: NameError::NotUtf8
+        })
+    );
+
+    let mut empty = vec![38, 3, 0];
+    empty.extend_from_slice(&tombstone[12..]);
+    assert_eq!(
+        decode(&empty),
+        Err(WireError::BadName {
+            name: "ActorId",
+            source: NameError::Empty
+        })
+    );
+
+    // A MeshName is at most 64 bytes; the 38 terminal's route starts with it:
+    // [38][2][id 8][tag 0][len][mesh]...
+    let mut too_long = vec![38, 2];
+    too_long.extend_from_slice(&40u64.to_be_bytes());
+    too_long.push(0);
+    too_long.push(65);
+    too_long.extend_from_slice(&[b'm'; 65]);
+    too_long.extend_from_slice(&[0; 32]);
+    assert_eq!(
+        decode(&too_long),
+        Err(WireError::BadName {
+            name: "MeshName",
+            source: NameError::TooLong { len: 65, max: 64 }
+        })
+    );
+}
+
+#[test]
+fn a_bad_error_code_is_refused() {
+    let unavailable = ErrorKind::Unavailable.code();
+    let invalid = ErrorKind::InvalidOperation.code();
+    assert_eq!(
+        decode(&sealed_body(&[1, 0, Reason::StaleBinding.code()])),
+        Err(WireError::UnknownErrorKind(0))
+    );
+    assert_eq!(
+        decode(&sealed_body(&[1, 7, Reason::StaleBinding.code()])),
+        Err(WireError::UnknownErrorKind(7))
+    );
+    assert_eq!(
+        decode(&sealed_body(&[1, unavailable, 99])),
+        Err(WireError::UnknownReason(99))
+    );
+    assert_eq!(
+        decode(&sealed_body(&[1, invalid, Reason::StaleBinding.code()])),
+        Err(WireError::ReasonKindMismatch {
+            kind: ErrorKind::InvalidOperation,
+            reason: Reason::StaleBinding
+        })
+    );
+    assert_eq!(
+        decode(&sealed_body(&[2])),
+        Err(WireError::InvalidOutcome(2))
+    );
+}
+
+#[test]
+fn a_bad_presence_byte_is_refused() {
+    // The 24 message starts with the optional request header.
+    assert_eq!(decode(&[24, 1, 2]), Err(WireError::InvalidPresence(2)));
+}
+
+#[test]
+fn a_bad_tombstone_cause_or_close_reason_is_refused() {
+    let mut tombstone = body_of(&samples()[9]).to_vec();
+    for code in [0, 4, 255] {
+        *tombstone.last_mut().unwrap() = code;
+        assert_eq!(
+            decode(&tombstone),
+            Err(WireError::UnknownTombstoneCause(code))
+        );
+    }
+    let mut close = body_of(&samples()[5]).to_vec();
+    for code in [0, 8, 255] {
+        *close.last_mut().unwrap() = code;
+        assert_eq!(decode(&close), Err(WireError::UnknownCloseReason(code)));
+    }
+}
+
+#[test]
+fn a_budget_above_the_limit_is_refused() {
+    let limits = DecodeLimits::default();
+    let max_ms = limits.budget_max_ms;
+    let header = |ms: u32| {
+        let mut body = vec![24, 2, 1];
+        body.extend_from_slice(&5u64.to_be_bytes());
+        body.extend_from_slice(&ms.to_be_bytes());
+        body
+    };
+    assert_eq!(
+        decode(&header(max_ms + 1)),
+        Err(WireError::BudgetOutOfRange {
+            budget_ms: max_ms + 1,
+            max_ms
+        })
+    );
+    // At the limit the header is accepted and decoding goes on to the ActorId.
+    assert!(matches!(
+        decode(&header(max_ms)),
+        Err(WireError::Truncated { .. })
+    ));
+}
+
+#[test]
+fn trailing_bytes_after_a_body_are_refused() {
+    for record in samples() {
+        let mut body = body_of(&record).to_vec();
+        body.push(0);
+        assert_eq!(
+            decode(&body),
+            Err(WireError::TrailingBytes { len: 1 }),
+            "{record:?}"
+        );
+    }
+}
+
+#[test]
+fn a_payload_length_past_the_frame_is_truncated_without_allocating() {
+    // A 24 reply claiming a 4 GiB payload inside a 15-byte frame.
+    let mut body = vec![24, 3];
+    body.extend_from_slice(&5u64.to_be_bytes());
+    body.push(0);
+    body.extend_from_slice(&u32::MAX.to_be_bytes());
+    assert_eq!(
+        decode(&body),
+        Err(WireError::Truncated {
+            need: u32::MAX as usize,
+            have: 0
+        })
+    );
+}
+
+// ---- properties -------------------------------------------------------------
+
+proptest! {
+    #[test]
+    fn every_record_round_trips(record in node_record()) {
+        let limits = DecodeLimits::default();
+        let (mut frame, body) = frame_and_body(&record, NodeRecord::encode);
+        prop_assert_eq!(NodeRecord::decode(body, &limits), Ok(record.clone()));
+        prop_assert_eq!(NodeRecord::decode_from(&mut frame, &limits), Ok(Some(record)));
+        prop_assert!(frame.is_empty());
+    }
+
+    #[test]
+    fn every_strict_prefix_of_a_record_is_truncated(record in node_record()) {
+        let (frame, body) = frame_and_body(&record, NodeRecord::encode);
+        assert_every_prefix_truncated(&frame, &body, NodeRecord::decode, NodeRecord::decode_from);
+    }
+
+    #[test]
+    fn arbitrary_bytes_decode_or_error_never_panic(bytes in vec(any::<u8>(), 0..300)) {
+        assert_total_and_canonical(Bytes::from(bytes), NodeRecord::decode, NodeRecord::encode);
+    }
+
+    #[test]
+    fn arbitrary_bytes_after_a_command_byte_decode_or_error(
+        command in select(vec![24u8, 36, 38, 42, 43, 44, 45, 51]),
+        variant in 0u8..5,
+        rest in vec(any::<u8>(), 0..300),
+    ) {
+        let mut body = vec![command, variant];
+        body.extend_from_slice(&rest);
+        assert_total_and_canonical(Bytes::from(body), NodeRecord::decode, NodeRecord::encode);
+    }
+
+    #[test]
+    fn mutated_records_decode_or_error_never_panic(record in node_record(), edits in edits()) {
+        let body = edits.apply(&body_of(&record));
+        assert_total_and_canonical(body, NodeRecord::decode, NodeRecord::encode);
+    }
+
+    #[test]
+    fn an_arbitrary_stream_splits_into_records_and_errors(bytes in vec(any::<u8>(), 0..600)) {
+        let limits = DecodeLimits { frame_len_max: 256, ..DecodeLimits::default() };
+        let mut stream = BytesMut::from(&bytes[..]);
+        loop {
+            let before = stream.len();
+            match NodeRecord::decode_from(&mut stream, &limits) {
+                Ok(None) | Err(WireError::FrameTooLong { .. }) => break,
+                Ok(Some(_)) | Err(_) => prop_assert!(stream.len() < before),
+            }
+        }
+    }
+}
