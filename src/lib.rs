@@ -13,6 +13,7 @@
 #![warn(missing_docs, unreachable_pub)]
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod client;
 pub mod core;
 pub mod error;
 pub mod ids;

@@ -1,0 +1,257 @@
+//! A Rust client for the STREAM protocol (docs/wire.md "Client frames"), used
+//! by the tests and the bench harness, and usable by a game client.
+//!
+//! It is a plain blocking client over one `std::net::TcpStream`: requests with
+//! a correlation and a local deadline, one-way messages, pushes, and the
+//! server's close reason. It answers the server's keepalive pings itself, so
+//! they never reach the caller. It never reconnects by itself (§9: a
+//! reconnect is a new session that must authenticate and bind again).
+
+use std::collections::VecDeque;
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+
+use crate::error::Error;
+use crate::ids::{Correlation, PacketKey};
+use crate::wire::client::{ClientFrame, CloseReason};
+use crate::wire::{DecodeLimits, WireError};
+
+/// Why a client call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The socket failed.
+    #[error("socket: {0}")]
+    Io(#[from] io::Error),
+    /// The server sent bytes that are not a frame.
+    #[error("malformed frame from the server: {0}")]
+    Wire(#[from] WireError),
+    /// The server answered the request with a typed error (§12).
+    #[error("server error: {0}")]
+    Remote(Error),
+    /// The connection is closed; the reason, when the server gave one.
+    #[error("connection closed ({0:?})")]
+    Closed(Option<CloseReason>),
+    /// Nothing arrived before the local deadline.
+    #[error("timed out waiting for the server")]
+    TimedOut,
+}
+
+/// Something the server sent that the caller did not ask for by correlation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ClientEvent {
+    /// A push from a bound Actor.
+    Push {
+        /// Its packet key.
+        key: PacketKey,
+        /// Its payload.
+        payload: Bytes,
+    },
+    /// The reply to a request started with [`Client::start_request`].
+    Reply {
+        /// The request's correlation.
+        correlation: Correlation,
+        /// The reply, or the typed error.
+        outcome: Result<Bytes, Error>,
+    },
+    /// The server closed the connection (the reason, when it sent one).
+    Closed(Option<CloseReason>),
+}
+
+/// A STREAM client connection.
+#[derive(Debug)]
+pub struct Client {
+    stream: TcpStream,
+    read_buf: BytesMut,
+    write_buf: BytesMut,
+    limits: DecodeLimits,
+    next_correlation: u32,
+    inbox: VecDeque<ClientEvent>,
+    closed: Option<Option<CloseReason>>,
+}
+
+impl Client {
+    /// Connects to a node's STREAM listener.
+    pub fn connect(addr: SocketAddr) -> Result<Self, ClientError> {
+        let stream = TcpStream::connect(addr)?;
+        stream.set_nodelay(true)?;
+        Ok(Self {
+            stream,
+            read_buf: BytesMut::with_capacity(16 * 1024),
+            write_buf: BytesMut::with_capacity(4 * 1024),
+            limits: DecodeLimits::default(),
+            next_correlation: 0,
+            inbox: VecDeque::new(),
+            closed: None,
+        })
+    }
+
+    /// Sends a one-way message.
+    pub fn send(&mut self, key: PacketKey, payload: Bytes) -> Result<(), ClientError> {
+        self.write(&ClientFrame::Message { key, payload })
+    }
+
+    /// Sends a request and returns its correlation; the reply arrives as a
+    /// [`ClientEvent::Reply`].
+    pub fn start_request(
+        &mut self,
+        key: PacketKey,
+        payload: Bytes,
+    ) -> Result<Correlation, ClientError> {
+        self.next_correlation = self.next_correlation.wrapping_add(1);
+        let correlation = Correlation(self.next_correlation);
+        self.write(&ClientFrame::Request {
+            key,
+            correlation,
+            payload,
+        })?;
+        Ok(correlation)
+    }
+
+    /// Sends a request and waits up to `timeout` for its terminal. Other
+    /// events that arrive meanwhile stay queued for [`Client::next_event`].
+    pub fn request(
+        &mut self,
+        key: PacketKey,
+        payload: Bytes,
+        timeout: Duration,
+    ) -> Result<Bytes, ClientError> {
+        let correlation = self.start_request(key, payload)?;
+        self.wait_reply(correlation, timeout)?
+            .map_err(ClientError::Remote)
+    }
+
+    /// Waits up to `timeout` for the terminal of `correlation`.
+    pub fn wait_reply(
+        &mut self,
+        correlation: Correlation,
+        timeout: Duration,
+    ) -> Result<Result<Bytes, Error>, ClientError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let found = self.inbox.iter().position(
+                |e| matches!(e, ClientEvent::Reply { correlation: c, .. } if *c == correlation),
+            );
+            if let Some(ClientEvent::Reply { outcome, .. }) =
+                found.and_then(|i| self.inbox.remove(i))
+            {
+                return Ok(outcome);
+            }
+            if let Some(reason) = self.closed {
+                return Err(ClientError::Closed(reason));
+            }
+            self.fill(deadline)?;
+        }
+    }
+
+    /// The next event, waiting up to `timeout`; `Ok(None)` when none came.
+    pub fn next_event(&mut self, timeout: Duration) -> Result<Option<ClientEvent>, ClientError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(event) = self.inbox.pop_front() {
+                return Ok(Some(event));
+            }
+            if let Some(reason) = self.closed {
+                return Ok(Some(ClientEvent::Closed(reason)));
+            }
+            match self.fill(deadline) {
+                Ok(()) => {}
+                Err(ClientError::TimedOut) => return Ok(None),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Waits up to `timeout` for the server to close the connection and
+    /// returns its reason. Events before the close are discarded.
+    pub fn wait_closed(&mut self, timeout: Duration) -> Result<Option<CloseReason>, ClientError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            self.inbox.clear();
+            if let Some(reason) = self.closed {
+                return Ok(reason);
+            }
+            self.fill(deadline)?;
+        }
+    }
+
+    /// Whether the server has closed the connection (as far as read so far).
+    pub fn is_closed(&self) -> bool {
+        self.closed.is_some()
+    }
+
+    fn write(&mut self, frame: &ClientFrame) -> Result<(), ClientError> {
+        if let Some(reason) = self.closed {
+            return Err(ClientError::Closed(reason));
+        }
+        self.write_buf.clear();
+        frame.encode(&mut self.write_buf);
+        self.stream.write_all(&self.write_buf)?;
+        Ok(())
+    }
+
+    /// Reads once (up to `deadline`) and files every complete frame.
+    fn fill(&mut self, deadline: Instant) -> Result<(), ClientError> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(ClientError::TimedOut);
+        }
+        self.stream.set_read_timeout(Some(left))?;
+        let mut chunk = [0u8; 16 * 1024];
+        let n = match self.stream.read(&mut chunk) {
+            Ok(n) => n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Err(ClientError::TimedOut)
+            }
+            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => 0,
+            Err(e) => return Err(e.into()),
+        };
+        if n == 0 {
+            self.closed.get_or_insert(None);
+            return Ok(());
+        }
+        self.read_buf.extend_from_slice(&chunk[..n]);
+        while let Some(frame) = ClientFrame::decode_from(&mut self.read_buf, &self.limits)? {
+            self.file(frame)?;
+        }
+        Ok(())
+    }
+
+    fn file(&mut self, frame: ClientFrame) -> Result<(), ClientError> {
+        match frame {
+            ClientFrame::Reply {
+                correlation,
+                payload,
+            } => self.inbox.push_back(ClientEvent::Reply {
+                correlation,
+                outcome: Ok(payload),
+            }),
+            ClientFrame::Error { correlation, error } => self.inbox.push_back(ClientEvent::Reply {
+                correlation,
+                outcome: Err(error),
+            }),
+            ClientFrame::Push { key, payload } => {
+                self.inbox.push_back(ClientEvent::Push { key, payload })
+            }
+            ClientFrame::Close { reason } => self.closed = Some(Some(reason)),
+            ClientFrame::Ping { nonce } => self.write(&ClientFrame::Pong { nonce })?,
+            // Pongs answer our pings; requests and messages never come from a server.
+            ClientFrame::Pong { .. }
+            | ClientFrame::Request { .. }
+            | ClientFrame::Message { .. } => {}
+        }
+        Ok(())
+    }
+
+    /// The local address of the connection.
+    pub fn local_addr(&self) -> Result<SocketAddr, ClientError> {
+        Ok(self.stream.local_addr()?)
+    }
+}
