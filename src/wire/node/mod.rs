@@ -13,7 +13,9 @@ mod relocation;
 mod replaced;
 
 pub use actor_send::{ActorMessage, ActorReply, ActorSend, ActorSendBody, BoundSessionTail};
-pub use bind::{BindRequest, BindTerminal, BindTombstone, BoundRoute, BoundSessionBind, TombstoneCause};
+pub use bind::{
+    BindRequest, BindTerminal, BindTombstone, BoundRoute, BoundSessionBind, TombstoneCause,
+};
 pub use bound_send::{BoundSessionBody, BoundSessionSend};
 pub use relocation::{
     RouteCommit, SealIdentity, SessionRelocationRoute, SessionRelocationSeal,
