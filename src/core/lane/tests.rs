@@ -518,7 +518,7 @@ proptest! {
                 prop_assert_eq!(lanes.in_turn(*id), running.contains(id));
             }
         }
-        for id in running.drain() {
+        for id in running.drain(..) {
             lanes.finish_turn(id);
         }
         for (id, item) in run_all(&mut lanes) {
