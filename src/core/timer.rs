@@ -85,9 +85,9 @@ enum Place {
     Due,
 }
 
-/// A slab cell: free, or one live timer.
+/// A slab entry: free, or one live timer.
 #[derive(Debug)]
-enum Cell<T> {
+enum Entry<T> {
     Free {
         next_free: u32,
     },
@@ -118,7 +118,7 @@ pub struct TimerWheel<T> {
     /// The latest `now` seen, to assert that time never goes backwards.
     now_last: Instant,
     heads: Box<[u32]>,
-    cells: Vec<Cell<T>>,
+    entries: Vec<Entry<T>>,
     free_head: u32,
     due: BinaryHeap<DueItem>,
     /// A time `<=` every deadline still in the wheel lists (not in `due`).
@@ -152,7 +152,7 @@ impl<T> TimerWheel<T> {
             cursor_tick: 0,
             now_last: now,
             heads: vec![NIL; slots].into_boxed_slice(),
-            cells: Vec::new(),
+            entries: Vec::new(),
             free_head: NIL,
             due: BinaryHeap::new(),
             wheel_bound: None,
@@ -182,7 +182,7 @@ impl<T> TimerWheel<T> {
         let generation = self.generation_next;
         self.generation_next += 1;
         let expiry_tick = self.tick_of(deadline);
-        let index = self.alloc_cell();
+        let index = self.alloc_entry();
         let place = if expiry_tick < self.cursor_tick {
             // That tick was swept already: the entry is due as soon as `now`
             // reaches its deadline, which the heap checks exactly.
@@ -194,7 +194,7 @@ impl<T> TimerWheel<T> {
             let next = self.link_front(index, expiry_tick);
             Place::Wheel { prev: NIL, next }
         };
-        self.cells[index as usize] = Cell::Live {
+        self.entries[index as usize] = Entry::Live {
             generation,
             deadline,
             expiry_tick,
@@ -202,15 +202,19 @@ impl<T> TimerWheel<T> {
             value,
         };
         self.len += 1;
-        debug_assert!(self.len <= self.cells.len());
+        debug_assert!(self.len <= self.entries.len());
         TimerKey { index, generation }
     }
 
     /// Disarms the timer of `key` and returns its value, or `None` when the
     /// key is stale (the timer fired or was cancelled already).
     pub fn cancel(&mut self, key: TimerKey) -> Option<T> {
-        let cell = self.cells.get(key.index as usize)?;
-        let Cell::Live { generation, .. } = cell else {
+        debug_assert!(
+            key.generation < self.generation_next,
+            "a key this wheel never issued"
+        );
+        let entry = self.entries.get(key.index as usize)?;
+        let Entry::Live { generation, .. } = entry else {
             return None;
         };
         if *generation != key.generation {
@@ -279,8 +283,8 @@ impl<T> TimerWheel<T> {
     }
 
     fn is_live_due(&self, index: u32, generation_want: u64) -> bool {
-        match self.cells.get(index as usize) {
-            Some(Cell::Live {
+        match self.entries.get(index as usize) {
+            Some(Entry::Live {
                 generation, place, ..
             }) if *generation == generation_want => {
                 debug_assert!(matches!(place, Place::Due), "heap item for a wheel entry");
@@ -314,8 +318,8 @@ impl<T> TimerWheel<T> {
     }
 
     fn wheel_links(&self, index: u32) -> (u32, u64) {
-        match &self.cells[index as usize] {
-            Cell::Live {
+        match &self.entries[index as usize] {
+            Entry::Live {
                 place: Place::Wheel { next, .. },
                 expiry_tick,
                 ..
@@ -326,14 +330,14 @@ impl<T> TimerWheel<T> {
 
     fn move_to_due(&mut self, index: u32) {
         self.unlink(index);
-        let Cell::Live {
+        let Entry::Live {
             generation,
             deadline,
             place,
             ..
-        } = &mut self.cells[index as usize]
+        } = &mut self.entries[index as usize]
         else {
-            unreachable!("moving a free cell");
+            unreachable!("moving a free entry");
         };
         *place = Place::Due;
         self.due
@@ -350,12 +354,12 @@ impl<T> TimerWheel<T> {
             let mut in_tick: Option<Instant> = None;
             let mut index = self.heads[self.slot_of(tick)];
             while index != NIL {
-                let Cell::Live {
+                let Entry::Live {
                     deadline,
                     expiry_tick,
                     place: Place::Wheel { next, .. },
                     ..
-                } = &self.cells[index as usize]
+                } = &self.entries[index as usize]
                 else {
                     unreachable!("a wheel list links only wheel entries");
                 };
@@ -373,18 +377,18 @@ impl<T> TimerWheel<T> {
         earliest
     }
 
-    fn alloc_cell(&mut self) -> u32 {
+    fn alloc_entry(&mut self) -> u32 {
         if self.free_head != NIL {
             let index = self.free_head;
-            let Cell::Free { next_free } = self.cells[index as usize] else {
-                unreachable!("free list links a live cell");
+            let Entry::Free { next_free } = self.entries[index as usize] else {
+                unreachable!("free list links a live entry");
             };
             self.free_head = next_free;
             return index;
         }
-        let index = u32::try_from(self.cells.len()).unwrap_or(NIL);
+        let index = u32::try_from(self.entries.len()).unwrap_or(NIL);
         assert!(index != NIL, "timer wheel: u32::MAX - 1 timers pending");
-        self.cells.push(Cell::Free { next_free: NIL });
+        self.entries.push(Entry::Free { next_free: NIL });
         index
     }
 
@@ -393,10 +397,10 @@ impl<T> TimerWheel<T> {
         let slot = self.slot_of(expiry_tick);
         let head = self.heads[slot];
         if head != NIL {
-            let Cell::Live {
+            let Entry::Live {
                 place: Place::Wheel { prev, .. },
                 ..
-            } = &mut self.cells[head as usize]
+            } = &mut self.entries[head as usize]
             else {
                 unreachable!("a wheel head is a wheel entry");
             };
@@ -407,8 +411,8 @@ impl<T> TimerWheel<T> {
     }
 
     fn unlink(&mut self, index: u32) {
-        let (prev, next, slot) = match &self.cells[index as usize] {
-            Cell::Live {
+        let (prev, next, slot) = match &self.entries[index as usize] {
+            Entry::Live {
                 place: Place::Wheel { prev, next },
                 expiry_tick,
                 ..
@@ -427,34 +431,34 @@ impl<T> TimerWheel<T> {
     }
 
     fn set_link(&mut self, index: u32, f: impl FnOnce(&mut u32, &mut u32)) {
-        let Cell::Live {
+        let Entry::Live {
             place: Place::Wheel { prev, next },
             ..
-        } = &mut self.cells[index as usize]
+        } = &mut self.entries[index as usize]
         else {
             unreachable!("a wheel neighbour is a wheel entry");
         };
         f(prev, next);
     }
 
-    /// Frees the live cell `index` (wherever it is) and returns its value.
+    /// Frees the live entry `index` (wherever it is) and returns its value.
     fn remove(&mut self, index: u32) -> T {
-        if let Cell::Live {
+        if let Entry::Live {
             place: Place::Wheel { .. },
             ..
-        } = self.cells[index as usize]
+        } = self.entries[index as usize]
         {
             self.unlink(index);
         }
-        let cell = std::mem::replace(
-            &mut self.cells[index as usize],
-            Cell::Free {
+        let entry = std::mem::replace(
+            &mut self.entries[index as usize],
+            Entry::Free {
                 next_free: self.free_head,
             },
         );
         self.free_head = index;
-        let Cell::Live { value, .. } = cell else {
-            unreachable!("removing a free cell");
+        let Entry::Live { value, .. } = entry else {
+            unreachable!("removing a free entry");
         };
         debug_assert!(self.len > 0);
         self.len -= 1;

@@ -53,9 +53,9 @@
 //!   against the same ordinary capacity and get no special cap (§8.1).
 //! - At most `u32::MAX - 1` lanes per engine (the slot index; asserted). The
 //!   shard bounds lanes by bounding sessions and Actors.
-//! - The ready set holds each lane at most once, plus at most one stale entry
-//!   per lane removed or held while listed; those are dropped as
-//!   `next_turn` reaches them.
+//! - The ready set holds each lane at most once, plus one stale entry per
+//!   lane removed while listed; `next_turn` drops those as it reaches them
+//!   (and unlists a lane whose state stopped dispatching while listed).
 //! - Queues grow on demand and keep their allocation, so an idle lane costs
 //!   no item storage and a warm lane allocates nothing per item.
 //!
@@ -66,13 +66,12 @@
 //!
 //! let mut lanes: LaneEngine<SessionLane, &str> = LaneEngine::new();
 //! let session = lanes.add_lane(64);
-//! lanes.submit(session, SessionClass::Application, "packet").unwrap();
-//! let (id, item) = lanes.next_turn().unwrap();
-//! assert_eq!((id, item), (session, "packet"));
+//! assert_eq!(lanes.submit(session, SessionClass::Application, "packet"), Ok(()));
+//! assert_eq!(lanes.next_turn(), Some((session, "packet")));
 //! // §6: closing refuses new application dispatch, admits the callback.
 //! lanes.set_state(session, SessionState::Closed);
 //! assert!(lanes.submit(session, SessionClass::Application, "late").is_err());
-//! lanes.submit(session, SessionClass::Lifecycle, "replaced").unwrap();
+//! assert_eq!(lanes.submit(session, SessionClass::Lifecycle, "replaced"), Ok(()));
 //! assert!(lanes.next_turn().is_none(), "one turn per lane at a time");
 //! lanes.finish_turn(session);
 //! assert_eq!(lanes.next_turn(), Some((session, "replaced")));

@@ -24,7 +24,7 @@ fn items_of_one_lane_run_in_submission_order() {
     let mut lanes = Deliveries::new();
     let actor = lanes.add_lane(16);
     for item in 0..10 {
-        lanes.submit(actor, Ordinary, item).unwrap();
+        assert_eq!(lanes.submit(actor, Ordinary, item), Ok(()));
     }
     let order: Vec<u32> = run_all(&mut lanes).into_iter().map(|(_, v)| v).collect();
     assert_eq!(order, (0..10).collect::<Vec<_>>());
@@ -34,13 +34,13 @@ fn items_of_one_lane_run_in_submission_order() {
 fn a_lane_runs_at_most_one_turn_at_a_time() {
     let mut lanes = Deliveries::new();
     let actor = lanes.add_lane(16);
-    lanes.submit(actor, Ordinary, 1).unwrap();
-    lanes.submit(actor, Ordinary, 2).unwrap();
+    assert_eq!(lanes.submit(actor, Ordinary, 1), Ok(()));
+    assert_eq!(lanes.submit(actor, Ordinary, 2), Ok(()));
     assert_eq!(lanes.next_turn(), Some((actor, 1)));
     assert!(lanes.in_turn(actor));
     // The turn may await for a long time; nothing else of the lane runs.
     assert_eq!(lanes.next_turn(), None);
-    lanes.submit(actor, Ordinary, 3).unwrap();
+    assert_eq!(lanes.submit(actor, Ordinary, 3), Ok(()));
     assert_eq!(lanes.next_turn(), None);
     lanes.finish_turn(actor);
     assert!(!lanes.in_turn(actor));
@@ -54,11 +54,11 @@ fn lanes_take_turns_round_robin_one_item_each() {
     let b = lanes.add_lane(16);
     let c = lanes.add_lane(16);
     for item in 0..3 {
-        lanes.submit(a, Ordinary, 10 + item).unwrap();
+        assert_eq!(lanes.submit(a, Ordinary, 10 + item), Ok(()));
     }
-    lanes.submit(b, Ordinary, 20).unwrap();
+    assert_eq!(lanes.submit(b, Ordinary, 20), Ok(()));
     for item in 0..2 {
-        lanes.submit(c, Ordinary, 30 + item).unwrap();
+        assert_eq!(lanes.submit(c, Ordinary, 30 + item), Ok(()));
     }
     let order: Vec<u32> = run_all(&mut lanes).into_iter().map(|(_, v)| v).collect();
     assert_eq!(order, vec![10, 20, 30, 11, 31, 12]);
@@ -68,8 +68,8 @@ fn lanes_take_turns_round_robin_one_item_each() {
 fn a_full_lane_refuses_and_hands_the_item_back() {
     let mut lanes = Deliveries::new();
     let actor = lanes.add_lane(2);
-    lanes.submit(actor, Ordinary, 1).unwrap();
-    lanes.submit(actor, Ordinary, 2).unwrap();
+    assert_eq!(lanes.submit(actor, Ordinary, 1), Ok(()));
+    assert_eq!(lanes.submit(actor, Ordinary, 2), Ok(()));
     let refused = lanes.submit(actor, Ordinary, 3).unwrap_err();
     assert_eq!(
         refused,
@@ -81,7 +81,7 @@ fn a_full_lane_refuses_and_hands_the_item_back() {
     assert_eq!(lanes.queue_len(actor), 2);
     // The item in its turn no longer counts against the capacity.
     assert_eq!(lanes.next_turn(), Some((actor, 1)));
-    lanes.submit(actor, Ordinary, 3).unwrap();
+    assert_eq!(lanes.submit(actor, Ordinary, 3), Ok(()));
     assert_eq!(lanes.queue_len(actor), 2);
 }
 
@@ -90,16 +90,16 @@ fn spot_move_sealing_holds_items_and_release_dispatches_them_in_order() {
     let mut lanes = Spots::new();
     let spot = lanes.add_lane(16);
     let other = lanes.add_lane(16);
-    lanes.submit(spot, Ordinary, 1).unwrap();
+    assert_eq!(lanes.submit(spot, Ordinary, 1), Ok(()));
     // §8: the seal is installed while the lane is listed; it holds anyway.
     lanes.set_state(spot, SpotState::MoveSealing);
-    lanes.submit(spot, Ordinary, 2).unwrap();
-    lanes.submit(other, Ordinary, 100).unwrap();
+    assert_eq!(lanes.submit(spot, Ordinary, 2), Ok(()));
+    assert_eq!(lanes.submit(other, Ordinary, 100), Ok(()));
     assert_eq!(run_all(&mut lanes), vec![(other, 100)]);
     assert_eq!(lanes.queue_len(spot), 2);
     // §8.2: held items go before anything arriving after the release.
     lanes.set_state(spot, SpotState::Open);
-    lanes.submit(spot, Ordinary, 3).unwrap();
+    assert_eq!(lanes.submit(spot, Ordinary, 3), Ok(()));
     let order: Vec<u32> = run_all(&mut lanes).into_iter().map(|(_, v)| v).collect();
     assert_eq!(order, vec![1, 2, 3]);
 }
@@ -108,12 +108,12 @@ fn spot_move_sealing_holds_items_and_release_dispatches_them_in_order() {
 fn spot_return_wait_admits_and_holds_until_open() {
     let mut lanes = Spots::new();
     let spot = lanes.add_lane(16);
-    lanes.submit(spot, Ordinary, 1).unwrap();
-    let (id, _) = lanes.next_turn().unwrap();
+    assert_eq!(lanes.submit(spot, Ordinary, 1), Ok(()));
+    let (id, _) = lanes.next_turn().expect("a turn");
     // The handler of the turn awaits a return; the turn's span ends.
     lanes.set_state(id, SpotState::ReturnWait);
     lanes.finish_turn(id);
-    lanes.submit(spot, Ordinary, 2).unwrap();
+    assert_eq!(lanes.submit(spot, Ordinary, 2), Ok(()));
     assert_eq!(lanes.next_turn(), None);
     lanes.set_state(spot, SpotState::Open);
     assert_eq!(lanes.next_turn(), Some((spot, 2)));
@@ -129,10 +129,10 @@ fn spot_wait_and_seal_never_stack() {
 }
 
 #[test]
-fn core_x14_closed_session_refuses_application_and_admits_lifecycle() {
+fn closed_session_lane_refuses_application_and_admits_lifecycle() {
     let mut lanes = Sessions::new();
     let session = lanes.add_lane(16);
-    lanes.submit(session, SessionClass::Application, 1).unwrap();
+    assert_eq!(lanes.submit(session, SessionClass::Application, 1), Ok(()));
     // §6: the previous session is closing before its callback starts.
     lanes.set_state(session, SessionState::Closed);
     let refused = lanes
@@ -146,7 +146,7 @@ fn core_x14_closed_session_refuses_application_and_admits_lifecycle() {
             item: 2
         }
     );
-    lanes.submit(session, SessionClass::Lifecycle, 3).unwrap();
+    assert_eq!(lanes.submit(session, SessionClass::Lifecycle, 3), Ok(()));
     // What was admitted runs, in order; closing twice is a no-op.
     lanes.set_state(session, SessionState::Closed);
     let order: Vec<u32> = run_all(&mut lanes).into_iter().map(|(_, v)| v).collect();
@@ -169,7 +169,7 @@ fn remove_lane_drains_in_order_and_its_id_goes_stale() {
     let gone = lanes.add_lane(16);
     let kept = lanes.add_lane(16);
     for item in 0..3 {
-        lanes.submit(gone, Ordinary, item).unwrap();
+        assert_eq!(lanes.submit(gone, Ordinary, item), Ok(()));
     }
     assert_eq!(lanes.remove_lane(gone), VecDeque::from([0, 1, 2]));
     assert!(!lanes.contains(gone));
@@ -179,8 +179,8 @@ fn remove_lane_drains_in_order_and_its_id_goes_stale() {
     assert_ne!(reused, gone);
     let refused = lanes.submit(gone, Ordinary, 9).unwrap_err();
     assert_eq!(refused.reason, LaneRefusal::Removed);
-    lanes.submit(reused, Ordinary, 5).unwrap();
-    lanes.submit(kept, Ordinary, 6).unwrap();
+    assert_eq!(lanes.submit(reused, Ordinary, 5), Ok(()));
+    assert_eq!(lanes.submit(kept, Ordinary, 6), Ok(()));
     assert_eq!(run_all(&mut lanes), vec![(reused, 5), (kept, 6)]);
 }
 
@@ -197,7 +197,7 @@ fn finishing_a_turn_not_in_progress_is_a_bug() {
 fn removing_a_lane_during_its_turn_is_a_bug() {
     let mut lanes = Deliveries::new();
     let actor = lanes.add_lane(16);
-    lanes.submit(actor, Ordinary, 1).unwrap();
+    assert_eq!(lanes.submit(actor, Ordinary, 1), Ok(()));
     let _turn = lanes.next_turn();
     let _ = lanes.remove_lane(actor);
 }
@@ -403,8 +403,8 @@ fn serial_primitives(source: &str) -> Vec<String> {
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
+    for entry in std::fs::read_dir(dir).expect("src/ is readable") {
+        let path = entry.expect("a directory entry").path();
         if path.is_dir() {
             rust_files(&path, out);
         } else if path.extension().is_some_and(|e| e == "rs") {
@@ -445,7 +445,7 @@ fn w2_one_serial_execution_primitive() {
     let allowed = (src.join("core/lane/engine.rs"), "Lane".to_string());
     let mut found = Vec::new();
     for file in files {
-        let source = std::fs::read_to_string(&file).unwrap();
+        let source = std::fs::read_to_string(&file).expect("a source file");
         found.extend(
             serial_primitives(&source)
                 .into_iter()

@@ -35,7 +35,7 @@ fn a_timer_fires_once_at_its_deadline_and_not_a_microsecond_sooner() {
 }
 
 #[test]
-fn core_p3_replacement_close_fires_at_100ms_not_before() {
+fn replacement_close_100ms_fires_at_its_deadline_not_before() {
     // §6: the close is scheduled 100 ms after the callback terminal.
     let terminal = Instant::from_micros(12_345);
     let mut wheel = TimerWheel::with_defaults(Instant::ZERO);
@@ -53,7 +53,7 @@ fn core_p3_replacement_close_fires_at_100ms_not_before() {
 }
 
 #[test]
-fn core_x1_replacement_callback_timeout_fires_at_30000ms_not_before() {
+fn replacement_callback_timeout_30000ms_fires_at_its_deadline_not_before() {
     // §6: 30,000 ms spans about 58 revolutions of the default wheel.
     let mut wheel = TimerWheel::with_defaults(Instant::ZERO);
     let start = ms(3);
@@ -94,7 +94,7 @@ fn stale_keys_cancel_nothing() {
     assert_eq!(drain(&mut wheel, ms(1)), vec![(fired, 1)]);
     let cancelled = wheel.insert(ms(5), 2);
     assert_eq!(wheel.cancel(cancelled), Some(2));
-    // Both cells are reused by the next inserts; the old keys must not reach them.
+    // Both entries are reused by the next inserts; the old keys must not reach them.
     let a = wheel.insert(ms(7), 3);
     let b = wheel.insert(ms(8), 4);
     assert_eq!(wheel.cancel(fired), None);
