@@ -32,11 +32,6 @@ pub enum CoreEvent {
     Actor(ActorEvent),
 }
 
-/// Timer wheel granularity: 1 ms ticks, 512 slots (one revolution is 512 ms;
-/// longer timers take several revolutions).
-const TIMER_TICK: Duration = Duration::from_millis(1);
-const TIMER_SLOTS: usize = 512;
-
 /// The outputs of one shard core, and its timer wheel.
 #[derive(Debug)]
 pub(crate) struct Effects {
@@ -53,7 +48,7 @@ impl Effects {
             now,
             transmits: VecDeque::new(),
             events: VecDeque::new(),
-            timers: TimerWheel::new(TIMER_TICK, TIMER_SLOTS, now),
+            timers: TimerWheel::with_defaults(now),
             counters: FlowCounters::default(),
         }
     }

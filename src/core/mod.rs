@@ -6,6 +6,7 @@
 
 pub mod actor;
 mod effects;
+pub mod lane;
 pub mod session;
 pub mod shard;
 pub mod time;
