@@ -1,0 +1,68 @@
+//! Actors and Spots as the application writes them (§1, §5, §7).
+//!
+//! An Actor's handler runs on the Actor's own delivery lane on the shard that
+//! hosts it — never in a session callback's context (§5, §10). It answers a
+//! request with a typed reply or error, and may push to, or close, its bound
+//! session. A Spot receives `on_disconnect_actor` when a bound session ends
+//! (§7); the notification neither destroys the Actor nor changes membership.
+
+use bytes::Bytes;
+
+use crate::error::Error;
+use crate::ids::{ActorId, Correlation, PacketKey};
+use crate::wire::client::CloseReason;
+
+/// A message from a bound session, as the Actor's handler sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ActorMessage {
+    /// The handler key.
+    pub key: PacketKey,
+    /// The payload.
+    pub payload: Bytes,
+    /// The client's original correlation when the client made a request.
+    pub correlation: Option<Correlation>,
+}
+
+impl ActorMessage {
+    /// Whether the sender waits for a reply.
+    pub fn is_request(&self) -> bool {
+        self.correlation.is_some()
+    }
+}
+
+/// The Actor's view of the runtime while a handler runs.
+pub trait ActorContext {
+    /// The Actor's global identity.
+    fn actor_id(&self) -> &ActorId;
+
+    /// §5: a one-way push to the bound session. With no binding it ends with
+    /// session-not-bound (`InvalidOperation`, §12).
+    fn push(&mut self, key: PacketKey, payload: Bytes) -> Result<(), Error>;
+
+    /// §5: asks the bound session's owner to close the connection. With no
+    /// binding it ends with session-not-bound (§12).
+    fn close_session(&mut self, reason: CloseReason) -> Result<(), Error>;
+}
+
+/// Game logic hosted by the runtime.
+pub trait Actor: 'static {
+    /// Handles one message. For a request the return value is its terminal
+    /// (`Some(Ok(reply))` or `Some(Err(error))`); `None` answers a request with
+    /// an empty reply. For a one-way message the value is ignored.
+    fn handle(&mut self, ctx: &mut dyn ActorContext, message: ActorMessage) -> Option<Result<Bytes, Error>>;
+
+    /// §5 point 1: runs right after a session's binding was registered (a
+    /// join callback). A push from here is judged against the new binding.
+    fn on_bound(&mut self, ctx: &mut dyn ActorContext) {
+        let _ = ctx;
+    }
+}
+
+/// The logical group an Actor belongs to (§1): it is told when a bound
+/// session goes away.
+pub trait Spot: Send + Sync + 'static {
+    /// §7: the session bound to `actor` disconnected (or the application
+    /// called NotifyDisconnected). Runs at most once per binding; a failure is
+    /// recorded and never retried, and the binding is removed either way.
+    fn on_disconnect_actor(&self, actor: &ActorId) -> Result<(), Error>;
+}

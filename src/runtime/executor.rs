@@ -1,0 +1,314 @@
+//! The shard's task executor: runs application callbacks (futures) on the
+//! shard thread, so that a callback may await a bind or a relay while the
+//! shard's infrastructure work — bind terminals, replies, seals, disconnect
+//! cleanup — goes on in the same loop (§10).
+//!
+//! Ground rules: tasks are `!Send` and never leave their shard; a waker may be
+//! called from any thread (it pushes the task onto a lock-free queue and wakes
+//! the shard's reactor); polling happens only in [`Executor::run_ready`], with
+//! a budget, so one busy callback cannot starve the socket loop.
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+
+use crossbeam_queue::SegQueue;
+
+/// Wakes the thread that runs the executor (the shard's reactor).
+pub(crate) trait Unpark: Send + Sync + 'static {
+    /// Makes a parked loop turn return.
+    fn unpark(&self);
+}
+
+/// Names a task; never reused within one executor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct TaskId {
+    index: u32,
+    generation: u32,
+}
+
+type LocalFuture = Pin<Box<dyn Future<Output = ()>>>;
+
+struct Slot {
+    generation: u32,
+    future: Option<LocalFuture>,
+}
+
+struct Ready {
+    queue: SegQueue<TaskId>,
+    unpark: Box<dyn Unpark>,
+}
+
+struct TaskWaker {
+    id: TaskId,
+    ready: Arc<Ready>,
+}
+
+impl Wake for TaskWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.ready.queue.push(self.id);
+        self.ready.unpark.unpark();
+    }
+}
+
+/// A handle that spawns onto the executor from inside a task.
+#[derive(Clone)]
+pub(crate) struct Spawner {
+    spawned: Rc<RefCell<Vec<LocalFuture>>>,
+}
+
+impl Spawner {
+    /// Queues `future` to start at the executor's next `run_ready`.
+    pub(crate) fn spawn(&self, future: impl Future<Output = ()> + 'static) {
+        self.spawned.borrow_mut().push(Box::pin(future));
+    }
+}
+
+/// The shard's executor.
+pub(crate) struct Executor {
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    ready: Arc<Ready>,
+    spawner: Spawner,
+    live: usize,
+}
+
+impl Executor {
+    pub(crate) fn new(unpark: impl Unpark) -> Self {
+        Self {
+            slots: Vec::new(),
+            free: Vec::new(),
+            ready: Arc::new(Ready {
+                queue: SegQueue::new(),
+                unpark: Box::new(unpark),
+            }),
+            spawner: Spawner {
+                spawned: Rc::new(RefCell::new(Vec::new())),
+            },
+            live: 0,
+        }
+    }
+
+    /// A spawner for tasks to start more tasks.
+    pub(crate) fn spawner(&self) -> Spawner {
+        self.spawner.clone()
+    }
+
+    /// Starts a task; it is first polled by the next `run_ready`.
+    pub(crate) fn spawn(&mut self, future: impl Future<Output = ()> + 'static) -> TaskId {
+        self.insert(Box::pin(future))
+    }
+
+    fn insert(&mut self, future: LocalFuture) -> TaskId {
+        let index = match self.free.pop() {
+            Some(index) => index,
+            None => {
+                let index = u32::try_from(self.slots.len()).unwrap_or(u32::MAX);
+                assert!(index < u32::MAX, "task table is full");
+                self.slots.push(Slot {
+                    generation: 0,
+                    future: None,
+                });
+                index
+            }
+        };
+        let slot = &mut self.slots[index as usize];
+        debug_assert!(slot.future.is_none());
+        slot.generation = slot.generation.wrapping_add(1);
+        slot.future = Some(future);
+        self.live += 1;
+        let id = TaskId {
+            index,
+            generation: slot.generation,
+        };
+        self.ready.queue.push(id);
+        id
+    }
+
+    /// How many tasks are alive.
+    pub(crate) fn live(&self) -> usize {
+        self.live
+    }
+
+    /// Whether a task is ready to be polled.
+    pub(crate) fn has_ready(&self) -> bool {
+        !self.ready.queue.is_empty() || !self.spawner.spawned.borrow().is_empty()
+    }
+
+    /// Polls up to `budget` ready tasks; returns how many were polled.
+    pub(crate) fn run_ready(&mut self, budget: usize) -> usize {
+        let spawned: Vec<LocalFuture> = self.spawner.spawned.borrow_mut().drain(..).collect();
+        for future in spawned {
+            self.insert(future);
+        }
+        let mut polled = 0;
+        while polled < budget {
+            let Some(id) = self.ready.queue.pop() else {
+                break;
+            };
+            let Some(slot) = self.slots.get_mut(id.index as usize) else {
+                continue;
+            };
+            // A stale wake for a finished (or reused) slot is ignored.
+            if slot.generation != id.generation {
+                continue;
+            }
+            let Some(mut future) = slot.future.take() else {
+                continue;
+            };
+            polled += 1;
+            let waker = Waker::from(Arc::new(TaskWaker {
+                id,
+                ready: Arc::clone(&self.ready),
+            }));
+            let mut cx = Context::from_waker(&waker);
+            match future.as_mut().poll(&mut cx) {
+                Poll::Pending => self.slots[id.index as usize].future = Some(future),
+                Poll::Ready(()) => {
+                    self.live -= 1;
+                    self.free.push(id.index);
+                }
+            }
+        }
+        polled
+    }
+}
+
+/// A one-shot completion: the shard fills it, a task awaits it.
+pub(crate) fn completion<T>() -> (Completer<T>, Completion<T>) {
+    let shared = Rc::new(RefCell::new(Shared {
+        value: None,
+        waker: None,
+        dropped: false,
+    }));
+    (
+        Completer {
+            shared: Rc::clone(&shared),
+        },
+        Completion { shared },
+    )
+}
+
+struct Shared<T> {
+    value: Option<T>,
+    waker: Option<Waker>,
+    dropped: bool,
+}
+
+/// Fills a [`Completion`].
+pub(crate) struct Completer<T> {
+    shared: Rc<RefCell<Shared<T>>>,
+}
+
+impl<T> Completer<T> {
+    /// Completes the awaiting task with `value`.
+    pub(crate) fn complete(self, value: T) {
+        let waker = {
+            let mut shared = self.shared.borrow_mut();
+            shared.value = Some(value);
+            shared.waker.take()
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+}
+
+impl<T> Drop for Completer<T> {
+    fn drop(&mut self) {
+        let waker = {
+            let mut shared = self.shared.borrow_mut();
+            shared.dropped = true;
+            shared.waker.take()
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+}
+
+/// Awaits the value of a [`Completer`]; `None` if the completer was dropped
+/// without a value (the shard stopped).
+pub(crate) struct Completion<T> {
+    shared: Rc<RefCell<Shared<T>>>,
+}
+
+impl<T> Future for Completion<T> {
+    type Output = Option<T>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<T>> {
+        let mut shared = self.shared.borrow_mut();
+        if let Some(value) = shared.value.take() {
+            return Poll::Ready(Some(value));
+        }
+        if shared.dropped {
+            return Poll::Ready(None);
+        }
+        shared.waker = Some(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    struct CountUnparks(Arc<AtomicUsize>);
+
+    impl Unpark for CountUnparks {
+        fn unpark(&self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn a_task_waits_for_its_completion_and_others_run_meanwhile() {
+        let unparks = Arc::new(AtomicUsize::new(0));
+        let mut executor = Executor::new(CountUnparks(Arc::clone(&unparks)));
+        let (completer, completion) = completion::<u32>();
+        let got = Rc::new(RefCell::new(Vec::new()));
+        let g = Rc::clone(&got);
+        executor.spawn(async move {
+            let v = completion.await;
+            g.borrow_mut().push(v);
+        });
+        let g = Rc::clone(&got);
+        executor.spawn(async move { g.borrow_mut().push(Some(0)) });
+        assert_eq!(executor.run_ready(16), 2);
+        assert_eq!(*got.borrow(), vec![Some(0)]);
+        assert_eq!(executor.live(), 1);
+        assert!(!executor.has_ready());
+        completer.complete(7);
+        assert!(executor.has_ready());
+        assert!(unparks.load(Ordering::SeqCst) >= 1, "the wake unparked the loop");
+        executor.run_ready(16);
+        assert_eq!(*got.borrow(), vec![Some(0), Some(7)]);
+        assert_eq!(executor.live(), 0);
+    }
+
+    #[test]
+    fn a_dropped_completer_ends_the_wait_with_none_and_budget_is_kept() {
+        let mut executor = Executor::new(CountUnparks(Arc::new(AtomicUsize::new(0))));
+        let (completer, completion) = completion::<u32>();
+        let got = Rc::new(RefCell::new(None));
+        let g = Rc::clone(&got);
+        executor.spawn(async move { *g.borrow_mut() = Some(completion.await) });
+        for _ in 0..5 {
+            executor.spawn(async {});
+        }
+        assert_eq!(executor.run_ready(3), 3);
+        assert_eq!(executor.run_ready(16), 3);
+        drop(completer);
+        executor.run_ready(16);
+        assert_eq!(*got.borrow(), Some(None));
+        assert_eq!(executor.live(), 0);
+    }
+}
