@@ -74,33 +74,43 @@ impl<C: Clock> EmbeddedStore<C> {
 }
 
 impl State {
-    /// Whether `claim` names its node's lease, of that lifecycle and
-    /// generation, and the lease is live at `now`.
-    fn claim_is_live(&self, claim: &OwnerClaim, now: Instant) -> bool {
-        self.leases.get(&claim.owner).is_some_and(|lease| {
-            lease.node_generation == claim.node_generation
-                && lease.generation == claim.lease
-                && lease.mesh == claim.mesh
-                && lease.is_live_at(now)
-        })
-    }
-
-    /// The live row of `actor` at `now`: present, not removed, and owned
-    /// under a live lease (§5).
+    /// The live row of `actor` at `now` (§5).
     fn live_row(&self, actor: &ActorId, now: Instant) -> Option<LocationRow> {
-        let slot = self.actors.get(actor)?;
-        let owner = slot.owner.as_ref()?;
-        self.claim_is_live(owner, now)
-            .then(|| row(actor, slot.object, slot.authority, owner))
+        self.actors.get(actor)?.live_row(actor, &self.leases, now)
     }
 
     fn require_live_claim(&self, claim: &OwnerClaim, now: Instant) -> Result<(), StoreError> {
-        if self.claim_is_live(claim, now) {
+        if claim_is_live(&self.leases, claim, now) {
             Ok(())
         } else {
             Err(StoreError::LeaseExpired { node: claim.owner })
         }
     }
+}
+
+impl Slot {
+    /// The slot as a row, if its incarnation is live at `now`: not removed,
+    /// and owned under a live lease (§5).
+    fn live_row(
+        &self,
+        actor: &ActorId,
+        leases: &HashMap<NodeRid, OwnerLease>,
+        now: Instant,
+    ) -> Option<LocationRow> {
+        let owner = self.owner.as_ref()?;
+        claim_is_live(leases, owner, now).then(|| row(actor, self.object, self.authority, owner))
+    }
+}
+
+/// Whether `claim` names its node's lease, of that lifecycle, generation and
+/// mesh, and the lease is live at `now`.
+fn claim_is_live(leases: &HashMap<NodeRid, OwnerLease>, claim: &OwnerClaim, now: Instant) -> bool {
+    leases.get(&claim.owner).is_some_and(|lease| {
+        lease.node_generation == claim.node_generation
+            && lease.generation == claim.lease
+            && lease.mesh == claim.mesh
+            && lease.is_live_at(now)
+    })
 }
 
 fn row(
@@ -135,11 +145,12 @@ impl<C: Clock> LocationStore for EmbeddedStore<C> {
         let mut state = self.lock()?;
         let now = self.clock.now();
         state.require_live_claim(owner, now)?;
-        if let Some(existing) = state.live_row(actor, now) {
-            return Ok(Created::Existing(existing));
-        }
-        let slot = match state.actors.get_mut(actor) {
+        let State { actors, leases } = &mut *state;
+        let slot = match actors.get_mut(actor) {
             Some(slot) => {
+                if let Some(existing) = slot.live_row(actor, leases, now) {
+                    return Ok(Created::Existing(existing));
+                }
                 // A removed incarnation, or one whose owner lease lapsed: the
                 // new one must not be confused with it (§1, §4).
                 slot.object = slot.object.next();
@@ -147,7 +158,7 @@ impl<C: Clock> LocationStore for EmbeddedStore<C> {
                 slot.owner = Some(owner.clone());
                 slot
             }
-            None => state.actors.entry(actor.clone()).or_insert(Slot {
+            None => actors.entry(actor.clone()).or_insert(Slot {
                 object: ObjectGeneration::default().next(),
                 authority: AuthorityOwnerGeneration::default().next(),
                 owner: Some(owner.clone()),
@@ -165,16 +176,16 @@ impl<C: Clock> LocationStore for EmbeddedStore<C> {
         let mut state = self.lock()?;
         let now = self.clock.now();
         state.require_live_claim(new_owner, now)?;
-        let Some(current) = state.live_row(actor, now) else {
+        let State { actors, leases } = &mut *state;
+        let Some(slot) = actors.get_mut(actor) else {
+            return Ok(CasOutcome::Absent);
+        };
+        let Some(current) = slot.live_row(actor, leases, now) else {
             return Ok(CasOutcome::Absent);
         };
         if current.version() != expected {
             return Ok(CasOutcome::Conflict { current });
         }
-        let Some(slot) = state.actors.get_mut(actor) else {
-            // `live_row` found the slot under the same lock; kept total.
-            return Ok(CasOutcome::Absent);
-        };
         slot.authority = slot.authority.next();
         slot.owner = Some(new_owner.clone());
         Ok(CasOutcome::Swapped(row(
@@ -188,16 +199,18 @@ impl<C: Clock> LocationStore for EmbeddedStore<C> {
     fn remove(&self, actor: &ActorId, expected: RowVersion) -> Result<RemoveOutcome, StoreError> {
         let mut state = self.lock()?;
         let now = self.clock.now();
-        let Some(current) = state.live_row(actor, now) else {
+        let State { actors, leases } = &mut *state;
+        let Some(slot) = actors.get_mut(actor) else {
+            return Ok(RemoveOutcome::Absent);
+        };
+        let Some(current) = slot.live_row(actor, leases, now) else {
             return Ok(RemoveOutcome::Absent);
         };
         if current.version() != expected {
             return Ok(RemoveOutcome::Conflict { current });
         }
-        if let Some(slot) = state.actors.get_mut(actor) {
-            // The generations stay: the next create goes past them.
-            slot.owner = None;
-        }
+        // The generations stay: the next create goes past them.
+        slot.owner = None;
         Ok(RemoveOutcome::Removed)
     }
 
