@@ -108,6 +108,9 @@ reasons! {
     QueueFull = 17 => Unavailable, "a bounded queue is full";
     /// The peer node is not connected.
     PeerUnreachable = 18 => Unavailable, "the owner node is not reachable";
+    /// The Location Store could not be reached or could not answer (§3, §5);
+    /// the operation may be retried, a stored route is never extended by it.
+    StoreUnavailable = 19 => Unavailable, "the location store is unavailable";
     /// No Actor factory is registered for the type (§12).
     NoActorFactory = 20 => NotFound, "no actor factory is registered for this type";
     /// No handler is registered for the packet key.

@@ -7,7 +7,8 @@
 //!
 //! Layers (DESIGN "Layers"): [`wire`] (frames and records), [`core`] (the
 //! sans-IO state machines), [`sim`] (an in-memory mesh of cores with virtual
-//! time, used by the tests).
+//! time, used by the tests), [`store`] (the Location Store trait and its
+//! embedded implementation).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
@@ -18,4 +19,5 @@ pub mod core;
 pub mod error;
 pub mod ids;
 pub mod sim;
+pub mod store;
 pub mod wire;

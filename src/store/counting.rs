@@ -1,0 +1,196 @@
+//! A [`LocationStore`] wrapper that counts calls per operation, so that tests
+//! can prove the store is never queried on the bind, relay, push or
+//! disconnect paths (§1 table "The Location Store isn't re-queried when
+//! relaying", §5, §7; CONTRACT R1, X10).
+//!
+//! Every call is counted when it is made, whether it then succeeds or fails:
+//! the contract forbids asking, not only getting an answer.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::{
+    CasOutcome, Created, LocationRow, LocationStore, OwnerClaim, OwnerLease, RemoveOutcome,
+    RowVersion, StoreError,
+};
+use crate::ids::{ActorId, MeshName, NodeGeneration, NodeRid};
+
+/// Wraps a store and counts every call to it, per operation.
+#[derive(Debug)]
+pub struct CountingStore<S: LocationStore> {
+    inner: S,
+    lookup: AtomicU64,
+    create: AtomicU64,
+    compare_and_set: AtomicU64,
+    remove: AtomicU64,
+    acquire_lease: AtomicU64,
+    renew_lease: AtomicU64,
+    lease: AtomicU64,
+}
+
+/// How many times each store operation was called.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct StoreCounts {
+    /// Calls to [`LocationStore::lookup`].
+    pub lookup: u64,
+    /// Calls to [`LocationStore::create`].
+    pub create: u64,
+    /// Calls to [`LocationStore::compare_and_set`].
+    pub compare_and_set: u64,
+    /// Calls to [`LocationStore::remove`].
+    pub remove: u64,
+    /// Calls to [`LocationStore::acquire_lease`].
+    pub acquire_lease: u64,
+    /// Calls to [`LocationStore::renew_lease`].
+    pub renew_lease: u64,
+    /// Calls to [`LocationStore::lease`].
+    pub lease: u64,
+}
+
+impl StoreCounts {
+    /// Calls that read or write Actor rows: what bind, relay, push and
+    /// disconnect must never add to. Lease upkeep runs on its own schedule
+    /// and is left out, so a test can assert this stays unchanged while
+    /// leases renew in the background.
+    pub fn row_operations(&self) -> u64 {
+        self.lookup + self.create + self.compare_and_set + self.remove
+    }
+}
+
+impl<S: LocationStore> CountingStore<S> {
+    /// Wraps `inner`, with every count at zero.
+    pub fn new(inner: S) -> Self {
+        Self {
+            inner,
+            lookup: AtomicU64::new(0),
+            create: AtomicU64::new(0),
+            compare_and_set: AtomicU64::new(0),
+            remove: AtomicU64::new(0),
+            acquire_lease: AtomicU64::new(0),
+            renew_lease: AtomicU64::new(0),
+            lease: AtomicU64::new(0),
+        }
+    }
+
+    /// The wrapped store.
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+
+    /// The counts so far. Each count is read on its own; a snapshot taken
+    /// while other threads call the store may mix moments, which is enough
+    /// to compare before and after a quiescent step.
+    pub fn counts(&self) -> StoreCounts {
+        let read = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        StoreCounts {
+            lookup: read(&self.lookup),
+            create: read(&self.create),
+            compare_and_set: read(&self.compare_and_set),
+            remove: read(&self.remove),
+            acquire_lease: read(&self.acquire_lease),
+            renew_lease: read(&self.renew_lease),
+            lease: read(&self.lease),
+        }
+    }
+}
+
+/// Counts one call. Relaxed is enough: the counts are independent tallies,
+/// and a test reads them after joining or synchronising with the callers.
+fn count(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::Relaxed);
+}
+
+impl<S: LocationStore> LocationStore for CountingStore<S> {
+    fn lookup(&self, actor: &ActorId) -> Result<Option<LocationRow>, StoreError> {
+        count(&self.lookup);
+        self.inner.lookup(actor)
+    }
+
+    fn create(&self, actor: &ActorId, owner: &OwnerClaim) -> Result<Created, StoreError> {
+        count(&self.create);
+        self.inner.create(actor, owner)
+    }
+
+    fn compare_and_set(
+        &self,
+        actor: &ActorId,
+        expected: RowVersion,
+        new_owner: &OwnerClaim,
+    ) -> Result<CasOutcome, StoreError> {
+        count(&self.compare_and_set);
+        self.inner.compare_and_set(actor, expected, new_owner)
+    }
+
+    fn remove(&self, actor: &ActorId, expected: RowVersion) -> Result<RemoveOutcome, StoreError> {
+        count(&self.remove);
+        self.inner.remove(actor, expected)
+    }
+
+    fn acquire_lease(
+        &self,
+        node: NodeRid,
+        node_generation: NodeGeneration,
+        mesh: &MeshName,
+    ) -> Result<OwnerLease, StoreError> {
+        count(&self.acquire_lease);
+        self.inner.acquire_lease(node, node_generation, mesh)
+    }
+
+    fn renew_lease(&self, lease: &OwnerLease) -> Result<OwnerLease, StoreError> {
+        count(&self.renew_lease);
+        self.inner.renew_lease(lease)
+    }
+
+    fn lease(&self, node: NodeRid) -> Result<Option<OwnerLease>, StoreError> {
+        count(&self.lease);
+        self.inner.lease(node)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::core::time::Instant;
+    use crate::store::{EmbeddedStore, ManualClock};
+
+    #[test]
+    fn every_call_is_counted_per_operation_even_when_it_fails() {
+        let clock = ManualClock::new(Instant::ZERO);
+        let store = CountingStore::new(EmbeddedStore::new(clock.clone(), Duration::from_secs(10)));
+        assert_eq!(store.counts(), StoreCounts::default());
+
+        let mesh = MeshName::new("game").unwrap();
+        let actor = ActorId::new("player-1").unwrap();
+        let lease = store
+            .acquire_lease(NodeRid(1), NodeGeneration(1), &mesh)
+            .unwrap();
+        let row = store.create(&actor, &lease.claim()).unwrap().into_row();
+        store.lookup(&actor).unwrap();
+        store.lookup(&actor).unwrap();
+        store
+            .compare_and_set(&actor, row.version(), &lease.claim())
+            .unwrap();
+        store.remove(&actor, row.version()).unwrap();
+        store.lease(NodeRid(1)).unwrap();
+        clock.advance(Duration::from_secs(10));
+        assert!(store.renew_lease(&lease).is_err());
+
+        let counts = store.counts();
+        assert_eq!(
+            counts,
+            StoreCounts {
+                lookup: 2,
+                create: 1,
+                compare_and_set: 1,
+                remove: 1,
+                acquire_lease: 1,
+                renew_lease: 1,
+                lease: 1,
+            }
+        );
+        assert_eq!(counts.row_operations(), 5);
+        assert!(store.inner().lookup(&actor).unwrap().is_none());
+        assert_eq!(store.counts(), counts, "the inner store is not counted");
+    }
+}
