@@ -88,6 +88,8 @@ reasons! {
     ObjectGenerationMismatch = 2 => InvalidOperation, "the actor's ObjectGeneration differs";
     /// The bind is already in progress for this ActorId on this session.
     BindInProgress = 3 => InvalidOperation, "a bind of this actor is already in progress on this session";
+    /// A packet handler neither relayed nor answered a request.
+    NotAnswered = 5 => InvalidOperation, "the packet handler neither relayed nor answered the request";
     /// The receiving node does not implement this operation (version skew).
     NotSupported = 4 => InvalidOperation, "the receiving node does not support this operation";
     /// The stored location is stale and no Message Follow route exists (§12).

@@ -1,0 +1,207 @@
+//! The session object and its Actor bindings (§13 in Rust form).
+//!
+//! A [`Session`] is handed to every session callback. Through
+//! [`Session::actors`] the callback binds ActorRefs and relays payloads; the
+//! application never sees a NodeRid, a transport handle, a raw envelope, a
+//! request sequence or an AuthorityOwnerGeneration (§1). Every handle here is
+//! shard-local (`!Send`): a session lives on the shard that accepted it.
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use bytes::Bytes;
+
+use crate::error::{Error, Reason};
+use crate::ids::{ActorId, ActorRef, Correlation, ObjectGeneration, PacketKey, SessionRid};
+use crate::runtime::ShardHandle;
+
+/// One client connection's session.
+#[derive(Clone)]
+pub struct Session {
+    pub(crate) shard: Rc<ShardHandle>,
+    pub(crate) rid: SessionRid,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session").field("rid", &self.rid).finish()
+    }
+}
+
+impl Session {
+    /// This session's bindings (§13 `IZLinkSessionActors`).
+    pub fn actors(&self) -> SessionActors {
+        SessionActors {
+            session: self.clone(),
+        }
+    }
+
+    /// Looks up the Ready Actor `id` in the Location Store, or creates it
+    /// with the factory of `actor_type` on this node (§1 steps 2). This is not
+    /// a bind: bind the returned ActorRef to start relaying.
+    pub fn actor(&self, actor_type: &str, id: &ActorId) -> Result<ActorRef, Error> {
+        self.shard.create_or_get_actor(actor_type, id)
+    }
+
+    /// Sends a frame to this session's client directly (for example the
+    /// duplicate-connection notice from the replacement callback, §6).
+    pub fn send_to_client(&self, key: PacketKey, payload: Bytes) -> Result<(), Error> {
+        self.shard.send_to_client(self.rid, key, payload)
+    }
+
+    /// Answers a request packet from the session callback itself.
+    pub fn reply(&self, packet: Packet, outcome: Result<Bytes, Error>) -> Result<(), Error> {
+        if let Some(correlation) = packet.dispatch.correlation {
+            self.shard.answer(self.rid, correlation, outcome)?;
+        }
+        packet.dispatch.answered.set(true);
+        Ok(())
+    }
+
+    /// Closes the connection.
+    pub fn close(&self) {
+        self.shard.close_session(self.rid);
+    }
+}
+
+/// The Actor bindings of one session.
+#[derive(Clone, Debug)]
+pub struct SessionActors {
+    session: Session,
+}
+
+impl SessionActors {
+    /// Every Actor currently bound to this session.
+    pub fn bound(&self) -> Vec<SessionActor> {
+        self.session
+            .shard
+            .bound(self.session.rid)
+            .into_iter()
+            .map(|actor| self.binding(actor))
+            .collect()
+    }
+
+    /// §5, §13: binds `actor` (ActorId + ObjectGeneration) to this session:
+    /// one control request at the ActorRef's location; completes once the
+    /// route is stored. Unavailable if the location is stale, InvalidOperation
+    /// if the generation differs (§12).
+    pub async fn bind(&self, actor: ActorRef) -> Result<SessionActor, Error> {
+        let bound = self.session.shard.bind(self.session.rid, actor)?.await;
+        let bound = bound.unwrap_or_else(|| Err(Reason::SessionClosing.into()))?;
+        Ok(self.binding(bound))
+    }
+
+    /// §13: the same binding if this session already holds it for this
+    /// ActorId and ObjectGeneration, otherwise the same as [`Self::bind`].
+    pub async fn bind_or_get(&self, actor: ActorRef) -> Result<SessionActor, Error> {
+        self.bind(actor).await
+    }
+
+    /// §13: this session's binding for `id` — not the global directory.
+    pub fn find(&self, id: &ActorId) -> Option<SessionActor> {
+        self.session
+            .shard
+            .find(self.session.rid, id)
+            .map(|actor| self.binding(actor))
+    }
+
+    fn binding(&self, actor: ActorRef) -> SessionActor {
+        SessionActor {
+            session: self.session.clone(),
+            actor,
+        }
+    }
+}
+
+/// An opaque, comparable snapshot of where a binding's Actor is now (L1).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct LocationSnapshot(crate::ids::ActorLocation);
+
+/// The application's view of an ActorRef: its identity and incarnation.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ActorHandle {
+    /// The global identity.
+    pub id: ActorId,
+    /// The incarnation.
+    pub generation: ObjectGeneration,
+}
+
+/// One binding of a session to an Actor.
+#[derive(Clone, Debug)]
+pub struct SessionActor {
+    session: Session,
+    actor: ActorRef,
+}
+
+impl SessionActor {
+    /// The bound Actor: ActorId and ObjectGeneration, unchanged by relocation.
+    pub fn actor(&self) -> ActorHandle {
+        ActorHandle {
+            id: self.actor.id.clone(),
+            generation: self.actor.generation,
+        }
+    }
+
+    /// The binding's current location snapshot, as it was when this handle
+    /// was taken (L1); compare two snapshots to see a move.
+    pub fn location(&self) -> LocationSnapshot {
+        LocationSnapshot(self.actor.location.clone())
+    }
+
+    /// §5, §13 Relay: submits the packet to the Actor's current route as 24,
+    /// keeping the original request correlation: the Actor's reply goes to the
+    /// client directly, exactly once (§12). Consumes the packet's dispatch.
+    pub fn relay(&self, packet: Packet) -> Result<(), Error> {
+        let correlation = packet.dispatch.correlation;
+        self.session.shard.relay(
+            self.session.rid,
+            &self.actor.id,
+            packet.key,
+            packet.payload,
+            correlation,
+        )?;
+        packet.dispatch.answered.set(true);
+        Ok(())
+    }
+
+    /// §7, §13 NotifyDisconnected: the logical disconnect notification to this
+    /// Actor while the connection stays open; completes when the Spot callback
+    /// reached a terminal, after which the binding is gone.
+    pub async fn notify_disconnected(&self) -> Result<(), Error> {
+        let done = self
+            .session
+            .shard
+            .notify_disconnected(self.session.rid, &self.actor.id)?
+            .await;
+        done.unwrap_or_else(|| Err(Reason::SessionClosing.into()))
+    }
+}
+
+/// A packet from the client, as a packet handler receives it. A request's
+/// correlation travels with it: relay it to an Actor, or answer it with
+/// [`Session::reply`]. A request the handler leaves unanswered ends with a
+/// typed error for the client — the handler's own error, or `NotAnswered` —
+/// never with silence (§12).
+#[derive(Debug)]
+pub struct Packet {
+    /// The packet key that selected the handler.
+    pub key: PacketKey,
+    /// The payload.
+    pub payload: Bytes,
+    pub(crate) dispatch: Rc<Dispatch>,
+}
+
+impl Packet {
+    /// Whether the client waits for a reply.
+    pub fn is_request(&self) -> bool {
+        self.dispatch.correlation.is_some()
+    }
+}
+
+/// The original request information of a packet (§5): its correlation, and
+/// whether a terminal is on its way.
+#[derive(Debug)]
+pub(crate) struct Dispatch {
+    pub(crate) correlation: Option<Correlation>,
+    pub(crate) answered: Cell<bool>,
+}

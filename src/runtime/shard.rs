@@ -1,0 +1,656 @@
+//! One shard: a thread that owns an io_uring reactor, a [`ShardCore`], the
+//! lanes, the sessions it accepted and the Actors it hosts (DESIGN "Threads,
+//! queues, time"; docs/threading.md).
+//!
+//! The loop turn: wait on the reactor (bounded by the core's next timer, not
+//! at all when work is ready) → feed socket bytes and timers into the core →
+//! carry out the core's outputs (client frames, lane submissions, bind and
+//! notify terminals) → run Actor lane turns → start session lane turns as
+//! tasks → poll ready tasks with a budget → carry out outputs again. Nothing
+//! here takes a lock; state is shared with the shard's own tasks through one
+//! `RefCell`, never borrowed across an `.await`.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use super::executor::{completion, Completer, Completion, Executor, Spawner};
+use super::NodeShared;
+use crate::api::actor::{Actor, ActorContext, ActorMessage};
+use crate::api::session::{Dispatch, Packet, Session};
+use crate::core::actor::{ActorEvent, ReplyTicket};
+use crate::core::lane::{
+    ActorDeliveryLane, LaneEngine, LaneId, Ordinary, SessionClass, SessionLane, SessionState,
+};
+use crate::core::session::{BindStart, SessionEvent, Ticket};
+use crate::core::shard::ShardCore;
+use crate::core::time::Instant;
+use crate::core::CoreEvent;
+use crate::error::{Error, Reason};
+use crate::ids::{ActorId, ActorRef, Correlation, PacketKey, Peer, SessionRid};
+use crate::net::{CloseCause, ConnId, NetEvent, Reactor};
+use crate::store::Created;
+use crate::wire::client::{ClientFrame, CloseReason};
+
+/// How many ready tasks one loop turn polls before it looks at the sockets
+/// again, so one busy callback cannot starve keepalive (§5).
+const TASK_BUDGET: usize = 256;
+
+/// Work on a session's lane (§10): two turns of one connection never overlap.
+enum SessionWork {
+    /// A packet for its typed handler.
+    Packet(Packet),
+    /// §6: the duplicate-Actor-connection callback.
+    Replaced { callback: Ticket, actor: ActorId },
+}
+
+/// Work on an Actor's delivery lane.
+enum ActorWork {
+    Message {
+        message: ActorMessage,
+        reply: Option<ReplyTicket>,
+    },
+    Bound,
+    Disconnect {
+        ticket: ReplyTicket,
+    },
+}
+
+struct SessionEntry {
+    conn: ConnId,
+    lane: LaneId,
+}
+
+struct HostedActor {
+    /// `None` while its handler runs.
+    instance: Option<Box<dyn Actor>>,
+    lane: LaneId,
+    actor_type: String,
+}
+
+/// Everything a shard owns, behind the one `RefCell` of [`ShardHandle`].
+pub(crate) struct ShardState {
+    node: Arc<NodeShared>,
+    reactor: Reactor,
+    core: ShardCore,
+    me: Peer,
+    sessions: HashMap<SessionRid, SessionEntry>,
+    conns: HashMap<ConnId, SessionRid>,
+    session_lanes: LaneEngine<SessionLane, SessionWork>,
+    actor_lanes: LaneEngine<ActorDeliveryLane, ActorWork>,
+    actors: HashMap<ActorId, HostedActor>,
+    lane_actors: HashMap<LaneId, ActorId>,
+    bind_waiters: HashMap<Ticket, Completer<Result<ActorRef, Error>>>,
+    notify_waiters: HashMap<Ticket, Completer<Result<(), Error>>>,
+}
+
+/// The shard as its tasks see it: shared, shard-local, never `Send`.
+pub(crate) struct ShardHandle {
+    state: RefCell<ShardState>,
+    spawner: Spawner,
+}
+
+impl ShardState {
+    pub(crate) fn new(node: Arc<NodeShared>, reactor: Reactor, core: ShardCore, me: Peer) -> Self {
+        Self {
+            node,
+            reactor,
+            core,
+            me,
+            sessions: HashMap::new(),
+            conns: HashMap::new(),
+            session_lanes: LaneEngine::new(),
+            actor_lanes: LaneEngine::new(),
+            actors: HashMap::new(),
+            lane_actors: HashMap::new(),
+            bind_waiters: HashMap::new(),
+            notify_waiters: HashMap::new(),
+        }
+    }
+
+    fn now(&self) -> Instant {
+        self.node.now()
+    }
+
+    /// Feeds every reactor event into the core and the lanes.
+    fn process_net(&mut self) {
+        while let Some(event) = self.reactor.poll_event() {
+            match event {
+                NetEvent::Accepted { conn, .. } => self.accepted(conn),
+                NetEvent::Received { conn } => self.received(conn),
+                NetEvent::Closed { conn, cause } => self.conn_closed(conn, cause),
+                NetEvent::Connected { .. } | NetEvent::ConnectFailed { .. } | NetEvent::Woken => {}
+            }
+        }
+    }
+
+    fn accepted(&mut self, conn: ConnId) {
+        let now = self.now();
+        let rid = self.core.sessions(now).open_session();
+        let lane = self.session_lanes.add_lane(self.node.settings.session_queue_max);
+        self.sessions.insert(rid, SessionEntry { conn, lane });
+        self.conns.insert(conn, rid);
+    }
+
+    fn conn_closed(&mut self, conn: ConnId, cause: CloseCause) {
+        let Some(rid) = self.conns.remove(&conn) else {
+            return;
+        };
+        tracing::debug!(?rid, ?cause, "session connection closed");
+        if let Some(entry) = self.sessions.get(&rid) {
+            self.session_lanes.set_state(entry.lane, SessionState::Closed);
+        }
+        let now = self.now();
+        self.core.sessions(now).connection_lost(rid);
+    }
+
+    /// Splits client frames off the connection's bytes: keepalive is answered
+    /// here, outside every application queue (§5); packets go to the
+    /// session's lane; anything else closes the connection with a reason.
+    fn received(&mut self, conn: ConnId) {
+        let Some(&rid) = self.conns.get(&conn) else {
+            return;
+        };
+        let limits = self.node.settings.decode_limits;
+        loop {
+            let Some(inbound) = self.reactor.inbound(conn) else {
+                return;
+            };
+            let frame = match ClientFrame::decode_from(inbound, &limits) {
+                Ok(Some(frame)) => frame,
+                Ok(None) => return,
+                Err(error) => {
+                    tracing::debug!(?rid, %error, "malformed client frame");
+                    self.protocol_close(rid, conn);
+                    return;
+                }
+            };
+            match frame {
+                ClientFrame::Ping { nonce } => self.write_frame(conn, &ClientFrame::Pong { nonce }),
+                ClientFrame::Pong { .. } => {}
+                ClientFrame::Request {
+                    key,
+                    correlation,
+                    payload,
+                } => self.packet(rid, conn, key, Some(correlation), payload),
+                ClientFrame::Message { key, payload } => self.packet(rid, conn, key, None, payload),
+                ClientFrame::Reply { .. }
+                | ClientFrame::Error { .. }
+                | ClientFrame::Push { .. }
+                | ClientFrame::Close { .. } => {
+                    self.protocol_close(rid, conn);
+                    return;
+                }
+            }
+        }
+    }
+
+    fn protocol_close(&mut self, rid: SessionRid, conn: ConnId) {
+        self.write_frame(conn, &ClientFrame::Close { reason: CloseReason::ProtocolError });
+        self.reactor.close(conn);
+        self.conns.remove(&conn);
+        if let Some(entry) = self.sessions.get(&rid) {
+            self.session_lanes.set_state(entry.lane, SessionState::Closed);
+        }
+        let now = self.now();
+        self.core.sessions(now).connection_lost(rid);
+    }
+
+    fn packet(&mut self, rid: SessionRid, conn: ConnId, key: PacketKey, correlation: Option<Correlation>, payload: Bytes) {
+        let refusal = if !self.node.handlers.packets.contains_key(&key) {
+            Some(Error::new(Reason::NoPacketHandler))
+        } else if let Some(entry) = self.sessions.get(&rid) {
+            let packet = Packet {
+                key,
+                payload,
+                dispatch: Rc::new(Dispatch {
+                    correlation,
+                    answered: std::cell::Cell::new(false),
+                }),
+            };
+            let work = SessionWork::Packet(packet);
+            match self.session_lanes.submit(entry.lane, SessionClass::Application, work) {
+                Ok(()) => None,
+                Err(refused) => Some(match refused.reason {
+                    crate::core::lane::LaneRefusal::Full { .. } => Error::new(Reason::QueueFull),
+                    _ => Error::new(Reason::SessionClosing),
+                }),
+            }
+        } else {
+            Some(Error::new(Reason::SessionClosing))
+        };
+        if let (Some(error), Some(correlation)) = (refusal, correlation) {
+            self.write_frame(conn, &ClientFrame::Error { correlation, error });
+        }
+    }
+
+    /// Encodes a frame into the connection's outbound buffer; a client that
+    /// lets it grow past the bound is disconnected (counted in the log).
+    fn write_frame(&mut self, conn: ConnId, frame: &ClientFrame) {
+        let Some(outbound) = self.reactor.outbound(conn) else {
+            return;
+        };
+        frame.encode(outbound);
+        if self.reactor.outbound_len(conn) > self.node.settings.outbound_max {
+            tracing::warn!(?conn, "client outbound queue over its bound: disconnecting");
+            self.reactor.abort(conn);
+        }
+    }
+
+    /// Carries out every output of the core; records for this node loop back.
+    fn drain_core(&mut self) {
+        loop {
+            let mut progress = false;
+            while let Some((to, record)) = self.core.poll_transmit() {
+                progress = true;
+                if to == self.me.rid {
+                    let now = self.now();
+                    self.core.handle_record(now, self.me, record);
+                } else {
+                    // Node links arrive with the ROUTER layer; until then a
+                    // record for another node is dropped and its request ends
+                    // at its deadline with a typed error.
+                    tracing::warn!(?to, command = ?record.command(), "no link to node");
+                }
+            }
+            while let Some(event) = self.core.poll_event() {
+                progress = true;
+                match event {
+                    CoreEvent::Session(event) => self.session_event(event),
+                    CoreEvent::Actor(event) => self.actor_event(event),
+                }
+            }
+            if !progress {
+                return;
+            }
+        }
+    }
+
+    fn session_event(&mut self, event: SessionEvent) {
+        match event {
+            SessionEvent::Frame { session, frame } => {
+                if let Some(conn) = self.sessions.get(&session).map(|e| e.conn) {
+                    self.write_frame(conn, &frame);
+                }
+            }
+            SessionEvent::Close { session, reason } => {
+                if let Some(entry) = self.sessions.get(&session) {
+                    let conn = entry.conn;
+                    self.session_lanes.set_state(entry.lane, SessionState::Closed);
+                    self.write_frame(conn, &ClientFrame::Close { reason });
+                    self.reactor.close(conn);
+                    self.conns.remove(&conn);
+                }
+            }
+            SessionEvent::BindCompleted { ticket, outcome, .. } => {
+                if let Some(waiter) = self.bind_waiters.remove(&ticket) {
+                    waiter.complete(outcome);
+                }
+            }
+            SessionEvent::NotifyCompleted { ticket, outcome, .. } => {
+                if let Some(waiter) = self.notify_waiters.remove(&ticket) {
+                    waiter.complete(outcome);
+                }
+            }
+            SessionEvent::ReplacementCallback {
+                session,
+                callback,
+                actor,
+            } => {
+                let lane = self.sessions.get(&session).map(|e| e.lane);
+                let work = SessionWork::Replaced { callback, actor };
+                let admitted = lane.map(|lane| self.session_lanes.submit(lane, SessionClass::Lifecycle, work));
+                if !matches!(admitted, Some(Ok(()))) {
+                    let now = self.now();
+                    self.core
+                        .sessions(now)
+                        .replacement_callback_done(session, callback, false);
+                }
+            }
+            SessionEvent::SessionEnded { session } => {
+                if let Some(entry) = self.sessions.remove(&session) {
+                    self.conns.remove(&entry.conn);
+                    if !self.session_lanes.in_turn(entry.lane) {
+                        drop(self.session_lanes.remove_lane(entry.lane));
+                    }
+                }
+            }
+        }
+    }
+
+    fn actor_event(&mut self, event: ActorEvent) {
+        let (actor, work) = match event {
+            ActorEvent::Deliver {
+                actor,
+                key,
+                correlation,
+                payload,
+                reply,
+                ..
+            } => (
+                actor,
+                ActorWork::Message {
+                    message: ActorMessage {
+                        key,
+                        payload,
+                        correlation,
+                    },
+                    reply,
+                },
+            ),
+            ActorEvent::Bound { actor, .. } => (actor, ActorWork::Bound),
+            ActorEvent::Disconnect { actor, ticket, .. } => (actor, ActorWork::Disconnect { ticket }),
+        };
+        let Some(lane) = self.actors.get(&actor).map(|a| a.lane) else {
+            return;
+        };
+        if let Err(refused) = self.actor_lanes.submit(lane, Ordinary, work) {
+            let now = self.now();
+            let error = Error::new(Reason::QueueFull);
+            match refused.item {
+                ActorWork::Message { reply: Some(ticket), .. } => self.core.actors(now).reply(ticket, Err(error)),
+                ActorWork::Disconnect { ticket } => self.core.actors(now).disconnect_done(ticket, Err(error)),
+                ActorWork::Message { reply: None, .. } | ActorWork::Bound => {}
+            }
+        }
+    }
+
+    /// Runs every ready Actor lane turn: the handler runs here, on the
+    /// Actor's lane, never in a session callback's context (§5, §10, W1).
+    fn run_actor_turns(&mut self) -> usize {
+        let mut turns = 0;
+        while let Some((lane, work)) = self.actor_lanes.next_turn() {
+            turns += 1;
+            if let Some(actor) = self.lane_actors.get(&lane).cloned() {
+                self.actor_turn(&actor, work);
+            }
+            self.actor_lanes.finish_turn(lane);
+            if turns >= TASK_BUDGET {
+                break;
+            }
+        }
+        turns
+    }
+
+    fn actor_turn(&mut self, actor: &ActorId, work: ActorWork) {
+        let now = self.now();
+        if let ActorWork::Disconnect { ticket } = work {
+            let spot = self
+                .actors
+                .get(actor)
+                .and_then(|a| self.node.actor_types.get(&a.actor_type))
+                .map(|t| Arc::clone(&t.spot));
+            let outcome = spot.map_or(Ok(()), |spot| spot.on_disconnect_actor(actor));
+            self.core.actors(now).disconnect_done(ticket, outcome);
+            return;
+        }
+        let Some(mut instance) = self.actors.get_mut(actor).and_then(|a| a.instance.take()) else {
+            return;
+        };
+        let mut ctx = TurnContext {
+            core: &mut self.core,
+            now,
+            actor,
+        };
+        match work {
+            ActorWork::Message { message, reply } => {
+                let outcome = instance.handle(&mut ctx, message);
+                if let Some(ticket) = reply {
+                    let outcome = outcome.unwrap_or_else(|| Ok(Bytes::new()));
+                    self.core.actors(now).reply(ticket, outcome);
+                }
+            }
+            ActorWork::Bound => instance.on_bound(&mut ctx),
+            ActorWork::Disconnect { .. } => {}
+        }
+        if let Some(hosted) = self.actors.get_mut(actor) {
+            hosted.instance = Some(instance);
+        }
+    }
+
+    /// Hosts a new Actor instance of `actor_type` on this shard.
+    fn host(&mut self, actor_type: &str, row: &crate::store::LocationRow) -> Result<ActorRef, Error> {
+        let Some(kind) = self.node.actor_types.get(actor_type) else {
+            return Err(Reason::NoActorFactory.into());
+        };
+        let instance = (kind.factory)(&row.actor);
+        let now = self.now();
+        let actor_ref = self
+            .core
+            .actors(now)
+            .host(row.actor.clone(), row.object, row.location.authority)?;
+        let lane = self.actor_lanes.add_lane(self.node.settings.actor_queue_max);
+        self.lane_actors.insert(lane, row.actor.clone());
+        self.actors.insert(
+            row.actor.clone(),
+            HostedActor {
+                instance: Some(instance),
+                lane,
+                actor_type: actor_type.to_owned(),
+            },
+        );
+        Ok(actor_ref)
+    }
+}
+
+/// The runtime side of [`ActorContext`] for one handler turn.
+struct TurnContext<'a> {
+    core: &'a mut ShardCore,
+    now: Instant,
+    actor: &'a ActorId,
+}
+
+impl ActorContext for TurnContext<'_> {
+    fn actor_id(&self) -> &ActorId {
+        self.actor
+    }
+
+    fn push(&mut self, key: PacketKey, payload: Bytes) -> Result<(), Error> {
+        self.core.actors(self.now).push(self.actor, key, payload)
+    }
+
+    fn close_session(&mut self, reason: CloseReason) -> Result<(), Error> {
+        self.core.actors(self.now).close_session(self.actor, reason)
+    }
+}
+
+impl ShardHandle {
+    pub(crate) fn new(state: ShardState, spawner: Spawner) -> Rc<Self> {
+        Rc::new(Self {
+            state: RefCell::new(state),
+            spawner,
+        })
+    }
+
+    pub(crate) fn bound(&self, rid: SessionRid) -> Vec<ActorRef> {
+        self.state.borrow().core.session_owner().bound(rid)
+    }
+
+    pub(crate) fn find(&self, rid: SessionRid, id: &ActorId) -> Option<ActorRef> {
+        self.state.borrow().core.session_owner().find(rid, id)
+    }
+
+    pub(crate) fn bind(&self, rid: SessionRid, actor: ActorRef) -> Result<Completion<Result<ActorRef, Error>>, Error> {
+        let mut state = self.state.borrow_mut();
+        let now = state.now();
+        let (completer, completion) = completion();
+        match state.core.sessions(now).bind(rid, actor)? {
+            BindStart::Existing(bound) => completer.complete(Ok(bound)),
+            BindStart::Pending(ticket) => {
+                state.bind_waiters.insert(ticket, completer);
+            }
+        }
+        Ok(completion)
+    }
+
+    pub(crate) fn relay(
+        &self,
+        rid: SessionRid,
+        actor: &ActorId,
+        key: PacketKey,
+        payload: Bytes,
+        correlation: Option<Correlation>,
+    ) -> Result<(), Error> {
+        let mut state = self.state.borrow_mut();
+        let now = state.now();
+        let deadline = state.node.settings.relay_deadline;
+        let request = correlation.map(|c| (c, deadline));
+        state.core.sessions(now).relay(rid, actor, key, payload, request)
+    }
+
+    pub(crate) fn notify_disconnected(&self, rid: SessionRid, actor: &ActorId) -> Result<Completion<Result<(), Error>>, Error> {
+        let mut state = self.state.borrow_mut();
+        let now = state.now();
+        let ticket = state.core.sessions(now).notify_disconnected(rid, actor)?;
+        let (completer, completion) = completion();
+        state.notify_waiters.insert(ticket, completer);
+        Ok(completion)
+    }
+
+    pub(crate) fn answer(&self, rid: SessionRid, correlation: Correlation, outcome: Result<Bytes, Error>) -> Result<(), Error> {
+        let frame = match outcome {
+            Ok(payload) => ClientFrame::Reply { correlation, payload },
+            Err(error) => ClientFrame::Error { correlation, error },
+        };
+        let mut state = self.state.borrow_mut();
+        let conn = state.sessions.get(&rid).map(|e| e.conn).ok_or(Error::new(Reason::SessionClosing))?;
+        state.write_frame(conn, &frame);
+        Ok(())
+    }
+
+    pub(crate) fn send_to_client(&self, rid: SessionRid, key: PacketKey, payload: Bytes) -> Result<(), Error> {
+        let mut state = self.state.borrow_mut();
+        let conn = state.sessions.get(&rid).map(|e| e.conn).ok_or(Error::new(Reason::SessionClosing))?;
+        state.write_frame(conn, &ClientFrame::Push { key, payload });
+        Ok(())
+    }
+
+    pub(crate) fn close_session(&self, rid: SessionRid) {
+        let mut state = self.state.borrow_mut();
+        let now = state.now();
+        state.core.sessions(now).close_session(rid);
+    }
+
+    /// §1 step 2: the Ready ActorRef for `id` from the Location Store, created
+    /// on this node with `actor_type`'s factory when absent.
+    pub(crate) fn create_or_get_actor(&self, actor_type: &str, id: &ActorId) -> Result<ActorRef, Error> {
+        let mut state = self.state.borrow_mut();
+        if let Some(actor_ref) = state.core.actor_owner().actor_ref(id) {
+            return Ok(actor_ref);
+        }
+        if !state.node.actor_types.contains_key(actor_type) {
+            return Err(Reason::NoActorFactory.into());
+        }
+        let claim = state.node.lease.claim();
+        let created = state.node.store.create(id, &claim)?;
+        match created {
+            Created::New(row) => state.host(actor_type, &row),
+            Created::Existing(row) if row.location.owner == state.me.rid => state.host(actor_type, &row),
+            Created::Existing(row) => Ok(row.actor_ref()),
+        }
+    }
+
+    /// Starts every ready session lane turn as a task (§10: binding work
+    /// proceeds while the callback awaits).
+    fn start_session_turns(self: &Rc<Self>) {
+        loop {
+            let next = self.state.borrow_mut().session_lanes.next_turn();
+            let Some((lane, work)) = next else {
+                return;
+            };
+            let rid = {
+                let state = self.state.borrow();
+                state.sessions.iter().find(|(_, e)| e.lane == lane).map(|(rid, _)| *rid)
+            };
+            let Some(rid) = rid else {
+                self.state.borrow_mut().session_lanes.finish_turn(lane);
+                continue;
+            };
+            let shard = Rc::clone(self);
+            self.spawner.spawn(async move {
+                shard.session_turn(rid, work).await;
+                shard.finish_session_turn(rid, lane);
+            });
+        }
+    }
+
+    async fn session_turn(self: &Rc<Self>, rid: SessionRid, work: SessionWork) {
+        let session = Session {
+            shard: Rc::clone(self),
+            rid,
+        };
+        let handlers = Arc::clone(&self.state.borrow().node.handlers);
+        match work {
+            SessionWork::Packet(packet) => {
+                let Some(handler) = handlers.packets.get(&packet.key) else {
+                    return;
+                };
+                let dispatch = Rc::clone(&packet.dispatch);
+                let outcome = handler(session, packet).await;
+                if let (false, Some(correlation)) = (dispatch.answered.get(), dispatch.correlation) {
+                    let error = outcome.err().unwrap_or(Error::new(Reason::NotAnswered));
+                    let _ = self.answer(rid, correlation, Err(error));
+                }
+            }
+            SessionWork::Replaced { callback, actor } => {
+                let ok = match &handlers.on_replaced {
+                    Some(handler) => handler(session, actor).await.is_ok(),
+                    None => true,
+                };
+                let mut state = self.state.borrow_mut();
+                let now = state.now();
+                state.core.sessions(now).replacement_callback_done(rid, callback, ok);
+            }
+        }
+    }
+
+    fn finish_session_turn(&self, rid: SessionRid, lane: LaneId) {
+        let mut state = self.state.borrow_mut();
+        state.session_lanes.finish_turn(lane);
+        if !state.sessions.contains_key(&rid) {
+            drop(state.session_lanes.remove_lane(lane));
+        }
+    }
+}
+
+/// Runs a shard until `stop` is set.
+pub(crate) fn run(shard: Rc<ShardHandle>, mut executor: Executor, stop: Arc<AtomicBool>) {
+    while !stop.load(Ordering::Acquire) {
+        let timeout = {
+            let state = shard.state.borrow();
+            if executor.has_ready() {
+                Some(Duration::ZERO)
+            } else {
+                let now = state.now();
+                let next = state.core.poll_timeout();
+                Some(next.map_or(Duration::from_millis(100), |at| at - now).min(Duration::from_millis(100)))
+            }
+        };
+        {
+            let mut state = shard.state.borrow_mut();
+            if let Err(error) = state.reactor.turn(timeout) {
+                tracing::error!(%error, "reactor turn failed");
+            }
+            state.process_net();
+            let now = state.now();
+            state.core.handle_timeout(now);
+            state.drain_core();
+            while state.run_actor_turns() > 0 {
+                state.drain_core();
+            }
+        }
+        shard.start_session_turns();
+        executor.run_ready(TASK_BUDGET);
+        shard.start_session_turns();
+        let mut state = shard.state.borrow_mut();
+        state.drain_core();
+        while state.run_actor_turns() > 0 {
+            state.drain_core();
+        }
+    }
+}
