@@ -251,7 +251,8 @@ impl Mesh {
             to,
             record,
         };
-        self.in_flight.insert((now + self.latency, self.sent), flight);
+        self.in_flight
+            .insert((now + self.latency, self.sent), flight);
     }
 
     /// Delivers records until none is in flight, firing every timer that falls
