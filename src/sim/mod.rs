@@ -227,6 +227,34 @@ impl Mesh {
         }
     }
 
+    /// Sends a hand-made record from `from` to `to` as the link would: it is
+    /// tapped, lost if the link is cut, and delivered after the latency with
+    /// `from`'s current peer identity (the transport's authenticated peer).
+    /// Call [`Mesh::run`] afterwards. For tests of late, duplicate and forged
+    /// records.
+    pub fn inject(&mut self, from: NodeRid, to: NodeRid, record: NodeRecord) {
+        let peer = self.node(from).peer;
+        let now = self.now;
+        self.tap.push(Tapped {
+            at: now,
+            from,
+            to,
+            record: record.clone(),
+        });
+        if self.cut.contains(&(from, to)) {
+            self.lost += 1;
+            return;
+        }
+        self.sent += 1;
+        let flight = InFlight {
+            from: peer,
+            to,
+            record,
+        };
+        self.in_flight
+            .insert((now + self.latency, self.sent), flight);
+    }
+
     /// Delivers records until none is in flight, firing every timer that falls
     /// due on the way. Timers later than the last delivery stay armed.
     pub fn run(&mut self) {

@@ -888,7 +888,10 @@ impl Sessions<'_> {
     /// §6: 51 runs the callback only when every previous session-owner value
     /// matches the current replacement target exactly; otherwise nothing runs.
     fn on_replaced(&mut self, from: Peer, replaced: BoundSessionReplaced) {
+        // The sending node is the transport's authenticated peer, RID and
+        // NodeGeneration both (§2): it must be the fence's Actor owner.
         let values_match = from.rid == replaced.fence.owner
+            && from.generation == replaced.fence.node_generation
             && self.is_mine(&replaced.previous)
             && replaced.previous_lease == self.owner.identity.lease;
         if !values_match {

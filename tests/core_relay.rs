@@ -1,0 +1,136 @@
+//! Core contract tests for relay and reply (§5, §12): CONTRACT R3, R5,
+//! proved on the sans-IO cores with virtual time.
+
+mod common;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::*;
+use zlink::core::actor::{ActorEvent, ReplyTicket};
+use zlink::core::trace::FlowTrace;
+use zlink::ids::{Correlation, NodeRid, PacketKey};
+use zlink::sim::{actor_id, ActorBehavior, Mesh};
+use zlink::wire::client::ClientFrame;
+use zlink::wire::node::{ActorSend, NodeRecord};
+
+/// The reply ticket and correlation of the request delivered with `payload`.
+fn delivered_request(
+    mesh: &Mesh,
+    node: NodeRid,
+    payload: &'static [u8],
+) -> (ReplyTicket, Option<Correlation>) {
+    mesh.node(node)
+        .actor_events
+        .iter()
+        .find_map(|e| match e {
+            ActorEvent::Deliver {
+                payload: p,
+                reply: Some(t),
+                correlation,
+                ..
+            } if p == payload => Some((*t, *correlation)),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no request {payload:?} was delivered"))
+}
+
+#[test]
+fn core_r3_reply_completes_the_original_correlation_exactly_once() {
+    // Given s on node 1 bound to "a" on node 2, whose handler echoes.
+    let mut mesh = mesh();
+    let (node, owner) = (mesh.add_node(1), mesh.add_node(2));
+    let a = mesh.host(owner, "a");
+    let s = mesh.connect(node);
+    bind_ok(&mut mesh, node, s, &a);
+
+    // When the client makes a request.
+    let correlation = mesh.request(node, s, &a, b"ping").unwrap();
+    mesh.run();
+
+    // Then the handler saw the client's own correlation, and the reply
+    // completes that correlation once.
+    let (_, seen) = delivered_request(&mesh, owner, b"ping");
+    assert_eq!(seen, Some(correlation));
+    let once = vec![ClientFrame::Reply {
+        correlation,
+        payload: b(b"ping"),
+    }];
+    assert_eq!(mesh.answers(node, s, correlation), once);
+
+    // When the same reply record arrives again, and the deadline passes.
+    let reply = mesh
+        .tap()
+        .iter()
+        .find_map(|t| match &t.record {
+            NodeRecord::ActorSend(ActorSend::Reply(r)) => Some(r.clone()),
+            _ => None,
+        })
+        .expect("a 24 reply was sent");
+    mesh.inject(owner, node, NodeRecord::ActorSend(ActorSend::Reply(reply)));
+    mesh.run();
+    mesh.advance(Duration::from_secs(30));
+
+    // Then the correlation is still completed exactly once.
+    assert_eq!(mesh.answers(node, s, correlation), once);
+    assert_eq!(count(&mesh, node, FlowTrace::LateReplyDropped), 1);
+    assert_eq!(count(&mesh, node, FlowTrace::RequestDeadlineExceeded), 0);
+    assert_eq!(mesh.frames(node, s).len(), 1);
+}
+
+#[test]
+fn core_r5_reply_after_session_closed_reaches_no_new_session() {
+    // Given s1 bound to "a" (answered by hand) with request 1 in flight.
+    let mut mesh = mesh();
+    let (node, owner) = (mesh.add_node(1), mesh.add_node(2));
+    mesh.set_behavior(owner, ActorBehavior::Manual);
+    let a = mesh.host(owner, "a");
+    let s1 = mesh.connect(node);
+    bind_ok(&mut mesh, node, s1, &a);
+    let one = Correlation(1);
+    let relay = |mesh: &mut Mesh, s, payload: &'static [u8]| {
+        mesh.sessions(node).relay(
+            s,
+            &actor_id("a"),
+            PacketKey(1),
+            Bytes::from_static(payload),
+            Some((one, Duration::from_secs(60))),
+        )
+    };
+    relay(&mut mesh, s1, b"old").unwrap();
+    mesh.run();
+    let (old_ticket, _) = delivered_request(&mesh, owner, b"old");
+
+    // When s1's connection ends (its disconnect callback settles), a new
+    // session s2 binds the same Actor and makes its own request 1, and then
+    // the reply to s1's request arrives.
+    mesh.sessions(node).connection_lost(s1);
+    mesh.run();
+    let callback = mesh.disconnect_callbacks(owner, &a.id)[0];
+    mesh.actors(owner).disconnect_done(callback, Ok(()));
+    mesh.run();
+    assert!(ended(&mesh, node, s1));
+    let s2 = mesh.connect(node);
+    bind_ok(&mut mesh, node, s2, &a);
+    relay(&mut mesh, s2, b"new").unwrap();
+    mesh.run();
+    let (new_ticket, _) = delivered_request(&mesh, owner, b"new");
+    mesh.actors(owner).reply(old_ticket, Ok(b(b"for-s1")));
+    mesh.run();
+
+    // Then the late reply reaches neither the new session nor its binding.
+    assert!(mesh.answers(node, s2, one).is_empty());
+    assert!(mesh.answers(node, s1, one).is_empty());
+    assert_eq!(count(&mesh, node, FlowTrace::LateReplyDropped), 1);
+
+    // And the new session's own reply completes its request.
+    mesh.actors(owner).reply(new_ticket, Ok(b(b"for-s2")));
+    mesh.run();
+    assert_eq!(
+        mesh.answers(node, s2, one),
+        vec![ClientFrame::Reply {
+            correlation: one,
+            payload: b(b"for-s2")
+        }]
+    );
+}
