@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 
 use crate::core::actor::{ActorEvent, ActorOwnerIdentity, Actors, ReplyTicket};
 use crate::core::session::{
@@ -26,6 +26,7 @@ use crate::ids::{
 };
 use crate::wire::client::ClientFrame;
 use crate::wire::node::{Command, NodeRecord};
+use crate::wire::DecodeLimits;
 
 /// How a simulated node's application answers Actor work.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -234,23 +235,33 @@ impl Mesh {
     /// records.
     pub fn inject(&mut self, from: NodeRid, to: NodeRid, record: NodeRecord) {
         let peer = self.node(from).peer;
+        self.transmit(peer, to, record);
+    }
+
+    /// Puts one record on the link from `from` to `to`: tapped, lost if the
+    /// link is cut, and carried as bytes — encoded and decoded by the wire
+    /// layer, so every scenario also exercises the codec.
+    fn transmit(&mut self, from: Peer, to: NodeRid, record: NodeRecord) {
         let now = self.now;
         self.tap.push(Tapped {
             at: now,
-            from,
+            from: from.rid,
             to,
             record: record.clone(),
         });
-        if self.cut.contains(&(from, to)) {
+        if self.cut.contains(&(from.rid, to)) {
             self.lost += 1;
             return;
         }
-        self.sent += 1;
-        let flight = InFlight {
-            from: peer,
-            to,
-            record,
+        let mut bytes = BytesMut::new();
+        record.encode(&mut bytes);
+        let decoded = NodeRecord::decode_from(&mut bytes, &DecodeLimits::default());
+        let record = match decoded {
+            Ok(Some(decoded)) if bytes.is_empty() => decoded,
+            other => panic!("the wire did not carry {record:?} intact: {other:?}"),
         };
+        self.sent += 1;
+        let flight = InFlight { from, to, record };
         self.in_flight
             .insert((now + self.latency, self.sent), flight);
     }
@@ -280,8 +291,8 @@ impl Mesh {
         self.pump();
     }
 
-    /// Moves time to just before the next timer deadline of any node and
-    /// returns that deadline (for "not sooner" checks), without firing it.
+    /// The earliest timer deadline of any node, without firing it (for "not
+    /// sooner" checks).
     pub fn next_timer(&self) -> Option<Instant> {
         self.nodes
             .values()
@@ -341,22 +352,9 @@ impl Mesh {
             return false;
         };
         let from = node.peer;
-        while let Some((to, record)) = node.core.poll_transmit() {
-            progress = true;
-            self.tap.push(Tapped {
-                at: now,
-                from: rid,
-                to,
-                record: record.clone(),
-            });
-            if self.cut.contains(&(rid, to)) {
-                self.lost += 1;
-                continue;
-            }
-            self.sent += 1;
-            let flight = InFlight { from, to, record };
-            self.in_flight
-                .insert((now + self.latency, self.sent), flight);
+        let mut transmits = Vec::new();
+        while let Some(transmit) = node.core.poll_transmit() {
+            transmits.push(transmit);
         }
         while let Some(event) = node.core.poll_event() {
             progress = true;
@@ -369,6 +367,10 @@ impl Mesh {
                     node.actor_events.push(event);
                 }
             }
+        }
+        progress |= !transmits.is_empty();
+        for (to, record) in transmits {
+            self.transmit(from, to, record);
         }
         progress
     }

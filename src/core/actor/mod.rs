@@ -369,9 +369,12 @@ impl Actors<'_> {
         };
         if let Some(current) = hosted.binding {
             // §4: within one session owner lifecycle a later binding wins; an
-            // older one arriving late is stale. Across lifecycles the
-            // counters are not comparable and the new bind wins.
-            if current.identity().is_newer_than(&new.identity()) == Some(true) {
+            // older one arriving late is stale. Each shard of a node is its
+            // own session owner with its own counter, so magnitudes compare
+            // only within one (node, lifecycle, owner id); across them the
+            // new bind wins.
+            let same_owner = current.session.owner_id == new.session.owner_id;
+            if same_owner && current.identity().is_newer_than(&new.identity()) == Some(true) {
                 return Err(Reason::StaleBinding.into());
             }
         }
