@@ -174,6 +174,18 @@ generation!(
     RequestId
 );
 
+impl NodeGeneration {
+    /// A generation for a process starting now: microseconds of the wall
+    /// clock, so a restart of the same NodeRid gets a greater one (DESIGN:
+    /// "new on every process start, never reused").
+    pub fn from_wall_clock() -> Self {
+        let micros = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
+        Self(micros)
+    }
+}
+
 /// The session owner inside a node that owns a session (its shard), so that a
 /// record for the session reaches it with at most one shard hop (docs/wire.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]

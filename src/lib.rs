@@ -14,10 +14,13 @@
 #![warn(missing_docs, unreachable_pub)]
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod api;
 pub mod client;
 pub mod core;
 pub mod error;
 pub mod ids;
+pub mod net;
+mod runtime;
 pub mod sim;
 pub mod store;
 pub mod wire;

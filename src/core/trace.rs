@@ -118,6 +118,11 @@ impl FlowCounters {
         self.counts[event as usize]
     }
 
+    /// Adds `count` occurrences of `event` (a node sums its shards).
+    pub fn add(&mut self, event: FlowTrace, count: u64) {
+        self.counts[event as usize] += count;
+    }
+
     /// Adds every count of `other` into `self` (a node sums its parts).
     pub fn merge(&mut self, other: &FlowCounters) {
         for (mine, theirs) in self.counts.iter_mut().zip(other.counts.iter()) {

@@ -20,7 +20,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use super::executor::{completion, Completer, Completion, Executor, Spawner};
-use super::NodeShared;
+use super::{NodeShared, PublishedCounters};
 use crate::api::actor::{Actor, ActorContext, ActorMessage};
 use crate::api::session::{Dispatch, Packet, Session};
 use crate::core::actor::{ActorEvent, ReplyTicket};
@@ -85,6 +85,7 @@ pub(crate) struct ShardState {
     actor_lanes: LaneEngine<ActorDeliveryLane, ActorWork>,
     actors: HashMap<ActorId, HostedActor>,
     lane_actors: HashMap<LaneId, ActorId>,
+    lane_sessions: HashMap<LaneId, SessionRid>,
     bind_waiters: HashMap<Ticket, Completer<Result<ActorRef, Error>>>,
     notify_waiters: HashMap<Ticket, Completer<Result<(), Error>>>,
 }
@@ -108,6 +109,7 @@ impl ShardState {
             actor_lanes: LaneEngine::new(),
             actors: HashMap::new(),
             lane_actors: HashMap::new(),
+            lane_sessions: HashMap::new(),
             bind_waiters: HashMap::new(),
             notify_waiters: HashMap::new(),
         }
@@ -134,6 +136,7 @@ impl ShardState {
         let rid = self.core.sessions(now).open_session();
         let lane = self.session_lanes.add_lane(self.node.settings.session_queue_max);
         self.sessions.insert(rid, SessionEntry { conn, lane });
+        self.lane_sessions.insert(lane, rid);
         self.conns.insert(conn, rid);
     }
 
@@ -302,7 +305,12 @@ impl ShardState {
                 callback,
                 actor,
             } => {
+                // §6: the previous session is closing before its callback
+                // starts: new inbound application dispatch is refused.
                 let lane = self.sessions.get(&session).map(|e| e.lane);
+                if let Some(lane) = lane {
+                    self.session_lanes.set_state(lane, SessionState::Closed);
+                }
                 let work = SessionWork::Replaced { callback, actor };
                 let admitted = lane.map(|lane| self.session_lanes.submit(lane, SessionClass::Lifecycle, work));
                 if !matches!(admitted, Some(Ok(()))) {
@@ -316,7 +324,7 @@ impl ShardState {
                 if let Some(entry) = self.sessions.remove(&session) {
                     self.conns.remove(&entry.conn);
                     if !self.session_lanes.in_turn(entry.lane) {
-                        drop(self.session_lanes.remove_lane(entry.lane));
+                        self.remove_session_lane(entry.lane);
                     }
                 }
             }
@@ -358,6 +366,26 @@ impl ShardState {
                 ActorWork::Message { reply: None, .. } | ActorWork::Bound => {}
             }
         }
+    }
+
+    /// Carries out the core's outputs and runs the Actor turns they start, a
+    /// bounded number of rounds per loop turn; `true` when work is left over.
+    fn run_actor_work(&mut self) -> bool {
+        self.drain_core();
+        for _ in 0..4 {
+            if self.run_actor_turns() == 0 {
+                return false;
+            }
+            self.drain_core();
+        }
+        true
+    }
+
+    /// Removes an ended session's lane; what it still held is dropped (the
+    /// session's requests already ended in the core).
+    fn remove_session_lane(&mut self, lane: LaneId) {
+        self.lane_sessions.remove(&lane);
+        drop(self.session_lanes.remove_lane(lane));
     }
 
     /// Runs every ready Actor lane turn: the handler runs here, on the
@@ -546,8 +574,10 @@ impl ShardHandle {
         if !state.node.actor_types.contains_key(actor_type) {
             return Err(Reason::NoActorFactory.into());
         }
-        let claim = state.node.lease.claim();
-        let created = state.node.store.create(id, &claim)?;
+        let (Some(store), Some(lease), true) = (&state.node.store, &state.node.lease, state.node.hosts_actors) else {
+            return Err(Reason::NoActorFactory.into());
+        };
+        let created = store.create(id, &lease.claim())?;
         match created {
             Created::New(row) => state.host(actor_type, &row),
             Created::Existing(row) if row.location.owner == state.me.rid => state.host(actor_type, &row),
@@ -563,10 +593,7 @@ impl ShardHandle {
             let Some((lane, work)) = next else {
                 return;
             };
-            let rid = {
-                let state = self.state.borrow();
-                state.sessions.iter().find(|(_, e)| e.lane == lane).map(|(rid, _)| *rid)
-            };
+            let rid = self.state.borrow().lane_sessions.get(&lane).copied();
             let Some(rid) = rid else {
                 self.state.borrow_mut().session_lanes.finish_turn(lane);
                 continue;
@@ -613,17 +640,18 @@ impl ShardHandle {
         let mut state = self.state.borrow_mut();
         state.session_lanes.finish_turn(lane);
         if !state.sessions.contains_key(&rid) {
-            drop(state.session_lanes.remove_lane(lane));
+            state.remove_session_lane(lane);
         }
     }
 }
 
 /// Runs a shard until `stop` is set.
-pub(crate) fn run(shard: Rc<ShardHandle>, mut executor: Executor, stop: Arc<AtomicBool>) {
+pub(crate) fn run(shard: Rc<ShardHandle>, mut executor: Executor, stop: Arc<AtomicBool>, counters: &PublishedCounters) {
+    let mut backlog = false;
     while !stop.load(Ordering::Acquire) {
         let timeout = {
             let state = shard.state.borrow();
-            if executor.has_ready() {
+            if backlog || executor.has_ready() {
                 Some(Duration::ZERO)
             } else {
                 let now = state.now();
@@ -639,18 +667,13 @@ pub(crate) fn run(shard: Rc<ShardHandle>, mut executor: Executor, stop: Arc<Atom
             state.process_net();
             let now = state.now();
             state.core.handle_timeout(now);
-            state.drain_core();
-            while state.run_actor_turns() > 0 {
-                state.drain_core();
-            }
+            backlog = state.run_actor_work();
         }
         shard.start_session_turns();
         executor.run_ready(TASK_BUDGET);
         shard.start_session_turns();
         let mut state = shard.state.borrow_mut();
-        state.drain_core();
-        while state.run_actor_turns() > 0 {
-            state.drain_core();
-        }
+        backlog |= state.run_actor_work();
+        counters.publish(state.core.counters());
     }
 }

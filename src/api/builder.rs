@@ -1,0 +1,281 @@
+//! The node builder and the running node (§3 startup conditions).
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::actor::{Actor, Spot};
+use super::session::{Packet, Session};
+use crate::core::trace::FlowCounters;
+use crate::error::{Error, Reason};
+use crate::ids::{ActorId, MeshName, NodeGeneration, NodeRid, PacketKey};
+use crate::runtime::{self, ActorType, Handlers, PacketHandler, ReplacedHandler, RunningNode};
+use crate::store::LocationStore;
+use crate::wire::DecodeLimits;
+
+/// §3: what a process does with global Actors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ObjectRole {
+    /// No Actor dispatch: a STREAM-only node.
+    None,
+    /// Binds and relays to Actors hosted elsewhere; hosts none.
+    Client,
+    /// Hosts Actors (and may also bind to Actors elsewhere).
+    Server,
+}
+
+/// Settings of a node, with the spec's defaults where it gives one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeSettings {
+    /// §6 SessionReplacementCallbackTimeout (default 30,000 ms).
+    pub replacement_callback_timeout: Duration,
+    /// §8.1 SessionRelocationSealTimeout (default 3,000 ms).
+    pub relocation_seal_timeout: Duration,
+    /// §7 lifecycle deadline for `on_disconnect_actor` (default 5,000 ms).
+    pub disconnect_deadline: Duration,
+    /// Deadline of a bind request (default 5,000 ms).
+    pub bind_timeout: Duration,
+    /// Deadline of a relayed request (default 5,000 ms).
+    pub relay_deadline: Duration,
+    /// Bytes a client's outbound queue may hold before it is disconnected.
+    pub outbound_max: usize,
+    /// Packets a session's lane may hold before new ones are refused.
+    pub session_queue_max: usize,
+    /// Messages an Actor's lane may hold before new ones are refused.
+    pub actor_queue_max: usize,
+    /// Frame and budget limits for decoding.
+    pub decode_limits: DecodeLimits,
+    /// How long the owner lease lasts in the embedded store.
+    pub lease_term: Duration,
+}
+
+impl Default for NodeSettings {
+    fn default() -> Self {
+        Self {
+            replacement_callback_timeout: Duration::from_millis(30_000),
+            relocation_seal_timeout: Duration::from_millis(3_000),
+            disconnect_deadline: Duration::from_millis(5_000),
+            bind_timeout: Duration::from_millis(5_000),
+            relay_deadline: Duration::from_millis(5_000),
+            outbound_max: 4 << 20,
+            session_queue_max: 1_024,
+            actor_queue_max: 4_096,
+            decode_limits: DecodeLimits::default(),
+            lease_term: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Builds a node. Every check of §3 runs in [`NodeBuilder::start`].
+pub struct NodeBuilder {
+    rid: NodeRid,
+    generation: Option<NodeGeneration>,
+    mesh: String,
+    listen: Option<SocketAddr>,
+    role: ObjectRole,
+    store: Option<Arc<dyn LocationStore>>,
+    dispatch: bool,
+    settings: NodeSettings,
+    handlers: Handlers,
+    actor_types: HashMap<String, ActorType>,
+    duplicate_key: Option<PacketKey>,
+}
+
+impl NodeBuilder {
+    /// A node with RID `rid`.
+    pub fn new(rid: u64) -> Self {
+        Self {
+            rid: NodeRid(rid),
+            generation: None,
+            mesh: "default".to_owned(),
+            listen: None,
+            role: ObjectRole::None,
+            store: None,
+            dispatch: false,
+            settings: NodeSettings::default(),
+            handlers: Handlers::default(),
+            actor_types: HashMap::new(),
+            duplicate_key: None,
+        }
+    }
+
+    /// The STREAM listen address (port 0 picks one; see [`Node::stream_addr`]).
+    pub fn listen(mut self, addr: SocketAddr) -> Self {
+        self.listen = Some(addr);
+        self
+    }
+
+    /// The mesh this node's Actors are reached through (several meshes may
+    /// be configured, §3; the default is "default").
+    pub fn mesh(mut self, mesh: &str) -> Self {
+        mesh.clone_into(&mut self.mesh);
+        self
+    }
+
+    /// The object role (§3).
+    pub fn object_role(mut self, role: ObjectRole) -> Self {
+        self.role = role;
+        self
+    }
+
+    /// The Location Store (§3): always explicit, never a hidden authority.
+    pub fn location_store(mut self, store: Arc<dyn LocationStore>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// §3: enables global Actor dispatch. It takes no mesh name.
+    pub fn enable_actor_dispatch(mut self) -> Self {
+        self.dispatch = true;
+        self
+    }
+
+    /// Overrides the NodeGeneration (tests of restarts); by default a new one
+    /// is taken from the wall clock at every start.
+    pub fn node_generation(mut self, generation: u64) -> Self {
+        self.generation = Some(NodeGeneration(generation));
+        self
+    }
+
+    /// Replaces the settings.
+    pub fn settings(mut self, settings: NodeSettings) -> Self {
+        self.settings = settings;
+        self
+    }
+
+    /// Registers an Actor type: its Spot and its factory.
+    pub fn actor_type(
+        mut self,
+        name: &str,
+        spot: Arc<dyn Spot>,
+        factory: impl Fn(&ActorId) -> Box<dyn Actor> + Send + Sync + 'static,
+    ) -> Self {
+        self.actor_types.insert(
+            name.to_owned(),
+            ActorType {
+                spot,
+                factory: Arc::new(factory),
+            },
+        );
+        self
+    }
+
+    /// Registers the typed handler of a packet key. Registering one key twice
+    /// fails startup (§3).
+    pub fn on_packet<F, Fut>(mut self, key: PacketKey, handler: F) -> Self
+    where
+        F: Fn(Session, Packet) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), Error>> + 'static,
+    {
+        let handler: PacketHandler = Arc::new(move |session, packet| Box::pin(handler(session, packet)));
+        if self.handlers.packets.insert(key, handler).is_some() {
+            self.duplicate_key.get_or_insert(key);
+        }
+        self
+    }
+
+    /// §6: the duplicate-Actor-connection callback, run on a session whose
+    /// binding of `actor` was replaced by another session. Its terminal
+    /// starts the 100 ms close.
+    pub fn on_replaced<F, Fut>(mut self, handler: F) -> Self
+    where
+        F: Fn(Session, ActorId) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), Error>> + 'static,
+    {
+        let handler: ReplacedHandler = Arc::new(move |session, actor| Box::pin(handler(session, actor)));
+        self.handlers.on_replaced = Some(handler);
+        self
+    }
+
+    /// Checks §3 and starts the node's shard.
+    pub fn start(self) -> Result<Node, StartError> {
+        if let Some(key) = self.duplicate_key {
+            return Err(StartError::DuplicatePacketHandler(key));
+        }
+        let mesh = MeshName::new(&self.mesh).map_err(|e| StartError::Invalid(format!("mesh name: {e}")))?;
+        if self.dispatch && self.role == ObjectRole::None {
+            return Err(StartError::NoObjectRole);
+        }
+        let store = match (self.dispatch, self.store) {
+            (true, None) => return Err(StartError::NoLocationStore),
+            (_, store) => store,
+        };
+        let generation = self.generation.unwrap_or_else(NodeGeneration::from_wall_clock);
+        let config = runtime::NodeConfig {
+            rid: self.rid,
+            generation,
+            mesh,
+            listen: self.listen,
+            hosts_actors: self.role == ObjectRole::Server,
+            store,
+            settings: self.settings,
+            handlers: Arc::new(self.handlers),
+            actor_types: self.actor_types,
+        };
+        runtime::start(config).map(|running| Node { running })
+    }
+}
+
+/// Why a node did not start (§3): each is a configuration error.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartError {
+    /// Actor dispatch is enabled but the process has no object role.
+    #[error("configuration error: actor dispatch needs an object role (client or server)")]
+    NoObjectRole,
+    /// Actor dispatch is enabled but no Location Store is configured.
+    #[error("configuration error: actor dispatch needs a Location Store; none is configured")]
+    NoLocationStore,
+    /// Two handlers were registered for one packet key.
+    #[error("configuration error: two handlers for packet key {}", .0 .0)]
+    DuplicatePacketHandler(PacketKey),
+    /// io_uring is not permitted or not supported here.
+    #[error("configuration error: {0}")]
+    IoUring(String),
+    /// The Location Store refused the owner lease.
+    #[error("configuration error: the Location Store refused the owner lease: {0}")]
+    Lease(String),
+    /// Another setting is invalid.
+    #[error("configuration error: {0}")]
+    Invalid(String),
+    /// A socket could not be set up.
+    #[error("could not start: {0}")]
+    Io(String),
+}
+
+impl StartError {
+    /// Every start failure is a configuration error in the closed vocabulary.
+    pub fn error(&self) -> Error {
+        Error::new(Reason::InvalidConfiguration)
+    }
+}
+
+/// A running node.
+pub struct Node {
+    running: RunningNode,
+}
+
+impl Node {
+    /// The bound STREAM address, when the node listens.
+    pub fn stream_addr(&self) -> Option<SocketAddr> {
+        self.running.stream_addr()
+    }
+
+    /// The flow-trace counters of every shard, summed (diagnostics).
+    pub fn flow_counters(&self) -> FlowCounters {
+        self.running.flow_counters()
+    }
+
+    /// Stops the node's shards and waits for them.
+    pub fn shutdown(self) {
+        self.running.shutdown();
+    }
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node").field("stream_addr", &self.stream_addr()).finish()
+    }
+}

@@ -1,0 +1,46 @@
+//! The public surface (§1, §3, §13 in Rust form): build a node, register
+//! Actor types, Spots and packet handlers, run it.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use bytes::Bytes;
+//! use zlink::api::{Actor, ActorContext, ActorMessage, NodeBuilder, ObjectRole, Spot};
+//! use zlink::error::Error;
+//! use zlink::ids::{ActorId, PacketKey};
+//! use zlink::store::{EmbeddedStore, MonotonicClock};
+//!
+//! struct Player;
+//! impl Actor for Player {
+//!     fn handle(&mut self, _: &mut dyn ActorContext, m: ActorMessage) -> Option<Result<Bytes, Error>> {
+//!         Some(Ok(m.payload)) // echo
+//!     }
+//! }
+//! struct Lobby;
+//! impl Spot for Lobby {
+//!     fn on_disconnect_actor(&self, _: &ActorId) -> Result<(), Error> { Ok(()) }
+//! }
+//!
+//! let store = Arc::new(EmbeddedStore::new(MonotonicClock::new(), std::time::Duration::from_secs(10)));
+//! let node = NodeBuilder::new(1)
+//!     .listen("127.0.0.1:0".parse().unwrap())
+//!     .object_role(ObjectRole::Server)
+//!     .location_store(store)
+//!     .enable_actor_dispatch()
+//!     .actor_type("player", Arc::new(Lobby), |_| Box::new(Player))
+//!     .on_packet(PacketKey(1), |session, packet| async move {
+//!         let id = ActorId::new("player-1")?;
+//!         let player = session.actor("player", &id)?;
+//!         let bound = session.actors().bind(player).await?;
+//!         bound.relay(packet)
+//!     })
+//!     .start()
+//!     .unwrap();
+//! ```
+
+pub mod actor;
+mod builder;
+pub mod session;
+
+pub use actor::{Actor, ActorContext, ActorMessage, Spot};
+pub use builder::{Node, NodeBuilder, NodeSettings, ObjectRole, StartError};
+pub use session::{ActorHandle, LocationSnapshot, Packet, Session, SessionActor, SessionActors};

@@ -1,0 +1,260 @@
+//! Contract items over real sockets: a real node (io_uring shard, STREAM
+//! listener on loopback) and real clients. Times use the real clock with a
+//! one-sided check: never sooner, and only a generous upper bound.
+
+mod runtime_support;
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use runtime_support::*;
+use zlink::api::{NodeBuilder, NodeSettings, ObjectRole, StartError};
+use zlink::client::{ClientError, ClientEvent};
+use zlink::error::{ErrorKind, Reason};
+use zlink::ids::PacketKey;
+use zlink::store::{EmbeddedStore, MonotonicClock};
+use zlink::wire::client::CloseReason;
+
+fn store() -> Arc<EmbeddedStore> {
+    Arc::new(EmbeddedStore::new(MonotonicClock::new(), Duration::from_secs(60)))
+}
+
+#[test]
+fn s1_startup_refuses_dispatch_without_role_or_store_and_duplicate_keys() {
+    // enable_actor_dispatch() takes no mesh name: it is a method without arguments.
+    let no_role = NodeBuilder::new(1)
+        .location_store(store())
+        .enable_actor_dispatch()
+        .start();
+    assert!(matches!(no_role, Err(StartError::NoObjectRole)), "{no_role:?}");
+
+    let no_store = NodeBuilder::new(1)
+        .object_role(ObjectRole::Server)
+        .enable_actor_dispatch()
+        .start();
+    assert!(matches!(no_store, Err(StartError::NoLocationStore)), "{no_store:?}");
+
+    let duplicate = NodeBuilder::new(1)
+        .on_packet(PacketKey(7), |_, _| async { Ok(()) })
+        .on_packet(PacketKey(7), |_, _| async { Ok(()) })
+        .start();
+    assert!(
+        matches!(duplicate, Err(StartError::DuplicatePacketHandler(PacketKey(7)))),
+        "{duplicate:?}"
+    );
+    let error = NodeBuilder::new(1)
+        .object_role(ObjectRole::Client)
+        .enable_actor_dispatch()
+        .start()
+        .unwrap_err();
+    assert_eq!(error.error().kind(), ErrorKind::Configuration);
+    assert!(error.to_string().contains("Location Store"), "{error}");
+
+    // A STREAM-only node needs neither a role nor a store.
+    let stream_only = NodeBuilder::new(1).listen("127.0.0.1:0".parse().unwrap()).start();
+    assert!(stream_only.is_ok(), "{stream_only:?}");
+}
+
+#[test]
+fn r1_relay_after_bind_makes_no_store_query_and_reaches_the_handler() {
+    let game = start_game(GameOptions::default());
+    let mut client = login(&game, "player-1");
+    let after_bind = game.store.counts().row_operations();
+    for i in 0..20 {
+        let reply = client
+            .request(RELAY, payload("player-1", &i.to_string()), WAIT)
+            .unwrap();
+        assert_eq!(reply, payload("player-1", &i.to_string()));
+    }
+    assert_eq!(game.store.counts().row_operations(), after_bind, "relay queried the store");
+    assert_eq!(game.observed.delivered.lock().unwrap().len(), 20);
+}
+
+#[test]
+fn r3_reply_completes_the_original_correlation_exactly_once() {
+    let game = start_game(GameOptions::default());
+    let mut client = login(&game, "player-1");
+    let first = client.start_request(RELAY, payload("player-1", "a")).unwrap();
+    let second = client.start_request(RELAY, payload("player-1", "b")).unwrap();
+    assert_eq!(
+        client.wait_reply(second, WAIT).unwrap(),
+        Ok(payload("player-1", "b"))
+    );
+    assert_eq!(
+        client.wait_reply(first, WAIT).unwrap(),
+        Ok(payload("player-1", "a"))
+    );
+    // Nothing else arrives for either correlation.
+    let extra = client.next_event(Duration::from_millis(200)).unwrap();
+    assert_eq!(extra, None, "a second terminal arrived: {extra:?}");
+}
+
+#[test]
+fn s5_relay_to_an_actor_the_session_has_not_bound_is_session_not_bound() {
+    let game = start_game(GameOptions::default());
+    let mut client = game.client();
+    let outcome = client.request(RELAY, payload("player-9", "x"), WAIT);
+    match outcome {
+        Err(ClientError::Remote(error)) => {
+            assert_eq!(error.kind(), ErrorKind::InvalidOperation);
+            assert_eq!(error.reason(), Reason::SessionNotBound);
+        }
+        other => panic!("expected session-not-bound, got {other:?}"),
+    }
+    // The same call succeeds once the binding exists; the actor can push.
+    let mut client = login(&game, "player-9");
+    assert_eq!(
+        client.request(PUSH, payload("player-9", "hello"), WAIT).unwrap(),
+        Bytes::from_static(b"pushed")
+    );
+    assert_eq!(
+        client.next_event(WAIT).unwrap(),
+        Some(ClientEvent::Push {
+            key: PUSHED,
+            payload: payload("player-9", "hello")
+        })
+    );
+}
+
+#[test]
+fn p1_rebind_from_a_new_session_completes_and_pushes_go_only_there() {
+    let game = start_game(GameOptions::default());
+    let mut old = login(&game, "player-1");
+    let mut new = login(&game, "player-1");
+    assert_eq!(
+        new.request(PUSH, payload("player-1", "tick"), WAIT).unwrap(),
+        Bytes::from_static(b"pushed")
+    );
+    assert_eq!(
+        new.next_event(WAIT).unwrap(),
+        Some(ClientEvent::Push {
+            key: PUSHED,
+            payload: payload("player-1", "tick")
+        })
+    );
+    // The old session got the duplicate-connection notice, then its close; never the push.
+    let mut saw_notice = false;
+    loop {
+        match old.next_event(WAIT).unwrap() {
+            Some(ClientEvent::Push { key, .. }) if key == REPLACED_NOTICE => saw_notice = true,
+            Some(ClientEvent::Closed(reason)) => {
+                assert_eq!(reason, Some(CloseReason::Replaced));
+                break;
+            }
+            other => panic!("the old session saw {other:?}"),
+        }
+    }
+    assert!(saw_notice);
+}
+
+#[test]
+fn p3_old_connection_closes_100ms_after_callback_not_sooner() {
+    let game = start_game(GameOptions::default());
+    let mut old = login(&game, "player-1");
+    let _new = login(&game, "player-1");
+    let reason = old.wait_closed(WAIT).unwrap();
+    let closed_at = Instant::now();
+    assert_eq!(reason, Some(CloseReason::Replaced));
+    let callbacks = game.observed.replaced_callbacks.lock().unwrap().clone();
+    assert_eq!(callbacks.len(), 1);
+    let since_terminal = closed_at - callbacks[0].1;
+    assert!(
+        since_terminal >= Duration::from_millis(100),
+        "closed {since_terminal:?} after the callback terminal"
+    );
+    assert!(since_terminal < Duration::from_secs(5), "{since_terminal:?}");
+}
+
+#[test]
+fn p4_binding_the_current_binding_again_is_idempotent() {
+    let game = start_game(GameOptions::default());
+    let mut client = login(&game, "player-1");
+    let again = client
+        .request(LOGIN, Bytes::from_static(b"player-1"), WAIT)
+        .unwrap();
+    assert_eq!(again, Bytes::from_static(b"bound"));
+    assert_eq!(client.request(RELAY, payload("player-1", "still"), WAIT).unwrap(), payload("player-1", "still"));
+    assert!(game.observed.replaced_callbacks.lock().unwrap().is_empty());
+    assert_eq!(client.next_event(Duration::from_millis(200)).unwrap(), None, "no close, no notice");
+}
+
+#[test]
+fn x1_callback_without_terminal_is_force_closed_at_the_timeout() {
+    let timeout = Duration::from_millis(400);
+    let settings = NodeSettings {
+        replacement_callback_timeout: timeout,
+        ..NodeSettings::default()
+    };
+    let game = start_game(GameOptions {
+        settings: Some(settings),
+        replaced_never_finishes: true,
+        ..GameOptions::default()
+    });
+    let mut old = login(&game, "player-1");
+    let started = Instant::now();
+    let _new = login(&game, "player-1");
+    assert_eq!(old.wait_closed(WAIT).unwrap(), Some(CloseReason::Replaced));
+    let elapsed = started.elapsed();
+    assert!(elapsed >= timeout, "force-closed after {elapsed:?}");
+    assert!(elapsed < Duration::from_secs(5), "{elapsed:?}");
+}
+
+#[test]
+fn d1_disconnect_notifies_each_bound_actor_once_even_when_one_fails() {
+    let game = start_game(GameOptions {
+        failing_disconnect: Some("player-a".to_owned()),
+        ..GameOptions::default()
+    });
+    let mut client = login(&game, "player-a");
+    assert_eq!(
+        client.request(LOGIN, Bytes::from_static(b"player-b"), WAIT).unwrap(),
+        Bytes::from_static(b"bound")
+    );
+    drop(client);
+    let mut seen = vec![
+        game.disconnect_events.recv_timeout(WAIT).unwrap(),
+        game.disconnect_events.recv_timeout(WAIT).unwrap(),
+    ];
+    seen.sort();
+    assert_eq!(seen, vec!["player-a".to_owned(), "player-b".to_owned()]);
+    assert!(game.disconnect_events.recv_timeout(Duration::from_millis(200)).is_err(), "a callback ran twice");
+}
+
+#[test]
+fn x16_notify_disconnected_keeps_the_connection_and_removes_the_binding() {
+    let game = start_game(GameOptions::default());
+    let mut client = login(&game, "player-1");
+    assert_eq!(
+        client.request(NOTIFY, Bytes::from_static(b"player-1"), WAIT).unwrap(),
+        Bytes::from_static(b"notified")
+    );
+    assert_eq!(game.disconnect_events.recv_timeout(WAIT).unwrap(), "player-1");
+    let after = client.request(RELAY, payload("player-1", "x"), WAIT);
+    assert!(
+        matches!(&after, Err(ClientError::Remote(e)) if e.reason() == Reason::SessionNotBound),
+        "{after:?}"
+    );
+    assert!(!client.is_closed());
+    // The callback does not run again when the connection later closes.
+    drop(client);
+    assert!(game.disconnect_events.recv_timeout(Duration::from_millis(300)).is_err());
+}
+
+#[test]
+fn w1_session_callbacks_never_overlap_and_handlers_never_run_inside_them() {
+    let game = start_game(GameOptions::default());
+    let mut client = login(&game, "player-1");
+    let correlations: Vec<_> = (0..50)
+        .map(|i| client.start_request(RELAY, payload("player-1", &i.to_string())).unwrap())
+        .collect();
+    for (i, correlation) in correlations.into_iter().enumerate() {
+        assert_eq!(
+            client.wait_reply(correlation, WAIT).unwrap(),
+            Ok(payload("player-1", &i.to_string()))
+        );
+    }
+    assert!(!game.observed.session_callbacks_overlapped.load(Ordering::SeqCst));
+    assert!(!game.observed.handler_in_session_context.load(Ordering::SeqCst));
+}
