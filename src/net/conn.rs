@@ -101,8 +101,7 @@ pub(super) struct Conn {
     /// The connection is established (accepted, or connect succeeded).
     pub(super) established: bool,
     pub(super) recv_armed: bool,
-    pub(super) shutdown_armed: bool,
-    /// Its shutdown and cancels were submitted (only once it is `Ended`).
+    /// It was shut down and its cancels submitted (only once `Ended`).
     pub(super) teardown_sent: bool,
     /// It is on the reactor's flush list.
     pub(super) flush_listed: bool,
@@ -123,7 +122,6 @@ impl Conn {
             connecting: None,
             established,
             recv_armed: false,
-            shutdown_armed: false,
             teardown_sent: false,
             flush_listed: false,
             received_turn: 0,
@@ -134,7 +132,6 @@ impl Conn {
     /// descriptor may be released.
     pub(super) fn is_quiet(&self) -> bool {
         !self.recv_armed
-            && !self.shutdown_armed
             && self.connecting.is_none()
             && !matches!(self.send, SendState::InFlight(_))
     }

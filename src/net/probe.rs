@@ -99,7 +99,6 @@ pub(super) fn check_features(ring: &IoUring) -> Result<(), ReactorError> {
         (opcode::Recv::CODE, "recv"),
         (opcode::Send::CODE, "send"),
         (opcode::Connect::CODE, "connect"),
-        (opcode::Shutdown::CODE, "shutdown"),
         (opcode::Close::CODE, "close"),
         (opcode::Read::CODE, "read"),
         (opcode::AsyncCancel::CODE, "async cancel"),

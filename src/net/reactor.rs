@@ -3,8 +3,8 @@
 //!
 //! A turn, in order (docs/threading.md "The socket loop"):
 //! 1. gather: every connection with queued bytes and no send in flight gets
-//!    one `Send` of all of them; every ended connection gets its shutdown,
-//!    and a quiet one its `Close` and a freed slot;
+//!    one `Send` of all of them; every ended connection is shut down and its
+//!    receive cancelled, and a quiet one gets its `Close` and a freed slot;
 //! 2. enter the kernel once: submit, and wait for one completion unless
 //!    events are pending or the timeout is zero;
 //! 3. drain every completion into the event queue, re-arming multishot
@@ -485,26 +485,26 @@ impl Reactor {
             return Ok(true);
         };
         if !conn.teardown_sent {
-            let fd = conn.socket.as_raw_fd();
-            let (established, recv_armed) = (conn.established, conn.recv_armed);
-            let connecting = conn.connecting.is_some();
             conn.teardown_sent = true;
-            if established {
-                conn.shutdown_armed = true;
-                let entry = opcode::Shutdown::new(Fd(fd), libc::SHUT_RDWR)
-                    .build()
-                    .user_data(token(OpKind::Shutdown, id));
-                // SAFETY: a shutdown points to no memory; the descriptor
-                // stays open until its completion (`shutdown_armed`).
-                unsafe { self.push(&entry) }?;
+            if conn.established {
+                // A plain shutdown(2): IORING_OP_SHUTDOWN always goes through
+                // an io-wq worker, which costs more than the syscall. It sends
+                // the FIN after the bytes already queued in the kernel and
+                // ends the multishot receive with end of stream. ENOTCONN
+                // (the peer already reset) leaves nothing to shut down.
+                let _ = conn.socket.shutdown(std::net::Shutdown::Both);
             }
-            for kind in [(recv_armed, OpKind::Recv), (connecting, OpKind::Connect)] {
-                if kind.0 {
-                    self.cancel(token(kind.1, id))?;
-                }
+            let (recv_armed, connecting) = (conn.recv_armed, conn.connecting.is_some());
+            if recv_armed {
+                self.cancel(token(OpKind::Recv, id))?;
             }
-            return Ok(false);
+            if connecting {
+                self.cancel(token(OpKind::Connect, id))?;
+            }
         }
+        let Some(conn) = self.conns.get(id) else {
+            return Ok(true);
+        };
         if !conn.is_quiet() {
             return Ok(false);
         }
@@ -600,7 +600,7 @@ impl Reactor {
             OpKind::Accept => self.complete_accept(token.slot, res, flags),
             OpKind::Wake if res != -libc::ECANCELED => self.arm_wake(),
             OpKind::Wake | OpKind::Close | OpKind::Cancel => Ok(()),
-            OpKind::Recv | OpKind::Send | OpKind::Connect | OpKind::Shutdown => {
+            OpKind::Recv | OpKind::Send | OpKind::Connect => {
                 let Some(id) = self
                     .conns
                     .id_at(token.slot)
@@ -615,13 +615,7 @@ impl Reactor {
                         self.complete_send(id, res);
                         Ok(())
                     }
-                    OpKind::Connect => self.complete_connect(id, res),
-                    _ => {
-                        if let Some(conn) = self.conns.get_mut(id) {
-                            conn.shutdown_armed = false;
-                        }
-                        Ok(())
-                    }
+                    _ => self.complete_connect(id, res),
                 }
             }
         }

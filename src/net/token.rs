@@ -17,14 +17,12 @@ pub(super) enum OpKind {
     Send = 3,
     /// The connect of an outgoing connection.
     Connect = 4,
-    /// The shutdown that ends a connection.
-    Shutdown = 5,
     /// The close of a released descriptor; its result is not needed.
-    Close = 6,
+    Close = 5,
     /// A cancellation; its result is not needed.
-    Cancel = 7,
+    Cancel = 6,
     /// The read of the waker's eventfd.
-    Wake = 8,
+    Wake = 7,
 }
 
 impl OpKind {
@@ -34,10 +32,9 @@ impl OpKind {
             2 => Self::Recv,
             3 => Self::Send,
             4 => Self::Connect,
-            5 => Self::Shutdown,
-            6 => Self::Close,
-            7 => Self::Cancel,
-            8 => Self::Wake,
+            5 => Self::Close,
+            6 => Self::Cancel,
+            7 => Self::Wake,
             _ => return None,
         })
     }
