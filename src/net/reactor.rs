@@ -123,6 +123,10 @@ struct Listener {
 }
 
 /// A shard's socket loop on io_uring; see the module doc for a turn.
+///
+/// Build it on the thread that runs it: the kernel ties an operation to the
+/// thread that submitted it and cancels it if that thread exits (the reactor
+/// then re-arms what a live connection needs).
 pub struct Reactor {
     ring: IoUring,
     buf_ring: Option<BufRing>,
@@ -598,8 +602,10 @@ impl Reactor {
         };
         match token.kind {
             OpKind::Accept => self.complete_accept(token.slot, res, flags),
-            OpKind::Wake if res != -libc::ECANCELED => self.arm_wake(),
-            OpKind::Wake | OpKind::Close | OpKind::Cancel => Ok(()),
+            // Drop does not come here, so even a cancelled read (its thread
+            // exited) is re-armed.
+            OpKind::Wake => self.arm_wake(),
+            OpKind::Close | OpKind::Cancel => Ok(()),
             OpKind::Recv | OpKind::Send | OpKind::Connect => {
                 let Some(id) = self
                     .conns
@@ -700,7 +706,9 @@ impl Reactor {
         self.recycle(flags);
         match res {
             0 => self.end(id, Some(CloseCause::PeerClosed)),
-            _ if res > 0 || res == -libc::ENOBUFS => {
+            // ENOBUFS: the ring ran dry, and is refilled by now. ECANCELED on
+            // a live connection: the thread that armed it exited.
+            _ if res > 0 || res == -libc::ENOBUFS || res == -libc::ECANCELED => {
                 if live && !more {
                     self.arm_recv(id)?;
                 }
@@ -717,11 +725,12 @@ impl Reactor {
         let SendState::InFlight(mut bytes) = mem::take(&mut conn.send) else {
             return;
         };
-        if res < 0 {
+        if res < 0 && res != -libc::ECANCELED {
             self.end(id, Some(CloseCause::Error(error_kind(res))));
             return;
         }
-        bytes.advance((res as usize).min(bytes.len()));
+        // A cancelled send (its thread exited) is sent again whole.
+        bytes.advance((res.max(0) as usize).min(bytes.len()));
         if !bytes.is_empty() {
             conn.send = SendState::Partial(bytes);
         }
