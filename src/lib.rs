@@ -8,9 +8,12 @@
 //! Layers (DESIGN "Layers"): [`wire`] (frames and records), [`core`] (the
 //! sans-IO state machines), [`sim`] (an in-memory mesh of cores with virtual
 //! time, used by the tests), [`store`] (the Location Store trait and its
-//! embedded implementation).
+//! embedded implementation), [`net`] (the io_uring socket loop; the only
+//! layer allowed `unsafe`, in the files that hand memory to the kernel), the
+//! node runtime (shards on threads) and [`api`] (the public surface), and
+//! [`client`] (a STREAM client).
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 

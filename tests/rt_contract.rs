@@ -18,7 +18,10 @@ use zlink::store::{EmbeddedStore, MonotonicClock};
 use zlink::wire::client::CloseReason;
 
 fn store() -> Arc<EmbeddedStore> {
-    Arc::new(EmbeddedStore::new(MonotonicClock::new(), Duration::from_secs(60)))
+    Arc::new(EmbeddedStore::new(
+        MonotonicClock::new(),
+        Duration::from_secs(60),
+    ))
 }
 
 #[test]
@@ -28,20 +31,29 @@ fn s1_startup_refuses_dispatch_without_role_or_store_and_duplicate_keys() {
         .location_store(store())
         .enable_actor_dispatch()
         .start();
-    assert!(matches!(no_role, Err(StartError::NoObjectRole)), "{no_role:?}");
+    assert!(
+        matches!(no_role, Err(StartError::NoObjectRole)),
+        "{no_role:?}"
+    );
 
     let no_store = NodeBuilder::new(1)
         .object_role(ObjectRole::Server)
         .enable_actor_dispatch()
         .start();
-    assert!(matches!(no_store, Err(StartError::NoLocationStore)), "{no_store:?}");
+    assert!(
+        matches!(no_store, Err(StartError::NoLocationStore)),
+        "{no_store:?}"
+    );
 
     let duplicate = NodeBuilder::new(1)
         .on_packet(PacketKey(7), |_, _| async { Ok(()) })
         .on_packet(PacketKey(7), |_, _| async { Ok(()) })
         .start();
     assert!(
-        matches!(duplicate, Err(StartError::DuplicatePacketHandler(PacketKey(7)))),
+        matches!(
+            duplicate,
+            Err(StartError::DuplicatePacketHandler(PacketKey(7)))
+        ),
         "{duplicate:?}"
     );
     let error = NodeBuilder::new(1)
@@ -53,7 +65,9 @@ fn s1_startup_refuses_dispatch_without_role_or_store_and_duplicate_keys() {
     assert!(error.to_string().contains("Location Store"), "{error}");
 
     // A STREAM-only node needs neither a role nor a store.
-    let stream_only = NodeBuilder::new(1).listen("127.0.0.1:0".parse().unwrap()).start();
+    let stream_only = NodeBuilder::new(1)
+        .listen("127.0.0.1:0".parse().unwrap())
+        .start();
     assert!(stream_only.is_ok(), "{stream_only:?}");
 }
 
@@ -68,7 +82,11 @@ fn r1_relay_after_bind_makes_no_store_query_and_reaches_the_handler() {
             .unwrap();
         assert_eq!(reply, payload("player-1", &i.to_string()));
     }
-    assert_eq!(game.store.counts().row_operations(), after_bind, "relay queried the store");
+    assert_eq!(
+        game.store.counts().row_operations(),
+        after_bind,
+        "relay queried the store"
+    );
     assert_eq!(game.observed.delivered.lock().unwrap().len(), 20);
 }
 
@@ -76,8 +94,12 @@ fn r1_relay_after_bind_makes_no_store_query_and_reaches_the_handler() {
 fn r3_reply_completes_the_original_correlation_exactly_once() {
     let game = start_game(GameOptions::default());
     let mut client = login(&game, "player-1");
-    let first = client.start_request(RELAY, payload("player-1", "a")).unwrap();
-    let second = client.start_request(RELAY, payload("player-1", "b")).unwrap();
+    let first = client
+        .start_request(RELAY, payload("player-1", "a"))
+        .unwrap();
+    let second = client
+        .start_request(RELAY, payload("player-1", "b"))
+        .unwrap();
     assert_eq!(
         client.wait_reply(second, WAIT).unwrap(),
         Ok(payload("player-1", "b"))
@@ -106,7 +128,9 @@ fn s5_relay_to_an_actor_the_session_has_not_bound_is_session_not_bound() {
     // The same call succeeds once the binding exists; the actor can push.
     let mut client = login(&game, "player-9");
     assert_eq!(
-        client.request(PUSH, payload("player-9", "hello"), WAIT).unwrap(),
+        client
+            .request(PUSH, payload("player-9", "hello"), WAIT)
+            .unwrap(),
         Bytes::from_static(b"pushed")
     );
     assert_eq!(
@@ -124,7 +148,8 @@ fn p1_rebind_from_a_new_session_completes_and_pushes_go_only_there() {
     let mut old = login(&game, "player-1");
     let mut new = login(&game, "player-1");
     assert_eq!(
-        new.request(PUSH, payload("player-1", "tick"), WAIT).unwrap(),
+        new.request(PUSH, payload("player-1", "tick"), WAIT)
+            .unwrap(),
         Bytes::from_static(b"pushed")
     );
     assert_eq!(
@@ -164,7 +189,10 @@ fn p3_old_connection_closes_100ms_after_callback_not_sooner() {
         since_terminal >= Duration::from_millis(100),
         "closed {since_terminal:?} after the callback terminal"
     );
-    assert!(since_terminal < Duration::from_secs(5), "{since_terminal:?}");
+    assert!(
+        since_terminal < Duration::from_secs(5),
+        "{since_terminal:?}"
+    );
 }
 
 #[test]
@@ -175,9 +203,18 @@ fn p4_binding_the_current_binding_again_is_idempotent() {
         .request(LOGIN, Bytes::from_static(b"player-1"), WAIT)
         .unwrap();
     assert_eq!(again, Bytes::from_static(b"bound"));
-    assert_eq!(client.request(RELAY, payload("player-1", "still"), WAIT).unwrap(), payload("player-1", "still"));
+    assert_eq!(
+        client
+            .request(RELAY, payload("player-1", "still"), WAIT)
+            .unwrap(),
+        payload("player-1", "still")
+    );
     assert!(game.observed.replaced_callbacks.lock().unwrap().is_empty());
-    assert_eq!(client.next_event(Duration::from_millis(200)).unwrap(), None, "no close, no notice");
+    assert_eq!(
+        client.next_event(Duration::from_millis(200)).unwrap(),
+        None,
+        "no close, no notice"
+    );
 }
 
 #[test]
@@ -209,7 +246,9 @@ fn d1_disconnect_notifies_each_bound_actor_once_even_when_one_fails() {
     });
     let mut client = login(&game, "player-a");
     assert_eq!(
-        client.request(LOGIN, Bytes::from_static(b"player-b"), WAIT).unwrap(),
+        client
+            .request(LOGIN, Bytes::from_static(b"player-b"), WAIT)
+            .unwrap(),
         Bytes::from_static(b"bound")
     );
     drop(client);
@@ -219,7 +258,12 @@ fn d1_disconnect_notifies_each_bound_actor_once_even_when_one_fails() {
     ];
     seen.sort();
     assert_eq!(seen, vec!["player-a".to_owned(), "player-b".to_owned()]);
-    assert!(game.disconnect_events.recv_timeout(Duration::from_millis(200)).is_err(), "a callback ran twice");
+    assert!(
+        game.disconnect_events
+            .recv_timeout(Duration::from_millis(200))
+            .is_err(),
+        "a callback ran twice"
+    );
 }
 
 #[test]
@@ -227,10 +271,15 @@ fn x16_notify_disconnected_keeps_the_connection_and_removes_the_binding() {
     let game = start_game(GameOptions::default());
     let mut client = login(&game, "player-1");
     assert_eq!(
-        client.request(NOTIFY, Bytes::from_static(b"player-1"), WAIT).unwrap(),
+        client
+            .request(NOTIFY, Bytes::from_static(b"player-1"), WAIT)
+            .unwrap(),
         Bytes::from_static(b"notified")
     );
-    assert_eq!(game.disconnect_events.recv_timeout(WAIT).unwrap(), "player-1");
+    assert_eq!(
+        game.disconnect_events.recv_timeout(WAIT).unwrap(),
+        "player-1"
+    );
     let after = client.request(RELAY, payload("player-1", "x"), WAIT);
     assert!(
         matches!(&after, Err(ClientError::Remote(e)) if e.reason() == Reason::SessionNotBound),
@@ -239,7 +288,10 @@ fn x16_notify_disconnected_keeps_the_connection_and_removes_the_binding() {
     assert!(!client.is_closed());
     // The callback does not run again when the connection later closes.
     drop(client);
-    assert!(game.disconnect_events.recv_timeout(Duration::from_millis(300)).is_err());
+    assert!(game
+        .disconnect_events
+        .recv_timeout(Duration::from_millis(300))
+        .is_err());
 }
 
 #[test]
@@ -247,7 +299,11 @@ fn w1_session_callbacks_never_overlap_and_handlers_never_run_inside_them() {
     let game = start_game(GameOptions::default());
     let mut client = login(&game, "player-1");
     let correlations: Vec<_> = (0..50)
-        .map(|i| client.start_request(RELAY, payload("player-1", &i.to_string())).unwrap())
+        .map(|i| {
+            client
+                .start_request(RELAY, payload("player-1", &i.to_string()))
+                .unwrap()
+        })
         .collect();
     for (i, correlation) in correlations.into_iter().enumerate() {
         assert_eq!(
@@ -255,6 +311,12 @@ fn w1_session_callbacks_never_overlap_and_handlers_never_run_inside_them() {
             Ok(payload("player-1", &i.to_string()))
         );
     }
-    assert!(!game.observed.session_callbacks_overlapped.load(Ordering::SeqCst));
-    assert!(!game.observed.handler_in_session_context.load(Ordering::SeqCst));
+    assert!(!game
+        .observed
+        .session_callbacks_overlapped
+        .load(Ordering::SeqCst));
+    assert!(!game
+        .observed
+        .handler_in_session_context
+        .load(Ordering::SeqCst));
 }

@@ -49,7 +49,11 @@ pub trait Actor: 'static {
     /// Handles one message. For a request the return value is its terminal
     /// (`Some(Ok(reply))` or `Some(Err(error))`); `None` answers a request with
     /// an empty reply. For a one-way message the value is ignored.
-    fn handle(&mut self, ctx: &mut dyn ActorContext, message: ActorMessage) -> Option<Result<Bytes, Error>>;
+    fn handle(
+        &mut self,
+        ctx: &mut dyn ActorContext,
+        message: ActorMessage,
+    ) -> Option<Result<Bytes, Error>>;
 
     /// §5 point 1: runs right after a session's binding was registered (a
     /// join callback). A push from here is judged against the new binding.

@@ -169,7 +169,8 @@ impl NodeBuilder {
         F: Fn(Session, Packet) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<(), Error>> + 'static,
     {
-        let handler: PacketHandler = Arc::new(move |session, packet| Box::pin(handler(session, packet)));
+        let handler: PacketHandler =
+            Arc::new(move |session, packet| Box::pin(handler(session, packet)));
         if self.handlers.packets.insert(key, handler).is_some() {
             self.duplicate_key.get_or_insert(key);
         }
@@ -184,7 +185,8 @@ impl NodeBuilder {
         F: Fn(Session, ActorId) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<(), Error>> + 'static,
     {
-        let handler: ReplacedHandler = Arc::new(move |session, actor| Box::pin(handler(session, actor)));
+        let handler: ReplacedHandler =
+            Arc::new(move |session, actor| Box::pin(handler(session, actor)));
         self.handlers.on_replaced = Some(handler);
         self
     }
@@ -194,7 +196,8 @@ impl NodeBuilder {
         if let Some(key) = self.duplicate_key {
             return Err(StartError::DuplicatePacketHandler(key));
         }
-        let mesh = MeshName::new(&self.mesh).map_err(|e| StartError::Invalid(format!("mesh name: {e}")))?;
+        let mesh = MeshName::new(&self.mesh)
+            .map_err(|e| StartError::Invalid(format!("mesh name: {e}")))?;
         if self.dispatch && self.role == ObjectRole::None {
             return Err(StartError::NoObjectRole);
         }
@@ -202,7 +205,9 @@ impl NodeBuilder {
             (true, None) => return Err(StartError::NoLocationStore),
             (_, store) => store,
         };
-        let generation = self.generation.unwrap_or_else(NodeGeneration::from_wall_clock);
+        let generation = self
+            .generation
+            .unwrap_or_else(NodeGeneration::from_wall_clock);
         let config = runtime::NodeConfig {
             rid: self.rid,
             generation,
@@ -276,6 +281,8 @@ impl Node {
 
 impl std::fmt::Debug for Node {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Node").field("stream_addr", &self.stream_addr()).finish()
+        f.debug_struct("Node")
+            .field("stream_addr", &self.stream_addr())
+            .finish()
     }
 }

@@ -102,6 +102,7 @@ impl Executor {
     }
 
     /// Starts a task; it is first polled by the next `run_ready`.
+    #[cfg(test)]
     pub(crate) fn spawn(&mut self, future: impl Future<Output = ()> + 'static) -> TaskId {
         self.insert(Box::pin(future))
     }
@@ -133,6 +134,7 @@ impl Executor {
     }
 
     /// How many tasks are alive.
+    #[cfg(test)]
     pub(crate) fn live(&self) -> usize {
         self.live
     }
@@ -288,7 +290,10 @@ mod tests {
         assert!(!executor.has_ready());
         completer.complete(7);
         assert!(executor.has_ready());
-        assert!(unparks.load(Ordering::SeqCst) >= 1, "the wake unparked the loop");
+        assert!(
+            unparks.load(Ordering::SeqCst) >= 1,
+            "the wake unparked the loop"
+        );
         executor.run_ready(16);
         assert_eq!(*got.borrow(), vec![Some(0), Some(7)]);
         assert_eq!(executor.live(), 0);

@@ -48,10 +48,13 @@ pub(crate) struct Handlers {
     pub(crate) on_replaced: Option<ReplacedHandler>,
 }
 
+/// Builds an Actor instance for a new incarnation.
+pub(crate) type ActorFactory = Arc<dyn Fn(&ActorId) -> Box<dyn Actor> + Send + Sync>;
+
 /// A registered Actor type.
 pub(crate) struct ActorType {
     pub(crate) spot: Arc<dyn Spot>,
-    pub(crate) factory: Arc<dyn Fn(&ActorId) -> Box<dyn Actor> + Send + Sync>,
+    pub(crate) factory: ActorFactory,
 }
 
 /// Everything a node is started with.
@@ -244,7 +247,9 @@ pub(crate) fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
         }
         Err(_) => {
             let _ = thread.join();
-            return Err(StartError::Io("the shard thread ended during start".to_owned()));
+            return Err(StartError::Io(
+                "the shard thread ended during start".to_owned(),
+            ));
         }
     };
     Ok(RunningNode {
@@ -262,7 +267,12 @@ fn setup_shard(listen: Option<SocketAddr>) -> Result<(Reactor, Option<SocketAddr
         other => StartError::Io(other.to_string()),
     })?;
     let stream_addr = match listen {
-        Some(addr) => Some(reactor.listen(addr).map_err(|e| StartError::Io(format!("listen on {addr}: {e}")))?.1),
+        Some(addr) => Some(
+            reactor
+                .listen(addr)
+                .map_err(|e| StartError::Io(format!("listen on {addr}: {e}")))?
+                .1,
+        ),
         None => None,
     };
     Ok((reactor, stream_addr))

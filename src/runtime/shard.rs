@@ -134,7 +134,9 @@ impl ShardState {
     fn accepted(&mut self, conn: ConnId) {
         let now = self.now();
         let rid = self.core.sessions(now).open_session();
-        let lane = self.session_lanes.add_lane(self.node.settings.session_queue_max);
+        let lane = self
+            .session_lanes
+            .add_lane(self.node.settings.session_queue_max);
         self.sessions.insert(rid, SessionEntry { conn, lane });
         self.lane_sessions.insert(lane, rid);
         self.conns.insert(conn, rid);
@@ -146,7 +148,8 @@ impl ShardState {
         };
         tracing::debug!(?rid, ?cause, "session connection closed");
         if let Some(entry) = self.sessions.get(&rid) {
-            self.session_lanes.set_state(entry.lane, SessionState::Closed);
+            self.session_lanes
+                .set_state(entry.lane, SessionState::Closed);
         }
         let now = self.now();
         self.core.sessions(now).connection_lost(rid);
@@ -194,17 +197,30 @@ impl ShardState {
     }
 
     fn protocol_close(&mut self, rid: SessionRid, conn: ConnId) {
-        self.write_frame(conn, &ClientFrame::Close { reason: CloseReason::ProtocolError });
+        self.write_frame(
+            conn,
+            &ClientFrame::Close {
+                reason: CloseReason::ProtocolError,
+            },
+        );
         self.reactor.close(conn);
         self.conns.remove(&conn);
         if let Some(entry) = self.sessions.get(&rid) {
-            self.session_lanes.set_state(entry.lane, SessionState::Closed);
+            self.session_lanes
+                .set_state(entry.lane, SessionState::Closed);
         }
         let now = self.now();
         self.core.sessions(now).connection_lost(rid);
     }
 
-    fn packet(&mut self, rid: SessionRid, conn: ConnId, key: PacketKey, correlation: Option<Correlation>, payload: Bytes) {
+    fn packet(
+        &mut self,
+        rid: SessionRid,
+        conn: ConnId,
+        key: PacketKey,
+        correlation: Option<Correlation>,
+        payload: Bytes,
+    ) {
         let refusal = if !self.node.handlers.packets.contains_key(&key) {
             Some(Error::new(Reason::NoPacketHandler))
         } else if let Some(entry) = self.sessions.get(&rid) {
@@ -217,7 +233,10 @@ impl ShardState {
                 }),
             };
             let work = SessionWork::Packet(packet);
-            match self.session_lanes.submit(entry.lane, SessionClass::Application, work) {
+            match self
+                .session_lanes
+                .submit(entry.lane, SessionClass::Application, work)
+            {
                 Ok(()) => None,
                 Err(refused) => Some(match refused.reason {
                     crate::core::lane::LaneRefusal::Full { .. } => Error::new(Reason::QueueFull),
@@ -284,18 +303,23 @@ impl ShardState {
             SessionEvent::Close { session, reason } => {
                 if let Some(entry) = self.sessions.get(&session) {
                     let conn = entry.conn;
-                    self.session_lanes.set_state(entry.lane, SessionState::Closed);
+                    self.session_lanes
+                        .set_state(entry.lane, SessionState::Closed);
                     self.write_frame(conn, &ClientFrame::Close { reason });
                     self.reactor.close(conn);
                     self.conns.remove(&conn);
                 }
             }
-            SessionEvent::BindCompleted { ticket, outcome, .. } => {
+            SessionEvent::BindCompleted {
+                ticket, outcome, ..
+            } => {
                 if let Some(waiter) = self.bind_waiters.remove(&ticket) {
                     waiter.complete(outcome);
                 }
             }
-            SessionEvent::NotifyCompleted { ticket, outcome, .. } => {
+            SessionEvent::NotifyCompleted {
+                ticket, outcome, ..
+            } => {
                 if let Some(waiter) = self.notify_waiters.remove(&ticket) {
                     waiter.complete(outcome);
                 }
@@ -312,7 +336,10 @@ impl ShardState {
                     self.session_lanes.set_state(lane, SessionState::Closed);
                 }
                 let work = SessionWork::Replaced { callback, actor };
-                let admitted = lane.map(|lane| self.session_lanes.submit(lane, SessionClass::Lifecycle, work));
+                let admitted = lane.map(|lane| {
+                    self.session_lanes
+                        .submit(lane, SessionClass::Lifecycle, work)
+                });
                 if !matches!(admitted, Some(Ok(()))) {
                     let now = self.now();
                     self.core
@@ -352,7 +379,9 @@ impl ShardState {
                 },
             ),
             ActorEvent::Bound { actor, .. } => (actor, ActorWork::Bound),
-            ActorEvent::Disconnect { actor, ticket, .. } => (actor, ActorWork::Disconnect { ticket }),
+            ActorEvent::Disconnect { actor, ticket, .. } => {
+                (actor, ActorWork::Disconnect { ticket })
+            }
         };
         let Some(lane) = self.actors.get(&actor).map(|a| a.lane) else {
             return;
@@ -361,8 +390,13 @@ impl ShardState {
             let now = self.now();
             let error = Error::new(Reason::QueueFull);
             match refused.item {
-                ActorWork::Message { reply: Some(ticket), .. } => self.core.actors(now).reply(ticket, Err(error)),
-                ActorWork::Disconnect { ticket } => self.core.actors(now).disconnect_done(ticket, Err(error)),
+                ActorWork::Message {
+                    reply: Some(ticket),
+                    ..
+                } => self.core.actors(now).reply(ticket, Err(error)),
+                ActorWork::Disconnect { ticket } => {
+                    self.core.actors(now).disconnect_done(ticket, Err(error))
+                }
                 ActorWork::Message { reply: None, .. } | ActorWork::Bound => {}
             }
         }
@@ -442,17 +476,23 @@ impl ShardState {
     }
 
     /// Hosts a new Actor instance of `actor_type` on this shard.
-    fn host(&mut self, actor_type: &str, row: &crate::store::LocationRow) -> Result<ActorRef, Error> {
+    fn host(
+        &mut self,
+        actor_type: &str,
+        row: &crate::store::LocationRow,
+    ) -> Result<ActorRef, Error> {
         let Some(kind) = self.node.actor_types.get(actor_type) else {
             return Err(Reason::NoActorFactory.into());
         };
         let instance = (kind.factory)(&row.actor);
         let now = self.now();
-        let actor_ref = self
-            .core
-            .actors(now)
-            .host(row.actor.clone(), row.object, row.location.authority)?;
-        let lane = self.actor_lanes.add_lane(self.node.settings.actor_queue_max);
+        let actor_ref =
+            self.core
+                .actors(now)
+                .host(row.actor.clone(), row.object, row.location.authority)?;
+        let lane = self
+            .actor_lanes
+            .add_lane(self.node.settings.actor_queue_max);
         self.lane_actors.insert(lane, row.actor.clone());
         self.actors.insert(
             row.actor.clone(),
@@ -503,7 +543,11 @@ impl ShardHandle {
         self.state.borrow().core.session_owner().find(rid, id)
     }
 
-    pub(crate) fn bind(&self, rid: SessionRid, actor: ActorRef) -> Result<Completion<Result<ActorRef, Error>>, Error> {
+    pub(crate) fn bind(
+        &self,
+        rid: SessionRid,
+        actor: ActorRef,
+    ) -> Result<Completion<Result<ActorRef, Error>>, Error> {
         let mut state = self.state.borrow_mut();
         let now = state.now();
         let (completer, completion) = completion();
@@ -528,10 +572,17 @@ impl ShardHandle {
         let now = state.now();
         let deadline = state.node.settings.relay_deadline;
         let request = correlation.map(|c| (c, deadline));
-        state.core.sessions(now).relay(rid, actor, key, payload, request)
+        state
+            .core
+            .sessions(now)
+            .relay(rid, actor, key, payload, request)
     }
 
-    pub(crate) fn notify_disconnected(&self, rid: SessionRid, actor: &ActorId) -> Result<Completion<Result<(), Error>>, Error> {
+    pub(crate) fn notify_disconnected(
+        &self,
+        rid: SessionRid,
+        actor: &ActorId,
+    ) -> Result<Completion<Result<(), Error>>, Error> {
         let mut state = self.state.borrow_mut();
         let now = state.now();
         let ticket = state.core.sessions(now).notify_disconnected(rid, actor)?;
@@ -540,20 +591,41 @@ impl ShardHandle {
         Ok(completion)
     }
 
-    pub(crate) fn answer(&self, rid: SessionRid, correlation: Correlation, outcome: Result<Bytes, Error>) -> Result<(), Error> {
+    pub(crate) fn answer(
+        &self,
+        rid: SessionRid,
+        correlation: Correlation,
+        outcome: Result<Bytes, Error>,
+    ) -> Result<(), Error> {
         let frame = match outcome {
-            Ok(payload) => ClientFrame::Reply { correlation, payload },
+            Ok(payload) => ClientFrame::Reply {
+                correlation,
+                payload,
+            },
             Err(error) => ClientFrame::Error { correlation, error },
         };
         let mut state = self.state.borrow_mut();
-        let conn = state.sessions.get(&rid).map(|e| e.conn).ok_or(Error::new(Reason::SessionClosing))?;
+        let conn = state
+            .sessions
+            .get(&rid)
+            .map(|e| e.conn)
+            .ok_or(Error::new(Reason::SessionClosing))?;
         state.write_frame(conn, &frame);
         Ok(())
     }
 
-    pub(crate) fn send_to_client(&self, rid: SessionRid, key: PacketKey, payload: Bytes) -> Result<(), Error> {
+    pub(crate) fn send_to_client(
+        &self,
+        rid: SessionRid,
+        key: PacketKey,
+        payload: Bytes,
+    ) -> Result<(), Error> {
         let mut state = self.state.borrow_mut();
-        let conn = state.sessions.get(&rid).map(|e| e.conn).ok_or(Error::new(Reason::SessionClosing))?;
+        let conn = state
+            .sessions
+            .get(&rid)
+            .map(|e| e.conn)
+            .ok_or(Error::new(Reason::SessionClosing))?;
         state.write_frame(conn, &ClientFrame::Push { key, payload });
         Ok(())
     }
@@ -566,7 +638,11 @@ impl ShardHandle {
 
     /// §1 step 2: the Ready ActorRef for `id` from the Location Store, created
     /// on this node with `actor_type`'s factory when absent.
-    pub(crate) fn create_or_get_actor(&self, actor_type: &str, id: &ActorId) -> Result<ActorRef, Error> {
+    pub(crate) fn create_or_get_actor(
+        &self,
+        actor_type: &str,
+        id: &ActorId,
+    ) -> Result<ActorRef, Error> {
         let mut state = self.state.borrow_mut();
         if let Some(actor_ref) = state.core.actor_owner().actor_ref(id) {
             return Ok(actor_ref);
@@ -574,13 +650,19 @@ impl ShardHandle {
         if !state.node.actor_types.contains_key(actor_type) {
             return Err(Reason::NoActorFactory.into());
         }
-        let (Some(store), Some(lease), true) = (&state.node.store, &state.node.lease, state.node.hosts_actors) else {
+        let (Some(store), Some(lease), true) = (
+            &state.node.store,
+            &state.node.lease,
+            state.node.hosts_actors,
+        ) else {
             return Err(Reason::NoActorFactory.into());
         };
         let created = store.create(id, &lease.claim())?;
         match created {
             Created::New(row) => state.host(actor_type, &row),
-            Created::Existing(row) if row.location.owner == state.me.rid => state.host(actor_type, &row),
+            Created::Existing(row) if row.location.owner == state.me.rid => {
+                state.host(actor_type, &row)
+            }
             Created::Existing(row) => Ok(row.actor_ref()),
         }
     }
@@ -619,7 +701,8 @@ impl ShardHandle {
                 };
                 let dispatch = Rc::clone(&packet.dispatch);
                 let outcome = handler(session, packet).await;
-                if let (false, Some(correlation)) = (dispatch.answered.get(), dispatch.correlation) {
+                if let (false, Some(correlation)) = (dispatch.answered.get(), dispatch.correlation)
+                {
                     let error = outcome.err().unwrap_or(Error::new(Reason::NotAnswered));
                     let _ = self.answer(rid, correlation, Err(error));
                 }
@@ -631,7 +714,10 @@ impl ShardHandle {
                 };
                 let mut state = self.state.borrow_mut();
                 let now = state.now();
-                state.core.sessions(now).replacement_callback_done(rid, callback, ok);
+                state
+                    .core
+                    .sessions(now)
+                    .replacement_callback_done(rid, callback, ok);
             }
         }
     }
@@ -646,7 +732,12 @@ impl ShardHandle {
 }
 
 /// Runs a shard until `stop` is set.
-pub(crate) fn run(shard: Rc<ShardHandle>, mut executor: Executor, stop: Arc<AtomicBool>, counters: &PublishedCounters) {
+pub(crate) fn run(
+    shard: Rc<ShardHandle>,
+    mut executor: Executor,
+    stop: Arc<AtomicBool>,
+    counters: &PublishedCounters,
+) {
     let mut backlog = false;
     while !stop.load(Ordering::Acquire) {
         let timeout = {
@@ -656,7 +747,10 @@ pub(crate) fn run(shard: Rc<ShardHandle>, mut executor: Executor, stop: Arc<Atom
             } else {
                 let now = state.now();
                 let next = state.core.poll_timeout();
-                Some(next.map_or(Duration::from_millis(100), |at| at - now).min(Duration::from_millis(100)))
+                Some(
+                    next.map_or(Duration::from_millis(100), |at| at - now)
+                        .min(Duration::from_millis(100)),
+                )
             }
         };
         {

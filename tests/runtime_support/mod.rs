@@ -10,7 +10,9 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use zlink::api::{Actor, ActorContext, ActorMessage, Node, NodeBuilder, NodeSettings, ObjectRole, Spot};
+use zlink::api::{
+    Actor, ActorContext, ActorMessage, Node, NodeBuilder, NodeSettings, ObjectRole, Spot,
+};
 use zlink::client::Client;
 use zlink::error::{Error, Reason};
 use zlink::ids::{ActorId, PacketKey};
@@ -52,11 +54,21 @@ struct Player {
 }
 
 impl Actor for Player {
-    fn handle(&mut self, ctx: &mut dyn ActorContext, message: ActorMessage) -> Option<Result<Bytes, Error>> {
+    fn handle(
+        &mut self,
+        ctx: &mut dyn ActorContext,
+        message: ActorMessage,
+    ) -> Option<Result<Bytes, Error>> {
         if IN_SESSION_CALLBACK.with(Cell::get) {
-            self.observed.handler_in_session_context.store(true, Ordering::SeqCst);
+            self.observed
+                .handler_in_session_context
+                .store(true, Ordering::SeqCst);
         }
-        self.observed.delivered.lock().unwrap().push(message.payload.clone());
+        self.observed
+            .delivered
+            .lock()
+            .unwrap()
+            .push(message.payload.clone());
         if message.key == PUSH {
             if let Err(e) = ctx.push(PUSHED, message.payload.clone()) {
                 return Some(Err(e));
@@ -75,7 +87,11 @@ struct Lobby {
 
 impl Spot for Lobby {
     fn on_disconnect_actor(&self, actor: &ActorId) -> Result<(), Error> {
-        self.observed.disconnects.lock().unwrap().push(actor.to_string());
+        self.observed
+            .disconnects
+            .lock()
+            .unwrap()
+            .push(actor.to_string());
         let _ = self.events.lock().unwrap().send(actor.to_string());
         if self.failing.as_deref() == Some(actor.as_str()) {
             return Err(Reason::InvalidConfiguration.into());
@@ -159,7 +175,10 @@ pub fn start_game(options: GameOptions) -> Game {
         .on_packet(PUSH, relay_handler(Arc::clone(&observed)))
         .on_packet(NOTIFY, |session, packet| async move {
             let id = actor_name(&packet.payload)?;
-            let bound = session.actors().find(&id).ok_or(Error::new(Reason::SessionNotBound))?;
+            let bound = session
+                .actors()
+                .find(&id)
+                .ok_or(Error::new(Reason::SessionNotBound))?;
             bound.notify_disconnected().await?;
             session.reply(packet, Ok(Bytes::from_static(b"notified")))
         });
@@ -168,11 +187,17 @@ pub fn start_game(options: GameOptions) -> Game {
     let builder = builder.on_replaced(move |session, actor| {
         let o = Arc::clone(&o);
         async move {
-            session.send_to_client(REPLACED_NOTICE, Bytes::copy_from_slice(actor.as_str().as_bytes()))?;
+            session.send_to_client(
+                REPLACED_NOTICE,
+                Bytes::copy_from_slice(actor.as_str().as_bytes()),
+            )?;
             if never {
                 std::future::pending::<()>().await;
             }
-            o.replaced_callbacks.lock().unwrap().push((actor.to_string(), Instant::now()));
+            o.replaced_callbacks
+                .lock()
+                .unwrap()
+                .push((actor.to_string(), Instant::now()));
             Ok(())
         }
     });
@@ -227,7 +252,10 @@ async fn yield_once() {
 
 fn relay_handler(
     observed: Arc<Observed>,
-) -> impl Fn(zlink::api::Session, zlink::api::Packet) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), Error>>>>
+) -> impl Fn(
+    zlink::api::Session,
+    zlink::api::Packet,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), Error>>>>
        + Send
        + Sync
        + 'static {
@@ -237,7 +265,10 @@ fn relay_handler(
             let _turn = enter(&o);
             yield_once().await;
             let id = actor_name(&packet.payload)?;
-            let bound = session.actors().find(&id).ok_or(Error::new(Reason::SessionNotBound))?;
+            let bound = session
+                .actors()
+                .find(&id)
+                .ok_or(Error::new(Reason::SessionNotBound))?;
             in_callback_context(|| bound.relay(packet))
         })
     }

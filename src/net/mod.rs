@@ -1,0 +1,32 @@
+//! The `net` layer's socket loop: one io_uring reactor per shard
+//! (DESIGN "Threads, queues, time"; issue 3 item 1; docs/threading.md
+//! "The socket loop").
+//!
+//! The reactor owns the shard's listeners and TCP connections and nothing
+//! above them: it moves bytes between sockets and per-connection
+//! [`bytes::BytesMut`] buffers, and reports what happened as [`NetEvent`]s.
+//! Framing, sessions and backpressure decisions belong to the caller.
+//!
+//! Ground rules:
+//! - One `submit_and_wait` per [`Reactor::turn`]; every operation of a turn
+//!   goes into the kernel with it.
+//! - Receives are multishot into one provided buffer ring; a buffer goes
+//!   back to the ring as soon as its bytes are copied out.
+//! - Sends are gathered: one `Send` per connection per turn carries all the
+//!   bytes queued since the last one.
+//! - No input and no syscall result panics: failures become events or
+//!   `io::Result` errors.
+//! - `unsafe` lives only in the files that hand memory to the kernel, each
+//!   block with a `SAFETY:` comment.
+
+mod buf_ring;
+mod conn;
+mod probe;
+mod reactor;
+mod token;
+mod waker;
+
+pub use conn::{CloseCause, ConnId, ListenerId};
+pub use probe::ReactorError;
+pub use reactor::{NetEvent, Reactor, ReactorConfig};
+pub use waker::ReactorWaker;
