@@ -21,6 +21,7 @@
 
 mod buf_ring;
 mod conn;
+pub mod handshake;
 mod probe;
 mod reactor;
 mod token;

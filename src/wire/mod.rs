@@ -11,6 +11,7 @@ pub mod client;
 mod codec;
 mod error;
 mod limits;
+pub mod link;
 pub mod node;
 
 pub use error::WireError;
