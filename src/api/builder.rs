@@ -11,6 +11,7 @@ use super::session::{Packet, Session};
 use crate::core::trace::FlowCounters;
 use crate::error::{Error, Reason};
 use crate::ids::{ActorId, MeshName, NodeGeneration, NodeRid, PacketKey};
+use crate::net::handshake::ClusterSecret;
 use crate::runtime::{self, ActorType, Handlers, PacketHandler, ReplacedHandler, RunningNode};
 use crate::store::LocationStore;
 use crate::wire::DecodeLimits;
@@ -74,6 +75,9 @@ pub struct NodeBuilder {
     generation: Option<NodeGeneration>,
     mesh: String,
     listen: Option<SocketAddr>,
+    peer_listen: Option<SocketAddr>,
+    peers: Vec<(NodeRid, SocketAddr)>,
+    secret: Option<ClusterSecret>,
     role: ObjectRole,
     store: Option<Arc<dyn LocationStore>>,
     dispatch: bool,
@@ -91,6 +95,9 @@ impl NodeBuilder {
             generation: None,
             mesh: "default".to_owned(),
             listen: None,
+            peer_listen: None,
+            peers: Vec::new(),
+            secret: None,
             role: ObjectRole::None,
             store: None,
             dispatch: false,
@@ -104,6 +111,27 @@ impl NodeBuilder {
     /// The STREAM listen address (port 0 picks one; see [`Node::stream_addr`]).
     pub fn listen(mut self, addr: SocketAddr) -> Self {
         self.listen = Some(addr);
+        self
+    }
+
+    /// The address other nodes link to (port 0 picks one; see
+    /// [`Node::peer_addr`]).
+    pub fn peer_listen(mut self, addr: SocketAddr) -> Self {
+        self.peer_listen = Some(addr);
+        self
+    }
+
+    /// A peer node of the mesh and its link address. Of each pair, the node
+    /// with the lower RID dials; the other waits for it.
+    pub fn peer(mut self, rid: u64, addr: SocketAddr) -> Self {
+        self.peers.push((NodeRid(rid), addr));
+        self
+    }
+
+    /// The cluster secret that authenticates node links (required with
+    /// links).
+    pub fn cluster_secret(mut self, secret: ClusterSecret) -> Self {
+        self.secret = Some(secret);
         self
     }
 
@@ -213,6 +241,9 @@ impl NodeBuilder {
             generation,
             mesh,
             listen: self.listen,
+            peer_listen: self.peer_listen,
+            peers: self.peers,
+            secret: self.secret,
             hosts_actors: self.role == ObjectRole::Server,
             store,
             settings: self.settings,
@@ -266,6 +297,32 @@ impl Node {
     /// The bound STREAM address, when the node listens.
     pub fn stream_addr(&self) -> Option<SocketAddr> {
         self.running.stream_addr()
+    }
+
+    /// The bound node-link address, when the node accepts links.
+    pub fn peer_addr(&self) -> Option<SocketAddr> {
+        self.running.peer_addr()
+    }
+
+    /// Looks up or creates the Actor `id` of `actor_type` on this node (§1
+    /// step 2): an Actor the game server owns, like a room, before any
+    /// session binds it.
+    pub fn create_actor(
+        &self,
+        actor_type: &str,
+        id: &ActorId,
+    ) -> Result<super::ActorHandle, Error> {
+        self.running
+            .create_actor(actor_type, id.clone())
+            .map(|actor| super::ActorHandle {
+                id: actor.id,
+                generation: actor.generation,
+            })
+    }
+
+    /// Waits until the link to node `rid` is up; `false` at the timeout.
+    pub fn wait_linked(&self, rid: u64, timeout: Duration) -> bool {
+        self.running.wait_linked(NodeRid(rid), timeout)
     }
 
     /// The flow-trace counters of every shard, summed (diagnostics).

@@ -157,6 +157,12 @@ impl ShardCore {
         self.fx.counters()
     }
 
+    /// Records a flow event the transport observed (a malformed record, a
+    /// record with no route), so that the one set of counters tells all.
+    pub fn trace(&mut self, event: FlowTrace) {
+        self.fx.trace(event);
+    }
+
     /// How many timers are armed (a leak check for the tests).
     pub fn armed_timers(&self) -> usize {
         self.fx.pending_timers()

@@ -78,6 +78,13 @@ flow_trace! {
     UnhandledRecord => "unhandled_record", warn;
     /// §6: a one-way record refused by its judge (stale binding, fence).
     OneWayRecordRefused => "one_way_record_refused", debug;
+    /// A record for a node this node has no link to: dropped; a request
+    /// among them ends at its deadline with a typed error.
+    RecordUnroutable => "record_unroutable", warn;
+    /// A ROUTER link handshake failed (wrong secret, mesh, version).
+    LinkHandshakeFailed => "link_handshake_failed", warn;
+    /// A link from a previous NodeGeneration of a peer was refused or closed.
+    StaleLinkGeneration => "stale_link_generation", warn;
     /// §6: a malformed control or one-way record, dropped and counted.
     MalformedRecordDropped => "malformed_record_dropped", warn;
 }

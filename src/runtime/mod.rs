@@ -6,6 +6,7 @@
 //! ROUTER links (their requests end at their deadlines with typed errors).
 
 mod executor;
+mod links;
 mod shard;
 
 pub(crate) use shard::ShardHandle;
@@ -32,7 +33,11 @@ use crate::net::{Reactor, ReactorConfig, ReactorError, ReactorWaker};
 use crate::store::{LocationStore, OwnerLease};
 
 use self::executor::{Executor, Unpark};
+use self::links::{LinkConfig, LinkStatus, Links};
 use self::shard::ShardState;
+use crate::net::handshake::ClusterSecret;
+use crate::net::ListenerId;
+use crate::wire::link::LinkIdentity;
 
 type LocalResult = Pin<Box<dyn Future<Output = Result<(), Error>>>>;
 
@@ -63,6 +68,9 @@ pub(crate) struct NodeConfig {
     pub(crate) generation: NodeGeneration,
     pub(crate) mesh: MeshName,
     pub(crate) listen: Option<SocketAddr>,
+    pub(crate) peer_listen: Option<SocketAddr>,
+    pub(crate) peers: Vec<(NodeRid, SocketAddr)>,
+    pub(crate) secret: Option<ClusterSecret>,
     pub(crate) hosts_actors: bool,
     pub(crate) store: Option<Arc<dyn LocationStore>>,
     pub(crate) settings: NodeSettings,
@@ -122,6 +130,19 @@ impl PublishedCounters {
     }
 }
 
+/// A request from outside the shard threads (the embedding application).
+pub(crate) enum NodeCommand {
+    /// Look up or create an Actor on this node (§1 step 2).
+    CreateActor {
+        actor_type: String,
+        id: ActorId,
+        reply: mpsc::Sender<Result<crate::ids::ActorRef, Error>>,
+    },
+}
+
+/// The shard's inbox for [`NodeCommand`]s: lock-free, with a wake-up.
+pub(crate) type Commands = crossbeam_queue::SegQueue<NodeCommand>;
+
 /// A started node: its shard threads.
 pub(crate) struct RunningNode {
     stop: Arc<AtomicBool>,
@@ -129,11 +150,42 @@ pub(crate) struct RunningNode {
     threads: Vec<JoinHandle<()>>,
     counters: Vec<Arc<PublishedCounters>>,
     stream_addr: Option<SocketAddr>,
+    peer_addr: Option<SocketAddr>,
+    link_status: Arc<LinkStatus>,
+    commands: Arc<Commands>,
 }
 
 impl RunningNode {
     pub(crate) fn stream_addr(&self) -> Option<SocketAddr> {
         self.stream_addr
+    }
+
+    pub(crate) fn peer_addr(&self) -> Option<SocketAddr> {
+        self.peer_addr
+    }
+
+    /// Runs a command on the shard and waits for its answer.
+    pub(crate) fn create_actor(
+        &self,
+        actor_type: &str,
+        id: ActorId,
+    ) -> Result<crate::ids::ActorRef, Error> {
+        let (reply, answer) = mpsc::channel();
+        self.commands.push(NodeCommand::CreateActor {
+            actor_type: actor_type.to_owned(),
+            id,
+            reply,
+        });
+        for waker in &self.wakers {
+            waker.wake();
+        }
+        answer
+            .recv()
+            .unwrap_or_else(|_| Err(crate::error::Reason::SessionClosing.into()))
+    }
+
+    pub(crate) fn wait_linked(&self, rid: NodeRid, timeout: std::time::Duration) -> bool {
+        self.link_status.wait_up(rid, timeout)
     }
 
     pub(crate) fn flow_counters(&self) -> FlowCounters {
@@ -214,13 +266,33 @@ pub(crate) fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
     let counters = Arc::new(PublishedCounters::new());
     let (ready_tx, ready_rx) = mpsc::channel();
     let listen = config.listen;
+    let peer_listen = config.peer_listen;
+    let link_config = config.secret.clone().map(|secret| LinkConfig {
+        me: LinkIdentity {
+            mesh: shard_config.actor_owner.mesh.clone(),
+            rid: config.rid,
+            generation: config.generation,
+        },
+        secret,
+        // One link per pair: the lower NodeRid dials (docs/threading.md).
+        dial: config
+            .peers
+            .iter()
+            .copied()
+            .filter(|(rid, _)| *rid > config.rid)
+            .collect(),
+    });
+    let link_status = Arc::new(LinkStatus::default());
+    let commands = Arc::new(Commands::new());
     let thread = {
         let stop = Arc::clone(&stop);
         let counters = Arc::clone(&counters);
+        let link_status = Arc::clone(&link_status);
+        let commands = Arc::clone(&commands);
         std::thread::Builder::new()
             .name(format!("zlink-shard-{}-0", me.rid))
             .spawn(move || {
-                let (reactor, stream_addr) = match setup_shard(listen) {
+                let (reactor, addrs) = match setup_shard(listen, peer_listen) {
                     Ok(ok) => ok,
                     Err(error) => {
                         let _ = ready_tx.send(Err(error));
@@ -228,18 +300,26 @@ pub(crate) fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
                     }
                 };
                 let waker = reactor.waker();
-                let _ = ready_tx.send(Ok((waker.clone(), stream_addr)));
+                let _ = ready_tx.send(Ok((waker.clone(), addrs.stream, addrs.peer)));
                 let now = shared.now();
                 let core = ShardCore::new(shard_config, now);
                 let executor = Executor::new(WakeReactor(waker));
                 let spawner = executor.spawner();
-                let state = ShardState::new(Arc::clone(&shared), reactor, core, me);
+                let links = Links::new(link_config, shared.settings.decode_limits, link_status);
+                let state = ShardState::new(
+                    Arc::clone(&shared),
+                    reactor,
+                    links,
+                    addrs.peer_listener,
+                    core,
+                    me,
+                );
                 let handle = ShardHandle::new(state, spawner);
-                shard::run(handle, executor, stop, &counters);
+                shard::run(handle, executor, stop, &counters, &commands);
             })
             .map_err(|e| StartError::Io(e.to_string()))?
     };
-    let (waker, stream_addr) = match ready_rx.recv() {
+    let (waker, stream_addr, peer_addr) = match ready_rx.recv() {
         Ok(Ok(ready)) => ready,
         Ok(Err(error)) => {
             let _ = thread.join();
@@ -258,22 +338,38 @@ pub(crate) fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
         threads: vec![thread],
         counters: vec![counters],
         stream_addr,
+        peer_addr,
+        link_status,
+        commands,
     })
 }
 
-fn setup_shard(listen: Option<SocketAddr>) -> Result<(Reactor, Option<SocketAddr>), StartError> {
+/// What a shard's reactor listens on.
+struct ShardAddrs {
+    stream: Option<SocketAddr>,
+    peer: Option<SocketAddr>,
+    peer_listener: Option<ListenerId>,
+}
+
+fn setup_shard(
+    listen: Option<SocketAddr>,
+    peer_listen: Option<SocketAddr>,
+) -> Result<(Reactor, ShardAddrs), StartError> {
     let mut reactor = Reactor::new(ReactorConfig::default()).map_err(|e| match e {
         ReactorError::IoUringUnavailable { .. } => StartError::IoUring(e.to_string()),
         other => StartError::Io(other.to_string()),
     })?;
-    let stream_addr = match listen {
-        Some(addr) => Some(
-            reactor
-                .listen(addr)
-                .map_err(|e| StartError::Io(format!("listen on {addr}: {e}")))?
-                .1,
-        ),
-        None => None,
+    let mut bind = |addr: SocketAddr| {
+        reactor
+            .listen(addr)
+            .map_err(|e| StartError::Io(format!("listen on {addr}: {e}")))
     };
-    Ok((reactor, stream_addr))
+    let stream = listen.map(&mut bind).transpose()?.map(|(_, addr)| addr);
+    let peer = peer_listen.map(&mut bind).transpose()?;
+    let addrs = ShardAddrs {
+        stream,
+        peer: peer.map(|(_, addr)| addr),
+        peer_listener: peer.map(|(listener, _)| listener),
+    };
+    Ok((reactor, addrs))
 }

@@ -20,7 +20,8 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use super::executor::{completion, Completer, Completion, Executor, Spawner};
-use super::{NodeShared, PublishedCounters};
+use super::links::Links;
+use super::{Commands, NodeCommand, NodeShared, PublishedCounters};
 use crate::api::actor::{Actor, ActorContext, ActorMessage};
 use crate::api::session::{Dispatch, Packet, Session};
 use crate::core::actor::{ActorEvent, ReplyTicket};
@@ -30,16 +31,21 @@ use crate::core::lane::{
 use crate::core::session::{BindStart, SessionEvent, Ticket};
 use crate::core::shard::ShardCore;
 use crate::core::time::Instant;
+use crate::core::trace::FlowTrace;
 use crate::core::CoreEvent;
 use crate::error::{Error, Reason};
 use crate::ids::{ActorId, ActorRef, Correlation, PacketKey, Peer, SessionRid};
-use crate::net::{CloseCause, ConnId, NetEvent, Reactor};
+use crate::net::{CloseCause, ConnId, ListenerId, NetEvent, Reactor};
 use crate::store::Created;
 use crate::wire::client::{ClientFrame, CloseReason};
 
 /// How many ready tasks one loop turn polls before it looks at the sockets
 /// again, so one busy callback cannot starve keepalive (§5).
 const TASK_BUDGET: usize = 256;
+
+/// The longest a parked loop waits with no timer due (a safety net; every
+/// real wake-up is an event, a timer or a waker).
+const IDLE_WAIT_MAX: Duration = Duration::from_millis(100);
 
 /// Work on a session's lane (§10): two turns of one connection never overlap.
 enum SessionWork {
@@ -77,6 +83,8 @@ struct HostedActor {
 pub(crate) struct ShardState {
     node: Arc<NodeShared>,
     reactor: Reactor,
+    links: Links,
+    peer_listener: Option<ListenerId>,
     core: ShardCore,
     me: Peer,
     sessions: HashMap<SessionRid, SessionEntry>,
@@ -97,10 +105,19 @@ pub(crate) struct ShardHandle {
 }
 
 impl ShardState {
-    pub(crate) fn new(node: Arc<NodeShared>, reactor: Reactor, core: ShardCore, me: Peer) -> Self {
+    pub(crate) fn new(
+        node: Arc<NodeShared>,
+        reactor: Reactor,
+        links: Links,
+        peer_listener: Option<ListenerId>,
+        core: ShardCore,
+        me: Peer,
+    ) -> Self {
         Self {
             node,
             reactor,
+            links,
+            peer_listener,
             core,
             me,
             sessions: HashMap::new(),
@@ -123,10 +140,23 @@ impl ShardState {
     fn process_net(&mut self) {
         while let Some(event) = self.reactor.poll_event() {
             match event {
+                NetEvent::Accepted { listener, conn, .. }
+                    if Some(listener) == self.peer_listener =>
+                {
+                    self.links.accepted(conn)
+                }
                 NetEvent::Accepted { conn, .. } => self.accepted(conn),
+                NetEvent::Received { conn } if self.links.owns(conn) => {
+                    let now = self.now();
+                    self.links
+                        .received(&mut self.reactor, &mut self.core, conn, now);
+                }
                 NetEvent::Received { conn } => self.received(conn),
+                NetEvent::Closed { conn, .. } if self.links.owns(conn) => self.links.closed(conn),
                 NetEvent::Closed { conn, cause } => self.conn_closed(conn, cause),
-                NetEvent::Connected { .. } | NetEvent::ConnectFailed { .. } | NetEvent::Woken => {}
+                NetEvent::Connected { conn } => self.links.connected(&mut self.reactor, conn),
+                NetEvent::ConnectFailed { conn, .. } => self.links.closed(conn),
+                NetEvent::Woken => {}
             }
         }
     }
@@ -273,11 +303,10 @@ impl ShardState {
                 if to == self.me.rid {
                     let now = self.now();
                     self.core.handle_record(now, self.me, record);
-                } else {
-                    // Node links arrive with the ROUTER layer; until then a
-                    // record for another node is dropped and its request ends
-                    // at its deadline with a typed error.
-                    tracing::warn!(?to, command = ?record.command(), "no link to node");
+                } else if !self.links.send(&mut self.reactor, to, &record) {
+                    // No link: the record is dropped and counted; a request
+                    // among them ends at its deadline with a typed error.
+                    self.core.trace(FlowTrace::RecordUnroutable);
                 }
             }
             while let Some(event) = self.core.poll_event() {
@@ -737,6 +766,7 @@ pub(crate) fn run(
     mut executor: Executor,
     stop: Arc<AtomicBool>,
     counters: &PublishedCounters,
+    commands: &Commands,
 ) {
     let mut backlog = false;
     while !stop.load(Ordering::Acquire) {
@@ -747,14 +777,17 @@ pub(crate) fn run(
             } else {
                 let now = state.now();
                 let next = state.core.poll_timeout();
-                Some(
-                    next.map_or(Duration::from_millis(100), |at| at - now)
-                        .min(Duration::from_millis(100)),
-                )
+                let mut wait = next.map_or(IDLE_WAIT_MAX, |at| at - now).min(IDLE_WAIT_MAX);
+                if let Some(dial) = state.links.next_dial_in() {
+                    wait = wait.min(dial);
+                }
+                Some(wait)
             }
         };
         {
             let mut state = shard.state.borrow_mut();
+            let ShardState { links, reactor, .. } = &mut *state;
+            links.redial(reactor);
             if let Err(error) = state.reactor.turn(timeout) {
                 tracing::error!(%error, "reactor turn failed");
             }
@@ -762,6 +795,17 @@ pub(crate) fn run(
             let now = state.now();
             state.core.handle_timeout(now);
             backlog = state.run_actor_work();
+        }
+        while let Some(command) = commands.pop() {
+            match command {
+                NodeCommand::CreateActor {
+                    actor_type,
+                    id,
+                    reply,
+                } => {
+                    let _ = reply.send(shard.create_or_get_actor(&actor_type, &id));
+                }
+            }
         }
         shard.start_session_turns();
         executor.run_ready(TASK_BUDGET);

@@ -16,6 +16,7 @@ use zlink::api::{
 use zlink::client::Client;
 use zlink::error::{Error, Reason};
 use zlink::ids::{ActorId, PacketKey};
+use zlink::net::handshake::ClusterSecret;
 use zlink::store::{CountingStore, EmbeddedStore, MonotonicClock};
 
 /// Binds the actor named by the payload; replies "bound".
@@ -111,6 +112,7 @@ pub struct GameOptions {
 }
 
 pub struct Game {
+    pub rid: u64,
     pub node: Node,
     pub store: Arc<CountingStore<EmbeddedStore>>,
     pub observed: Arc<Observed>,
@@ -138,6 +140,52 @@ pub fn start_game(options: GameOptions) -> Game {
         MonotonicClock::new(),
         Duration::from_secs(60),
     )));
+    start_node(1, store, options, &[])
+}
+
+/// The cluster secret of the test meshes.
+pub fn secret() -> ClusterSecret {
+    ClusterSecret::new(b"zlink-test-cluster-secret".to_vec()).unwrap()
+}
+
+/// Starts nodes `1..=n` sharing one embedded store, linked pairwise; waits
+/// until every link is up.
+pub fn start_mesh(n: u64, options: GameOptions) -> Vec<Game> {
+    let store = Arc::new(CountingStore::new(EmbeddedStore::new(
+        MonotonicClock::new(),
+        Duration::from_secs(60),
+    )));
+    // The lower RID dials, so start from the highest.
+    let mut started: Vec<Game> = Vec::new();
+    for rid in (1..=n).rev() {
+        let peers: Vec<(u64, SocketAddr)> = started
+            .iter()
+            .map(|g| (g.rid, g.node.peer_addr().unwrap()))
+            .collect();
+        started.push(start_node(rid, Arc::clone(&store), options.clone(), &peers));
+    }
+    started.reverse();
+    for a in &started {
+        for b in &started {
+            if a.rid != b.rid {
+                assert!(
+                    a.node.wait_linked(b.rid, WAIT),
+                    "link {} -> {} did not come up",
+                    a.rid,
+                    b.rid
+                );
+            }
+        }
+    }
+    started
+}
+
+pub fn start_node(
+    rid: u64,
+    store: Arc<CountingStore<EmbeddedStore>>,
+    options: GameOptions,
+    peers: &[(u64, SocketAddr)],
+) -> Game {
     let observed = Arc::new(Observed::default());
     let (events_tx, disconnect_events) = mpsc::channel();
     let lobby = Arc::new(Lobby {
@@ -146,8 +194,10 @@ pub fn start_game(options: GameOptions) -> Game {
         events: Mutex::new(events_tx),
     });
     let o = Arc::clone(&observed);
-    let mut builder = NodeBuilder::new(1)
+    let mut builder = NodeBuilder::new(rid)
         .listen("127.0.0.1:0".parse().unwrap())
+        .peer_listen("127.0.0.1:0".parse().unwrap())
+        .cluster_secret(secret())
         .object_role(ObjectRole::Server)
         .location_store(store.clone())
         .enable_actor_dispatch()
@@ -156,6 +206,9 @@ pub fn start_game(options: GameOptions) -> Game {
                 observed: Arc::clone(&o),
             })
         });
+    for &(peer, addr) in peers {
+        builder = builder.peer(peer, addr);
+    }
     if let Some(settings) = options.settings.clone() {
         builder = builder.settings(settings);
     }
@@ -203,6 +256,7 @@ pub fn start_game(options: GameOptions) -> Game {
     });
     let node = builder.start().expect("the game node starts");
     Game {
+        rid,
         node,
         store,
         observed,
@@ -286,4 +340,74 @@ pub fn login(game: &Game, actor: &str) -> Client {
 
 pub fn payload(actor: &str, data: &str) -> Bytes {
     Bytes::from(format!("{actor}:{data}"))
+}
+
+/// A TCP proxy between two nodes' link endpoints that reads the frames
+/// crossing it: the command byte of every record after the handshake.
+pub struct LinkTap {
+    pub addr: SocketAddr,
+    pub commands: Arc<Mutex<Vec<u8>>>,
+}
+
+/// Proxies one link connection to `target`, recording record command bytes
+/// in both directions (the dialer's first two frames and the acceptor's first
+/// frame are the handshake).
+pub fn link_tap(target: SocketAddr) -> LinkTap {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let commands = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&commands);
+    std::thread::spawn(move || {
+        for inbound in listener.incoming() {
+            let Ok(inbound) = inbound else { return };
+            let Ok(outbound) = std::net::TcpStream::connect(target) else {
+                return;
+            };
+            let pipe = |mut from: std::net::TcpStream,
+                        mut to: std::net::TcpStream,
+                        skip: usize,
+                        seen: Arc<Mutex<Vec<u8>>>| {
+                std::thread::spawn(move || {
+                    let mut pending: Vec<u8> = Vec::new();
+                    let mut frames = 0usize;
+                    let mut chunk = [0u8; 16 * 1024];
+                    loop {
+                        let n = match from.read(&mut chunk) {
+                            Ok(0) | Err(_) => {
+                                let _ = to.shutdown(std::net::Shutdown::Write);
+                                return;
+                            }
+                            Ok(n) => n,
+                        };
+                        pending.extend_from_slice(&chunk[..n]);
+                        while pending.len() >= 5 {
+                            let len = u32::from_be_bytes([
+                                pending[0], pending[1], pending[2], pending[3],
+                            ]) as usize;
+                            if pending.len() < 4 + len {
+                                break;
+                            }
+                            if frames >= skip {
+                                seen.lock().unwrap().push(pending[4]);
+                            }
+                            frames += 1;
+                            pending.drain(..4 + len);
+                        }
+                        if to.write_all(&chunk[..n]).is_err() {
+                            return;
+                        }
+                    }
+                });
+            };
+            pipe(
+                inbound.try_clone().unwrap(),
+                outbound.try_clone().unwrap(),
+                2,
+                Arc::clone(&seen),
+            );
+            pipe(outbound, inbound, 1, Arc::clone(&seen));
+        }
+    });
+    LinkTap { addr, commands }
 }

@@ -1,0 +1,391 @@
+//! ROUTER links between nodes (docs/threading.md "Node links"): one TCP link
+//! per pair of nodes, opened by the node with the lower NodeRid, authenticated
+//! by the cluster-secret handshake, redialled with backoff when it breaks.
+//!
+//! The transport-ingress validation of §2 happens here and only here: a
+//! record is attributed to the authenticated peer (RID and NodeGeneration) of
+//! the link it arrived on, its frame shape is checked by the wire decoder,
+//! and a link from an older NodeGeneration of a peer is refused — so nothing
+//! from a previous process lifecycle is ever handed to the core.
+
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant as StdInstant};
+
+use crate::core::shard::ShardCore;
+use crate::core::time::Instant;
+use crate::core::trace::FlowTrace;
+use crate::ids::{NodeRid, Peer};
+use crate::net::handshake::{fresh_nonce, Acceptor, ClusterSecret, Dialer};
+use crate::net::{ConnId, Reactor};
+use crate::wire::link::{LinkFrame, LinkIdentity};
+use crate::wire::node::NodeRecord;
+use crate::wire::{DecodeLimits, WireError};
+
+const BACKOFF_MIN: Duration = Duration::from_millis(50);
+const BACKOFF_MAX: Duration = Duration::from_secs(2);
+
+/// How a node joins the mesh.
+#[derive(Clone, Debug)]
+pub(crate) struct LinkConfig {
+    pub(crate) me: LinkIdentity,
+    pub(crate) secret: ClusterSecret,
+    /// Peers this node dials (those with a higher NodeRid).
+    pub(crate) dial: Vec<(NodeRid, SocketAddr)>,
+}
+
+/// Which peers are linked now, for `Node::wait_linked`.
+#[derive(Default)]
+pub(crate) struct LinkStatus {
+    up: Mutex<HashSet<NodeRid>>,
+    changed: Condvar,
+}
+
+impl LinkStatus {
+    fn set(&self, rid: NodeRid, up: bool) {
+        let mut peers = self
+            .up
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if up {
+            peers.insert(rid);
+        } else {
+            peers.remove(&rid);
+        }
+        self.changed.notify_all();
+    }
+
+    /// Waits until `rid` is linked; `false` at the timeout.
+    pub(crate) fn wait_up(&self, rid: NodeRid, timeout: Duration) -> bool {
+        let peers = self
+            .up
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let waited = self
+            .changed
+            .wait_timeout_while(peers, timeout, |peers| !peers.contains(&rid));
+        match waited {
+            Ok((peers, _)) => peers.contains(&rid),
+            Err(poisoned) => poisoned.into_inner().0.contains(&rid),
+        }
+    }
+}
+
+enum Phase {
+    /// Dialed; waiting for the TCP connect.
+    Connecting,
+    /// Hello sent; waiting for the Welcome.
+    AwaitWelcome(Dialer),
+    /// Accepted; waiting for the Hello.
+    AwaitHello,
+    /// Welcome sent; waiting for the Proof.
+    AwaitProof(Acceptor),
+    /// Authenticated: records flow, attributed to this peer.
+    Up(Peer),
+}
+
+struct Dial {
+    rid: NodeRid,
+    addr: SocketAddr,
+    conn: Option<ConnId>,
+    next_at: StdInstant,
+    backoff: Duration,
+}
+
+/// The links of one shard.
+pub(crate) struct Links {
+    config: Option<LinkConfig>,
+    limits: DecodeLimits,
+    links: HashMap<ConnId, Phase>,
+    up: HashMap<NodeRid, (ConnId, Peer)>,
+    dials: Vec<Dial>,
+    status: Arc<LinkStatus>,
+}
+
+impl Links {
+    pub(crate) fn new(
+        config: Option<LinkConfig>,
+        limits: DecodeLimits,
+        status: Arc<LinkStatus>,
+    ) -> Self {
+        let now = StdInstant::now();
+        let dials = config
+            .iter()
+            .flat_map(|c| c.dial.iter())
+            .map(|&(rid, addr)| Dial {
+                rid,
+                addr,
+                conn: None,
+                next_at: now,
+                backoff: BACKOFF_MIN,
+            })
+            .collect();
+        Self {
+            config,
+            limits,
+            links: HashMap::new(),
+            up: HashMap::new(),
+            dials,
+            status,
+        }
+    }
+
+    /// Whether `conn` is a node link.
+    pub(crate) fn owns(&self, conn: ConnId) -> bool {
+        self.links.contains_key(&conn)
+    }
+
+    /// A peer connected to our node listener.
+    pub(crate) fn accepted(&mut self, conn: ConnId) {
+        self.links.insert(conn, Phase::AwaitHello);
+    }
+
+    /// Starts every dial that is due.
+    pub(crate) fn redial(&mut self, reactor: &mut Reactor) {
+        let now = StdInstant::now();
+        for dial in &mut self.dials {
+            if dial.conn.is_some() || dial.next_at > now {
+                continue;
+            }
+            match reactor.connect(dial.addr) {
+                Ok(conn) => {
+                    dial.conn = Some(conn);
+                    self.links.insert(conn, Phase::Connecting);
+                }
+                Err(error) => {
+                    tracing::debug!(peer = %dial.rid, %error, "dial failed");
+                    dial.next_at = now + dial.backoff;
+                    dial.backoff = (dial.backoff * 2).min(BACKOFF_MAX);
+                }
+            }
+        }
+    }
+
+    /// Time until the next dial is due, if one is waiting.
+    pub(crate) fn next_dial_in(&self) -> Option<Duration> {
+        let now = StdInstant::now();
+        self.dials
+            .iter()
+            .filter(|d| d.conn.is_none())
+            .map(|d| d.next_at.saturating_duration_since(now))
+            .min()
+    }
+
+    /// Our dial connected: send the Hello.
+    pub(crate) fn connected(&mut self, reactor: &mut Reactor, conn: ConnId) {
+        let Some(config) = &self.config else {
+            return;
+        };
+        let (dialer, hello) =
+            Dialer::start(config.secret.clone(), config.me.clone(), fresh_nonce());
+        if let Some(outbound) = reactor.outbound(conn) {
+            hello.encode(outbound);
+        }
+        self.links.insert(conn, Phase::AwaitWelcome(dialer));
+    }
+
+    /// A link's connection ended (or never started): forget it, and redial
+    /// with backoff if we are the dialing side.
+    pub(crate) fn closed(&mut self, conn: ConnId) {
+        if let Some(Phase::Up(peer)) = self.links.remove(&conn) {
+            if self.up.get(&peer.rid).is_some_and(|(c, _)| *c == conn) {
+                self.up.remove(&peer.rid);
+                self.status.set(peer.rid, false);
+                tracing::info!(peer = %peer.rid, "link down");
+            }
+        }
+        let now = StdInstant::now();
+        for dial in &mut self.dials {
+            if dial.conn == Some(conn) {
+                dial.conn = None;
+                dial.next_at = now + dial.backoff;
+                dial.backoff = (dial.backoff * 2).min(BACKOFF_MAX);
+            }
+        }
+    }
+
+    /// Bytes arrived on a link: advance the handshake, or hand every record
+    /// to the core attributed to the link's authenticated peer.
+    pub(crate) fn received(
+        &mut self,
+        reactor: &mut Reactor,
+        core: &mut ShardCore,
+        conn: ConnId,
+        now: Instant,
+    ) {
+        loop {
+            let Some(phase) = self.links.remove(&conn) else {
+                return;
+            };
+            if let Phase::Up(peer) = phase {
+                self.links.insert(conn, Phase::Up(peer));
+                self.records(reactor, core, conn, peer, now);
+                return;
+            }
+            let Some(inbound) = reactor.inbound(conn) else {
+                self.links.insert(conn, phase);
+                return;
+            };
+            let frame = match LinkFrame::decode_from(inbound, &self.limits) {
+                Ok(Some(frame)) => frame,
+                Ok(None) => {
+                    self.links.insert(conn, phase);
+                    return;
+                }
+                Err(error) => {
+                    self.fail(reactor, core, conn, &error.to_string());
+                    return;
+                }
+            };
+            if !self.handshake(reactor, core, conn, phase, frame) {
+                return;
+            }
+        }
+    }
+
+    /// One handshake step; `false` when the link failed or is waiting.
+    fn handshake(
+        &mut self,
+        reactor: &mut Reactor,
+        core: &mut ShardCore,
+        conn: ConnId,
+        phase: Phase,
+        frame: LinkFrame,
+    ) -> bool {
+        let Some(config) = self.config.clone() else {
+            reactor.abort(conn);
+            return false;
+        };
+        match phase {
+            Phase::AwaitHello => {
+                match Acceptor::on_hello(config.secret, config.me, fresh_nonce(), frame) {
+                    Ok((acceptor, welcome)) => {
+                        if let Some(outbound) = reactor.outbound(conn) {
+                            welcome.encode(outbound);
+                        }
+                        self.links.insert(conn, Phase::AwaitProof(acceptor));
+                        true
+                    }
+                    Err(error) => {
+                        self.fail(reactor, core, conn, &error.to_string());
+                        false
+                    }
+                }
+            }
+            Phase::AwaitWelcome(dialer) => match dialer.on_welcome(frame) {
+                Ok((proof, peer)) => {
+                    if let Some(outbound) = reactor.outbound(conn) {
+                        proof.encode(outbound);
+                    }
+                    self.link_up(reactor, core, conn, peer)
+                }
+                Err(error) => {
+                    self.fail(reactor, core, conn, &error.to_string());
+                    false
+                }
+            },
+            Phase::AwaitProof(acceptor) => match acceptor.on_proof(frame) {
+                Ok(peer) => self.link_up(reactor, core, conn, peer),
+                Err(error) => {
+                    self.fail(reactor, core, conn, &error.to_string());
+                    false
+                }
+            },
+            Phase::Connecting | Phase::Up(_) => {
+                self.fail(reactor, core, conn, "handshake frame out of order");
+                false
+            }
+        }
+    }
+
+    fn fail(&mut self, reactor: &mut Reactor, core: &mut ShardCore, conn: ConnId, why: &str) {
+        tracing::warn!(?conn, why, "link handshake failed");
+        core.trace(FlowTrace::LinkHandshakeFailed);
+        reactor.abort(conn);
+    }
+
+    /// The handshake succeeded. A link from an older NodeGeneration of the
+    /// same peer than the one already up is refused; a newer one replaces
+    /// it: the old lifecycle is fenced off (§5).
+    fn link_up(
+        &mut self,
+        reactor: &mut Reactor,
+        core: &mut ShardCore,
+        conn: ConnId,
+        identity: LinkIdentity,
+    ) -> bool {
+        let peer = Peer {
+            rid: identity.rid,
+            generation: identity.generation,
+        };
+        if let Some(&(old_conn, old_peer)) = self.up.get(&peer.rid) {
+            if old_peer.generation > peer.generation {
+                core.trace(FlowTrace::StaleLinkGeneration);
+                reactor.abort(conn);
+                return false;
+            }
+            if old_peer.generation < peer.generation {
+                core.trace(FlowTrace::StaleLinkGeneration);
+            }
+            self.links.remove(&old_conn);
+            reactor.abort(old_conn);
+        }
+        self.links.insert(conn, Phase::Up(peer));
+        self.up.insert(peer.rid, (conn, peer));
+        for dial in &mut self.dials {
+            if dial.conn == Some(conn) {
+                dial.backoff = BACKOFF_MIN;
+            }
+        }
+        self.status.set(peer.rid, true);
+        tracing::info!(peer = %peer.rid, generation = %peer.generation, "link up");
+        true
+    }
+
+    /// Decodes every complete record. A malformed one is dropped and counted
+    /// and the link stays usable (§6, X4); an oversized length prefix cannot
+    /// be skipped, so it closes the link.
+    fn records(
+        &mut self,
+        reactor: &mut Reactor,
+        core: &mut ShardCore,
+        conn: ConnId,
+        peer: Peer,
+        now: Instant,
+    ) {
+        loop {
+            let Some(inbound) = reactor.inbound(conn) else {
+                return;
+            };
+            match NodeRecord::decode_from(inbound, &self.limits) {
+                Ok(Some(record)) => core.handle_record(now, peer, record),
+                Ok(None) => return,
+                Err(error @ WireError::FrameTooLong { .. }) => {
+                    tracing::warn!(peer = %peer.rid, %error, "closing link");
+                    core.trace(FlowTrace::MalformedRecordDropped);
+                    reactor.abort(conn);
+                    return;
+                }
+                Err(error) => {
+                    tracing::debug!(peer = %peer.rid, %error, "malformed record dropped");
+                    core.trace(FlowTrace::MalformedRecordDropped);
+                }
+            }
+        }
+    }
+
+    /// Encodes a record onto the link to `to`; `false` when there is none.
+    pub(crate) fn send(&mut self, reactor: &mut Reactor, to: NodeRid, record: &NodeRecord) -> bool {
+        let Some(&(conn, _)) = self.up.get(&to) else {
+            return false;
+        };
+        match reactor.outbound(conn) {
+            Some(outbound) => {
+                record.encode(outbound);
+                true
+            }
+            None => false,
+        }
+    }
+}

@@ -1,0 +1,233 @@
+//! Contract items across several real nodes linked over loopback TCP.
+
+mod runtime_support;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use runtime_support::*;
+use zlink::client::{ClientError, ClientEvent};
+use zlink::core::trace::FlowTrace;
+use zlink::error::ErrorKind;
+use zlink::ids::{ActorId, MeshName, NodeGeneration, NodeRid};
+use zlink::net::handshake::{fresh_nonce, Dialer};
+use zlink::store::{CountingStore, EmbeddedStore, MonotonicClock};
+use zlink::wire::client::CloseReason;
+use zlink::wire::link::{LinkFrame, LinkIdentity};
+use zlink::wire::node::Command;
+use zlink::wire::DecodeLimits;
+
+fn id(name: &str) -> ActorId {
+    ActorId::new(name).unwrap()
+}
+
+#[test]
+fn r2_bind_relay_and_push_cross_the_link_as_records_38_24_36() {
+    let store = Arc::new(CountingStore::new(EmbeddedStore::new(
+        MonotonicClock::new(),
+        Duration::from_secs(60),
+    )));
+    let actor_node = start_node(2, Arc::clone(&store), GameOptions::default(), &[]);
+    let tap = link_tap(actor_node.node.peer_addr().unwrap());
+    let session_node = start_node(
+        1,
+        Arc::clone(&store),
+        GameOptions::default(),
+        &[(2, tap.addr)],
+    );
+    assert!(session_node.node.wait_linked(2, WAIT));
+    actor_node
+        .node
+        .create_actor("player", &id("player-1"))
+        .unwrap();
+
+    let mut client = login(&session_node, "player-1");
+    assert_eq!(
+        client
+            .request(RELAY, payload("player-1", "ping"), WAIT)
+            .unwrap(),
+        payload("player-1", "ping")
+    );
+    assert_eq!(
+        client
+            .request(PUSH, payload("player-1", "tick"), WAIT)
+            .unwrap(),
+        Bytes::from_static(b"pushed")
+    );
+    assert_eq!(
+        client.next_event(WAIT).unwrap(),
+        Some(ClientEvent::Push {
+            key: PUSHED,
+            payload: payload("player-1", "tick")
+        })
+    );
+    let seen = tap.commands.lock().unwrap().clone();
+    for command in [
+        Command::BoundSessionBind,
+        Command::ActorSend,
+        Command::BoundSessionSend,
+    ] {
+        assert!(
+            seen.contains(&command.code()),
+            "{command:?} did not cross the link: {seen:?}"
+        );
+    }
+    // The actor handler ran on the actor's node, not the session's.
+    assert_eq!(actor_node.observed.delivered.lock().unwrap().len(), 2);
+    assert!(session_node.observed.delivered.lock().unwrap().is_empty());
+}
+
+#[test]
+fn p1_p3_replacement_across_nodes_moves_pushes_and_closes_the_old_session_after_100ms() {
+    let mesh = start_mesh(3, GameOptions::default());
+    mesh[1]
+        .node
+        .create_actor("player", &id("player-1"))
+        .unwrap();
+    let mut old = login(&mesh[0], "player-1");
+    let mut new = login(&mesh[2], "player-1");
+
+    // P2: relay from the old session is refused, the current binding stays.
+    let refused = old.request(RELAY, payload("player-1", "late"), WAIT);
+    match refused {
+        Err(ClientError::Remote(e)) => assert_eq!(e.kind(), ErrorKind::Unavailable),
+        Err(ClientError::Closed(_)) => {}
+        other => panic!("relay from the replaced session: {other:?}"),
+    }
+    assert_eq!(
+        new.request(PUSH, payload("player-1", "tick"), WAIT)
+            .unwrap(),
+        Bytes::from_static(b"pushed")
+    );
+    assert_eq!(
+        new.next_event(WAIT).unwrap(),
+        Some(ClientEvent::Push {
+            key: PUSHED,
+            payload: payload("player-1", "tick")
+        })
+    );
+    assert_eq!(old.wait_closed(WAIT).unwrap(), Some(CloseReason::Replaced));
+    let closed_at = Instant::now();
+    let callbacks = mesh[0].observed.replaced_callbacks.lock().unwrap().clone();
+    assert_eq!(
+        callbacks.len(),
+        1,
+        "the duplicate-connection callback ran on the old session's node"
+    );
+    assert!(closed_at - callbacks[0].1 >= Duration::from_millis(100));
+}
+
+#[test]
+fn d1_disconnect_notifies_actors_on_two_other_nodes() {
+    let mesh = start_mesh(3, GameOptions::default());
+    mesh[1].node.create_actor("player", &id("on-two")).unwrap();
+    mesh[2]
+        .node
+        .create_actor("player", &id("on-three"))
+        .unwrap();
+    let mut client = login(&mesh[0], "on-two");
+    assert_eq!(
+        client
+            .request(LOGIN, Bytes::from_static(b"on-three"), WAIT)
+            .unwrap(),
+        Bytes::from_static(b"bound")
+    );
+    drop(client);
+    assert_eq!(
+        mesh[1].disconnect_events.recv_timeout(WAIT).unwrap(),
+        "on-two"
+    );
+    assert_eq!(
+        mesh[2].disconnect_events.recv_timeout(WAIT).unwrap(),
+        "on-three"
+    );
+}
+
+/// Handshakes with a node as a fake peer and returns the raw link socket.
+fn fake_peer(addr: std::net::SocketAddr, rid: u64) -> (TcpStream, BytesMut) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(WAIT)).unwrap();
+    let me = LinkIdentity {
+        mesh: MeshName::new("default").unwrap(),
+        rid: NodeRid(rid),
+        generation: NodeGeneration(1),
+    };
+    let (dialer, hello) = Dialer::start(secret(), me, fresh_nonce());
+    let mut out = BytesMut::new();
+    hello.encode(&mut out);
+    stream.write_all(&out).unwrap();
+    let mut buf = BytesMut::new();
+    let welcome = loop {
+        if let Some(frame) = LinkFrame::decode_from(&mut buf, &DecodeLimits::default()).unwrap() {
+            break frame;
+        }
+        let mut chunk = [0u8; 4096];
+        let n = stream.read(&mut chunk).unwrap();
+        assert!(n > 0, "the node closed the link during the handshake");
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let (proof, _) = dialer.on_welcome(welcome).unwrap();
+    out.clear();
+    proof.encode(&mut out);
+    stream.write_all(&out).unwrap();
+    (stream, buf)
+}
+
+#[test]
+fn x4_malformed_and_reserved_records_are_dropped_counted_and_the_link_stays_usable() {
+    let store = Arc::new(CountingStore::new(EmbeddedStore::new(
+        MonotonicClock::new(),
+        Duration::from_secs(60),
+    )));
+    let game = start_node(2, store, GameOptions::default(), &[]);
+    let actor = game.node.create_actor("player", &id("player-1")).unwrap();
+    let (mut link, _) = fake_peer(game.node.peer_addr().unwrap(), 9);
+    assert!(game.node.wait_linked(9, WAIT));
+    // A record with the reserved command 45, one with an unknown command, and
+    // a truncated 38: each a whole frame, each refused by the decoder.
+    let garbage: &[&[u8]] = &[
+        &[0, 0, 0, 2, 45, 1],
+        &[0, 0, 0, 2, 99, 1],
+        &[0, 0, 0, 3, 38, 1, 0],
+    ];
+    for frame in garbage {
+        link.write_all(frame).unwrap();
+    }
+    // The link still works: a tombstone for nothing is judged and counted
+    // (stale), which proves a well-formed record after the garbage arrived.
+    let tombstone = zlink::wire::node::NodeRecord::BoundSessionBind(
+        zlink::wire::node::BoundSessionBind::Tombstone(zlink::wire::node::BindTombstone {
+            actor: actor.id.clone(),
+            object_generation: actor.generation,
+            session: zlink::ids::SessionRef {
+                owner: NodeRid(9),
+                lifecycle: NodeGeneration(1),
+                owner_id: zlink::ids::SessionOwnerId(0),
+                session: zlink::ids::SessionRid(1),
+            },
+            binding: zlink::ids::BindingGeneration(1),
+            cause: zlink::wire::node::TombstoneCause::Disconnect,
+        }),
+    );
+    let mut out = BytesMut::new();
+    tombstone.encode(&mut out);
+    link.write_all(&out).unwrap();
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let counters = game.node.flow_counters();
+        if counters.get(FlowTrace::TombstoneStale) == 1 {
+            assert_eq!(counters.get(FlowTrace::MalformedRecordDropped), 3);
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the well-formed record never arrived"
+        );
+        std::thread::yield_now();
+    }
+    // Nothing reached an application queue.
+    assert!(game.observed.delivered.lock().unwrap().is_empty());
+}
