@@ -48,8 +48,9 @@ pub struct NodeSettings {
     pub actor_queue_max: usize,
     /// Frame and budget limits for decoding.
     pub decode_limits: DecodeLimits,
-    /// How long the owner lease lasts in the embedded store.
-    pub lease_term: Duration,
+    /// How often the owner lease is renewed; the store's lease term must be
+    /// several times longer (default 1,000 ms).
+    pub lease_renew_interval: Duration,
 }
 
 impl Default for NodeSettings {
@@ -64,7 +65,7 @@ impl Default for NodeSettings {
             session_queue_max: 1_024,
             actor_queue_max: 4_096,
             decode_limits: DecodeLimits::default(),
-            lease_term: Duration::from_secs(10),
+            lease_renew_interval: Duration::from_millis(1_000),
         }
     }
 }

@@ -64,6 +64,9 @@ flow_trace! {
     TombstoneStale => "tombstone_stale", debug;
     /// §12: a reply for a request that already ended or whose session closed.
     LateReplyDropped => "late_reply_dropped", debug;
+    /// A reply from another node than the request's, or of another kind:
+    /// ignored; the request waits for its own reply or its deadline.
+    ReplyMismatch => "reply_mismatch", warn;
     /// §12: a request ended with DeadlineExceeded.
     RequestDeadlineExceeded => "request_deadline_exceeded", debug;
     /// §5, §6: a record from a previous node lifecycle, ignored.

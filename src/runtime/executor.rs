@@ -35,6 +35,8 @@ type LocalFuture = Pin<Box<dyn Future<Output = ()>>>;
 struct Slot {
     generation: u32,
     future: Option<LocalFuture>,
+    /// Built once per task, so polling allocates nothing.
+    waker: Option<Waker>,
 }
 
 struct Ready {
@@ -69,6 +71,27 @@ impl Spawner {
     pub(crate) fn spawn(&self, future: impl Future<Output = ()> + 'static) {
         self.spawned.borrow_mut().push(Box::pin(future));
     }
+
+    /// Drops every task not yet started: at shutdown, so that no task keeps
+    /// the shard alive through its handle.
+    pub(crate) fn clear(&self) {
+        self.spawned.borrow_mut().clear();
+    }
+}
+
+/// Runs `future` unless `abort` ends first (its completer dropped or
+/// completed): `None` when aborted. A session turn whose session ended is
+/// dropped this way instead of leaking its lane.
+pub(crate) async fn or_abort<F: Future>(future: F, abort: Completion<()>) -> Option<F::Output> {
+    let mut future = std::pin::pin!(future);
+    let mut abort = std::pin::pin!(abort);
+    std::future::poll_fn(move |cx| {
+        if abort.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(None);
+        }
+        future.as_mut().poll(cx).map(Some)
+    })
+    .await
 }
 
 /// The shard's executor.
@@ -116,6 +139,7 @@ impl Executor {
                 self.slots.push(Slot {
                     generation: 0,
                     future: None,
+                    waker: None,
                 });
                 index
             }
@@ -129,6 +153,10 @@ impl Executor {
             index,
             generation: slot.generation,
         };
+        slot.waker = Some(Waker::from(Arc::new(TaskWaker {
+            id,
+            ready: Arc::clone(&self.ready),
+        })));
         self.ready.queue.push(id);
         id
     }
@@ -162,18 +190,15 @@ impl Executor {
             if slot.generation != id.generation {
                 continue;
             }
-            let Some(mut future) = slot.future.take() else {
+            let (Some(mut future), Some(waker)) = (slot.future.take(), slot.waker.clone()) else {
                 continue;
             };
             polled += 1;
-            let waker = Waker::from(Arc::new(TaskWaker {
-                id,
-                ready: Arc::clone(&self.ready),
-            }));
             let mut cx = Context::from_waker(&waker);
             match future.as_mut().poll(&mut cx) {
                 Poll::Pending => self.slots[id.index as usize].future = Some(future),
                 Poll::Ready(()) => {
+                    self.slots[id.index as usize].waker = None;
                     self.live -= 1;
                     self.free.push(id.index);
                 }

@@ -84,7 +84,9 @@ pub(crate) struct NodeShared {
     pub(crate) handlers: Arc<Handlers>,
     pub(crate) actor_types: HashMap<String, ActorType>,
     pub(crate) store: Option<Arc<dyn LocationStore>>,
-    pub(crate) lease: Option<OwnerLease>,
+    /// The owner lease, renewed by the shard loop; read when an Actor is
+    /// created (never on the bind, relay, push or disconnect paths).
+    pub(crate) lease: Option<std::sync::Mutex<OwnerLease>>,
     pub(crate) hosts_actors: bool,
     origin: std::time::Instant,
 }
@@ -235,7 +237,7 @@ pub(crate) fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
         handlers: config.handlers,
         actor_types: config.actor_types,
         store: config.store,
-        lease,
+        lease: lease.map(std::sync::Mutex::new),
         hosts_actors: config.hosts_actors,
         origin: std::time::Instant::now(),
     });

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::executor::{completion, Completer, Completion, Executor, Spawner};
+use super::executor::{completion, or_abort, Completer, Completion, Executor, Spawner};
 use super::links::Links;
 use super::{Commands, NodeCommand, NodeShared, PublishedCounters};
 use crate::api::actor::{Actor, ActorContext, ActorMessage};
@@ -94,6 +94,8 @@ pub(crate) struct ShardState {
     actors: HashMap<ActorId, HostedActor>,
     lane_actors: HashMap<LaneId, ActorId>,
     lane_sessions: HashMap<LaneId, SessionRid>,
+    /// Dropping one aborts the running turn of that session lane.
+    turn_aborts: HashMap<LaneId, Completer<()>>,
     bind_waiters: HashMap<Ticket, Completer<Result<ActorRef, Error>>>,
     notify_waiters: HashMap<Ticket, Completer<Result<(), Error>>>,
 }
@@ -127,6 +129,7 @@ impl ShardState {
             actors: HashMap::new(),
             lane_actors: HashMap::new(),
             lane_sessions: HashMap::new(),
+            turn_aborts: HashMap::new(),
             bind_waiters: HashMap::new(),
             notify_waiters: HashMap::new(),
         }
@@ -194,6 +197,10 @@ impl ShardState {
         };
         let limits = self.node.settings.decode_limits;
         loop {
+            // A connection closed or aborted meanwhile reads no further.
+            if self.reactor.outbound(conn).is_none() || !self.conns.contains_key(&conn) {
+                return;
+            }
             let Some(inbound) = self.reactor.inbound(conn) else {
                 return;
             };
@@ -379,7 +386,10 @@ impl ShardState {
             SessionEvent::SessionEnded { session } => {
                 if let Some(entry) = self.sessions.remove(&session) {
                     self.conns.remove(&entry.conn);
-                    if !self.session_lanes.in_turn(entry.lane) {
+                    if self.session_lanes.in_turn(entry.lane) {
+                        // The running turn is aborted; it removes the lane.
+                        self.turn_aborts.remove(&entry.lane);
+                    } else {
                         self.remove_session_lane(entry.lane);
                     }
                 }
@@ -413,21 +423,42 @@ impl ShardState {
             }
         };
         let Some(lane) = self.actors.get(&actor).map(|a| a.lane) else {
+            // The core hosts no Actor the runtime lacks; answer anyway, so
+            // that no request is left without a terminal.
+            self.refuse_actor_work(work, Reason::StaleLocation);
             return;
         };
-        if let Err(refused) = self.actor_lanes.submit(lane, Ordinary, work) {
-            let now = self.now();
-            let error = Error::new(Reason::QueueFull);
-            match refused.item {
-                ActorWork::Message {
-                    reply: Some(ticket),
-                    ..
-                } => self.core.actors(now).reply(ticket, Err(error)),
-                ActorWork::Disconnect { ticket } => {
-                    self.core.actors(now).disconnect_done(ticket, Err(error))
-                }
-                ActorWork::Message { reply: None, .. } | ActorWork::Bound => {}
+        let Err(refused) = self.actor_lanes.submit(lane, Ordinary, work) else {
+            return;
+        };
+        match refused.item {
+            // Lifecycle work is bounded (one per binding, one binding per
+            // Actor) and must run exactly once (§5 point 1, §7): at a full
+            // lane it runs now rather than be lost.
+            work @ (ActorWork::Bound | ActorWork::Disconnect { .. }) => {
+                self.actor_turn(&actor, work)
             }
+            work @ ActorWork::Message { .. } => self.refuse_actor_work(work, Reason::QueueFull),
+        }
+    }
+
+    /// Ends refused Actor work with a typed error (a request) or a counted
+    /// drop (a one-way message).
+    fn refuse_actor_work(&mut self, work: ActorWork, reason: Reason) {
+        let now = self.now();
+        let error = Error::new(reason);
+        match work {
+            ActorWork::Message {
+                reply: Some(ticket),
+                ..
+            } => self.core.actors(now).reply(ticket, Err(error)),
+            ActorWork::Disconnect { ticket } => {
+                self.core.actors(now).disconnect_done(ticket, Err(error))
+            }
+            ActorWork::Message { reply: None, .. } => {
+                self.core.trace(FlowTrace::OneWayRecordRefused)
+            }
+            ActorWork::Bound => {}
         }
     }
 
@@ -442,6 +473,25 @@ impl ShardState {
             self.drain_core();
         }
         true
+    }
+
+    /// §5: renews the owner lease; when the store refuses, the Actor owner
+    /// fences itself (every later bind and relay ends with Unavailable).
+    fn renew_lease(&mut self) {
+        let (Some(store), Some(lease)) = (&self.node.store, &self.node.lease) else {
+            return;
+        };
+        let mut lease = lease
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match store.renew_lease(&lease) {
+            Ok(renewed) => *lease = renewed,
+            Err(error) => {
+                tracing::error!(%error, "owner lease not renewed: fencing this node's actors");
+                let now = self.node.now();
+                self.core.actors(now).fence();
+            }
+        }
     }
 
     /// Removes an ended session's lane; what it still held is dropped (the
@@ -686,7 +736,11 @@ impl ShardHandle {
         ) else {
             return Err(Reason::NoActorFactory.into());
         };
-        let created = store.create(id, &lease.claim())?;
+        let claim = lease
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .claim();
+        let created = store.create(id, &claim)?;
         match created {
             Created::New(row) => state.host(actor_type, &row),
             Created::Existing(row) if row.location.owner == state.me.rid => {
@@ -710,8 +764,13 @@ impl ShardHandle {
                 continue;
             };
             let shard = Rc::clone(self);
+            let (abort, aborted) = completion::<()>();
+            self.state.borrow_mut().turn_aborts.insert(lane, abort);
             self.spawner.spawn(async move {
-                shard.session_turn(rid, work).await;
+                // A turn whose session ended is dropped (its awaits end
+                // with it), so a callback that never finishes cannot hold
+                // its lane forever.
+                let _ = or_abort(shard.session_turn(rid, work), aborted).await;
                 shard.finish_session_turn(rid, lane);
             });
         }
@@ -729,6 +788,15 @@ impl ShardHandle {
                     return;
                 };
                 let dispatch = Rc::clone(&packet.dispatch);
+                // §6: a session that is closing runs no new application
+                // dispatch, even for packets queued before it began closing.
+                let open = self.state.borrow().core.session_owner().is_open(rid);
+                if !open {
+                    if let Some(correlation) = dispatch.correlation {
+                        let _ = self.answer(rid, correlation, Err(Reason::SessionClosing.into()));
+                    }
+                    return;
+                }
                 let outcome = handler(session, packet).await;
                 if let (false, Some(correlation)) = (dispatch.answered.get(), dispatch.correlation)
                 {
@@ -753,6 +821,7 @@ impl ShardHandle {
 
     fn finish_session_turn(&self, rid: SessionRid, lane: LaneId) {
         let mut state = self.state.borrow_mut();
+        state.turn_aborts.remove(&lane);
         state.session_lanes.finish_turn(lane);
         if !state.sessions.contains_key(&rid) {
             state.remove_session_lane(lane);
@@ -769,6 +838,7 @@ pub(crate) fn run(
     commands: &Commands,
 ) {
     let mut backlog = false;
+    let mut next_renewal = std::time::Instant::now();
     while !stop.load(Ordering::Acquire) {
         let timeout = {
             let state = shard.state.borrow();
@@ -810,8 +880,21 @@ pub(crate) fn run(
         shard.start_session_turns();
         executor.run_ready(TASK_BUDGET);
         shard.start_session_turns();
-        let mut state = shard.state.borrow_mut();
-        backlog |= state.run_actor_work();
-        counters.publish(state.core.counters());
+        {
+            let mut state = shard.state.borrow_mut();
+            backlog |= state.run_actor_work();
+            if std::time::Instant::now() >= next_renewal {
+                state.renew_lease();
+                next_renewal = std::time::Instant::now() + state.node.settings.lease_renew_interval;
+            }
+            counters.publish(state.core.counters());
+        }
+        // Work the last round started (a loopback 51's callback) is started
+        // now, so the next wait does not park over it.
+        shard.start_session_turns();
     }
+    // Tasks hold the shard's handle: drop them (started or not) so the
+    // shard's sockets close with it.
+    drop(executor);
+    shard.spawner.clear();
 }

@@ -121,6 +121,10 @@ struct HostedActor {
 #[derive(Debug)]
 pub struct ActorOwner {
     identity: ActorOwnerIdentity,
+    /// §5: set when the owner lease could not be renewed; from then on no
+    /// bind or relay is admitted (a stored route is valid only within the
+    /// lease).
+    fenced: bool,
     actors: HashMap<ActorId, HostedActor>,
     owed: HashMap<ReplyTicket, (NodeRid, RequestId)>,
     next_ticket: u64,
@@ -130,6 +134,7 @@ impl ActorOwner {
     pub(crate) fn new(identity: ActorOwnerIdentity) -> Self {
         Self {
             identity,
+            fenced: false,
             actors: HashMap::new(),
             owed: HashMap::new(),
             next_ticket: 0,
@@ -154,6 +159,11 @@ impl ActorOwner {
             .binding
             .as_ref()
             .map(RegisteredBinding::identity)
+    }
+
+    /// Whether the owner fenced itself after losing its lease (§5).
+    pub fn is_fenced(&self) -> bool {
+        self.fenced
     }
 
     /// How many Actors are hosted.
@@ -228,6 +238,13 @@ impl Actors<'_> {
             .remove(actor)
             .map(|_| ())
             .ok_or_else(|| Reason::StaleLocation.into())
+    }
+
+    /// §5: the owner lease lapsed or could not be renewed. The owner fences
+    /// itself: every later bind and relay ends with `Unavailable`
+    /// (LeaseExpired), never with a route used past its lease.
+    pub fn fence(&mut self) {
+        self.owner.fenced = true;
     }
 
     /// §5 bound-session push: a one-way 36 to the current binding. With no
@@ -349,6 +366,9 @@ impl Actors<'_> {
     /// Admits and registers; returns the binding of another session it
     /// replaced, if any.
     fn admit_bind(&mut self, request: &BindRequest) -> Result<Option<RegisteredBinding>, Error> {
+        if self.owner.fenced {
+            return Err(Reason::LeaseExpired.into());
+        }
         let node_generation = self.owner.identity.node_generation;
         let Some(hosted) = self.owner.actors.get_mut(&request.actor) else {
             return Err(Reason::StaleLocation.into());
@@ -459,6 +479,9 @@ impl Actors<'_> {
     }
 
     fn admit_message(&mut self, message: &ActorMessage) -> Result<(), Error> {
+        if self.owner.fenced {
+            return Err(Reason::LeaseExpired.into());
+        }
         let Some(hosted) = self.owner.actors.get(&message.actor) else {
             return Err(Reason::StaleLocation.into());
         };

@@ -177,6 +177,8 @@ pub enum SessionEvent {
 #[derive(Debug)]
 struct Pending {
     session: SessionRid,
+    /// The node the request went to: only its answer ends the request.
+    peer: NodeRid,
     deadline: TimerKey,
     kind: PendingKind,
 }
@@ -249,6 +251,13 @@ impl SessionOwner {
             owner_id: self.identity.owner_id,
             session,
         }
+    }
+
+    /// Whether the session exists and is open (not replacing, not closed).
+    pub fn is_open(&self, session: SessionRid) -> bool {
+        self.sessions
+            .get(&session)
+            .is_some_and(SessionBindingAggregate::is_open)
     }
 
     /// §13 `Bound`: every current binding of the session.
@@ -329,8 +338,9 @@ impl Sessions<'_> {
             session_lease: self.owner.identity.lease,
             binding: generation,
         };
+        let peer = actor.location.owner;
         self.fx.send(
-            actor.location.owner,
+            peer,
             NodeRecord::BoundSessionBind(BoundSessionBind::Request(record)),
         );
         if let Some(aggregate) = self.owner.sessions.get_mut(&session) {
@@ -342,7 +352,7 @@ impl Sessions<'_> {
             ticket,
         };
         let timeout = self.owner.config.bind_timeout;
-        self.track(request, session, timeout, kind);
+        self.track(request, session, peer, timeout, kind);
         Ok(BindStart::Pending(ticket))
     }
 
@@ -367,7 +377,8 @@ impl Sessions<'_> {
         let sequence = aggregate.next_sequence();
         let header = request.map(|(correlation, budget)| {
             let id = self.owner.request_id();
-            self.track(id, session, budget, PendingKind::Relay { correlation });
+            let kind = PendingKind::Relay { correlation };
+            self.track(id, session, location.owner, budget, kind);
             RequestHeader { id, budget }
         });
         let message = ActorMessage {
@@ -453,9 +464,9 @@ impl Sessions<'_> {
 
     pub(crate) fn handle_record(&mut self, from: Peer, record: NodeRecord) {
         match record {
-            NodeRecord::ActorSend(ActorSend::Reply(reply)) => self.on_reply(reply),
+            NodeRecord::ActorSend(ActorSend::Reply(reply)) => self.on_reply(from, reply),
             NodeRecord::BoundSessionBind(BoundSessionBind::Terminal(terminal)) => {
-                self.on_bind_terminal(terminal)
+                self.on_bind_terminal(from, terminal)
             }
             NodeRecord::BoundSessionSend(send) => self.on_bound_send(from, send),
             NodeRecord::BoundSessionReplaced(replaced) => self.on_replaced(from, replaced),
@@ -513,6 +524,7 @@ impl Sessions<'_> {
         &mut self,
         request: RequestId,
         session: SessionRid,
+        peer: NodeRid,
         budget: Duration,
         kind: PendingKind,
     ) {
@@ -522,6 +534,7 @@ impl Sessions<'_> {
         );
         let pending = Pending {
             session,
+            peer,
             deadline,
             kind,
         };
@@ -576,7 +589,7 @@ impl Sessions<'_> {
             ticket,
         };
         let deadline = self.owner.config.disconnect_deadline;
-        self.track(request, session, deadline, kind);
+        self.track(request, session, location.owner, deadline, kind);
     }
 
     /// Closes the session (`reason` is `None` when the client went away) and
@@ -730,12 +743,34 @@ impl Sessions<'_> {
         }
     }
 
-    fn on_reply(&mut self, reply: ActorReply) {
-        let Some(pending) = self.owner.pending.remove(&reply.request) else {
+    /// Takes the request a reply ends — only when the reply comes from the
+    /// node the request went to and is of the request's kind (a 38 terminal
+    /// for a bind, a 24 reply otherwise). Anything else leaves the request to
+    /// its real reply or its deadline, and is counted.
+    fn take_pending(
+        &mut self,
+        from: Peer,
+        request: RequestId,
+        bind_terminal: bool,
+    ) -> Option<Pending> {
+        let Some(pending) = self.owner.pending.get(&request) else {
             self.fx.trace(FlowTrace::LateReplyDropped);
+            return None;
+        };
+        let is_bind = matches!(pending.kind, PendingKind::Bind { .. });
+        if pending.peer != from.rid || is_bind != bind_terminal {
+            self.fx.trace(FlowTrace::ReplyMismatch);
+            return None;
+        }
+        let pending = self.owner.pending.remove(&request)?;
+        self.fx.cancel(pending.deadline);
+        Some(pending)
+    }
+
+    fn on_reply(&mut self, from: Peer, reply: ActorReply) {
+        let Some(pending) = self.take_pending(from, reply.request, false) else {
             return;
         };
-        self.fx.cancel(pending.deadline);
         match pending.kind {
             PendingKind::Relay { correlation } => {
                 let frame = match reply.outcome {
@@ -763,8 +798,7 @@ impl Sessions<'_> {
                 self.settle_disconnect(pending.session, &actor, generation, cause, ticket, outcome);
             }
             PendingKind::Bind { .. } => {
-                debug_assert!(false, "a 24 reply named a bind request");
-                self.fx.trace(FlowTrace::LateReplyDropped);
+                unreachable!("take_pending returns a bind only for a 38 terminal")
             }
         }
     }
@@ -811,21 +845,17 @@ impl Sessions<'_> {
         self.end_if_settled(session);
     }
 
-    fn on_bind_terminal(&mut self, terminal: BindTerminal) {
-        let Some(pending) = self.owner.pending.remove(&terminal.request) else {
-            self.fx.trace(FlowTrace::LateReplyDropped);
+    fn on_bind_terminal(&mut self, from: Peer, terminal: BindTerminal) {
+        let Some(pending) = self.take_pending(from, terminal.request, true) else {
             return;
         };
-        self.fx.cancel(pending.deadline);
         let PendingKind::Bind {
             actor,
             generation,
             ticket,
         } = pending.kind
         else {
-            debug_assert!(false, "a 38 terminal named a non-bind request");
-            self.fx.trace(FlowTrace::LateReplyDropped);
-            return;
+            unreachable!("take_pending returns only a bind for a 38 terminal")
         };
         let session = pending.session;
         let Some(aggregate) = self.owner.sessions.get_mut(&session) else {
