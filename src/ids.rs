@@ -174,6 +174,20 @@ generation!(
     RequestId
 );
 
+impl ActorId {
+    /// The shard of `shards` that hosts this Actor: a stable hash of the
+    /// ActorId (FNV-1a), the same on every node and every run.
+    pub fn shard(&self, shards: u16) -> u16 {
+        let hash = self
+            .as_bytes()
+            .iter()
+            .fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| {
+                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+            });
+        (hash % u64::from(shards.max(1))) as u16
+    }
+}
+
 impl NodeGeneration {
     /// A generation for a process starting now: microseconds of the wall
     /// clock, so a restart of the same NodeRid gets a greater one (DESIGN:
@@ -183,6 +197,23 @@ impl NodeGeneration {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
         Self(micros)
+    }
+}
+
+impl RequestId {
+    /// The top bits of a RequestId name the session owner (shard) that sent
+    /// the request, so that its reply — which carries only the id — reaches
+    /// that shard in one hop (docs/wire.md).
+    pub const OWNER_SHIFT: u32 = 48;
+
+    /// The id before the first one `owner` allocates.
+    pub fn origin(owner: SessionOwnerId) -> Self {
+        Self(u64::from(owner.0) << Self::OWNER_SHIFT)
+    }
+
+    /// The session owner (shard) that allocated this id.
+    pub fn owner(self) -> SessionOwnerId {
+        SessionOwnerId((self.0 >> Self::OWNER_SHIFT) as u16)
     }
 }
 

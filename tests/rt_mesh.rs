@@ -231,3 +231,58 @@ fn x4_malformed_and_reserved_records_are_dropped_counted_and_the_link_stays_usab
     // Nothing reached an application queue.
     assert!(game.observed.delivered.lock().unwrap().is_empty());
 }
+
+#[test]
+fn r3_p1_with_two_shards_per_node_every_hop_keeps_its_promises() {
+    // Two shards per node: sessions spread over both (SO_REUSEPORT), actors
+    // placed by ActorId over both, so relays and pushes take the cross-shard
+    // hop on each side and each push is judged on its session's shard.
+    let mesh = start_mesh(
+        2,
+        GameOptions {
+            shards: 2,
+            ..GameOptions::default()
+        },
+    );
+    let players: Vec<String> = (0..16).map(|i| format!("player-{i}")).collect();
+    for name in &players {
+        mesh[1].node.create_actor("player", &id(name)).unwrap();
+    }
+    let mut clients: Vec<_> = players
+        .iter()
+        .map(|name| (name.clone(), login(&mesh[0], name)))
+        .collect();
+    for (name, client) in &mut clients {
+        assert_eq!(
+            client.request(RELAY, payload(name, "hop"), WAIT).unwrap(),
+            payload(name, "hop")
+        );
+        assert_eq!(
+            client.request(PUSH, payload(name, "tick"), WAIT).unwrap(),
+            Bytes::from_static(b"pushed")
+        );
+        assert_eq!(
+            client.next_event(WAIT).unwrap(),
+            Some(ClientEvent::Push {
+                key: PUSHED,
+                payload: payload(name, "tick")
+            })
+        );
+    }
+    // A second login of each player replaces the first, across shards too.
+    for (name, old) in &mut clients {
+        let mut new = login(&mesh[0], name);
+        assert_eq!(
+            new.request(RELAY, payload(name, "again"), WAIT).unwrap(),
+            payload(name, "again")
+        );
+        assert_eq!(old.wait_closed(WAIT).unwrap(), Some(CloseReason::Replaced));
+    }
+    assert_eq!(
+        mesh[0]
+            .node
+            .flow_counters()
+            .get(FlowTrace::PushRejectedNotCurrent),
+        0
+    );
+}

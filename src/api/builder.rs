@@ -48,6 +48,11 @@ pub struct NodeSettings {
     pub actor_queue_max: usize,
     /// Frame and budget limits for decoding.
     pub decode_limits: DecodeLimits,
+    /// Shards (threads) the node runs; 0 means one per available core.
+    pub shards: usize,
+    /// Pin each shard's thread to its own core (core_affinity). Tests turn
+    /// it off so several nodes share 2 cores without starving.
+    pub pin_cores: bool,
     /// How often the owner lease is renewed; the store's lease term must be
     /// several times longer (default 1,000 ms).
     pub lease_renew_interval: Duration,
@@ -65,6 +70,8 @@ impl Default for NodeSettings {
             session_queue_max: 1_024,
             actor_queue_max: 4_096,
             decode_limits: DecodeLimits::default(),
+            shards: 0,
+            pin_cores: true,
             lease_renew_interval: Duration::from_millis(1_000),
         }
     }

@@ -29,7 +29,7 @@
 //!     .actor_type("player", Arc::new(Lobby), |_| Box::new(Player))
 //!     .on_packet(PacketKey(1), |session, packet| async move {
 //!         let id = ActorId::new("player-1").expect("a valid id");
-//!         let player = session.actor("player", &id)?;
+//!         let player = session.actor("player", &id).await?;
 //!         let bound = session.actors().bind(player).await?;
 //!         bound.relay(packet)
 //!     })

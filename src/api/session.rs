@@ -39,8 +39,9 @@ impl Session {
     /// Looks up the Ready Actor `id` in the Location Store, or creates it
     /// with the factory of `actor_type` on this node (§1 steps 2). This is not
     /// a bind: bind the returned ActorRef to start relaying.
-    pub fn actor(&self, actor_type: &str, id: &ActorId) -> Result<ActorRef, Error> {
-        self.shard.create_or_get_actor(actor_type, id)
+    pub async fn actor(&self, actor_type: &str, id: &ActorId) -> Result<ActorRef, Error> {
+        let found = self.shard.actor(actor_type, id).await;
+        found.unwrap_or_else(|| Err(Reason::SessionClosing.into()))
     }
 
     /// Sends a frame to this session's client directly (for example the

@@ -13,7 +13,9 @@ use super::time::Instant;
 use super::trace::{FlowCounters, FlowTrace};
 use crate::error::Reason;
 use crate::ids::{NodeRid, Peer};
-use crate::wire::node::{ActorSend, BoundSessionBind, NodeRecord, SessionRelocationSealed};
+use crate::wire::node::{
+    ActorSend, BoundSessionBind, NodeRecord, SessionRelocationRoute, SessionRelocationSealed,
+};
 
 /// Which role of a node a record is for (§5 command table directions).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,6 +41,39 @@ pub fn record_role(record: &NodeRecord) -> RecordRole {
         | NodeRecord::SessionRelocationSeal(_)
         | NodeRecord::SessionRelocationRoute(_) => RecordRole::SessionOwner,
         NodeRecord::SessionRelocationSealed(_) => RecordRole::Coordinator,
+    }
+}
+
+/// The shard of a node (of `shards`) that a record is for: the Actor's shard
+/// for the Actor owner's records, the session owner named in the record
+/// (or in the top bits of the RequestId a reply ends) for the session
+/// owner's (docs/threading.md "Shards").
+pub fn record_shard(record: &NodeRecord, shards: u16) -> u16 {
+    let owner = match record {
+        NodeRecord::ActorSend(ActorSend::Message(m)) => return m.actor.shard(shards),
+        NodeRecord::BoundSessionBind(BoundSessionBind::Request(r)) => return r.actor.shard(shards),
+        NodeRecord::BoundSessionBind(BoundSessionBind::Tombstone(t)) => {
+            return t.actor.shard(shards)
+        }
+        NodeRecord::ActorSend(ActorSend::Reply(r)) => r.request.owner(),
+        NodeRecord::BoundSessionBind(BoundSessionBind::Terminal(t)) => t.request.owner(),
+        NodeRecord::SessionRelocationSealed(s) => s.request.owner(),
+        NodeRecord::BoundSessionSend(s) => s.session.owner_id,
+        NodeRecord::BoundSessionReplaced(r) => r.previous.owner_id,
+        NodeRecord::SessionRelocationSeal(s) => s.seal.session.owner_id,
+        NodeRecord::SessionRelocationRoute(SessionRelocationRoute::Commit(c)) => {
+            c.seal.session.owner_id
+        }
+        NodeRecord::SessionRelocationRoute(SessionRelocationRoute::Abort(seal)) => {
+            seal.session.owner_id
+        }
+    };
+    // A record naming a shard this node does not have goes to shard 0,
+    // whose core refuses it as not its own.
+    if owner.0 < shards {
+        owner.0
+    } else {
+        0
     }
 }
 

@@ -14,7 +14,6 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant as StdInstant};
 
 use crate::core::shard::ShardCore;
-use crate::core::time::Instant;
 use crate::core::trace::FlowTrace;
 use crate::ids::{NodeRid, Peer};
 use crate::net::handshake::{fresh_nonce, Acceptor, ClusterSecret, Dialer};
@@ -205,14 +204,14 @@ impl Links {
         }
     }
 
-    /// Bytes arrived on a link: advance the handshake, or hand every record
-    /// to the core attributed to the link's authenticated peer.
+    /// Bytes arrived on a link: advance the handshake, or collect every
+    /// record, attributed to the link's authenticated peer, into `records`.
     pub(crate) fn received(
         &mut self,
         reactor: &mut Reactor,
         core: &mut ShardCore,
         conn: ConnId,
-        now: Instant,
+        records: &mut Vec<(Peer, NodeRecord)>,
     ) {
         loop {
             let Some(phase) = self.links.remove(&conn) else {
@@ -220,7 +219,7 @@ impl Links {
             };
             if let Phase::Up(peer) = phase {
                 self.links.insert(conn, Phase::Up(peer));
-                self.records(reactor, core, conn, peer, now);
+                self.records(reactor, core, conn, peer, records);
                 return;
             }
             let Some(inbound) = reactor.inbound(conn) else {
@@ -352,14 +351,14 @@ impl Links {
         core: &mut ShardCore,
         conn: ConnId,
         peer: Peer,
-        now: Instant,
+        records: &mut Vec<(Peer, NodeRecord)>,
     ) {
         loop {
             let Some(inbound) = reactor.inbound(conn) else {
                 return;
             };
             match NodeRecord::decode_from(inbound, &self.limits) {
-                Ok(Some(record)) => core.handle_record(now, peer, record),
+                Ok(Some(record)) => records.push((peer, record)),
                 Ok(None) => return,
                 Err(error @ WireError::FrameTooLong { .. }) => {
                     tracing::warn!(peer = %peer.rid, %error, "closing link");

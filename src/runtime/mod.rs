@@ -7,6 +7,7 @@
 
 mod executor;
 mod links;
+mod router;
 mod shard;
 
 pub(crate) use shard::ShardHandle;
@@ -28,12 +29,17 @@ use crate::core::shard::{ShardConfig, ShardCore};
 use crate::core::time::Instant;
 use crate::core::trace::{FlowCounters, FlowTrace};
 use crate::error::Error;
-use crate::ids::{ActorId, MeshName, NodeGeneration, NodeRid, PacketKey, Peer, SessionOwnerId};
+use crate::error::Reason;
+use crate::ids::{
+    ActorId, ActorRef, MeshName, NodeGeneration, NodeRid, OwnerLeaseGeneration, PacketKey, Peer,
+    SessionOwnerId,
+};
 use crate::net::{Reactor, ReactorConfig, ReactorError, ReactorWaker};
 use crate::store::{LocationStore, OwnerLease};
 
 use self::executor::{Executor, Unpark};
 use self::links::{LinkConfig, LinkStatus, Links};
+use self::router::{Router, ShardMsg, LINK_SHARD};
 use self::shard::ShardState;
 use crate::net::handshake::ClusterSecret;
 use crate::net::ListenerId;
@@ -138,23 +144,19 @@ pub(crate) enum NodeCommand {
     CreateActor {
         actor_type: String,
         id: ActorId,
-        reply: mpsc::Sender<Result<crate::ids::ActorRef, Error>>,
+        reply: mpsc::Sender<Result<ActorRef, Error>>,
     },
 }
-
-/// The shard's inbox for [`NodeCommand`]s: lock-free, with a wake-up.
-pub(crate) type Commands = crossbeam_queue::SegQueue<NodeCommand>;
 
 /// A started node: its shard threads.
 pub(crate) struct RunningNode {
     stop: Arc<AtomicBool>,
-    wakers: Vec<ReactorWaker>,
+    router: Arc<Router>,
     threads: Vec<JoinHandle<()>>,
     counters: Vec<Arc<PublishedCounters>>,
     stream_addr: Option<SocketAddr>,
     peer_addr: Option<SocketAddr>,
     link_status: Arc<LinkStatus>,
-    commands: Arc<Commands>,
 }
 
 impl RunningNode {
@@ -166,24 +168,19 @@ impl RunningNode {
         self.peer_addr
     }
 
-    /// Runs a command on the shard and waits for its answer.
-    pub(crate) fn create_actor(
-        &self,
-        actor_type: &str,
-        id: ActorId,
-    ) -> Result<crate::ids::ActorRef, Error> {
+    /// Asks the Actor's shard to look it up or host it, and waits.
+    pub(crate) fn create_actor(&self, actor_type: &str, id: ActorId) -> Result<ActorRef, Error> {
         let (reply, answer) = mpsc::channel();
-        self.commands.push(NodeCommand::CreateActor {
+        let shard = id.shard(self.router.shards());
+        let command = NodeCommand::CreateActor {
             actor_type: actor_type.to_owned(),
             id,
             reply,
-        });
-        for waker in &self.wakers {
-            waker.wake();
-        }
+        };
+        self.router.send(shard, ShardMsg::Command(command));
         answer
             .recv()
-            .unwrap_or_else(|_| Err(crate::error::Reason::SessionClosing.into()))
+            .unwrap_or_else(|_| Err(Reason::SessionClosing.into()))
     }
 
     pub(crate) fn wait_linked(&self, rid: NodeRid, timeout: std::time::Duration) -> bool {
@@ -204,9 +201,7 @@ impl RunningNode {
 
     fn stop_and_join(&mut self) {
         self.stop.store(true, Ordering::Release);
-        for waker in &self.wakers {
-            waker.wake();
-        }
+        self.router.wake_all();
         for thread in self.threads.drain(..) {
             let _ = thread.join();
         }
@@ -219,10 +214,19 @@ impl Drop for RunningNode {
     }
 }
 
-/// Starts the node: takes the owner lease, then the shard thread, whose
-/// reactor is built on the thread itself; an io_uring that is not permitted
-/// fails the start at once with a configuration error (docs/threading.md).
+/// What a shard thread reports once its reactor listens.
+struct ShardReady {
+    waker: ReactorWaker,
+    addrs: ShardAddrs,
+}
+
+/// Starts the node: takes the owner lease, then one thread per shard, each
+/// building its reactor on itself (an io_uring that is not permitted fails
+/// the start at once with a configuration error), listening on the same
+/// STREAM port (SO_REUSEPORT spreads accepted sessions), and finally running
+/// its loop once every shard's inbox is known (docs/threading.md).
 pub(crate) fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
+    let shards = shard_count(config.settings.shards)?;
     let lease = match (&config.store, config.hosts_actors) {
         (Some(store), true) => Some(
             store
@@ -232,46 +236,13 @@ pub(crate) fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
         _ => None,
     };
     let lease_generation = lease.as_ref().map(|l| l.generation).unwrap_or_default();
-    let shared = Arc::new(NodeShared {
-        settings: config.settings,
-        handlers: config.handlers,
-        actor_types: config.actor_types,
-        store: config.store,
-        lease: lease.map(std::sync::Mutex::new),
-        hosts_actors: config.hosts_actors,
-        origin: std::time::Instant::now(),
-    });
     let me = Peer {
         rid: config.rid,
         generation: config.generation,
     };
-    let shard_config = ShardConfig {
-        session_owner: SessionOwnerIdentity {
-            node: config.rid,
-            lifecycle: config.generation,
-            owner_id: SessionOwnerId(0),
-            lease: lease_generation,
-        },
-        actor_owner: ActorOwnerIdentity {
-            mesh: config.mesh,
-            node: config.rid,
-            node_generation: config.generation,
-            lease: lease_generation,
-        },
-        sessions: SessionOwnerConfig {
-            replacement_callback_timeout: shared.settings.replacement_callback_timeout,
-            bind_timeout: shared.settings.bind_timeout,
-            disconnect_deadline: shared.settings.disconnect_deadline,
-        },
-    };
-    let stop = Arc::new(AtomicBool::new(false));
-    let counters = Arc::new(PublishedCounters::new());
-    let (ready_tx, ready_rx) = mpsc::channel();
-    let listen = config.listen;
-    let peer_listen = config.peer_listen;
     let link_config = config.secret.clone().map(|secret| LinkConfig {
         me: LinkIdentity {
-            mesh: shard_config.actor_owner.mesh.clone(),
+            mesh: config.mesh.clone(),
             rid: config.rid,
             generation: config.generation,
         },
@@ -284,66 +255,201 @@ pub(crate) fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
             .filter(|(rid, _)| *rid > config.rid)
             .collect(),
     });
+    let shared = Arc::new(NodeShared {
+        settings: config.settings,
+        handlers: config.handlers,
+        actor_types: config.actor_types,
+        store: config.store,
+        lease: lease.map(std::sync::Mutex::new),
+        hosts_actors: config.hosts_actors,
+        origin: std::time::Instant::now(),
+    });
+    let identity = ShardIdentity {
+        me,
+        mesh: config.mesh,
+        lease: lease_generation,
+    };
+    let stop = Arc::new(AtomicBool::new(false));
     let link_status = Arc::new(LinkStatus::default());
-    let commands = Arc::new(Commands::new());
-    let thread = {
-        let stop = Arc::clone(&stop);
-        let counters = Arc::clone(&counters);
-        let link_status = Arc::clone(&link_status);
-        let commands = Arc::clone(&commands);
-        std::thread::Builder::new()
-            .name(format!("zlink-shard-{}-0", me.rid))
-            .spawn(move || {
-                let (reactor, addrs) = match setup_shard(listen, peer_listen) {
-                    Ok(ok) => ok,
-                    Err(error) => {
-                        let _ = ready_tx.send(Err(error));
-                        return;
-                    }
-                };
-                let waker = reactor.waker();
-                let _ = ready_tx.send(Ok((waker.clone(), addrs.stream, addrs.peer)));
-                let now = shared.now();
-                let core = ShardCore::new(shard_config, now);
-                let executor = Executor::new(WakeReactor(waker));
-                let spawner = executor.spawner();
-                let links = Links::new(link_config, shared.settings.decode_limits, link_status);
-                let state = ShardState::new(
-                    Arc::clone(&shared),
-                    reactor,
-                    links,
-                    addrs.peer_listener,
-                    core,
-                    me,
-                );
-                let handle = ShardHandle::new(state, spawner);
-                shard::run(handle, executor, stop, &counters, &commands);
-            })
-            .map_err(|e| StartError::Io(e.to_string()))?
-    };
-    let (waker, stream_addr, peer_addr) = match ready_rx.recv() {
-        Ok(Ok(ready)) => ready,
-        Ok(Err(error)) => {
-            let _ = thread.join();
-            return Err(error);
+    let cores = core_affinity::get_core_ids().unwrap_or_default();
+    let mut threads = Vec::new();
+    let mut routers = Vec::new();
+    let mut wakers = Vec::new();
+    let mut counters = Vec::new();
+    let mut stream_addr = config.listen;
+    let mut peer_addr = None;
+    for index in 0..shards {
+        let (ready_tx, ready_rx) = mpsc::channel::<Result<ShardReady, StartError>>();
+        let (router_tx, router_rx) = mpsc::channel::<Arc<Router>>();
+        let published = Arc::new(PublishedCounters::new());
+        let plan = ShardPlan {
+            index,
+            identity: identity.clone(),
+            shared: Arc::clone(&shared),
+            listen: stream_addr,
+            peer_listen: if index == LINK_SHARD {
+                config.peer_listen
+            } else {
+                None
+            },
+            links: if index == LINK_SHARD {
+                link_config.clone()
+            } else {
+                None
+            },
+            link_status: Arc::clone(&link_status),
+            stop: Arc::clone(&stop),
+            counters: Arc::clone(&published),
+            core: shared
+                .settings
+                .pin_cores
+                .then(|| cores.get(usize::from(index) % cores.len().max(1)).copied())
+                .flatten(),
+        };
+        let thread = std::thread::Builder::new()
+            .name(format!("zlink-{}-shard-{index}", me.rid))
+            .spawn(move || run_shard(plan, &ready_tx, &router_rx))
+            .map_err(|e| StartError::Io(e.to_string()))?;
+        threads.push(thread);
+        counters.push(published);
+        match ready_rx.recv() {
+            Ok(Ok(ready)) => {
+                // Every later shard listens on the port the first one bound.
+                stream_addr = ready.addrs.stream.or(stream_addr);
+                peer_addr = ready.addrs.peer.or(peer_addr);
+                wakers.push(ready.waker);
+                routers.push(router_tx);
+            }
+            failed => {
+                stop.store(true, Ordering::Release);
+                drop(routers);
+                for thread in threads {
+                    let _ = thread.join();
+                }
+                return Err(match failed {
+                    Ok(Err(error)) => error,
+                    _ => StartError::Io("a shard thread ended during start".to_owned()),
+                });
+            }
         }
-        Err(_) => {
-            let _ = thread.join();
-            return Err(StartError::Io(
-                "the shard thread ended during start".to_owned(),
-            ));
-        }
-    };
+    }
+    let router = Arc::new(Router::new(wakers));
+    for tx in routers {
+        let _ = tx.send(Arc::clone(&router));
+    }
     Ok(RunningNode {
         stop,
-        wakers: vec![waker],
-        threads: vec![thread],
-        counters: vec![counters],
-        stream_addr,
+        router,
+        threads,
+        counters,
+        stream_addr: config.listen.and(stream_addr),
         peer_addr,
         link_status,
-        commands,
     })
+}
+
+/// `0` means one shard per available core.
+fn shard_count(setting: usize) -> Result<u16, StartError> {
+    let count = if setting == 0 {
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    } else {
+        setting
+    };
+    u16::try_from(count)
+        .ok()
+        .filter(|&n| n >= 1)
+        .ok_or_else(|| StartError::Invalid(format!("shards = {setting}: at most 65535")))
+}
+
+/// Who every shard of the node is.
+#[derive(Clone)]
+struct ShardIdentity {
+    me: Peer,
+    mesh: MeshName,
+    lease: OwnerLeaseGeneration,
+}
+
+/// Everything one shard thread starts from.
+struct ShardPlan {
+    index: u16,
+    identity: ShardIdentity,
+    shared: Arc<NodeShared>,
+    listen: Option<SocketAddr>,
+    peer_listen: Option<SocketAddr>,
+    links: Option<LinkConfig>,
+    link_status: Arc<LinkStatus>,
+    stop: Arc<AtomicBool>,
+    counters: Arc<PublishedCounters>,
+    core: Option<core_affinity::CoreId>,
+}
+
+fn run_shard(
+    plan: ShardPlan,
+    ready: &mpsc::Sender<Result<ShardReady, StartError>>,
+    router: &mpsc::Receiver<Arc<Router>>,
+) {
+    if let Some(core) = plan.core {
+        if !core_affinity::set_for_current(core) {
+            tracing::warn!(shard = plan.index, "could not pin the shard to its core");
+        }
+    }
+    let (reactor, addrs) = match setup_shard(plan.listen, plan.peer_listen) {
+        Ok(ok) => ok,
+        Err(error) => {
+            let _ = ready.send(Err(error));
+            return;
+        }
+    };
+    let waker = reactor.waker();
+    let peer_listener = addrs.peer_listener;
+    if ready
+        .send(Ok(ShardReady {
+            waker: waker.clone(),
+            addrs,
+        }))
+        .is_err()
+    {
+        return;
+    }
+    let Ok(router) = router.recv() else {
+        return;
+    };
+    let shared = plan.shared;
+    let config = ShardConfig {
+        session_owner: SessionOwnerIdentity {
+            node: plan.identity.me.rid,
+            lifecycle: plan.identity.me.generation,
+            owner_id: SessionOwnerId(plan.index),
+            lease: plan.identity.lease,
+        },
+        actor_owner: ActorOwnerIdentity {
+            mesh: plan.identity.mesh,
+            node: plan.identity.me.rid,
+            node_generation: plan.identity.me.generation,
+            lease: plan.identity.lease,
+        },
+        sessions: SessionOwnerConfig {
+            replacement_callback_timeout: shared.settings.replacement_callback_timeout,
+            bind_timeout: shared.settings.bind_timeout,
+            disconnect_deadline: shared.settings.disconnect_deadline,
+        },
+    };
+    let core = ShardCore::new(config, shared.now());
+    let executor = Executor::new(WakeReactor(waker));
+    let spawner = executor.spawner();
+    let links = Links::new(plan.links, shared.settings.decode_limits, plan.link_status);
+    let state = ShardState::new(
+        Arc::clone(&shared),
+        plan.index,
+        router,
+        reactor,
+        links,
+        peer_listener,
+        core,
+        plan.identity.me,
+    );
+    let handle = ShardHandle::new(state, spawner);
+    shard::run(handle, executor, plan.stop, &plan.counters);
 }
 
 /// What a shard's reactor listens on.

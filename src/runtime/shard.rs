@@ -21,7 +21,8 @@ use bytes::Bytes;
 
 use super::executor::{completion, or_abort, Completer, Completion, Executor, Spawner};
 use super::links::Links;
-use super::{Commands, NodeCommand, NodeShared, PublishedCounters};
+use super::router::{Router, ShardMsg, LINK_SHARD};
+use super::{NodeCommand, NodeShared, PublishedCounters};
 use crate::api::actor::{Actor, ActorContext, ActorMessage};
 use crate::api::session::{Dispatch, Packet, Session};
 use crate::core::actor::{ActorEvent, ReplyTicket};
@@ -82,9 +83,14 @@ struct HostedActor {
 /// Everything a shard owns, behind the one `RefCell` of [`ShardHandle`].
 pub(crate) struct ShardState {
     node: Arc<NodeShared>,
+    /// This shard's index: its SessionOwnerId.
+    index: u16,
+    router: Arc<Router>,
     reactor: Reactor,
     links: Links,
     peer_listener: Option<ListenerId>,
+    /// Records decoded from links this turn (kept to reuse its allocation).
+    link_records: Vec<(Peer, crate::wire::node::NodeRecord)>,
     core: ShardCore,
     me: Peer,
     sessions: HashMap<SessionRid, SessionEntry>,
@@ -97,6 +103,9 @@ pub(crate) struct ShardState {
     /// Dropping one aborts the running turn of that session lane.
     turn_aborts: HashMap<LaneId, Completer<()>>,
     bind_waiters: HashMap<Ticket, Completer<Result<ActorRef, Error>>>,
+    /// Actor look-ups answered by the Actor's shard.
+    actor_waiters: HashMap<u64, Completer<Result<ActorRef, Error>>>,
+    next_actor_token: u64,
     notify_waiters: HashMap<Ticket, Completer<Result<(), Error>>>,
 }
 
@@ -107,8 +116,11 @@ pub(crate) struct ShardHandle {
 }
 
 impl ShardState {
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         node: Arc<NodeShared>,
+        index: u16,
+        router: Arc<Router>,
         reactor: Reactor,
         links: Links,
         peer_listener: Option<ListenerId>,
@@ -117,9 +129,12 @@ impl ShardState {
     ) -> Self {
         Self {
             node,
+            index,
+            router,
             reactor,
             links,
             peer_listener,
+            link_records: Vec::new(),
             core,
             me,
             sessions: HashMap::new(),
@@ -131,6 +146,8 @@ impl ShardState {
             lane_sessions: HashMap::new(),
             turn_aborts: HashMap::new(),
             bind_waiters: HashMap::new(),
+            actor_waiters: HashMap::new(),
+            next_actor_token: 0,
             notify_waiters: HashMap::new(),
         }
     }
@@ -150,9 +167,13 @@ impl ShardState {
                 }
                 NetEvent::Accepted { conn, .. } => self.accepted(conn),
                 NetEvent::Received { conn } if self.links.owns(conn) => {
-                    let now = self.now();
+                    let mut records = std::mem::take(&mut self.link_records);
                     self.links
-                        .received(&mut self.reactor, &mut self.core, conn, now);
+                        .received(&mut self.reactor, &mut self.core, conn, &mut records);
+                    for (from, record) in records.drain(..) {
+                        self.deliver(from, record);
+                    }
+                    self.link_records = records;
                 }
                 NetEvent::Received { conn } => self.received(conn),
                 NetEvent::Closed { conn, .. } if self.links.owns(conn) => self.links.closed(conn),
@@ -308,12 +329,13 @@ impl ShardState {
             while let Some((to, record)) = self.core.poll_transmit() {
                 progress = true;
                 if to == self.me.rid {
-                    let now = self.now();
-                    self.core.handle_record(now, self.me, record);
-                } else if !self.links.send(&mut self.reactor, to, &record) {
-                    // No link: the record is dropped and counted; a request
-                    // among them ends at its deadline with a typed error.
-                    self.core.trace(FlowTrace::RecordUnroutable);
+                    let me = self.me;
+                    self.deliver(me, record);
+                } else if self.index != LINK_SHARD {
+                    self.router
+                        .send(LINK_SHARD, ShardMsg::Transmit { to, record });
+                } else {
+                    self.transmit(to, &record);
                 }
             }
             while let Some(event) = self.core.poll_event() {
@@ -326,6 +348,99 @@ impl ShardState {
             if !progress {
                 return;
             }
+        }
+    }
+
+    /// A record for this node: into this shard's core, or one hop to the
+    /// shard that owns its session or Actor.
+    fn deliver(&mut self, from: Peer, record: crate::wire::node::NodeRecord) {
+        let shard = crate::core::shard::record_shard(&record, self.router.shards());
+        if shard == self.index {
+            let now = self.now();
+            self.core.handle_record(now, from, record);
+        } else {
+            self.router.send(shard, ShardMsg::Record { from, record });
+        }
+    }
+
+    /// (Link shard) a record onto the link to `to`.
+    fn transmit(&mut self, to: crate::ids::NodeRid, record: &crate::wire::node::NodeRecord) {
+        if !self.links.send(&mut self.reactor, to, record) {
+            // No link: the record is dropped and counted; a request among
+            // them ends at its deadline with a typed error.
+            self.core.trace(FlowTrace::RecordUnroutable);
+        }
+    }
+
+    /// Everything other shards and the application handed this shard.
+    fn process_inbox(&mut self) {
+        while let Some(msg) = self.router.receive(self.index) {
+            match msg {
+                ShardMsg::Record { from, record } => {
+                    let now = self.now();
+                    self.core.handle_record(now, from, record);
+                }
+                ShardMsg::Transmit { to, record } => self.transmit(to, &record),
+                ShardMsg::Command(NodeCommand::CreateActor {
+                    actor_type,
+                    id,
+                    reply,
+                }) => {
+                    let _ = reply.send(self.host_or_get(&actor_type, &id));
+                }
+                ShardMsg::CreateActor {
+                    actor_type,
+                    id,
+                    origin,
+                    token,
+                } => {
+                    let outcome = self.host_or_get(&actor_type, &id);
+                    self.router
+                        .send(origin, ShardMsg::ActorCreated { token, outcome });
+                }
+                ShardMsg::ActorCreated { token, outcome } => {
+                    if let Some(waiter) = self.actor_waiters.remove(&token) {
+                        waiter.complete(outcome);
+                    }
+                }
+                ShardMsg::Fence => {
+                    let now = self.now();
+                    self.core.actors(now).fence();
+                }
+            }
+        }
+    }
+
+    /// §1 step 2 on the Actor's own shard: the hosted Actor, or the Location
+    /// Store's row for it — created here (with `actor_type`'s factory) when
+    /// absent and this node hosts Actors.
+    fn host_or_get(&mut self, actor_type: &str, id: &ActorId) -> Result<ActorRef, Error> {
+        if let Some(actor_ref) = self.core.actor_owner().actor_ref(id) {
+            return Ok(actor_ref);
+        }
+        let Some(store) = self.node.store.clone() else {
+            return Err(Reason::NoActorFactory.into());
+        };
+        let lease = self.node.lease.as_ref().map(|lease| {
+            lease
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .claim()
+        });
+        let can_host = self.node.hosts_actors && self.node.actor_types.contains_key(actor_type);
+        let Some(claim) = lease.filter(|_| can_host) else {
+            // This node cannot create it: bind the incarnation elsewhere, if any.
+            return match store.lookup(id)? {
+                Some(row) => Ok(row.actor_ref()),
+                None => Err(Reason::NoActorFactory.into()),
+            };
+        };
+        match store.create(id, &claim)? {
+            Created::New(row) => self.host(actor_type, &row),
+            Created::Existing(row) if row.location.owner == self.me.rid => {
+                self.host(actor_type, &row)
+            }
+            Created::Existing(row) => Ok(row.actor_ref()),
         }
     }
 
@@ -488,8 +603,9 @@ impl ShardState {
             Ok(renewed) => *lease = renewed,
             Err(error) => {
                 tracing::error!(%error, "owner lease not renewed: fencing this node's actors");
-                let now = self.node.now();
-                self.core.actors(now).fence();
+                for shard in 0..self.router.shards() {
+                    self.router.send(shard, ShardMsg::Fence);
+                }
             }
         }
     }
@@ -717,37 +833,31 @@ impl ShardHandle {
 
     /// §1 step 2: the Ready ActorRef for `id` from the Location Store, created
     /// on this node with `actor_type`'s factory when absent.
-    pub(crate) fn create_or_get_actor(
+    /// §1 step 2: the Ready ActorRef for `id`, from the shard that hosts or
+    /// will host it (placement by ActorId).
+    pub(crate) fn actor(
         &self,
         actor_type: &str,
         id: &ActorId,
-    ) -> Result<ActorRef, Error> {
+    ) -> Completion<Result<ActorRef, Error>> {
+        let (completer, completion) = completion();
         let mut state = self.state.borrow_mut();
-        if let Some(actor_ref) = state.core.actor_owner().actor_ref(id) {
-            return Ok(actor_ref);
+        let shard = id.shard(state.router.shards());
+        if shard == state.index {
+            completer.complete(state.host_or_get(actor_type, id));
+        } else {
+            state.next_actor_token += 1;
+            let token = state.next_actor_token;
+            state.actor_waiters.insert(token, completer);
+            let msg = ShardMsg::CreateActor {
+                actor_type: actor_type.to_owned(),
+                id: id.clone(),
+                origin: state.index,
+                token,
+            };
+            state.router.send(shard, msg);
         }
-        if !state.node.actor_types.contains_key(actor_type) {
-            return Err(Reason::NoActorFactory.into());
-        }
-        let (Some(store), Some(lease), true) = (
-            &state.node.store,
-            &state.node.lease,
-            state.node.hosts_actors,
-        ) else {
-            return Err(Reason::NoActorFactory.into());
-        };
-        let claim = lease
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .claim();
-        let created = store.create(id, &claim)?;
-        match created {
-            Created::New(row) => state.host(actor_type, &row),
-            Created::Existing(row) if row.location.owner == state.me.rid => {
-                state.host(actor_type, &row)
-            }
-            Created::Existing(row) => Ok(row.actor_ref()),
-        }
+        completion
     }
 
     /// Starts every ready session lane turn as a task (§10: binding work
@@ -835,7 +945,6 @@ pub(crate) fn run(
     mut executor: Executor,
     stop: Arc<AtomicBool>,
     counters: &PublishedCounters,
-    commands: &Commands,
 ) {
     let mut backlog = false;
     let mut next_renewal = std::time::Instant::now();
@@ -862,20 +971,10 @@ pub(crate) fn run(
                 tracing::error!(%error, "reactor turn failed");
             }
             state.process_net();
+            state.process_inbox();
             let now = state.now();
             state.core.handle_timeout(now);
             backlog = state.run_actor_work();
-        }
-        while let Some(command) = commands.pop() {
-            match command {
-                NodeCommand::CreateActor {
-                    actor_type,
-                    id,
-                    reply,
-                } => {
-                    let _ = reply.send(shard.create_or_get_actor(&actor_type, &id));
-                }
-            }
         }
         shard.start_session_turns();
         executor.run_ready(TASK_BUDGET);
@@ -883,7 +982,7 @@ pub(crate) fn run(
         {
             let mut state = shard.state.borrow_mut();
             backlog |= state.run_actor_work();
-            if std::time::Instant::now() >= next_renewal {
+            if state.index == LINK_SHARD && std::time::Instant::now() >= next_renewal {
                 state.renew_lease();
                 next_renewal = std::time::Instant::now() + state.node.settings.lease_renew_interval;
             }

@@ -109,6 +109,8 @@ pub struct GameOptions {
     pub replaced_never_finishes: bool,
     /// This actor's disconnect callback fails.
     pub failing_disconnect: Option<String>,
+    /// Shards per node (default 1).
+    pub shards: usize,
 }
 
 pub struct Game {
@@ -209,9 +211,11 @@ pub fn start_node(
     for &(peer, addr) in peers {
         builder = builder.peer(peer, addr);
     }
-    if let Some(settings) = options.settings.clone() {
-        builder = builder.settings(settings);
-    }
+    // Tests run unpinned, one shard per node unless asked (DESIGN "Threads").
+    let mut settings = options.settings.clone().unwrap_or_default();
+    settings.shards = options.shards.max(1);
+    settings.pin_cores = false;
+    builder = builder.settings(settings);
     let o = Arc::clone(&observed);
     let builder = builder
         .on_packet(LOGIN, move |session, packet| {
@@ -219,7 +223,7 @@ pub fn start_node(
             async move {
                 let _turn = enter(&o);
                 let id = actor_name(&packet.payload)?;
-                let player = in_callback_context(|| session.actor("player", &id))?;
+                let player = session.actor("player", &id).await?;
                 session.actors().bind(player).await?;
                 session.reply(packet, Ok(Bytes::from_static(b"bound")))
             }

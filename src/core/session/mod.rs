@@ -223,7 +223,7 @@ impl SessionOwner {
             pending: HashMap::new(),
             next_session: SessionRid(0),
             next_binding: BindingGeneration(0),
-            next_request: RequestId(0),
+            next_request: RequestId::origin(identity.owner_id),
             next_ticket: 0,
         }
     }
