@@ -117,6 +117,8 @@ reasons! {
     NoActorFactory = 20 => NotFound, "no actor factory is registered for this type";
     /// No handler is registered for the packet key.
     NoPacketHandler = 21 => NotFound, "no handler is registered for this packet key";
+    /// The session owner host is shutting down or relocating its sessions (§10).
+    ShuttingDown = 22 => Unavailable, "the node is shutting down";
     /// The deadline passed before the terminal (§12).
     Deadline = 30 => DeadlineExceeded, "the deadline passed";
     /// The caller cancelled (§12).

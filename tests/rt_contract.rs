@@ -320,3 +320,63 @@ fn w1_session_callbacks_never_overlap_and_handlers_never_run_inside_them() {
         .handler_in_session_context
         .load(Ordering::SeqCst));
 }
+
+#[test]
+fn x7_shutdown_refuses_new_work_finishes_accepted_work_then_closes() {
+    let deadline = Duration::from_millis(1_000);
+    let settings = NodeSettings {
+        shutdown_deadline: deadline,
+        ..NodeSettings::default()
+    };
+    let game = start_game(GameOptions {
+        settings: Some(settings),
+        ..GameOptions::default()
+    });
+    let addr = game.addr();
+    let mut client = login(&game, "player-1");
+    let Game {
+        node,
+        disconnect_events,
+        ..
+    } = game;
+    let started = Instant::now();
+    let stopper = std::thread::spawn(move || node.shutdown());
+    // Once the drain has begun a new binding is refused...
+    loop {
+        match client.request(LOGIN, Bytes::from_static(b"player-2"), WAIT) {
+            Err(ClientError::Remote(e)) => {
+                assert_eq!(e.reason(), Reason::ShuttingDown);
+                break;
+            }
+            Ok(_) => assert!(started.elapsed() < deadline, "binds were never refused"),
+            Err(other) => panic!("bind during the drain: {other}"),
+        }
+    }
+    // ...while work on the accepted session goes on until the deadline.
+    assert!(
+        started.elapsed() < deadline,
+        "the test machine is too slow for this deadline"
+    );
+    assert_eq!(
+        client
+            .request(RELAY, payload("player-1", "drain"), WAIT)
+            .unwrap(),
+        payload("player-1", "drain")
+    );
+    // A new connection is refused with a Shutdown close.
+    let mut late = zlink::client::Client::connect(addr).unwrap();
+    assert_eq!(late.wait_closed(WAIT).unwrap(), Some(CloseReason::Shutdown));
+    // At the deadline the session closes, and its cleanup runs.
+    assert_eq!(
+        client.wait_closed(WAIT).unwrap(),
+        Some(CloseReason::Shutdown)
+    );
+    assert!(
+        started.elapsed() >= deadline,
+        "closed {:?} after shutdown began",
+        started.elapsed()
+    );
+    // player-2 may have been bound too, before the drain began.
+    while disconnect_events.recv_timeout(WAIT).unwrap() != "player-1" {}
+    stopper.join().unwrap();
+}

@@ -53,6 +53,9 @@ pub struct NodeSettings {
     /// Pin each shard's thread to its own core (core_affinity). Tests turn
     /// it off so several nodes share 2 cores without starving.
     pub pin_cores: bool,
+    /// §10: how long Shutdown lets accepted work finish before it closes the
+    /// sessions (default 5,000 ms).
+    pub shutdown_deadline: Duration,
     /// How often the owner lease is renewed; the store's lease term must be
     /// several times longer (default 1,000 ms).
     pub lease_renew_interval: Duration,
@@ -70,6 +73,7 @@ impl Default for NodeSettings {
             session_queue_max: 1_024,
             actor_queue_max: 4_096,
             decode_limits: DecodeLimits::default(),
+            shutdown_deadline: Duration::from_millis(5_000),
             shards: 0,
             pin_cores: true,
             lease_renew_interval: Duration::from_millis(1_000),
@@ -258,7 +262,8 @@ impl NodeBuilder {
             handlers: Arc::new(self.handlers),
             actor_types: self.actor_types,
         };
-        runtime::start(config).map(|running| Node { running })
+        let settings = config.settings.clone();
+        runtime::start(config).map(|running| Node { running, settings })
     }
 }
 
@@ -299,6 +304,7 @@ impl StartError {
 /// A running node.
 pub struct Node {
     running: RunningNode,
+    settings: NodeSettings,
 }
 
 impl Node {
@@ -338,9 +344,14 @@ impl Node {
         self.running.flow_counters()
     }
 
-    /// Stops the node's shards and waits for them.
+    /// §10 Shutdown (X7): refuses new sessions and bindings, finishes
+    /// accepted callbacks, replies and cleanup until
+    /// `NodeSettings::shutdown_deadline`, then closes every connection (with
+    /// `CloseReason::Shutdown`) and stops. Dropping a `Node` stops it at once.
     pub fn shutdown(self) {
-        self.running.shutdown();
+        let deadline = self.settings.shutdown_deadline;
+        let cleanup = self.settings.disconnect_deadline + Duration::from_secs(1);
+        self.running.shutdown(deadline, cleanup);
     }
 }
 

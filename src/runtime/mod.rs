@@ -195,7 +195,31 @@ impl RunningNode {
         total
     }
 
-    pub(crate) fn shutdown(mut self) {
+    /// §10 Shutdown: every shard refuses new sessions and bindings, finishes
+    /// accepted work until the shutdown deadline, closes its sessions (each
+    /// through the ordinary disconnect procedure) and then stops.
+    pub(crate) fn shutdown(mut self, deadline: std::time::Duration, cleanup: std::time::Duration) {
+        let until = std::time::Instant::now() + deadline;
+        let (done, drained) = mpsc::channel();
+        for shard in 0..self.router.shards() {
+            let done = done.clone();
+            self.router.send(
+                shard,
+                ShardMsg::Drain {
+                    deadline: until,
+                    done,
+                },
+            );
+        }
+        drop(done);
+        let give_up = until + cleanup;
+        for _ in 0..self.router.shards() {
+            let left = give_up.saturating_duration_since(std::time::Instant::now());
+            if drained.recv_timeout(left).is_err() {
+                tracing::warn!("shutdown: a shard did not drain before its deadline");
+                break;
+            }
+        }
         self.stop_and_join();
     }
 

@@ -37,6 +37,13 @@ pub(crate) enum ShardMsg {
     },
     /// §5: the owner lease was lost; fence this shard's Actor owner.
     Fence,
+    /// §10 Shutdown: refuse new sessions and bindings, finish accepted work
+    /// until `deadline`, then close every session; report on `done` once no
+    /// session is left.
+    Drain {
+        deadline: std::time::Instant,
+        done: std::sync::mpsc::Sender<()>,
+    },
 }
 
 /// Every shard's inbox and waker.

@@ -68,6 +68,13 @@ enum ActorWork {
     },
 }
 
+/// §10 host Shutdown in progress.
+struct Drain {
+    deadline: std::time::Instant,
+    closed_all: bool,
+    done: Option<std::sync::mpsc::Sender<()>>,
+}
+
 struct SessionEntry {
     conn: ConnId,
     lane: LaneId,
@@ -102,6 +109,7 @@ pub(crate) struct ShardState {
     lane_sessions: HashMap<LaneId, SessionRid>,
     /// Dropping one aborts the running turn of that session lane.
     turn_aborts: HashMap<LaneId, Completer<()>>,
+    draining: Option<Drain>,
     bind_waiters: HashMap<Ticket, Completer<Result<ActorRef, Error>>>,
     /// Actor look-ups answered by the Actor's shard.
     actor_waiters: HashMap<u64, Completer<Result<ActorRef, Error>>>,
@@ -145,6 +153,7 @@ impl ShardState {
             lane_actors: HashMap::new(),
             lane_sessions: HashMap::new(),
             turn_aborts: HashMap::new(),
+            draining: None,
             bind_waiters: HashMap::new(),
             actor_waiters: HashMap::new(),
             next_actor_token: 0,
@@ -186,6 +195,17 @@ impl ShardState {
     }
 
     fn accepted(&mut self, conn: ConnId) {
+        if self.draining.is_some() {
+            // §10: a draining host takes no new sessions.
+            self.write_frame(
+                conn,
+                &ClientFrame::Close {
+                    reason: CloseReason::Shutdown,
+                },
+            );
+            self.reactor.close(conn);
+            return;
+        }
         let now = self.now();
         let rid = self.core.sessions(now).open_session();
         let lane = self
@@ -407,6 +427,33 @@ impl ShardState {
                     let now = self.now();
                     self.core.actors(now).fence();
                 }
+                ShardMsg::Drain { deadline, done } => {
+                    let now = self.now();
+                    self.core.sessions(now).drain();
+                    self.draining = Some(Drain {
+                        deadline,
+                        closed_all: false,
+                        done: Some(done),
+                    });
+                }
+            }
+        }
+    }
+
+    /// §10: at the drain deadline every session is closed; once none is
+    /// left, the drain is reported done.
+    fn advance_drain(&mut self) {
+        let Some(drain) = &mut self.draining else {
+            return;
+        };
+        if !drain.closed_all && std::time::Instant::now() >= drain.deadline {
+            drain.closed_all = true;
+            let now = self.node.now();
+            self.core.sessions(now).close_all();
+        }
+        if self.core.session_owner().session_count() == 0 {
+            if let Some(done) = self.draining.as_mut().and_then(|d| d.done.take()) {
+                let _ = done.send(());
             }
         }
     }
@@ -986,6 +1033,8 @@ pub(crate) fn run(
                 state.renew_lease();
                 next_renewal = std::time::Instant::now() + state.node.settings.lease_renew_interval;
             }
+            state.advance_drain();
+            state.run_actor_work();
             counters.publish(state.core.counters());
         }
         // Work the last round started (a loopback 51's callback) is started

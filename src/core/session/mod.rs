@@ -212,6 +212,8 @@ pub struct SessionOwner {
     next_binding: BindingGeneration,
     next_request: RequestId,
     next_ticket: u64,
+    /// §10: the host is relocating or shutting down its sessions.
+    draining: bool,
 }
 
 impl SessionOwner {
@@ -225,6 +227,7 @@ impl SessionOwner {
             next_binding: BindingGeneration(0),
             next_request: RequestId::origin(identity.owner_id),
             next_ticket: 0,
+            draining: false,
         }
     }
 
@@ -309,6 +312,9 @@ impl Sessions<'_> {
     /// ActorRef's location. Binding the current binding again is an
     /// idempotent success with no record (§6).
     pub fn bind(&mut self, session: SessionRid, actor: ActorRef) -> Result<BindStart, Error> {
+        if self.owner.draining {
+            return Err(Reason::ShuttingDown.into());
+        }
         let aggregate = self.aggregate_open(session)?;
         if let Some(binding) = aggregate.current(&actor.id) {
             if binding.object_generation == actor.generation {
@@ -430,6 +436,21 @@ impl Sessions<'_> {
     /// The application closes the session.
     pub fn close_session(&mut self, session: SessionRid) {
         self.close(session, Some(CloseReason::Application));
+    }
+
+    /// §10 host Relocate/Shutdown: from now on new bindings are refused;
+    /// accepted work (relays, replies, callbacks, cleanup) goes on.
+    pub fn drain(&mut self) {
+        self.owner.draining = true;
+    }
+
+    /// §10: at the drain deadline, closes every session (with `Shutdown`),
+    /// each through the ordinary disconnect procedure.
+    pub fn close_all(&mut self) {
+        let sessions: Vec<SessionRid> = self.owner.sessions.keys().copied().collect();
+        for session in sessions {
+            self.close(session, Some(CloseReason::Shutdown));
+        }
     }
 
     /// §6: the duplicate-connection callback reached a terminal (`ok` or
