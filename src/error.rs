@@ -92,6 +92,8 @@ reasons! {
     NotAnswered = 5 => InvalidOperation, "the packet handler neither relayed nor answered the request";
     /// The receiving node does not implement this operation (version skew).
     NotSupported = 4 => InvalidOperation, "the receiving node does not support this operation";
+    /// A peer's request record did not decode (§6: a typed error, not silence).
+    MalformedRecord = 6 => InvalidOperation, "the request record is malformed";
     /// The stored location is stale and no Message Follow route exists (§12).
     StaleLocation = 10 => Unavailable, "the actor is not at this location and no Message Follow route exists";
     /// The binding generation is retired or unknown at the Actor owner (§6, §12).

@@ -380,3 +380,86 @@ fn x7_shutdown_refuses_new_work_finishes_accepted_work_then_closes() {
     while disconnect_events.recv_timeout(WAIT).unwrap() != "player-1" {}
     stopper.join().unwrap();
 }
+
+/// A deterministic generator for the hostile-client test (xorshift64*).
+fn next(state: &mut u64) -> u64 {
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    state.wrapping_mul(0x2545_f491_4f6c_dd1d)
+}
+
+#[test]
+fn hostile_client_bytes_get_a_typed_error_or_a_close_with_a_reason_and_the_shard_keeps_serving() {
+    use std::io::{Read, Write};
+    let game = start_game(GameOptions::default());
+    let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut protocol_closes = 0;
+    for case in 0..150 {
+        let len = (next(&mut seed) % 64) as usize + 1;
+        let mut bytes: Vec<u8> = (0..len).map(|_| next(&mut seed) as u8).collect();
+        if case % 2 == 0 {
+            // Half the cases carry a believable length prefix, so the body is judged.
+            let body = (len.saturating_sub(4)) as u32;
+            bytes.splice(..4.min(len), body.to_be_bytes());
+        }
+        let mut stream = std::net::TcpStream::connect(game.addr()).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        // The hostile bytes, then a keepalive probe: the node either closes
+        // with a reason, or answers what it decoded and then the probe.
+        let mut probe = bytes::BytesMut::new();
+        zlink::wire::client::ClientFrame::Ping { nonce: 7 }.encode(&mut probe);
+        stream.write_all(&bytes).unwrap();
+        stream.write_all(&probe).unwrap();
+        let mut buf = bytes::BytesMut::new();
+        let mut chunk = [0u8; 4096];
+        'read: loop {
+            let n = match stream.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(n) => n,
+                // Nothing more: the bytes form an incomplete frame, which the
+                // node keeps waiting for (bounded by the frame limit).
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    break
+                }
+                Err(e) => panic!("case {case}: {e}"),
+            };
+            buf.extend_from_slice(&chunk[..n]);
+            while let Some(frame) = zlink::wire::client::ClientFrame::decode_from(
+                &mut buf,
+                &zlink::wire::DecodeLimits::default(),
+            )
+            .expect("the node only sends well-formed frames")
+            {
+                match frame {
+                    zlink::wire::client::ClientFrame::Close {
+                        reason: CloseReason::ProtocolError,
+                    } => protocol_closes += 1,
+                    zlink::wire::client::ClientFrame::Pong { nonce: 7 } => break 'read,
+                    zlink::wire::client::ClientFrame::Error { .. }
+                    | zlink::wire::client::ClientFrame::Pong { .. } => {}
+                    other => panic!("case {case}: unexpected {other:?} for {bytes:?}"),
+                }
+            }
+        }
+    }
+    assert!(
+        protocol_closes > 10,
+        "only {protocol_closes} malformed inputs were closed with a reason"
+    );
+    // The shard is not stuck: a real client still logs in and relays.
+    let mut client = login(&game, "player-1");
+    assert_eq!(
+        client
+            .request(RELAY, payload("player-1", "alive"), WAIT)
+            .unwrap(),
+        payload("player-1", "alive")
+    );
+}

@@ -228,6 +228,39 @@ fn x4_malformed_and_reserved_records_are_dropped_counted_and_the_link_stays_usab
         );
         std::thread::yield_now();
     }
+    // A malformed request gets a typed error reply naming its RequestId:
+    // a 38 request whose header is intact and whose body is cut short.
+    let mut malformed = vec![0, 0, 0, 0, 38, 1];
+    malformed.extend_from_slice(&77u64.to_be_bytes());
+    malformed.extend_from_slice(&1_000u32.to_be_bytes());
+    malformed.push(0xff);
+    let len = (malformed.len() - 4) as u32;
+    malformed[..4].copy_from_slice(&len.to_be_bytes());
+    link.write_all(&malformed).unwrap();
+    let mut buf = BytesMut::new();
+    let reply = loop {
+        if let Some(record) =
+            zlink::wire::node::NodeRecord::decode_from(&mut buf, &DecodeLimits::default()).unwrap()
+        {
+            break record;
+        }
+        let mut chunk = [0u8; 4096];
+        let n = link.read(&mut chunk).unwrap();
+        assert!(n > 0, "the node closed the link");
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    match reply {
+        zlink::wire::node::NodeRecord::BoundSessionBind(
+            zlink::wire::node::BoundSessionBind::Terminal(t),
+        ) => {
+            assert_eq!(t.request, zlink::ids::RequestId(77));
+            assert_eq!(
+                t.outcome.unwrap_err().reason(),
+                zlink::error::Reason::MalformedRecord
+            );
+        }
+        other => panic!("expected a 38 terminal, got {other:?}"),
+    }
     // Nothing reached an application queue.
     assert!(game.observed.delivered.lock().unwrap().is_empty());
 }

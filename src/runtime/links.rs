@@ -15,12 +15,17 @@ use std::time::{Duration, Instant as StdInstant};
 
 use crate::core::shard::ShardCore;
 use crate::core::trace::FlowTrace;
+use crate::error::{Error, Reason};
+use crate::ids::RequestId;
 use crate::ids::{NodeRid, Peer};
 use crate::net::handshake::{fresh_nonce, Acceptor, ClusterSecret, Dialer};
 use crate::net::{ConnId, Reactor};
 use crate::wire::link::{LinkFrame, LinkIdentity};
-use crate::wire::node::NodeRecord;
-use crate::wire::{DecodeLimits, WireError};
+use crate::wire::node::{
+    ActorReply, ActorSend, BindTerminal, BoundSessionBind, Command, NodeRecord,
+    SessionRelocationSealed,
+};
+use crate::wire::DecodeLimits;
 
 const BACKOFF_MIN: Duration = Duration::from_millis(50);
 const BACKOFF_MAX: Duration = Duration::from_secs(2);
@@ -357,18 +362,27 @@ impl Links {
             let Some(inbound) = reactor.inbound(conn) else {
                 return;
             };
-            match NodeRecord::decode_from(inbound, &self.limits) {
-                Ok(Some(record)) => records.push((peer, record)),
+            let body = match NodeRecord::split_from(inbound, &self.limits) {
+                Ok(Some(body)) => body,
                 Ok(None) => return,
-                Err(error @ WireError::FrameTooLong { .. }) => {
+                Err(error) => {
+                    // An oversized length prefix cannot be skipped.
                     tracing::warn!(peer = %peer.rid, %error, "closing link");
                     core.trace(FlowTrace::MalformedRecordDropped);
                     reactor.abort(conn);
                     return;
                 }
+            };
+            match NodeRecord::decode(body.clone(), &self.limits) {
+                Ok(record) => records.push((peer, record)),
                 Err(error) => {
-                    tracing::debug!(peer = %peer.rid, %error, "malformed record dropped");
+                    tracing::debug!(peer = %peer.rid, %error, "malformed record");
                     core.trace(FlowTrace::MalformedRecordDropped);
+                    if let Some(refusal) = NodeRecord::request_of(&body).map(malformed_reply) {
+                        if let Some(outbound) = reactor.outbound(conn) {
+                            refusal.encode(outbound);
+                        }
+                    }
                 }
             }
         }
@@ -386,5 +400,31 @@ impl Links {
             }
             None => false,
         }
+    }
+}
+
+/// The typed error that answers a malformed request (§6): the terminal of
+/// its command, naming its RequestId.
+fn malformed_reply((command, request): (Command, RequestId)) -> NodeRecord {
+    let error = Error::new(Reason::MalformedRecord);
+    match command {
+        Command::BoundSessionBind => {
+            let terminal = BindTerminal {
+                request,
+                outcome: Err(error),
+            };
+            NodeRecord::BoundSessionBind(BoundSessionBind::Terminal(terminal))
+        }
+        Command::SessionRelocationSeal => {
+            let sealed = SessionRelocationSealed {
+                request,
+                outcome: Err(error),
+            };
+            NodeRecord::SessionRelocationSealed(sealed)
+        }
+        _ => NodeRecord::ActorSend(ActorSend::Reply(ActorReply {
+            request,
+            outcome: Err(error),
+        })),
     }
 }

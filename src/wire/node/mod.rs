@@ -184,6 +184,40 @@ impl NodeRecord {
         });
     }
 
+    /// Splits one whole record body off a link's receive buffer without
+    /// decoding it (`Ok(None)` while incomplete), so that a body that fails
+    /// to decode can still be looked at by [`NodeRecord::request_of`].
+    pub fn split_from(
+        buf: &mut BytesMut,
+        limits: &DecodeLimits,
+    ) -> Result<Option<Bytes>, WireError> {
+        codec::split_frame(buf, limits)
+    }
+
+    /// The command and RequestId of a request record whose body did not
+    /// decode, when its start still names one: every request (24 with a
+    /// header, 38 request, 42) begins with its RequestHeader, so a malformed
+    /// request can be answered with a typed error instead of silence (§6).
+    pub fn request_of(body: &Bytes) -> Option<(Command, RequestId)> {
+        let limits = DecodeLimits::default();
+        let mut r = Reader::new(body.clone(), &limits);
+        let command = Command::from_code(r.u8().ok()?).ok()?;
+        let variant = r.u8().ok()?;
+        let is_request = match command {
+            Command::ActorSend => variant == 1 || variant == 2,
+            Command::BoundSessionBind | Command::SessionRelocationSeal => variant == 1,
+            _ => false,
+        };
+        if !is_request {
+            return None;
+        }
+        if command == Command::ActorSend && r.u8().ok()? != 1 {
+            // A one-way 24: no request to answer.
+            return None;
+        }
+        r.u64().ok().map(|id| (command, RequestId(id)))
+    }
+
     /// Decodes one complete record from `frame`, the bytes after the length
     /// prefix. Payloads and names are slices of `frame`.
     pub fn decode(frame: Bytes, limits: &DecodeLimits) -> Result<Self, WireError> {
