@@ -13,7 +13,10 @@ use zlink::ids::{ObjectGeneration, OwnerLeaseGeneration};
 /// Stashes the ActorRef of `actor` on `game`'s session node (the lookup reads
 /// the store; the bind that follows must not).
 fn stash(game: &Game, client: &mut zlink::client::Client, actor: &str) -> zlink::ids::ActorRef {
-    assert_eq!(expect_reply(client, STASH, actor), Bytes::from_static(b"stashed"));
+    assert_eq!(
+        expect_reply(client, STASH, actor),
+        Bytes::from_static(b"stashed")
+    );
     game.observed.stash.lock().unwrap().clone().unwrap()
 }
 
@@ -21,7 +24,10 @@ fn stash(game: &Game, client: &mut zlink::client::Client, actor: &str) -> zlink:
 fn s2_two_actors_bind_with_independent_routes() {
     let mesh = start_mesh(3, GameOptions::default());
     mesh[1].node.create_actor("player", &id("on-two")).unwrap();
-    mesh[2].node.create_actor("player", &id("on-three")).unwrap();
+    mesh[2]
+        .node
+        .create_actor("player", &id("on-three"))
+        .unwrap();
     let mut client = login(&mesh[0], "on-two");
     assert_eq!(
         expect_reply(&mut client, LOGIN, "on-three"),
@@ -44,7 +50,10 @@ fn s2_two_actors_bind_with_independent_routes() {
     assert_eq!(two.len(), 5);
     assert_eq!(three.len(), 5);
     assert!(two.iter().all(|p| p.starts_with(b"on-two:")), "{two:?}");
-    assert!(three.iter().all(|p| p.starts_with(b"on-three:")), "{three:?}");
+    assert!(
+        three.iter().all(|p| p.starts_with(b"on-three:")),
+        "{three:?}"
+    );
     // Each actor pushes over its own binding.
     for actor in ["on-two", "on-three"] {
         assert_eq!(
@@ -69,10 +78,18 @@ fn s2_two_actors_bind_with_independent_routes() {
         Reason::SessionNotBound
     );
     assert_eq!(
-        client.request(RELAY, payload("on-three", "still"), WAIT).unwrap(),
+        client
+            .request(RELAY, payload("on-three", "still"), WAIT)
+            .unwrap(),
         payload("on-three", "still")
     );
-    assert_eq!(mesh[0].node.flow_counters().get(FlowTrace::PushRejectedNotCurrent), 0);
+    assert_eq!(
+        mesh[0]
+            .node
+            .flow_counters()
+            .get(FlowTrace::PushRejectedNotCurrent),
+        0
+    );
 }
 
 #[test]
@@ -121,7 +138,10 @@ fn s3_bind_to_an_owner_node_that_is_gone_is_unavailable() {
             ..GameOptions::default()
         },
     );
-    mesh[1].node.create_actor("player", &id("player-1")).unwrap();
+    mesh[1]
+        .node
+        .create_actor("player", &id("player-1"))
+        .unwrap();
     let mut client = mesh[0].client();
     stash(&mesh[0], &mut client, "player-1");
     mesh.pop().unwrap().node.shutdown();
@@ -134,7 +154,10 @@ fn s3_bind_to_an_owner_node_that_is_gone_is_unavailable() {
 #[test]
 fn s4_bind_with_another_object_generation_is_invalid_operation() {
     let mesh = start_mesh(2, GameOptions::default());
-    mesh[1].node.create_actor("player", &id("player-1")).unwrap();
+    mesh[1]
+        .node
+        .create_actor("player", &id("player-1"))
+        .unwrap();
     let mut client = mesh[0].client();
     for delta in [1i64, -1] {
         let mut wrong = stash(&mesh[0], &mut client, "player-1");
@@ -165,7 +188,10 @@ fn x8_push_from_the_join_callback_is_delivered_never_stale() {
             ..GameOptions::default()
         },
     );
-    mesh[1].node.create_actor("player", &id("player-1")).unwrap();
+    mesh[1]
+        .node
+        .create_actor("player", &id("player-1"))
+        .unwrap();
     for round in 0..5 {
         let mut client = login(&mesh[0], "player-1");
         assert_eq!(
@@ -191,7 +217,9 @@ fn x8_push_from_the_join_callback_is_delivered_never_stale() {
     }
     for game in &mesh {
         assert_eq!(
-            game.node.flow_counters().get(FlowTrace::PushRejectedNotCurrent),
+            game.node
+                .flow_counters()
+                .get(FlowTrace::PushRejectedNotCurrent),
             0,
             "node {}",
             game.rid
@@ -202,7 +230,10 @@ fn x8_push_from_the_join_callback_is_delivered_never_stale() {
 #[test]
 fn x9_bind_is_not_refused_for_a_differing_lease_copy_and_renewal_keeps_pushes_current() {
     let mesh = start_mesh(2, GameOptions::default());
-    mesh[1].node.create_actor("player", &id("player-1")).unwrap();
+    mesh[1]
+        .node
+        .create_actor("player", &id("player-1"))
+        .unwrap();
     let mut client = mesh[0].client();
     let mut copy = stash(&mesh[0], &mut client, "player-1");
     copy.location.lease = OwnerLeaseGeneration(copy.location.lease.0 + 7);
@@ -222,7 +253,9 @@ fn x9_bind_is_not_refused_for_a_differing_lease_copy_and_renewal_keeps_pushes_cu
     for i in 0..3 {
         let data = format!("tick-{i}");
         assert_eq!(
-            client.request(PUSH, payload("player-1", &data), WAIT).unwrap(),
+            client
+                .request(PUSH, payload("player-1", &data), WAIT)
+                .unwrap(),
             Bytes::from_static(b"pushed")
         );
         assert_eq!(
@@ -233,14 +266,26 @@ fn x9_bind_is_not_refused_for_a_differing_lease_copy_and_renewal_keeps_pushes_cu
             })
         );
     }
-    assert_eq!(mesh[0].node.flow_counters().get(FlowTrace::PushRejectedNotCurrent), 0);
+    assert_eq!(
+        mesh[0]
+            .node
+            .flow_counters()
+            .get(FlowTrace::PushRejectedNotCurrent),
+        0
+    );
 }
 
 #[test]
 fn x10_bind_and_disconnect_notification_make_no_store_query() {
     let mesh = start_mesh(2, GameOptions::default());
-    mesh[1].node.create_actor("player", &id("player-1")).unwrap();
-    mesh[1].node.create_actor("player", &id("player-2")).unwrap();
+    mesh[1]
+        .node
+        .create_actor("player", &id("player-1"))
+        .unwrap();
+    mesh[1]
+        .node
+        .create_actor("player", &id("player-2"))
+        .unwrap();
     let mut client = mesh[0].client();
     stash(&mesh[0], &mut client, "player-1");
     let before = mesh[0].store.counts().row_operations();
@@ -248,14 +293,25 @@ fn x10_bind_and_disconnect_notification_make_no_store_query() {
         expect_reply(&mut client, BIND_STASHED, ""),
         Bytes::from_static(b"bound")
     );
-    assert_eq!(mesh[0].store.counts().row_operations(), before, "bind read the store");
+    assert_eq!(
+        mesh[0].store.counts().row_operations(),
+        before,
+        "bind read the store"
+    );
     // The logical notification.
     assert_eq!(
         expect_reply(&mut client, NOTIFY, "player-1"),
         Bytes::from_static(b"notified")
     );
-    assert_eq!(mesh[1].disconnect_events.recv_timeout(WAIT).unwrap(), "player-1");
-    assert_eq!(mesh[0].store.counts().row_operations(), before, "notify read the store");
+    assert_eq!(
+        mesh[1].disconnect_events.recv_timeout(WAIT).unwrap(),
+        "player-1"
+    );
+    assert_eq!(
+        mesh[0].store.counts().row_operations(),
+        before,
+        "notify read the store"
+    );
     // The physical disconnect.
     stash(&mesh[0], &mut client, "player-2");
     let before = mesh[0].store.counts().row_operations();
@@ -264,7 +320,10 @@ fn x10_bind_and_disconnect_notification_make_no_store_query() {
         Bytes::from_static(b"bound")
     );
     drop(client);
-    assert_eq!(mesh[1].disconnect_events.recv_timeout(WAIT).unwrap(), "player-2");
+    assert_eq!(
+        mesh[1].disconnect_events.recv_timeout(WAIT).unwrap(),
+        "player-2"
+    );
     assert_eq!(
         mesh[0].store.counts().row_operations(),
         before,
@@ -275,16 +334,31 @@ fn x10_bind_and_disconnect_notification_make_no_store_query() {
 #[test]
 fn x11_bind_or_get_find_and_bound_see_only_this_sessions_current_bindings() {
     let mesh = start_mesh(2, GameOptions::default());
-    let handle = mesh[1].node.create_actor("player", &id("player-1")).unwrap();
-    mesh[1].node.create_actor("player", &id("player-2")).unwrap();
+    let handle = mesh[1]
+        .node
+        .create_actor("player", &id("player-1"))
+        .unwrap();
+    mesh[1]
+        .node
+        .create_actor("player", &id("player-2"))
+        .unwrap();
     let expected = format!("player-1:{}", handle.generation.0);
     let mut mine = login(&mesh[0], "player-1");
     let mut other = mesh[0].client();
     // Another session sees none of mine, though the directory has the actor.
-    assert_eq!(expect_reply(&mut other, FIND, "player-1"), Bytes::from_static(b"none"));
+    assert_eq!(
+        expect_reply(&mut other, FIND, "player-1"),
+        Bytes::from_static(b"none")
+    );
     assert_eq!(expect_reply(&mut other, BOUND, ""), Bytes::new());
-    assert_eq!(expect_reply(&mut mine, FIND, "player-1"), Bytes::from(expected.clone()));
-    assert_eq!(expect_reply(&mut mine, FIND, "player-2"), Bytes::from_static(b"none"));
+    assert_eq!(
+        expect_reply(&mut mine, FIND, "player-1"),
+        Bytes::from(expected.clone())
+    );
+    assert_eq!(
+        expect_reply(&mut mine, FIND, "player-2"),
+        Bytes::from_static(b"none")
+    );
 
     // bind_or_get of the bound ActorRef returns that binding: no new bind.
     let binds = mesh[1].observed.bound_events.lock().unwrap().len();
@@ -300,22 +374,40 @@ fn x11_bind_or_get_find_and_bound_see_only_this_sessions_current_bindings() {
     let error = expect_error(&mut mine, BIND_OR_GET_STASHED, "");
     assert_eq!(error.kind(), ErrorKind::InvalidOperation, "{error:?}");
 
-    assert_eq!(expect_reply(&mut mine, BOUND, ""), Bytes::from(expected.clone()));
-    assert_eq!(expect_reply(&mut mine, LOGIN, "player-2"), Bytes::from_static(b"bound"));
+    assert_eq!(
+        expect_reply(&mut mine, BOUND, ""),
+        Bytes::from(expected.clone())
+    );
+    assert_eq!(
+        expect_reply(&mut mine, LOGIN, "player-2"),
+        Bytes::from_static(b"bound")
+    );
     let both = String::from_utf8(expect_reply(&mut mine, BOUND, "").to_vec()).unwrap();
     assert_eq!(both.split(',').count(), 2, "{both}");
     assert!(both.starts_with(&expected), "{both}");
-    assert_eq!(expect_reply(&mut mine, NOTIFY, "player-1"), Bytes::from_static(b"notified"));
+    assert_eq!(
+        expect_reply(&mut mine, NOTIFY, "player-1"),
+        Bytes::from_static(b"notified")
+    );
     let left = String::from_utf8(expect_reply(&mut mine, BOUND, "").to_vec()).unwrap();
-    assert!(left.starts_with("player-2:") && !left.contains(','), "{left}");
-    assert_eq!(expect_reply(&mut mine, FIND, "player-1"), Bytes::from_static(b"none"));
+    assert!(
+        left.starts_with("player-2:") && !left.contains(','),
+        "{left}"
+    );
+    assert_eq!(
+        expect_reply(&mut mine, FIND, "player-1"),
+        Bytes::from_static(b"none")
+    );
     assert_eq!(expect_reply(&mut other, BOUND, ""), Bytes::new());
 }
 
 #[test]
 fn x12_a_failed_rebind_keeps_the_existing_binding_and_its_pushes() {
     let mesh = start_mesh(3, GameOptions::default());
-    mesh[1].node.create_actor("player", &id("player-1")).unwrap();
+    mesh[1]
+        .node
+        .create_actor("player", &id("player-1"))
+        .unwrap();
     mesh[2].node.create_actor("player", &id("decoy")).unwrap();
     let mut client = login(&mesh[0], "player-1");
     let good = stash(&mesh[0], &mut client, "player-1");
@@ -338,7 +430,9 @@ fn x12_a_failed_rebind_keeps_the_existing_binding_and_its_pushes() {
             Bytes::from(format!("player-1:{}", good.generation.0))
         );
         assert_eq!(
-            client.request(PUSH, payload("player-1", "still"), WAIT).unwrap(),
+            client
+                .request(PUSH, payload("player-1", "still"), WAIT)
+                .unwrap(),
             Bytes::from_static(b"pushed")
         );
         assert_eq!(

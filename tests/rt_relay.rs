@@ -31,7 +31,10 @@ fn r4_a_request_that_timed_out_is_not_resent_anywhere() {
             ..GameOptions::default()
         },
     );
-    mesh[1].node.create_actor("player", &id("player-1")).unwrap();
+    mesh[1]
+        .node
+        .create_actor("player", &id("player-1"))
+        .unwrap();
     let mut client = login(&mesh[0], "player-1");
     let held = mesh[1].observed.held_receiver();
     let started = Instant::now();
@@ -51,7 +54,9 @@ fn r4_a_request_that_timed_out_is_not_resent_anywhere() {
     mesh[1].observed.release();
     wait_counter(&mesh[0], FlowTrace::LateReplyDropped, 1);
     assert_eq!(
-        client.request(RELAY, payload("player-1", "after"), WAIT).unwrap(),
+        client
+            .request(RELAY, payload("player-1", "after"), WAIT)
+            .unwrap(),
         payload("player-1", "after")
     );
     let two = mesh[1].observed.delivered.lock().unwrap().clone();
@@ -68,25 +73,34 @@ fn r4_a_request_that_timed_out_is_not_resent_anywhere() {
 #[test]
 fn r5_a_reply_after_its_session_closed_reaches_no_new_session_or_binding() {
     let mesh = start_mesh(2, GameOptions::default());
-    mesh[1].node.create_actor("player", &id("player-1")).unwrap();
+    mesh[1]
+        .node
+        .create_actor("player", &id("player-1"))
+        .unwrap();
     let mut old = login(&mesh[0], "player-1");
     let held = mesh[1].observed.held_receiver();
     // Correlation 2 on the old connection.
-    let late = old.start_request(HOLD, payload("player-1", "late")).unwrap();
+    let late = old
+        .start_request(HOLD, payload("player-1", "late"))
+        .unwrap();
     assert_eq!(late, Correlation(2));
     assert_eq!(held.recv_timeout(WAIT).unwrap(), "hold");
     drop(old);
     // A new session on the same node binds the same actor; its correlations
     // start over, so the late reply would fit its correlation 2.
     let mut new = mesh[0].client();
-    let login_corr = new.start_request(LOGIN, Bytes::from_static(b"player-1")).unwrap();
+    let login_corr = new
+        .start_request(LOGIN, Bytes::from_static(b"player-1"))
+        .unwrap();
     mesh[1].observed.release();
     assert_eq!(
         new.wait_reply(login_corr, WAIT).unwrap(),
         Ok(Bytes::from_static(b"bound"))
     );
     wait_counter(&mesh[0], FlowTrace::LateReplyDropped, 1);
-    let fresh = new.start_request(RELAY, payload("player-1", "fresh")).unwrap();
+    let fresh = new
+        .start_request(RELAY, payload("player-1", "fresh"))
+        .unwrap();
     assert_eq!(fresh, Correlation(2));
     assert_eq!(
         new.wait_reply(fresh, WAIT).unwrap(),
@@ -177,7 +191,11 @@ fn x20_keepalive_is_answered_while_session_and_actor_queues_are_saturated() {
     let mut burst = Vec::new();
     let requests = 600u32;
     for i in 0..requests {
-        burst.push(Raw::request(RELAY, 100 + i, payload("player-1", &i.to_string())));
+        burst.push(Raw::request(
+            RELAY,
+            100 + i,
+            payload("player-1", &i.to_string()),
+        ));
         if i % 60 == 0 {
             burst.push(ClientFrame::Ping {
                 nonce: u64::from(i),
@@ -211,7 +229,10 @@ fn x20_keepalive_is_answered_while_session_and_actor_queues_are_saturated() {
 #[test]
 fn x20_keepalive_is_answered_while_the_bound_actor_is_busy_on_its_node() {
     let mesh = start_mesh(2, GameOptions::default());
-    mesh[1].node.create_actor("player", &id("player-1")).unwrap();
+    mesh[1]
+        .node
+        .create_actor("player", &id("player-1"))
+        .unwrap();
     let mut raw = Raw::connect(&mesh[0]);
     raw.login("player-1");
     let held = mesh[1].observed.held_receiver();
@@ -234,8 +255,14 @@ fn x20_keepalive_is_answered_while_the_bound_actor_is_busy_on_its_node() {
 #[test]
 fn x18_bind_terminals_relays_and_disconnect_cleanup_proceed_while_a_callback_awaits() {
     let mesh = start_mesh(2, GameOptions::default());
-    mesh[1].node.create_actor("player", &id("player-1")).unwrap();
-    mesh[1].node.create_actor("player", &id("player-2")).unwrap();
+    mesh[1]
+        .node
+        .create_actor("player", &id("player-1"))
+        .unwrap();
+    mesh[1]
+        .node
+        .create_actor("player", &id("player-2"))
+        .unwrap();
     let held = mesh[0].observed.held_receiver();
     let mut stalled = login(&mesh[0], "player-1");
     let stall = stalled.start_request(STALL, Bytes::new()).unwrap();
@@ -244,7 +271,9 @@ fn x18_bind_terminals_relays_and_disconnect_cleanup_proceed_while_a_callback_awa
     // terminal, its relay is answered and its actor's push arrives.
     let mut other = login(&mesh[0], "player-2");
     assert_eq!(
-        other.request(PUSH, payload("player-2", "tick"), WAIT).unwrap(),
+        other
+            .request(PUSH, payload("player-2", "tick"), WAIT)
+            .unwrap(),
         Bytes::from_static(b"pushed")
     );
     assert_eq!(
@@ -257,7 +286,10 @@ fn x18_bind_terminals_relays_and_disconnect_cleanup_proceed_while_a_callback_awa
     // The awaiting session's own connection drops: its disconnect cleanup
     // runs although its callback never finished.
     drop(stalled);
-    assert_eq!(mesh[1].disconnect_events.recv_timeout(WAIT).unwrap(), "player-1");
+    assert_eq!(
+        mesh[1].disconnect_events.recv_timeout(WAIT).unwrap(),
+        "player-1"
+    );
     // A new session binds the actor again meanwhile.
     let _again = login(&mesh[0], "player-1");
     let _ = stall;

@@ -76,7 +76,10 @@ fn p2_relay_from_the_replaced_session_is_refused_and_the_binding_stays() {
             ..GameOptions::default()
         },
     );
-    mesh[1].node.create_actor("player", &id("player-1")).unwrap();
+    mesh[1]
+        .node
+        .create_actor("player", &id("player-1"))
+        .unwrap();
     let held = mesh[0].observed.held_receiver();
     let mut old = login(&mesh[0], "player-1");
     let mut new = login(&mesh[2], "player-1");
@@ -86,7 +89,10 @@ fn p2_relay_from_the_replaced_session_is_refused_and_the_binding_stays() {
     let error = relay_error(&mut old, "player-1", "late");
     assert_eq!(error.kind(), ErrorKind::Unavailable, "{error:?}");
     assert!(
-        matches!(error.reason(), Reason::SessionClosing | Reason::StaleBinding),
+        matches!(
+            error.reason(),
+            Reason::SessionClosing | Reason::StaleBinding
+        ),
         "{error:?}"
     );
     assert_push(&mut new, "player-1", "tick");
@@ -107,7 +113,10 @@ fn p5_a_late_response_on_the_old_connection_is_not_applied_to_the_new_one() {
     mesh[1].node.create_actor("player", &id("x")).unwrap();
     mesh[2].node.create_actor("player", &id("y")).unwrap();
     let mut old = login(&mesh[0], "x");
-    assert_eq!(expect_reply(&mut old, LOGIN, "y"), Bytes::from_static(b"bound"));
+    assert_eq!(
+        expect_reply(&mut old, LOGIN, "y"),
+        Bytes::from_static(b"bound")
+    );
     let held = mesh[2].observed.held_receiver();
     // Correlation 3 on the old connection, held on node 3.
     let late = old.start_request(HOLD, payload("y", "late")).unwrap();
@@ -133,7 +142,10 @@ fn x2_a_late_duplicate_51_touches_only_the_retired_identity() {
     mesh[1].node.create_actor("player", &id("y")).unwrap();
     tap.set(Direction::ToDialer, REPLACED, TapAction::Keep);
     let mut old = login(&mesh[0], "x");
-    assert_eq!(expect_reply(&mut old, LOGIN, "y"), Bytes::from_static(b"bound"));
+    assert_eq!(
+        expect_reply(&mut old, LOGIN, "y"),
+        Bytes::from_static(b"bound")
+    );
     // The new session is on the same node as the old one.
     let mut new = login(&mesh[0], "x");
     assert_eq!(old.wait_closed(WAIT).unwrap(), Some(CloseReason::Replaced));
@@ -165,12 +177,19 @@ fn x2_a_late_duplicate_51_touches_only_the_retired_identity() {
 #[test]
 fn x13_undeliverable_51_does_not_delay_the_bind_and_the_retired_generation_is_refused() {
     let (mesh, tap) = tapped_mesh(GameOptions::default());
-    mesh[1].node.create_actor("player", &id("player-1")).unwrap();
+    mesh[1]
+        .node
+        .create_actor("player", &id("player-1"))
+        .unwrap();
     tap.set(Direction::ToDialer, REPLACED, TapAction::Drop);
     let mut old = login(&mesh[0], "player-1");
     let started = Instant::now();
     let mut new = login(&mesh[2], "player-1");
-    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
     wait_until("the 51 to be sent (and dropped)", || {
         tap.count(Direction::ToDialer, REPLACED) == 1
     });
@@ -178,7 +197,12 @@ fn x13_undeliverable_51_does_not_delay_the_bind_and_the_retired_generation_is_re
     let error = relay_error(&mut old, "player-1", "late");
     assert_eq!(error.kind(), ErrorKind::Unavailable, "{error:?}");
     assert_eq!(error.reason(), Reason::StaleBinding);
-    assert!(mesh[0].observed.replaced_callbacks.lock().unwrap().is_empty());
+    assert!(mesh[0]
+        .observed
+        .replaced_callbacks
+        .lock()
+        .unwrap()
+        .is_empty());
     assert_push(&mut new, "player-1", "tick");
     assert!(!mesh[1]
         .observed
@@ -201,12 +225,24 @@ fn mismatch_lease(record: NodeRecord) -> NodeRecord {
 #[test]
 fn x13_a_mismatched_51_runs_no_callback() {
     let (mesh, tap) = tapped_mesh(GameOptions::default());
-    mesh[1].node.create_actor("player", &id("player-1")).unwrap();
-    tap.set(Direction::ToDialer, REPLACED, TapAction::Rewrite(mismatch_lease));
+    mesh[1]
+        .node
+        .create_actor("player", &id("player-1"))
+        .unwrap();
+    tap.set(
+        Direction::ToDialer,
+        REPLACED,
+        TapAction::Rewrite(mismatch_lease),
+    );
     let mut old = login(&mesh[0], "player-1");
     let mut new = login(&mesh[2], "player-1");
     wait_counter(&mesh[0], FlowTrace::ReplacedNoticeMismatch, 1);
-    assert!(mesh[0].observed.replaced_callbacks.lock().unwrap().is_empty());
+    assert!(mesh[0]
+        .observed
+        .replaced_callbacks
+        .lock()
+        .unwrap()
+        .is_empty());
     assert_eq!(
         old.next_event(Duration::from_millis(300)).unwrap(),
         None,
@@ -261,7 +297,10 @@ fn x15_closing_the_previous_connection_never_removes_the_new_binding() {
     // The 51 is lost: the old session still believes it holds x.
     tap.set(Direction::ToDialer, REPLACED, TapAction::Drop);
     let mut old = login(&mesh[0], "x");
-    assert_eq!(expect_reply(&mut old, LOGIN, "y"), Bytes::from_static(b"bound"));
+    assert_eq!(
+        expect_reply(&mut old, LOGIN, "y"),
+        Bytes::from_static(b"bound")
+    );
     let mut new = login(&mesh[2], "x");
     wait_until("the 51 to be dropped", || {
         tap.count(Direction::ToDialer, REPLACED) == 1

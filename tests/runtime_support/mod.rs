@@ -4,8 +4,8 @@
 #![allow(dead_code)]
 
 use std::cell::Cell;
-use std::net::SocketAddr;
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::task::{Poll, Waker};
@@ -190,7 +190,10 @@ impl Actor for Player {
         self.observed.bound_events.lock().unwrap().push(id.clone());
         if self.push_on_bound {
             let pushed = ctx.push(JOINED, Bytes::from(id));
-            assert!(pushed.is_ok(), "a push from on_bound was refused: {pushed:?}");
+            assert!(
+                pushed.is_ok(),
+                "a push from on_bound was refused: {pushed:?}"
+            );
         }
     }
 }
@@ -429,8 +432,11 @@ fn stash_handlers(builder: NodeBuilder, observed: &Arc<Observed>) -> NodeBuilder
     let builder = builder.on_packet(STASH, move |session, packet| {
         let o = Arc::clone(&o);
         async move {
-            let id = actor_name(&packet.payload)?;
-            let found = session.actor("player", &id)?;
+            // "type/id" names another actor type; plain "id" is a player.
+            let text = String::from_utf8_lossy(&packet.payload).into_owned();
+            let (kind, name) = text.split_once('/').unwrap_or(("player", &text));
+            let id = ActorId::new(name).map_err(|_| Error::new(Reason::StaleLocation))?;
+            let found = session.actor(kind, &id)?;
             *o.stash.lock().unwrap() = Some(found);
             session.reply(packet, Ok(Bytes::from_static(b"stashed")))
         }
@@ -732,7 +738,12 @@ pub fn link_tap(target: SocketAddr) -> LinkTap {
                     }
                 });
             };
-            pipe(inbound.try_clone().unwrap(), outbound.try_clone().unwrap(), 2, Direction::ToAcceptor);
+            pipe(
+                inbound.try_clone().unwrap(),
+                outbound.try_clone().unwrap(),
+                2,
+                Direction::ToAcceptor,
+            );
             pipe(outbound, inbound, 1, Direction::ToDialer);
         }
     });
@@ -750,9 +761,10 @@ pub fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
 
 /// Waits until the node's flow counter for `event` reaches `at_least`.
 pub fn wait_counter(game: &Game, event: zlink::core::trace::FlowTrace, at_least: u64) {
-    wait_until(&format!("{event} >= {at_least} on node {}", game.rid), || {
-        game.node.flow_counters().get(event) >= at_least
-    });
+    wait_until(
+        &format!("{event} >= {at_least} on node {}", game.rid),
+        || game.node.flow_counters().get(event) >= at_least,
+    );
 }
 
 /// A fresh counting store over an embedded store (leases of 60 s).
