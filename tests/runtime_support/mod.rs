@@ -4,9 +4,11 @@
 #![allow(dead_code)]
 
 use std::cell::Cell;
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{mpsc, Arc, Condvar, Mutex};
+use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -15,7 +17,7 @@ use zlink::api::{
 };
 use zlink::client::Client;
 use zlink::error::{Error, Reason};
-use zlink::ids::{ActorId, PacketKey};
+use zlink::ids::{ActorId, ActorRef, PacketKey};
 use zlink::net::handshake::ClusterSecret;
 use zlink::store::{CountingStore, EmbeddedStore, MonotonicClock};
 
@@ -27,10 +29,31 @@ pub const RELAY: PacketKey = PacketKey(2);
 pub const PUSH: PacketKey = PacketKey(3);
 /// NotifyDisconnected for the actor named by the payload; replies "notified".
 pub const NOTIFY: PacketKey = PacketKey(4);
+/// Looks up (or creates) the actor named by the payload and keeps its
+/// ActorRef in [`Observed::stash`], without binding; replies "stashed".
+pub const STASH: PacketKey = PacketKey(5);
+/// Binds the ActorRef in [`Observed::stash`]; replies "bound" or the error.
+pub const BIND_STASHED: PacketKey = PacketKey(6);
+/// `bind_or_get` of the ActorRef in [`Observed::stash`]; replies "id:generation".
+pub const BIND_OR_GET_STASHED: PacketKey = PacketKey(7);
+/// `find` of the actor named by the payload; replies "id:generation" or "none".
+pub const FIND: PacketKey = PacketKey(8);
+/// `bound`; replies the sorted "id:generation" list, comma-separated.
+pub const BOUND: PacketKey = PacketKey(9);
+/// Relays; the actor's handler blocks its node until [`Observed::release`].
+pub const HOLD: PacketKey = PacketKey(10);
+/// The session callback awaits [`Observed::gate`] (an async wait), then replies "unstalled".
+pub const STALL: PacketKey = PacketKey(11);
+/// Relays; the actor replies how many messages this instance has handled.
+pub const COUNT: PacketKey = PacketKey(12);
 /// The key of pushes from actors.
 pub const PUSHED: PacketKey = PacketKey(100);
 /// The key of the duplicate-connection notice.
 pub const REPLACED_NOTICE: PacketKey = PacketKey(101);
+/// The key of the push an actor sends from `on_bound` (a join callback).
+pub const JOINED: PacketKey = PacketKey(102);
+/// The key of the second notice of a replacement callback that awaited the gate.
+pub const REPLACED_AFTER_WAIT: PacketKey = PacketKey(103);
 
 pub const WAIT: Duration = Duration::from_secs(10);
 
@@ -48,10 +71,86 @@ pub struct Observed {
     pub session_callbacks_overlapped: AtomicBool,
     pub in_session_turn: AtomicBool,
     pub delivered: Mutex<Vec<Bytes>>,
+    /// ActorIds whose `on_bound` ran, in order.
+    pub bound_events: Mutex<Vec<String>>,
+    /// The ActorRef that [`STASH`] found, or the test put there.
+    pub stash: Mutex<Option<ActorRef>>,
+    /// Sends an event when a blocking handler or callback starts.
+    pub held_events: Mutex<Option<mpsc::Sender<String>>>,
+    /// The blocking gate of [`HOLD`] and `blocking_disconnect`.
+    hold: (Mutex<bool>, Condvar),
+    /// The async gate of [`STALL`] and `replaced_awaits_gate`.
+    pub gate: AsyncGate,
+}
+
+impl Observed {
+    /// Opens the blocking gate: held handlers and callbacks return.
+    pub fn release(&self) {
+        *self.hold.0.lock().unwrap() = true;
+        self.hold.1.notify_all();
+    }
+
+    /// Blocks the calling (shard) thread until [`Observed::release`], at most [`WAIT`].
+    fn block(&self, what: &str) {
+        self.held(what);
+        let open = self.hold.0.lock().unwrap();
+        let _open = self
+            .hold
+            .1
+            .wait_timeout_while(open, WAIT, |open| !*open)
+            .unwrap();
+    }
+
+    /// A receiver of the "a handler is now blocked / awaiting" events.
+    pub fn held_receiver(&self) -> mpsc::Receiver<String> {
+        let (tx, rx) = mpsc::channel();
+        *self.held_events.lock().unwrap() = Some(tx);
+        rx
+    }
+
+    fn held(&self, what: &str) {
+        if let Some(events) = self.held_events.lock().unwrap().as_ref() {
+            let _ = events.send(what.to_owned());
+        }
+    }
+}
+
+/// A one-shot gate an async session callback awaits without blocking its
+/// shard; the test thread opens it.
+#[derive(Default)]
+pub struct AsyncGate {
+    open: AtomicBool,
+    wakers: Mutex<Vec<Waker>>,
+}
+
+impl AsyncGate {
+    pub fn open(&self) {
+        self.open.store(true, Ordering::SeqCst);
+        for waker in self.wakers.lock().unwrap().drain(..) {
+            waker.wake();
+        }
+    }
+
+    pub async fn wait(&self) {
+        std::future::poll_fn(|cx| {
+            if self.open.load(Ordering::SeqCst) {
+                return Poll::Ready(());
+            }
+            self.wakers.lock().unwrap().push(cx.waker().clone());
+            if self.open.load(Ordering::SeqCst) {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        })
+        .await;
+    }
 }
 
 struct Player {
     observed: Arc<Observed>,
+    push_on_bound: bool,
+    handled: u64,
 }
 
 impl Actor for Player {
@@ -70,6 +169,13 @@ impl Actor for Player {
             .lock()
             .unwrap()
             .push(message.payload.clone());
+        self.handled += 1;
+        if message.key == HOLD {
+            self.observed.block("hold");
+        }
+        if message.key == COUNT {
+            return Some(Ok(Bytes::from(self.handled.to_string())));
+        }
         if message.key == PUSH {
             if let Err(e) = ctx.push(PUSHED, message.payload.clone()) {
                 return Some(Err(e));
@@ -78,11 +184,24 @@ impl Actor for Player {
         }
         Some(Ok(message.payload))
     }
+
+    fn on_bound(&mut self, ctx: &mut dyn ActorContext) {
+        let id = ctx.actor_id().to_string();
+        self.observed.bound_events.lock().unwrap().push(id.clone());
+        if self.push_on_bound {
+            let pushed = ctx.push(JOINED, Bytes::from(id));
+            assert!(
+                pushed.is_ok(),
+                "a push from on_bound was refused: {pushed:?}"
+            );
+        }
+    }
 }
 
 struct Lobby {
     observed: Arc<Observed>,
     failing: Option<String>,
+    blocking: Option<String>,
     events: Mutex<mpsc::Sender<String>>,
 }
 
@@ -94,6 +213,9 @@ impl Spot for Lobby {
             .unwrap()
             .push(actor.to_string());
         let _ = self.events.lock().unwrap().send(actor.to_string());
+        if self.blocking.as_deref() == Some(actor.as_str()) {
+            self.observed.block("disconnect");
+        }
         if self.failing.as_deref() == Some(actor.as_str()) {
             return Err(Reason::InvalidConfiguration.into());
         }
@@ -111,6 +233,17 @@ pub struct GameOptions {
     pub failing_disconnect: Option<String>,
     /// Shards per node (default 1).
     pub shards: usize,
+    /// This actor's disconnect callback blocks until [`Observed::release`].
+    pub blocking_disconnect: Option<String>,
+    /// Actors push [`JOINED`] from `on_bound`.
+    pub push_on_bound: bool,
+    /// The replacement callback sends its notice, awaits [`Observed::gate`],
+    /// then sends [`REPLACED_AFTER_WAIT`] and finishes.
+    pub replaced_awaits_gate: bool,
+    /// The node's object role (default Server).
+    pub client_role: bool,
+    /// The node's NodeGeneration (default: from the wall clock).
+    pub node_generation: Option<u64>,
 }
 
 pub struct Game {
@@ -193,21 +326,33 @@ pub fn start_node(
     let lobby = Arc::new(Lobby {
         observed: Arc::clone(&observed),
         failing: options.failing_disconnect.clone(),
+        blocking: options.blocking_disconnect.clone(),
         events: Mutex::new(events_tx),
     });
     let o = Arc::clone(&observed);
+    let push_on_bound = options.push_on_bound;
+    let role = if options.client_role {
+        ObjectRole::Client
+    } else {
+        ObjectRole::Server
+    };
     let mut builder = NodeBuilder::new(rid)
         .listen("127.0.0.1:0".parse().unwrap())
         .peer_listen("127.0.0.1:0".parse().unwrap())
         .cluster_secret(secret())
-        .object_role(ObjectRole::Server)
+        .object_role(role)
         .location_store(store.clone())
         .enable_actor_dispatch()
         .actor_type("player", lobby, move |_| {
             Box::new(Player {
                 observed: Arc::clone(&o),
+                push_on_bound,
+                handled: 0,
             })
         });
+    if let Some(generation) = options.node_generation {
+        builder = builder.node_generation(generation);
+    }
     for &(peer, addr) in peers {
         builder = builder.peer(peer, addr);
     }
@@ -230,6 +375,8 @@ pub fn start_node(
         })
         .on_packet(RELAY, relay_handler(Arc::clone(&observed)))
         .on_packet(PUSH, relay_handler(Arc::clone(&observed)))
+        .on_packet(HOLD, relay_handler(Arc::clone(&observed)))
+        .on_packet(COUNT, relay_handler(Arc::clone(&observed)))
         .on_packet(NOTIFY, |session, packet| async move {
             let id = actor_name(&packet.payload)?;
             let bound = session
@@ -239,8 +386,10 @@ pub fn start_node(
             bound.notify_disconnected().await?;
             session.reply(packet, Ok(Bytes::from_static(b"notified")))
         });
+    let builder = stash_handlers(builder, &observed);
     let o = Arc::clone(&observed);
     let never = options.replaced_never_finishes;
+    let awaits = options.replaced_awaits_gate;
     let builder = builder.on_replaced(move |session, actor| {
         let o = Arc::clone(&o);
         async move {
@@ -250,6 +399,14 @@ pub fn start_node(
             )?;
             if never {
                 std::future::pending::<()>().await;
+            }
+            if awaits {
+                o.held("replaced");
+                o.gate.wait().await;
+                session.send_to_client(
+                    REPLACED_AFTER_WAIT,
+                    Bytes::copy_from_slice(actor.as_str().as_bytes()),
+                )?;
             }
             o.replaced_callbacks
                 .lock()
@@ -266,6 +423,73 @@ pub fn start_node(
         observed,
         disconnect_events,
     }
+}
+
+fn describe(actor: &zlink::api::ActorHandle) -> String {
+    format!("{}:{}", actor.id, actor.generation.0)
+}
+
+/// The handlers of [`STASH`], [`BIND_STASHED`], [`BIND_OR_GET_STASHED`],
+/// [`FIND`], [`BOUND`] and [`STALL`].
+fn stash_handlers(builder: NodeBuilder, observed: &Arc<Observed>) -> NodeBuilder {
+    let o = Arc::clone(observed);
+    let builder = builder.on_packet(STASH, move |session, packet| {
+        let o = Arc::clone(&o);
+        async move {
+            // "type/id" names another actor type; plain "id" is a player.
+            let text = String::from_utf8_lossy(&packet.payload).into_owned();
+            let (kind, name) = text.split_once('/').unwrap_or(("player", &text));
+            let id = ActorId::new(name).map_err(|_| Error::new(Reason::StaleLocation))?;
+            let found = session.actor(kind, &id).await?;
+            *o.stash.lock().unwrap() = Some(found);
+            session.reply(packet, Ok(Bytes::from_static(b"stashed")))
+        }
+    });
+    let o = Arc::clone(observed);
+    let builder = builder.on_packet(BIND_STASHED, move |session, packet| {
+        let o = Arc::clone(&o);
+        async move {
+            let stashed = o.stash.lock().unwrap().clone().expect("a stashed ActorRef");
+            session.actors().bind(stashed).await?;
+            session.reply(packet, Ok(Bytes::from_static(b"bound")))
+        }
+    });
+    let o = Arc::clone(observed);
+    let builder = builder.on_packet(BIND_OR_GET_STASHED, move |session, packet| {
+        let o = Arc::clone(&o);
+        async move {
+            let stashed = o.stash.lock().unwrap().clone().expect("a stashed ActorRef");
+            let bound = session.actors().bind_or_get(stashed).await?;
+            session.reply(packet, Ok(Bytes::from(describe(&bound.actor()))))
+        }
+    });
+    let builder = builder.on_packet(FIND, |session, packet| async move {
+        let id = actor_name(&packet.payload)?;
+        let found = session
+            .actors()
+            .find(&id)
+            .map_or_else(|| "none".to_owned(), |b| describe(&b.actor()));
+        session.reply(packet, Ok(Bytes::from(found)))
+    });
+    let builder = builder.on_packet(BOUND, |session, packet| async move {
+        let mut all: Vec<String> = session
+            .actors()
+            .bound()
+            .iter()
+            .map(|b| describe(&b.actor()))
+            .collect();
+        all.sort();
+        session.reply(packet, Ok(Bytes::from(all.join(","))))
+    });
+    let o = Arc::clone(observed);
+    builder.on_packet(STALL, move |session, packet| {
+        let o = Arc::clone(&o);
+        async move {
+            o.held("stall");
+            o.gate.wait().await;
+            session.reply(packet, Ok(Bytes::from_static(b"unstalled")))
+        }
+    })
 }
 
 /// Marks a session callback's turn (W1), across its awaits, until dropped.
@@ -346,11 +570,77 @@ pub fn payload(actor: &str, data: &str) -> Bytes {
     Bytes::from(format!("{actor}:{data}"))
 }
 
+/// Which way a record crosses a [`LinkTap`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Direction {
+    /// From the dialing node (the lower RID) to the node behind the tap.
+    ToAcceptor,
+    /// From the node behind the tap to the dialing node.
+    ToDialer,
+}
+
+/// What a tap does with one record.
+#[derive(Clone, Copy, Debug)]
+pub enum TapAction {
+    /// Forward it.
+    Forward,
+    /// Drop it: the record is lost on the way.
+    Drop,
+    /// Forward it and keep a copy for [`LinkTap::replay`] (a late duplicate).
+    Keep,
+    /// Forward the record as rewritten by the function.
+    Rewrite(fn(zlink::wire::node::NodeRecord) -> zlink::wire::node::NodeRecord),
+}
+
+#[derive(Default)]
+struct TapState {
+    actions: HashMap<(Direction, u8), TapAction>,
+    kept: Vec<(Direction, Vec<u8>)>,
+    writers: HashMap<Direction, Arc<Mutex<std::net::TcpStream>>>,
+}
+
 /// A TCP proxy between two nodes' link endpoints that reads the frames
-/// crossing it: the command byte of every record after the handshake.
+/// crossing it: the command byte of every record after the handshake; it can
+/// drop, duplicate later, or rewrite records by command.
 pub struct LinkTap {
     pub addr: SocketAddr,
     pub commands: Arc<Mutex<Vec<u8>>>,
+    /// (direction, command) of every record after the handshake.
+    pub records: Arc<Mutex<Vec<(Direction, u8)>>>,
+    state: Arc<Mutex<TapState>>,
+}
+
+impl LinkTap {
+    /// What to do from now on with records of `command` going `direction`.
+    pub fn set(&self, direction: Direction, command: u8, action: TapAction) {
+        self.state
+            .lock()
+            .unwrap()
+            .actions
+            .insert((direction, command), action);
+    }
+
+    /// How many records of `command` crossed (or were dropped) going `direction`.
+    pub fn count(&self, direction: Direction, command: u8) -> usize {
+        self.records
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|&&r| r == (direction, command))
+            .count()
+    }
+
+    /// Sends every kept copy again, in order; returns how many.
+    pub fn replay(&self) -> usize {
+        use std::io::Write;
+        let mut state = self.state.lock().unwrap();
+        let kept = std::mem::take(&mut state.kept);
+        for (direction, frame) in &kept {
+            let writer = Arc::clone(&state.writers[direction]);
+            writer.lock().unwrap().write_all(frame).unwrap();
+        }
+        kept.len()
+    }
 }
 
 /// Proxies one link connection to `target`, recording record command bytes
@@ -361,17 +651,35 @@ pub fn link_tap(target: SocketAddr) -> LinkTap {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     let commands = Arc::new(Mutex::new(Vec::new()));
-    let seen = Arc::clone(&commands);
+    let records = Arc::new(Mutex::new(Vec::new()));
+    let state = Arc::new(Mutex::new(TapState::default()));
+    let tap = LinkTap {
+        addr,
+        commands: Arc::clone(&commands),
+        records: Arc::clone(&records),
+        state: Arc::clone(&state),
+    };
     std::thread::spawn(move || {
         for inbound in listener.incoming() {
             let Ok(inbound) = inbound else { return };
             let Ok(outbound) = std::net::TcpStream::connect(target) else {
                 return;
             };
+            let _ = inbound.set_nodelay(true);
+            let _ = outbound.set_nodelay(true);
             let pipe = |mut from: std::net::TcpStream,
-                        mut to: std::net::TcpStream,
+                        to: std::net::TcpStream,
                         skip: usize,
-                        seen: Arc<Mutex<Vec<u8>>>| {
+                        direction: Direction| {
+                let to = Arc::new(Mutex::new(to));
+                state
+                    .lock()
+                    .unwrap()
+                    .writers
+                    .insert(direction, Arc::clone(&to));
+                let seen = Arc::clone(&commands);
+                let records = Arc::clone(&records);
+                let state = Arc::clone(&state);
                 std::thread::spawn(move || {
                     let mut pending: Vec<u8> = Vec::new();
                     let mut frames = 0usize;
@@ -379,12 +687,13 @@ pub fn link_tap(target: SocketAddr) -> LinkTap {
                     loop {
                         let n = match from.read(&mut chunk) {
                             Ok(0) | Err(_) => {
-                                let _ = to.shutdown(std::net::Shutdown::Write);
+                                let _ = to.lock().unwrap().shutdown(std::net::Shutdown::Write);
                                 return;
                             }
                             Ok(n) => n,
                         };
                         pending.extend_from_slice(&chunk[..n]);
+                        let mut out: Vec<u8> = Vec::new();
                         while pending.len() >= 5 {
                             let len = u32::from_be_bytes([
                                 pending[0], pending[1], pending[2], pending[3],
@@ -392,13 +701,42 @@ pub fn link_tap(target: SocketAddr) -> LinkTap {
                             if pending.len() < 4 + len {
                                 break;
                             }
-                            if frames >= skip {
-                                seen.lock().unwrap().push(pending[4]);
+                            let frame: Vec<u8> = pending.drain(..4 + len).collect();
+                            if frames < skip {
+                                frames += 1;
+                                out.extend_from_slice(&frame);
+                                continue;
                             }
                             frames += 1;
-                            pending.drain(..4 + len);
+                            let command = frame[4];
+                            seen.lock().unwrap().push(command);
+                            records.lock().unwrap().push((direction, command));
+                            let mut state = state.lock().unwrap();
+                            let action = state
+                                .actions
+                                .get(&(direction, command))
+                                .copied()
+                                .unwrap_or(TapAction::Forward);
+                            match action {
+                                TapAction::Forward => out.extend_from_slice(&frame),
+                                TapAction::Drop => {}
+                                TapAction::Keep => {
+                                    out.extend_from_slice(&frame);
+                                    state.kept.push((direction, frame));
+                                }
+                                TapAction::Rewrite(rewrite) => {
+                                    let record = zlink::wire::node::NodeRecord::decode(
+                                        Bytes::copy_from_slice(&frame[4..]),
+                                        &zlink::wire::DecodeLimits::default(),
+                                    )
+                                    .expect("the tap decodes the record it rewrites");
+                                    let mut encoded = bytes::BytesMut::new();
+                                    rewrite(record).encode(&mut encoded);
+                                    out.extend_from_slice(&encoded);
+                                }
+                            }
                         }
-                        if to.write_all(&chunk[..n]).is_err() {
+                        if !out.is_empty() && to.lock().unwrap().write_all(&out).is_err() {
                             return;
                         }
                     }
@@ -408,10 +746,55 @@ pub fn link_tap(target: SocketAddr) -> LinkTap {
                 inbound.try_clone().unwrap(),
                 outbound.try_clone().unwrap(),
                 2,
-                Arc::clone(&seen),
+                Direction::ToAcceptor,
             );
-            pipe(outbound, inbound, 1, Arc::clone(&seen));
+            pipe(outbound, inbound, 1, Direction::ToDialer);
         }
     });
-    LinkTap { addr, commands }
+    tap
+}
+
+/// Waits until `condition` holds, at most [`WAIT`]; panics with `what` otherwise.
+pub fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + WAIT;
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::yield_now();
+    }
+}
+
+/// Waits until the node's flow counter for `event` reaches `at_least`.
+pub fn wait_counter(game: &Game, event: zlink::core::trace::FlowTrace, at_least: u64) {
+    wait_until(
+        &format!("{event} >= {at_least} on node {}", game.rid),
+        || game.node.flow_counters().get(event) >= at_least,
+    );
+}
+
+/// A fresh counting store over an embedded store (leases of 60 s).
+pub fn new_store() -> Arc<CountingStore<EmbeddedStore>> {
+    Arc::new(CountingStore::new(EmbeddedStore::new(
+        MonotonicClock::new(),
+        Duration::from_secs(60),
+    )))
+}
+
+/// The id of a test actor.
+pub fn id(name: &str) -> ActorId {
+    ActorId::new(name).unwrap()
+}
+
+/// Sends `key` with `payload` as a request and expects the typed error.
+pub fn expect_error(client: &mut Client, key: PacketKey, payload: &str) -> Error {
+    match client.request(key, Bytes::copy_from_slice(payload.as_bytes()), WAIT) {
+        Err(zlink::client::ClientError::Remote(error)) => error,
+        other => panic!("expected a typed error for {key:?} {payload:?}, got {other:?}"),
+    }
+}
+
+/// Sends `key` with `payload` as a request and expects a reply.
+pub fn expect_reply(client: &mut Client, key: PacketKey, payload: &str) -> Bytes {
+    client
+        .request(key, Bytes::copy_from_slice(payload.as_bytes()), WAIT)
+        .unwrap_or_else(|e| panic!("{key:?} {payload:?}: {e:?}"))
 }
