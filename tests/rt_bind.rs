@@ -125,7 +125,6 @@ fn s3_stale_location_without_follow_route_is_unavailable_no_store_read_no_retry(
 }
 
 #[test]
-#[ignore = "bug: a bind whose owner node is gone (no link) ends with DeadlineExceeded at the bind timeout instead of Unavailable: the 38 is dropped as record_unroutable and the pending bind is not failed (src/runtime/shard.rs drain_core)"]
 fn s3_bind_to_an_owner_node_that_is_gone_is_unavailable() {
     let settings = zlink::api::NodeSettings {
         bind_timeout: std::time::Duration::from_millis(2_000),
@@ -145,6 +144,10 @@ fn s3_bind_to_an_owner_node_that_is_gone_is_unavailable() {
     let mut client = mesh[0].client();
     stash(&mesh[0], &mut client, "player-1");
     mesh.pop().unwrap().node.shutdown();
+    assert!(
+        mesh[0].node.wait_unlinked(2, WAIT),
+        "node 1 never saw node 2 go"
+    );
     let before = mesh[0].store.counts().row_operations();
     let error = expect_error(&mut client, BIND_STASHED, "");
     assert_eq!(error.kind(), ErrorKind::Unavailable, "{error:?}");

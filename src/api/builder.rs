@@ -336,7 +336,12 @@ impl Node {
 
     /// Waits until the link to node `rid` is up; `false` at the timeout.
     pub fn wait_linked(&self, rid: u64, timeout: Duration) -> bool {
-        self.running.wait_linked(NodeRid(rid), timeout)
+        self.running.wait_linked(NodeRid(rid), true, timeout)
+    }
+
+    /// Waits until the link to node `rid` is down; `false` at the timeout.
+    pub fn wait_unlinked(&self, rid: u64, timeout: Duration) -> bool {
+        self.running.wait_linked(NodeRid(rid), false, timeout)
     }
 
     /// The flow-trace counters of every shard, summed (diagnostics).

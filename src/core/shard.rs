@@ -12,7 +12,7 @@ use super::session::{SessionOwner, SessionOwnerConfig, SessionOwnerIdentity, Ses
 use super::time::Instant;
 use super::trace::{FlowCounters, FlowTrace};
 use crate::error::Reason;
-use crate::ids::{NodeRid, Peer};
+use crate::ids::{NodeRid, Peer, RequestId};
 use crate::wire::node::{
     ActorSend, BoundSessionBind, NodeRecord, SessionRelocationRoute, SessionRelocationSealed,
 };
@@ -157,6 +157,12 @@ impl ShardCore {
             },
             RecordRole::Coordinator => self.fx.trace(FlowTrace::UnhandledRecord),
         }
+    }
+
+    /// The transport had no link to `to` for a request record this shard
+    /// sent: the request ends now with `Unavailable` (PeerUnreachable).
+    pub fn handle_unreachable(&mut self, now: Instant, to: NodeRid, request: RequestId) {
+        self.sessions(now).unreachable(to, request);
     }
 
     /// Fires every timer due at `now`. A timer never fires before its time.

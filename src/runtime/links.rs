@@ -60,18 +60,19 @@ impl LinkStatus {
         self.changed.notify_all();
     }
 
-    /// Waits until `rid` is linked; `false` at the timeout.
-    pub(crate) fn wait_up(&self, rid: NodeRid, timeout: Duration) -> bool {
+    /// Waits until `rid` is linked (`up`) or not (`!up`); `false` at the
+    /// timeout.
+    pub(crate) fn wait(&self, rid: NodeRid, up: bool, timeout: Duration) -> bool {
         let peers = self
             .up
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let waited = self
             .changed
-            .wait_timeout_while(peers, timeout, |peers| !peers.contains(&rid));
+            .wait_timeout_while(peers, timeout, |peers| peers.contains(&rid) != up);
         match waited {
-            Ok((peers, _)) => peers.contains(&rid),
-            Err(poisoned) => poisoned.into_inner().0.contains(&rid),
+            Ok((peers, _)) => peers.contains(&rid) == up,
+            Err(poisoned) => poisoned.into_inner().0.contains(&rid) == up,
         }
     }
 }

@@ -183,8 +183,8 @@ impl RunningNode {
             .unwrap_or_else(|_| Err(Reason::SessionClosing.into()))
     }
 
-    pub(crate) fn wait_linked(&self, rid: NodeRid, timeout: std::time::Duration) -> bool {
-        self.link_status.wait_up(rid, timeout)
+    pub(crate) fn wait_linked(&self, rid: NodeRid, up: bool, timeout: std::time::Duration) -> bool {
+        self.link_status.wait(rid, up, timeout)
     }
 
     pub(crate) fn flow_counters(&self) -> FlowCounters {

@@ -37,6 +37,11 @@ pub(crate) enum ShardMsg {
     },
     /// §5: the owner lease was lost; fence this shard's Actor owner.
     Fence,
+    /// A request this shard sent could not go out: there is no link to `to`.
+    Unreachable {
+        to: NodeRid,
+        request: crate::ids::RequestId,
+    },
     /// §10 Shutdown: refuse new sessions and bindings, finish accepted work
     /// until `deadline`, then close every session; report on `done` once no
     /// session is left.

@@ -385,10 +385,21 @@ impl ShardState {
 
     /// (Link shard) a record onto the link to `to`.
     fn transmit(&mut self, to: crate::ids::NodeRid, record: &crate::wire::node::NodeRecord) {
-        if !self.links.send(&mut self.reactor, to, record) {
-            // No link: the record is dropped and counted; a request among
-            // them ends at its deadline with a typed error.
-            self.core.trace(FlowTrace::RecordUnroutable);
+        if self.links.send(&mut self.reactor, to, record) {
+            return;
+        }
+        // No link: the record is dropped and counted, and a request among
+        // them ends now with Unavailable on the shard that sent it.
+        self.core.trace(FlowTrace::RecordUnroutable);
+        if let Some(request) = record.request_id() {
+            let owner = request.owner().0;
+            if owner == self.index {
+                let now = self.now();
+                self.core.handle_unreachable(now, to, request);
+            } else {
+                self.router
+                    .send(owner, ShardMsg::Unreachable { to, request });
+            }
         }
     }
 
@@ -426,6 +437,10 @@ impl ShardState {
                 ShardMsg::Fence => {
                     let now = self.now();
                     self.core.actors(now).fence();
+                }
+                ShardMsg::Unreachable { to, request } => {
+                    let now = self.now();
+                    self.core.handle_unreachable(now, to, request);
                 }
                 ShardMsg::Drain { deadline, done } => {
                     let now = self.now();

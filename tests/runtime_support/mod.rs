@@ -545,12 +545,14 @@ fn relay_handler(
         let o = Arc::clone(&observed);
         Box::pin(async move {
             let _turn = enter(&o);
-            yield_once().await;
+            // Find the binding in the turn's first poll (the runtime starts
+            // no turn on a closing session), then really suspend mid-turn.
             let id = actor_name(&packet.payload)?;
             let bound = session
                 .actors()
                 .find(&id)
                 .ok_or(Error::new(Reason::SessionNotBound))?;
+            yield_once().await;
             in_callback_context(|| bound.relay(packet))
         })
     }

@@ -722,7 +722,31 @@ impl Sessions<'_> {
             return;
         };
         self.fx.trace(FlowTrace::RequestDeadlineExceeded);
-        let deadline: Error = Reason::Deadline.into();
+        if matches!(pending.kind, PendingKind::Disconnect { .. }) {
+            self.fx.trace(FlowTrace::DisconnectCallbackTimeout);
+        }
+        self.end_unanswered(pending, Reason::Deadline.into());
+    }
+
+    /// The transport could not send `request` to `to` (no link): it ends now
+    /// with `Unavailable` rather than at its deadline. Never resent (§12).
+    pub(crate) fn unreachable(&mut self, to: NodeRid, request: RequestId) {
+        let ours = self
+            .owner
+            .pending
+            .get(&request)
+            .is_some_and(|p| p.peer == to);
+        let Some(pending) = ours.then(|| self.owner.pending.remove(&request)).flatten() else {
+            return;
+        };
+        self.fx.cancel(pending.deadline);
+        self.end_unanswered(pending, Reason::PeerUnreachable.into());
+    }
+
+    /// Ends a request that got no reply: a bind with its terminal (and a
+    /// tombstone in case it was admitted), a relay with the client's typed
+    /// error, a disconnect notice by settling the binding anyway (§7).
+    fn end_unanswered(&mut self, pending: Pending, error: Error) {
         match pending.kind {
             PendingKind::Bind {
                 actor,
@@ -733,16 +757,13 @@ impl Sessions<'_> {
                 self.fx.session_event(SessionEvent::BindCompleted {
                     session: pending.session,
                     ticket,
-                    outcome: Err(deadline),
+                    outcome: Err(error),
                 });
             }
             PendingKind::Relay { correlation } => {
                 self.fx.session_event(SessionEvent::Frame {
                     session: pending.session,
-                    frame: ClientFrame::Error {
-                        correlation,
-                        error: deadline,
-                    },
+                    frame: ClientFrame::Error { correlation, error },
                 });
             }
             PendingKind::Disconnect {
@@ -751,14 +772,13 @@ impl Sessions<'_> {
                 cause,
                 ticket,
             } => {
-                self.fx.trace(FlowTrace::DisconnectCallbackTimeout);
                 self.settle_disconnect(
                     pending.session,
                     &actor,
                     generation,
                     cause,
                     ticket,
-                    Err(deadline),
+                    Err(error),
                 );
             }
         }

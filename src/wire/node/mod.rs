@@ -184,6 +184,16 @@ impl NodeRecord {
         });
     }
 
+    /// The RequestId of a request record (24 with a header, 38 request, 42).
+    pub fn request_id(&self) -> Option<RequestId> {
+        match self {
+            NodeRecord::ActorSend(ActorSend::Message(m)) => m.request.map(|h| h.id),
+            NodeRecord::BoundSessionBind(BoundSessionBind::Request(r)) => Some(r.request.id),
+            NodeRecord::SessionRelocationSeal(s) => Some(s.request.id),
+            _ => None,
+        }
+    }
+
     /// Splits one whole record body off a link's receive buffer without
     /// decoding it (`Ok(None)` while incomplete), so that a body that fails
     /// to decode can still be looked at by [`NodeRecord::request_of`].
