@@ -13,7 +13,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use zlink::api::{Actor, ActorContext, ActorMessage, Node, NodeBuilder, ObjectRole, Spot};
+use zlink::api::{
+    Actor, ActorContext, ActorMessage, Node, NodeBuilder, ObjectRole, Packet, Session, Spot,
+};
 use zlink::error::{Error, Reason};
 use zlink::ids::{ActorId, PacketKey};
 use zlink::net::handshake::ClusterSecret;
@@ -24,6 +26,9 @@ pub const LOGIN: PacketKey = PacketKey(1);
 /// Request `"<player>:<dx>,<dy>"`: relayed to the player, which replies with
 /// its new position `"<x>,<y>"`.
 pub const MOVE: PacketKey = PacketKey(2);
+/// Request `"<player>"`: relayed to the player, which replies with its
+/// position without moving (the clients' final check).
+pub const WHERE: PacketKey = PacketKey(3);
 /// Push from a player to its session: `"tick <moves>"`.
 pub const TICK: PacketKey = PacketKey(100);
 /// Sent by the duplicate-connection callback to the replaced session.
@@ -74,6 +79,9 @@ impl Actor for Player {
         ctx: &mut dyn ActorContext,
         message: ActorMessage,
     ) -> Option<Result<Bytes, Error>> {
+        if message.key == WHERE {
+            return Some(Ok(Bytes::from(format!("{},{}", self.x, self.y))));
+        }
         if message.key != MOVE {
             return Some(Err(Reason::NoPacketHandler.into()));
         }
@@ -123,6 +131,17 @@ fn parse_step(payload: &[u8]) -> Option<(i64, i64)> {
     Some((dx.parse().ok()?, dy.parse().ok()?))
 }
 
+/// Relays a packet to the player it names, which must be bound to this
+/// session: the player answers the client directly (§5).
+async fn relay_to_player(session: Session, packet: Packet) -> Result<(), Error> {
+    let id = player_of(&packet.payload)?;
+    let bound = session
+        .actors()
+        .find(&id)
+        .ok_or(Error::new(Reason::SessionNotBound))?;
+    bound.relay(packet)
+}
+
 /// One started node and what its game code counts.
 pub struct GameNode {
     pub rid: u64,
@@ -165,14 +184,8 @@ pub fn start_node(
             session.actors().bind(player).await?;
             session.reply(packet, Ok(Bytes::from_static(b"welcome")))
         })
-        .on_packet(MOVE, |session, packet| async move {
-            let id = player_of(&packet.payload)?;
-            let bound = session
-                .actors()
-                .find(&id)
-                .ok_or(Error::new(Reason::SessionNotBound))?;
-            bound.relay(packet)
-        });
+        .on_packet(MOVE, relay_to_player)
+        .on_packet(WHERE, relay_to_player);
     for &(peer, addr) in peers {
         builder = builder.peer(peer, addr);
     }
@@ -209,12 +222,7 @@ pub fn start_mesh(count: u64, store: &Arc<Store>) -> Result<Vec<GameNode>, Strin
                     .ok_or_else(|| format!("node {} has no link address", g.rid))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        started.push(start_node(
-            rid,
-            Arc::clone(store),
-            secret.clone(),
-            &peers,
-        )?);
+        started.push(start_node(rid, Arc::clone(store), secret.clone(), &peers)?);
     }
     started.reverse();
     for a in &started {

@@ -21,7 +21,7 @@ use zlink::error::Error;
 use zlink::ids::{Correlation, PacketKey};
 use zlink::wire::client::CloseReason;
 
-use crate::game::{LOGIN, MOVE, REPLACED_NOTICE, TICK};
+use crate::game::{LOGIN, MOVE, REPLACED_NOTICE, TICK, WHERE};
 
 /// How long a client waits for a terminal. Longer than the nodes' relay and
 /// bind deadlines (5 s), so a request still unanswered then was dropped.
@@ -31,6 +31,9 @@ const REQUEST_WAIT: Duration = Duration::from_secs(10);
 const CLOSE_WAIT: Duration = Duration::from_secs(5);
 /// How long a drain waits for one more event before it calls a client quiet.
 const DRAIN_WAIT: Duration = Duration::from_millis(1);
+/// How long a client waits, after its last request, for ticks its player
+/// pushed that have not arrived yet.
+const PUSH_WAIT: Duration = Duration::from_secs(2);
 /// Anomalies described in full in the report; the rest are only counted.
 const MAX_NOTES: usize = 8;
 
@@ -64,6 +67,10 @@ pub struct Tally {
     pub logins_ok: u64,
     pub moves_sent: u64,
     pub moves_ok: u64,
+    pub wheres_sent: u64,
+    pub wheres_ok: u64,
+    /// Ticks the players pushed for these clients that never arrived.
+    pub ticks_missing: u64,
     /// Typed errors, by kind and reason.
     pub errors: BTreeMap<(String, String), u64>,
     /// Requests whose connection closed, with a reason, before their terminal.
@@ -114,6 +121,9 @@ impl Tally {
             logins_ok: 0,
             moves_sent: 0,
             moves_ok: 0,
+            wheres_sent: 0,
+            wheres_ok: 0,
+            ticks_missing: 0,
             errors: BTreeMap::new(),
             ended_by_close: BTreeMap::new(),
             dropped: 0,
@@ -151,6 +161,9 @@ impl Tally {
         self.logins_ok += other.logins_ok;
         self.moves_sent += other.moves_sent;
         self.moves_ok += other.moves_ok;
+        self.wheres_sent += other.wheres_sent;
+        self.wheres_ok += other.wheres_ok;
+        self.ticks_missing += other.ticks_missing;
         for (k, n) in other.errors {
             *self.errors.entry(k).or_default() += n;
         }
@@ -183,11 +196,11 @@ impl Tally {
     }
 
     pub fn requests_sent(&self) -> u64 {
-        self.logins_sent + self.moves_sent
+        self.logins_sent + self.moves_sent + self.wheres_sent
     }
 
     pub fn replies(&self) -> u64 {
-        self.logins_ok + self.moves_ok + self.late_moves_accepted
+        self.logins_ok + self.moves_ok + self.late_moves_accepted + self.wheres_ok
     }
 
     pub fn typed_errors(&self) -> u64 {
@@ -195,7 +208,10 @@ impl Tally {
     }
 
     fn error(&mut self, error: Error) {
-        let key = (format!("{:?}", error.kind()), format!("{:?}", error.reason()));
+        let key = (
+            format!("{:?}", error.kind()),
+            format!("{:?}", error.reason()),
+        );
         *self.errors.entry(key).or_default() += 1;
     }
 
@@ -225,6 +241,8 @@ struct Conn {
     answered: HashSet<Correlation>,
     closed: Option<Option<CloseReason>>,
     logged_in: bool,
+    /// Ticks received on this connection.
+    ticks: u64,
 }
 
 /// One simulated player's client.
@@ -235,6 +253,11 @@ struct Sim {
     /// The position the player must be at: the sum of its accepted steps.
     position: (i64, i64),
     steps: usize,
+    /// MOVEs the player accepted from this client's sessions: it pushed a
+    /// tick on every fourth.
+    accepted: u64,
+    /// Ticks received on sessions that were replaced.
+    ticks_before: u64,
 }
 
 impl Sim {
@@ -242,7 +265,10 @@ impl Sim {
     fn next_step(&mut self) -> (i64, i64) {
         self.steps += 1;
         let spread = |n: usize| (n % 3) as i64 - 1;
-        (spread(self.index + self.steps), spread(self.index * 7 + self.steps * 5))
+        (
+            spread(self.index + self.steps),
+            spread(self.index * 7 + self.steps * 5),
+        )
     }
 }
 
@@ -253,7 +279,7 @@ pub const PHASES: [&str; 6] = [
     "MOVE rounds, first half",
     "replace a quarter by a second login",
     "MOVE rounds, second half",
-    "drain pushes",
+    "final WHERE, wait for owed pushes",
     "disconnect",
 ];
 
@@ -273,6 +299,8 @@ pub fn run_thread(
             conn: None,
             position: (0, 0),
             steps: 0,
+            accepted: 0,
+            ticks_before: 0,
         })
         .collect();
     let nodes = addrs.len();
@@ -295,18 +323,7 @@ pub fn run_thread(
     barrier.wait();
 
     for sim in &mut sims {
-        if let Some(conn) = sim.conn.as_mut() {
-            drain(&mut tally, conn, DRAIN_WAIT);
-            if conn.closed.is_some() {
-                tally.unexpected_closes += 1;
-                tally.note(format!(
-                    "{} was closed by the server ({:?})",
-                    sim.player, conn.closed
-                ));
-            } else if conn.logged_in {
-                tally.live_bindings += 1;
-            }
-        }
+        final_check(&mut tally, sim);
     }
     barrier.wait();
 
@@ -316,6 +333,56 @@ pub fn run_thread(
     sims.clear();
     barrier.wait();
     tally
+}
+
+/// The end of a client's run: a WHERE that must find the player where the
+/// accepted MOVEs put it, then a wait for any tick the player pushed that
+/// has not arrived. The WHERE's wait also files any late duplicate of an
+/// earlier reply. Waiting only for what is owed keeps the blocking client's
+/// read timeouts (a scheduler tick at least) off the quiet clients.
+fn final_check(tally: &mut Tally, sim: &mut Sim) {
+    let Some(conn) = sim.conn.as_mut() else {
+        return;
+    };
+    if conn.closed.is_none() && conn.logged_in {
+        tally.wheres_sent += 1;
+        let payload = Bytes::copy_from_slice(sim.player.as_bytes());
+        if let Outcome::Reply(reply) = request(tally, conn, WHERE, payload) {
+            tally.wheres_ok += 1;
+            if parse_position(&reply) != Some(sim.position) {
+                tally.position_mismatches += 1;
+                tally.note(format!(
+                    "{} is finally at {:?}, expected {:?}",
+                    sim.player,
+                    String::from_utf8_lossy(&reply),
+                    sim.position
+                ));
+            }
+        }
+    }
+    let owed = sim.accepted / 4;
+    let deadline = Instant::now() + PUSH_WAIT;
+    while sim.ticks_before + conn.ticks < owed && conn.closed.is_none() && Instant::now() < deadline
+    {
+        drain(tally, conn, DRAIN_WAIT);
+    }
+    let received = sim.ticks_before + conn.ticks;
+    if received < owed {
+        tally.ticks_missing += owed - received;
+        tally.note(format!(
+            "{}: {received} of {owed} ticks arrived",
+            sim.player
+        ));
+    }
+    if conn.closed.is_some() {
+        tally.unexpected_closes += 1;
+        tally.note(format!(
+            "{} was closed by the server ({:?})",
+            sim.player, conn.closed
+        ));
+    } else if conn.logged_in {
+        tally.live_bindings += 1;
+    }
 }
 
 fn connect_and_login(
@@ -343,10 +410,16 @@ fn connect_and_login(
         answered: HashSet::new(),
         closed: None,
         logged_in: false,
+        ticks: 0,
     };
     tally.logins_sent += 1;
     let started = Instant::now();
-    match request(tally, &mut conn, LOGIN, Bytes::copy_from_slice(player.as_bytes())) {
+    match request(
+        tally,
+        &mut conn,
+        LOGIN,
+        Bytes::copy_from_slice(player.as_bytes()),
+    ) {
         Outcome::Reply(_) => {
             tally.logins_ok += 1;
             conn.logged_in = true;
@@ -376,6 +449,7 @@ fn move_rounds(tally: &mut Tally, sims: &mut [Sim], rounds: usize) {
                 Outcome::Reply(reply) => {
                     record(&mut tally.move_latency, started);
                     tally.moves_ok += 1;
+                    sim.accepted += 1;
                     sim.position.0 += dx;
                     sim.position.1 += dy;
                     let expected = format!("{},{}", sim.position.0, sim.position.1);
@@ -439,9 +513,13 @@ fn replace_quarter(tally: &mut Tally, sims: &mut [Sim], addrs: &[SocketAddr]) {
             Outcome::Error => tally.late_moves_refused += 1,
             Outcome::Reply(_) => {
                 tally.late_moves_accepted += 1;
+                sim.accepted += 1;
                 sim.position.0 += 100;
                 sim.position.1 += 100;
-                tally.note(format!("{}: a replaced session's MOVE was accepted", sim.player));
+                tally.note(format!(
+                    "{}: a replaced session's MOVE was accepted",
+                    sim.player
+                ));
             }
             Outcome::Closed(reason) => {
                 tally.late_moves_closed += 1;
@@ -452,11 +530,17 @@ fn replace_quarter(tally: &mut Tally, sims: &mut [Sim], addrs: &[SocketAddr]) {
         pending.push((slot, old, seen_close));
     }
     for (slot, mut old, seen_close) in pending {
-        let player = sims.get(slot).map(|s| s.player.clone()).unwrap_or_default();
         let reason = if seen_close {
             Some(Some(CloseReason::Replaced))
         } else {
             wait_closed(tally, &mut old)
+        };
+        let player = match sims.get_mut(slot) {
+            Some(sim) => {
+                sim.ticks_before += old.ticks;
+                sim.player.clone()
+            }
+            None => String::new(),
         };
         match reason {
             Some(Some(CloseReason::Replaced)) => tally.replacements_seen += 1,
@@ -508,7 +592,12 @@ fn drain(tally: &mut Tally, conn: &mut Conn, wait: Duration) {
 /// Files an event that is not the terminal being waited for.
 fn file(tally: &mut Tally, conn: &mut Conn, event: ClientEvent) {
     match event {
-        ClientEvent::Push { key, .. } => tally.push(key),
+        ClientEvent::Push { key, .. } => {
+            if key == TICK {
+                conn.ticks += 1;
+            }
+            tally.push(key);
+        }
         ClientEvent::Reply { correlation, .. } => {
             if conn.answered.contains(&correlation) {
                 tally.duplicated += 1;

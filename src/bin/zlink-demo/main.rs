@@ -156,8 +156,7 @@ fn run(options: &args::Options) -> Result<Report, String> {
         &boundaries,
         Finals {
             mesh_setup: mesh_ready - started,
-            disconnect_wait: disconnects_arrived
-                - boundaries.last().map_or(mesh_ready, |b| b.at),
+            disconnect_wait: disconnects_arrived - boundaries.last().map_or(mesh_ready, |b| b.at),
             wall,
             disconnects_before_final,
             final_disconnects,
@@ -222,7 +221,8 @@ fn render(
     f: Finals,
 ) -> Report {
     let mut out = String::new();
-    let sum = |get: fn(&game::NodeStats) -> u64| -> u64 { mesh.iter().map(|g| get(&g.stats)).sum() };
+    let sum =
+        |get: fn(&game::NodeStats) -> u64| -> u64 { mesh.iter().map(|g| get(&g.stats)).sum() };
     let pushes_sent = sum(|s| s.pushes.load(Ordering::Relaxed));
     let push_refused = sum(|s| s.push_refused.load(Ordering::Relaxed));
     let moves_handled = sum(|s| s.moves.load(Ordering::Relaxed));
@@ -262,19 +262,21 @@ fn render(
     line(
         "requests sent",
         format!(
-            "{} (LOGIN {}, MOVE {})",
+            "{} (LOGIN {}, MOVE {}, WHERE {})",
             t.requests_sent(),
             t.logins_sent,
-            t.moves_sent
+            t.moves_sent,
+            t.wheres_sent
         ),
     );
     line(
         "replies received",
         format!(
-            "{} (LOGIN {}, MOVE {}; MOVEs handled by players {})",
+            "{} (LOGIN {}, MOVE {}, WHERE {}; MOVEs handled by players {})",
             t.replies(),
             t.logins_ok,
             t.moves_ok + t.late_moves_accepted,
+            t.wheres_ok,
             moves_handled
         ),
     );
@@ -306,7 +308,10 @@ fn render(
     line("dropped requests", t.dropped.to_string());
     line(
         "unsolicited replies",
-        format!("{} (a terminal for a correlation never sent)", t.unsolicited),
+        format!(
+            "{} (a terminal for a correlation never sent)",
+            t.unsolicited
+        ),
     );
     line(
         "position mismatches",
@@ -315,8 +320,8 @@ fn render(
     line(
         "pushes received",
         format!(
-            "{} ticks of {} pushed by players ({} refused), {} replaced notices",
-            t.ticks, pushes_sent, push_refused, t.replaced_notices
+            "{} ticks of {} pushed by players ({} refused, {} missing), {} replaced notices",
+            t.ticks, pushes_sent, push_refused, t.ticks_missing, t.replaced_notices
         ),
     );
     line(
@@ -432,6 +437,12 @@ fn render(
         failures.push(format!(
             "{} MOVEs from replaced sessions accepted, {} position mismatches (must be 0)",
             t.late_moves_accepted, t.position_mismatches
+        ));
+    }
+    if t.ticks_missing > 0 {
+        failures.push(format!(
+            "{} ticks the players pushed never arrived",
+            t.ticks_missing
         ));
     }
     if t.unexpected_closes > 0 {
