@@ -37,9 +37,9 @@ pub const REPLACED_NOTICE: PacketKey = PacketKey(101);
 /// The Actor type every player is.
 pub const PLAYER: &str = "player";
 
-/// How long the demo's owner leases last. The runtime does not renew leases
-/// yet, so the term must outlast the whole run.
-pub const LEASE_TERM: Duration = Duration::from_secs(600);
+/// How long the demo's owner leases last; the runtime renews them every
+/// second (NodeSettings::lease_renew_interval), well inside this term.
+pub const LEASE_TERM: Duration = Duration::from_secs(10);
 
 /// The store every node of the demo shares, wrapped so that the report can
 /// show it is not read on the relay and push paths.
@@ -180,7 +180,7 @@ pub fn start_node(
         })
         .on_packet(LOGIN, |session, packet| async move {
             let id = player_of(&packet.payload)?;
-            let player = session.actor(PLAYER, &id)?;
+            let player = session.actor(PLAYER, &id).await?;
             session.actors().bind(player).await?;
             session.reply(packet, Ok(Bytes::from_static(b"welcome")))
         })
