@@ -539,3 +539,103 @@ fn core_l7_command_44_gets_no_response() {
     assert_eq!(commands(&mesh, owner, peer), Vec::<u8>::new());
     assert_eq!(tapped(&mesh, Command::SessionRelocationRoute).len(), 2);
 }
+
+#[test]
+fn core_relocation_durable_abort_is_retried_until_the_store_confirms_it() {
+    // Given a target that fails its Restore while the store is down.
+    let (mut mesh, _, source, target, a) = three_nodes();
+    mesh.set_restore(target, RestoreBehavior::Fail(error(Reason::NoActorFactory)));
+    mesh.set_store(StoreBehavior::Down);
+    let relocation = relocate(&mut mesh, source, "a", target);
+    let reopened = |mesh: &Mesh| {
+        mesh.node(source)
+            .relocation_events
+            .iter()
+            .any(|e| matches!(e, RelocationEvent::Reopen { .. }))
+    };
+
+    // When the first durable abort fails, nothing else of the abort happens:
+    // the source stays captured, no 64, no completion.
+    assert_eq!(count(&mesh, source, FlowTrace::RelocationStoreRetry), 1);
+    assert!(!reopened(&mesh));
+    assert_eq!(commands(&mesh, source, target), vec![60]);
+    assert_eq!(finished(&mesh, source, relocation), None);
+    // It is retried every 200 ms, never sooner.
+    mesh.advance(Duration::from_millis(200) - MICRO);
+    assert_eq!(count(&mesh, source, FlowTrace::RelocationStoreRetry), 1);
+    mesh.advance(MICRO);
+    assert_eq!(count(&mesh, source, FlowTrace::RelocationStoreRetry), 2);
+
+    // Then once the store answers, the abort completes in its order.
+    mesh.set_store(StoreBehavior::Immediate);
+    mesh.advance(Duration::from_millis(200));
+    mesh.run();
+    let ops = store_ops(&mesh);
+    assert_eq!(ops.len(), 3);
+    assert_eq!(ops[2].2, StoreDone::Abort(Ok(AbortAnswer::Aborted)));
+    assert!(reopened(&mesh));
+    assert_eq!(commands(&mesh, source, target), vec![60, 64]);
+    assert_eq!(
+        finished(&mesh, source, relocation),
+        Some(Err(error(Reason::NoActorFactory)))
+    );
+    assert_eq!(
+        mesh.node(source).core().actor_owner().actor_ref(&a.id),
+        Some(a)
+    );
+    assert_eq!(mesh.node(source).core().armed_timers(), 0);
+}
+
+#[test]
+fn core_relocation_abort_that_loses_the_race_to_the_targets_cas_commits() {
+    // Given a relocation whose 61 is lost, so the coordinator's prepare
+    // deadline passes while the target — ready, no cutover coming — falls
+    // back to its CAS; both store operations wait.
+    let (mut mesh, _, source, target, a) = three_nodes();
+    mesh.set_dropping(target, source, Command::RelocationReady, true);
+    mesh.set_store(StoreBehavior::Hold);
+    let relocation = relocate(&mut mesh, source, "a", target);
+    mesh.advance(Duration::from_millis(1_500));
+    assert_eq!(
+        mesh.held_store(),
+        2,
+        "the target's CAS, then the durable abort"
+    );
+
+    // When the store takes the target's CAS first, then the abort.
+    mesh.release_store();
+    mesh.run();
+    mesh.release_store();
+    mesh.run();
+
+    // Then the abort learns that authority moved to the target: the
+    // relocation committed, the source never reopened and the caller gets
+    // the Actor at the target.
+    let ops = store_ops(&mesh);
+    assert!(matches!(
+        ops[0].2,
+        StoreDone::Cas(Ok(CasAnswer::Swapped { .. }))
+    ));
+    assert_eq!(
+        ops[1].2,
+        StoreDone::Abort(Ok(AbortAnswer::Moved { owner: target }))
+    );
+    let moved = finished(&mesh, source, relocation).unwrap().unwrap();
+    assert_eq!(moved.location.owner, target);
+    let reopened = mesh
+        .node(source)
+        .relocation_events
+        .iter()
+        .any(|e| matches!(e, RelocationEvent::Reopen { .. }));
+    assert!(!reopened);
+    assert!(!commands(&mesh, source, target).contains(&64));
+    assert_eq!(
+        mesh.node(source).core().actor_owner().actor_ref(&a.id),
+        None
+    );
+    assert_eq!(
+        mesh.node(target).core().actor_owner().actor_ref(&a.id),
+        Some(moved)
+    );
+    assert!(mesh.node(source).core().relocation().follows(&a.id));
+}

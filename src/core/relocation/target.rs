@@ -152,8 +152,9 @@ impl Relocations<'_> {
                 self.state.targets.insert(relocation, handoff);
             }
             Err(error) => {
+                // Nothing was restored. The queued requests stay the
+                // coordinator's: it aborts and runs them at the source.
                 self.send_ready(source, request, Err(error));
-                self.answer_queue(&handoff, error);
                 self.state.arriving.remove(&handoff.actor);
             }
         }
@@ -230,16 +231,20 @@ impl Relocations<'_> {
             .targets
             .get(&relocation)
             .is_some_and(|h| matches!(h.phase, TargetPhase::Committing));
-        let handoff = self
-            .state
-            .targets
-            .remove(&relocation)
-            .filter(|_| committing);
+        let handoff = committing
+            .then(|| self.state.targets.remove(&relocation))
+            .flatten();
         let Some(handoff) = handoff else {
             self.fx.trace(FlowTrace::RelocationRecordStale);
             return;
         };
         let error = match answer {
+            // The runtime hosted the Actor here by itself meanwhile: the
+            // store says this node owns it, but two instances must never
+            // run; the handed-over one is dropped.
+            Ok(CasAnswer::Swapped { .. }) if self.owner.hosts(&handoff.actor) => {
+                Reason::RelocationTargetInvalid.into()
+            }
             Ok(CasAnswer::Swapped { authority }) => return self.commit(handoff, authority),
             Ok(CasAnswer::Conflict) => Reason::StaleAuthority.into(),
             Ok(CasAnswer::Absent) => Reason::StaleLocation.into(),
@@ -249,7 +254,10 @@ impl Relocations<'_> {
         // L6: no 44 (the session owner's seal timeout cleans up); the
         // coordinator learns it from 65.
         let (source, actor) = (handoff.source(), handoff.actor.clone());
-        self.discard(handoff, error);
+        // After relay-ready the source never runs the queued work again, so
+        // every request among it ends here, through the source.
+        self.answer_queue(&handoff, error);
+        self.discard(handoff);
         self.send_finished(source, relocation, &actor, Err(error));
     }
 
@@ -270,8 +278,10 @@ impl Relocations<'_> {
                 if let TargetPhase::Ready { fallback } = handoff.phase {
                     self.fx.cancel(fallback);
                 }
+                // The coordinator forgot its proxies when it reopened: the
+                // queued work runs at the source, nothing is answered here.
                 if let Some(handoff) = self.state.targets.remove(&discard.relocation) {
-                    self.discard(handoff, Reason::RelocationAborted.into());
+                    self.discard(handoff);
                 }
             }
             TargetPhase::Committing | TargetPhase::Committed { .. } => {
@@ -407,15 +417,13 @@ impl Relocations<'_> {
         self.fx.actor_event(event);
     }
 
-    /// Drops a handoff that will not commit: the restored instance goes,
-    /// and every queued request ends with `error` (through the source).
-    fn discard(&mut self, handoff: TargetHandoff, error: Error) {
+    /// Drops a handoff that will not commit: the restored instance goes.
+    fn discard(&mut self, handoff: TargetHandoff) {
         self.state.arriving.remove(&handoff.actor);
         self.event(RelocationEvent::DropInstance {
             relocation: handoff.relocation,
-            actor: handoff.actor.clone(),
+            actor: handoff.actor,
         });
-        self.answer_queue(&handoff, error);
     }
 
     fn answer_queue(&mut self, handoff: &TargetHandoff, error: Error) {
