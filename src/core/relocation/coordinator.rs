@@ -1,8 +1,14 @@
 //! The relocation coordinator on the source Actor owner (docs/relocation.md
-//! "The order"): seal the binding (42/43), capture, prepare the target (60),
-//! and on relay-ready (61) hand over the ingress hold (62) and cut over (63);
-//! or abort before relay-ready — durable abort first, then the source queue,
-//! then 44 abort, then 64.
+//! "The order"): capture the Actor while sealing its binding (42/43),
+//! prepare the target (60), and on relay-ready (61) hand over the ingress
+//! hold (62) and cut over (63); or abort before relay-ready — durable abort
+//! first, then the source queue, then 44 abort, then 64.
+//!
+//! The capture is asked for together with the 42, so that the Actor's
+//! ingress divides exactly as L2 says: queued at capture (saved work), or
+//! reaching the source after it (the ingress hold: what the session owner
+//! accepted before its seal), or held by the session owner after its seal
+//! (sent to the target after 44).
 //!
 //! Phases, in order; each is a variant, so a state that cannot exist (a
 //! prepare deadline while sealing, a reopen after relay-ready) cannot be
@@ -10,8 +16,9 @@
 //!
 //! | phase | waits for | Actor's ingress (24) | a bind (38) |
 //! | --- | --- | --- | --- |
-//! | `Sealing` | 43, or `seal_request_timeout` | delivered as usual | `Unavailable` (X5) |
+//! | `Sealing` | 43 (≤ `seal_request_timeout`) and the capture | admitted and held | `Unavailable` (X5) |
 //! | `Capturing` | the runtime's capture | admitted and held | `Unavailable` (X5) |
+//! | `Unwinding` | the capture, to reopen after a failed seal | admitted and held | `Unavailable` (X5) |
 //! | `Preparing` | 61, or `prepare_timeout` | admitted and held | `Unavailable` (X5) |
 //! | `Aborting` | the store's durable abort | admitted and held | `Unavailable` (X5) |
 //! | `Handed` | 65, or `finish_timeout` | kept for Message Follow | kept for Message Follow |
@@ -52,13 +59,18 @@ pub(super) struct Coordinator {
 
 #[derive(Debug)]
 enum Phase {
+    /// 42 sent and the capture asked for; waits for both.
     Sealing {
         request: RequestId,
         deadline: TimerKey,
-    },
-    Capturing {
+        capture: Option<Capture>,
         held: Vec<Held>,
     },
+    /// The seal is installed (or there is none); waits for the capture.
+    Capturing { held: Vec<Held> },
+    /// The seal failed before anything was prepared; waits for the
+    /// capture, so that the lane reopens with everything it held.
+    Unwinding { error: Error, held: Vec<Held> },
     Preparing {
         request: RequestId,
         deadline: TimerKey,
@@ -104,9 +116,11 @@ enum Held {
 impl Phase {
     fn held_mut(&mut self) -> Option<&mut Vec<Held>> {
         match self {
-            Phase::Capturing { held } => Some(held),
+            Phase::Sealing { held, .. }
+            | Phase::Capturing { held }
+            | Phase::Unwinding { held, .. } => Some(held),
             Phase::Preparing { work, .. } | Phase::Aborting { work, .. } => Some(&mut work.held),
-            Phase::Sealing { .. } | Phase::Handed { .. } => None,
+            Phase::Handed { .. } => None,
         }
     }
 }
@@ -155,14 +169,18 @@ impl Relocations<'_> {
                     NodeRecord::SessionRelocationSeal(record),
                 );
                 let deadline = self.arm(budget, RelocationTimer::SealReply(relocation));
-                (Some(seal), Phase::Sealing { request, deadline })
+                let phase = Phase::Sealing {
+                    request,
+                    deadline,
+                    capture: None,
+                    held: Vec::new(),
+                };
+                (Some(seal), phase)
             }
-            None => {
-                // Unbound: nothing to seal, capture at once (no 42/43/44).
-                self.capture(relocation, actor);
-                (None, Phase::Capturing { held: Vec::new() })
-            }
+            // Unbound: nothing to seal (no 42/43/44).
+            None => (None, Phase::Capturing { held: Vec::new() }),
         };
+        self.capture(relocation, actor);
         let coordinator = Coordinator {
             relocation,
             actor: actor.clone(),
@@ -189,20 +207,51 @@ impl Relocations<'_> {
             self.fx.trace(FlowTrace::RelocationRecordStale);
             return;
         };
-        let Phase::Capturing { held } = &mut coordinator.phase else {
-            self.fx.trace(FlowTrace::RelocationRecordStale);
-            self.put_coordinator(coordinator);
-            return;
-        };
-        let held = std::mem::take(held);
-        match capture {
-            Ok(capture) => self.prepare(coordinator, capture, held),
-            Err(error) => {
+        match (&mut coordinator.phase, capture) {
+            (
+                Phase::Sealing {
+                    capture: slot @ None,
+                    ..
+                },
+                Ok(capture),
+            ) => {
+                *slot = Some(capture);
+                self.put_coordinator(coordinator);
+            }
+            (Phase::Capturing { held }, Ok(capture)) => {
+                let held = std::mem::take(held);
+                self.prepare(coordinator, capture, held);
+            }
+            (Phase::Unwinding { error, held }, capture) => {
+                let (error, held) = (*error, std::mem::take(held));
+                let saved = capture.map(|c| c.queued).unwrap_or_default();
+                let work = Work {
+                    saved,
+                    held,
+                    proxies: Vec::new(),
+                };
+                self.finish_abort(coordinator, error, Some(work), false);
+            }
+            // The lane could not be captured: nothing was taken off it.
+            (
+                phase @ (Phase::Sealing { capture: None, .. } | Phase::Capturing { .. }),
+                Err(error),
+            ) => {
+                // A 43 still on its way is stale then; the 44 abort covers
+                // a seal it may have installed.
+                if let Phase::Sealing { deadline, .. } = phase {
+                    self.fx.cancel(*deadline);
+                }
+                let held = phase.held_mut().map(std::mem::take).unwrap_or_default();
                 let work = Work {
                     held,
                     ..Work::default()
                 };
                 self.finish_abort(coordinator, error, Some(work), false);
+            }
+            _ => {
+                self.fx.trace(FlowTrace::RelocationRecordStale);
+                self.put_coordinator(coordinator);
             }
         }
     }
@@ -257,8 +306,8 @@ impl Relocations<'_> {
     }
 
     /// A 24 message or a 38 request or tombstone for an Actor this shard is
-    /// relocating: held, refused (X5) or kept for Message Follow. Returns
-    /// the record when the relocation does not take it.
+    /// relocating: held (the ingress hold), refused (X5) or kept for Message
+    /// Follow. Returns the record when no relocation of its Actor runs here.
     pub(super) fn intercept(&mut self, from: Peer, record: NodeRecord) -> Option<NodeRecord> {
         let relocation = super::actor_of(&record).and_then(|a| self.state.relocating.get(a));
         let Some(mut coordinator) = relocation.copied().and_then(|r| self.take_coordinator(r))
@@ -266,33 +315,27 @@ impl Relocations<'_> {
             return Some(record);
         };
         let max = self.state.config.proxy_max;
-        let passed = match (&mut coordinator.phase, record) {
+        match (&mut coordinator.phase, record) {
             (Phase::Handed { pending, .. }, record) => {
                 if pending.len() < max {
                     pending.push((from, record));
                 } else {
                     self.refuse(from, record, Reason::QueueFull.into());
                 }
-                None
             }
             // §12, X5: the Actor owner decides; the Actor is pre-commit.
             (_, NodeRecord::BoundSessionBind(BoundSessionBind::Request(request))) => {
                 let refusal = Err(Reason::RelocationSealed.into());
                 self.actors().terminal(from, request.request.id, refusal);
-                None
             }
-            (Phase::Sealing { .. }, record) => Some(record),
-            (phase, record) => {
-                let held = phase.held_mut();
-                match held {
-                    Some(held) if held.len() < max => self.hold(from, record, held),
-                    _ => self.refuse(from, record, Reason::QueueFull.into()),
-                }
-                None
-            }
-        };
+            // The lane is captured (or being captured): the ingress hold.
+            (phase, record) => match phase.held_mut() {
+                Some(held) if held.len() < max => self.hold(from, record, held),
+                _ => self.refuse(from, record, Reason::QueueFull.into()),
+            },
+        }
         self.put_coordinator(coordinator);
-        passed
+        None
     }
 
     /// The ingress hold: a 24 is admitted against the source's registry as
@@ -324,7 +367,13 @@ impl Relocations<'_> {
         let from_sealed = coordinator
             .seal
             .is_some_and(|s| s.session.owner == from.rid);
-        let Phase::Sealing { deadline, .. } = coordinator.phase else {
+        let Phase::Sealing {
+            deadline,
+            capture,
+            held,
+            ..
+        } = &mut coordinator.phase
+        else {
             // A 43 naming the 60's request id: of another kind, ignored.
             self.fx.trace(FlowTrace::ReplyMismatch);
             self.put_coordinator(coordinator);
@@ -335,16 +384,45 @@ impl Relocations<'_> {
             self.put_coordinator(coordinator);
             return;
         }
-        self.fx.cancel(deadline);
-        match sealed.outcome {
-            Ok(()) => {
-                self.capture(coordinator.relocation, &coordinator.actor.clone());
-                coordinator.phase = Phase::Capturing { held: Vec::new() };
+        self.fx.cancel(*deadline);
+        match (sealed.outcome, capture.take()) {
+            (Ok(()), Some(capture)) => {
+                let held = std::mem::take(held);
+                self.prepare(coordinator, capture, held);
+            }
+            (Ok(()), None) => {
+                let held = std::mem::take(held);
+                coordinator.phase = Phase::Capturing { held };
                 self.put_coordinator(coordinator);
             }
-            Err(error) => {
+            (Err(error), capture) => {
                 coordinator.seal = None;
-                self.finish_abort(coordinator, error, None, false);
+                self.unwind(coordinator, error, capture);
+            }
+        }
+    }
+
+    /// The seal failed (43 refused or missing, or no link): nothing was
+    /// prepared, so the lane reopens with what it held — at once if the
+    /// capture is in, otherwise when it comes (`Unwinding`).
+    fn unwind(&mut self, mut coordinator: Coordinator, error: Error, capture: Option<Capture>) {
+        let held = coordinator
+            .phase
+            .held_mut()
+            .map(std::mem::take)
+            .unwrap_or_default();
+        match capture {
+            Some(capture) => {
+                let work = Work {
+                    saved: capture.queued,
+                    held,
+                    proxies: Vec::new(),
+                };
+                self.finish_abort(coordinator, error, Some(work), false);
+            }
+            None => {
+                coordinator.phase = Phase::Unwinding { error, held };
+                self.put_coordinator(coordinator);
             }
         }
     }
@@ -417,13 +495,14 @@ impl Relocations<'_> {
     }
 
     pub(super) fn on_seal_deadline(&mut self, relocation: RelocationId) {
-        let Some(coordinator) = self.take_coordinator(relocation) else {
+        let Some(mut coordinator) = self.take_coordinator(relocation) else {
             return;
         };
-        match coordinator.phase {
+        match &mut coordinator.phase {
             // The seal may be installed (43 lost or late): 44 abort goes out.
-            Phase::Sealing { .. } => {
-                self.finish_abort(coordinator, Reason::Deadline.into(), None, false)
+            Phase::Sealing { capture, .. } => {
+                let capture = capture.take();
+                self.unwind(coordinator, Reason::Deadline.into(), capture);
             }
             _ => self.put_coordinator(coordinator),
         }
@@ -476,12 +555,13 @@ impl Relocations<'_> {
         };
         let error = Reason::PeerUnreachable.into();
         match &mut coordinator.phase {
-            Phase::Sealing { deadline, .. }
-                if coordinator.seal.map(|s| s.session.owner) == Some(to) =>
-            {
+            Phase::Sealing {
+                deadline, capture, ..
+            } if coordinator.seal.map(|s| s.session.owner) == Some(to) => {
                 self.fx.cancel(*deadline);
+                let capture = capture.take();
                 coordinator.seal = None;
-                self.finish_abort(coordinator, error, None, false);
+                self.unwind(coordinator, error, capture);
             }
             Phase::Preparing { deadline, work, .. } if coordinator.target == to => {
                 self.fx.cancel(*deadline);
