@@ -639,3 +639,77 @@ fn core_relocation_abort_that_loses_the_race_to_the_targets_cas_commits() {
     );
     assert!(mesh.node(source).core().relocation().follows(&a.id));
 }
+
+#[test]
+fn core_relocation_refused_seal_reopens_with_saved_work_then_ingress_hold_in_order() {
+    // Given s bound to "a" at the source, whose lane still holds two
+    // requests (the stand-in runtime has not run them).
+    let (mut mesh, sessions, source, target, a) = three_nodes();
+    let s = mesh.connect(sessions);
+    bind_ok(&mut mesh, sessions, s, &a);
+    mesh.set_behavior(source, zlink::sim::ActorBehavior::Queue);
+    let r1 = mesh.request(sessions, s, &a, b"r1").unwrap();
+    let r2 = mesh.request(sessions, s, &a, b"r2").unwrap();
+    mesh.run();
+    assert_eq!(mesh.lane(source, &a.id).len(), 2);
+
+    // When the source starts relocating it and, at the same instant, the
+    // session relays a third request (it reaches the source after the
+    // capture), and the session owner refuses the seal (43 with an error).
+    let relocation = mesh.relocations(source).relocate(&a.id, target).unwrap();
+    let r3 = mesh.request(sessions, s, &a, b"r3").unwrap();
+    mesh.run();
+    let sealed = tapped(&mesh, Command::SessionRelocationSealed);
+    assert_eq!(sealed.len(), 1);
+    let NodeRecord::SessionRelocationSealed(sealed) = &sealed[0].record else {
+        unreachable!()
+    };
+    let refusal = sealed.outcome.unwrap_err();
+
+    // Then the relocation ends with that error before anything was
+    // prepared: no 60, no durable abort, no 44 (no seal to release).
+    assert_eq!(finished(&mesh, source, relocation), Some(Err(refusal)));
+    assert!(tapped(&mesh, Command::RelocationPrepare).is_empty());
+    assert!(store_ops(&mesh).is_empty());
+    assert!(tapped(&mesh, Command::SessionRelocationRoute).is_empty());
+    // The lane reopened with the saved work, then the ingress hold, in
+    // arrival order (the capture had taken r1 and r2 off the lane, so they
+    // are handed to it again; r3 was held, never delivered before).
+    let reopen_at = position(&mesh, "reopen", |j| {
+        is_event(j, source, |e| matches!(e, RelocationEvent::Reopen { .. }))
+    });
+    let after: Vec<_> = mesh.journal()[reopen_at..]
+        .iter()
+        .filter_map(|j| match j {
+            Journal::Event {
+                node,
+                event: CoreEvent::Actor(zlink::core::actor::ActorEvent::Deliver { payload, .. }),
+            } if *node == source => Some(payload.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(after, vec![b(b"r1"), b(b"r2"), b(b"r3")]);
+    assert_eq!(
+        mesh.lane(source, &a.id)
+            .iter()
+            .filter(|e| matches!(e, zlink::core::actor::ActorEvent::Deliver { .. }))
+            .count(),
+        3
+    );
+    // Running the lane answers each request exactly once, at the source.
+    mesh.run_lane(source, &a.id);
+    mesh.run();
+    for (correlation, payload) in [(r1, b"r1"), (r2, b"r2"), (r3, b"r3")] {
+        let replies = mesh.answers(sessions, s, correlation);
+        assert_eq!(
+            replies,
+            vec![zlink::wire::client::ClientFrame::Reply {
+                correlation,
+                payload: b(payload),
+            }]
+        );
+    }
+    assert!(delivered(&mesh, target, "a").is_empty());
+    assert!(registered(&mesh, source, "a").is_some());
+    assert_eq!(mesh.node(source).core().armed_timers(), 0);
+}
