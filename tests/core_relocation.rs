@@ -713,3 +713,128 @@ fn core_relocation_refused_seal_reopens_with_saved_work_then_ingress_hold_in_ord
     assert!(registered(&mesh, source, "a").is_some());
     assert_eq!(mesh.node(source).core().armed_timers(), 0);
 }
+
+#[test]
+fn core_relocation_records_reach_the_actor_owner_side_on_the_actors_shard() {
+    use zlink::core::shard::{record_role, record_shard, RecordRole};
+    use zlink::ids::{RequestId, SessionOwnerId};
+    use zlink::wire::node::*;
+
+    // Given an Actor on shard `home` of a 4-shard node, and a request id
+    // the relocation side of shard 3 allocated.
+    let actor = actor_id("a");
+    let home = actor.shard(4);
+    let relocation = RelocationId {
+        coordinator: NodeRid(2),
+        sequence: 1,
+    };
+    let coordinator_id = RequestId::relocation_origin(SessionOwnerId(3)).next();
+    let session_id = RequestId::origin(SessionOwnerId(1)).next();
+    assert!(coordinator_id.is_relocation() && !session_id.is_relocation());
+    let cases = [
+        (
+            NodeRecord::RelocationPrepare(RelocationPrepare {
+                request: RequestHeader {
+                    id: coordinator_id,
+                    budget: Duration::from_millis(1_500),
+                },
+                relocation,
+                actor: actor.clone(),
+                object_generation: zlink::ids::ObjectGeneration(1),
+                expected_authority: zlink::ids::AuthorityOwnerGeneration(1),
+                binding: None,
+                state: bytes::Bytes::new(),
+                saved: Vec::new(),
+            }),
+            RecordRole::ActorOwner,
+            home,
+        ),
+        (
+            NodeRecord::RelocationIngressHold(RelocationIngressHold {
+                relocation,
+                actor: actor.clone(),
+                work: SavedWork::Bound {
+                    session: zlink::ids::SessionRef {
+                        owner: NodeRid(1),
+                        lifecycle: zlink::ids::NodeGeneration(1),
+                        owner_id: SessionOwnerId(1),
+                        session: zlink::ids::SessionRid(1),
+                    },
+                },
+            }),
+            RecordRole::ActorOwner,
+            home,
+        ),
+        (
+            NodeRecord::RelocationCutover(RelocationCutover {
+                relocation,
+                actor: actor.clone(),
+            }),
+            RecordRole::ActorOwner,
+            home,
+        ),
+        (
+            NodeRecord::RelocationDiscard(RelocationDiscard {
+                relocation,
+                actor: actor.clone(),
+            }),
+            RecordRole::ActorOwner,
+            home,
+        ),
+        (
+            NodeRecord::RelocationFinished(RelocationFinished {
+                relocation,
+                actor: actor.clone(),
+                outcome: Err(error(Reason::RelocationAborted)),
+            }),
+            RecordRole::Coordinator,
+            home,
+        ),
+        (
+            NodeRecord::RelocationReady(RelocationReady {
+                request: coordinator_id,
+                outcome: Ok(()),
+            }),
+            RecordRole::Coordinator,
+            3,
+        ),
+        (
+            NodeRecord::SessionRelocationSealed(SessionRelocationSealed {
+                request: coordinator_id,
+                outcome: Ok(()),
+            }),
+            RecordRole::Coordinator,
+            3,
+        ),
+        (
+            NodeRecord::ActorSend(ActorSend::Reply(ActorReply {
+                request: coordinator_id,
+                outcome: Ok(bytes::Bytes::new()),
+            })),
+            RecordRole::Coordinator,
+            3,
+        ),
+        (
+            NodeRecord::BoundSessionBind(BoundSessionBind::Terminal(BindTerminal {
+                request: coordinator_id,
+                outcome: Err(error(Reason::StaleLocation)),
+            })),
+            RecordRole::Coordinator,
+            3,
+        ),
+        (
+            NodeRecord::ActorSend(ActorSend::Reply(ActorReply {
+                request: session_id,
+                outcome: Ok(bytes::Bytes::new()),
+            })),
+            RecordRole::SessionOwner,
+            1,
+        ),
+    ];
+
+    // Then each goes to its role, on the shard that owns it.
+    for (record, role, shard) in cases {
+        assert_eq!(record_role(&record), role, "{record:?}");
+        assert_eq!(record_shard(&record, 4), shard, "{record:?}");
+    }
+}

@@ -318,11 +318,6 @@ impl RelocationOwner {
         self.follow.get(actor).is_some()
     }
 
-    /// How many follow entries are live.
-    pub fn follow_count(&self) -> usize {
-        self.follow.len()
-    }
-
     /// How many proxied requests are in flight.
     pub fn proxy_count(&self) -> usize {
         self.proxies.len()
