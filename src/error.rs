@@ -94,6 +94,10 @@ reasons! {
     NotSupported = 4 => InvalidOperation, "the receiving node does not support this operation";
     /// A peer's request record did not decode (§6: a typed error, not silence).
     MalformedRecord = 6 => InvalidOperation, "the request record is malformed";
+    /// The Actor's state and queued work do not fit one handoff record (60).
+    HandoffTooLarge = 7 => InvalidOperation, "the actor's state and queued work do not fit one handoff record";
+    /// The relocation target is the Actor's own node, or already hosts it.
+    RelocationTargetInvalid = 8 => InvalidOperation, "the relocation target cannot take this actor";
     /// The stored location is stale and no Message Follow route exists (§12).
     StaleLocation = 10 => Unavailable, "the actor is not at this location and no Message Follow route exists";
     /// The binding generation is retired or unknown at the Actor owner (§6, §12).
@@ -121,6 +125,9 @@ reasons! {
     NoPacketHandler = 21 => NotFound, "no handler is registered for this packet key";
     /// The session owner host is shutting down or relocating its sessions (§10).
     ShuttingDown = 22 => Unavailable, "the node is shutting down";
+    /// The relocation was aborted before relay-ready, or its target's CAS
+    /// found it recorded aborted (§8.1 durable abort); the source stays owner.
+    RelocationAborted = 23 => Unavailable, "the relocation was aborted";
     /// The deadline passed before the terminal (§12).
     Deadline = 30 => DeadlineExceeded, "the deadline passed";
     /// The caller cancelled (§12).

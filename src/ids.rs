@@ -215,6 +215,24 @@ impl RequestId {
     pub fn owner(self) -> SessionOwnerId {
         SessionOwnerId((self.0 >> Self::OWNER_SHIFT) as u16)
     }
+
+    /// Bit 47 marks an id the shard's relocation side allocated (42, 60 and
+    /// the requests it proxies, docs/relocation.md), so that their replies
+    /// (43, 61, a 24 reply, a 38 terminal) reach the relocation coordinator
+    /// and never the session owner, from the record alone. A session
+    /// owner's counter, which starts at [`RequestId::origin`], would need
+    /// 2^47 requests to reach it.
+    pub const RELOCATION_BIT: u64 = 1 << 47;
+
+    /// The id before the first one the relocation side of `owner` allocates.
+    pub fn relocation_origin(owner: SessionOwnerId) -> Self {
+        Self(Self::origin(owner).0 | Self::RELOCATION_BIT)
+    }
+
+    /// Whether the relocation side allocated this id.
+    pub fn is_relocation(self) -> bool {
+        self.0 & Self::RELOCATION_BIT != 0
+    }
 }
 
 /// The session owner inside a node that owns a session (its shard), so that a
@@ -311,7 +329,9 @@ pub struct Peer {
 pub struct RelocationId {
     /// The coordinating node.
     pub coordinator: NodeRid,
-    /// Unique per coordinator lifecycle.
+    /// Unique per coordinator lifecycle, and increasing for the relocations
+    /// of one Actor (the Location Store's durable abort relies on it,
+    /// docs/store.md).
     pub sequence: u64,
 }
 

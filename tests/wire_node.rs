@@ -281,9 +281,128 @@ fn replaced() -> impl Strategy<Value = BoundSessionReplaced> {
     )
 }
 
+fn tombstone_cause() -> impl Strategy<Value = TombstoneCause> {
+    select(vec![
+        TombstoneCause::Disconnect,
+        TombstoneCause::Notified,
+        TombstoneCause::Replaced,
+    ])
+}
+
+fn relocation_id() -> impl Strategy<Value = RelocationId> {
+    (any::<u64>(), any::<u64>()).prop_map(|(c, sequence)| RelocationId {
+        coordinator: NodeRid(c),
+        sequence,
+    })
+}
+
+fn saved_work() -> impl Strategy<Value = SavedWork> {
+    prop_oneof![
+        (
+            proptest::option::of(request_header()),
+            any::<u16>(),
+            proptest::option::of(any::<u32>()),
+            any::<u64>(),
+            payload()
+        )
+            .prop_map(|(request, k, c, seq, payload)| SavedWork::Deliver {
+                request,
+                key: PacketKey(k),
+                correlation: c.map(Correlation),
+                sequence: SessionSequence(seq),
+                payload,
+            }),
+        (request_header(), session_ref())
+            .prop_map(|(request, session)| SavedWork::Disconnect { request, session }),
+        session_ref().prop_map(|session| SavedWork::Bound { session }),
+        (session_ref(), any::<u64>(), tombstone_cause()).prop_map(|(session, b, cause)| {
+            SavedWork::Tombstone {
+                session,
+                binding: BindingGeneration(b),
+                cause,
+            }
+        }),
+    ]
+}
+
+fn binding_handoff() -> impl Strategy<Value = BindingHandoff> {
+    (session_ref(), any::<[u64; 2]>()).prop_map(|(session, [sl, b])| BindingHandoff {
+        session,
+        session_lease: OwnerLeaseGeneration(sl),
+        binding: BindingGeneration(b),
+    })
+}
+
+fn relocation_prepare() -> impl Strategy<Value = RelocationPrepare> {
+    (
+        request_header(),
+        relocation_id(),
+        actor_id(),
+        any::<[u64; 2]>(),
+        proptest::option::of(binding_handoff()),
+        payload(),
+        vec(saved_work(), 0..6),
+    )
+        .prop_map(
+            |(request, relocation, actor, [og, auth], binding, state, saved)| RelocationPrepare {
+                request,
+                relocation,
+                actor,
+                object_generation: ObjectGeneration(og),
+                expected_authority: AuthorityOwnerGeneration(auth),
+                binding,
+                state,
+                saved,
+            },
+        )
+}
+
+/// The handoff records 60–65.
+fn handoff_record() -> impl Strategy<Value = NodeRecord> {
+    prop_oneof![
+        relocation_prepare().prop_map(NodeRecord::RelocationPrepare),
+        (
+            any::<u64>(),
+            prop_oneof![Just(Ok(())), error().prop_map(Err)]
+        )
+            .prop_map(
+                |(id, outcome)| NodeRecord::RelocationReady(RelocationReady {
+                    request: RequestId(id),
+                    outcome,
+                })
+            ),
+        (relocation_id(), actor_id(), saved_work()).prop_map(|(relocation, actor, work)| {
+            NodeRecord::RelocationIngressHold(RelocationIngressHold {
+                relocation,
+                actor,
+                work,
+            })
+        }),
+        (relocation_id(), actor_id()).prop_map(|(relocation, actor)| {
+            NodeRecord::RelocationCutover(RelocationCutover { relocation, actor })
+        }),
+        (relocation_id(), actor_id()).prop_map(|(relocation, actor)| {
+            NodeRecord::RelocationDiscard(RelocationDiscard { relocation, actor })
+        }),
+        (
+            relocation_id(),
+            actor_id(),
+            prop_oneof![bound_route().prop_map(Ok), error().prop_map(Err)]
+        )
+            .prop_map(|(relocation, actor, outcome)| {
+                NodeRecord::RelocationFinished(RelocationFinished {
+                    relocation,
+                    actor,
+                    outcome,
+                })
+            }),
+    ]
+}
+
 /// Every record variant of every command.
 fn node_record() -> impl Strategy<Value = NodeRecord> {
     prop_oneof![
+        handoff_record(),
         actor_send().prop_map(NodeRecord::ActorSend),
         bound_session_send().prop_map(NodeRecord::BoundSessionSend),
         bound_session_bind().prop_map(NodeRecord::BoundSessionBind),
@@ -459,7 +578,107 @@ fn samples() -> Vec<NodeRecord> {
             previous_lease: OwnerLeaseGeneration(41),
             retired: BindingGeneration(12),
         }),
+        prepare(),
+        NodeRecord::RelocationPrepare(RelocationPrepare {
+            binding: None,
+            state: Bytes::new(),
+            saved: Vec::new(),
+            ..prepare_body()
+        }),
+        NodeRecord::RelocationReady(RelocationReady {
+            request: RequestId(70),
+            outcome: Ok(()),
+        }),
+        NodeRecord::RelocationReady(RelocationReady {
+            request: RequestId(70),
+            outcome: Err(Error::new(Reason::RelocationTargetInvalid)),
+        }),
+        NodeRecord::RelocationIngressHold(RelocationIngressHold {
+            relocation: relocation(),
+            actor: actor(),
+            work: SavedWork::Deliver {
+                request: None,
+                key: PacketKey(14),
+                correlation: None,
+                sequence: SessionSequence(75),
+                payload: Bytes::from_static(b"held"),
+            },
+        }),
+        NodeRecord::RelocationCutover(RelocationCutover {
+            relocation: relocation(),
+            actor: actor(),
+        }),
+        NodeRecord::RelocationDiscard(RelocationDiscard {
+            relocation: relocation(),
+            actor: actor(),
+        }),
+        NodeRecord::RelocationFinished(RelocationFinished {
+            relocation: relocation(),
+            actor: actor(),
+            outcome: Ok(route()),
+        }),
+        NodeRecord::RelocationFinished(RelocationFinished {
+            relocation: relocation(),
+            actor: actor(),
+            outcome: Err(Error::new(Reason::RelocationAborted)),
+        }),
     ]
+}
+
+fn relocation() -> RelocationId {
+    RelocationId {
+        coordinator: NodeRid(9),
+        sequence: 10,
+    }
+}
+
+/// A 60 with a binding and one saved-work item of every kind.
+fn prepare_body() -> RelocationPrepare {
+    RelocationPrepare {
+        request: RequestHeader {
+            id: RequestId(70),
+            budget: Duration::from_millis(1_500),
+        },
+        relocation: relocation(),
+        actor: actor(),
+        object_generation: ObjectGeneration(6),
+        expected_authority: AuthorityOwnerGeneration(7),
+        binding: Some(BindingHandoff {
+            session: session(),
+            session_lease: OwnerLeaseGeneration(41),
+            binding: BindingGeneration(12),
+        }),
+        state: Bytes::from_static(b"hp=10;x=3"),
+        saved: vec![
+            SavedWork::Deliver {
+                request: Some(RequestHeader {
+                    id: RequestId(71),
+                    budget: Duration::from_millis(10_000),
+                }),
+                key: PacketKey(14),
+                correlation: Some(Correlation(15)),
+                sequence: SessionSequence(13),
+                payload: Bytes::from_static(b"move north"),
+            },
+            SavedWork::Disconnect {
+                request: RequestHeader {
+                    id: RequestId(72),
+                    budget: Duration::from_millis(10_000),
+                },
+                session: session(),
+            },
+            SavedWork::Bound { session: session() },
+            SavedWork::Tombstone {
+                session: session(),
+                binding: BindingGeneration(12),
+                cause: TombstoneCause::Disconnect,
+            },
+        ],
+    }
+}
+
+fn prepare() -> NodeRecord {
+    NodeRecord::RelocationPrepare(prepare_body())
 }
 
 fn body_of(record: &NodeRecord) -> Bytes {
@@ -697,6 +916,12 @@ fn an_unknown_variant_is_refused_for_every_command() {
         (Command::SessionRelocationSealed, [0, 2]),
         (Command::SessionRelocationRoute, [0, 3]),
         (Command::BoundSessionReplaced, [0, 2]),
+        (Command::RelocationPrepare, [0, 2]),
+        (Command::RelocationReady, [0, 2]),
+        (Command::RelocationIngressHold, [0, 2]),
+        (Command::RelocationCutover, [0, 2]),
+        (Command::RelocationDiscard, [0, 2]),
+        (Command::RelocationFinished, [0, 2]),
     ];
     for (command, variants) in cases {
         for variant in variants {
@@ -856,6 +1081,127 @@ fn a_payload_length_past_the_frame_is_truncated_without_allocating() {
     );
 }
 
+#[test]
+fn a_prepare_state_over_the_limit_is_refused_before_it_is_read() {
+    let limits = DecodeLimits {
+        handoff_state_len_max: 8,
+        ..DecodeLimits::default()
+    };
+    // At the limit the state is accepted.
+    let at_limit = NodeRecord::RelocationPrepare(RelocationPrepare {
+        state: Bytes::from_static(b"12345678"),
+        ..prepare_body()
+    });
+    assert_eq!(
+        NodeRecord::decode(body_of(&at_limit), &limits),
+        Ok(at_limit.clone())
+    );
+    // One byte more is refused with the announced length, and a length
+    // claiming 4 GiB is refused the same way, before any slice is taken.
+    let over = NodeRecord::RelocationPrepare(RelocationPrepare {
+        state: Bytes::from_static(b"123456789"),
+        ..prepare_body()
+    });
+    assert_eq!(
+        NodeRecord::decode(body_of(&over), &limits),
+        Err(WireError::StateTooLong { len: 9, max: 8 })
+    );
+    let mut huge = body_of(&at_limit).to_vec();
+    let state_at = state_offset(&at_limit);
+    huge[state_at..state_at + 4].copy_from_slice(&u32::MAX.to_be_bytes());
+    assert_eq!(
+        NodeRecord::decode(Bytes::from(huge), &limits),
+        Err(WireError::StateTooLong {
+            len: u32::MAX,
+            max: 8
+        })
+    );
+}
+
+#[test]
+fn a_prepare_with_too_much_saved_work_is_refused_before_an_item_is_read() {
+    let limits = DecodeLimits {
+        saved_work_count_max: 3,
+        ..DecodeLimits::default()
+    };
+    // The sample carries 4 items: one over the limit.
+    assert_eq!(
+        NodeRecord::decode(body_of(&prepare()), &limits),
+        Err(WireError::TooMuchSavedWork { count: 4, max: 3 })
+    );
+    // A count of 65,535 with no items behind it is refused by the count,
+    // not read item by item.
+    let empty = NodeRecord::RelocationPrepare(RelocationPrepare {
+        saved: Vec::new(),
+        ..prepare_body()
+    });
+    let mut body = body_of(&empty).to_vec();
+    let len = body.len();
+    body[len - 2..].copy_from_slice(&u16::MAX.to_be_bytes());
+    assert_eq!(
+        decode(&body),
+        Err(WireError::TooMuchSavedWork {
+            count: u16::MAX,
+            max: DecodeLimits::SAVED_WORK_COUNT_MAX_DEFAULT
+        })
+    );
+    // Within the limit, a count larger than the items present is truncated.
+    body[len - 2..].copy_from_slice(&2u16.to_be_bytes());
+    assert!(matches!(decode(&body), Err(WireError::Truncated { .. })));
+}
+
+#[test]
+fn an_unknown_saved_work_kind_is_refused() {
+    // The 62 sample ends with its one item: [62][1][relocation 16][actor]
+    // [kind]...; the kind byte follows the ActorId.
+    let hold = samples()
+        .into_iter()
+        .find(|r| r.command() == Command::RelocationIngressHold)
+        .unwrap();
+    let mut body = body_of(&hold).to_vec();
+    let kind_at = 2 + 16 + 1 + actor().as_bytes().len();
+    assert_eq!(body[kind_at], 1, "the sample's item is a Deliver");
+    for kind in [0u8, 5, 255] {
+        body[kind_at] = kind;
+        assert_eq!(decode(&body), Err(WireError::UnknownSavedWork(kind)));
+    }
+}
+
+#[test]
+fn the_handoff_records_have_their_command_numbers() {
+    let numbers: Vec<u8> = samples()
+        .iter()
+        .map(|r| r.command().code())
+        .filter(|&c| c >= 60)
+        .collect();
+    assert_eq!(numbers, vec![60, 60, 61, 61, 62, 63, 64, 65, 65]);
+    for code in 60..=65 {
+        assert_eq!(Command::from_code(code).map(Command::code), Ok(code));
+    }
+    // 60 is a request: a malformed one is answered under its id.
+    let mut body = body_of(&prepare()).to_vec();
+    body.truncate(20);
+    assert_eq!(
+        NodeRecord::request_of(&Bytes::from(body)),
+        Some((Command::RelocationPrepare, RequestId(70)))
+    );
+    assert_eq!(prepare().request_id(), Some(RequestId(70)));
+}
+
+/// Where the state's length prefix starts in a 60's body: after command,
+/// variant, header 12, relocation 16, actor, generations 16 and the binding.
+fn state_offset(record: &NodeRecord) -> usize {
+    let NodeRecord::RelocationPrepare(p) = record else {
+        panic!("not a 60");
+    };
+    let binding = if p.binding.is_some() {
+        1 + 26 + 8 + 8
+    } else {
+        1
+    };
+    2 + 12 + 16 + 1 + p.actor.as_bytes().len() + 16 + binding
+}
+
 // ---- properties -------------------------------------------------------------
 
 proptest! {
@@ -881,7 +1227,7 @@ proptest! {
 
     #[test]
     fn arbitrary_bytes_after_a_command_byte_decode_or_error(
-        command in select(vec![24u8, 36, 38, 42, 43, 44, 45, 51]),
+        command in select(vec![24u8, 36, 38, 42, 43, 44, 45, 51, 60, 61, 62, 63, 64, 65]),
         variant in 0u8..5,
         rest in vec(any::<u8>(), 0..300),
     ) {

@@ -9,6 +9,7 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use super::actor::ActorEvent;
+use super::relocation::{RelocationEvent, RelocationTimer};
 use super::session::{SessionEvent, SessionTimer};
 use super::time::Instant;
 use super::timer::{TimerKey, TimerWheel};
@@ -21,6 +22,8 @@ use crate::wire::node::NodeRecord;
 pub enum CoreTimer {
     /// A session-owner timer.
     Session(SessionTimer),
+    /// A relocation timer (coordinator, target, proxies, follow entries).
+    Relocation(RelocationTimer),
 }
 
 /// An event for the shard to carry out.
@@ -30,6 +33,8 @@ pub enum CoreEvent {
     Session(SessionEvent),
     /// For an Actor's queue or its Spot.
     Actor(ActorEvent),
+    /// For the runtime's part in a relocation (capture, restore, store).
+    Relocation(RelocationEvent),
 }
 
 /// The outputs of one shard core, and its timer wheel.
@@ -73,6 +78,10 @@ impl Effects {
 
     pub(crate) fn actor_event(&mut self, event: ActorEvent) {
         self.events.push_back(CoreEvent::Actor(event));
+    }
+
+    pub(crate) fn relocation_event(&mut self, event: RelocationEvent) {
+        self.events.push_back(CoreEvent::Relocation(event));
     }
 
     pub(crate) fn trace(&mut self, event: FlowTrace) {

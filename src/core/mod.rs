@@ -7,6 +7,7 @@
 pub mod actor;
 mod effects;
 pub mod lane;
+pub mod relocation;
 pub mod session;
 pub mod shard;
 pub mod time;

@@ -8,13 +8,15 @@
 
 use super::actor::{ActorOwner, ActorOwnerIdentity, Actors};
 use super::effects::{CoreEvent, CoreTimer, Effects};
+use super::relocation::{RelocationConfig, RelocationOwner, Relocations};
 use super::session::{SessionOwner, SessionOwnerConfig, SessionOwnerIdentity, Sessions};
 use super::time::Instant;
 use super::trace::{FlowCounters, FlowTrace};
 use crate::error::Reason;
 use crate::ids::{NodeRid, Peer, RequestId};
 use crate::wire::node::{
-    ActorSend, BoundSessionBind, NodeRecord, SessionRelocationRoute, SessionRelocationSealed,
+    ActorReply, ActorSend, BindTerminal, BoundSessionBind, NodeRecord, SessionRelocationRoute,
+    SessionRelocationSealed,
 };
 
 /// Which role of a node a record is for (§5 command table directions).
@@ -22,9 +24,13 @@ use crate::wire::node::{
 pub enum RecordRole {
     /// Session owner: 24 replies, 38 terminals, 36, 51, 42, 44.
     SessionOwner,
-    /// Actor owner: 24 messages, 38 requests and tombstones.
+    /// Actor owner: 24 messages, 38 requests and tombstones, and the
+    /// target's handoff records 60, 62, 63, 64.
     ActorOwner,
-    /// Relocation coordinator: 43.
+    /// Relocation coordinator (on the source Actor owner): 43 and 61, the
+    /// replies to its 42 and 60; 65; and the answers to requests it
+    /// proxied (a 24 reply or 38 terminal whose RequestId carries
+    /// [`RequestId::RELOCATION_BIT`]).
     Coordinator,
 }
 
@@ -33,21 +39,33 @@ pub fn record_role(record: &NodeRecord) -> RecordRole {
     match record {
         NodeRecord::ActorSend(ActorSend::Message(_))
         | NodeRecord::BoundSessionBind(BoundSessionBind::Request(_))
-        | NodeRecord::BoundSessionBind(BoundSessionBind::Tombstone(_)) => RecordRole::ActorOwner,
+        | NodeRecord::BoundSessionBind(BoundSessionBind::Tombstone(_))
+        | NodeRecord::RelocationPrepare(_)
+        | NodeRecord::RelocationIngressHold(_)
+        | NodeRecord::RelocationCutover(_)
+        | NodeRecord::RelocationDiscard(_) => RecordRole::ActorOwner,
+        NodeRecord::ActorSend(ActorSend::Reply(ActorReply { request, .. }))
+        | NodeRecord::BoundSessionBind(BoundSessionBind::Terminal(BindTerminal {
+            request, ..
+        })) if request.is_relocation() => RecordRole::Coordinator,
         NodeRecord::ActorSend(ActorSend::Reply(_))
         | NodeRecord::BoundSessionBind(BoundSessionBind::Terminal(_))
         | NodeRecord::BoundSessionSend(_)
         | NodeRecord::BoundSessionReplaced(_)
         | NodeRecord::SessionRelocationSeal(_)
         | NodeRecord::SessionRelocationRoute(_) => RecordRole::SessionOwner,
-        NodeRecord::SessionRelocationSealed(_) => RecordRole::Coordinator,
+        NodeRecord::SessionRelocationSealed(_)
+        | NodeRecord::RelocationReady(_)
+        | NodeRecord::RelocationFinished(_) => RecordRole::Coordinator,
     }
 }
 
 /// The shard of a node (of `shards`) that a record is for: the Actor's shard
-/// for the Actor owner's records, the session owner named in the record
-/// (or in the top bits of the RequestId a reply ends) for the session
-/// owner's (docs/threading.md "Shards").
+/// for the Actor owner's records and 65 (the coordinator lives on the
+/// Actor's shard), the session owner named in the record (or in the top bits
+/// of the RequestId a reply ends — 43 and 61 included, whose coordinator
+/// allocated the id on the Actor's shard) for the rest (docs/threading.md
+/// "Shards").
 pub fn record_shard(record: &NodeRecord, shards: u16) -> u16 {
     let owner = match record {
         NodeRecord::ActorSend(ActorSend::Message(m)) => return m.actor.shard(shards),
@@ -55,6 +73,12 @@ pub fn record_shard(record: &NodeRecord, shards: u16) -> u16 {
         NodeRecord::BoundSessionBind(BoundSessionBind::Tombstone(t)) => {
             return t.actor.shard(shards)
         }
+        NodeRecord::RelocationPrepare(p) => return p.actor.shard(shards),
+        NodeRecord::RelocationIngressHold(h) => return h.actor.shard(shards),
+        NodeRecord::RelocationCutover(c) => return c.actor.shard(shards),
+        NodeRecord::RelocationDiscard(d) => return d.actor.shard(shards),
+        NodeRecord::RelocationFinished(f) => return f.actor.shard(shards),
+        NodeRecord::RelocationReady(r) => r.request.owner(),
         NodeRecord::ActorSend(ActorSend::Reply(r)) => r.request.owner(),
         NodeRecord::BoundSessionBind(BoundSessionBind::Terminal(t)) => t.request.owner(),
         NodeRecord::SessionRelocationSealed(s) => s.request.owner(),
@@ -86,6 +110,8 @@ pub struct ShardConfig {
     pub actor_owner: ActorOwnerIdentity,
     /// Session owner settings.
     pub sessions: SessionOwnerConfig,
+    /// Relocation settings (docs/relocation.md "Settings").
+    pub relocation: RelocationConfig,
 }
 
 /// The sans-IO core of one shard.
@@ -94,6 +120,7 @@ pub struct ShardCore {
     fx: Effects,
     sessions: SessionOwner,
     actors: ActorOwner,
+    relocation: RelocationOwner,
 }
 
 impl ShardCore {
@@ -101,6 +128,7 @@ impl ShardCore {
     pub fn new(config: ShardConfig, now: Instant) -> Self {
         Self {
             fx: Effects::new(now),
+            relocation: RelocationOwner::new(config.session_owner.owner_id, config.relocation),
             sessions: SessionOwner::new(config.session_owner, config.sessions),
             actors: ActorOwner::new(config.actor_owner),
         }
@@ -124,6 +152,22 @@ impl ShardCore {
         }
     }
 
+    /// The relocation side's commands and answers, at `now` (the Actor
+    /// owner's relocation, the target's handoff).
+    pub fn relocations(&mut self, now: Instant) -> Relocations<'_> {
+        self.fx.advance(now);
+        Relocations {
+            state: &mut self.relocation,
+            owner: &mut self.actors,
+            fx: &mut self.fx,
+        }
+    }
+
+    /// The relocation side's state, for queries.
+    pub fn relocation(&self) -> &RelocationOwner {
+        &self.relocation
+    }
+
     /// The session owner's state, for queries.
     pub fn session_owner(&self) -> &SessionOwner {
         &self.sessions
@@ -138,7 +182,7 @@ impl ShardCore {
     pub fn handle_record(&mut self, now: Instant, from: Peer, record: NodeRecord) {
         self.fx.advance(now);
         match record_role(&record) {
-            RecordRole::ActorOwner => self.actors(now).handle_record(from, record),
+            RecordRole::ActorOwner => self.relocations(now).handle_actor_record(from, record),
             RecordRole::SessionOwner => match record {
                 NodeRecord::SessionRelocationSeal(seal) => {
                     // Relocation is not served by this node yet: a typed
@@ -155,14 +199,20 @@ impl ShardCore {
                 }
                 record => self.sessions(now).handle_record(from, record),
             },
-            RecordRole::Coordinator => self.fx.trace(FlowTrace::UnhandledRecord),
+            RecordRole::Coordinator => self
+                .relocations(now)
+                .handle_coordinator_record(from, record),
         }
     }
 
     /// The transport had no link to `to` for a request record this shard
     /// sent: the request ends now with `Unavailable` (PeerUnreachable).
     pub fn handle_unreachable(&mut self, now: Instant, to: NodeRid, request: RequestId) {
-        self.sessions(now).unreachable(to, request);
+        if request.is_relocation() {
+            self.relocations(now).unreachable(to, request);
+        } else {
+            self.sessions(now).unreachable(to, request);
+        }
     }
 
     /// Fires every timer due at `now`. A timer never fires before its time.
@@ -171,6 +221,7 @@ impl ShardCore {
         while let Some(timer) = self.fx.poll_expired() {
             match timer {
                 CoreTimer::Session(timer) => self.sessions(now).handle_timer(timer),
+                CoreTimer::Relocation(timer) => self.relocations(now).handle_timer(timer),
             }
         }
     }

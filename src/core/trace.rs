@@ -77,6 +77,20 @@ flow_trace! {
     SealTimeout => "seal_timeout", warn;
     /// §8.1: the target's cutover fallback fired.
     CutoverTimeout => "cutover_timeout", warn;
+    /// §8.1: a relocation committed (the target's CAS swapped authority).
+    RelocationCommitted => "relocation_committed", debug;
+    /// §8.1: a relocation was aborted before relay-ready; the source stays owner.
+    RelocationAborted => "relocation_aborted", warn;
+    /// §8.1: a relocation failed after relay-ready (CAS failure, no finish);
+    /// no path reopens the source route.
+    RelocationFailed => "relocation_failed", warn;
+    /// A relocation record or answer (43, 60–65, a proxied reply, a runtime
+    /// answer) that names no relocation in that state: late or duplicate, ignored.
+    RelocationRecordStale => "relocation_record_stale", warn;
+    /// §8.1: the durable abort could not reach the Location Store; retried.
+    RelocationStoreRetry => "relocation_store_retry", warn;
+    /// §9: a record for a moved Actor was forwarded once over Message Follow.
+    MessageFollowed => "message_followed", debug;
     /// A well-formed record this node has no handler for (a later feature).
     UnhandledRecord => "unhandled_record", warn;
     /// §6: a one-way record refused by its judge (stale binding, fence).

@@ -22,7 +22,7 @@ use crate::net::handshake::{fresh_nonce, Acceptor, ClusterSecret, Dialer};
 use crate::net::{ConnId, Reactor};
 use crate::wire::link::{LinkFrame, LinkIdentity};
 use crate::wire::node::{
-    ActorReply, ActorSend, BindTerminal, BoundSessionBind, Command, NodeRecord,
+    ActorReply, ActorSend, BindTerminal, BoundSessionBind, Command, NodeRecord, RelocationReady,
     SessionRelocationSealed,
 };
 use crate::wire::DecodeLimits;
@@ -423,6 +423,10 @@ fn malformed_reply((command, request): (Command, RequestId)) -> NodeRecord {
             };
             NodeRecord::SessionRelocationSealed(sealed)
         }
+        Command::RelocationPrepare => NodeRecord::RelocationReady(RelocationReady {
+            request,
+            outcome: Err(error),
+        }),
         _ => NodeRecord::ActorSend(ActorSend::Reply(ActorReply {
             request,
             outcome: Err(error),

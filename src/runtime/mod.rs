@@ -24,6 +24,7 @@ use crate::api::actor::{Actor, Spot};
 use crate::api::session::{Packet, Session};
 use crate::api::{NodeSettings, StartError};
 use crate::core::actor::ActorOwnerIdentity;
+use crate::core::relocation::RelocationConfig;
 use crate::core::session::{SessionOwnerConfig, SessionOwnerIdentity};
 use crate::core::shard::{ShardConfig, ShardCore};
 use crate::core::time::Instant;
@@ -457,6 +458,7 @@ fn run_shard(
             bind_timeout: shared.settings.bind_timeout,
             disconnect_deadline: shared.settings.disconnect_deadline,
         },
+        relocation: RelocationConfig::default(),
     };
     let core = ShardCore::new(config, shared.now());
     let executor = Executor::new(WakeReactor(waker));

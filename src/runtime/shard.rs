@@ -29,6 +29,7 @@ use crate::core::actor::{ActorEvent, ReplyTicket};
 use crate::core::lane::{
     ActorDeliveryLane, LaneEngine, LaneId, Ordinary, SessionClass, SessionLane, SessionState,
 };
+use crate::core::relocation::RelocationEvent;
 use crate::core::session::{BindStart, SessionEvent, Ticket};
 use crate::core::shard::ShardCore;
 use crate::core::time::Instant;
@@ -363,6 +364,7 @@ impl ShardState {
                 match event {
                     CoreEvent::Session(event) => self.session_event(event),
                     CoreEvent::Actor(event) => self.actor_event(event),
+                    CoreEvent::Relocation(event) => self.relocation_event(event),
                 }
             }
             if !progress {
@@ -571,6 +573,22 @@ impl ShardState {
                     }
                 }
             }
+        }
+    }
+
+    /// This runtime does not drive live relocation yet (no relocate command,
+    /// no state snapshot or restore for actor types): a peer's prepare (60)
+    /// is refused with NotSupported, so its coordinator aborts at once; the
+    /// other events only follow a relocation this node started or accepted.
+    fn relocation_event(&mut self, event: RelocationEvent) {
+        match event {
+            RelocationEvent::Restore { relocation, .. } => {
+                let now = self.now();
+                let refusal = Err(Reason::NotSupported.into());
+                self.core.relocations(now).restored(relocation, refusal);
+            }
+            RelocationEvent::DropInstance { .. } => {}
+            other => tracing::warn!(?other, "relocation event with no relocation here"),
         }
     }
 

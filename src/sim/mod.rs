@@ -7,12 +7,15 @@
 //! invariant checks on top of the same [`Mesh`]). Everything is
 //! deterministic: the same calls give the same run.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 
 use crate::core::actor::{ActorEvent, ActorOwnerIdentity, Actors, ReplyTicket};
+use crate::core::relocation::{
+    AbortAnswer, Capture, CasAnswer, RelocationConfig, RelocationEvent, Relocations, StoreOp,
+};
 use crate::core::session::{
     BindStart, SessionEvent, SessionOwnerConfig, SessionOwnerIdentity, Sessions, Ticket,
 };
@@ -22,8 +25,10 @@ use crate::core::CoreEvent;
 use crate::error::{Error, Reason};
 use crate::ids::{
     ActorId, ActorRef, AuthorityOwnerGeneration, Correlation, MeshName, NodeGeneration, NodeRid,
-    ObjectGeneration, OwnerLeaseGeneration, PacketKey, Peer, SessionOwnerId, SessionRid,
+    ObjectGeneration, OwnerLeaseGeneration, PacketKey, Peer, RelocationId, SessionOwnerId,
+    SessionRid,
 };
+use crate::store::{Clock, EmbeddedStore, LocationStore, ManualClock, OwnerLease};
 use crate::wire::client::ClientFrame;
 use crate::wire::node::{Command, NodeRecord};
 use crate::wire::DecodeLimits;
@@ -36,6 +41,69 @@ pub enum ActorBehavior {
     Echo,
     /// Nothing is answered; the test answers through [`Mesh::actors`].
     Manual,
+    /// Work waits on the Actor's lane (the stand-in runtime's queue) until
+    /// the test runs it with [`Mesh::run_lane`]; a capture takes what is
+    /// still queued as saved work.
+    Queue,
+}
+
+/// How a simulated node's runtime answers a Restore.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RestoreBehavior {
+    /// The Actor is restored at once.
+    Succeed,
+    /// Restore fails at once with this error.
+    Fail(Error),
+    /// The restore waits until [`Mesh::finish_restore`].
+    Hold,
+}
+
+/// How the mesh's Location Store answers the relocation's operations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreBehavior {
+    /// Each operation is carried out at once.
+    Immediate,
+    /// Operations wait until [`Mesh::release_store`].
+    Hold,
+    /// Each operation fails as if the store were unreachable.
+    Down,
+}
+
+/// A Location Store operation the stand-in runtime carried out, and its
+/// answer, as the core got it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoreDone {
+    /// The target's CAS.
+    Cas(Result<CasAnswer, Error>),
+    /// The coordinator's durable abort.
+    Abort(Result<AbortAnswer, Error>),
+}
+
+/// One entry of the mesh's journal: everything observable, in the order it
+/// happened (records when sent, core events when drained, store operations
+/// when carried out).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Journal {
+    /// A record put on a link.
+    Sent(Tapped),
+    /// An event a node's core emitted.
+    Event {
+        /// The node.
+        node: NodeRid,
+        /// The event.
+        event: CoreEvent,
+    },
+    /// A store operation carried out for a node.
+    Store {
+        /// The node whose runtime carried it out.
+        node: NodeRid,
+        /// The relocation it was for.
+        relocation: RelocationId,
+        /// The operation.
+        op: StoreOp,
+        /// Its answer.
+        done: StoreDone,
+    },
 }
 
 /// One record seen on a link.
@@ -68,6 +136,14 @@ pub struct SimNode {
     pub session_events: Vec<SessionEvent>,
     /// Every Actor event, in order.
     pub actor_events: Vec<ActorEvent>,
+    /// Every relocation event, in order.
+    pub relocation_events: Vec<RelocationEvent>,
+    /// The stand-in runtime's Actor lanes ([`ActorBehavior::Queue`]).
+    lanes: BTreeMap<ActorId, VecDeque<ActorEvent>>,
+    /// The Actors' states: what a capture snapshots and a restore sets.
+    pub states: BTreeMap<ActorId, Bytes>,
+    restore: RestoreBehavior,
+    held_restores: Vec<RelocationId>,
 }
 
 impl SimNode {
@@ -98,10 +174,22 @@ pub struct Mesh {
     in_flight: BTreeMap<(Instant, u64), InFlight>,
     sent: u64,
     cut: HashSet<(NodeRid, NodeRid)>,
+    unlinked: HashSet<(NodeRid, NodeRid)>,
+    dropped: HashSet<(NodeRid, NodeRid, Command)>,
     tap: Vec<Tapped>,
+    journal: Vec<Journal>,
     lost: u64,
     next_correlation: u32,
+    relocation: RelocationConfig,
+    clock: ManualClock,
+    store: EmbeddedStore<ManualClock>,
+    leases: BTreeMap<NodeRid, OwnerLease>,
+    store_behavior: StoreBehavior,
+    held_store: VecDeque<(NodeRid, RelocationId, StoreOp)>,
 }
+
+/// The sim store's lease term: longer than any test runs in virtual time.
+const SIM_LEASE_TERM: Duration = Duration::from_secs(3_600);
 
 impl Default for Mesh {
     fn default() -> Self {
@@ -112,6 +200,7 @@ impl Default for Mesh {
 impl Mesh {
     /// An empty mesh whose links deliver after `latency`.
     pub fn new(latency: Duration) -> Self {
+        let clock = ManualClock::new(Instant::ZERO);
         Self {
             now: Instant::ZERO,
             latency,
@@ -119,10 +208,24 @@ impl Mesh {
             in_flight: BTreeMap::new(),
             sent: 0,
             cut: HashSet::new(),
+            unlinked: HashSet::new(),
+            dropped: HashSet::new(),
             tap: Vec::new(),
+            journal: Vec::new(),
             lost: 0,
             next_correlation: 0,
+            relocation: RelocationConfig::default(),
+            store: EmbeddedStore::new(clock.clone(), SIM_LEASE_TERM),
+            clock,
+            leases: BTreeMap::new(),
+            store_behavior: StoreBehavior::Immediate,
+            held_store: VecDeque::new(),
         }
+    }
+
+    /// The relocation settings of nodes added from now on.
+    pub fn set_relocation_config(&mut self, config: RelocationConfig) {
+        self.relocation = config;
     }
 
     /// Adds a node with the default settings and the Echo behavior.
@@ -156,6 +259,7 @@ impl Mesh {
                 lease,
             },
             sessions: config,
+            relocation: self.relocation.clone(),
         };
         let node = SimNode {
             core: ShardCore::new(config, self.now),
@@ -166,6 +270,11 @@ impl Mesh {
             behavior: ActorBehavior::Echo,
             session_events: Vec::new(),
             actor_events: Vec::new(),
+            relocation_events: Vec::new(),
+            lanes: BTreeMap::new(),
+            states: BTreeMap::new(),
+            restore: RestoreBehavior::Succeed,
+            held_restores: Vec::new(),
         };
         self.nodes.insert(rid, node);
         rid
@@ -206,9 +315,21 @@ impl Mesh {
         self.node_mut(node).core.actors(now)
     }
 
+    /// A node's relocation commands and answers, now. Call [`Mesh::run`]
+    /// afterwards.
+    pub fn relocations(&mut self, node: NodeRid) -> Relocations<'_> {
+        let now = self.now;
+        self.node_mut(node).core.relocations(now)
+    }
+
     /// Every record sent on any link so far, in order.
     pub fn tap(&self) -> &[Tapped] {
         &self.tap
+    }
+
+    /// Everything observable so far, in order.
+    pub fn journal(&self) -> &[Journal] {
+        &self.journal
     }
 
     /// Records dropped because their link was cut or their node was gone.
@@ -228,6 +349,222 @@ impl Mesh {
         }
     }
 
+    /// Takes the link between two nodes away altogether (both directions), or
+    /// gives it back: a request sent while there is none ends at once with
+    /// `PeerUnreachable` on its sender, as the runtime does
+    /// (`ShardCore::handle_unreachable`); other records are lost.
+    pub fn set_linked(&mut self, a: NodeRid, b: NodeRid, linked: bool) {
+        for pair in [(a, b), (b, a)] {
+            if linked {
+                self.unlinked.remove(&pair);
+            } else {
+                self.unlinked.insert(pair);
+            }
+        }
+    }
+
+    /// Loses every record of `command` sent from `from` to `to` from now on
+    /// (tapped, never delivered), or stops doing so.
+    pub fn set_dropping(&mut self, from: NodeRid, to: NodeRid, command: Command, drop: bool) {
+        if drop {
+            self.dropped.insert((from, to, command));
+        } else {
+            self.dropped.remove(&(from, to, command));
+        }
+    }
+
+    /// Sets how a node's runtime answers a Restore.
+    pub fn set_restore(&mut self, node: NodeRid, behavior: RestoreBehavior) {
+        self.node_mut(node).restore = behavior;
+    }
+
+    /// Sets how the Location Store answers relocation operations.
+    pub fn set_store(&mut self, behavior: StoreBehavior) {
+        self.store_behavior = behavior;
+    }
+
+    /// Answers a held restore at `node` with `outcome`.
+    pub fn finish_restore(&mut self, node: NodeRid, outcome: Result<(), Error>) {
+        let now = self.now;
+        let sim = self.node_mut(node);
+        assert!(
+            !sim.held_restores.is_empty(),
+            "no restore is held at {node:?}"
+        );
+        let relocation = sim.held_restores.remove(0);
+        sim.core.relocations(now).restored(relocation, outcome);
+        self.pump();
+    }
+
+    /// Carries out the oldest held store operation.
+    pub fn release_store(&mut self) {
+        let (node, relocation, op) = self
+            .held_store
+            .pop_front()
+            .unwrap_or_else(|| panic!("no store operation is held"));
+        self.carry_out_store(node, relocation, op);
+        self.pump();
+    }
+
+    /// Store operations waiting for [`Mesh::release_store`].
+    pub fn held_store(&self) -> usize {
+        self.held_store.len()
+    }
+
+    /// The mesh's Location Store (what the stand-in runtimes use).
+    pub fn store(&self) -> &EmbeddedStore<ManualClock> {
+        &self.store
+    }
+
+    /// Creates an Actor's row in the store, owned by `node`, and hosts it
+    /// there with the row's generations (what a node's runtime does on
+    /// create, §1 step 2).
+    pub fn create(&mut self, node: NodeRid, actor: &str) -> ActorRef {
+        let id = actor_id(actor);
+        let claim = self.lease(node).claim();
+        self.sync_clock();
+        let row = self
+            .store
+            .create(&id, &claim)
+            .unwrap_or_else(|e| panic!("creating {actor} failed: {e}"))
+            .into_row();
+        let hosted = self
+            .actors(node)
+            .host(id.clone(), row.object, row.location.authority);
+        let actor_ref = hosted.unwrap_or_else(|e| panic!("hosting {actor} failed: {e}"));
+        self.node_mut(node)
+            .states
+            .insert(id, Bytes::from(format!("state of {actor}")));
+        actor_ref
+    }
+
+    /// Runs the work queued on an Actor's lane ([`ActorBehavior::Queue`])
+    /// in order, answering as [`ActorBehavior::Echo`] would.
+    pub fn run_lane(&mut self, node: NodeRid, actor: &ActorId) {
+        let now = self.now;
+        let sim = self.node_mut(node);
+        let queued = sim.lanes.remove(actor).unwrap_or_default();
+        for event in &queued {
+            echo(&mut sim.core.actors(now), event);
+        }
+        self.pump();
+    }
+
+    /// The work waiting on an Actor's lane ([`ActorBehavior::Queue`]).
+    pub fn lane(&self, node: NodeRid, actor: &ActorId) -> Vec<ActorEvent> {
+        self.node(node)
+            .lanes
+            .get(actor)
+            .map(|lane| lane.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    fn lease(&mut self, node: NodeRid) -> OwnerLease {
+        if let Some(lease) = self.leases.get(&node) {
+            return lease.clone();
+        }
+        self.sync_clock();
+        let peer = self.node(node).peer;
+        let mesh = self.node(node).core.actor_owner().identity().mesh.clone();
+        let lease = self
+            .store
+            .acquire_lease(node, peer.generation, &mesh)
+            .unwrap_or_else(|e| panic!("no lease for {node:?}: {e}"));
+        self.leases.insert(node, lease.clone());
+        lease
+    }
+
+    fn sync_clock(&self) {
+        let behind = self.now - self.clock.now();
+        self.clock.advance(behind);
+    }
+
+    /// The stand-in runtime's part in a relocation: it carries out what the
+    /// core asked and feeds the result back, deciding nothing.
+    fn stand_in(&mut self, rid: NodeRid, event: RelocationEvent) {
+        let now = self.now;
+        match event {
+            RelocationEvent::Capture { relocation, actor } => {
+                let sim = self.node_mut(rid);
+                let queued = sim.lanes.remove(&actor).unwrap_or_default().into();
+                let state = sim.states.get(&actor).cloned().unwrap_or_default();
+                let capture = Capture { state, queued };
+                sim.core.relocations(now).captured(relocation, Ok(capture));
+            }
+            RelocationEvent::Restore {
+                relocation,
+                actor,
+                state,
+            } => {
+                let sim = self.node_mut(rid);
+                match sim.restore {
+                    RestoreBehavior::Succeed => {
+                        sim.states.insert(actor, state);
+                        sim.core.relocations(now).restored(relocation, Ok(()));
+                    }
+                    RestoreBehavior::Fail(error) => {
+                        sim.core.relocations(now).restored(relocation, Err(error));
+                    }
+                    RestoreBehavior::Hold => {
+                        sim.states.insert(actor, state);
+                        sim.held_restores.push(relocation);
+                    }
+                }
+            }
+            RelocationEvent::DropInstance { actor, .. } => {
+                let sim = self.node_mut(rid);
+                sim.states.remove(&actor);
+                sim.lanes.remove(&actor);
+            }
+            RelocationEvent::Store { relocation, op } => match self.store_behavior {
+                StoreBehavior::Hold => self.held_store.push_back((rid, relocation, op)),
+                StoreBehavior::Immediate | StoreBehavior::Down => {
+                    self.carry_out_store(rid, relocation, op)
+                }
+            },
+            RelocationEvent::Reopen { .. }
+            | RelocationEvent::Opened { .. }
+            | RelocationEvent::Finished { .. } => {}
+        }
+    }
+
+    fn carry_out_store(&mut self, node: NodeRid, relocation: RelocationId, op: StoreOp) {
+        let now = self.now;
+        let claim = self.lease(node).claim();
+        self.sync_clock();
+        let down = self.store_behavior == StoreBehavior::Down;
+        let unreachable = || Error::new(Reason::StoreUnavailable);
+        let done = match &op {
+            StoreOp::TakeAuthority { actor, expected } => StoreDone::Cas(if down {
+                Err(unreachable())
+            } else {
+                self.store
+                    .compare_and_set(actor, (*expected).into(), relocation, &claim)
+                    .map(CasAnswer::from)
+                    .map_err(Error::from)
+            }),
+            StoreOp::AbortRelocation { actor, expected } => StoreDone::Abort(if down {
+                Err(unreachable())
+            } else {
+                self.store
+                    .abort_relocation(actor, (*expected).into(), relocation)
+                    .map(AbortAnswer::from)
+                    .map_err(Error::from)
+            }),
+        };
+        self.journal.push(Journal::Store {
+            node,
+            relocation,
+            op,
+            done: done.clone(),
+        });
+        let mut relocations = self.node_mut(node).core.relocations(now);
+        match done {
+            StoreDone::Cas(answer) => relocations.cas_done(relocation, answer),
+            StoreDone::Abort(answer) => relocations.abort_done(relocation, answer),
+        }
+    }
+
     /// Sends a hand-made record from `from` to `to` as the link would: it is
     /// tapped, lost if the link is cut, and delivered after the latency with
     /// `from`'s current peer identity (the transport's authenticated peer).
@@ -243,13 +580,25 @@ impl Mesh {
     /// layer, so every scenario also exercises the codec.
     fn transmit(&mut self, from: Peer, to: NodeRid, record: NodeRecord) {
         let now = self.now;
-        self.tap.push(Tapped {
+        let tapped = Tapped {
             at: now,
             from: from.rid,
             to,
             record: record.clone(),
-        });
-        if self.cut.contains(&(from.rid, to)) {
+        };
+        self.journal.push(Journal::Sent(tapped.clone()));
+        self.tap.push(tapped);
+        if self.unlinked.contains(&(from.rid, to)) {
+            self.lost += 1;
+            if let Some(request) = record.request_id() {
+                if let Some(node) = self.nodes.get_mut(&from.rid) {
+                    node.core.handle_unreachable(now, to, request);
+                }
+            }
+            return;
+        }
+        let dropped = self.dropped.contains(&(from.rid, to, record.command()));
+        if self.cut.contains(&(from.rid, to)) || dropped {
             self.lost += 1;
             return;
         }
@@ -356,21 +705,39 @@ impl Mesh {
         while let Some(transmit) = node.core.poll_transmit() {
             transmits.push(transmit);
         }
+        let mut relocation_events = Vec::new();
         while let Some(event) = node.core.poll_event() {
             progress = true;
+            self.journal.push(Journal::Event {
+                node: rid,
+                event: event.clone(),
+            });
             match event {
                 CoreEvent::Session(event) => node.session_events.push(event),
                 CoreEvent::Actor(event) => {
-                    if node.behavior == ActorBehavior::Echo {
-                        echo(&mut node.core.actors(now), &event);
+                    match node.behavior {
+                        ActorBehavior::Echo => echo(&mut node.core.actors(now), &event),
+                        ActorBehavior::Queue => node
+                            .lanes
+                            .entry(event_actor(&event).clone())
+                            .or_default()
+                            .push_back(event.clone()),
+                        ActorBehavior::Manual => {}
                     }
                     node.actor_events.push(event);
+                }
+                CoreEvent::Relocation(event) => {
+                    node.relocation_events.push(event.clone());
+                    relocation_events.push(event);
                 }
             }
         }
         progress |= !transmits.is_empty();
         for (to, record) in transmits {
             self.transmit(from, to, record);
+        }
+        for event in relocation_events {
+            self.stand_in(rid, event);
         }
         progress
     }
@@ -519,6 +886,15 @@ fn echo(actors: &mut Actors<'_>, event: &ActorEvent) {
         } => actors.reply(*ticket, Ok(payload.clone())),
         ActorEvent::Disconnect { ticket, .. } => actors.disconnect_done(*ticket, Ok(())),
         ActorEvent::Deliver { reply: None, .. } | ActorEvent::Bound { .. } => {}
+    }
+}
+
+/// The Actor an event is for.
+fn event_actor(event: &ActorEvent) -> &ActorId {
+    match event {
+        ActorEvent::Deliver { actor, .. }
+        | ActorEvent::Bound { actor, .. }
+        | ActorEvent::Disconnect { actor, .. } => actor,
     }
 }
 

@@ -9,10 +9,10 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::{
-    CasOutcome, Created, LocationRow, LocationStore, OwnerClaim, OwnerLease, RemoveOutcome,
-    RowVersion, StoreError,
+    AbortOutcome, CasOutcome, Created, LocationRow, LocationStore, OwnerClaim, OwnerLease,
+    RemoveOutcome, RowVersion, StoreError,
 };
-use crate::ids::{ActorId, MeshName, NodeGeneration, NodeRid};
+use crate::ids::{ActorId, MeshName, NodeGeneration, NodeRid, RelocationId};
 
 /// Wraps a store and counts every call to it, per operation.
 #[derive(Debug)]
@@ -21,6 +21,7 @@ pub struct CountingStore<S: LocationStore> {
     lookup: AtomicU64,
     create: AtomicU64,
     compare_and_set: AtomicU64,
+    abort_relocation: AtomicU64,
     remove: AtomicU64,
     acquire_lease: AtomicU64,
     renew_lease: AtomicU64,
@@ -36,6 +37,8 @@ pub struct StoreCounts {
     pub create: u64,
     /// Calls to [`LocationStore::compare_and_set`].
     pub compare_and_set: u64,
+    /// Calls to [`LocationStore::abort_relocation`].
+    pub abort_relocation: u64,
     /// Calls to [`LocationStore::remove`].
     pub remove: u64,
     /// Calls to [`LocationStore::acquire_lease`].
@@ -52,7 +55,7 @@ impl StoreCounts {
     /// and is left out, so a test can assert this stays unchanged while
     /// leases renew in the background.
     pub fn row_operations(&self) -> u64 {
-        self.lookup + self.create + self.compare_and_set + self.remove
+        self.lookup + self.create + self.compare_and_set + self.abort_relocation + self.remove
     }
 }
 
@@ -64,6 +67,7 @@ impl<S: LocationStore> CountingStore<S> {
             lookup: AtomicU64::new(0),
             create: AtomicU64::new(0),
             compare_and_set: AtomicU64::new(0),
+            abort_relocation: AtomicU64::new(0),
             remove: AtomicU64::new(0),
             acquire_lease: AtomicU64::new(0),
             renew_lease: AtomicU64::new(0),
@@ -85,6 +89,7 @@ impl<S: LocationStore> CountingStore<S> {
             lookup: read(&self.lookup),
             create: read(&self.create),
             compare_and_set: read(&self.compare_and_set),
+            abort_relocation: read(&self.abort_relocation),
             remove: read(&self.remove),
             acquire_lease: read(&self.acquire_lease),
             renew_lease: read(&self.renew_lease),
@@ -114,10 +119,22 @@ impl<S: LocationStore> LocationStore for CountingStore<S> {
         &self,
         actor: &ActorId,
         expected: RowVersion,
+        relocation: RelocationId,
         new_owner: &OwnerClaim,
     ) -> Result<CasOutcome, StoreError> {
         count(&self.compare_and_set);
-        self.inner.compare_and_set(actor, expected, new_owner)
+        self.inner
+            .compare_and_set(actor, expected, relocation, new_owner)
+    }
+
+    fn abort_relocation(
+        &self,
+        actor: &ActorId,
+        expected: RowVersion,
+        relocation: RelocationId,
+    ) -> Result<AbortOutcome, StoreError> {
+        count(&self.abort_relocation);
+        self.inner.abort_relocation(actor, expected, relocation)
     }
 
     fn remove(&self, actor: &ActorId, expected: RowVersion) -> Result<RemoveOutcome, StoreError> {
@@ -168,8 +185,15 @@ mod tests {
         let row = store.create(&actor, &lease.claim()).unwrap().into_row();
         store.lookup(&actor).unwrap();
         store.lookup(&actor).unwrap();
+        let relocation = RelocationId {
+            coordinator: NodeRid(1),
+            sequence: 1,
+        };
         store
-            .compare_and_set(&actor, row.version(), &lease.claim())
+            .abort_relocation(&actor, row.version(), relocation)
+            .unwrap();
+        store
+            .compare_and_set(&actor, row.version(), relocation, &lease.claim())
             .unwrap();
         store.remove(&actor, row.version()).unwrap();
         store.lease(NodeRid(1)).unwrap();
@@ -183,13 +207,14 @@ mod tests {
                 lookup: 2,
                 create: 1,
                 compare_and_set: 1,
+                abort_relocation: 1,
                 remove: 1,
                 acquire_lease: 1,
                 renew_lease: 1,
                 lease: 1,
             }
         );
-        assert_eq!(counts.row_operations(), 5);
+        assert_eq!(counts.row_operations(), 6);
         assert!(store.inner().lookup(&actor).unwrap().is_none());
         assert_eq!(store.counts(), counts, "the inner store is not counted");
     }

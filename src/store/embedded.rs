@@ -14,13 +14,13 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::{
-    CasOutcome, Clock, Created, LocationRow, LocationStore, MonotonicClock, OwnerClaim, OwnerLease,
-    RemoveOutcome, RowVersion, StoreError,
+    AbortOutcome, CasOutcome, Clock, Created, LocationRow, LocationStore, MonotonicClock,
+    OwnerClaim, OwnerLease, RemoveOutcome, RowVersion, StoreError,
 };
 use crate::core::time::Instant;
 use crate::ids::{
     ActorId, ActorLocation, AuthorityOwnerGeneration, MeshName, NodeGeneration, NodeRid,
-    ObjectGeneration, OwnerLeaseGeneration,
+    ObjectGeneration, OwnerLeaseGeneration, RelocationId,
 };
 
 /// An in-process [`LocationStore`] for a mesh whose nodes share one process
@@ -43,13 +43,15 @@ struct State {
     leases: HashMap<NodeRid, OwnerLease>,
 }
 
-/// One ActorId: the generations of its latest incarnation, and its owner
-/// while that incarnation has not been removed.
+/// One ActorId: the generations of its latest incarnation, its owner while
+/// that incarnation has not been removed, and the latest relocation aborted
+/// at the current version (cleared whenever the version changes).
 #[derive(Debug)]
 struct Slot {
     object: ObjectGeneration,
     authority: AuthorityOwnerGeneration,
     owner: Option<OwnerClaim>,
+    aborted: Option<RelocationId>,
 }
 
 impl<C: Clock> EmbeddedStore<C> {
@@ -99,6 +101,22 @@ impl Slot {
     ) -> Option<LocationRow> {
         let owner = self.owner.as_ref()?;
         claim_is_live(leases, owner, now).then(|| row(actor, self.object, self.authority, owner))
+    }
+
+    /// Whether the coordinator recorded `relocation` aborted at the current
+    /// version: it, or a later relocation of the same coordinator, was
+    /// aborted (the trait's doc says why one id covers the earlier ones).
+    fn is_aborted(&self, relocation: RelocationId) -> bool {
+        self.aborted.is_some_and(|aborted| {
+            aborted.coordinator == relocation.coordinator && relocation.sequence <= aborted.sequence
+        })
+    }
+
+    /// A new version of the row: authority moved or a new incarnation began.
+    /// Aborts recorded at the old version cannot concern it.
+    fn set_owner(&mut self, owner: Option<OwnerClaim>) {
+        self.owner = owner;
+        self.aborted = None;
     }
 }
 
@@ -155,13 +173,14 @@ impl<C: Clock> LocationStore for EmbeddedStore<C> {
                 // new one must not be confused with it (§1, §4).
                 slot.object = slot.object.next();
                 slot.authority = slot.authority.next();
-                slot.owner = Some(owner.clone());
+                slot.set_owner(Some(owner.clone()));
                 slot
             }
             None => actors.entry(actor.clone()).or_insert(Slot {
                 object: ObjectGeneration::default().next(),
                 authority: AuthorityOwnerGeneration::default().next(),
                 owner: Some(owner.clone()),
+                aborted: None,
             }),
         };
         Ok(Created::New(row(actor, slot.object, slot.authority, owner)))
@@ -171,6 +190,7 @@ impl<C: Clock> LocationStore for EmbeddedStore<C> {
         &self,
         actor: &ActorId,
         expected: RowVersion,
+        relocation: RelocationId,
         new_owner: &OwnerClaim,
     ) -> Result<CasOutcome, StoreError> {
         let mut state = self.lock()?;
@@ -186,14 +206,43 @@ impl<C: Clock> LocationStore for EmbeddedStore<C> {
         if current.version() != expected {
             return Ok(CasOutcome::Conflict { current });
         }
+        if slot.is_aborted(relocation) {
+            return Ok(CasOutcome::RelocationAborted);
+        }
         slot.authority = slot.authority.next();
-        slot.owner = Some(new_owner.clone());
+        slot.set_owner(Some(new_owner.clone()));
         Ok(CasOutcome::Swapped(row(
             actor,
             slot.object,
             slot.authority,
             new_owner,
         )))
+    }
+
+    fn abort_relocation(
+        &self,
+        actor: &ActorId,
+        expected: RowVersion,
+        relocation: RelocationId,
+    ) -> Result<AbortOutcome, StoreError> {
+        let mut state = self.lock()?;
+        let now = self.clock.now();
+        let State { actors, leases } = &mut *state;
+        let Some(slot) = actors.get_mut(actor) else {
+            return Ok(AbortOutcome::Absent);
+        };
+        let Some(current) = slot.live_row(actor, leases, now) else {
+            return Ok(AbortOutcome::Absent);
+        };
+        if current.version() != expected {
+            return Ok(AbortOutcome::Conflict { current });
+        }
+        // Keep the latest: an older abort arriving late must not lift a
+        // newer one (repeats are harmless).
+        if !slot.is_aborted(relocation) {
+            slot.aborted = Some(relocation);
+        }
+        Ok(AbortOutcome::Aborted)
     }
 
     fn remove(&self, actor: &ActorId, expected: RowVersion) -> Result<RemoveOutcome, StoreError> {
@@ -210,7 +259,7 @@ impl<C: Clock> LocationStore for EmbeddedStore<C> {
             return Ok(RemoveOutcome::Conflict { current });
         }
         // The generations stay: the next create goes past them.
-        slot.owner = None;
+        slot.set_owner(None);
         Ok(RemoveOutcome::Removed)
     }
 
@@ -312,6 +361,13 @@ mod tests {
         ActorId::new(name).unwrap()
     }
 
+    fn relocation(sequence: u64) -> RelocationId {
+        RelocationId {
+            coordinator: NodeRid(1),
+            sequence,
+        }
+    }
+
     fn lease(store: &(impl LocationStore + ?Sized), node: u64, generation: u64) -> OwnerLease {
         store
             .acquire_lease(NodeRid(node), NodeGeneration(generation), &mesh())
@@ -352,7 +408,7 @@ mod tests {
         let before = store.create(&player, &source.claim()).unwrap().into_row();
 
         let CasOutcome::Swapped(after) = store
-            .compare_and_set(&player, before.version(), &target.claim())
+            .compare_and_set(&player, before.version(), relocation(1), &target.claim())
             .unwrap()
         else {
             panic!("the CAS with the current version succeeds");
@@ -376,7 +432,7 @@ mod tests {
         let player = actor("player-1");
         let first = store.create(&player, &source.claim()).unwrap().into_row();
         let CasOutcome::Swapped(moved) = store
-            .compare_and_set(&player, first.version(), &target.claim())
+            .compare_and_set(&player, first.version(), relocation(1), &target.claim())
             .unwrap()
         else {
             panic!("first CAS succeeds");
@@ -385,7 +441,7 @@ mod tests {
         // The old version again: stale generation and stale owner.
         assert_eq!(
             store
-                .compare_and_set(&player, first.version(), &source.claim())
+                .compare_and_set(&player, first.version(), relocation(1), &source.claim())
                 .unwrap(),
             CasOutcome::Conflict {
                 current: moved.clone()
@@ -398,7 +454,7 @@ mod tests {
         };
         assert_eq!(
             store
-                .compare_and_set(&player, wrong_owner, &source.claim())
+                .compare_and_set(&player, wrong_owner, relocation(1), &source.claim())
                 .unwrap(),
             CasOutcome::Conflict {
                 current: moved.clone()
@@ -413,9 +469,144 @@ mod tests {
         assert_eq!(store.lookup(&player).unwrap(), Some(moved));
         assert_eq!(
             store
-                .compare_and_set(&actor("nobody"), first.version(), &source.claim())
+                .compare_and_set(
+                    &actor("nobody"),
+                    first.version(),
+                    relocation(1),
+                    &source.claim()
+                )
                 .unwrap(),
             CasOutcome::Absent
+        );
+    }
+
+    #[test]
+    fn a_durable_abort_makes_that_relocations_cas_fail_and_keeps_the_row() {
+        let (store, _) = store();
+        let source = lease(&store, 1, 1);
+        let target = lease(&store, 2, 1);
+        let player = actor("player-1");
+        let before = store.create(&player, &source.claim()).unwrap().into_row();
+
+        assert_eq!(
+            store
+                .abort_relocation(&player, before.version(), relocation(2))
+                .unwrap(),
+            AbortOutcome::Aborted
+        );
+        assert_eq!(
+            store.lookup(&player).unwrap(),
+            Some(before.clone()),
+            "an abort keeps the owner and every generation"
+        );
+        // The slow target's CAS for the aborted relocation, and for an
+        // earlier one of the same coordinator, fail.
+        for late in [relocation(2), relocation(1)] {
+            assert_eq!(
+                store
+                    .compare_and_set(&player, before.version(), late, &target.claim())
+                    .unwrap(),
+                CasOutcome::RelocationAborted
+            );
+        }
+        // A repeated abort, or a late one of an earlier relocation, changes
+        // nothing.
+        for again in [relocation(2), relocation(1)] {
+            assert_eq!(
+                store
+                    .abort_relocation(&player, before.version(), again)
+                    .unwrap(),
+                AbortOutcome::Aborted
+            );
+        }
+        assert_eq!(
+            store
+                .compare_and_set(&player, before.version(), relocation(2), &target.claim())
+                .unwrap(),
+            CasOutcome::RelocationAborted
+        );
+        assert_eq!(store.lookup(&player).unwrap(), Some(before.clone()));
+
+        // The next relocation of the same coordinator is not aborted.
+        let CasOutcome::Swapped(moved) = store
+            .compare_and_set(&player, before.version(), relocation(3), &target.claim())
+            .unwrap()
+        else {
+            panic!("a later relocation's CAS succeeds");
+        };
+        assert_eq!(moved.location.owner, NodeRid(2));
+        assert_eq!(moved.object, before.object);
+    }
+
+    #[test]
+    fn an_abort_is_per_coordinator_and_cleared_by_a_new_version() {
+        let (store, _) = store();
+        let source = lease(&store, 1, 1);
+        let target = lease(&store, 2, 1);
+        let player = actor("player-1");
+        let first = store.create(&player, &source.claim()).unwrap().into_row();
+        store
+            .abort_relocation(&player, first.version(), relocation(5))
+            .unwrap();
+        let other_coordinator = RelocationId {
+            coordinator: NodeRid(9),
+            sequence: 1,
+        };
+        let CasOutcome::Swapped(moved) = store
+            .compare_and_set(&player, first.version(), other_coordinator, &target.claim())
+            .unwrap()
+        else {
+            panic!("another coordinator's relocation was not aborted");
+        };
+        // The abort belonged to the old version: at the new one, the same
+        // relocation id is not aborted (the version check already fences the
+        // old relocation's CAS).
+        assert_eq!(
+            store
+                .compare_and_set(&player, first.version(), relocation(5), &source.claim())
+                .unwrap(),
+            CasOutcome::Conflict {
+                current: moved.clone()
+            }
+        );
+        let CasOutcome::Swapped(back) = store
+            .compare_and_set(&player, moved.version(), relocation(1), &source.claim())
+            .unwrap()
+        else {
+            panic!("no abort is recorded at the new version");
+        };
+        assert_eq!(back.location.owner, NodeRid(1));
+    }
+
+    #[test]
+    fn an_abort_after_the_targets_cas_reports_the_moved_row() {
+        let (store, _) = store();
+        let source = lease(&store, 1, 1);
+        let target = lease(&store, 2, 1);
+        let player = actor("player-1");
+        let before = store.create(&player, &source.claim()).unwrap().into_row();
+        let CasOutcome::Swapped(moved) = store
+            .compare_and_set(&player, before.version(), relocation(1), &target.claim())
+            .unwrap()
+        else {
+            panic!("the target's CAS wins the race");
+        };
+        // The coordinator learns the relocation committed: it must not
+        // reopen the source.
+        assert_eq!(
+            store
+                .abort_relocation(&player, before.version(), relocation(1))
+                .unwrap(),
+            AbortOutcome::Conflict {
+                current: moved.clone()
+            }
+        );
+        assert_eq!(store.lookup(&player).unwrap(), Some(moved));
+        assert_eq!(
+            store
+                .abort_relocation(&actor("nobody"), before.version(), relocation(1))
+                .unwrap(),
+            AbortOutcome::Absent
         );
     }
 
@@ -522,7 +713,7 @@ mod tests {
         let other = lease(&store, 2, 1);
         assert_eq!(
             store
-                .compare_and_set(&player, first.version(), &other.claim())
+                .compare_and_set(&player, first.version(), relocation(1), &other.claim())
                 .unwrap(),
             CasOutcome::Absent
         );
@@ -587,6 +778,10 @@ mod tests {
             actor: usize,
             node: usize,
             stale: bool,
+            aborted: bool,
+        },
+        Abort {
+            actor: usize,
         },
         Remove {
             actor: usize,
@@ -603,8 +798,9 @@ mod tests {
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
             4 => (0..3usize, 0..3usize).prop_map(|(actor, node)| Op::Create { actor, node }),
-            4 => (0..3usize, 0..3usize, any::<bool>())
-                .prop_map(|(actor, node, stale)| Op::Cas { actor, node, stale }),
+            4 => (0..3usize, 0..3usize, any::<bool>(), any::<bool>())
+                .prop_map(|(actor, node, stale, aborted)| Op::Cas { actor, node, stale, aborted }),
+            2 => (0..3usize).prop_map(|actor| Op::Abort { actor }),
             2 => (0..3usize, any::<bool>()).prop_map(|(actor, stale)| Op::Remove { actor, stale }),
             1 => (1..12u64).prop_map(|secs| Op::Advance { secs }),
             1 => (0..3usize).prop_map(|node| Op::Restart { node }),
@@ -620,6 +816,8 @@ mod tests {
         last: Option<RowVersion>,
         /// A version that was current once and never will be again.
         stale: Option<RowVersion>,
+        /// A relocation aborted at the current version.
+        aborted: Option<RelocationId>,
     }
 
     impl Seen {
@@ -629,6 +827,7 @@ mod tests {
                 self.stale = Some(last);
             }
             self.last = version;
+            self.aborted = None;
         }
     }
 
@@ -642,6 +841,7 @@ mod tests {
                 .map(|n| Some(lease(&store, n as u64, 1)))
                 .collect();
             let mut seen: Vec<Seen> = (0..3).map(|_| Seen::default()).collect();
+            let mut relocations = 0u64;
 
             for op in ops {
                 // Owners renew before every step, as a healthy node would;
@@ -667,7 +867,7 @@ mod tests {
                             }
                         }
                     }
-                    Op::Cas { actor, node, stale } => {
+                    Op::Cas { actor, node, stale, aborted } => {
                         let Some(owner) = &leases[node] else { continue };
                         let Some(current) = store.lookup(&actors[actor]).unwrap() else { continue };
                         let s = &mut seen[actor];
@@ -675,9 +875,15 @@ mod tests {
                             (true, Some(old)) => old,
                             _ => current.version(),
                         };
-                        match store.compare_and_set(&actors[actor], expected, &owner.claim()).unwrap() {
+                        relocations += 1;
+                        let (relocation, was_aborted) = match (aborted, s.aborted) {
+                            (true, Some(old)) => (old, true),
+                            _ => (RelocationId { coordinator: current.location.owner, sequence: relocations }, false),
+                        };
+                        match store.compare_and_set(&actors[actor], expected, relocation, &owner.claim()).unwrap() {
                             CasOutcome::Swapped(row) => {
                                 prop_assert_eq!(expected, current.version());
+                                prop_assert!(!was_aborted);
                                 prop_assert_eq!(row.object, s.object);
                                 prop_assert!(row.location.authority > s.authority);
                                 s.supersede(Some(row.version()));
@@ -688,7 +894,23 @@ mod tests {
                                 prop_assert_eq!(now, current);
                             }
                             CasOutcome::Absent => prop_assert!(false, "the row was live"),
+                            CasOutcome::RelocationAborted => {
+                                prop_assert_eq!(expected, current.version());
+                                prop_assert!(was_aborted);
+                                prop_assert_eq!(store.lookup(&actors[actor]).unwrap(), Some(current));
+                            }
                         }
+                    }
+                    Op::Abort { actor } => {
+                        let Some(current) = store.lookup(&actors[actor]).unwrap() else { continue };
+                        relocations += 1;
+                        let relocation = RelocationId { coordinator: current.location.owner, sequence: relocations };
+                        prop_assert_eq!(
+                            store.abort_relocation(&actors[actor], current.version(), relocation).unwrap(),
+                            AbortOutcome::Aborted
+                        );
+                        prop_assert_eq!(store.lookup(&actors[actor]).unwrap(), Some(current));
+                        seen[actor].aborted = Some(relocation);
                     }
                     Op::Remove { actor, stale } => {
                         let Some(current) = store.lookup(&actors[actor]).unwrap() else { continue };

@@ -9,7 +9,9 @@
 //! written by the runtime when it creates or looks up an Actor (§1 step 2), by
 //! the relocation target when it takes over an Actor (§8.1: "the target
 //! relocation runtime performs the Location Store CAS using the expected
-//! source owner and generation"), and by each node to hold its owner lease.
+//! source owner and generation") or its coordinator records a durable abort
+//! ([`LocationStore::abort_relocation`]), and by each node to hold its owner
+//! lease.
 //!
 //! It is **never** called on the bind, relay, push or disconnect paths: a
 //! binding stores the route verified at bind time and uses it for every
@@ -54,11 +56,12 @@ pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use counting::{CountingStore, StoreCounts};
 pub use embedded::EmbeddedStore;
 
+use crate::core::relocation::{AbortAnswer, CasAnswer, ExpectedOwner};
 use crate::core::time::Instant;
 use crate::error::{Error, Reason};
 use crate::ids::{
     ActorId, ActorLocation, ActorRef, AuthorityOwnerGeneration, MeshName, NodeGeneration, NodeRid,
-    ObjectGeneration, OwnerLeaseGeneration,
+    ObjectGeneration, OwnerLeaseGeneration, RelocationId,
 };
 
 /// The Location Store: the shared authority over Actor ownership and owner
@@ -84,10 +87,16 @@ pub trait LocationStore: Send + Sync {
     /// live lease of its node: only a leased owner may own a row.
     fn create(&self, actor: &ActorId, owner: &OwnerClaim) -> Result<Created, StoreError>;
 
-    /// Moves authority to `new_owner` if the live row's version equals
-    /// `expected` (§8.1 "CAS owner to target if source fence still matches").
-    /// On success the AuthorityOwnerGeneration is bumped and the
-    /// ObjectGeneration kept (relocation keeps the incarnation, §1).
+    /// The relocation target's CAS (§8.1 "CAS owner to target if source
+    /// fence still matches"): moves authority to `new_owner` if the live
+    /// row's version equals `expected` **and** `relocation` was not recorded
+    /// aborted by [`abort_relocation`](Self::abort_relocation). On success
+    /// the AuthorityOwnerGeneration is bumped, the ObjectGeneration kept
+    /// (relocation keeps the incarnation, §1) and the row's abort record
+    /// cleared (it belonged to the old version).
+    ///
+    /// The version is checked first: a stale version is
+    /// [`CasOutcome::Conflict`] even if the relocation was also aborted.
     ///
     /// Fails with [`StoreError::LeaseExpired`] when `new_owner` does not name
     /// the live lease of its node.
@@ -95,8 +104,33 @@ pub trait LocationStore: Send + Sync {
         &self,
         actor: &ActorId,
         expected: RowVersion,
+        relocation: RelocationId,
         new_owner: &OwnerClaim,
     ) -> Result<CasOutcome, StoreError>;
+
+    /// The coordinator's durable abort (§8.1 "first confirms a durable
+    /// abort"): if the live row's version equals `expected`, the row keeps
+    /// its owner and generations but remembers that `relocation` — and every
+    /// earlier relocation of the same coordinator at this version — is
+    /// aborted, so a slow target's later [`compare_and_set`] for it returns
+    /// [`CasOutcome::RelocationAborted`]. Idempotent.
+    ///
+    /// "Earlier" is by [`RelocationId::sequence`]: a row at one version is
+    /// owned by one process lifecycle, whose coordinator runs one relocation
+    /// of an Actor at a time and numbers them in increasing order, so one
+    /// remembered id per row covers them all (bounded memory).
+    ///
+    /// [`AbortOutcome::Conflict`] means authority already moved (the target's
+    /// CAS won the race): the relocation committed and the caller must not
+    /// reopen the source.
+    ///
+    /// [`compare_and_set`]: Self::compare_and_set
+    fn abort_relocation(
+        &self,
+        actor: &ActorId,
+        expected: RowVersion,
+        relocation: RelocationId,
+    ) -> Result<AbortOutcome, StoreError>;
 
     /// Destroys the incarnation if the live row's version equals `expected`.
     /// The store keeps the id's last generations, so the next create gets
@@ -269,6 +303,24 @@ pub enum CasOutcome {
     },
     /// There is no live row (destroyed, or its owner lease lapsed).
     Absent,
+    /// The version matched, but the coordinator recorded this relocation
+    /// aborted (§8.1 durable abort); the row is left unchanged.
+    RelocationAborted,
+}
+
+/// The answer to a durable relocation abort.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum AbortOutcome {
+    /// The row remembers the relocation as aborted; its owner and
+    /// generations are unchanged.
+    Aborted,
+    /// The live row has another version (authority moved); nothing recorded.
+    Conflict {
+        /// The row as it is.
+        current: LocationRow,
+    },
+    /// There is no live row.
+    Absent,
 }
 
 /// The answer to a remove.
@@ -322,6 +374,45 @@ pub enum StoreError {
         /// The newest generation the store has seen for the node.
         latest: NodeGeneration,
     },
+}
+
+/// The relocation core's expectation is the row version (§8.1 "the
+/// expected source owner and generation").
+impl From<ExpectedOwner> for RowVersion {
+    fn from(expected: ExpectedOwner) -> Self {
+        RowVersion {
+            owner: expected.owner,
+            authority: expected.authority,
+        }
+    }
+}
+
+/// What the target's core needs of a CAS answer: the new authority owner
+/// generation, or which way it failed.
+impl From<CasOutcome> for CasAnswer {
+    fn from(outcome: CasOutcome) -> Self {
+        match outcome {
+            CasOutcome::Swapped(row) => CasAnswer::Swapped {
+                authority: row.location.authority,
+            },
+            CasOutcome::Conflict { .. } => CasAnswer::Conflict,
+            CasOutcome::Absent => CasAnswer::Absent,
+            CasOutcome::RelocationAborted => CasAnswer::RelocationAborted,
+        }
+    }
+}
+
+/// What the coordinator's core needs of a durable abort's answer.
+impl From<AbortOutcome> for AbortAnswer {
+    fn from(outcome: AbortOutcome) -> Self {
+        match outcome {
+            AbortOutcome::Aborted => AbortAnswer::Aborted,
+            AbortOutcome::Conflict { current } => AbortAnswer::Moved {
+                owner: current.location.owner,
+            },
+            AbortOutcome::Absent => AbortAnswer::Absent,
+        }
+    }
 }
 
 impl From<StoreError> for Error {

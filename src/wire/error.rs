@@ -92,6 +92,25 @@ pub enum WireError {
         /// The configured [`DecodeLimits::budget_max_ms`](crate::wire::DecodeLimits).
         max_ms: u32,
     },
+    /// A relocation prepare's state snapshot is longer than the limit.
+    #[error("handoff state of {len} bytes exceeds the limit {max}")]
+    StateTooLong {
+        /// The announced length.
+        len: u32,
+        /// The configured [`DecodeLimits::handoff_state_len_max`](crate::wire::DecodeLimits).
+        max: u32,
+    },
+    /// A relocation prepare announces more saved-work items than the limit.
+    #[error("{count} saved-work items exceed the limit {max}")]
+    TooMuchSavedWork {
+        /// The announced count.
+        count: u16,
+        /// The configured [`DecodeLimits::saved_work_count_max`](crate::wire::DecodeLimits).
+        max: u16,
+    },
+    /// A saved-work item's tag names no kind of saved work.
+    #[error("unknown saved-work kind {0}")]
+    UnknownSavedWork(u8),
     /// Bytes remain after the body: the frame is longer than its record.
     #[error("{len} trailing bytes after the body")]
     TrailingBytes {

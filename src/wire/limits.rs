@@ -4,6 +4,9 @@
 //! A decoder never allocates: payloads and names are zero-copy slices of the
 //! input frame, and a frame is refused from its length prefix alone, before
 //! any of it is buffered, when it is longer than [`DecodeLimits::frame_len_max`].
+//! The one list on the wire, the saved work of a relocation prepare (60), is
+//! bounded by [`DecodeLimits::saved_work_count_max`] before its first item is
+//! read.
 
 /// The limits a decoder applies to untrusted input. Node links and client
 /// sockets may be given different limits (clients are the less trusted side).
@@ -16,6 +19,15 @@ pub struct DecodeLimits {
     /// The largest request budget a peer may ask for, in milliseconds. It
     /// bounds how long a receiver keeps a request's state on a peer's word.
     pub budget_max_ms: u32,
+    /// The largest Actor state snapshot a relocation prepare (60) may carry.
+    /// At the limit it is accepted; one byte more is
+    /// [`WireError::StateTooLong`](crate::wire::WireError::StateTooLong).
+    pub handoff_state_len_max: u32,
+    /// The most saved-work items one relocation prepare (60) may carry; each
+    /// becomes a queued delivery at the target, so the count bounds what a
+    /// peer can make a target hold. One more is
+    /// [`WireError::TooMuchSavedWork`](crate::wire::WireError::TooMuchSavedWork).
+    pub saved_work_count_max: u16,
 }
 
 impl DecodeLimits {
@@ -25,13 +37,26 @@ impl DecodeLimits {
     /// Ten minutes: far above any request deadline a game server sets, far
     /// below the 49 days a `u32` of milliseconds could name.
     pub const BUDGET_MAX_MS_DEFAULT: u32 = 10 * 60 * 1_000;
+    /// 32 KiB: half a default frame, leaving the other half for the saved
+    /// work that travels in the same record.
+    pub const HANDOFF_STATE_LEN_MAX_DEFAULT: u32 = 32 * 1024;
+    /// 1,024 items: an Actor's delivery lane holds far fewer in a healthy
+    /// game (each item is at least 13 bytes, so a full default frame could
+    /// not carry many more anyway).
+    pub const SAVED_WORK_COUNT_MAX_DEFAULT: u16 = 1_024;
 }
+
+// The state limit leaves room in a default frame for the rest of the record.
+const _: () =
+    assert!(DecodeLimits::HANDOFF_STATE_LEN_MAX_DEFAULT < DecodeLimits::FRAME_LEN_MAX_DEFAULT);
 
 impl Default for DecodeLimits {
     fn default() -> Self {
         Self {
             frame_len_max: Self::FRAME_LEN_MAX_DEFAULT,
             budget_max_ms: Self::BUDGET_MAX_MS_DEFAULT,
+            handoff_state_len_max: Self::HANDOFF_STATE_LEN_MAX_DEFAULT,
+            saved_work_count_max: Self::SAVED_WORK_COUNT_MAX_DEFAULT,
         }
     }
 }

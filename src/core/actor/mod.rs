@@ -27,8 +27,8 @@ use crate::ids::{
 use crate::wire::client::CloseReason;
 use crate::wire::node::{
     ActorMessage, ActorReply, ActorSend, ActorSendBody, AuthorityFence, BindRequest, BindTerminal,
-    BindTombstone, BoundRoute, BoundSessionBind, BoundSessionBody, BoundSessionReplaced,
-    BoundSessionSend, NodeRecord,
+    BindTombstone, BindingHandoff, BoundRoute, BoundSessionBind, BoundSessionBody,
+    BoundSessionReplaced, BoundSessionSend, NodeRecord,
 };
 
 /// Who this Actor owner is (§4 route fields).
@@ -96,6 +96,15 @@ struct RegisteredBinding {
 }
 
 impl RegisteredBinding {
+    /// The binding as the relocation handoff carries it (60).
+    fn handoff(&self) -> BindingHandoff {
+        BindingHandoff {
+            session: self.session,
+            session_lease: self.session_lease,
+            binding: self.generation,
+        }
+    }
+
     fn identity(&self) -> BindingIdentity {
         BindingIdentity {
             owner: self.session.owner,
@@ -190,7 +199,29 @@ impl ActorOwner {
         }
     }
 
-    fn owe(&mut self, to: NodeRid, request: RequestId) -> ReplyTicket {
+    /// What a relocation of `actor` starts from: its incarnation, its
+    /// authority owner generation (the CAS's expected value, §8.1) and its
+    /// current binding, if it is hosted here.
+    pub(crate) fn relocation_fence(
+        &self,
+        actor: &ActorId,
+    ) -> Option<(
+        ObjectGeneration,
+        AuthorityOwnerGeneration,
+        Option<BindingHandoff>,
+    )> {
+        let hosted = self.actors.get(actor)?;
+        let binding = hosted.binding.as_ref().map(RegisteredBinding::handoff);
+        Some((hosted.generation, hosted.authority, binding))
+    }
+
+    /// Whether `actor` is hosted here.
+    pub(crate) fn hosts(&self, actor: &ActorId) -> bool {
+        self.actors.contains_key(actor)
+    }
+
+    /// Owes a reply to `request` of node `to`; the ticket names it.
+    pub(crate) fn owe(&mut self, to: NodeRid, request: RequestId) -> ReplyTicket {
         self.next_ticket += 1;
         let ticket = ReplyTicket(self.next_ticket);
         self.owed.insert(ticket, (to, request));
@@ -228,6 +259,32 @@ impl Actors<'_> {
         let actor_ref = self.owner.make_ref(&actor, &hosted);
         self.owner.actors.insert(actor, hosted);
         Ok(actor_ref)
+    }
+
+    /// docs/relocation.md: the target hosts a relocated Actor after its CAS,
+    /// under the new authority owner generation, with the handed-over
+    /// binding registered as current — the same binding identity, so the
+    /// route update is not a rebind (§4, §8.2). The ObjectGeneration is kept.
+    pub(crate) fn host_handed(
+        &mut self,
+        actor: ActorId,
+        generation: ObjectGeneration,
+        authority: AuthorityOwnerGeneration,
+        binding: Option<BindingHandoff>,
+    ) -> ActorRef {
+        debug_assert!(!self.owner.actors.contains_key(&actor));
+        let hosted = HostedActor {
+            generation,
+            authority,
+            binding: binding.map(|b| RegisteredBinding {
+                session: b.session,
+                session_lease: b.session_lease,
+                generation: b.binding,
+            }),
+        };
+        let actor_ref = self.owner.make_ref(&actor, &hosted);
+        self.owner.actors.insert(actor, hosted);
+        actor_ref
     }
 
     /// §4: destroying an Actor ends its incarnation's binding for good; a
@@ -403,7 +460,12 @@ impl Actors<'_> {
         Ok(previous.filter(|p| p.session != new.session))
     }
 
-    fn terminal(&mut self, to: Peer, request: RequestId, outcome: Result<BoundRoute, Error>) {
+    pub(crate) fn terminal(
+        &mut self,
+        to: Peer,
+        request: RequestId,
+        outcome: Result<BoundRoute, Error>,
+    ) {
         let terminal = BindTerminal { request, outcome };
         self.fx.send(
             to.rid,
@@ -413,7 +475,7 @@ impl Actors<'_> {
 
     /// §6, §7: a tombstone removes exactly the identity it names; a late one
     /// for a previous identity never removes a newer binding.
-    fn on_tombstone(&mut self, tombstone: BindTombstone) {
+    pub(crate) fn on_tombstone(&mut self, tombstone: BindTombstone) {
         let hosted = self.owner.actors.get_mut(&tombstone.actor);
         let Some(hosted) = hosted.filter(|h| h.generation == tombstone.object_generation) else {
             self.fx.trace(FlowTrace::TombstoneStale);
@@ -432,6 +494,20 @@ impl Actors<'_> {
     /// §5, §6: relay and disconnect notices are admitted only for the current
     /// binding identity of the current incarnation.
     fn on_message(&mut self, from: Peer, message: ActorMessage) {
+        if let Some(event) = self.admit_to_event(from, message) {
+            self.fx.actor_event(event);
+        }
+    }
+
+    /// Admits a 24 and turns it into the Actor work it asks for, owing its
+    /// reply; a refusal is answered here (a typed error for a request, a
+    /// counted drop for a one-way message). The relocation coordinator
+    /// holds what comes back instead of delivering it (the ingress hold).
+    pub(crate) fn admit_to_event(
+        &mut self,
+        from: Peer,
+        message: ActorMessage,
+    ) -> Option<ActorEvent> {
         let verdict = self.admit_message(&message);
         let request = message.request;
         if let Err(error) = verdict {
@@ -446,7 +522,7 @@ impl Actors<'_> {
                 }
                 None => self.fx.trace(FlowTrace::OneWayRecordRefused),
             }
-            return;
+            return None;
         }
         let reply = request.map(|h| self.owner.owe(from.rid, h.id));
         let event = match message.body {
@@ -466,7 +542,7 @@ impl Actors<'_> {
                 let Some(ticket) = reply else {
                     // A one-way notice has no terminal to wait for (§6).
                     self.fx.trace(FlowTrace::OneWayRecordRefused);
-                    return;
+                    return None;
                 };
                 ActorEvent::Disconnect {
                     actor: message.actor,
@@ -475,7 +551,7 @@ impl Actors<'_> {
                 }
             }
         };
-        self.fx.actor_event(event);
+        Some(event)
     }
 
     fn admit_message(&mut self, message: &ActorMessage) -> Result<(), Error> {

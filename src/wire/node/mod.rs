@@ -1,4 +1,5 @@
-//! Node-to-node records: one Rust type per command of the §5 table.
+//! Node-to-node records: one Rust type per command of the §5 table, and the
+//! relocation handoff between source and target (60–65, `handoff.rs`).
 //!
 //! What the spec implies without a number is a variant of the command it
 //! belongs to: the tombstone is a transition of 38 (§6), the disconnect notice
@@ -14,6 +15,7 @@
 mod actor_send;
 mod bind;
 mod bound_send;
+mod handoff;
 mod relocation;
 mod replaced;
 
@@ -22,6 +24,10 @@ pub use bind::{
     BindRequest, BindTerminal, BindTombstone, BoundRoute, BoundSessionBind, TombstoneCause,
 };
 pub use bound_send::{BoundSessionBody, BoundSessionSend};
+pub use handoff::{
+    BindingHandoff, RelocationCutover, RelocationDiscard, RelocationFinished,
+    RelocationIngressHold, RelocationPrepare, RelocationReady, SavedWork,
+};
 pub use relocation::{
     RouteCommit, SealIdentity, SessionRelocationRoute, SessionRelocationSeal,
     SessionRelocationSealed,
@@ -54,6 +60,18 @@ pub enum Command {
     SessionRelocationRoute = 44,
     /// boundSessionReplaced: one-way notice to the replaced binding.
     BoundSessionReplaced = 51,
+    /// Relocation prepare: temporary queue and Restore at the target (request).
+    RelocationPrepare = 60,
+    /// Relocation relay-ready: the target's reply to 60.
+    RelocationReady = 61,
+    /// Relocation ingress hold: one item that reached the source after capture.
+    RelocationIngressHold = 62,
+    /// Relocation cutover: the ingress hold is complete.
+    RelocationCutover = 63,
+    /// Relocation discard: the coordinator aborted before relay-ready.
+    RelocationDiscard = 64,
+    /// Relocation finished: the target's commit or failure, to the source.
+    RelocationFinished = 65,
 }
 
 impl Command {
@@ -72,6 +90,12 @@ impl Command {
             43 => Self::SessionRelocationSealed,
             44 => Self::SessionRelocationRoute,
             51 => Self::BoundSessionReplaced,
+            60 => Self::RelocationPrepare,
+            61 => Self::RelocationReady,
+            62 => Self::RelocationIngressHold,
+            63 => Self::RelocationCutover,
+            64 => Self::RelocationDiscard,
+            65 => Self::RelocationFinished,
             RESERVED_COMMAND => return Err(WireError::ReservedCommand),
             other => return Err(WireError::UnknownCommand(other)),
         })
@@ -153,6 +177,18 @@ pub enum NodeRecord {
     SessionRelocationRoute(SessionRelocationRoute),
     /// 51.
     BoundSessionReplaced(BoundSessionReplaced),
+    /// 60.
+    RelocationPrepare(RelocationPrepare),
+    /// 61.
+    RelocationReady(RelocationReady),
+    /// 62.
+    RelocationIngressHold(RelocationIngressHold),
+    /// 63.
+    RelocationCutover(RelocationCutover),
+    /// 64.
+    RelocationDiscard(RelocationDiscard),
+    /// 65.
+    RelocationFinished(RelocationFinished),
 }
 
 impl NodeRecord {
@@ -166,6 +202,12 @@ impl NodeRecord {
             NodeRecord::SessionRelocationSealed(_) => Command::SessionRelocationSealed,
             NodeRecord::SessionRelocationRoute(_) => Command::SessionRelocationRoute,
             NodeRecord::BoundSessionReplaced(_) => Command::BoundSessionReplaced,
+            NodeRecord::RelocationPrepare(_) => Command::RelocationPrepare,
+            NodeRecord::RelocationReady(_) => Command::RelocationReady,
+            NodeRecord::RelocationIngressHold(_) => Command::RelocationIngressHold,
+            NodeRecord::RelocationCutover(_) => Command::RelocationCutover,
+            NodeRecord::RelocationDiscard(_) => Command::RelocationDiscard,
+            NodeRecord::RelocationFinished(_) => Command::RelocationFinished,
         }
     }
 }
@@ -181,15 +223,23 @@ impl NodeRecord {
             NodeRecord::SessionRelocationSealed(b) => put(b, dst),
             NodeRecord::SessionRelocationRoute(b) => put(b, dst),
             NodeRecord::BoundSessionReplaced(b) => put(b, dst),
+            NodeRecord::RelocationPrepare(b) => put(b, dst),
+            NodeRecord::RelocationReady(b) => put(b, dst),
+            NodeRecord::RelocationIngressHold(b) => put(b, dst),
+            NodeRecord::RelocationCutover(b) => put(b, dst),
+            NodeRecord::RelocationDiscard(b) => put(b, dst),
+            NodeRecord::RelocationFinished(b) => put(b, dst),
         });
     }
 
-    /// The RequestId of a request record (24 with a header, 38 request, 42).
+    /// The RequestId of a request record (24 with a header, 38 request, 42,
+    /// 60).
     pub fn request_id(&self) -> Option<RequestId> {
         match self {
             NodeRecord::ActorSend(ActorSend::Message(m)) => m.request.map(|h| h.id),
             NodeRecord::BoundSessionBind(BoundSessionBind::Request(r)) => Some(r.request.id),
             NodeRecord::SessionRelocationSeal(s) => Some(s.request.id),
+            NodeRecord::RelocationPrepare(p) => Some(p.request.id),
             _ => None,
         }
     }
@@ -206,8 +256,9 @@ impl NodeRecord {
 
     /// The command and RequestId of a request record whose body did not
     /// decode, when its start still names one: every request (24 with a
-    /// header, 38 request, 42) begins with its RequestHeader, so a malformed
-    /// request can be answered with a typed error instead of silence (§6).
+    /// header, 38 request, 42, 60) begins with its RequestHeader, so a
+    /// malformed request can be answered with a typed error instead of
+    /// silence (§6).
     pub fn request_of(body: &Bytes) -> Option<(Command, RequestId)> {
         let limits = DecodeLimits::default();
         let mut r = Reader::new(body.clone(), &limits);
@@ -215,7 +266,9 @@ impl NodeRecord {
         let variant = r.u8().ok()?;
         let is_request = match command {
             Command::ActorSend => variant == 1 || variant == 2,
-            Command::BoundSessionBind | Command::SessionRelocationSeal => variant == 1,
+            Command::BoundSessionBind
+            | Command::SessionRelocationSeal
+            | Command::RelocationPrepare => variant == 1,
             _ => false,
         };
         if !is_request {
@@ -254,6 +307,24 @@ impl NodeRecord {
             }
             Command::BoundSessionReplaced => {
                 NodeRecord::BoundSessionReplaced(Body::get_body(variant, &mut r)?)
+            }
+            Command::RelocationPrepare => {
+                NodeRecord::RelocationPrepare(Body::get_body(variant, &mut r)?)
+            }
+            Command::RelocationReady => {
+                NodeRecord::RelocationReady(Body::get_body(variant, &mut r)?)
+            }
+            Command::RelocationIngressHold => {
+                NodeRecord::RelocationIngressHold(Body::get_body(variant, &mut r)?)
+            }
+            Command::RelocationCutover => {
+                NodeRecord::RelocationCutover(Body::get_body(variant, &mut r)?)
+            }
+            Command::RelocationDiscard => {
+                NodeRecord::RelocationDiscard(Body::get_body(variant, &mut r)?)
+            }
+            Command::RelocationFinished => {
+                NodeRecord::RelocationFinished(Body::get_body(variant, &mut r)?)
             }
         };
         r.finish()?;

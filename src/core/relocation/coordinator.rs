@@ -1,0 +1,991 @@
+//! The relocation coordinator on the source Actor owner (docs/relocation.md
+//! "The order"): capture the Actor while sealing its binding (42/43),
+//! prepare the target (60), and on relay-ready (61) hand over the ingress
+//! hold (62) and cut over (63); or abort before relay-ready — durable abort
+//! first, then the source queue, then 44 abort, then 64.
+//!
+//! The capture is asked for together with the 42, so that the Actor's
+//! ingress divides exactly as L2 says: queued at capture (saved work), or
+//! reaching the source after it (the ingress hold: what the session owner
+//! accepted before its seal), or held by the session owner after its seal
+//! (sent to the target after 44).
+//!
+//! Phases, in order; each is a variant, so a state that cannot exist (a
+//! prepare deadline while sealing, a reopen after relay-ready) cannot be
+//! written:
+//!
+//! | phase | waits for | Actor's ingress (24) | a bind (38) |
+//! | --- | --- | --- | --- |
+//! | `Sealing` | 43 (≤ `seal_request_timeout`) and the capture | admitted and held | `Unavailable` (X5) |
+//! | `Capturing` | the runtime's capture | admitted and held | `Unavailable` (X5) |
+//! | `Unwinding` | the capture, to reopen after a failed seal | admitted and held | `Unavailable` (X5) |
+//! | `Preparing` | 61, or `prepare_timeout` | admitted and held | `Unavailable` (X5) |
+//! | `Aborting` | the store's durable abort | admitted and held | `Unavailable` (X5) |
+//! | `Handed` | 65, or `finish_timeout` | kept for Message Follow | kept for Message Follow |
+
+use bytes::BytesMut;
+
+use super::{
+    AbortAnswer, Capture, ExpectedOwner, Origin, RelocationEvent, RelocationTimer, Relocations,
+    StoreOp,
+};
+use crate::core::actor::ActorEvent;
+use crate::core::timer::TimerKey;
+use crate::core::trace::FlowTrace;
+use crate::error::{Error, Reason};
+use crate::ids::{ActorId, ActorLocation, ActorRef, NodeRid, ObjectGeneration, Peer};
+use crate::ids::{RelocationId, RequestId};
+use crate::wire::node::{
+    ActorReply, ActorSend, BindTombstone, BoundRoute, BoundSessionBind, NodeRecord,
+    RelocationCutover, RelocationDiscard, RelocationFinished, RelocationIngressHold,
+    RelocationPrepare, RelocationReady, RequestHeader, SavedWork, SealIdentity,
+    SessionRelocationRoute, SessionRelocationSeal, SessionRelocationSealed,
+};
+
+/// One relocation of one Actor away from this shard.
+#[derive(Debug)]
+pub(super) struct Coordinator {
+    relocation: RelocationId,
+    actor: ActorId,
+    generation: ObjectGeneration,
+    expected: ExpectedOwner,
+    target: NodeRid,
+    /// The seal 42 asked for; `None` when the Actor was unbound, the 42
+    /// never left, or the session owner refused it (then there is nothing
+    /// for a 44 abort to release).
+    seal: Option<SealIdentity>,
+    phase: Phase,
+}
+
+#[derive(Debug)]
+enum Phase {
+    /// 42 sent and the capture asked for; waits for both.
+    Sealing {
+        request: RequestId,
+        deadline: TimerKey,
+        capture: Option<Capture>,
+        held: Vec<Held>,
+    },
+    /// The seal is installed (or there is none); waits for the capture.
+    Capturing { held: Vec<Held> },
+    /// The seal failed before anything was prepared; waits for the
+    /// capture, so that the lane reopens with everything it held.
+    Unwinding { error: Error, held: Vec<Held> },
+    Preparing {
+        request: RequestId,
+        deadline: TimerKey,
+        work: Work,
+    },
+    Aborting {
+        error: Error,
+        work: Work,
+        retry: Option<TimerKey>,
+        /// A 65 that overtook the store's answer (the target's CAS won the
+        /// race); applied if the answer says authority moved.
+        finished: Option<Result<BoundRoute, Error>>,
+    },
+    Handed {
+        deadline: TimerKey,
+        /// Records for the Actor that arrived after relay-ready, before
+        /// 65: forwarded by Message Follow once the route is known.
+        pending: Vec<(Peer, NodeRecord)>,
+    },
+}
+
+/// What the source took off the lane and what arrived after: run at the
+/// source again on abort, handed to the target on relay-ready.
+#[derive(Debug, Default)]
+struct Work {
+    /// The queued work at capture, in order (in the 60).
+    saved: Vec<ActorEvent>,
+    /// What arrived after capture, in order (the ingress hold, 62).
+    held: Vec<Held>,
+    /// The proxy ids the saved work went out under.
+    proxies: Vec<RequestId>,
+}
+
+/// One item of the ingress hold.
+#[derive(Debug)]
+enum Held {
+    /// Admitted work, owing its reply.
+    Work(ActorEvent),
+    /// A tombstone, already applied here; the target applies it too.
+    Tombstone(BindTombstone),
+}
+
+impl Phase {
+    fn held_mut(&mut self) -> Option<&mut Vec<Held>> {
+        match self {
+            Phase::Sealing { held, .. }
+            | Phase::Capturing { held }
+            | Phase::Unwinding { held, .. } => Some(held),
+            Phase::Preparing { work, .. } | Phase::Aborting { work, .. } => Some(&mut work.held),
+            Phase::Handed { .. } => None,
+        }
+    }
+}
+
+impl Relocations<'_> {
+    /// Starts relocating a hosted Actor to `target` (the placement policy
+    /// chose it; the core only checks it is another node). While it runs,
+    /// the Actor is pre-commit: a bind for it ends `Unavailable`
+    /// (RelocationSealed, §12, X5). The caller's completion is
+    /// [`RelocationEvent::Finished`].
+    pub fn relocate(&mut self, actor: &ActorId, target: NodeRid) -> Result<RelocationId, Error> {
+        if self.owner.is_fenced() {
+            return Err(Reason::LeaseExpired.into());
+        }
+        if self.state.relocating.contains_key(actor) {
+            return Err(Reason::RelocationSealed.into());
+        }
+        let Some((generation, authority, binding)) = self.owner.relocation_fence(actor) else {
+            return Err(Reason::StaleLocation.into());
+        };
+        let node = self.owner.identity().node;
+        if target == node {
+            return Err(Reason::RelocationTargetInvalid.into());
+        }
+        let relocation = self.state.relocation_id(node);
+        let (seal, phase) = match binding {
+            Some(binding) => {
+                let seal = SealIdentity {
+                    relocation,
+                    session: binding.session,
+                    binding: binding.binding,
+                };
+                let request = self.state.request_id();
+                let budget = self.state.config.seal_request_timeout;
+                let record = SessionRelocationSeal {
+                    request: RequestHeader {
+                        id: request,
+                        budget,
+                    },
+                    seal,
+                    actor: actor.clone(),
+                    object_generation: generation,
+                };
+                self.fx.send(
+                    seal.session.owner,
+                    NodeRecord::SessionRelocationSeal(record),
+                );
+                let deadline = self.arm(budget, RelocationTimer::SealReply(relocation));
+                let phase = Phase::Sealing {
+                    request,
+                    deadline,
+                    capture: None,
+                    held: Vec::new(),
+                };
+                (Some(seal), phase)
+            }
+            // Unbound: nothing to seal (no 42/43/44).
+            None => (None, Phase::Capturing { held: Vec::new() }),
+        };
+        self.capture(relocation, actor);
+        let coordinator = Coordinator {
+            relocation,
+            actor: actor.clone(),
+            generation,
+            expected: ExpectedOwner {
+                owner: node,
+                authority,
+            },
+            target,
+            seal,
+            phase,
+        };
+        self.state.relocating.insert(actor.clone(), relocation);
+        self.state.coordinators.insert(relocation, coordinator);
+        Ok(relocation)
+    }
+
+    /// The runtime's answer to [`RelocationEvent::Capture`]: the snapshot
+    /// and the queued work, or why the Actor could not be captured (then the
+    /// relocation aborts and the lane reopens).
+    pub fn captured(&mut self, relocation: RelocationId, capture: Result<Capture, Error>) {
+        let Some(mut coordinator) = self.take_coordinator(relocation) else {
+            debug_assert!(false, "a capture for no relocation: {relocation:?}");
+            self.fx.trace(FlowTrace::RelocationRecordStale);
+            return;
+        };
+        match (&mut coordinator.phase, capture) {
+            (
+                Phase::Sealing {
+                    capture: slot @ None,
+                    ..
+                },
+                Ok(capture),
+            ) => {
+                *slot = Some(capture);
+                self.put_coordinator(coordinator);
+            }
+            (Phase::Capturing { held }, Ok(capture)) => {
+                let held = std::mem::take(held);
+                self.prepare(coordinator, capture, held);
+            }
+            (Phase::Unwinding { error, held }, capture) => {
+                let (error, held) = (*error, std::mem::take(held));
+                let saved = capture.map(|c| c.queued).unwrap_or_default();
+                let work = Work {
+                    saved,
+                    held,
+                    proxies: Vec::new(),
+                };
+                self.finish_abort(coordinator, error, Some(work), false);
+            }
+            // The lane could not be captured: nothing was taken off it.
+            (
+                phase @ (Phase::Sealing { capture: None, .. } | Phase::Capturing { .. }),
+                Err(error),
+            ) => {
+                // A 43 still on its way is stale then; the 44 abort covers
+                // a seal it may have installed.
+                if let Phase::Sealing { deadline, .. } = phase {
+                    self.fx.cancel(*deadline);
+                }
+                let held = phase.held_mut().map(std::mem::take).unwrap_or_default();
+                let work = Work {
+                    held,
+                    ..Work::default()
+                };
+                self.finish_abort(coordinator, error, Some(work), false);
+            }
+            _ => {
+                self.fx.trace(FlowTrace::RelocationRecordStale);
+                self.put_coordinator(coordinator);
+            }
+        }
+    }
+
+    /// The runtime's answer to [`StoreOp::AbortRelocation`].
+    pub fn abort_done(&mut self, relocation: RelocationId, answer: Result<AbortAnswer, Error>) {
+        let Some(mut coordinator) = self.take_coordinator(relocation) else {
+            self.fx.trace(FlowTrace::RelocationRecordStale);
+            return;
+        };
+        let Phase::Aborting {
+            error,
+            work,
+            retry,
+            finished,
+        } = &mut coordinator.phase
+        else {
+            self.fx.trace(FlowTrace::RelocationRecordStale);
+            self.put_coordinator(coordinator);
+            return;
+        };
+        debug_assert!(retry.is_none(), "a store answer while a retry is armed");
+        let (error, work, finished) = (*error, std::mem::take(work), finished.take());
+        match answer {
+            // §8.1: confirmed, or there is no row a CAS could take: the
+            // source stays owner and reopens.
+            Ok(AbortAnswer::Aborted | AbortAnswer::Absent) => {
+                self.finish_abort(coordinator, error, Some(work), true)
+            }
+            // The target's CAS won the race: the relocation committed, so
+            // the source behaves as after relay-ready and never reopens.
+            Ok(AbortAnswer::Moved { owner }) if owner == coordinator.target => {
+                self.hand_over(coordinator, work);
+                if let Some(outcome) = finished {
+                    self.on_finished_outcome(relocation, outcome);
+                }
+            }
+            Ok(AbortAnswer::Moved { .. }) => self.lose(coordinator, work),
+            Err(_) => {
+                self.fx.trace(FlowTrace::RelocationStoreRetry);
+                let retry_after = self.state.config.store_retry;
+                let key = self.arm(retry_after, RelocationTimer::AbortRetry(relocation));
+                coordinator.phase = Phase::Aborting {
+                    error,
+                    work,
+                    retry: Some(key),
+                    finished,
+                };
+                self.put_coordinator(coordinator);
+            }
+        }
+    }
+
+    /// A 24 message or a 38 request or tombstone for an Actor this shard is
+    /// relocating: held (the ingress hold), refused (X5) or kept for Message
+    /// Follow. Returns the record when no relocation of its Actor runs here.
+    pub(super) fn intercept(&mut self, from: Peer, record: NodeRecord) -> Option<NodeRecord> {
+        let relocation = super::actor_of(&record).and_then(|a| self.state.relocating.get(a));
+        let Some(mut coordinator) = relocation.copied().and_then(|r| self.take_coordinator(r))
+        else {
+            return Some(record);
+        };
+        let max = self.state.config.proxy_max;
+        match (&mut coordinator.phase, record) {
+            (Phase::Handed { pending, .. }, record) => {
+                if pending.len() < max {
+                    pending.push((from, record));
+                } else {
+                    self.refuse(from, record, Reason::QueueFull.into());
+                }
+            }
+            // §12, X5: the Actor owner decides; the Actor is pre-commit.
+            (_, NodeRecord::BoundSessionBind(BoundSessionBind::Request(request))) => {
+                let refusal = Err(Reason::RelocationSealed.into());
+                self.actors().terminal(from, request.request.id, refusal);
+            }
+            // The lane is captured (or being captured): the ingress hold.
+            (phase, record) => match phase.held_mut() {
+                Some(held) if held.len() < max => self.hold(from, record, held),
+                _ => self.refuse(from, record, Reason::QueueFull.into()),
+            },
+        }
+        self.put_coordinator(coordinator);
+        None
+    }
+
+    /// The ingress hold: a 24 is admitted against the source's registry as
+    /// usual and kept with its reply owed; a tombstone is applied here and
+    /// kept for the target.
+    fn hold(&mut self, from: Peer, record: NodeRecord, held: &mut Vec<Held>) {
+        match record {
+            NodeRecord::ActorSend(ActorSend::Message(message)) => {
+                if let Some(event) = self.actors().admit_to_event(from, message) {
+                    held.push(Held::Work(event));
+                }
+            }
+            NodeRecord::BoundSessionBind(BoundSessionBind::Tombstone(tombstone)) => {
+                self.actors().on_tombstone(tombstone.clone());
+                held.push(Held::Tombstone(tombstone));
+            }
+            other => self.actors().handle_record(from, other),
+        }
+    }
+
+    /// 43: the seal is installed (capture now) or refused (abort; nothing
+    /// to release).
+    pub(super) fn on_sealed(&mut self, from: Peer, sealed: SessionRelocationSealed) {
+        let found = self.coordinator_by_request(sealed.request);
+        let Some(mut coordinator) = found.and_then(|r| self.take_coordinator(r)) else {
+            self.fx.trace(FlowTrace::RelocationRecordStale);
+            return;
+        };
+        let from_sealed = coordinator
+            .seal
+            .is_some_and(|s| s.session.owner == from.rid);
+        let Phase::Sealing {
+            deadline,
+            capture,
+            held,
+            ..
+        } = &mut coordinator.phase
+        else {
+            // A 43 naming the 60's request id: of another kind, ignored.
+            self.fx.trace(FlowTrace::ReplyMismatch);
+            self.put_coordinator(coordinator);
+            return;
+        };
+        if !from_sealed {
+            self.fx.trace(FlowTrace::ReplyMismatch);
+            self.put_coordinator(coordinator);
+            return;
+        }
+        self.fx.cancel(*deadline);
+        match (sealed.outcome, capture.take()) {
+            (Ok(()), Some(capture)) => {
+                let held = std::mem::take(held);
+                self.prepare(coordinator, capture, held);
+            }
+            (Ok(()), None) => {
+                let held = std::mem::take(held);
+                coordinator.phase = Phase::Capturing { held };
+                self.put_coordinator(coordinator);
+            }
+            (Err(error), capture) => {
+                coordinator.seal = None;
+                self.unwind(coordinator, error, capture);
+            }
+        }
+    }
+
+    /// The seal failed (43 refused or missing, or no link): nothing was
+    /// prepared, so the lane reopens with what it held — at once if the
+    /// capture is in, otherwise when it comes (`Unwinding`).
+    fn unwind(&mut self, mut coordinator: Coordinator, error: Error, capture: Option<Capture>) {
+        let held = coordinator
+            .phase
+            .held_mut()
+            .map(std::mem::take)
+            .unwrap_or_default();
+        match capture {
+            Some(capture) => {
+                let work = Work {
+                    saved: capture.queued,
+                    held,
+                    proxies: Vec::new(),
+                };
+                self.finish_abort(coordinator, error, Some(work), false);
+            }
+            None => {
+                coordinator.phase = Phase::Unwinding { error, held };
+                self.put_coordinator(coordinator);
+            }
+        }
+    }
+
+    /// 61: relay-ready (hand over) or the target's explicit failure (abort).
+    pub(super) fn on_ready(&mut self, from: Peer, ready: RelocationReady) {
+        let found = self.coordinator_by_request(ready.request);
+        let Some(mut coordinator) = found.and_then(|r| self.take_coordinator(r)) else {
+            self.fx.trace(FlowTrace::RelocationRecordStale);
+            return;
+        };
+        if from.rid != coordinator.target {
+            self.fx.trace(FlowTrace::ReplyMismatch);
+            self.put_coordinator(coordinator);
+            return;
+        }
+        let Phase::Preparing { deadline, work, .. } = &mut coordinator.phase else {
+            // A 61 naming the 42's request id: of another kind, ignored.
+            self.fx.trace(FlowTrace::ReplyMismatch);
+            self.put_coordinator(coordinator);
+            return;
+        };
+        self.fx.cancel(*deadline);
+        let work = std::mem::take(work);
+        match ready.outcome {
+            // Accepted: from here no path reopens the source route (L6).
+            Ok(()) => self.hand_over(coordinator, work),
+            Err(error) => self.start_durable_abort(coordinator, error, work),
+        }
+    }
+
+    /// 65: the target committed (Message Follow from now on) or failed.
+    pub(super) fn on_finished(&mut self, from: Peer, finished: RelocationFinished) {
+        let target = self
+            .state
+            .coordinators
+            .get(&finished.relocation)
+            .map(|c| c.target);
+        if target != Some(from.rid) {
+            self.fx.trace(FlowTrace::RelocationRecordStale);
+            return;
+        }
+        self.on_finished_outcome(finished.relocation, finished.outcome);
+    }
+
+    fn on_finished_outcome(
+        &mut self,
+        relocation: RelocationId,
+        outcome: Result<BoundRoute, Error>,
+    ) {
+        let Some(mut coordinator) = self.take_coordinator(relocation) else {
+            self.fx.trace(FlowTrace::RelocationRecordStale);
+            return;
+        };
+        match &mut coordinator.phase {
+            Phase::Handed { deadline, pending } => {
+                self.fx.cancel(*deadline);
+                let pending = std::mem::take(pending);
+                self.conclude(coordinator, outcome, pending);
+            }
+            Phase::Aborting { finished, .. } if finished.is_none() => {
+                *finished = Some(outcome);
+                self.put_coordinator(coordinator);
+            }
+            _ => {
+                self.fx.trace(FlowTrace::RelocationRecordStale);
+                self.put_coordinator(coordinator);
+            }
+        }
+    }
+
+    pub(super) fn on_seal_deadline(&mut self, relocation: RelocationId) {
+        let Some(mut coordinator) = self.take_coordinator(relocation) else {
+            return;
+        };
+        match &mut coordinator.phase {
+            // The seal may be installed (43 lost or late): 44 abort goes out.
+            Phase::Sealing { capture, .. } => {
+                let capture = capture.take();
+                self.unwind(coordinator, Reason::Deadline.into(), capture);
+            }
+            _ => self.put_coordinator(coordinator),
+        }
+    }
+
+    pub(super) fn on_prepare_deadline(&mut self, relocation: RelocationId) {
+        let Some(mut coordinator) = self.take_coordinator(relocation) else {
+            return;
+        };
+        match &mut coordinator.phase {
+            Phase::Preparing { work, .. } => {
+                let work = std::mem::take(work);
+                self.start_durable_abort(coordinator, Reason::Deadline.into(), work);
+            }
+            _ => self.put_coordinator(coordinator),
+        }
+    }
+
+    pub(super) fn on_finish_deadline(&mut self, relocation: RelocationId) {
+        let Some(mut coordinator) = self.take_coordinator(relocation) else {
+            return;
+        };
+        match &mut coordinator.phase {
+            Phase::Handed { pending, .. } => {
+                let pending = std::mem::take(pending);
+                self.conclude(coordinator, Err(Reason::Deadline.into()), pending);
+            }
+            _ => self.put_coordinator(coordinator),
+        }
+    }
+
+    pub(super) fn on_abort_retry(&mut self, relocation: RelocationId) {
+        let Some(mut coordinator) = self.take_coordinator(relocation) else {
+            return;
+        };
+        if let Phase::Aborting { retry, .. } = &mut coordinator.phase {
+            *retry = None;
+            self.request_durable_abort(&coordinator);
+        }
+        self.put_coordinator(coordinator);
+    }
+
+    /// The link to the 42's session owner or the 60's target is gone: abort
+    /// (a 42 that never left installed no seal).
+    pub(super) fn coordinator_unreachable(&mut self, to: NodeRid, request: RequestId) {
+        let found = self.coordinator_by_request(request);
+        let Some(mut coordinator) = found.and_then(|r| self.take_coordinator(r)) else {
+            self.fx.trace(FlowTrace::RelocationRecordStale);
+            return;
+        };
+        let error = Reason::PeerUnreachable.into();
+        match &mut coordinator.phase {
+            Phase::Sealing {
+                deadline, capture, ..
+            } if coordinator.seal.map(|s| s.session.owner) == Some(to) => {
+                self.fx.cancel(*deadline);
+                let capture = capture.take();
+                coordinator.seal = None;
+                self.unwind(coordinator, error, capture);
+            }
+            Phase::Preparing { deadline, work, .. } if coordinator.target == to => {
+                self.fx.cancel(*deadline);
+                let work = std::mem::take(work);
+                self.start_durable_abort(coordinator, error, work);
+            }
+            _ => self.put_coordinator(coordinator),
+        }
+    }
+
+    fn capture(&mut self, relocation: RelocationId, actor: &ActorId) {
+        self.event(RelocationEvent::Capture {
+            relocation,
+            actor: actor.clone(),
+        });
+    }
+
+    /// Builds and sends the 60, with the saved work re-issued under proxy
+    /// ids; aborts (nothing prepared yet) when it does not fit.
+    fn prepare(&mut self, mut coordinator: Coordinator, capture: Capture, held: Vec<Held>) {
+        let binding = self
+            .owner
+            .relocation_fence(&coordinator.actor)
+            .map(|(_, _, binding)| binding);
+        let mut work = Work {
+            saved: capture.queued,
+            held,
+            proxies: Vec::new(),
+        };
+        debug_assert!(work
+            .saved
+            .iter()
+            .all(|e| event_actor(e) == &coordinator.actor));
+        let Some(binding) = binding else {
+            // Destroyed while capturing: nothing is left to move.
+            return self.finish_abort(coordinator, Reason::StaleLocation.into(), Some(work), false);
+        };
+        let limits = self.state.config.limits;
+        let fits = capture.state.len() <= limits.handoff_state_len_max as usize
+            && work.saved.len() <= usize::from(limits.saved_work_count_max);
+        let saved = if fits {
+            self.saved_work(coordinator.target, &work.saved, &mut work.proxies)
+        } else {
+            Err(Reason::HandoffTooLarge.into())
+        };
+        let saved = match saved {
+            Ok(saved) => saved,
+            Err(error) => return self.abort_unprepared(coordinator, error, work),
+        };
+        let request = self.state.request_id();
+        let budget = self.state.config.prepare_timeout;
+        let record = NodeRecord::RelocationPrepare(RelocationPrepare {
+            request: RequestHeader {
+                id: request,
+                budget,
+            },
+            relocation: coordinator.relocation,
+            actor: coordinator.actor.clone(),
+            object_generation: coordinator.generation,
+            expected_authority: coordinator.expected.authority,
+            binding,
+            state: capture.state,
+            saved,
+        });
+        let mut encoded = BytesMut::new();
+        record.encode(&mut encoded);
+        if encoded.len() - 4 > limits.frame_len_max as usize {
+            return self.abort_unprepared(coordinator, Reason::HandoffTooLarge.into(), work);
+        }
+        self.fx.send(coordinator.target, record);
+        let deadline = self.arm(
+            budget,
+            RelocationTimer::PrepareReply(coordinator.relocation),
+        );
+        coordinator.phase = Phase::Preparing {
+            request,
+            deadline,
+            work,
+        };
+        self.put_coordinator(coordinator);
+    }
+
+    /// An abort before any 60 left: no target can CAS, so no durable abort
+    /// is needed (docs/relocation.md).
+    fn abort_unprepared(&mut self, coordinator: Coordinator, error: Error, mut work: Work) {
+        for id in std::mem::take(&mut work.proxies) {
+            self.forget_proxy(id);
+        }
+        self.finish_abort(coordinator, error, Some(work), false);
+    }
+
+    /// The saved work as 60 carries it: each request re-issued under a proxy
+    /// id whose answer goes back to the ticket the source owes.
+    fn saved_work(
+        &mut self,
+        target: NodeRid,
+        events: &[ActorEvent],
+        proxies: &mut Vec<RequestId>,
+    ) -> Result<Vec<SavedWork>, Error> {
+        let mut saved = Vec::with_capacity(events.len());
+        for event in events {
+            saved.push(self.event_to_saved(target, event, proxies)?);
+        }
+        Ok(saved)
+    }
+
+    fn event_to_saved(
+        &mut self,
+        target: NodeRid,
+        event: &ActorEvent,
+        proxies: &mut Vec<RequestId>,
+    ) -> Result<SavedWork, Error> {
+        let budget = self.state.config.proxy_budget;
+        let mut proxy = |this: &mut Self, ticket| {
+            let header = this.proxy(target, Origin::Ticket(ticket), budget);
+            let header = header.ok_or_else(|| Error::new(Reason::QueueFull))?;
+            proxies.push(header.id);
+            Ok::<_, Error>(header)
+        };
+        Ok(match event {
+            ActorEvent::Deliver {
+                key,
+                correlation,
+                sequence,
+                payload,
+                reply,
+                ..
+            } => SavedWork::Deliver {
+                request: reply.map(|t| proxy(self, t)).transpose()?,
+                key: *key,
+                correlation: *correlation,
+                sequence: *sequence,
+                payload: payload.clone(),
+            },
+            ActorEvent::Disconnect {
+                session, ticket, ..
+            } => SavedWork::Disconnect {
+                request: proxy(self, *ticket)?,
+                session: *session,
+            },
+            ActorEvent::Bound { session, .. } => SavedWork::Bound { session: *session },
+        })
+    }
+
+    /// §8.1 abort before relay-ready once a 60 left: the durable abort comes
+    /// first; nothing else happens until the store answers.
+    fn start_durable_abort(&mut self, mut coordinator: Coordinator, error: Error, work: Work) {
+        coordinator.phase = Phase::Aborting {
+            error,
+            work,
+            retry: None,
+            finished: None,
+        };
+        self.request_durable_abort(&coordinator);
+        self.put_coordinator(coordinator);
+    }
+
+    fn request_durable_abort(&mut self, coordinator: &Coordinator) {
+        let op = StoreOp::AbortRelocation {
+            actor: coordinator.actor.clone(),
+            expected: coordinator.expected,
+        };
+        self.event(RelocationEvent::Store {
+            relocation: coordinator.relocation,
+            op,
+        });
+    }
+
+    /// The rest of an abort before relay-ready, in the decided order: the
+    /// source queue (the move seal lifted, saved work then ingress hold in
+    /// arrival order), 44 abort, 64, the caller's error (docs/relocation.md
+    /// "Abort before relay-ready is accepted").
+    fn finish_abort(
+        &mut self,
+        coordinator: Coordinator,
+        error: Error,
+        work: Option<Work>,
+        prepared: bool,
+    ) {
+        let Coordinator {
+            relocation,
+            actor,
+            target,
+            seal,
+            ..
+        } = coordinator;
+        self.state.relocating.remove(&actor);
+        if let Some(work) = work {
+            for id in work.proxies {
+                self.forget_proxy(id);
+            }
+            self.event(RelocationEvent::Reopen {
+                relocation,
+                actor: actor.clone(),
+            });
+            for event in work.saved {
+                self.fx.actor_event(event);
+            }
+            for held in work.held {
+                if let Held::Work(event) = held {
+                    self.fx.actor_event(event);
+                }
+            }
+        }
+        if let Some(seal) = seal {
+            let abort = SessionRelocationRoute::Abort(seal);
+            self.fx.send(
+                seal.session.owner,
+                NodeRecord::SessionRelocationRoute(abort),
+            );
+        }
+        if prepared {
+            let discard = RelocationDiscard {
+                relocation,
+                actor: actor.clone(),
+            };
+            self.fx.send(target, NodeRecord::RelocationDiscard(discard));
+        }
+        self.fx.trace(FlowTrace::RelocationAborted);
+        self.event(RelocationEvent::Finished {
+            relocation,
+            actor,
+            outcome: Err(error),
+        });
+    }
+
+    /// Relay-ready accepted (or the store says the target's CAS won): the
+    /// ingress hold goes out in arrival order, then the cutover; the source
+    /// instance is dropped. No path reopens the source route after this.
+    fn hand_over(&mut self, mut coordinator: Coordinator, work: Work) {
+        let (relocation, target) = (coordinator.relocation, coordinator.target);
+        let actor = coordinator.actor.clone();
+        let mut proxies = Vec::new();
+        for held in work.held {
+            let item = match held {
+                Held::Work(event) => match self.event_to_saved(target, &event, &mut proxies) {
+                    Ok(item) => item,
+                    Err(error) => {
+                        self.refuse_event(event, error);
+                        continue;
+                    }
+                },
+                Held::Tombstone(t) => SavedWork::Tombstone {
+                    session: t.session,
+                    binding: t.binding,
+                    cause: t.cause,
+                },
+            };
+            let hold = RelocationIngressHold {
+                relocation,
+                actor: actor.clone(),
+                work: item,
+            };
+            self.fx
+                .send(target, NodeRecord::RelocationIngressHold(hold));
+        }
+        let cutover = RelocationCutover {
+            relocation,
+            actor: actor.clone(),
+        };
+        self.fx.send(target, NodeRecord::RelocationCutover(cutover));
+        self.event(RelocationEvent::DropInstance {
+            relocation,
+            actor: actor.clone(),
+        });
+        // The registry entry goes with the instance; its binding lives on
+        // at the target. It was hosted until now, so this cannot fail.
+        let _ = self.actors().destroy(&actor);
+        let wait = self.state.config.finish_timeout;
+        let deadline = self.arm(wait, RelocationTimer::FinishWait(relocation));
+        coordinator.phase = Phase::Handed {
+            deadline,
+            pending: Vec::new(),
+        };
+        self.put_coordinator(coordinator);
+    }
+
+    /// Authority moved to a node other than the target while aborting: the
+    /// source is no owner and cannot reopen, and there is no target to hand
+    /// to. Everything held ends with a stale-authority error.
+    fn lose(&mut self, coordinator: Coordinator, work: Work) {
+        let (relocation, actor) = (coordinator.relocation, coordinator.actor);
+        self.state.relocating.remove(&actor);
+        for id in work.proxies {
+            self.forget_proxy(id);
+        }
+        let error = Error::new(Reason::StaleAuthority);
+        let held = work.held.into_iter().filter_map(|h| match h {
+            Held::Work(event) => Some(event),
+            Held::Tombstone(_) => None,
+        });
+        for event in work.saved.into_iter().chain(held) {
+            self.refuse_event(event, error);
+        }
+        self.event(RelocationEvent::DropInstance {
+            relocation,
+            actor: actor.clone(),
+        });
+        let _ = self.actors().destroy(&actor);
+        self.fx.trace(FlowTrace::RelocationFailed);
+        self.event(RelocationEvent::Finished {
+            relocation,
+            actor,
+            outcome: Err(error),
+        });
+    }
+
+    /// 65 (or its deadline) ends the relocation: on success the follow entry
+    /// is installed and the records that waited for it are forwarded; on
+    /// failure they end as for any Actor not here (`Unavailable`).
+    fn conclude(
+        &mut self,
+        coordinator: Coordinator,
+        outcome: Result<BoundRoute, Error>,
+        pending: Vec<(Peer, NodeRecord)>,
+    ) {
+        let Coordinator {
+            relocation,
+            actor,
+            generation,
+            ..
+        } = coordinator;
+        self.state.relocating.remove(&actor);
+        let outcome = match outcome {
+            Ok(route) => {
+                let actor_ref = ActorRef {
+                    id: actor.clone(),
+                    generation,
+                    location: ActorLocation {
+                        mesh: route.mesh.clone(),
+                        owner: route.owner,
+                        node_generation: route.node_generation,
+                        authority: route.authority,
+                        lease: route.lease,
+                    },
+                };
+                self.install_follow(actor.clone(), generation, route);
+                Ok(actor_ref)
+            }
+            Err(error) => {
+                self.fx.trace(FlowTrace::RelocationFailed);
+                Err(error)
+            }
+        };
+        self.event(RelocationEvent::Finished {
+            relocation,
+            actor,
+            outcome,
+        });
+        for (from, record) in pending {
+            self.handle_actor_record(from, record);
+        }
+    }
+
+    /// Ends one piece of held or saved work with `error`.
+    fn refuse_event(&mut self, event: ActorEvent, error: Error) {
+        match event {
+            ActorEvent::Deliver {
+                reply: Some(ticket),
+                ..
+            }
+            | ActorEvent::Disconnect { ticket, .. } => self.actors().reply(ticket, Err(error)),
+            ActorEvent::Deliver { reply: None, .. } => {
+                self.fx.trace(FlowTrace::OneWayRecordRefused)
+            }
+            ActorEvent::Bound { .. } => {}
+        }
+    }
+
+    /// Refuses a record for the Actor: a typed error for a request, a
+    /// counted drop for a one-way record.
+    pub(super) fn refuse(&mut self, from: Peer, record: NodeRecord, error: Error) {
+        match record {
+            NodeRecord::ActorSend(ActorSend::Message(message)) => match message.request {
+                Some(header) => {
+                    let reply = ActorReply {
+                        request: header.id,
+                        outcome: Err(error),
+                    };
+                    self.fx
+                        .send(from.rid, NodeRecord::ActorSend(ActorSend::Reply(reply)));
+                }
+                None => self.fx.trace(FlowTrace::OneWayRecordRefused),
+            },
+            NodeRecord::BoundSessionBind(BoundSessionBind::Request(request)) => {
+                self.actors().terminal(from, request.request.id, Err(error));
+            }
+            _ => self.fx.trace(FlowTrace::OneWayRecordRefused),
+        }
+    }
+
+    fn coordinator_by_request(&self, request: RequestId) -> Option<RelocationId> {
+        self.state
+            .coordinators
+            .values()
+            .find_map(|c| match c.phase {
+                Phase::Sealing { request: r, .. } | Phase::Preparing { request: r, .. }
+                    if r == request =>
+                {
+                    Some(c.relocation)
+                }
+                _ => None,
+            })
+    }
+
+    fn take_coordinator(&mut self, relocation: RelocationId) -> Option<Coordinator> {
+        self.state.coordinators.remove(&relocation)
+    }
+
+    /// Puts a coordinator that goes on back; one that ended is not put back
+    /// (its `relocating` entry was removed where it ended).
+    fn put_coordinator(&mut self, coordinator: Coordinator) {
+        debug_assert!(self.state.relocating.contains_key(&coordinator.actor));
+        self.state
+            .coordinators
+            .insert(coordinator.relocation, coordinator);
+    }
+}
+
+/// The Actor an event is for.
+fn event_actor(event: &ActorEvent) -> &ActorId {
+    match event {
+        ActorEvent::Deliver { actor, .. }
+        | ActorEvent::Bound { actor, .. }
+        | ActorEvent::Disconnect { actor, .. } => actor,
+    }
+}

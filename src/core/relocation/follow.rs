@@ -1,0 +1,230 @@
+//! The Message Follow table (§2, §5, §9): after a relocation committed, the
+//! source remembers where the moved incarnation went, so that a record still
+//! addressed to it here is forwarded once to the new owner instead of ending
+//! with `Unavailable`.
+//!
+//! Rules this table keeps (docs/relocation.md "Message Follow"):
+//! - An entry lives `follow_lifetime` from the commit, then expires; a
+//!   record for the Actor after that ends with `Unavailable` (§12 stale
+//!   location, no Message Follow route).
+//! - At most `follow_max` entries: at the limit the oldest goes first, and
+//!   its senders get `Unavailable` from then on.
+//! - An entry names the route the target confirmed in 65; nothing here reads
+//!   the Location Store or judges the record (§2: Message Follow revalidates
+//!   nothing).
+
+use std::collections::{HashMap, VecDeque};
+
+use super::{Origin, RelocationTimer, Relocations};
+use crate::core::timer::TimerKey;
+use crate::core::trace::FlowTrace;
+use crate::error::Reason;
+use crate::ids::{ActorId, ObjectGeneration, Peer};
+use crate::wire::node::{ActorSend, BoundRoute, BoundSessionBind, NodeRecord};
+
+/// Where a moved incarnation went.
+#[derive(Debug)]
+pub(super) struct FollowEntry {
+    /// The moved incarnation (kept by the move, §1).
+    pub(super) generation: ObjectGeneration,
+    /// The route the target confirmed.
+    pub(super) route: BoundRoute,
+    /// Tells this entry from a later one for the same ActorId.
+    serial: u64,
+    /// Its expiry timer.
+    expiry: TimerKey,
+}
+
+/// Every live follow entry of one shard.
+#[derive(Debug, Default)]
+pub(super) struct FollowTable {
+    entries: HashMap<ActorId, FollowEntry>,
+    /// Insertion order, oldest first, for eviction at the limit. An item
+    /// whose serial no longer matches its entry was replaced or removed.
+    order: VecDeque<(ActorId, u64)>,
+    next_serial: u64,
+}
+
+/// What [`FollowTable::insert`] pushed out to stay within the limit.
+pub(super) struct Evicted {
+    /// The expiry timer of the evicted entry, to cancel.
+    pub(super) expiry: TimerKey,
+}
+
+impl FollowTable {
+    /// The entry for `actor`, if one is live.
+    pub(super) fn get(&self, actor: &ActorId) -> Option<&FollowEntry> {
+        self.entries.get(actor)
+    }
+
+    /// The serial the next inserted entry will carry (its expiry timer is
+    /// armed with it before the insert).
+    pub(super) fn next_serial(&self) -> u64 {
+        self.next_serial
+    }
+
+    /// Installs an entry for `actor`, replacing any earlier one, and evicts
+    /// the oldest entries while more than `max` are live. Returns what was
+    /// replaced or evicted, whose timers the caller cancels.
+    pub(super) fn insert(
+        &mut self,
+        actor: ActorId,
+        generation: ObjectGeneration,
+        route: BoundRoute,
+        expiry: TimerKey,
+        max: usize,
+    ) -> Vec<Evicted> {
+        debug_assert!(max > 0, "follow_max is at least one");
+        let serial = self.next_serial;
+        self.next_serial += 1;
+        let mut gone = Vec::new();
+        let entry = FollowEntry {
+            generation,
+            route,
+            serial,
+            expiry,
+        };
+        if let Some(old) = self.entries.insert(actor.clone(), entry) {
+            gone.push(Evicted { expiry: old.expiry });
+        }
+        self.order.push_back((actor, serial));
+        while self.entries.len() > max {
+            let Some((oldest, serial)) = self.order.pop_front() else {
+                break;
+            };
+            if let Some(expiry) = self.remove(&oldest, serial) {
+                gone.push(Evicted { expiry });
+            }
+        }
+        self.compact();
+        gone
+    }
+
+    /// Removes the entry of `actor` if it is still the one with `serial`
+    /// (its expiry fired); returns its timer key when it was removed.
+    pub(super) fn remove(&mut self, actor: &ActorId, serial: u64) -> Option<TimerKey> {
+        if self.entries.get(actor).is_some_and(|e| e.serial == serial) {
+            let removed = self.entries.remove(actor).map(|e| e.expiry);
+            self.compact();
+            return removed;
+        }
+        None
+    }
+
+    /// Drops order items of entries that are gone from the front, so the
+    /// order queue stays within a constant factor of the live entries.
+    fn compact(&mut self) {
+        while let Some((actor, serial)) = self.order.front() {
+            let live = self.entries.get(actor).is_some_and(|e| e.serial == *serial);
+            if live {
+                break;
+            }
+            self.order.pop_front();
+        }
+        if self.order.len() > 2 * self.entries.len() + 16 {
+            let entries = &self.entries;
+            self.order
+                .retain(|(actor, serial)| entries.get(actor).is_some_and(|e| e.serial == *serial));
+        }
+    }
+}
+
+impl Relocations<'_> {
+    /// Installs the follow entry of a committed relocation (65), for
+    /// `follow_lifetime`; the oldest entry goes when the table is full.
+    pub(super) fn install_follow(
+        &mut self,
+        actor: ActorId,
+        generation: ObjectGeneration,
+        route: BoundRoute,
+    ) {
+        let serial = self.state.follow.next_serial();
+        let lifetime = self.state.config.follow_lifetime;
+        let timer = RelocationTimer::FollowExpiry {
+            actor: actor.clone(),
+            serial,
+        };
+        let expiry = self.arm(lifetime, timer);
+        let max = self.state.config.follow_max;
+        for evicted in self
+            .state
+            .follow
+            .insert(actor, generation, route, expiry, max)
+        {
+            self.fx.cancel(evicted.expiry);
+        }
+    }
+
+    /// §9 Message Follow: a 24 or 38 for an Actor that moved away from here
+    /// is forwarded once to its new owner — a request under a proxy id, so
+    /// its answer comes back through this node — with the location it
+    /// carries rewritten to the new owner's (the target judges it, §2: this
+    /// boundary revalidates nothing). Returns the record when no entry
+    /// applies (the registry then answers, `Unavailable` for an Actor not
+    /// here).
+    pub(super) fn follow(&mut self, from: Peer, record: NodeRecord) -> Option<NodeRecord> {
+        let Some(actor) = super::actor_of(&record) else {
+            return Some(record);
+        };
+        if self.owner.hosts(actor) {
+            return Some(record);
+        }
+        let Some(entry) = self.state.follow.get(actor) else {
+            return Some(record);
+        };
+        // A relay or tombstone names the incarnation its binding points to:
+        // only the moved one follows. A bind is forwarded whatever it names,
+        // so that the target gives §12's answer for another generation.
+        let generation = match &record {
+            NodeRecord::ActorSend(ActorSend::Message(m)) => Some(m.object_generation),
+            NodeRecord::BoundSessionBind(BoundSessionBind::Tombstone(t)) => {
+                Some(t.object_generation)
+            }
+            _ => None,
+        };
+        if generation.is_some_and(|g| g != entry.generation) {
+            return Some(record);
+        }
+        let route = entry.route.clone();
+        let forwarded = match record {
+            NodeRecord::ActorSend(ActorSend::Message(mut message)) => {
+                message.authority = route.authority;
+                message.lease = route.lease;
+                if let Some(header) = message.request {
+                    let origin = Origin::Relay {
+                        to: from.rid,
+                        request: header.id,
+                    };
+                    let Some(proxied) = self.proxy(route.owner, origin, header.budget) else {
+                        let record = NodeRecord::ActorSend(ActorSend::Message(message));
+                        self.refuse(from, record, Reason::QueueFull.into());
+                        return None;
+                    };
+                    message.request = Some(proxied);
+                }
+                NodeRecord::ActorSend(ActorSend::Message(message))
+            }
+            NodeRecord::BoundSessionBind(BoundSessionBind::Request(mut request)) => {
+                request.target_node_generation = route.node_generation;
+                request.authority = route.authority;
+                request.lease = route.lease;
+                let origin = Origin::Bind {
+                    to: from.rid,
+                    request: request.request.id,
+                };
+                let budget = request.request.budget;
+                let Some(proxied) = self.proxy(route.owner, origin, budget) else {
+                    let record = NodeRecord::BoundSessionBind(BoundSessionBind::Request(request));
+                    self.refuse(from, record, Reason::QueueFull.into());
+                    return None;
+                };
+                request.request = proxied;
+                NodeRecord::BoundSessionBind(BoundSessionBind::Request(request))
+            }
+            tombstone => tombstone,
+        };
+        self.fx.trace(FlowTrace::MessageFollowed);
+        self.fx.send(route.owner, forwarded);
+        None
+    }
+}

@@ -1,0 +1,473 @@
+//! The target's handoff (§2 "Target handoff", §8.1; docs/relocation.md): a
+//! temporary queue, Restore without dispatch, relay-ready, then the cutover
+//! or the 1,000 ms fallback, then the Location Store CAS; on success the
+//! queue is merged, the Actor hosted under the new location with the
+//! handed-over binding, dispatch opened, 44 commit sent to the session owner
+//! and 65 to the source; on failure everything prepared is discarded (no 44:
+//! the session owner's seal timeout cleans up, L6).
+//!
+//! The target is the one boundary that decides Restore, cutover or fallback
+//! and the CAS (§2 table); it does not admit the queued work again (the
+//! source did, §2 "Target queue").
+//!
+//! | phase | waits for | a 62 |
+//! | --- | --- | --- |
+//! | `Restoring` | the runtime's Restore | queued |
+//! | `Ready` | 63, or [`CUTOVER_FALLBACK`] after the 61 | queued |
+//! | `Committing` | the CAS answer | queued |
+//! | `Committed` | `follow_lifetime` (late 62s only) | delivered at once |
+
+use super::{
+    CasAnswer, ExpectedOwner, RelocationEvent, RelocationTimer, Relocations, StoreOp,
+    CUTOVER_FALLBACK,
+};
+use crate::core::actor::ActorEvent;
+use crate::core::timer::TimerKey;
+use crate::core::trace::FlowTrace;
+use crate::error::{Error, Reason};
+use crate::ids::{
+    ActorId, AuthorityOwnerGeneration, NodeRid, ObjectGeneration, Peer, RelocationId, RequestId,
+};
+use crate::wire::node::{
+    ActorReply, ActorSend, BindTombstone, BindingHandoff, BoundRoute, NodeRecord,
+    RelocationCutover, RelocationDiscard, RelocationFinished, RelocationIngressHold,
+    RelocationPrepare, RelocationReady, RouteCommit, SavedWork, SealIdentity,
+    SessionRelocationRoute,
+};
+
+/// One Actor arriving at this shard.
+#[derive(Debug)]
+pub(super) struct TargetHandoff {
+    relocation: RelocationId,
+    actor: ActorId,
+    generation: ObjectGeneration,
+    expected: ExpectedOwner,
+    binding: Option<BindingHandoff>,
+    /// The temporary queue: saved work, then the ingress hold, in order.
+    queue: Vec<SavedWork>,
+    phase: TargetPhase,
+}
+
+#[derive(Debug)]
+enum TargetPhase {
+    Restoring { request: RequestId },
+    Ready { fallback: TimerKey },
+    Committing,
+    Committed { linger: TimerKey },
+}
+
+impl TargetHandoff {
+    /// Whether the CAS moved authority here.
+    pub(super) fn is_committed(&self) -> bool {
+        matches!(self.phase, TargetPhase::Committed { .. })
+    }
+
+    fn source(&self) -> NodeRid {
+        self.expected.owner
+    }
+}
+
+impl Relocations<'_> {
+    /// 60: install a temporary queue and ask the runtime to Restore the
+    /// Actor without dispatch; refused (61 with the reason) when this owner
+    /// is fenced, already hosts the Actor or is receiving it.
+    pub(super) fn on_prepare(&mut self, from: Peer, prepare: RelocationPrepare) {
+        if let Err(error) = self.admit_prepare(from, &prepare) {
+            self.send_ready(from.rid, prepare.request.id, Err(error));
+            return;
+        }
+        let relocation = prepare.relocation;
+        let handoff = TargetHandoff {
+            relocation,
+            actor: prepare.actor.clone(),
+            generation: prepare.object_generation,
+            expected: ExpectedOwner {
+                owner: from.rid,
+                authority: prepare.expected_authority,
+            },
+            binding: prepare.binding,
+            queue: prepare.saved,
+            phase: TargetPhase::Restoring {
+                request: prepare.request.id,
+            },
+        };
+        self.state
+            .arriving
+            .insert(prepare.actor.clone(), relocation);
+        self.state.targets.insert(relocation, handoff);
+        self.event(RelocationEvent::Restore {
+            relocation,
+            actor: prepare.actor,
+            state: prepare.state,
+        });
+    }
+
+    fn admit_prepare(&mut self, from: Peer, prepare: &RelocationPrepare) -> Result<(), Error> {
+        if self.owner.is_fenced() {
+            return Err(Reason::LeaseExpired.into());
+        }
+        if from.rid == self.owner.identity().node || self.owner.hosts(&prepare.actor) {
+            return Err(Reason::RelocationTargetInvalid.into());
+        }
+        if self.state.targets.contains_key(&prepare.relocation) {
+            return Err(Reason::RelocationSealed.into());
+        }
+        let earlier = self.state.arriving.get(&prepare.actor).copied();
+        match earlier.and_then(|id| self.state.targets.get(&id)) {
+            Some(handoff) if !handoff.is_committed() => Err(Reason::RelocationSealed.into()),
+            Some(_) => {
+                // It arrived here once and moved on since: the lingering
+                // record of that arrival is done.
+                if let Some(id) = earlier {
+                    self.on_target_linger(id);
+                }
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// The runtime's answer to [`RelocationEvent::Restore`]: relay-ready
+    /// (61, the 1,000 ms fallback starts) or the target's explicit failure.
+    pub fn restored(&mut self, relocation: RelocationId, outcome: Result<(), Error>) {
+        let Some(mut handoff) = self.state.targets.remove(&relocation) else {
+            // Discarded while restoring: the runtime was told to drop it.
+            self.fx.trace(FlowTrace::RelocationRecordStale);
+            return;
+        };
+        let TargetPhase::Restoring { request } = handoff.phase else {
+            debug_assert!(false, "a second restore answer for {relocation:?}");
+            self.state.targets.insert(relocation, handoff);
+            return;
+        };
+        let source = handoff.source();
+        match outcome {
+            Ok(()) => {
+                self.send_ready(source, request, Ok(()));
+                let fallback = self.arm(
+                    CUTOVER_FALLBACK,
+                    RelocationTimer::CutoverFallback(relocation),
+                );
+                handoff.phase = TargetPhase::Ready { fallback };
+                self.state.targets.insert(relocation, handoff);
+            }
+            Err(error) => {
+                // Nothing was restored. The queued requests stay the
+                // coordinator's: it aborts and runs them at the source.
+                self.send_ready(source, request, Err(error));
+                self.state.arriving.remove(&handoff.actor);
+            }
+        }
+    }
+
+    /// 62: one ingress hold item joins the temporary queue (or, after the
+    /// commit, goes straight to the Actor).
+    pub(super) fn on_ingress_hold(&mut self, from: Peer, hold: RelocationIngressHold) {
+        let queue_max = 2 * usize::from(self.state.config.limits.saved_work_count_max);
+        let Some(handoff) = self.state.targets.get_mut(&hold.relocation) else {
+            self.fx.trace(FlowTrace::RelocationRecordStale);
+            return self.refuse_work(from.rid, &hold.work, Reason::RelocationAborted.into());
+        };
+        if handoff.source() != from.rid || handoff.actor != hold.actor {
+            self.fx.trace(FlowTrace::RelocationRecordStale);
+            return self.refuse_work(from.rid, &hold.work, Reason::RelocationAborted.into());
+        }
+        if handoff.is_committed() {
+            let (actor, generation) = (handoff.actor.clone(), handoff.generation);
+            return self.merge_one(&actor, generation, from.rid, hold.work);
+        }
+        if handoff.queue.len() >= queue_max {
+            return self.refuse_work(from.rid, &hold.work, Reason::QueueFull.into());
+        }
+        handoff.queue.push(hold.work);
+    }
+
+    /// 63: the cutover; the CAS follows at once.
+    pub(super) fn on_cutover(&mut self, from: Peer, cutover: RelocationCutover) {
+        let handoff = self.state.targets.get(&cutover.relocation);
+        let Some(TargetPhase::Ready { fallback }) = handoff
+            .filter(|h| h.source() == from.rid && h.actor == cutover.actor)
+            .map(|h| &h.phase)
+        else {
+            // Late (after the fallback) or for nothing prepared here.
+            self.fx.trace(FlowTrace::RelocationRecordStale);
+            return;
+        };
+        let fallback = *fallback;
+        self.fx.cancel(fallback);
+        self.take_authority(cutover.relocation);
+    }
+
+    /// §8.1: no cutover 1,000 ms after relay-ready: a `cutover_timeout`
+    /// warning, and the target proceeds.
+    pub(super) fn on_cutover_fallback(&mut self, relocation: RelocationId) {
+        let ready = self
+            .state
+            .targets
+            .get(&relocation)
+            .is_some_and(|h| matches!(h.phase, TargetPhase::Ready { .. }));
+        if ready {
+            self.fx.trace(FlowTrace::CutoverTimeout);
+            self.take_authority(relocation);
+        }
+    }
+
+    fn take_authority(&mut self, relocation: RelocationId) {
+        let Some(handoff) = self.state.targets.get_mut(&relocation) else {
+            return;
+        };
+        handoff.phase = TargetPhase::Committing;
+        let op = StoreOp::TakeAuthority {
+            actor: handoff.actor.clone(),
+            expected: handoff.expected,
+        };
+        self.event(RelocationEvent::Store { relocation, op });
+    }
+
+    /// The runtime's answer to [`StoreOp::TakeAuthority`].
+    pub fn cas_done(&mut self, relocation: RelocationId, answer: Result<CasAnswer, Error>) {
+        let committing = self
+            .state
+            .targets
+            .get(&relocation)
+            .is_some_and(|h| matches!(h.phase, TargetPhase::Committing));
+        let handoff = committing
+            .then(|| self.state.targets.remove(&relocation))
+            .flatten();
+        let Some(handoff) = handoff else {
+            self.fx.trace(FlowTrace::RelocationRecordStale);
+            return;
+        };
+        let error = match answer {
+            // The runtime hosted the Actor here by itself meanwhile: the
+            // store says this node owns it, but two instances must never
+            // run; the handed-over one is dropped.
+            Ok(CasAnswer::Swapped { .. }) if self.owner.hosts(&handoff.actor) => {
+                Reason::RelocationTargetInvalid.into()
+            }
+            Ok(CasAnswer::Swapped { authority }) => return self.commit(handoff, authority),
+            Ok(CasAnswer::Conflict) => Reason::StaleAuthority.into(),
+            Ok(CasAnswer::Absent) => Reason::StaleLocation.into(),
+            Ok(CasAnswer::RelocationAborted) => Reason::RelocationAborted.into(),
+            Err(error) => error,
+        };
+        // L6: no 44 (the session owner's seal timeout cleans up); the
+        // coordinator learns it from 65.
+        let (source, actor) = (handoff.source(), handoff.actor.clone());
+        // After relay-ready the source never runs the queued work again, so
+        // every request among it ends here, through the source.
+        self.answer_queue(&handoff, error);
+        self.discard(handoff);
+        self.send_finished(source, relocation, &actor, Err(error));
+    }
+
+    /// 64: the coordinator confirmed a durable abort; drop what was
+    /// prepared. While the CAS is in flight the store decides (it will
+    /// refuse the aborted relocation), so the 64 changes nothing then.
+    pub(super) fn on_discard(&mut self, from: Peer, discard: RelocationDiscard) {
+        let Some(handoff) = self.state.targets.get(&discard.relocation) else {
+            self.fx.trace(FlowTrace::RelocationRecordStale);
+            return;
+        };
+        if handoff.source() != from.rid || handoff.actor != discard.actor {
+            self.fx.trace(FlowTrace::RelocationRecordStale);
+            return;
+        }
+        match handoff.phase {
+            TargetPhase::Restoring { .. } | TargetPhase::Ready { .. } => {
+                if let TargetPhase::Ready { fallback } = handoff.phase {
+                    self.fx.cancel(fallback);
+                }
+                // The coordinator forgot its proxies when it reopened: the
+                // queued work runs at the source, nothing is answered here.
+                if let Some(handoff) = self.state.targets.remove(&discard.relocation) {
+                    self.discard(handoff);
+                }
+            }
+            TargetPhase::Committing | TargetPhase::Committed { .. } => {
+                self.fx.trace(FlowTrace::RelocationRecordStale)
+            }
+        }
+    }
+
+    pub(super) fn on_target_linger(&mut self, relocation: RelocationId) {
+        let committed = self
+            .state
+            .targets
+            .get(&relocation)
+            .is_some_and(TargetHandoff::is_committed);
+        if let Some(handoff) = committed
+            .then(|| self.state.targets.remove(&relocation))
+            .flatten()
+        {
+            if let TargetPhase::Committed { linger } = handoff.phase {
+                self.fx.cancel(linger);
+            }
+            if self.state.arriving.get(&handoff.actor) == Some(&relocation) {
+                self.state.arriving.remove(&handoff.actor);
+            }
+        }
+    }
+
+    /// The CAS swapped: host the Actor under the new location with the
+    /// handed-over binding as current, open dispatch with the temporary
+    /// queue first, then 44 commit to the session owner and 65 to the
+    /// source (docs/relocation.md).
+    fn commit(&mut self, mut handoff: TargetHandoff, authority: AuthorityOwnerGeneration) {
+        let relocation = handoff.relocation;
+        let actor_ref = self.actors().host_handed(
+            handoff.actor.clone(),
+            handoff.generation,
+            authority,
+            handoff.binding,
+        );
+        self.event(RelocationEvent::Opened {
+            relocation,
+            actor: actor_ref.clone(),
+        });
+        let source = handoff.source();
+        for work in std::mem::take(&mut handoff.queue) {
+            self.merge_one(&handoff.actor, handoff.generation, source, work);
+        }
+        let location = &actor_ref.location;
+        if let Some(binding) = handoff.binding {
+            let commit = RouteCommit {
+                seal: SealIdentity {
+                    relocation,
+                    session: binding.session,
+                    binding: binding.binding,
+                },
+                actor: handoff.actor.clone(),
+                object_generation: handoff.generation,
+                target_mesh: location.mesh.clone(),
+                target: location.owner,
+                target_node_generation: location.node_generation,
+                authority: location.authority,
+                lease: location.lease,
+            };
+            self.fx.send(
+                binding.session.owner,
+                NodeRecord::SessionRelocationRoute(SessionRelocationRoute::Commit(commit)),
+            );
+        }
+        let route = BoundRoute {
+            mesh: location.mesh.clone(),
+            owner: location.owner,
+            node_generation: location.node_generation,
+            authority: location.authority,
+            lease: location.lease,
+        };
+        self.send_finished(source, relocation, &handoff.actor, Ok(route));
+        self.fx.trace(FlowTrace::RelocationCommitted);
+        let linger = self.state.config.follow_lifetime;
+        let linger = self.arm(linger, RelocationTimer::TargetLinger(relocation));
+        handoff.phase = TargetPhase::Committed { linger };
+        self.state.targets.insert(relocation, handoff);
+    }
+
+    /// One queued item reaches the Actor: work becomes a delivery whose
+    /// reply (if any) goes to the source under its proxy id; a tombstone
+    /// removes exactly the identity it names.
+    fn merge_one(
+        &mut self,
+        actor: &ActorId,
+        generation: ObjectGeneration,
+        source: NodeRid,
+        work: SavedWork,
+    ) {
+        let event = match work {
+            SavedWork::Deliver {
+                request,
+                key,
+                correlation,
+                sequence,
+                payload,
+            } => ActorEvent::Deliver {
+                actor: actor.clone(),
+                key,
+                correlation,
+                sequence,
+                payload,
+                reply: request.map(|r| self.owner.owe(source, r.id)),
+            },
+            SavedWork::Disconnect { request, session } => ActorEvent::Disconnect {
+                actor: actor.clone(),
+                session,
+                ticket: self.owner.owe(source, request.id),
+            },
+            SavedWork::Bound { session } => ActorEvent::Bound {
+                actor: actor.clone(),
+                session,
+            },
+            SavedWork::Tombstone {
+                session,
+                binding,
+                cause,
+            } => {
+                let tombstone = BindTombstone {
+                    actor: actor.clone(),
+                    object_generation: generation,
+                    session,
+                    binding,
+                    cause,
+                };
+                return self.actors().on_tombstone(tombstone);
+            }
+        };
+        self.fx.actor_event(event);
+    }
+
+    /// Drops a handoff that will not commit: the restored instance goes.
+    fn discard(&mut self, handoff: TargetHandoff) {
+        self.state.arriving.remove(&handoff.actor);
+        self.event(RelocationEvent::DropInstance {
+            relocation: handoff.relocation,
+            actor: handoff.actor,
+        });
+    }
+
+    fn answer_queue(&mut self, handoff: &TargetHandoff, error: Error) {
+        for work in &handoff.queue {
+            self.refuse_work(handoff.source(), work, error);
+        }
+    }
+
+    /// Ends a request among handed work with `error`, answering the
+    /// source's proxy id; other work needs no answer.
+    fn refuse_work(&mut self, source: NodeRid, work: &SavedWork, error: Error) {
+        let request = match work {
+            SavedWork::Deliver {
+                request: Some(request),
+                ..
+            }
+            | SavedWork::Disconnect { request, .. } => request.id,
+            _ => return,
+        };
+        let reply = ActorReply {
+            request,
+            outcome: Err(error),
+        };
+        self.fx
+            .send(source, NodeRecord::ActorSend(ActorSend::Reply(reply)));
+    }
+
+    fn send_ready(&mut self, to: NodeRid, request: RequestId, outcome: Result<(), Error>) {
+        let ready = RelocationReady { request, outcome };
+        self.fx.send(to, NodeRecord::RelocationReady(ready));
+    }
+
+    fn send_finished(
+        &mut self,
+        to: NodeRid,
+        relocation: RelocationId,
+        actor: &ActorId,
+        outcome: Result<BoundRoute, Error>,
+    ) {
+        let finished = RelocationFinished {
+            relocation,
+            actor: actor.clone(),
+            outcome,
+        };
+        self.fx.send(to, NodeRecord::RelocationFinished(finished));
+    }
+}

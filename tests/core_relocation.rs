@@ -1,0 +1,840 @@
+//! Core tests for the Actor owner's side of live relocation (§8, §8.1, §9,
+//! §12; docs/relocation.md): the coordinator on the source, the target's
+//! handoff, the durable abort, Message Follow and the X5 pre-commit refusal,
+//! on the sans-IO cores with virtual time. The mesh's stand-in runtime
+//! answers capture, restore and the Location Store (`zlink::sim`).
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use zlink::core::relocation::{AbortAnswer, CasAnswer, RelocationEvent, StoreOp, CUTOVER_FALLBACK};
+use zlink::core::trace::FlowTrace;
+use zlink::core::CoreEvent;
+use zlink::error::{Error, ErrorKind, Reason};
+use zlink::ids::{ActorRef, NodeRid, RelocationId};
+use zlink::sim::{actor_id, error, Journal, Mesh, RestoreBehavior, StoreBehavior, StoreDone};
+use zlink::store::LocationStore;
+use zlink::wire::node::{Command, NodeRecord, SessionRelocationRoute};
+
+/// Node 1 holds sessions, node 2 is the source, node 3 the target; "a" is
+/// created at the source (a Location Store row and a hosted Actor).
+fn three_nodes() -> (Mesh, NodeRid, NodeRid, NodeRid, ActorRef) {
+    let mut mesh = mesh();
+    let (sessions, source, target) = (mesh.add_node(1), mesh.add_node(2), mesh.add_node(3));
+    let a = mesh.create(source, "a");
+    (mesh, sessions, source, target, a)
+}
+
+fn relocate(mesh: &mut Mesh, source: NodeRid, actor: &str, target: NodeRid) -> RelocationId {
+    let relocation = mesh
+        .relocations(source)
+        .relocate(&actor_id(actor), target)
+        .unwrap_or_else(|e| panic!("relocate {actor} refused: {e}"));
+    mesh.run();
+    relocation
+}
+
+/// The caller's completion of a relocation, if it came.
+fn finished(
+    mesh: &Mesh,
+    node: NodeRid,
+    relocation: RelocationId,
+) -> Option<Result<ActorRef, Error>> {
+    mesh.node(node)
+        .relocation_events
+        .iter()
+        .find_map(|e| match e {
+            RelocationEvent::Finished {
+                relocation: r,
+                outcome,
+                ..
+            } if *r == relocation => Some(outcome.clone()),
+            _ => None,
+        })
+}
+
+/// The commands sent on the link `from` → `to`, in order.
+fn commands(mesh: &Mesh, from: NodeRid, to: NodeRid) -> Vec<u8> {
+    mesh.tap()
+        .iter()
+        .filter(|t| t.from == from && t.to == to)
+        .map(|t| t.command().code())
+        .collect()
+}
+
+/// The position in the journal of the first entry `matches` accepts.
+fn position(mesh: &Mesh, what: &str, matches: impl Fn(&Journal) -> bool) -> usize {
+    mesh.journal()
+        .iter()
+        .position(matches)
+        .unwrap_or_else(|| panic!("the journal has no {what}"))
+}
+
+fn is_event(entry: &Journal, node: NodeRid, pick: impl Fn(&RelocationEvent) -> bool) -> bool {
+    matches!(entry, Journal::Event { node: n, event: CoreEvent::Relocation(e) } if *n == node && pick(e))
+}
+
+fn is_sent(entry: &Journal, from: NodeRid, command: Command) -> bool {
+    matches!(entry, Journal::Sent(t) if t.from == from && t.command() == command)
+}
+
+/// The store operations carried out, with their answers.
+fn store_ops(mesh: &Mesh) -> Vec<(NodeRid, StoreOp, StoreDone)> {
+    mesh.journal()
+        .iter()
+        .filter_map(|j| match j {
+            Journal::Store { node, op, done, .. } => Some((*node, op.clone(), done.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn core_relocation_commits_an_unbound_actor_keeping_its_incarnation() {
+    // Given "a", unbound, at the source, with some state.
+    let (mut mesh, _, source, target, a) = three_nodes();
+    let row = mesh.store().lookup(&a.id).unwrap().unwrap();
+
+    // When the source relocates it to the target.
+    let relocation = relocate(&mut mesh, source, "a", target);
+
+    // Then the caller gets the Actor at the target: same ActorId and
+    // ObjectGeneration, a greater authority owner generation.
+    let moved = finished(&mesh, source, relocation)
+        .expect("the relocation finished")
+        .expect("the relocation committed");
+    assert_eq!(moved.id, a.id);
+    assert_eq!(moved.generation, a.generation);
+    assert_eq!(moved.location.owner, target);
+    assert!(moved.location.authority > a.location.authority);
+    // The Location Store agrees: the target's CAS moved the row.
+    let after = mesh.store().lookup(&a.id).unwrap().unwrap();
+    assert_eq!(after.location.owner, target);
+    assert_eq!(after.object, row.object);
+    assert_eq!(after.location.authority, moved.location.authority);
+    // The state moved; the source no longer hosts the Actor.
+    assert_eq!(mesh.node(target).states.get(&a.id), Some(&b(b"state of a")));
+    assert!(!mesh.node(source).states.contains_key(&a.id));
+    assert_eq!(
+        mesh.node(target).core().actor_owner().actor_ref(&a.id),
+        Some(moved.clone())
+    );
+    assert_eq!(
+        mesh.node(source).core().actor_owner().actor_ref(&a.id),
+        None
+    );
+    // Unbound: no 42, 43 or 44; the handoff is 60 → 61 → 63 → 65.
+    assert_eq!(commands(&mesh, source, target), vec![60, 63]);
+    assert_eq!(commands(&mesh, target, source), vec![61, 65]);
+    for seal in [
+        Command::SessionRelocationSeal,
+        Command::SessionRelocationSealed,
+    ] {
+        assert!(tapped(&mesh, seal).is_empty());
+    }
+    assert!(tapped(&mesh, Command::SessionRelocationRoute).is_empty());
+    assert_eq!(count(&mesh, target, FlowTrace::RelocationCommitted), 1);
+    assert_eq!(count(&mesh, target, FlowTrace::CutoverTimeout), 0);
+    assert!(!mesh.node(source).core().relocation().is_relocating(&a.id));
+
+    // And a session binding the new ActorRef is served by the target.
+    let s = mesh.connect(NodeRid(1));
+    let bound = bind_ok(&mut mesh, NodeRid(1), s, &moved);
+    assert_eq!(bound.location.owner, target);
+    mesh.request(NodeRid(1), s, &moved, b"ping").unwrap();
+    mesh.run();
+    assert_eq!(delivered(&mesh, target, "a"), vec![b(b"ping")]);
+}
+
+#[test]
+fn core_relocation_abort_on_61_error_confirms_the_durable_abort_first() {
+    // Given a target whose Restore fails.
+    let (mut mesh, _, source, target, a) = three_nodes();
+    let refusal = error(Reason::NoActorFactory);
+    mesh.set_restore(target, RestoreBehavior::Fail(refusal));
+
+    // When the source relocates "a" there.
+    let relocation = relocate(&mut mesh, source, "a", target);
+
+    // Then the target answered 61 with its error, and the caller gets it.
+    assert_eq!(finished(&mesh, source, relocation), Some(Err(refusal)));
+    assert_eq!(commands(&mesh, target, source), vec![61]);
+    // The durable abort was recorded in the store before anything else the
+    // abort does: before the source reopens and before the 64.
+    let ops = store_ops(&mesh);
+    assert_eq!(ops.len(), 1, "{ops:?}");
+    assert_eq!(ops[0].0, source);
+    assert!(matches!(ops[0].1, StoreOp::AbortRelocation { .. }));
+    assert_eq!(ops[0].2, StoreDone::Abort(Ok(AbortAnswer::Aborted)));
+    let abort_at = position(&mesh, "durable abort", |j| {
+        matches!(j, Journal::Store { .. })
+    });
+    let ready_at = position(&mesh, "61", |j| {
+        is_sent(j, target, Command::RelocationReady)
+    });
+    let reopen_at = position(&mesh, "reopen", |j| {
+        is_event(j, source, |e| matches!(e, RelocationEvent::Reopen { .. }))
+    });
+    let discard_at = position(&mesh, "64", |j| {
+        is_sent(j, source, Command::RelocationDiscard)
+    });
+    let done_at = position(&mesh, "finished", |j| {
+        is_event(j, source, |e| matches!(e, RelocationEvent::Finished { .. }))
+    });
+    assert!(ready_at < abort_at);
+    assert!(
+        abort_at < reopen_at,
+        "the store confirms before the source reopens"
+    );
+    assert!(abort_at < discard_at, "the store confirms before the 64");
+    assert!(reopen_at < done_at);
+    // The source stays owner and keeps the Actor; a late CAS for this
+    // relocation could not succeed.
+    assert_eq!(
+        mesh.store().lookup(&a.id).unwrap().unwrap().location.owner,
+        source
+    );
+    assert_eq!(
+        mesh.node(source).core().actor_owner().actor_ref(&a.id),
+        Some(a.clone())
+    );
+    assert!(!mesh.node(source).core().relocation().is_relocating(&a.id));
+    assert_eq!(count(&mesh, source, FlowTrace::RelocationAborted), 1);
+    // Nothing stays armed or in flight.
+    assert_eq!(mesh.node(source).core().armed_timers(), 0);
+    assert_eq!(mesh.node(target).core().armed_timers(), 0);
+    // And it can be relocated again once the target recovers.
+    mesh.set_restore(target, RestoreBehavior::Succeed);
+    let again = relocate(&mut mesh, source, "a", target);
+    assert!(matches!(finished(&mesh, source, again), Some(Ok(_))));
+}
+
+#[test]
+fn core_relocation_abort_on_61_deadline_not_before_prepare_timeout() {
+    // Given a target whose Restore never finishes.
+    let (mut mesh, _, source, target, a) = three_nodes();
+    mesh.set_restore(target, RestoreBehavior::Hold);
+    let relocation = relocate(&mut mesh, source, "a", target);
+    let prepare_at = tapped(&mesh, Command::RelocationPrepare)[0].at;
+    let prepare_timeout = Duration::from_millis(1_500);
+    let deadline = prepare_at + prepare_timeout;
+
+    // When time reaches 1 µs before the 1,500 ms prepare deadline, nothing
+    // has ended.
+    advance_to(&mut mesh, prepare_at + (prepare_timeout - MICRO));
+    assert_eq!(finished(&mesh, source, relocation), None);
+    assert!(store_ops(&mesh).is_empty());
+    assert!(mesh.node(source).core().relocation().is_relocating(&a.id));
+
+    // Then at the deadline the coordinator aborts: durable abort, 64, and
+    // the caller's DeadlineExceeded.
+    advance_to(&mut mesh, deadline);
+    mesh.run();
+    let outcome = finished(&mesh, source, relocation).expect("the relocation ended");
+    assert_eq!(outcome.unwrap_err().kind(), ErrorKind::DeadlineExceeded);
+    let ops = store_ops(&mesh);
+    assert_eq!(ops.len(), 1);
+    assert_eq!(ops[0].2, StoreDone::Abort(Ok(AbortAnswer::Aborted)));
+    assert_eq!(commands(&mesh, source, target), vec![60, 64]);
+    // The target dropped what it prepared; a late restore answer is stale.
+    assert!(!mesh.node(target).core().relocation().is_arriving(&a.id));
+    mesh.finish_restore(target, Ok(()));
+    mesh.run();
+    assert_eq!(commands(&mesh, target, source), Vec::<u8>::new());
+    assert_eq!(count(&mesh, target, FlowTrace::RelocationRecordStale), 1);
+    assert_eq!(
+        mesh.store().lookup(&a.id).unwrap().unwrap().location.owner,
+        source
+    );
+}
+
+#[test]
+fn core_relocation_abort_when_the_target_is_unreachable_before_relay_ready() {
+    // Given no link from the source to the target.
+    let (mut mesh, _, source, target, a) = three_nodes();
+    mesh.set_linked(source, target, false);
+
+    // When the source relocates "a" there.
+    let relocation = relocate(&mut mesh, source, "a", target);
+
+    // Then the 60 ends at once with PeerUnreachable, after the durable abort.
+    assert_eq!(
+        finished(&mesh, source, relocation),
+        Some(Err(error(Reason::PeerUnreachable)))
+    );
+    let ops = store_ops(&mesh);
+    assert_eq!(ops.len(), 1);
+    assert_eq!(ops[0].2, StoreDone::Abort(Ok(AbortAnswer::Aborted)));
+    assert_eq!(
+        mesh.node(source).core().actor_owner().actor_ref(&a.id),
+        Some(a.clone())
+    );
+    assert_eq!(
+        mesh.store().lookup(&a.id).unwrap().unwrap().location.owner,
+        source
+    );
+    assert_eq!(mesh.node(source).core().armed_timers(), 0);
+}
+
+#[test]
+fn core_relocation_cutover_fallback_at_exactly_1000_ms_with_a_warning() {
+    // Given a relocation whose cutover (63) is lost on the way.
+    let (mut mesh, _, source, target, a) = three_nodes();
+    mesh.set_dropping(source, target, Command::RelocationCutover, true);
+    let relocation = relocate(&mut mesh, source, "a", target);
+    let ready_at = tapped(&mesh, Command::RelocationReady)[0].at;
+    let fallback = ready_at + CUTOVER_FALLBACK;
+    assert_eq!(CUTOVER_FALLBACK, Duration::from_millis(1_000));
+
+    // When 999.999 ms have passed since the 61, the target has not moved.
+    advance_to(&mut mesh, ready_at + (CUTOVER_FALLBACK - MICRO));
+    assert!(store_ops(&mesh).is_empty());
+    assert_eq!(count(&mesh, target, FlowTrace::CutoverTimeout), 0);
+    assert_eq!(finished(&mesh, source, relocation), None);
+
+    // Then at exactly 1,000 ms it warns cutover_timeout and proceeds: CAS,
+    // commit, 65.
+    advance_to(&mut mesh, fallback);
+    assert_eq!(count(&mesh, target, FlowTrace::CutoverTimeout), 1);
+    assert!(FlowTrace::CutoverTimeout.is_warning());
+    let ops = store_ops(&mesh);
+    assert_eq!(ops.len(), 1);
+    assert_eq!(ops[0].0, target);
+    assert!(matches!(
+        ops[0].2,
+        StoreDone::Cas(Ok(CasAnswer::Swapped { .. }))
+    ));
+    mesh.run();
+    let moved = finished(&mesh, source, relocation).unwrap().unwrap();
+    assert_eq!(moved.location.owner, target);
+    assert_eq!(
+        mesh.store().lookup(&a.id).unwrap().unwrap().location.owner,
+        target
+    );
+}
+
+#[test]
+fn core_relocation_cas_failure_after_relay_ready_never_reopens_the_source() {
+    // Given a relocation whose target CAS will find another version (the
+    // row moved under it: another owner took it meanwhile).
+    let (mut mesh, _, source, target, a) = three_nodes();
+    mesh.set_store(StoreBehavior::Hold);
+    let relocation = relocate(&mut mesh, source, "a", target);
+    assert_eq!(mesh.held_store(), 1, "the target's CAS waits");
+    let row = mesh.store().lookup(&a.id).unwrap().unwrap();
+    let other = mesh.add_node(4);
+    let claim = mesh
+        .store()
+        .acquire_lease(other, zlink::ids::NodeGeneration(1), &row.location.mesh)
+        .unwrap()
+        .claim();
+    let rival = RelocationId {
+        coordinator: other,
+        sequence: 1,
+    };
+    mesh.store()
+        .compare_and_set(&a.id, row.version(), rival, &claim)
+        .unwrap();
+
+    // When the target's CAS is carried out.
+    mesh.release_store();
+    mesh.run();
+
+    // Then it failed, the target discarded and told the source (65 Err, no
+    // 44), and the source did not reopen: the relocation failed.
+    let ops = store_ops(&mesh);
+    assert_eq!(ops.len(), 1);
+    assert_eq!(ops[0].2, StoreDone::Cas(Ok(CasAnswer::Conflict)));
+    assert_eq!(
+        finished(&mesh, source, relocation),
+        Some(Err(error(Reason::StaleAuthority)))
+    );
+    assert_eq!(commands(&mesh, target, source), vec![61, 65]);
+    assert!(tapped(&mesh, Command::SessionRelocationRoute).is_empty());
+    let reopened = mesh
+        .node(source)
+        .relocation_events
+        .iter()
+        .any(|e| matches!(e, RelocationEvent::Reopen { .. }));
+    assert!(!reopened, "no path reopens the source after relay-ready");
+    assert_eq!(
+        mesh.node(source).core().actor_owner().actor_ref(&a.id),
+        None
+    );
+    assert_eq!(
+        mesh.node(target).core().actor_owner().actor_ref(&a.id),
+        None
+    );
+    assert!(!mesh.node(target).states.contains_key(&a.id));
+    assert_eq!(count(&mesh, source, FlowTrace::RelocationFailed), 1);
+    // A record for the Actor at the source now ends with Unavailable.
+    let s = mesh.connect(NodeRid(1));
+    let refused = mesh.bind(NodeRid(1), s, &a).unwrap_err();
+    assert_eq!(refused, error(Reason::StaleLocation));
+}
+
+#[test]
+fn core_relocation_late_target_cas_after_a_durable_abort_fails() {
+    // Given a target that restores slowly and never hears the 64.
+    let (mut mesh, _, source, target, a) = three_nodes();
+    mesh.set_restore(target, RestoreBehavior::Hold);
+    mesh.set_dropping(source, target, Command::RelocationDiscard, true);
+    let relocation = relocate(&mut mesh, source, "a", target);
+
+    // When the coordinator's prepare deadline passes (durable abort), and
+    // only then the target finishes its Restore, answers 61 and — no
+    // cutover coming — falls back to its CAS 1,000 ms later.
+    mesh.advance(Duration::from_millis(1_500));
+    assert!(finished(&mesh, source, relocation).is_some());
+    mesh.finish_restore(target, Ok(()));
+    mesh.advance(CUTOVER_FALLBACK);
+    mesh.run();
+
+    // Then the CAS found the relocation recorded aborted: the row stays the
+    // source's, the target hosts nothing, and its 65 is stale at the source.
+    let ops = store_ops(&mesh);
+    assert_eq!(ops.len(), 2, "{ops:?}");
+    assert_eq!(ops[0].2, StoreDone::Abort(Ok(AbortAnswer::Aborted)));
+    assert_eq!(ops[1].0, target);
+    assert_eq!(ops[1].2, StoreDone::Cas(Ok(CasAnswer::RelocationAborted)));
+    let row = mesh.store().lookup(&a.id).unwrap().unwrap();
+    assert_eq!(row.location.owner, source);
+    assert_eq!(row.location.authority, a.location.authority);
+    assert_eq!(
+        mesh.node(target).core().actor_owner().actor_ref(&a.id),
+        None
+    );
+    assert!(!mesh.node(target).states.contains_key(&a.id));
+    assert_eq!(count(&mesh, source, FlowTrace::RelocationRecordStale), 2);
+    assert_eq!(
+        mesh.node(source).core().actor_owner().actor_ref(&a.id),
+        Some(a)
+    );
+}
+
+#[test]
+fn core_x5_bind_during_pre_commit_seal_is_unavailable() {
+    // Given "a" in its relocation's pre-commit state (the target restores).
+    let (mut mesh, sessions, source, target, a) = three_nodes();
+    mesh.set_restore(target, RestoreBehavior::Hold);
+    let relocation = relocate(&mut mesh, source, "a", target);
+    assert!(mesh.node(source).core().relocation().is_relocating(&a.id));
+
+    // When a session binds it.
+    let s = mesh.connect(sessions);
+    let refused = mesh.bind(sessions, s, &a).unwrap_err();
+
+    // Then the Actor owner refuses it: Unavailable, relocation in progress,
+    // and nothing is forwarded to the target.
+    assert_eq!(refused.kind(), ErrorKind::Unavailable);
+    assert_eq!(refused.reason(), Reason::RelocationSealed);
+    assert_eq!(commands(&mesh, source, target), vec![60]);
+    assert_eq!(registered(&mesh, source, "a"), None);
+
+    // And once the relocation aborted (the target fails), the same bind
+    // succeeds at the source.
+    mesh.finish_restore(target, Err(error(Reason::NoActorFactory)));
+    mesh.run();
+    assert!(matches!(finished(&mesh, source, relocation), Some(Err(_))));
+    let s2 = mesh.connect(sessions);
+    assert_eq!(bind_ok(&mut mesh, sessions, s2, &a).location.owner, source);
+}
+
+#[test]
+fn core_s3_stale_actor_ref_follows_once_then_unavailable() {
+    // Given "a" relocated from the source to the target, and the old
+    // ActorRef still in a caller's hands.
+    let (mut mesh, sessions, source, target, stale) = three_nodes();
+    let relocation = relocate(&mut mesh, source, "a", target);
+    let moved = finished(&mesh, source, relocation).unwrap().unwrap();
+    let committed_at = tapped(&mesh, Command::RelocationFinished)[0].at + LATENCY;
+    let lifetime = Duration::from_millis(30_000);
+    let expiry = committed_at + lifetime;
+
+    // When a session binds the stale ActorRef.
+    let s = mesh.connect(sessions);
+    let bound = bind_ok(&mut mesh, sessions, s, &stale);
+
+    // Then the source forwarded the bind exactly once over Message Follow,
+    // the target registered it, and the terminal names the target's route.
+    let forwarded: Vec<_> = tapped(&mesh, Command::BoundSessionBind)
+        .into_iter()
+        .filter(|t| t.from == source && t.to == target)
+        .collect();
+    assert_eq!(forwarded.len(), 1);
+    assert_eq!(count(&mesh, source, FlowTrace::MessageFollowed), 1);
+    assert_eq!(bound.location, moved.location);
+    assert_eq!(bound.generation, stale.generation);
+    assert!(registered(&mesh, target, "a").is_some());
+    // The binding relays to the target directly.
+    mesh.request(sessions, s, &bound, b"ping").unwrap();
+    mesh.run();
+    assert_eq!(delivered(&mesh, target, "a"), vec![b(b"ping")]);
+    assert_eq!(count(&mesh, source, FlowTrace::MessageFollowed), 1);
+
+    // When one stale bind reaches the source 1 µs before the follow entry's
+    // lifetime (30,000 ms from the commit) runs out, and another exactly at
+    // it.
+    advance_to(&mut mesh, committed_at + (lifetime - LATENCY - MICRO));
+    let (s2, s3) = (mesh.connect(sessions), mesh.connect(sessions));
+    let early = bind_pending(&mut mesh, sessions, s2, &stale);
+    mesh.advance(MICRO);
+    let late = bind_pending(&mut mesh, sessions, s3, &stale);
+    mesh.run();
+
+    // Then the first still follows; the second ends with Unavailable, and
+    // nothing more is forwarded.
+    assert!(mesh.now() > expiry);
+    let early = mesh.bind_outcome(sessions, early).expect("a terminal");
+    assert_eq!(early.unwrap().location, moved.location);
+    let late = mesh.bind_outcome(sessions, late).expect("a terminal");
+    assert_eq!(late, Err(error(Reason::StaleLocation)));
+    assert!(!mesh.node(source).core().relocation().follows(&stale.id));
+    assert_eq!(count(&mesh, source, FlowTrace::MessageFollowed), 2);
+    assert_eq!(mesh.node(source).core().relocation().proxy_count(), 0);
+}
+
+#[test]
+fn core_l7_command_44_gets_no_response() {
+    // Given a session owner node and a peer.
+    let mut mesh = mesh();
+    let (owner, peer) = (mesh.add_node(1), mesh.add_node(2));
+    let s = mesh.connect(owner);
+    let seal = zlink::wire::node::SealIdentity {
+        relocation: RelocationId {
+            coordinator: peer,
+            sequence: 1,
+        },
+        session: zlink::ids::SessionRef {
+            owner,
+            lifecycle: zlink::ids::NodeGeneration(1),
+            owner_id: zlink::ids::SessionOwnerId(0),
+            session: s,
+        },
+        binding: zlink::ids::BindingGeneration(1),
+    };
+
+    // When a 44 abort and a 44 commit reach it.
+    let commit = zlink::wire::node::RouteCommit {
+        seal,
+        actor: actor_id("a"),
+        object_generation: zlink::ids::ObjectGeneration(1),
+        target_mesh: zlink::ids::MeshName::new("sim").unwrap(),
+        target: peer,
+        target_node_generation: zlink::ids::NodeGeneration(1),
+        authority: zlink::ids::AuthorityOwnerGeneration(2),
+        lease: zlink::ids::OwnerLeaseGeneration(1),
+    };
+    for route in [
+        SessionRelocationRoute::Abort(seal),
+        SessionRelocationRoute::Commit(commit),
+    ] {
+        mesh.inject(peer, owner, NodeRecord::SessionRelocationRoute(route));
+        mesh.run();
+    }
+
+    // Then nothing at all goes back: 44 is one-way, with no response.
+    assert_eq!(commands(&mesh, owner, peer), Vec::<u8>::new());
+    assert_eq!(tapped(&mesh, Command::SessionRelocationRoute).len(), 2);
+}
+
+#[test]
+fn core_relocation_durable_abort_is_retried_until_the_store_confirms_it() {
+    // Given a target that fails its Restore while the store is down.
+    let (mut mesh, _, source, target, a) = three_nodes();
+    mesh.set_restore(target, RestoreBehavior::Fail(error(Reason::NoActorFactory)));
+    mesh.set_store(StoreBehavior::Down);
+    let relocation = relocate(&mut mesh, source, "a", target);
+    let reopened = |mesh: &Mesh| {
+        mesh.node(source)
+            .relocation_events
+            .iter()
+            .any(|e| matches!(e, RelocationEvent::Reopen { .. }))
+    };
+
+    // When the first durable abort fails, nothing else of the abort happens:
+    // the source stays captured, no 64, no completion.
+    assert_eq!(count(&mesh, source, FlowTrace::RelocationStoreRetry), 1);
+    assert!(!reopened(&mesh));
+    assert_eq!(commands(&mesh, source, target), vec![60]);
+    assert_eq!(finished(&mesh, source, relocation), None);
+    // It is retried every 200 ms, never sooner.
+    mesh.advance(Duration::from_millis(200) - MICRO);
+    assert_eq!(count(&mesh, source, FlowTrace::RelocationStoreRetry), 1);
+    mesh.advance(MICRO);
+    assert_eq!(count(&mesh, source, FlowTrace::RelocationStoreRetry), 2);
+
+    // Then once the store answers, the abort completes in its order.
+    mesh.set_store(StoreBehavior::Immediate);
+    mesh.advance(Duration::from_millis(200));
+    mesh.run();
+    let ops = store_ops(&mesh);
+    assert_eq!(ops.len(), 3);
+    assert_eq!(ops[2].2, StoreDone::Abort(Ok(AbortAnswer::Aborted)));
+    assert!(reopened(&mesh));
+    assert_eq!(commands(&mesh, source, target), vec![60, 64]);
+    assert_eq!(
+        finished(&mesh, source, relocation),
+        Some(Err(error(Reason::NoActorFactory)))
+    );
+    assert_eq!(
+        mesh.node(source).core().actor_owner().actor_ref(&a.id),
+        Some(a)
+    );
+    assert_eq!(mesh.node(source).core().armed_timers(), 0);
+}
+
+#[test]
+fn core_relocation_abort_that_loses_the_race_to_the_targets_cas_commits() {
+    // Given a relocation whose 61 is lost, so the coordinator's prepare
+    // deadline passes while the target — ready, no cutover coming — falls
+    // back to its CAS; both store operations wait.
+    let (mut mesh, _, source, target, a) = three_nodes();
+    mesh.set_dropping(target, source, Command::RelocationReady, true);
+    mesh.set_store(StoreBehavior::Hold);
+    let relocation = relocate(&mut mesh, source, "a", target);
+    mesh.advance(Duration::from_millis(1_500));
+    assert_eq!(
+        mesh.held_store(),
+        2,
+        "the target's CAS, then the durable abort"
+    );
+
+    // When the store takes the target's CAS first, then the abort.
+    mesh.release_store();
+    mesh.run();
+    mesh.release_store();
+    mesh.run();
+
+    // Then the abort learns that authority moved to the target: the
+    // relocation committed, the source never reopened and the caller gets
+    // the Actor at the target.
+    let ops = store_ops(&mesh);
+    assert!(matches!(
+        ops[0].2,
+        StoreDone::Cas(Ok(CasAnswer::Swapped { .. }))
+    ));
+    assert_eq!(
+        ops[1].2,
+        StoreDone::Abort(Ok(AbortAnswer::Moved { owner: target }))
+    );
+    let moved = finished(&mesh, source, relocation).unwrap().unwrap();
+    assert_eq!(moved.location.owner, target);
+    let reopened = mesh
+        .node(source)
+        .relocation_events
+        .iter()
+        .any(|e| matches!(e, RelocationEvent::Reopen { .. }));
+    assert!(!reopened);
+    assert!(!commands(&mesh, source, target).contains(&64));
+    assert_eq!(
+        mesh.node(source).core().actor_owner().actor_ref(&a.id),
+        None
+    );
+    assert_eq!(
+        mesh.node(target).core().actor_owner().actor_ref(&a.id),
+        Some(moved)
+    );
+    assert!(mesh.node(source).core().relocation().follows(&a.id));
+}
+
+#[test]
+fn core_relocation_refused_seal_reopens_with_saved_work_then_ingress_hold_in_order() {
+    // Given s bound to "a" at the source, whose lane still holds two
+    // requests (the stand-in runtime has not run them).
+    let (mut mesh, sessions, source, target, a) = three_nodes();
+    let s = mesh.connect(sessions);
+    bind_ok(&mut mesh, sessions, s, &a);
+    mesh.set_behavior(source, zlink::sim::ActorBehavior::Queue);
+    let r1 = mesh.request(sessions, s, &a, b"r1").unwrap();
+    let r2 = mesh.request(sessions, s, &a, b"r2").unwrap();
+    mesh.run();
+    assert_eq!(mesh.lane(source, &a.id).len(), 2);
+
+    // When the source starts relocating it and, at the same instant, the
+    // session relays a third request (it reaches the source after the
+    // capture), and the session owner refuses the seal (43 with an error).
+    let relocation = mesh.relocations(source).relocate(&a.id, target).unwrap();
+    let r3 = mesh.request(sessions, s, &a, b"r3").unwrap();
+    mesh.run();
+    let sealed = tapped(&mesh, Command::SessionRelocationSealed);
+    assert_eq!(sealed.len(), 1);
+    let NodeRecord::SessionRelocationSealed(sealed) = &sealed[0].record else {
+        unreachable!()
+    };
+    let refusal = sealed.outcome.unwrap_err();
+
+    // Then the relocation ends with that error before anything was
+    // prepared: no 60, no durable abort, no 44 (no seal to release).
+    assert_eq!(finished(&mesh, source, relocation), Some(Err(refusal)));
+    assert!(tapped(&mesh, Command::RelocationPrepare).is_empty());
+    assert!(store_ops(&mesh).is_empty());
+    assert!(tapped(&mesh, Command::SessionRelocationRoute).is_empty());
+    // The lane reopened with the saved work, then the ingress hold, in
+    // arrival order (the capture had taken r1 and r2 off the lane, so they
+    // are handed to it again; r3 was held, never delivered before).
+    let reopen_at = position(&mesh, "reopen", |j| {
+        is_event(j, source, |e| matches!(e, RelocationEvent::Reopen { .. }))
+    });
+    let after: Vec<_> = mesh.journal()[reopen_at..]
+        .iter()
+        .filter_map(|j| match j {
+            Journal::Event {
+                node,
+                event: CoreEvent::Actor(zlink::core::actor::ActorEvent::Deliver { payload, .. }),
+            } if *node == source => Some(payload.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(after, vec![b(b"r1"), b(b"r2"), b(b"r3")]);
+    assert_eq!(
+        mesh.lane(source, &a.id)
+            .iter()
+            .filter(|e| matches!(e, zlink::core::actor::ActorEvent::Deliver { .. }))
+            .count(),
+        3
+    );
+    // Running the lane answers each request exactly once, at the source.
+    mesh.run_lane(source, &a.id);
+    mesh.run();
+    for (correlation, payload) in [(r1, b"r1"), (r2, b"r2"), (r3, b"r3")] {
+        let replies = mesh.answers(sessions, s, correlation);
+        assert_eq!(
+            replies,
+            vec![zlink::wire::client::ClientFrame::Reply {
+                correlation,
+                payload: b(payload),
+            }]
+        );
+    }
+    assert!(delivered(&mesh, target, "a").is_empty());
+    assert!(registered(&mesh, source, "a").is_some());
+    assert_eq!(mesh.node(source).core().armed_timers(), 0);
+}
+
+#[test]
+fn core_relocation_records_reach_the_actor_owner_side_on_the_actors_shard() {
+    use zlink::core::shard::{record_role, record_shard, RecordRole};
+    use zlink::ids::{RequestId, SessionOwnerId};
+    use zlink::wire::node::*;
+
+    // Given an Actor on shard `home` of a 4-shard node, and a request id
+    // the relocation side of shard 3 allocated.
+    let actor = actor_id("a");
+    let home = actor.shard(4);
+    let relocation = RelocationId {
+        coordinator: NodeRid(2),
+        sequence: 1,
+    };
+    let coordinator_id = RequestId::relocation_origin(SessionOwnerId(3)).next();
+    let session_id = RequestId::origin(SessionOwnerId(1)).next();
+    assert!(coordinator_id.is_relocation() && !session_id.is_relocation());
+    let cases = [
+        (
+            NodeRecord::RelocationPrepare(RelocationPrepare {
+                request: RequestHeader {
+                    id: coordinator_id,
+                    budget: Duration::from_millis(1_500),
+                },
+                relocation,
+                actor: actor.clone(),
+                object_generation: zlink::ids::ObjectGeneration(1),
+                expected_authority: zlink::ids::AuthorityOwnerGeneration(1),
+                binding: None,
+                state: bytes::Bytes::new(),
+                saved: Vec::new(),
+            }),
+            RecordRole::ActorOwner,
+            home,
+        ),
+        (
+            NodeRecord::RelocationIngressHold(RelocationIngressHold {
+                relocation,
+                actor: actor.clone(),
+                work: SavedWork::Bound {
+                    session: zlink::ids::SessionRef {
+                        owner: NodeRid(1),
+                        lifecycle: zlink::ids::NodeGeneration(1),
+                        owner_id: SessionOwnerId(1),
+                        session: zlink::ids::SessionRid(1),
+                    },
+                },
+            }),
+            RecordRole::ActorOwner,
+            home,
+        ),
+        (
+            NodeRecord::RelocationCutover(RelocationCutover {
+                relocation,
+                actor: actor.clone(),
+            }),
+            RecordRole::ActorOwner,
+            home,
+        ),
+        (
+            NodeRecord::RelocationDiscard(RelocationDiscard {
+                relocation,
+                actor: actor.clone(),
+            }),
+            RecordRole::ActorOwner,
+            home,
+        ),
+        (
+            NodeRecord::RelocationFinished(RelocationFinished {
+                relocation,
+                actor: actor.clone(),
+                outcome: Err(error(Reason::RelocationAborted)),
+            }),
+            RecordRole::Coordinator,
+            home,
+        ),
+        (
+            NodeRecord::RelocationReady(RelocationReady {
+                request: coordinator_id,
+                outcome: Ok(()),
+            }),
+            RecordRole::Coordinator,
+            3,
+        ),
+        (
+            NodeRecord::SessionRelocationSealed(SessionRelocationSealed {
+                request: coordinator_id,
+                outcome: Ok(()),
+            }),
+            RecordRole::Coordinator,
+            3,
+        ),
+        (
+            NodeRecord::ActorSend(ActorSend::Reply(ActorReply {
+                request: coordinator_id,
+                outcome: Ok(bytes::Bytes::new()),
+            })),
+            RecordRole::Coordinator,
+            3,
+        ),
+        (
+            NodeRecord::BoundSessionBind(BoundSessionBind::Terminal(BindTerminal {
+                request: coordinator_id,
+                outcome: Err(error(Reason::StaleLocation)),
+            })),
+            RecordRole::Coordinator,
+            3,
+        ),
+        (
+            NodeRecord::ActorSend(ActorSend::Reply(ActorReply {
+                request: session_id,
+                outcome: Ok(bytes::Bytes::new()),
+            })),
+            RecordRole::SessionOwner,
+            1,
+        ),
+    ];
+
+    // Then each goes to its role, on the shard that owns it.
+    for (record, role, shard) in cases {
+        assert_eq!(record_role(&record), role, "{record:?}");
+        assert_eq!(record_shard(&record, 4), shard, "{record:?}");
+    }
+}
