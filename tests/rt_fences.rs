@@ -169,3 +169,39 @@ fn x19_after_a_session_owner_restart_a_smaller_binding_generation_is_accepted() 
         })
     );
 }
+
+#[test]
+fn x6_recreated_actor_never_revalidates_the_old_binding() {
+    let mesh = start_mesh(2, GameOptions::default());
+    let old = mesh[1].node.create_actor("player", &id("x")).unwrap();
+    let mut client = login(&mesh[0], "x");
+    assert_eq!(
+        expect_reply(&mut client, RELAY, "x:before"),
+        payload("x", "before")
+    );
+
+    mesh[1].node.destroy_actor(&id("x")).unwrap();
+    assert_eq!(mesh[0].store.lookup(&id("x")).unwrap(), None);
+    let new = mesh[1].node.create_actor("player", &id("x")).unwrap();
+    assert!(new.generation > old.generation, "{old:?} then {new:?}");
+
+    // The old binding's token is refused at the Actor owner as stale: it
+    // never reaches the new incarnation's handler.
+    let delivered = mesh[1].observed.delivered.lock().unwrap().len();
+    let error = expect_error(&mut client, RELAY, "x:late");
+    assert_eq!(error.kind(), ErrorKind::Unavailable, "{error:?}");
+    assert_eq!(error.reason(), Reason::StaleBinding);
+    assert_eq!(mesh[1].observed.delivered.lock().unwrap().len(), delivered);
+
+    // A late disconnect notification for the old binding runs no Spot
+    // callback of the new incarnation, and its tombstone is refused.
+    let _ = client.request(NOTIFY, Bytes::from_static(b"x"), WAIT);
+    drop(client);
+    wait_counter(&mesh[1], FlowTrace::TombstoneStale, 1);
+    assert!(mesh[1].observed.disconnects.lock().unwrap().is_empty());
+
+    // A fresh bind reaches the new incarnation, which has handled nothing.
+    let mut client = login(&mesh[0], "x");
+    assert_eq!(expect_reply(&mut client, COUNT, "x"), Bytes::from("1"));
+    assert!(mesh[1].node.destroy_actor(&id("nobody")).is_err());
+}

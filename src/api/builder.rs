@@ -334,6 +334,15 @@ impl Node {
             })
     }
 
+    /// Destroys the Actor `id` that this node hosts (§1, §4): its Location
+    /// Store row is removed and its incarnation ends, with its binding. A
+    /// later `create_actor` under the same id makes a new incarnation with a
+    /// greater ObjectGeneration, and the old binding never becomes valid
+    /// again (X6). `Unavailable` when this node does not host it.
+    pub fn destroy_actor(&self, id: &ActorId) -> Result<(), Error> {
+        self.running.destroy_actor(id.clone())
+    }
+
     /// Waits until the link to node `rid` is up; `false` at the timeout.
     pub fn wait_linked(&self, rid: u64, timeout: Duration) -> bool {
         self.running.wait_linked(NodeRid(rid), true, timeout)

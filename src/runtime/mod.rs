@@ -147,6 +147,11 @@ pub(crate) enum NodeCommand {
         id: ActorId,
         reply: mpsc::Sender<Result<ActorRef, Error>>,
     },
+    /// End the incarnation of an Actor this node hosts (§1, §4).
+    DestroyActor {
+        id: ActorId,
+        reply: mpsc::Sender<Result<(), Error>>,
+    },
 }
 
 /// A started node: its shard threads.
@@ -182,6 +187,17 @@ impl RunningNode {
         answer
             .recv()
             .unwrap_or_else(|_| Err(Reason::SessionClosing.into()))
+    }
+
+    /// Asks the Actor's shard to end its incarnation, and waits.
+    pub(crate) fn destroy_actor(&self, id: ActorId) -> Result<(), Error> {
+        let (reply, answer) = mpsc::channel();
+        let shard = id.shard(self.router.shards());
+        let command = NodeCommand::DestroyActor { id, reply };
+        self.router.send(shard, ShardMsg::Command(command));
+        answer
+            .recv()
+            .unwrap_or_else(|_| Err(Reason::ShuttingDown.into()))
     }
 
     pub(crate) fn wait_linked(&self, rid: NodeRid, up: bool, timeout: std::time::Duration) -> bool {

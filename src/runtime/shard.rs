@@ -38,7 +38,7 @@ use crate::core::CoreEvent;
 use crate::error::{Error, Reason};
 use crate::ids::{ActorId, ActorRef, Correlation, PacketKey, Peer, SessionRid};
 use crate::net::{CloseCause, ConnId, ListenerId, NetEvent, Reactor};
-use crate::store::Created;
+use crate::store::{Created, RowVersion};
 use crate::wire::client::{ClientFrame, CloseReason};
 
 /// How many ready tasks one loop turn polls before it looks at the sockets
@@ -421,6 +421,9 @@ impl ShardState {
                 }) => {
                     let _ = reply.send(self.host_or_get(&actor_type, &id));
                 }
+                ShardMsg::Command(NodeCommand::DestroyActor { id, reply }) => {
+                    let _ = reply.send(self.destroy(&id));
+                }
                 ShardMsg::CreateActor {
                     actor_type,
                     id,
@@ -748,6 +751,45 @@ impl ShardState {
         if let Some(hosted) = self.actors.get_mut(actor) {
             hosted.instance = Some(instance);
         }
+    }
+
+    /// Ends the incarnation of a hosted Actor (§1, §4): the Location Store
+    /// row goes first (only the row of this incarnation, by its version), so
+    /// no lookup returns it once the call returned; then the core forgets
+    /// the incarnation and its binding for good (a later message for it is
+    /// refused as stale, X6) and the instance is dropped. Work still queued
+    /// on its lane ends with `Unavailable` rather than silently.
+    fn destroy(&mut self, id: &ActorId) -> Result<(), Error> {
+        let Some(actor_ref) = self.core.actor_owner().actor_ref(id) else {
+            return Err(Reason::StaleLocation.into());
+        };
+        if let Some(store) = self.node.store.clone() {
+            let expected = RowVersion {
+                owner: actor_ref.location.owner,
+                authority: actor_ref.location.authority,
+            };
+            store.remove(id, expected)?;
+        }
+        let now = self.now();
+        self.core.actors(now).destroy(id)?;
+        let Some(hosted) = self.actors.remove(id) else {
+            return Ok(());
+        };
+        self.lane_actors.remove(&hosted.lane);
+        for work in self.actor_lanes.remove_lane(hosted.lane) {
+            let gone = Error::new(Reason::StaleLocation);
+            match work {
+                ActorWork::Message {
+                    reply: Some(ticket),
+                    ..
+                } => self.core.actors(now).reply(ticket, Err(gone)),
+                ActorWork::Disconnect { ticket } => {
+                    self.core.actors(now).disconnect_done(ticket, Err(gone));
+                }
+                ActorWork::Message { reply: None, .. } | ActorWork::Bound => {}
+            }
+        }
+        Ok(())
     }
 
     /// Hosts a new Actor instance of `actor_type` on this shard.
