@@ -5,9 +5,9 @@
 //!
 //! One `std::sync::Mutex` guards all state, so every operation is atomic with
 //! respect to every other. A lock is acceptable here and only here: the store
-//! is called from the store worker thread, never on the bind, relay, push or
-//! disconnect paths (§5, module doc of [`crate::store`]), so the lock is never
-//! contended by a shard.
+//! is called only for rare control operations, never on the bind, relay, push
+//! or disconnect paths (§5, module doc of [`crate::store`]), so the lock is
+//! held briefly and rarely.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};

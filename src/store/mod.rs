@@ -16,10 +16,13 @@
 //! It is **never** called on the bind, relay, push or disconnect paths: a
 //! binding stores the route verified at bind time and uses it for every
 //! message (§1 table, §5 "the Location Store isn't queried again on every
-//! message send", §7). The trait is therefore synchronous: the runtime calls
-//! it from a dedicated store worker thread, never from a shard's socket loop
-//! or a lane, so a blocking call (the Redis store's round trip) never stalls a
-//! hot path. [`CountingStore`] lets tests prove that (CONTRACT R1, X10).
+//! message send", §7). The trait is synchronous. Today the runtime calls it
+//! on the shard thread for the rare control operations (create, look up or
+//! destroy an Actor, renew the lease), which is only an uncontended mutex
+//! with the embedded store; a store with a network round trip (Redis) moves
+//! those calls to a store worker thread so the socket loop never blocks
+//! (docs/store.md). [`CountingStore`] lets tests prove that bind, relay, push
+//! and disconnect never call it (CONTRACT R1, X10).
 //!
 //! # Generations the store keeps
 //!
@@ -70,7 +73,7 @@ use crate::ids::{
 /// Every operation is atomic with respect to every other operation on the
 /// same store, across all processes that share it. Implementations: the
 /// [`EmbeddedStore`] for one process; a Redis store for many (issue 6).
-/// Called only from a store worker thread (module doc).
+/// Never called on the bind, relay, push or disconnect paths (module doc).
 pub trait LocationStore: Send + Sync {
     /// The live row for `actor`, if there is one. A row whose owner lease has
     /// lapsed is not returned: that incarnation ended with the lease (§5).
