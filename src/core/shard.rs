@@ -11,11 +11,8 @@ use super::effects::{CoreEvent, CoreTimer, Effects};
 use super::session::{SessionOwner, SessionOwnerConfig, SessionOwnerIdentity, Sessions};
 use super::time::Instant;
 use super::trace::{FlowCounters, FlowTrace};
-use crate::error::Reason;
 use crate::ids::{NodeRid, Peer, RequestId};
-use crate::wire::node::{
-    ActorSend, BoundSessionBind, NodeRecord, SessionRelocationRoute, SessionRelocationSealed,
-};
+use crate::wire::node::{ActorSend, BoundSessionBind, NodeRecord, SessionRelocationRoute};
 
 /// Which role of a node a record is for (§5 command table directions).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -139,22 +136,9 @@ impl ShardCore {
         self.fx.advance(now);
         match record_role(&record) {
             RecordRole::ActorOwner => self.actors(now).handle_record(from, record),
-            RecordRole::SessionOwner => match record {
-                NodeRecord::SessionRelocationSeal(seal) => {
-                    // Relocation is not served by this node yet: a typed
-                    // refusal, so the coordinator aborts instead of waiting.
-                    let refusal = SessionRelocationSealed {
-                        request: seal.request.id,
-                        outcome: Err(Reason::NotSupported.into()),
-                    };
-                    self.fx
-                        .send(from.rid, NodeRecord::SessionRelocationSealed(refusal));
-                }
-                NodeRecord::SessionRelocationRoute(_) => {
-                    self.fx.trace(FlowTrace::UnhandledRecord);
-                }
-                record => self.sessions(now).handle_record(from, record),
-            },
+            RecordRole::SessionOwner => self.sessions(now).handle_record(from, record),
+            // 43 is the relocation coordinator's (the Actor owner side); until
+            // that side serves it, it is counted, never a panic.
             RecordRole::Coordinator => self.fx.trace(FlowTrace::UnhandledRecord),
         }
     }
