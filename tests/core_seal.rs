@@ -1147,3 +1147,59 @@ fn core_p2_replaced_while_sealed_ends_held_messages_and_the_seal() {
     g.abort(1);
     assert_eq!(g.count(FlowTrace::LateSessionRouteUpdate), 1);
 }
+
+#[test]
+fn core_l2_held_request_past_its_deadline_is_not_sent_by_a_commit_handled_first() {
+    // Given a sealed binding holding a request with a 1 s deadline.
+    let target = Peer {
+        rid: NodeRid(3),
+        generation: NodeGeneration(7),
+    };
+    let (mut core, s, commit, deadline) = sealed_shard();
+    assert_eq!(deadline, Instant::from_millis(4_000));
+    let accepted = Instant::from_millis(2_000);
+    let c = Correlation(5);
+    core.sessions(accepted)
+        .relay(
+            s,
+            &actor_id("a"),
+            PacketKey(1),
+            Bytes::from_static(b"expired"),
+            Some((c, Duration::from_secs(1))),
+        )
+        .unwrap();
+
+    // When the commit is handled after that deadline, before the shard
+    // got to the request's timer.
+    let late = accepted + Duration::from_millis(1_500);
+    core.handle_record(
+        late,
+        target,
+        NodeRecord::SessionRelocationRoute(SessionRelocationRoute::Commit(commit)),
+    );
+    core.handle_timeout(late);
+
+    // Then only the one-way held message goes to the target; the request
+    // ends once, with DeadlineExceeded, and is never sent.
+    let (transmits, events) = outputs(&mut core);
+    let payloads: Vec<_> = transmits
+        .iter()
+        .filter_map(|(to, r)| match r {
+            NodeRecord::ActorSend(ActorSend::Message(m)) => match &m.body {
+                ActorSendBody::Payload { payload, .. } => Some((*to, payload.clone())),
+                ActorSendBody::DisconnectNotice => None,
+            },
+            _ => None,
+        })
+        .collect();
+    assert_eq!(payloads, vec![(target.rid, b(b"held"))]);
+    assert_eq!(
+        events,
+        vec![CoreEvent::Session(SessionEvent::Frame {
+            session: s,
+            frame: failed(c, Reason::Deadline),
+        })]
+    );
+    assert_eq!(core.session_owner().pending_count(), 0);
+    assert_eq!(core.armed_timers(), 0);
+}

@@ -267,10 +267,19 @@ impl Sessions<'_> {
                     continue;
                 };
                 if request.deadline <= now {
-                    // Due but its timer not fired yet: it ends now, unsent.
+                    // Due, but the shard has not handled its timer yet: it
+                    // ends now, as its timer would have ended it, unsent.
                     let deadline = pending.deadline;
+                    self.owner.pending.remove(&request.id);
                     self.fx.cancel(deadline);
-                    self.on_deadline(request.id);
+                    self.fx.trace(FlowTrace::RequestDeadlineExceeded);
+                    self.fx.session_event(SessionEvent::Frame {
+                        session,
+                        frame: ClientFrame::Error {
+                            correlation: request.correlation,
+                            error: Reason::Deadline.into(),
+                        },
+                    });
                     continue;
                 }
                 pending.kind = PendingKind::Relay {
