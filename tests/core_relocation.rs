@@ -655,16 +655,29 @@ fn core_relocation_refused_seal_reopens_with_saved_work_then_ingress_hold_in_ord
 
     // When the source starts relocating it and, at the same instant, the
     // session relays a third request (it reaches the source after the
-    // capture), and the session owner refuses the seal (43 with an error).
+    // capture), and the seal is refused (43 with an error). The session
+    // owner here would install the seal, so the 42 is lost on the link and a
+    // 43 refusal stands in for a session owner that refuses it.
+    mesh.set_dropping(source, sessions, Command::SessionRelocationSeal, true);
     let relocation = mesh.relocations(source).relocate(&a.id, target).unwrap();
     let r3 = mesh.request(sessions, s, &a, b"r3").unwrap();
     mesh.run();
-    let sealed = tapped(&mesh, Command::SessionRelocationSealed);
-    assert_eq!(sealed.len(), 1);
-    let NodeRecord::SessionRelocationSealed(sealed) = &sealed[0].record else {
+    let seals = tapped(&mesh, Command::SessionRelocationSeal);
+    assert_eq!(seals.len(), 1);
+    let NodeRecord::SessionRelocationSeal(seal) = &seals[0].record else {
         unreachable!()
     };
-    let refusal = sealed.outcome.unwrap_err();
+    let refusal = Error::new(Reason::SessionClosing);
+    let sealed = zlink::wire::node::SessionRelocationSealed {
+        request: seal.request.id,
+        outcome: Err(refusal),
+    };
+    mesh.inject(
+        sessions,
+        source,
+        NodeRecord::SessionRelocationSealed(sealed),
+    );
+    mesh.run();
 
     // Then the relocation ends with that error before anything was
     // prepared: no 60, no durable abort, no 44 (no seal to release).

@@ -68,6 +68,11 @@ impl Effects {
         self.now = self.now.max(now);
     }
 
+    /// The time of the input being handled.
+    pub(crate) fn now(&self) -> Instant {
+        self.now
+    }
+
     pub(crate) fn send(&mut self, to: NodeRid, record: NodeRecord) {
         self.transmits.push_back((to, record));
     }

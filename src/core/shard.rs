@@ -12,11 +12,9 @@ use super::relocation::{RelocationConfig, RelocationOwner, Relocations};
 use super::session::{SessionOwner, SessionOwnerConfig, SessionOwnerIdentity, Sessions};
 use super::time::Instant;
 use super::trace::{FlowCounters, FlowTrace};
-use crate::error::Reason;
 use crate::ids::{NodeRid, Peer, RequestId};
 use crate::wire::node::{
     ActorReply, ActorSend, BindTerminal, BoundSessionBind, NodeRecord, SessionRelocationRoute,
-    SessionRelocationSealed,
 };
 
 /// Which role of a node a record is for (§5 command table directions).
@@ -183,22 +181,7 @@ impl ShardCore {
         self.fx.advance(now);
         match record_role(&record) {
             RecordRole::ActorOwner => self.relocations(now).handle_actor_record(from, record),
-            RecordRole::SessionOwner => match record {
-                NodeRecord::SessionRelocationSeal(seal) => {
-                    // Relocation is not served by this node yet: a typed
-                    // refusal, so the coordinator aborts instead of waiting.
-                    let refusal = SessionRelocationSealed {
-                        request: seal.request.id,
-                        outcome: Err(Reason::NotSupported.into()),
-                    };
-                    self.fx
-                        .send(from.rid, NodeRecord::SessionRelocationSealed(refusal));
-                }
-                NodeRecord::SessionRelocationRoute(_) => {
-                    self.fx.trace(FlowTrace::UnhandledRecord);
-                }
-                record => self.sessions(now).handle_record(from, record),
-            },
+            RecordRole::SessionOwner => self.sessions(now).handle_record(from, record),
             RecordRole::Coordinator => self
                 .relocations(now)
                 .handle_coordinator_record(from, record),

@@ -75,6 +75,13 @@ flow_trace! {
     LateSessionRouteUpdate => "late_session_route_update", warn;
     /// §8.1: a relocation seal timed out and closed the session.
     SealTimeout => "seal_timeout", warn;
+    /// §8.1: a message held under a seal dropped undelivered (the seal timed
+    /// out, or its binding was retired while sealed).
+    HeldMessageDropped => "held_message_dropped", debug;
+    /// §8.2: a 44 commit switched a sealed binding's route to the target.
+    SessionRouteCommitted => "session_route_committed", debug;
+    /// §8.2: a 44 abort released a seal; held messages went over the source route.
+    SessionSealAborted => "session_seal_aborted", debug;
     /// §8.1: the target's cutover fallback fired.
     CutoverTimeout => "cutover_timeout", warn;
     /// §8.1: a relocation committed (the target's CAS swapped authority).

@@ -473,6 +473,7 @@ fn run_shard(
             replacement_callback_timeout: shared.settings.replacement_callback_timeout,
             bind_timeout: shared.settings.bind_timeout,
             disconnect_deadline: shared.settings.disconnect_deadline,
+            relocation_seal_timeout: shared.settings.relocation_seal_timeout,
         },
         relocation: RelocationConfig::default(),
     };

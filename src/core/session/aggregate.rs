@@ -4,18 +4,21 @@
 //!
 //! The aggregate never reads the Location Store, never picks a relocation
 //! target and never re-judges Actor authority (§2). It owns exactly these
-//! facts: which bindings are current, what route each stores, and whether the
-//! session is open, replacing or closed.
+//! facts: which bindings are current, what route each stores, which one is
+//! sealed for a relocation and what it holds (§8.1), and whether the session
+//! is open, replacing or closed.
 
 use std::collections::HashMap;
 
 use crate::core::timer::TimerKey;
+use crate::error::Reason;
 use crate::ids::{
     ActorId, ActorLocation, ActorRef, BindingGeneration, ObjectGeneration, Peer, RequestId,
     SessionRid, SessionSequence,
 };
-use crate::wire::node::BoundSessionSend;
+use crate::wire::node::{BoundSessionSend, SealIdentity};
 
+use super::seal::Seal;
 use super::Ticket;
 
 /// Where a session is in its life (§6, §7). States, not flags: a closed
@@ -65,14 +68,56 @@ pub(crate) struct Binding {
     pub(crate) state: BindingState,
 }
 
-/// §7: a binding stays current until its disconnect notification is sent;
-/// from then on it only waits for the callback terminal and its tombstone.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// §7, §8.1: a binding stays current until its disconnect notification is
+/// sent; from then on it only waits for the callback terminal and its
+/// tombstone. A relocation seal is a state of one binding, not of the session
+/// or its lane, so the session's other bindings keep flowing.
+#[derive(Debug)]
 pub(crate) enum BindingState {
     /// Relay and push use it.
     Current,
+    /// §8.1: sealed for a relocation; relays are held until 44 or the seal
+    /// timeout.
+    Sealed(Seal),
     /// A disconnect notification is in flight; it runs at most once (§7).
-    Notifying { request: RequestId },
+    Notifying,
+}
+
+impl Binding {
+    /// Whether the application still sees the binding (§13 `Bound`, `Find`)
+    /// and may relay on it: current, or sealed with no disconnect notice held.
+    pub(crate) fn is_bound(&self) -> bool {
+        match &self.state {
+            BindingState::Current => true,
+            BindingState::Sealed(seal) => seal.disconnect.is_none(),
+            BindingState::Notifying => false,
+        }
+    }
+
+    /// The seal of a binding that is being removed, when it was sealed.
+    pub(crate) fn into_seal(self) -> Option<Seal> {
+        match self.state {
+            BindingState::Sealed(seal) => Some(seal),
+            _ => None,
+        }
+    }
+
+    /// The seal, when the binding is sealed.
+    pub(crate) fn seal_mut(&mut self) -> Option<&mut Seal> {
+        match &mut self.state {
+            BindingState::Sealed(seal) => Some(seal),
+            _ => None,
+        }
+    }
+}
+
+/// What a 42 asks of a binding that matches it (§8.1, §8.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SealStep {
+    /// The binding is current: install the seal.
+    Install,
+    /// The same relocation already sealed it: answer Ok again, change nothing.
+    AlreadySealed,
 }
 
 /// The session-side validation of one physical session.
@@ -127,11 +172,10 @@ impl SessionBindingAggregate {
         self.sequence
     }
 
-    /// The current binding for `actor`, if it is current (not being notified).
+    /// The binding for `actor`, if the application still sees it (current
+    /// or sealed, not being notified).
     pub(crate) fn current(&self, actor: &ActorId) -> Option<&Binding> {
-        self.bindings
-            .get(actor)
-            .filter(|b| b.state == BindingState::Current)
+        self.bindings.get(actor).filter(|b| b.is_bound())
     }
 
     /// The binding as the application sees it: an ActorRef whose location is
@@ -149,7 +193,7 @@ impl SessionBindingAggregate {
         let mut refs: Vec<_> = self
             .bindings
             .iter()
-            .filter(|(_, b)| b.state == BindingState::Current)
+            .filter(|(_, b)| b.is_bound())
             .map(|(id, b)| Self::view(id, b))
             .collect();
         refs.sort_by(|a, b| a.id.cmp(&b.id));
@@ -157,14 +201,15 @@ impl SessionBindingAggregate {
     }
 
     /// §5 linearization point 2: the binding commit and every state the push
-    /// judgment consults are published together, here, in one step.
+    /// judgment consults are published together, here, in one step. Returns
+    /// the binding it replaced, if any (a rebind to another incarnation).
     pub(crate) fn commit_binding(
         &mut self,
         actor: ActorId,
         generation: BindingGeneration,
         object_generation: ObjectGeneration,
         location: ActorLocation,
-    ) -> ActorRef {
+    ) -> (ActorRef, Option<Binding>) {
         let binding = Binding {
             generation,
             object_generation,
@@ -172,8 +217,47 @@ impl SessionBindingAggregate {
             state: BindingState::Current,
         };
         let view = Self::view(&actor, &binding);
-        self.bindings.insert(actor, binding);
-        view
+        let replaced = self.bindings.insert(actor, binding);
+        (view, replaced)
+    }
+
+    /// §8.1: a 42 names exactly one binding — its binding generation, ActorId
+    /// and ObjectGeneration must all be this session's current ones; a seal
+    /// of another relocation is never replaced. Nothing changes here.
+    pub(crate) fn judge_seal(
+        &self,
+        actor: &ActorId,
+        object_generation: ObjectGeneration,
+        seal: &SealIdentity,
+    ) -> Result<SealStep, Reason> {
+        let Some(binding) = self.bindings.get(actor) else {
+            return Err(Reason::StaleBinding);
+        };
+        if binding.generation != seal.binding {
+            return Err(Reason::StaleBinding);
+        }
+        if binding.object_generation != object_generation {
+            return Err(Reason::ObjectGenerationMismatch);
+        }
+        match &binding.state {
+            BindingState::Current => Ok(SealStep::Install),
+            BindingState::Sealed(installed) if installed.relocation == seal.relocation => {
+                Ok(SealStep::AlreadySealed)
+            }
+            BindingState::Sealed(_) => Err(Reason::RelocationSealed),
+            BindingState::Notifying => Err(Reason::StaleBinding),
+        }
+    }
+
+    /// §8.1 "whether the binding the seal was installed on matches the
+    /// binding whose route is being changed": the Actor whose binding carries
+    /// this seal (relocation identity and binding generation), if any.
+    pub(crate) fn sealed_by(&self, seal: &SealIdentity) -> Option<&ActorId> {
+        self.bindings.iter().find_map(|(actor, binding)| {
+            let matches = binding.generation == seal.binding
+                && matches!(&binding.state, BindingState::Sealed(s) if s.relocation == seal.relocation);
+            matches.then_some(actor)
+        })
     }
 
     /// §5, §8.1: a push is judged on the source ObjectGeneration, source

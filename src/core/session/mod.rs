@@ -15,8 +15,11 @@
 //!   terminal, or at SessionReplacementCallbackTimeout (§6).
 //! - Disconnect notifies every current binding once, all-settled, then sends
 //!   the tombstone (§7).
+//! - A relocation seal (42) holds one binding's messages until 44 or
+//!   SessionRelocationSealTimeout (§8.1, `seal.rs`).
 
 mod aggregate;
+mod seal;
 
 pub use aggregate::SessionBindingAggregate;
 
@@ -25,14 +28,18 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use self::aggregate::{BindingState, Lifecycle, PushVerdict, Replacement, ReplacementPhase};
+use self::aggregate::{
+    Binding, BindingState, Lifecycle, PushVerdict, Replacement, ReplacementPhase,
+};
+use self::seal::{Accepted, AcceptedRequest, HeldDisconnect, Seal};
 use super::effects::{CoreTimer, Effects};
 use super::timer::TimerKey;
 use super::trace::FlowTrace;
 use crate::error::{Error, Reason};
 use crate::ids::{
     ActorId, ActorLocation, ActorRef, BindingGeneration, Correlation, NodeGeneration, NodeRid,
-    OwnerLeaseGeneration, PacketKey, Peer, RequestId, SessionOwnerId, SessionRef, SessionRid,
+    OwnerLeaseGeneration, PacketKey, Peer, RelocationId, RequestId, SessionOwnerId, SessionRef,
+    SessionRid,
 };
 use crate::wire::client::{ClientFrame, CloseReason};
 use crate::wire::node::{
@@ -56,6 +63,9 @@ pub struct SessionOwnerConfig {
     /// §7 lifecycle deadline: how long a disconnect notification waits for its
     /// Spot callback before cleanup proceeds.
     pub disconnect_deadline: Duration,
+    /// §8.1 SessionRelocationSealTimeout: how long a seal waits for its 44
+    /// before the physical session closes. Default 3,000 ms.
+    pub relocation_seal_timeout: Duration,
 }
 
 impl Default for SessionOwnerConfig {
@@ -64,6 +74,7 @@ impl Default for SessionOwnerConfig {
             replacement_callback_timeout: Duration::from_millis(30_000),
             bind_timeout: Duration::from_millis(5_000),
             disconnect_deadline: Duration::from_millis(5_000),
+            relocation_seal_timeout: Duration::from_millis(3_000),
         }
     }
 }
@@ -117,6 +128,15 @@ pub enum SessionTimer {
         session: SessionRid,
         /// The retired binding generation.
         retired: BindingGeneration,
+    },
+    /// §8.1 SessionRelocationSealTimeout: 44 did not come in time.
+    SealTimeout {
+        /// The session holding the sealed binding.
+        session: SessionRid,
+        /// The sealed binding's Actor.
+        actor: ActorId,
+        /// The relocation whose seal it is, revalidated when it fires.
+        relocation: RelocationId,
     },
 }
 
@@ -191,6 +211,12 @@ enum PendingKind {
         ticket: Ticket,
     },
     Relay {
+        correlation: Correlation,
+    },
+    /// §8.1: a request held on a sealed binding, not sent yet; its deadline
+    /// runs from acceptance.
+    Held {
+        actor: ActorId,
         correlation: Correlation,
     },
     Disconnect {
@@ -289,6 +315,15 @@ impl SessionOwner {
         self.next_request = self.next_request.next();
         self.next_request
     }
+
+    /// The seal of a session's binding, when that binding is sealed.
+    fn seal_mut(&mut self, session: SessionRid, actor: &ActorId) -> Option<&mut Seal> {
+        self.sessions
+            .get_mut(&session)?
+            .bindings
+            .get_mut(actor)?
+            .seal_mut()
+    }
 }
 
 /// The session owner with the shard's effects: every command and input.
@@ -364,7 +399,9 @@ impl Sessions<'_> {
 
     /// Relays a client payload to a bound Actor as 24 (§5), over the route
     /// stored at bind time. With a correlation it is a request whose reply or
-    /// typed error completes that correlation exactly once (§12).
+    /// typed error completes that correlation exactly once (§12). On a sealed
+    /// binding the message is held by the aggregate until the seal's outcome
+    /// (§8.1); a held request still ends at its own deadline.
     pub fn relay(
         &mut self,
         session: SessionRid,
@@ -373,42 +410,90 @@ impl Sessions<'_> {
         payload: Bytes,
         request: Option<(Correlation, Duration)>,
     ) -> Result<(), Error> {
-        let session_ref = self.owner.session_ref(session);
         let aggregate = self.aggregate_open(session)?;
         let Some(binding) = aggregate.current(actor) else {
             return Err(Reason::SessionNotBound.into());
         };
-        let (generation, object_generation) = (binding.generation, binding.object_generation);
-        let location = binding.location.clone();
+        let sealed = matches!(binding.state, BindingState::Sealed(_));
+        let peer = binding.location.owner;
         let sequence = aggregate.next_sequence();
-        let header = request.map(|(correlation, budget)| {
+        let now = self.fx.now();
+        let request = request.map(|(correlation, budget)| {
             let id = self.owner.request_id();
-            let kind = PendingKind::Relay { correlation };
-            self.track(id, session, location.owner, budget, kind);
-            RequestHeader { id, budget }
+            let kind = if sealed {
+                PendingKind::Held {
+                    actor: actor.clone(),
+                    correlation,
+                }
+            } else {
+                PendingKind::Relay { correlation }
+            };
+            self.track(id, session, peer, budget, kind);
+            AcceptedRequest {
+                id,
+                correlation,
+                deadline: now + budget,
+            }
         });
-        let message = ActorMessage {
-            request: header,
+        let message = Accepted {
+            sequence,
+            key,
+            payload,
+            request,
+        };
+        if sealed {
+            self.hold(session, actor, message);
+        } else {
+            self.submit(session, actor, message);
+        }
+        Ok(())
+    }
+
+    /// Sends one accepted message as 24 over the binding's stored route, with
+    /// the binding generation and its session sequence (§5). A request's
+    /// budget is what is left of its deadline.
+    fn submit(&mut self, session: SessionRid, actor: &ActorId, message: Accepted) {
+        let session_ref = self.owner.session_ref(session);
+        let now = self.fx.now();
+        let binding = self
+            .owner
+            .sessions
+            .get(&session)
+            .and_then(|a| a.bindings.get(actor));
+        let Some(binding) = binding else {
+            debug_assert!(false, "submit on a binding that does not exist");
+            return;
+        };
+        let record = ActorMessage {
+            request: message.request.map(|r| RequestHeader {
+                id: r.id,
+                budget: r.deadline - now,
+            }),
             actor: actor.clone(),
-            object_generation,
-            authority: location.authority,
-            lease: location.lease,
+            object_generation: binding.object_generation,
+            authority: binding.location.authority,
+            lease: binding.location.lease,
             tail: BoundSessionTail {
                 session: session_ref,
-                binding: generation,
-                sequence,
+                binding: binding.generation,
+                sequence: message.sequence,
             },
             body: ActorSendBody::Payload {
-                key,
-                correlation: request.map(|(c, _)| c),
-                payload,
+                key: message.key,
+                correlation: message.request.map(|r| r.correlation),
+                payload: message.payload,
             },
         };
-        self.fx.send(
-            location.owner,
-            NodeRecord::ActorSend(ActorSend::Message(message)),
-        );
-        Ok(())
+        let to = binding.location.owner;
+        if let Some(pending) = message
+            .request
+            .and_then(|r| self.owner.pending.get_mut(&r.id))
+        {
+            // The request ends only by an answer from the node it goes to.
+            pending.peer = to;
+        }
+        self.fx
+            .send(to, NodeRecord::ActorSend(ActorSend::Message(record)));
     }
 
     /// §7 NotifyDisconnected: the logical disconnect notification to one
@@ -420,11 +505,20 @@ impl Sessions<'_> {
         actor: &ActorId,
     ) -> Result<Ticket, Error> {
         let aggregate = self.aggregate_open(session)?;
-        if aggregate.current(actor).is_none() {
+        let Some(binding) = aggregate.current(actor) else {
             return Err(Reason::SessionNotBound.into());
-        }
+        };
+        let sealed = matches!(binding.state, BindingState::Sealed(_));
         let ticket = self.owner.ticket();
-        self.send_disconnect_notice(session, actor, TombstoneCause::Notified, Some(ticket));
+        if sealed {
+            let held = HeldDisconnect {
+                cause: TombstoneCause::Notified,
+                ticket: Some(ticket),
+            };
+            self.hold_disconnect(session, actor, held);
+        } else {
+            self.send_disconnect_notice(session, actor, TombstoneCause::Notified, Some(ticket));
+        }
         Ok(ticket)
     }
 
@@ -491,6 +585,8 @@ impl Sessions<'_> {
             }
             NodeRecord::BoundSessionSend(send) => self.on_bound_send(from, send),
             NodeRecord::BoundSessionReplaced(replaced) => self.on_replaced(from, replaced),
+            NodeRecord::SessionRelocationSeal(seal) => self.on_seal(from, seal),
+            NodeRecord::SessionRelocationRoute(route) => self.on_route(route),
             other => {
                 debug_assert!(false, "record not for the session owner: {other:?}");
                 self.fx.trace(FlowTrace::UnhandledRecord);
@@ -528,6 +624,11 @@ impl Sessions<'_> {
                     self.fx.trace(FlowTrace::ReplacementCloseSuperseded);
                 }
             }
+            SessionTimer::SealTimeout {
+                session,
+                actor,
+                relocation,
+            } => self.on_seal_timeout(session, &actor, relocation),
         }
     }
 
@@ -579,8 +680,8 @@ impl Sessions<'_> {
         let Some(binding) = aggregate.bindings.get_mut(actor) else {
             return;
         };
-        debug_assert_eq!(binding.state, BindingState::Current);
-        binding.state = BindingState::Notifying { request };
+        debug_assert!(matches!(binding.state, BindingState::Current));
+        binding.state = BindingState::Notifying;
         let generation = binding.generation;
         let location = binding.location.clone();
         let message = ActorMessage {
@@ -638,9 +739,22 @@ impl Sessions<'_> {
         let current: Vec<ActorId> = aggregate
             .bindings
             .iter()
-            .filter(|(_, b)| b.state == BindingState::Current)
+            .filter(|(_, b)| matches!(b.state, BindingState::Current))
             .map(|(id, _)| id.clone())
             .collect();
+        // §7 while sealed: the notice waits for the seal's outcome and goes
+        // over the route it resolves to; a NotifyDisconnected already held is
+        // that notice (at most once).
+        for seal in aggregate
+            .bindings
+            .values_mut()
+            .filter_map(Binding::seal_mut)
+        {
+            seal.disconnect.get_or_insert(HeldDisconnect {
+                cause: TombstoneCause::Disconnect,
+                ticket: None,
+            });
+        }
         let in_flight: Vec<RequestId> = self
             .owner
             .pending
@@ -667,19 +781,32 @@ impl Sessions<'_> {
             return;
         };
         self.fx.cancel(pending.deadline);
-        if let PendingKind::Bind {
-            actor,
-            generation,
-            ticket,
-        } = pending.kind
-        {
-            self.tombstone_unadmitted(pending.session, &actor, generation);
-            self.fx.session_event(SessionEvent::BindCompleted {
-                session: pending.session,
+        match pending.kind {
+            PendingKind::Bind {
+                actor,
+                generation,
                 ticket,
-                outcome: Err(Reason::SessionClosing.into()),
-            });
+            } => {
+                self.tombstone_unadmitted(pending.session, &actor, generation);
+                self.fx.session_event(SessionEvent::BindCompleted {
+                    session: pending.session,
+                    ticket,
+                    outcome: Err(Reason::SessionClosing.into()),
+                });
+            }
+            // §8.1: it ended while held, so it is never sent.
+            PendingKind::Held { actor, .. } => self.unhold(pending.session, &actor, request),
+            PendingKind::Relay { .. } | PendingKind::Disconnect { .. } => {}
         }
+    }
+
+    /// Removes a held request that ended from its seal's held list.
+    fn unhold(&mut self, session: SessionRid, actor: &ActorId, request: RequestId) {
+        let removed = self
+            .owner
+            .seal_mut(session, actor)
+            .is_some_and(|seal| seal.unhold(request));
+        debug_assert!(removed, "a held request is in its seal's held list");
     }
 
     fn tombstone_unadmitted(
@@ -725,7 +852,7 @@ impl Sessions<'_> {
         if matches!(pending.kind, PendingKind::Disconnect { .. }) {
             self.fx.trace(FlowTrace::DisconnectCallbackTimeout);
         }
-        self.end_unanswered(pending, Reason::Deadline.into());
+        self.end_unanswered(request, pending, Reason::Deadline.into());
     }
 
     /// The transport could not send `request` to `to` (no link): it ends now
@@ -735,18 +862,18 @@ impl Sessions<'_> {
             .owner
             .pending
             .get(&request)
-            .is_some_and(|p| p.peer == to);
+            .is_some_and(|p| p.peer == to && !matches!(p.kind, PendingKind::Held { .. }));
         let Some(pending) = ours.then(|| self.owner.pending.remove(&request)).flatten() else {
             return;
         };
         self.fx.cancel(pending.deadline);
-        self.end_unanswered(pending, Reason::PeerUnreachable.into());
+        self.end_unanswered(request, pending, Reason::PeerUnreachable.into());
     }
 
     /// Ends a request that got no reply: a bind with its terminal (and a
     /// tombstone in case it was admitted), a relay with the client's typed
     /// error, a disconnect notice by settling the binding anyway (§7).
-    fn end_unanswered(&mut self, pending: Pending, error: Error) {
+    fn end_unanswered(&mut self, request: RequestId, pending: Pending, error: Error) {
         match pending.kind {
             PendingKind::Bind {
                 actor,
@@ -761,6 +888,15 @@ impl Sessions<'_> {
                 });
             }
             PendingKind::Relay { correlation } => {
+                self.fx.session_event(SessionEvent::Frame {
+                    session: pending.session,
+                    frame: ClientFrame::Error { correlation, error },
+                });
+            }
+            PendingKind::Held { actor, correlation } => {
+                // §8.1: a held request still ends at its own deadline, and
+                // leaves the held list so that it is never sent later.
+                self.unhold(pending.session, &actor, request);
                 self.fx.session_event(SessionEvent::Frame {
                     session: pending.session,
                     frame: ClientFrame::Error { correlation, error },
@@ -799,7 +935,9 @@ impl Sessions<'_> {
             return None;
         };
         let is_bind = matches!(pending.kind, PendingKind::Bind { .. });
-        if pending.peer != from.rid || is_bind != bind_terminal {
+        // A held request was never sent: nothing can answer it yet.
+        let is_held = matches!(pending.kind, PendingKind::Held { .. });
+        if pending.peer != from.rid || is_bind != bind_terminal || is_held {
             self.fx.trace(FlowTrace::ReplyMismatch);
             return None;
         }
@@ -840,6 +978,9 @@ impl Sessions<'_> {
             }
             PendingKind::Bind { .. } => {
                 unreachable!("take_pending returns a bind only for a 38 terminal")
+            }
+            PendingKind::Held { .. } => {
+                debug_assert!(false, "take_pending never returns a held request");
             }
         }
     }
@@ -903,6 +1044,7 @@ impl Sessions<'_> {
             return;
         };
         aggregate.binds_in_flight.remove(&actor.id);
+        let mut replaced = None;
         let outcome = terminal.outcome.map(|route| {
             let location = ActorLocation {
                 mesh: route.mesh,
@@ -911,13 +1053,21 @@ impl Sessions<'_> {
                 authority: route.authority,
                 lease: route.lease,
             };
-            aggregate.commit_binding(actor.id, generation, actor.generation, location)
+            let (view, previous) =
+                aggregate.commit_binding(actor.id, generation, actor.generation, location);
+            replaced = previous;
+            view
         });
         self.fx.session_event(SessionEvent::BindCompleted {
             session,
             ticket,
             outcome,
         });
+        if let Some(seal) = replaced.and_then(Binding::into_seal) {
+            // The sealed binding was replaced by another incarnation's: what
+            // it held is for a binding that no longer exists (§4, §8.1).
+            self.discard(session, seal, Reason::StaleBinding.into());
+        }
     }
 
     fn on_bound_send(&mut self, from: Peer, send: BoundSessionSend) {
@@ -986,9 +1136,15 @@ impl Sessions<'_> {
         }
         // Retire the binding: the Actor owner already refuses its ingress,
         // and the session's close must not notify or tombstone it (§6).
-        aggregate.bindings.remove(&actor);
+        let retired = aggregate.bindings.remove(&actor);
+        let open = aggregate.is_open();
         self.fx.trace(FlowTrace::BindingReplaced);
-        if !aggregate.is_open() {
+        if let Some(seal) = retired.and_then(Binding::into_seal) {
+            // §8.1: held messages for a retired binding would be refused at
+            // the Actor owner; they end here instead.
+            self.discard(session, seal, Reason::StaleBinding.into());
+        }
+        if !open {
             // Already replacing: this binding is retired too, one callback.
             return;
         }
