@@ -38,7 +38,7 @@ use crate::core::CoreEvent;
 use crate::error::{Error, Reason};
 use crate::ids::{ActorId, ActorRef, Correlation, PacketKey, Peer, SessionRid};
 use crate::net::{CloseCause, ConnId, ListenerId, NetEvent, Reactor};
-use crate::store::{Created, RowVersion};
+use crate::store::{Created, RowVersion, StoreError};
 use crate::wire::client::{ClientFrame, CloseReason};
 
 /// How many ready tasks one loop turn polls before it looks at the sockets
@@ -116,6 +116,9 @@ pub(crate) struct ShardState {
     actor_waiters: HashMap<u64, Completer<Result<ActorRef, Error>>>,
     next_actor_token: u64,
     notify_waiters: HashMap<Ticket, Completer<Result<(), Error>>>,
+    /// §5: this node's Actor owner fenced itself (shard 0 sets it once; a
+    /// lapsed lifecycle stays dead, so the lease is not renewed again).
+    lease_fenced: bool,
 }
 
 /// The shard as its tasks see it: shared, shard-local, never `Send`.
@@ -159,6 +162,7 @@ impl ShardState {
             actor_waiters: HashMap::new(),
             next_actor_token: 0,
             notify_waiters: HashMap::new(),
+            lease_fenced: false,
         }
     }
 
@@ -673,23 +677,71 @@ impl ShardState {
         true
     }
 
-    /// §5: renews the owner lease; when the store refuses, the Actor owner
-    /// fences itself (every later bind and relay ends with Unavailable).
+    /// §5: renews the owner lease. A store that cannot be reached leaves
+    /// the lease as it was: the owner keeps serving until its `expires_at`
+    /// and fences itself then ([`Self::fence_if_lapsed`], X21), so an outage
+    /// neither extends the lease nor cuts it short. A store that says the
+    /// lease lapsed fences the owner at once.
     fn renew_lease(&mut self) {
         let (Some(store), Some(lease)) = (&self.node.store, &self.node.lease) else {
             return;
         };
+        if self.lease_fenced {
+            return;
+        }
         let mut lease = lease
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         match store.renew_lease(&lease) {
             Ok(renewed) => *lease = renewed,
-            Err(error) => {
-                tracing::error!(%error, "owner lease not renewed: fencing this node's actors");
-                for shard in 0..self.router.shards() {
-                    self.router.send(shard, ShardMsg::Fence);
-                }
+            Err(StoreError::Unavailable(detail)) => {
+                tracing::warn!(%detail, expires_at = ?lease.expires_at,
+                    "owner lease not renewed: the store is unavailable");
             }
+            Err(error) => {
+                drop(lease);
+                self.fence_owner(&error);
+            }
+        }
+    }
+
+    /// How long the owner lease has left by the store's clock (the frame of
+    /// its `expires_at`), on the shard that renews it; `None` when there is
+    /// no lease to watch.
+    fn lease_left(&self) -> Option<Duration> {
+        let (Some(store), Some(lease)) = (&self.node.store, &self.node.lease) else {
+            return None;
+        };
+        if self.index != LINK_SHARD || self.lease_fenced {
+            return None;
+        }
+        let expires_at = lease
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .expires_at;
+        Some(expires_at.saturating_duration_since(store.now()))
+    }
+
+    /// §5, X21: once the lease is past its `expires_at` (renewals failed
+    /// while the store was unreachable), the owner fences itself: a stored
+    /// route is never used past the lease.
+    fn fence_if_lapsed(&mut self) {
+        if self.lease_left() == Some(Duration::ZERO) {
+            self.fence_owner(&"the owner lease expired before it could be renewed");
+        }
+    }
+
+    /// Fences every shard's Actor owner: every later bind and relay ends
+    /// with Unavailable (§5).
+    fn fence_owner(&mut self, why: &dyn std::fmt::Display) {
+        tracing::error!(%why, "fencing this node's actors");
+        self.lease_fenced = true;
+        // This shard at once, before it handles another record; the others
+        // at their next inbox drain.
+        let now = self.now();
+        self.core.actors(now).fence();
+        for shard in (0..self.router.shards()).filter(|&s| s != self.index) {
+            self.router.send(shard, ShardMsg::Fence);
         }
     }
 
@@ -1082,6 +1134,9 @@ pub(crate) fn run(
                 if let Some(dial) = state.links.next_dial_in() {
                     wait = wait.min(dial);
                 }
+                if let Some(left) = state.lease_left() {
+                    wait = wait.min(left);
+                }
                 Some(wait)
             }
         };
@@ -1092,6 +1147,8 @@ pub(crate) fn run(
             if let Err(error) = state.reactor.turn(timeout) {
                 tracing::error!(%error, "reactor turn failed");
             }
+            // Before this turn's records: none is admitted past the lease.
+            state.fence_if_lapsed();
             state.process_net();
             state.process_inbox();
             let now = state.now();

@@ -335,6 +335,10 @@ impl<C: Clock> LocationStore for EmbeddedStore<C> {
             .filter(|lease| lease.is_live_at(now))
             .cloned())
     }
+
+    fn now(&self) -> Instant {
+        self.clock.now()
+    }
 }
 
 #[cfg(test)]

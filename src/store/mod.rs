@@ -54,7 +54,9 @@
 mod clock;
 mod counting;
 mod embedded;
+mod redis;
 
+pub use self::redis::{RedisConfigError, RedisStore, RedisStoreConfig, CLUSTER_LEN_MAX};
 pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use counting::{CountingStore, StoreCounts};
 pub use embedded::EmbeddedStore;
@@ -171,6 +173,13 @@ pub trait LocationStore: Send + Sync {
 
     /// The node's current lease, if it is live.
     fn lease(&self, node: NodeRid) -> Result<Option<OwnerLease>, StoreError>;
+
+    /// The store's clock: the frame of every [`OwnerLease::expires_at`] it
+    /// returns. Reading it asks the store nothing. An owner whose renewal
+    /// failed with [`StoreError::Unavailable`] keeps its lease until `now()`
+    /// reaches `expires_at` and fences itself then (§5, X21): an outage
+    /// neither extends the lease nor cuts it short.
+    fn now(&self) -> Instant;
 }
 
 /// A node's owner lease (§5): held by one process lifecycle of the node and
