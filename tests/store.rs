@@ -86,9 +86,11 @@ impl Harness for Embedded {
     }
 }
 
-/// A Redis store on its own redis-server child process.
+/// A Redis store on a redis-server child process, in its own key namespace
+/// (cluster name), so that several harnesses can share one server.
 struct Redis {
-    server: RedisServer,
+    server: Arc<RedisServer>,
+    cluster: String,
     store: RedisStore,
     term: Duration,
 }
@@ -98,23 +100,24 @@ struct Redis {
 const REDIS_TERM: Duration = Duration::from_millis(1_000);
 
 impl Redis {
+    /// On a server of its own.
     fn new(mode: Mode) -> Self {
-        Self::with_term(mode, REDIS_TERM)
+        Self::with_term(Arc::new(RedisServer::start(mode)), "test", REDIS_TERM)
     }
 
-    fn with_term(mode: Mode, term: Duration) -> Self {
-        let server = RedisServer::start(mode);
-        let store = open(&server, term);
+    fn with_term(server: Arc<RedisServer>, cluster: &str, term: Duration) -> Self {
+        let store = open(&server, cluster, term);
         Self {
             server,
+            cluster: cluster.to_owned(),
             store,
             term,
         }
     }
 }
 
-fn open(server: &RedisServer, term: Duration) -> RedisStore {
-    let mut config = RedisStoreConfig::new(server.url(), "test");
+fn open(server: &RedisServer, cluster: &str, term: Duration) -> RedisStore {
+    let mut config = RedisStoreConfig::new(server.url(), cluster);
     config.lease_term = term;
     RedisStore::open(config, MonotonicClock::new()).expect("a valid store config")
 }
@@ -124,7 +127,7 @@ impl Harness for Redis {
         &self.store
     }
     fn client(&self) -> Arc<dyn LocationStore> {
-        Arc::new(open(&self.server, self.term))
+        Arc::new(open(&self.server, &self.cluster, self.term))
     }
     fn term(&self) -> Duration {
         self.term
@@ -135,77 +138,53 @@ impl Harness for Redis {
     }
 }
 
-/// The semantic suite, once per store.
+/// The semantic suite: each body once per store. The one-node Redis Cluster
+/// takes two seconds to serve after it starts, so it runs every body on one
+/// server, each in its own key namespace (which also shows that clusters
+/// sharing a Redis do not see each other's rows or leases).
 macro_rules! suite {
-    ($module:ident, $harness:expr) => {
-        mod $module {
-            use super::*;
+    ($($body:ident),* $(,)?) => {
+        mod embedded {
+            $(#[test]
+            fn $body() {
+                super::$body(&super::Embedded::new());
+            })*
+        }
 
-            fn harness() -> impl Harness {
-                $harness
-            }
+        mod redis {
+            $(#[test]
+            fn $body() {
+                super::$body(&super::Redis::new(super::Mode::Volatile));
+            })*
+        }
 
-            #[test]
-            fn create_if_absent_returns_the_winners_row_to_a_second_creator() {
-                super::create_if_absent_returns_the_winners_row_to_a_second_creator(&harness());
-            }
-            #[test]
-            fn concurrent_creators_agree_on_one_incarnation() {
-                super::concurrent_creators_agree_on_one_incarnation(&harness());
-            }
-            #[test]
-            fn cas_with_the_current_version_moves_authority_and_bumps_its_generation() {
-                super::cas_with_the_current_version_moves_authority_and_bumps_its_generation(
-                    &harness(),
-                );
-            }
-            #[test]
-            fn cas_with_a_stale_owner_or_generation_fails_with_the_current_row() {
-                super::cas_with_a_stale_owner_or_generation_fails_with_the_current_row(&harness());
-            }
-            #[test]
-            fn a_durable_abort_makes_that_relocations_cas_fail_and_keeps_the_row() {
-                super::a_durable_abort_makes_that_relocations_cas_fail_and_keeps_the_row(
-                    &harness(),
-                );
-            }
-            #[test]
-            fn an_abort_is_per_coordinator_and_cleared_by_a_new_version() {
-                super::an_abort_is_per_coordinator_and_cleared_by_a_new_version(&harness());
-            }
-            #[test]
-            fn an_abort_after_the_targets_cas_reports_the_moved_row() {
-                super::an_abort_after_the_targets_cas_reports_the_moved_row(&harness());
-            }
-            #[test]
-            fn remove_then_create_gives_strictly_greater_generations() {
-                super::remove_then_create_gives_strictly_greater_generations(&harness());
-            }
-            #[test]
-            fn lease_generation_is_kept_by_renewal_and_new_per_node_generation() {
-                super::lease_generation_is_kept_by_renewal_and_new_per_node_generation(
-                    &harness(),
-                );
-            }
-            #[test]
-            fn renewal_after_expiry_fails_and_the_lapsed_owners_rows_end() {
-                super::renewal_after_expiry_fails_and_the_lapsed_owners_rows_end(&harness());
-            }
-            #[test]
-            fn a_row_stays_live_past_many_terms_while_its_owner_renews() {
-                super::a_row_stays_live_past_many_terms_while_its_owner_renews(&harness());
-            }
-            #[test]
-            fn a_claim_that_is_not_the_live_lease_is_refused() {
-                super::a_claim_that_is_not_the_live_lease_is_refused(&harness());
-            }
+        #[test]
+        fn redis_cluster_runs_every_body_with_one_slot_per_script() {
+            let server = Arc::new(RedisServer::start(Mode::Cluster));
+            let mut namespace = 0;
+            $(
+                namespace += 1;
+                let harness = Redis::with_term(server.clone(), &format!("t{namespace}"), REDIS_TERM);
+                $body(&harness);
+            )*
         }
     };
 }
 
-suite!(embedded, Embedded::new());
-suite!(redis, Redis::new(Mode::Volatile));
-suite!(redis_cluster, Redis::new(Mode::Cluster));
+suite!(
+    create_if_absent_returns_the_winners_row_to_a_second_creator,
+    concurrent_creators_agree_on_one_incarnation,
+    cas_with_the_current_version_moves_authority_and_bumps_its_generation,
+    cas_with_a_stale_owner_or_generation_fails_with_the_current_row,
+    a_durable_abort_makes_that_relocations_cas_fail_and_keeps_the_row,
+    an_abort_is_per_coordinator_and_cleared_by_a_new_version,
+    an_abort_after_the_targets_cas_reports_the_moved_row,
+    remove_then_create_gives_strictly_greater_generations,
+    lease_generation_is_kept_by_renewal_and_new_per_node_generation,
+    renewal_after_expiry_fails_and_the_lapsed_owners_rows_end,
+    a_row_stays_live_past_many_terms_while_its_owner_renews,
+    a_claim_that_is_not_the_live_lease_is_refused,
+);
 
 fn mesh() -> MeshName {
     MeshName::new("game").unwrap()
@@ -681,41 +660,42 @@ fn a_claim_that_is_not_the_live_lease_is_refused(h: &impl Harness) {
 /// NOSCRIPT); a durable server keeps rows, generations and leases.
 #[test]
 fn redis_connection_loss_is_unavailable_then_recovers_after_a_restart() {
-    let mut h = Redis::with_term(Mode::Durable, Duration::from_secs(30));
-    let owner = lease(&h.store, 1, 1);
+    let mut server = RedisServer::start(Mode::Durable);
+    let store = open(&server, "test", Duration::from_secs(30));
+    let owner = lease(&store, 1, 1);
     let player = actor("player-1");
-    let row = h.store.create(&player, &owner.claim()).unwrap().into_row();
+    let row = store.create(&player, &owner.claim()).unwrap().into_row();
 
-    h.server.kill();
+    server.kill();
     let unavailable = |result: Result<(), StoreError>| {
         assert!(
             matches!(result, Err(StoreError::Unavailable(_))),
             "expected Unavailable, got {result:?}"
         )
     };
-    unavailable(h.store.lookup(&player).map(drop));
-    unavailable(h.store.create(&actor("player-2"), &owner.claim()).map(drop));
+    unavailable(store.lookup(&player).map(drop));
+    unavailable(store.create(&actor("player-2"), &owner.claim()).map(drop));
     unavailable(
-        h.store
+        store
             .compare_and_set(&player, row.version(), relocation(1), &owner.claim())
             .map(drop),
     );
-    unavailable(h.store.renew_lease(&owner).map(drop));
-    unavailable(h.store.lease(NodeRid(1)).map(drop));
+    unavailable(store.renew_lease(&owner).map(drop));
+    unavailable(store.lease(NodeRid(1)).map(drop));
 
-    h.server.restart();
-    let renewed = h.store.renew_lease(&owner).unwrap();
+    server.restart();
+    let renewed = store.renew_lease(&owner).unwrap();
     assert_eq!(renewed.generation, owner.generation);
-    assert_eq!(h.store.lookup(&player).unwrap(), Some(row.clone()));
-    let Created::New(second) = h.store.create(&actor("player-2"), &owner.claim()).unwrap() else {
+    assert_eq!(store.lookup(&player).unwrap(), Some(row.clone()));
+    let Created::New(second) = store.create(&actor("player-2"), &owner.claim()).unwrap() else {
         panic!("a create after recovery creates");
     };
     assert_eq!(second.object, ObjectGeneration(1));
     assert_eq!(
-        h.store.remove(&player, row.version()).unwrap(),
+        store.remove(&player, row.version()).unwrap(),
         RemoveOutcome::Removed
     );
-    let Created::New(again) = h.store.create(&player, &owner.claim()).unwrap() else {
+    let Created::New(again) = store.create(&player, &owner.claim()).unwrap() else {
         panic!("re-created");
     };
     assert!(
