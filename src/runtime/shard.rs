@@ -116,6 +116,9 @@ pub(crate) struct ShardState {
     actor_waiters: HashMap<u64, Completer<Result<ActorRef, Error>>>,
     next_actor_token: u64,
     notify_waiters: HashMap<Ticket, Completer<Result<(), Error>>>,
+    /// §5: when the owner lease lapses, by the store's clock; kept by shard
+    /// 0, which renews it, so its loop reads no lock to watch it.
+    lease_expires_at: Option<Instant>,
     /// §5: this node's Actor owner fenced itself (shard 0 sets it once; a
     /// lapsed lifecycle stays dead, so the lease is not renewed again).
     lease_fenced: bool,
@@ -139,6 +142,12 @@ impl ShardState {
         core: ShardCore,
         me: Peer,
     ) -> Self {
+        let lease_expires_at = node.lease.as_ref().map(|lease| {
+            lease
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .expires_at
+        });
         Self {
             node,
             index,
@@ -162,6 +171,7 @@ impl ShardState {
             actor_waiters: HashMap::new(),
             next_actor_token: 0,
             notify_waiters: HashMap::new(),
+            lease_expires_at,
             lease_fenced: false,
         }
     }
@@ -693,7 +703,10 @@ impl ShardState {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         match store.renew_lease(&lease) {
-            Ok(renewed) => *lease = renewed,
+            Ok(renewed) => {
+                self.lease_expires_at = Some(renewed.expires_at);
+                *lease = renewed;
+            }
             Err(StoreError::Unavailable(detail)) => {
                 tracing::warn!(%detail, expires_at = ?lease.expires_at,
                     "owner lease not renewed: the store is unavailable");
@@ -709,16 +722,12 @@ impl ShardState {
     /// its `expires_at`), on the shard that renews it; `None` when there is
     /// no lease to watch.
     fn lease_left(&self) -> Option<Duration> {
-        let (Some(store), Some(lease)) = (&self.node.store, &self.node.lease) else {
+        let (Some(store), Some(expires_at)) = (&self.node.store, self.lease_expires_at) else {
             return None;
         };
         if self.index != LINK_SHARD || self.lease_fenced {
             return None;
         }
-        let expires_at = lease
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .expires_at;
         Some(expires_at.saturating_duration_since(store.now()))
     }
 
