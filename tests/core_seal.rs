@@ -1102,7 +1102,10 @@ fn core_seal_42_installs_only_on_the_binding_it_names_and_is_idempotent() {
     assert_eq!(delivered(&g.mesh, g.source, "a"), vec![b(b"not-held")]);
     // No relocation runs at the source: its coordinator counts each 43 as
     // stale, never a panic.
-    assert_eq!(count(&g.mesh, g.source, FlowTrace::RelocationRecordStale), 8);
+    assert_eq!(
+        count(&g.mesh, g.source, FlowTrace::RelocationRecordStale),
+        8
+    );
     // And the seal ends with its relocation's abort only.
     g.abort(2);
     assert_eq!(g.count(FlowTrace::LateSessionRouteUpdate), 1);
