@@ -3,11 +3,9 @@
 
 mod runtime_support;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use runtime_support::*;
 use zlink::api::NodeSettings;
 use zlink::client::ClientEvent;
@@ -15,7 +13,6 @@ use zlink::core::trace::FlowTrace;
 use zlink::error::{ErrorKind, Reason};
 use zlink::ids::Correlation;
 use zlink::wire::client::ClientFrame;
-use zlink::wire::DecodeLimits;
 
 #[test]
 fn r4_a_request_that_timed_out_is_not_resent_anywhere() {
@@ -109,72 +106,6 @@ fn r5_a_reply_after_its_session_closed_reaches_no_new_session_or_binding() {
     assert_eq!(new.next_event(Duration::from_millis(200)).unwrap(), None);
 }
 
-/// A STREAM connection driven frame by frame (keepalive included).
-struct Raw {
-    stream: TcpStream,
-    buf: BytesMut,
-}
-
-impl Raw {
-    fn connect(game: &Game) -> Self {
-        let stream = TcpStream::connect(game.addr()).unwrap();
-        stream.set_nodelay(true).unwrap();
-        Self {
-            stream,
-            buf: BytesMut::new(),
-        }
-    }
-
-    fn send(&mut self, frames: &[ClientFrame]) {
-        let mut out = BytesMut::new();
-        for frame in frames {
-            frame.encode(&mut out);
-        }
-        self.stream.write_all(&out).unwrap();
-    }
-
-    fn next(&mut self) -> ClientFrame {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            if let Some(frame) = ClientFrame::decode_from(&mut self.buf, &DecodeLimits::default())
-                .expect("a well-formed frame")
-            {
-                return frame;
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            assert!(!left.is_zero(), "no frame from the server");
-            self.stream.set_read_timeout(Some(left)).unwrap();
-            let mut chunk = [0u8; 16 * 1024];
-            let n = self.stream.read(&mut chunk).expect("read");
-            assert!(n > 0, "the server closed the connection");
-            self.buf.extend_from_slice(&chunk[..n]);
-        }
-    }
-
-    fn request(key: zlink::ids::PacketKey, correlation: u32, payload: Bytes) -> ClientFrame {
-        ClientFrame::Request {
-            key,
-            correlation: Correlation(correlation),
-            payload,
-        }
-    }
-
-    fn login(&mut self, actor: &str) {
-        self.send(&[Self::request(
-            LOGIN,
-            1,
-            Bytes::copy_from_slice(actor.as_bytes()),
-        )]);
-        match self.next() {
-            ClientFrame::Reply {
-                correlation: Correlation(1),
-                payload,
-            } => assert_eq!(payload, Bytes::from_static(b"bound")),
-            other => panic!("login: {other:?}"),
-        }
-    }
-}
-
 #[test]
 fn x20_keepalive_is_answered_while_session_and_actor_queues_are_saturated() {
     let settings = NodeSettings {
@@ -186,7 +117,7 @@ fn x20_keepalive_is_answered_while_session_and_actor_queues_are_saturated() {
         settings: Some(settings),
         ..GameOptions::default()
     });
-    let mut raw = Raw::connect(&game);
+    let mut raw = Raw::connect(game.addr());
     raw.login("player-1");
     let mut burst = Vec::new();
     let requests = 600u32;
@@ -233,7 +164,7 @@ fn x20_keepalive_is_answered_while_the_bound_actor_is_busy_on_its_node() {
         .node
         .create_actor("player", &id("player-1"))
         .unwrap();
-    let mut raw = Raw::connect(&mesh[0]);
+    let mut raw = Raw::connect(mesh[0].addr());
     raw.login("player-1");
     let held = mesh[1].observed.held_receiver();
     raw.send(&[Raw::request(HOLD, 2, payload("player-1", "busy"))]);
