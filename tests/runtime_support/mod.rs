@@ -702,7 +702,7 @@ pub fn login_on(game: &Game, actor: &str, shard: u16) -> Client {
 /// and `name::two_shards`, so `cargo test name` runs both.
 #[allow(unused_macros)]
 macro_rules! shard_matrix {
-    ($(#[$meta:meta])* fn $name:ident($shards:ident: usize) $body:block) => {
+    ($(#[$meta:meta])* fn $name:ident($shards:ident: usize $(,)?) $body:block) => {
         $(#[$meta])*
         mod $name {
             #[allow(unused_imports)]
