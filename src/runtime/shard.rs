@@ -102,7 +102,7 @@ pub(crate) struct ShardState {
     lane_actors: HashMap<LaneId, ActorId>,
     lane_sessions: HashMap<LaneId, LaneSession>,
     /// The running turn of each busy session lane.
-    turn_aborts: HashMap<LaneId, RunningTurn>,
+    running_turns: HashMap<LaneId, RunningTurn>,
     lifecycle_deadlines: LifecycleDeadlines,
     draining: Option<Drain>,
     bind_waiters: HashMap<Ticket, Completer<Result<ActorRef, Error>>>,
@@ -148,7 +148,7 @@ impl ShardState {
             actors: HashMap::new(),
             lane_actors: HashMap::new(),
             lane_sessions: HashMap::new(),
-            turn_aborts: HashMap::new(),
+            running_turns: HashMap::new(),
             lifecycle_deadlines,
             draining: None,
             bind_waiters: HashMap::new(),

@@ -114,6 +114,8 @@ impl LifecycleDeadlines {
         Some(at.saturating_duration_since(WallInstant::now()))
     }
 
+    /// Numbers every session turn, so that an expired deadline drops only
+    /// the turn it was armed for.
     fn turn_id(&mut self) -> u64 {
         self.next_turn += 1;
         self.next_turn
@@ -210,7 +212,7 @@ impl ShardState {
         if let Some(session) = self.lane_sessions.get_mut(&lane) {
             session.phase = phase;
         }
-        if let Some(turn) = self.turn_aborts.get(&lane) {
+        if let Some(turn) = self.running_turns.get(&lane) {
             let id = turn.id;
             self.lifecycle_deadlines.arm(lane, id);
         }
@@ -369,12 +371,12 @@ impl ShardState {
         let Some(session) = self.lane_sessions.get(&lane) else {
             return Some((lane, work, None));
         };
-        let (rid, attributes, ended) = (session.rid, session.attributes.clone(), session.phase);
+        let (rid, attributes, phase) = (session.rid, session.attributes.clone(), session.phase);
         let id = self.lifecycle_deadlines.turn_id();
         let (abort, aborted) = completion::<()>();
-        self.turn_aborts
+        self.running_turns
             .insert(lane, RunningTurn { id, _abort: abort });
-        if ended.ended() {
+        if phase.ended() {
             self.lifecycle_deadlines.arm(lane, id);
         }
         let start = TurnStart {
@@ -388,7 +390,7 @@ impl ShardState {
     /// Ends a session turn; after the disconnect turn the lane is removed.
     /// A disconnect turn refused at a full lane is queued now.
     fn end_session_turn(&mut self, lane: LaneId, last: bool) {
-        self.turn_aborts.remove(&lane);
+        self.running_turns.remove(&lane);
         self.session_lanes.finish_turn(lane);
         if last {
             self.remove_session_lane(lane);
@@ -425,7 +427,7 @@ impl ShardState {
             }
             self.lifecycle_deadlines.queue.pop_front();
             if self
-                .turn_aborts
+                .running_turns
                 .get(&lane)
                 .is_some_and(|turn| turn.id == id)
             {
@@ -433,7 +435,7 @@ impl ShardState {
                     ?lane,
                     "a session callback outlived the lifecycle deadline: dropped"
                 );
-                self.turn_aborts.remove(&lane);
+                self.running_turns.remove(&lane);
             }
         }
     }
