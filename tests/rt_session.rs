@@ -17,8 +17,8 @@ use zlink::error::{Error, Reason};
 use zlink::ids::{Correlation, PacketKey};
 use zlink::wire::client::{ClientFrame, CloseReason};
 
-/// The hello: any key without a handler of its own reaches the connect
-/// callback as the first packet.
+/// The hello's key: the first packet reaches the connect callback whatever
+/// its key, even one with no packet handler (like this one).
 const HELLO: PacketKey = PacketKey(7);
 /// Replies the authenticated player's name, or "anonymous".
 const WHOAMI: PacketKey = PacketKey(1);
