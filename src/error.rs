@@ -98,6 +98,10 @@ reasons! {
     HandoffTooLarge = 7 => InvalidOperation, "the actor's state and queued work do not fit one handoff record";
     /// The relocation target is the Actor's own node, or already hosts it.
     RelocationTargetInvalid = 8 => InvalidOperation, "the relocation target cannot take this actor";
+    /// The connect callback refused the client's hello (§1 step 1: a session
+    /// callback authenticates the client); the connection closes with
+    /// `CloseReason::AuthenticationFailed`.
+    NotAuthenticated = 9 => InvalidOperation, "the client did not authenticate";
     /// The stored location is stale and no Message Follow route exists (§12).
     StaleLocation = 10 => Unavailable, "the actor is not at this location and no Message Follow route exists";
     /// The binding generation is retired or unknown at the Actor owner (§6, §12).

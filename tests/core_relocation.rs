@@ -851,3 +851,345 @@ fn core_relocation_records_reach_the_actor_owner_side_on_the_actors_shard() {
         assert_eq!(record_shard(&record, 4), shard, "{record:?}");
     }
 }
+
+// ---- whole flows with a bound session (the session owner's seal, §8.1) ----
+
+/// A relocation of "a", bound to s, in flight: r1 and r2 were queued on the
+/// source's lane at capture (saved work), r3 was relayed at the instant the
+/// relocation started (it reaches the source after the capture: the
+/// ingress hold), r4 after the session owner installed its seal (held by
+/// it). Nothing has been run further than the seal.
+struct Flow {
+    mesh: Mesh,
+    sessions: NodeRid,
+    source: NodeRid,
+    target: NodeRid,
+    a: ActorRef,
+    s: zlink::ids::SessionRid,
+    relocation: RelocationId,
+    /// r1..r4, in relay order.
+    requests: Vec<(zlink::ids::Correlation, &'static [u8])>,
+}
+
+impl Flow {
+    fn start(prepare: impl FnOnce(&mut Mesh, NodeRid, NodeRid)) -> Flow {
+        let (mut mesh, sessions, source, target, a) = three_nodes();
+        let s = mesh.connect(sessions);
+        bind_ok(&mut mesh, sessions, s, &a);
+        prepare(&mut mesh, source, target);
+        mesh.set_behavior(source, zlink::sim::ActorBehavior::Queue);
+        let mut requests = Vec::new();
+        for payload in [&b"r1"[..], b"r2"] {
+            requests.push((mesh.request(sessions, s, &a, payload).unwrap(), payload));
+        }
+        mesh.run();
+        assert_eq!(mesh.lane(source, &a.id).len(), 2);
+        let relocation = mesh.relocations(source).relocate(&a.id, target).unwrap();
+        requests.push((mesh.request(sessions, s, &a, b"r3").unwrap(), b"r3"));
+        // The 42 reaches the session owner (and r3 the source).
+        mesh.advance(LATENCY);
+        assert_eq!(tapped(&mesh, Command::SessionRelocationSealed).len(), 1);
+        requests.push((mesh.request(sessions, s, &a, b"r4").unwrap(), b"r4"));
+        Flow {
+            mesh,
+            sessions,
+            source,
+            target,
+            a,
+            s,
+            relocation,
+            requests,
+        }
+    }
+
+    /// Every request answered exactly once, with its own payload.
+    fn assert_each_answered_once(&self) {
+        for &(correlation, payload) in &self.requests {
+            assert_eq!(
+                self.mesh.answers(self.sessions, self.s, correlation),
+                vec![zlink::wire::client::ClientFrame::Reply {
+                    correlation,
+                    payload: bytes::Bytes::from_static(payload),
+                }],
+                "{payload:?}"
+            );
+        }
+    }
+
+    /// The 24s the session sent to `to` after the relocation started.
+    fn relayed_to(&self, to: NodeRid, after: zlink::core::time::Instant) -> usize {
+        self.mesh
+            .tap()
+            .iter()
+            .filter(|t| t.from == self.sessions && t.to == to && t.at >= after)
+            .filter(|t| t.command() == Command::ActorSend)
+            .count()
+    }
+}
+
+#[test]
+fn core_l1_relocated_bound_actor_serves_relays_on_the_target_over_the_same_connection() {
+    // Given s bound to "a", relocated from the source to the target.
+    let mut f = Flow::start(|_, _, _| {});
+    f.mesh.run();
+    let moved = finished(&f.mesh, f.source, f.relocation)
+        .expect("finished")
+        .expect("committed");
+
+    // Then the connection is kept, the binding's location snapshot names
+    // the target, ActorId and ObjectGeneration are the same, and the
+    // binding identity at the target is the one the source had.
+    assert!(!f.mesh.closed(f.sessions, f.s));
+    let snapshot = f
+        .mesh
+        .node(f.sessions)
+        .core()
+        .session_owner()
+        .find(f.s, &f.a.id)
+        .expect("still bound");
+    assert_eq!(snapshot.location, moved.location);
+    assert_eq!(snapshot.location.owner, f.target);
+    assert_eq!(
+        (snapshot.id.clone(), snapshot.generation),
+        (f.a.id.clone(), f.a.generation)
+    );
+    assert_eq!(
+        registered(&f.mesh, f.target, "a"),
+        Some(zlink::ids::BindingIdentity {
+            owner: f.sessions,
+            lifecycle: zlink::ids::NodeGeneration(1),
+            generation: relayed_generations(&f.mesh, f.s, "a")[0],
+        })
+    );
+    assert_eq!(registered(&f.mesh, f.source, "a"), None);
+    // The 44 commit went from the target, once; nothing answered it.
+    let commits = tapped(&f.mesh, Command::SessionRelocationRoute);
+    assert_eq!(commits.len(), 1);
+    assert_eq!((commits[0].from, commits[0].to), (f.target, f.sessions));
+    assert!(matches!(
+        commits[0].record,
+        NodeRecord::SessionRelocationRoute(SessionRelocationRoute::Commit(_))
+    ));
+
+    // When the client relays after the commit.
+    let after = f.mesh.now();
+    let r5 = f.mesh.request(f.sessions, f.s, &f.a, b"r5").unwrap();
+    f.mesh.run();
+
+    // Then it goes straight to the target and is processed there.
+    assert_eq!(f.relayed_to(f.target, after), 1);
+    assert_eq!(f.relayed_to(f.source, after), 0);
+    assert_eq!(
+        f.mesh.answers(f.sessions, f.s, r5),
+        vec![zlink::wire::client::ClientFrame::Reply {
+            correlation: r5,
+            payload: b(b"r5"),
+        }]
+    );
+    assert_eq!(delivered(&f.mesh, f.target, "a").last(), Some(&b(b"r5")));
+    assert_eq!(
+        count(&f.mesh, f.sessions, FlowTrace::LateSessionRouteUpdate),
+        0
+    );
+}
+
+#[test]
+fn core_l2_saved_work_and_ingress_hold_processed_once_on_target() {
+    // Given the flow: r1, r2 saved work, r3 ingress hold, r4 held by the
+    // session owner's seal.
+    let mut f = Flow::start(|_, _, _| {});
+
+    // When the relocation runs to its end.
+    f.mesh.run();
+    assert!(matches!(
+        finished(&f.mesh, f.source, f.relocation),
+        Some(Ok(_))
+    ));
+
+    // Then r1 and r2 travelled in the 60 and r3 as a 62, before the 63.
+    let prepare = tapped(&f.mesh, Command::RelocationPrepare);
+    let NodeRecord::RelocationPrepare(prepare) = &prepare[0].record else {
+        unreachable!()
+    };
+    let saved: Vec<_> = prepare
+        .saved
+        .iter()
+        .filter_map(|w| match w {
+            zlink::wire::node::SavedWork::Deliver { payload, .. } => Some(payload.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(saved, vec![b(b"r1"), b(b"r2")]);
+    assert_eq!(commands(&f.mesh, f.source, f.target), vec![60, 62, 63]);
+    // Every request was processed exactly once, on the target, in its
+    // relay order; the source processed none of them.
+    assert_eq!(
+        delivered(&f.mesh, f.target, "a"),
+        vec![b(b"r1"), b(b"r2"), b(b"r3"), b(b"r4")]
+    );
+    let at_source = delivered(&f.mesh, f.source, "a");
+    assert_eq!(
+        at_source,
+        vec![b(b"r1"), b(b"r2")],
+        "delivered to the lane once, before the capture"
+    );
+    assert!(f.mesh.lane(f.source, &f.a.id).is_empty());
+    // Each reply reached the client once, under its own correlation: the
+    // saved work's and the ingress hold's through the source's proxies,
+    // r4's directly from the target.
+    f.assert_each_answered_once();
+    assert_eq!(f.mesh.node(f.source).core().relocation().proxy_count(), 0);
+    assert_eq!(count(&f.mesh, f.sessions, FlowTrace::ReplyMismatch), 0);
+    assert_eq!(count(&f.mesh, f.sessions, FlowTrace::LateReplyDropped), 0);
+}
+
+#[test]
+fn core_l5_target_restore_failure_reopens_the_source_and_releases_the_seal() {
+    // Given the flow, with a target whose Restore fails.
+    let mut f = Flow::start(|mesh, _, target| {
+        mesh.set_restore(target, RestoreBehavior::Fail(error(Reason::NoActorFactory)));
+    });
+
+    // When it runs.
+    f.mesh.run();
+
+    // Then the relocation aborted: durable abort first, then the source
+    // reopened, then the 44 abort released the seal, then the 64.
+    assert_eq!(
+        finished(&f.mesh, f.source, f.relocation),
+        Some(Err(error(Reason::NoActorFactory)))
+    );
+    let abort_at = position(&f.mesh, "durable abort", |j| {
+        matches!(j, Journal::Store { .. })
+    });
+    let reopen_at = position(&f.mesh, "reopen", |j| {
+        is_event(j, f.source, |e| matches!(e, RelocationEvent::Reopen { .. }))
+    });
+    let route_at = position(&f.mesh, "44 abort", |j| {
+        is_sent(j, f.source, Command::SessionRelocationRoute)
+    });
+    let discard_at = position(&f.mesh, "64", |j| {
+        is_sent(j, f.source, Command::RelocationDiscard)
+    });
+    assert!(abort_at < reopen_at && abort_at < route_at && abort_at < discard_at);
+    let route = tapped(&f.mesh, Command::SessionRelocationRoute);
+    assert_eq!(route.len(), 1);
+    assert!(matches!(
+        route[0].record,
+        NodeRecord::SessionRelocationRoute(SessionRelocationRoute::Abort(_))
+    ));
+    // The held r4 went over the source route; the connection is kept.
+    assert!(!f.mesh.closed(f.sessions, f.s));
+    let snapshot = f
+        .mesh
+        .node(f.sessions)
+        .core()
+        .session_owner()
+        .find(f.s, &f.a.id);
+    assert_eq!(snapshot.map(|r| r.location.owner), Some(f.source));
+    // All four wait on the source's lane in order, and run there once.
+    let lane: Vec<_> = f
+        .mesh
+        .lane(f.source, &f.a.id)
+        .into_iter()
+        .filter_map(|e| match e {
+            zlink::core::actor::ActorEvent::Deliver { payload, .. } => Some(payload),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(lane, vec![b(b"r1"), b(b"r2"), b(b"r3"), b(b"r4")]);
+    f.mesh.run_lane(f.source, &f.a.id);
+    f.mesh.run();
+    f.assert_each_answered_once();
+    assert!(delivered(&f.mesh, f.target, "a").is_empty());
+    assert_eq!(
+        f.mesh
+            .store()
+            .lookup(&f.a.id)
+            .unwrap()
+            .unwrap()
+            .location
+            .owner,
+        f.source
+    );
+}
+
+#[test]
+fn core_l6_cas_failure_after_relay_ready_never_falls_back_to_the_source_route() {
+    // Given the flow, with the target's CAS held while another owner takes
+    // the row.
+    let mut f = Flow::start(|mesh, _, _| mesh.set_store(StoreBehavior::Hold));
+    let sealed_at = tapped(&f.mesh, Command::SessionRelocationSealed)[0].at;
+    f.mesh.run();
+    assert_eq!(f.mesh.held_store(), 1);
+    let row = f.mesh.store().lookup(&f.a.id).unwrap().unwrap();
+    let rival = f.mesh.add_node(4);
+    let claim = f
+        .mesh
+        .store()
+        .acquire_lease(rival, zlink::ids::NodeGeneration(1), &row.location.mesh)
+        .unwrap()
+        .claim();
+    let other = RelocationId {
+        coordinator: rival,
+        sequence: 1,
+    };
+    f.mesh
+        .store()
+        .compare_and_set(&f.a.id, row.version(), other, &claim)
+        .unwrap();
+    let ready_at = tapped(&f.mesh, Command::RelocationReady)[0].at;
+
+    // When the CAS fails.
+    f.mesh.release_store();
+    f.mesh.run();
+
+    // Then no 44 is sent, the source never reopens, and nothing goes over
+    // the source route again: the relocation failed.
+    assert_eq!(
+        finished(&f.mesh, f.source, f.relocation),
+        Some(Err(error(Reason::StaleAuthority)))
+    );
+    assert!(tapped(&f.mesh, Command::SessionRelocationRoute).is_empty());
+    assert!(!f
+        .mesh
+        .node(f.source)
+        .relocation_events
+        .iter()
+        .any(|e| matches!(e, RelocationEvent::Reopen { .. })));
+    assert_eq!(f.relayed_to(f.source, ready_at), 0);
+    // The handed-over requests end with the CAS's typed error, once each.
+    for &(correlation, payload) in &f.requests[..3] {
+        let answers = f.mesh.answers(f.sessions, f.s, correlation);
+        assert_eq!(
+            answers,
+            vec![zlink::wire::client::ClientFrame::Error {
+                correlation,
+                error: error(Reason::StaleAuthority),
+            }],
+            "{payload:?}"
+        );
+    }
+
+    // And the session owner's seal timeout (3,000 ms from the seal) cleans
+    // up: the session closes with SealTimeout and r4 is never delivered.
+    let timeout = Duration::from_millis(3_000);
+    advance_to(&mut f.mesh, sealed_at + (timeout - MICRO));
+    assert!(!f.mesh.closed(f.sessions, f.s));
+    advance_to(&mut f.mesh, sealed_at + timeout);
+    assert_eq!(
+        closes(&f.mesh, f.sessions, f.s),
+        vec![zlink::wire::client::CloseReason::SealTimeout]
+    );
+    f.mesh.run();
+    let (r4, _) = f.requests[3];
+    assert!(!f
+        .mesh
+        .answers(f.sessions, f.s, r4)
+        .iter()
+        .any(|a| matches!(a, zlink::wire::client::ClientFrame::Reply { .. })));
+    for node in [f.source, f.target] {
+        assert!(!delivered(&f.mesh, node, "a").contains(&b(b"r4")));
+    }
+    assert_eq!(f.relayed_to(f.source, ready_at), 0);
+}

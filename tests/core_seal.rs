@@ -1100,8 +1100,8 @@ fn core_seal_42_installs_only_on_the_binding_it_names_and_is_idempotent() {
     send(&mut g.mesh, g.node, g.s, "a", b"held").unwrap();
     g.mesh.run();
     assert_eq!(delivered(&g.mesh, g.source, "a"), vec![b(b"not-held")]);
-    // No coordinator there started these relocations: each 43 is counted as
-    // a stale relocation record, never a panic.
+    // No relocation runs at the source: its coordinator counts each 43 as
+    // stale, never a panic.
     assert_eq!(
         count(&g.mesh, g.source, FlowTrace::RelocationRecordStale),
         8

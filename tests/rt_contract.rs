@@ -71,46 +71,52 @@ fn s1_startup_refuses_dispatch_without_role_or_store_and_duplicate_keys() {
     assert!(stream_only.is_ok(), "{stream_only:?}");
 }
 
-#[test]
-fn r1_relay_after_bind_makes_no_store_query_and_reaches_the_handler() {
-    let game = start_game(GameOptions::default());
-    let mut client = login(&game, "player-1");
-    let after_bind = game.store.counts().row_operations();
-    for i in 0..20 {
-        let reply = client
-            .request(RELAY, payload("player-1", &i.to_string()), WAIT)
-            .unwrap();
-        assert_eq!(reply, payload("player-1", &i.to_string()));
+shard_matrix! {
+    fn r1_relay_after_bind_makes_no_store_query_and_reaches_the_handler(shards: usize) {
+        let game = start_game(GameOptions {
+            shards,
+            ..GameOptions::default()
+        });
+        let player = actor_on("player-1", actor_shard(shards, true), shards);
+        let mut client = login_on(&game, &player, session_shard(shards));
+        let after_bind = game.store.counts().row_operations();
+        for i in 0..20 {
+            let reply = client
+                .request(RELAY, payload(&player, &i.to_string()), WAIT)
+                .unwrap();
+            assert_eq!(reply, payload(&player, &i.to_string()));
+        }
+        assert_eq!(
+            game.store.counts().row_operations(),
+            after_bind,
+            "relay queried the store"
+        );
+        assert_eq!(game.observed.delivered.lock().unwrap().len(), 20);
     }
-    assert_eq!(
-        game.store.counts().row_operations(),
-        after_bind,
-        "relay queried the store"
-    );
-    assert_eq!(game.observed.delivered.lock().unwrap().len(), 20);
 }
 
-#[test]
-fn r3_reply_completes_the_original_correlation_exactly_once() {
-    let game = start_game(GameOptions::default());
-    let mut client = login(&game, "player-1");
-    let first = client
-        .start_request(RELAY, payload("player-1", "a"))
-        .unwrap();
-    let second = client
-        .start_request(RELAY, payload("player-1", "b"))
-        .unwrap();
-    assert_eq!(
-        client.wait_reply(second, WAIT).unwrap(),
-        Ok(payload("player-1", "b"))
-    );
-    assert_eq!(
-        client.wait_reply(first, WAIT).unwrap(),
-        Ok(payload("player-1", "a"))
-    );
-    // Nothing else arrives for either correlation.
-    let extra = client.next_event(Duration::from_millis(200)).unwrap();
-    assert_eq!(extra, None, "a second terminal arrived: {extra:?}");
+shard_matrix! {
+    fn r3_reply_completes_the_original_correlation_exactly_once(shards: usize) {
+        let game = start_game(GameOptions {
+            shards,
+            ..GameOptions::default()
+        });
+        let player = actor_on("player-1", actor_shard(shards, true), shards);
+        let mut client = login_on(&game, &player, session_shard(shards));
+        let first = client.start_request(RELAY, payload(&player, "a")).unwrap();
+        let second = client.start_request(RELAY, payload(&player, "b")).unwrap();
+        assert_eq!(
+            client.wait_reply(second, WAIT).unwrap(),
+            Ok(payload(&player, "b"))
+        );
+        assert_eq!(
+            client.wait_reply(first, WAIT).unwrap(),
+            Ok(payload(&player, "a"))
+        );
+        // Nothing else arrives for either correlation.
+        let extra = client.next_event(Duration::from_millis(200)).unwrap();
+        assert_eq!(extra, None, "a second terminal arrived: {extra:?}");
+    }
 }
 
 #[test]
@@ -142,79 +148,89 @@ fn s5_relay_to_an_actor_the_session_has_not_bound_is_session_not_bound() {
     );
 }
 
-#[test]
-fn p1_rebind_from_a_new_session_completes_and_pushes_go_only_there() {
-    let game = start_game(GameOptions::default());
-    let mut old = login(&game, "player-1");
-    let mut new = login(&game, "player-1");
-    assert_eq!(
-        new.request(PUSH, payload("player-1", "tick"), WAIT)
-            .unwrap(),
-        Bytes::from_static(b"pushed")
-    );
-    assert_eq!(
-        new.next_event(WAIT).unwrap(),
-        Some(ClientEvent::Push {
-            key: PUSHED,
-            payload: payload("player-1", "tick")
-        })
-    );
-    // The old session got the duplicate-connection notice, then its close; never the push.
-    let mut saw_notice = false;
-    loop {
-        match old.next_event(WAIT).unwrap() {
-            Some(ClientEvent::Push { key, .. }) if key == REPLACED_NOTICE => saw_notice = true,
-            Some(ClientEvent::Closed(reason)) => {
-                assert_eq!(reason, Some(CloseReason::Replaced));
-                break;
+shard_matrix! {
+    fn p1_rebind_from_a_new_session_completes_and_pushes_go_only_there(shards: usize) {
+        let game = start_game(GameOptions {
+            shards,
+            ..GameOptions::default()
+        });
+        let player = actor_on("player-1", actor_shard(shards, true), shards);
+        let mut old = login_on(&game, &player, session_shard(shards));
+        let mut new = login_on(&game, &player, session_shard(shards));
+        assert_eq!(
+            new.request(PUSH, payload(&player, "tick"), WAIT).unwrap(),
+            Bytes::from_static(b"pushed")
+        );
+        assert_eq!(
+            new.next_event(WAIT).unwrap(),
+            Some(ClientEvent::Push {
+                key: PUSHED,
+                payload: payload(&player, "tick")
+            })
+        );
+        // The old session got the duplicate-connection notice, then its
+        // close; never the push.
+        let mut saw_notice = false;
+        loop {
+            match old.next_event(WAIT).unwrap() {
+                Some(ClientEvent::Push { key, .. }) if key == REPLACED_NOTICE => saw_notice = true,
+                Some(ClientEvent::Closed(reason)) => {
+                    assert_eq!(reason, Some(CloseReason::Replaced));
+                    break;
+                }
+                other => panic!("the old session saw {other:?}"),
             }
-            other => panic!("the old session saw {other:?}"),
         }
+        assert!(saw_notice);
     }
-    assert!(saw_notice);
 }
 
-#[test]
-fn p3_old_connection_closes_100ms_after_callback_not_sooner() {
-    let game = start_game(GameOptions::default());
-    let mut old = login(&game, "player-1");
-    let _new = login(&game, "player-1");
-    let reason = old.wait_closed(WAIT).unwrap();
-    let closed_at = Instant::now();
-    assert_eq!(reason, Some(CloseReason::Replaced));
-    let callbacks = game.observed.replaced_callbacks.lock().unwrap().clone();
-    assert_eq!(callbacks.len(), 1);
-    let since_terminal = closed_at - callbacks[0].1;
-    assert!(
-        since_terminal >= Duration::from_millis(100),
-        "closed {since_terminal:?} after the callback terminal"
-    );
-    assert!(
-        since_terminal < Duration::from_secs(5),
-        "{since_terminal:?}"
-    );
+shard_matrix! {
+    fn p3_old_connection_closes_100ms_after_callback_not_sooner(shards: usize) {
+        let game = start_game(GameOptions {
+            shards,
+            ..GameOptions::default()
+        });
+        let player = actor_on("player-1", actor_shard(shards, true), shards);
+        let mut old = login_on(&game, &player, session_shard(shards));
+        let _new = login_on(&game, &player, session_shard(shards));
+        let reason = old.wait_closed(WAIT).unwrap();
+        let closed_at = Instant::now();
+        assert_eq!(reason, Some(CloseReason::Replaced));
+        let callbacks = game.observed.replaced_callbacks.lock().unwrap().clone();
+        assert_eq!(callbacks.len(), 1);
+        let since_terminal = closed_at - callbacks[0].1;
+        assert!(
+            since_terminal >= Duration::from_millis(100),
+            "closed {since_terminal:?} after the callback terminal"
+        );
+        assert!(since_terminal < Duration::from_secs(5), "{since_terminal:?}");
+    }
 }
 
-#[test]
-fn p4_binding_the_current_binding_again_is_idempotent() {
-    let game = start_game(GameOptions::default());
-    let mut client = login(&game, "player-1");
-    let again = client
-        .request(LOGIN, Bytes::from_static(b"player-1"), WAIT)
-        .unwrap();
-    assert_eq!(again, Bytes::from_static(b"bound"));
-    assert_eq!(
-        client
-            .request(RELAY, payload("player-1", "still"), WAIT)
-            .unwrap(),
-        payload("player-1", "still")
-    );
-    assert!(game.observed.replaced_callbacks.lock().unwrap().is_empty());
-    assert_eq!(
-        client.next_event(Duration::from_millis(200)).unwrap(),
-        None,
-        "no close, no notice"
-    );
+shard_matrix! {
+    fn p4_binding_the_current_binding_again_is_idempotent(shards: usize) {
+        let game = start_game(GameOptions {
+            shards,
+            ..GameOptions::default()
+        });
+        let player = actor_on("player-1", actor_shard(shards, true), shards);
+        let mut client = login_on(&game, &player, session_shard(shards));
+        let again = client
+            .request(LOGIN, Bytes::copy_from_slice(player.as_bytes()), WAIT)
+            .unwrap();
+        assert_eq!(again, Bytes::from_static(b"bound"));
+        assert_eq!(
+            client.request(RELAY, payload(&player, "still"), WAIT).unwrap(),
+            payload(&player, "still")
+        );
+        assert!(game.observed.replaced_callbacks.lock().unwrap().is_empty());
+        assert_eq!(
+            client.next_event(Duration::from_millis(200)).unwrap(),
+            None,
+            "no close, no notice"
+        );
+    }
 }
 
 #[test]

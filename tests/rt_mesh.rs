@@ -24,100 +24,97 @@ fn id(name: &str) -> ActorId {
     ActorId::new(name).unwrap()
 }
 
-#[test]
-fn r2_bind_relay_and_push_cross_the_link_as_records_38_24_36() {
-    let store = Arc::new(CountingStore::new(EmbeddedStore::new(
-        MonotonicClock::new(),
-        Duration::from_secs(60),
-    )));
-    let actor_node = start_node(2, Arc::clone(&store), GameOptions::default(), &[]);
-    let tap = link_tap(actor_node.node.peer_addr().unwrap());
-    let session_node = start_node(
-        1,
-        Arc::clone(&store),
-        GameOptions::default(),
-        &[(2, tap.addr)],
-    );
-    assert!(session_node.node.wait_linked(2, WAIT));
-    actor_node
-        .node
-        .create_actor("player", &id("player-1"))
-        .unwrap();
+shard_matrix! {
+    fn r2_bind_relay_and_push_cross_the_link_as_records_38_24_36(shards: usize) {
+        let store = new_store();
+        let options = GameOptions {
+            shards,
+            ..GameOptions::default()
+        };
+        let actor_node = start_node(2, Arc::clone(&store), options.clone(), &[]);
+        let tap = link_tap(actor_node.node.peer_addr().unwrap());
+        let session_node = start_node(1, Arc::clone(&store), options, &[(2, tap.addr)]);
+        assert!(session_node.node.wait_linked(2, WAIT));
+        let player = actor_on("player-1", actor_shard(shards, false), shards);
+        actor_node.node.create_actor("player", &id(&player)).unwrap();
 
-    let mut client = login(&session_node, "player-1");
-    assert_eq!(
-        client
-            .request(RELAY, payload("player-1", "ping"), WAIT)
-            .unwrap(),
-        payload("player-1", "ping")
-    );
-    assert_eq!(
-        client
-            .request(PUSH, payload("player-1", "tick"), WAIT)
-            .unwrap(),
-        Bytes::from_static(b"pushed")
-    );
-    assert_eq!(
-        client.next_event(WAIT).unwrap(),
-        Some(ClientEvent::Push {
-            key: PUSHED,
-            payload: payload("player-1", "tick")
-        })
-    );
-    let seen = tap.commands.lock().unwrap().clone();
-    for command in [
-        Command::BoundSessionBind,
-        Command::ActorSend,
-        Command::BoundSessionSend,
-    ] {
-        assert!(
-            seen.contains(&command.code()),
-            "{command:?} did not cross the link: {seen:?}"
+        let mut client = login_on(&session_node, &player, session_shard(shards));
+        assert_eq!(
+            client.request(RELAY, payload(&player, "ping"), WAIT).unwrap(),
+            payload(&player, "ping")
         );
+        assert_eq!(
+            client.request(PUSH, payload(&player, "tick"), WAIT).unwrap(),
+            Bytes::from_static(b"pushed")
+        );
+        assert_eq!(
+            client.next_event(WAIT).unwrap(),
+            Some(ClientEvent::Push {
+                key: PUSHED,
+                payload: payload(&player, "tick")
+            })
+        );
+        let seen = tap.commands.lock().unwrap().clone();
+        for command in [
+            Command::BoundSessionBind,
+            Command::ActorSend,
+            Command::BoundSessionSend,
+        ] {
+            assert!(
+                seen.contains(&command.code()),
+                "{command:?} did not cross the link: {seen:?}"
+            );
+        }
+        // The actor handler ran on the actor's node, not the session's.
+        assert_eq!(actor_node.observed.delivered.lock().unwrap().len(), 2);
+        assert!(session_node.observed.delivered.lock().unwrap().is_empty());
     }
-    // The actor handler ran on the actor's node, not the session's.
-    assert_eq!(actor_node.observed.delivered.lock().unwrap().len(), 2);
-    assert!(session_node.observed.delivered.lock().unwrap().is_empty());
 }
 
-#[test]
-fn p1_p3_replacement_across_nodes_moves_pushes_and_closes_the_old_session_after_100ms() {
-    let mesh = start_mesh(3, GameOptions::default());
-    mesh[1]
-        .node
-        .create_actor("player", &id("player-1"))
-        .unwrap();
-    let mut old = login(&mesh[0], "player-1");
-    let mut new = login(&mesh[2], "player-1");
+shard_matrix! {
+    fn p1_p3_replacement_across_nodes_moves_pushes_and_closes_the_old_session_after_100ms(
+        shards: usize,
+    ) {
+        let mesh = start_mesh(
+            3,
+            GameOptions {
+                shards,
+                ..GameOptions::default()
+            },
+        );
+        let player = actor_on("player-1", actor_shard(shards, false), shards);
+        mesh[1].node.create_actor("player", &id(&player)).unwrap();
+        let mut old = login_on(&mesh[0], &player, session_shard(shards));
+        let mut new = login_on(&mesh[2], &player, session_shard(shards));
 
-    // P2: relay from the old session is refused, the current binding stays.
-    let refused = old.request(RELAY, payload("player-1", "late"), WAIT);
-    match refused {
-        Err(ClientError::Remote(e)) => assert_eq!(e.kind(), ErrorKind::Unavailable),
-        Err(ClientError::Closed(_)) => {}
-        other => panic!("relay from the replaced session: {other:?}"),
+        // P2: relay from the old session is refused, the current binding stays.
+        let refused = old.request(RELAY, payload(&player, "late"), WAIT);
+        match refused {
+            Err(ClientError::Remote(e)) => assert_eq!(e.kind(), ErrorKind::Unavailable),
+            Err(ClientError::Closed(_)) => {}
+            other => panic!("relay from the replaced session: {other:?}"),
+        }
+        assert_eq!(
+            new.request(PUSH, payload(&player, "tick"), WAIT).unwrap(),
+            Bytes::from_static(b"pushed")
+        );
+        assert_eq!(
+            new.next_event(WAIT).unwrap(),
+            Some(ClientEvent::Push {
+                key: PUSHED,
+                payload: payload(&player, "tick")
+            })
+        );
+        assert_eq!(old.wait_closed(WAIT).unwrap(), Some(CloseReason::Replaced));
+        let closed_at = Instant::now();
+        let callbacks = mesh[0].observed.replaced_callbacks.lock().unwrap().clone();
+        assert_eq!(
+            callbacks.len(),
+            1,
+            "the duplicate-connection callback ran on the old session's node"
+        );
+        assert!(closed_at - callbacks[0].1 >= Duration::from_millis(100));
     }
-    assert_eq!(
-        new.request(PUSH, payload("player-1", "tick"), WAIT)
-            .unwrap(),
-        Bytes::from_static(b"pushed")
-    );
-    assert_eq!(
-        new.next_event(WAIT).unwrap(),
-        Some(ClientEvent::Push {
-            key: PUSHED,
-            payload: payload("player-1", "tick")
-        })
-    );
-    assert_eq!(old.wait_closed(WAIT).unwrap(), Some(CloseReason::Replaced));
-    let closed_at = Instant::now();
-    let callbacks = mesh[0].observed.replaced_callbacks.lock().unwrap().clone();
-    assert_eq!(
-        callbacks.len(),
-        1,
-        "the duplicate-connection callback ran on the old session's node"
-    );
-    assert!(closed_at - callbacks[0].1 >= Duration::from_millis(100));
 }
 
 #[test]
@@ -263,59 +260,4 @@ fn x4_malformed_and_reserved_records_are_dropped_counted_and_the_link_stays_usab
     }
     // Nothing reached an application queue.
     assert!(game.observed.delivered.lock().unwrap().is_empty());
-}
-
-#[test]
-fn r3_p1_with_two_shards_per_node_every_hop_keeps_its_promises() {
-    // Two shards per node: sessions spread over both (SO_REUSEPORT), actors
-    // placed by ActorId over both, so relays and pushes take the cross-shard
-    // hop on each side and each push is judged on its session's shard.
-    let mesh = start_mesh(
-        2,
-        GameOptions {
-            shards: 2,
-            ..GameOptions::default()
-        },
-    );
-    let players: Vec<String> = (0..16).map(|i| format!("player-{i}")).collect();
-    for name in &players {
-        mesh[1].node.create_actor("player", &id(name)).unwrap();
-    }
-    let mut clients: Vec<_> = players
-        .iter()
-        .map(|name| (name.clone(), login(&mesh[0], name)))
-        .collect();
-    for (name, client) in &mut clients {
-        assert_eq!(
-            client.request(RELAY, payload(name, "hop"), WAIT).unwrap(),
-            payload(name, "hop")
-        );
-        assert_eq!(
-            client.request(PUSH, payload(name, "tick"), WAIT).unwrap(),
-            Bytes::from_static(b"pushed")
-        );
-        assert_eq!(
-            client.next_event(WAIT).unwrap(),
-            Some(ClientEvent::Push {
-                key: PUSHED,
-                payload: payload(name, "tick")
-            })
-        );
-    }
-    // A second login of each player replaces the first, across shards too.
-    for (name, old) in &mut clients {
-        let mut new = login(&mesh[0], name);
-        assert_eq!(
-            new.request(RELAY, payload(name, "again"), WAIT).unwrap(),
-            payload(name, "again")
-        );
-        assert_eq!(old.wait_closed(WAIT).unwrap(), Some(CloseReason::Replaced));
-    }
-    assert_eq!(
-        mesh[0]
-            .node
-            .flow_counters()
-            .get(FlowTrace::PushRejectedNotCurrent),
-        0
-    );
 }

@@ -3,11 +3,9 @@
 
 mod runtime_support;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use runtime_support::*;
 use zlink::api::NodeSettings;
 use zlink::client::ClientEvent;
@@ -15,163 +13,94 @@ use zlink::core::trace::FlowTrace;
 use zlink::error::{ErrorKind, Reason};
 use zlink::ids::Correlation;
 use zlink::wire::client::ClientFrame;
-use zlink::wire::DecodeLimits;
 
-#[test]
-fn r4_a_request_that_timed_out_is_not_resent_anywhere() {
-    let deadline = Duration::from_millis(300);
-    let settings = NodeSettings {
-        relay_deadline: deadline,
-        ..NodeSettings::default()
-    };
-    let mesh = start_mesh(
-        3,
-        GameOptions {
-            settings: Some(settings),
-            ..GameOptions::default()
-        },
-    );
-    mesh[1]
-        .node
-        .create_actor("player", &id("player-1"))
-        .unwrap();
-    let mut client = login(&mesh[0], "player-1");
-    let held = mesh[1].observed.held_receiver();
-    let started = Instant::now();
-    let correlation = client
-        .start_request(HOLD, payload("player-1", "once"))
-        .unwrap();
-    assert_eq!(held.recv_timeout(WAIT).unwrap(), "hold");
-    let outcome = client.wait_reply(correlation, WAIT).unwrap();
-    let elapsed = started.elapsed();
-    match outcome {
-        Err(error) => assert_eq!(error.kind(), ErrorKind::DeadlineExceeded, "{error:?}"),
-        Ok(reply) => panic!("the held request replied {reply:?}"),
+shard_matrix! {
+    fn r4_a_request_that_timed_out_is_not_resent_anywhere(shards: usize) {
+        let deadline = Duration::from_millis(300);
+        let settings = NodeSettings {
+            relay_deadline: deadline,
+            ..NodeSettings::default()
+        };
+        let mesh = start_mesh(
+            3,
+            GameOptions {
+                settings: Some(settings),
+                shards,
+                ..GameOptions::default()
+            },
+        );
+        let player = actor_on("player-1", actor_shard(shards, false), shards);
+        mesh[1].node.create_actor("player", &id(&player)).unwrap();
+        let mut client = login_on(&mesh[0], &player, session_shard(shards));
+        let held = mesh[1].observed.held_receiver();
+        let started = Instant::now();
+        let correlation = client.start_request(HOLD, payload(&player, "once")).unwrap();
+        assert_eq!(held.recv_timeout(WAIT).unwrap(), "hold");
+        let outcome = client.wait_reply(correlation, WAIT).unwrap();
+        let elapsed = started.elapsed();
+        match outcome {
+            Err(error) => assert_eq!(error.kind(), ErrorKind::DeadlineExceeded, "{error:?}"),
+            Ok(reply) => panic!("the held request replied {reply:?}"),
+        }
+        assert!(elapsed >= deadline, "deadline after {elapsed:?}");
+        assert!(elapsed < Duration::from_secs(5), "{elapsed:?}");
+        // The actor finishes the work late: its reply is dropped, nothing is resent.
+        mesh[1].observed.release();
+        wait_counter(&mesh[0], FlowTrace::LateReplyDropped, 1);
+        assert_eq!(
+            client.request(RELAY, payload(&player, "after"), WAIT).unwrap(),
+            payload(&player, "after")
+        );
+        let two = mesh[1].observed.delivered.lock().unwrap().clone();
+        assert_eq!(
+            two,
+            vec![payload(&player, "once"), payload(&player, "after")],
+            "the timed-out request was delivered again"
+        );
+        assert!(mesh[0].observed.delivered.lock().unwrap().is_empty());
+        assert!(mesh[2].observed.delivered.lock().unwrap().is_empty());
+        assert_eq!(client.next_event(Duration::from_millis(200)).unwrap(), None);
     }
-    assert!(elapsed >= deadline, "deadline after {elapsed:?}");
-    assert!(elapsed < Duration::from_secs(5), "{elapsed:?}");
-    // The actor finishes the work late: its reply is dropped, nothing is resent.
-    mesh[1].observed.release();
-    wait_counter(&mesh[0], FlowTrace::LateReplyDropped, 1);
-    assert_eq!(
-        client
-            .request(RELAY, payload("player-1", "after"), WAIT)
-            .unwrap(),
-        payload("player-1", "after")
-    );
-    let two = mesh[1].observed.delivered.lock().unwrap().clone();
-    assert_eq!(
-        two,
-        vec![payload("player-1", "once"), payload("player-1", "after")],
-        "the timed-out request was delivered again"
-    );
-    assert!(mesh[0].observed.delivered.lock().unwrap().is_empty());
-    assert!(mesh[2].observed.delivered.lock().unwrap().is_empty());
-    assert_eq!(client.next_event(Duration::from_millis(200)).unwrap(), None);
 }
 
-#[test]
-fn r5_a_reply_after_its_session_closed_reaches_no_new_session_or_binding() {
-    let mesh = start_mesh(2, GameOptions::default());
-    mesh[1]
-        .node
-        .create_actor("player", &id("player-1"))
-        .unwrap();
-    let mut old = login(&mesh[0], "player-1");
-    let held = mesh[1].observed.held_receiver();
-    // Correlation 2 on the old connection.
-    let late = old
-        .start_request(HOLD, payload("player-1", "late"))
-        .unwrap();
-    assert_eq!(late, Correlation(2));
-    assert_eq!(held.recv_timeout(WAIT).unwrap(), "hold");
-    drop(old);
-    // A new session on the same node binds the same actor; its correlations
-    // start over, so the late reply would fit its correlation 2.
-    let mut new = mesh[0].client();
-    let login_corr = new
-        .start_request(LOGIN, Bytes::from_static(b"player-1"))
-        .unwrap();
-    mesh[1].observed.release();
-    assert_eq!(
-        new.wait_reply(login_corr, WAIT).unwrap(),
-        Ok(Bytes::from_static(b"bound"))
-    );
-    wait_counter(&mesh[0], FlowTrace::LateReplyDropped, 1);
-    let fresh = new
-        .start_request(RELAY, payload("player-1", "fresh"))
-        .unwrap();
-    assert_eq!(fresh, Correlation(2));
-    assert_eq!(
-        new.wait_reply(fresh, WAIT).unwrap(),
-        Ok(payload("player-1", "fresh"))
-    );
-    assert_eq!(new.next_event(Duration::from_millis(200)).unwrap(), None);
-}
-
-/// A STREAM connection driven frame by frame (keepalive included).
-struct Raw {
-    stream: TcpStream,
-    buf: BytesMut,
-}
-
-impl Raw {
-    fn connect(game: &Game) -> Self {
-        let stream = TcpStream::connect(game.addr()).unwrap();
-        stream.set_nodelay(true).unwrap();
-        Self {
-            stream,
-            buf: BytesMut::new(),
-        }
-    }
-
-    fn send(&mut self, frames: &[ClientFrame]) {
-        let mut out = BytesMut::new();
-        for frame in frames {
-            frame.encode(&mut out);
-        }
-        self.stream.write_all(&out).unwrap();
-    }
-
-    fn next(&mut self) -> ClientFrame {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            if let Some(frame) = ClientFrame::decode_from(&mut self.buf, &DecodeLimits::default())
-                .expect("a well-formed frame")
-            {
-                return frame;
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            assert!(!left.is_zero(), "no frame from the server");
-            self.stream.set_read_timeout(Some(left)).unwrap();
-            let mut chunk = [0u8; 16 * 1024];
-            let n = self.stream.read(&mut chunk).expect("read");
-            assert!(n > 0, "the server closed the connection");
-            self.buf.extend_from_slice(&chunk[..n]);
-        }
-    }
-
-    fn request(key: zlink::ids::PacketKey, correlation: u32, payload: Bytes) -> ClientFrame {
-        ClientFrame::Request {
-            key,
-            correlation: Correlation(correlation),
-            payload,
-        }
-    }
-
-    fn login(&mut self, actor: &str) {
-        self.send(&[Self::request(
-            LOGIN,
-            1,
-            Bytes::copy_from_slice(actor.as_bytes()),
-        )]);
-        match self.next() {
-            ClientFrame::Reply {
-                correlation: Correlation(1),
-                payload,
-            } => assert_eq!(payload, Bytes::from_static(b"bound")),
-            other => panic!("login: {other:?}"),
-        }
+shard_matrix! {
+    fn r5_a_reply_after_its_session_closed_reaches_no_new_session_or_binding(shards: usize) {
+        let mesh = start_mesh(
+            2,
+            GameOptions {
+                shards,
+                ..GameOptions::default()
+            },
+        );
+        let player = actor_on("player-1", actor_shard(shards, false), shards);
+        mesh[1].node.create_actor("player", &id(&player)).unwrap();
+        let mut old = login_on(&mesh[0], &player, session_shard(shards));
+        let held = mesh[1].observed.held_receiver();
+        // Correlation 3 on the old connection (after its shard query and login).
+        let late = old.start_request(HOLD, payload(&player, "late")).unwrap();
+        assert_eq!(late, Correlation(3));
+        assert_eq!(held.recv_timeout(WAIT).unwrap(), "hold");
+        drop(old);
+        // A new session on the same shard binds the same actor; its
+        // correlations start over, so the late reply would fit its
+        // correlation 3.
+        let mut new = client_on(&mesh[0], session_shard(shards));
+        let login_corr = new
+            .start_request(LOGIN, Bytes::copy_from_slice(player.as_bytes()))
+            .unwrap();
+        mesh[1].observed.release();
+        assert_eq!(
+            new.wait_reply(login_corr, WAIT).unwrap(),
+            Ok(Bytes::from_static(b"bound"))
+        );
+        wait_counter(&mesh[0], FlowTrace::LateReplyDropped, 1);
+        let fresh = new.start_request(RELAY, payload(&player, "fresh")).unwrap();
+        assert_eq!(fresh, Correlation(3));
+        assert_eq!(
+            new.wait_reply(fresh, WAIT).unwrap(),
+            Ok(payload(&player, "fresh"))
+        );
+        assert_eq!(new.next_event(Duration::from_millis(200)).unwrap(), None);
     }
 }
 
@@ -186,7 +115,7 @@ fn x20_keepalive_is_answered_while_session_and_actor_queues_are_saturated() {
         settings: Some(settings),
         ..GameOptions::default()
     });
-    let mut raw = Raw::connect(&game);
+    let mut raw = Raw::connect(game.addr());
     raw.login("player-1");
     let mut burst = Vec::new();
     let requests = 600u32;
@@ -233,7 +162,7 @@ fn x20_keepalive_is_answered_while_the_bound_actor_is_busy_on_its_node() {
         .node
         .create_actor("player", &id("player-1"))
         .unwrap();
-    let mut raw = Raw::connect(&mesh[0]);
+    let mut raw = Raw::connect(mesh[0].addr());
     raw.login("player-1");
     let held = mesh[1].observed.held_receiver();
     raw.send(&[Raw::request(HOLD, 2, payload("player-1", "busy"))]);

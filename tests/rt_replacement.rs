@@ -67,72 +67,84 @@ fn relay_error(client: &mut Client, actor: &str, data: &str) -> zlink::error::Er
     }
 }
 
-#[test]
-fn p2_relay_from_the_replaced_session_is_refused_and_the_binding_stays() {
-    let mesh = start_mesh(
-        3,
-        GameOptions {
-            replaced_awaits_gate: true,
-            ..GameOptions::default()
-        },
-    );
-    mesh[1]
-        .node
-        .create_actor("player", &id("player-1"))
-        .unwrap();
-    let held = mesh[0].observed.held_receiver();
-    let mut old = login(&mesh[0], "player-1");
-    let mut new = login(&mesh[2], "player-1");
-    assert_eq!(held.recv_timeout(WAIT).unwrap(), "replaced");
-    // The old connection is still open (its callback awaits), yet its relay
-    // is refused.
-    let error = relay_error(&mut old, "player-1", "late");
-    assert_eq!(error.kind(), ErrorKind::Unavailable, "{error:?}");
-    assert!(
-        matches!(
-            error.reason(),
-            Reason::SessionClosing | Reason::StaleBinding
-        ),
-        "{error:?}"
-    );
-    assert_push(&mut new, "player-1", "tick");
-    assert!(!mesh[1]
-        .observed
-        .delivered
-        .lock()
-        .unwrap()
-        .contains(&payload("player-1", "late")));
-    mesh[0].observed.gate.open();
-    assert_eq!(old.wait_closed(WAIT).unwrap(), Some(CloseReason::Replaced));
-    assert_push(&mut new, "player-1", "after");
+shard_matrix! {
+    fn p2_relay_from_the_replaced_session_is_refused_and_the_binding_stays(shards: usize) {
+        let mesh = start_mesh(
+            3,
+            GameOptions {
+                replaced_awaits_gate: true,
+                shards,
+                ..GameOptions::default()
+            },
+        );
+        let player = actor_on("player-1", actor_shard(shards, false), shards);
+        mesh[1].node.create_actor("player", &id(&player)).unwrap();
+        let held = mesh[0].observed.held_receiver();
+        let mut old = login_on(&mesh[0], &player, session_shard(shards));
+        let mut new = login_on(&mesh[2], &player, session_shard(shards));
+        assert_eq!(held.recv_timeout(WAIT).unwrap(), "replaced");
+        // The old connection is still open (its callback awaits), yet its relay
+        // is refused.
+        let error = relay_error(&mut old, &player, "late");
+        assert_eq!(error.kind(), ErrorKind::Unavailable, "{error:?}");
+        assert!(
+            matches!(
+                error.reason(),
+                Reason::SessionClosing | Reason::StaleBinding
+            ),
+            "{error:?}"
+        );
+        assert_push(&mut new, &player, "tick");
+        assert!(!mesh[1]
+            .observed
+            .delivered
+            .lock()
+            .unwrap()
+            .contains(&payload(&player, "late")));
+        mesh[0].observed.gate.open();
+        assert_eq!(old.wait_closed(WAIT).unwrap(), Some(CloseReason::Replaced));
+        assert_push(&mut new, &player, "after");
+    }
 }
 
-#[test]
-fn p5_a_late_response_on_the_old_connection_is_not_applied_to_the_new_one() {
-    let mesh = start_mesh(3, GameOptions::default());
-    mesh[1].node.create_actor("player", &id("x")).unwrap();
-    mesh[2].node.create_actor("player", &id("y")).unwrap();
-    let mut old = login(&mesh[0], "x");
-    assert_eq!(
-        expect_reply(&mut old, LOGIN, "y"),
-        Bytes::from_static(b"bound")
-    );
-    let held = mesh[2].observed.held_receiver();
-    // Correlation 3 on the old connection, held on node 3.
-    let late = old.start_request(HOLD, payload("y", "late")).unwrap();
-    assert_eq!(held.recv_timeout(WAIT).unwrap(), "hold");
-    // A new connection on the same node replaces the binding of x.
-    let mut new = login(&mesh[0], "x");
-    assert_eq!(old.wait_closed(WAIT).unwrap(), Some(CloseReason::Replaced));
-    mesh[2].observed.release();
-    wait_counter(&mesh[0], FlowTrace::LateReplyDropped, 1);
-    for (corr, data) in [(2, "two"), (3, "three")] {
-        let c = new.start_request(RELAY, payload("x", data)).unwrap();
-        assert_eq!(c.0, corr);
-        assert_eq!(new.wait_reply(c, WAIT).unwrap(), Ok(payload("x", data)));
+shard_matrix! {
+    fn p5_a_late_response_on_the_old_connection_is_not_applied_to_the_new_one(shards: usize) {
+        let mesh = start_mesh(
+            3,
+            GameOptions {
+                shards,
+                ..GameOptions::default()
+            },
+        );
+        let (x, y) = (
+            actor_on("x", actor_shard(shards, false), shards),
+            actor_on("y", actor_shard(shards, false), shards),
+        );
+        mesh[1].node.create_actor("player", &id(&x)).unwrap();
+        mesh[2].node.create_actor("player", &id(&y)).unwrap();
+        let mut old = login_on(&mesh[0], &x, session_shard(shards));
+        assert_eq!(
+            expect_reply(&mut old, LOGIN, &y),
+            Bytes::from_static(b"bound")
+        );
+        let held = mesh[2].observed.held_receiver();
+        // Correlation 4 on the old connection (shard query, two logins),
+        // held on node 3.
+        let late = old.start_request(HOLD, payload(&y, "late")).unwrap();
+        assert_eq!(late.0, 4);
+        assert_eq!(held.recv_timeout(WAIT).unwrap(), "hold");
+        // A new connection on the same shard replaces the binding of x.
+        let mut new = login_on(&mesh[0], &x, session_shard(shards));
+        assert_eq!(old.wait_closed(WAIT).unwrap(), Some(CloseReason::Replaced));
+        mesh[2].observed.release();
+        wait_counter(&mesh[0], FlowTrace::LateReplyDropped, 1);
+        for (corr, data) in [(3, "three"), (4, "four")] {
+            let c = new.start_request(RELAY, payload(&x, data)).unwrap();
+            assert_eq!(c.0, corr);
+            assert_eq!(new.wait_reply(c, WAIT).unwrap(), Ok(payload(&x, data)));
+        }
+        assert_eq!(new.next_event(Duration::from_millis(200)).unwrap(), None);
     }
-    let _ = late;
-    assert_eq!(new.next_event(Duration::from_millis(200)).unwrap(), None);
 }
 
 #[test]

@@ -18,7 +18,7 @@ use wire_support::{
     assert_total_and_canonical, edits, error, frame_and_body, payload,
 };
 
-const CLOSE_REASONS: [CloseReason; 7] = [
+const CLOSE_REASONS: [CloseReason; 8] = [
     CloseReason::Replaced,
     CloseReason::SealTimeout,
     CloseReason::ActorRequested,
@@ -26,6 +26,7 @@ const CLOSE_REASONS: [CloseReason; 7] = [
     CloseReason::ProtocolError,
     CloseReason::KeepaliveTimeout,
     CloseReason::Application,
+    CloseReason::AuthenticationFailed,
 ];
 
 /// Every frame kind.
@@ -191,7 +192,7 @@ fn a_bad_error_or_close_code_is_refused() {
             reason: Reason::Deadline
         })
     );
-    for code in [0u8, 8, 255] {
+    for code in [0u8, 9, 255] {
         assert_eq!(
             decode(&[6, 0, code]),
             Err(WireError::UnknownCloseReason(code))

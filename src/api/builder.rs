@@ -12,7 +12,9 @@ use crate::core::trace::FlowCounters;
 use crate::error::{Error, Reason};
 use crate::ids::{ActorId, MeshName, NodeGeneration, NodeRid, PacketKey};
 use crate::net::handshake::ClusterSecret;
-use crate::runtime::{self, ActorType, Handlers, PacketHandler, ReplacedHandler, RunningNode};
+use crate::runtime::{
+    self, ActorType, DisconnectHandler, Handlers, PacketHandler, ReplacedHandler, RunningNode,
+};
 use crate::store::LocationStore;
 use crate::wire::DecodeLimits;
 
@@ -34,7 +36,10 @@ pub struct NodeSettings {
     pub replacement_callback_timeout: Duration,
     /// §8.1 SessionRelocationSealTimeout (default 3,000 ms).
     pub relocation_seal_timeout: Duration,
-    /// §7 lifecycle deadline for `on_disconnect_actor` (default 5,000 ms).
+    /// §7 lifecycle deadline (default 5,000 ms): how long a disconnect
+    /// notification waits for `on_disconnect_actor`, and how long each
+    /// session callback still running after its connection ended (the
+    /// session's `on_disconnect` included) may take before it is dropped.
     pub disconnect_deadline: Duration,
     /// Deadline of a bind request (default 5,000 ms).
     pub bind_timeout: Duration,
@@ -147,8 +152,10 @@ impl NodeBuilder {
         self
     }
 
-    /// The mesh this node's Actors are reached through (several meshes may
-    /// be configured, §3; the default is "default").
+    /// The mesh this node's Actors are reached through and its links
+    /// authenticate (the default is "default"). §3 allows several meshes per
+    /// process; a node here is in one (links are keyed by NodeRid alone,
+    /// docs/threading.md "Node links"), so run one node per mesh.
     pub fn mesh(mut self, mesh: &str) -> Self {
         mesh.clone_into(&mut self.mesh);
         self
@@ -214,6 +221,47 @@ impl NodeBuilder {
         if self.handlers.packets.insert(key, handler).is_some() {
             self.duplicate_key.get_or_insert(key);
         }
+        self
+    }
+
+    /// §1 step 1: the connect callback, which authenticates the client. It
+    /// runs on the session's lane with the client's first packet (its hello,
+    /// whatever its key: a token, credentials), before any packet handler;
+    /// packets that arrive meanwhile wait on the lane. `Ok`: the session is
+    /// authenticated — keep what later callbacks need with
+    /// [`Session::set_attribute`] (the player's id), bind its Actors if you
+    /// like, answer a hello request with [`Session::reply`]. `Err`: a hello
+    /// request gets that error, the connection closes with
+    /// `CloseReason::AuthenticationFailed`, and no packet handler runs for
+    /// the packets that waited. Without it every session is accepted and
+    /// its first packet goes to its packet handler.
+    pub fn on_connect<F, Fut>(mut self, handler: F) -> Self
+    where
+        F: Fn(Session, Packet) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), Error>> + 'static,
+    {
+        let handler: PacketHandler =
+            Arc::new(move |session, hello| Box::pin(handler(session, hello)));
+        self.handlers.on_connect = Some(handler);
+        self
+    }
+
+    /// §7, §10: the session's disconnect callback. It runs once per session
+    /// after its connection ended (whatever ended it), on the session's
+    /// lane after the callback running then (never overlapping it, W1); the
+    /// session's attributes are still there. It does not notify the bound
+    /// Actors — the framework already did (§7), without waiting for this
+    /// callback, which may await. Like every session callback that runs
+    /// after the connection ended, it is dropped if it is still running at
+    /// the lifecycle deadline (`NodeSettings::disconnect_deadline`); an
+    /// error is logged.
+    pub fn on_disconnect<F, Fut>(mut self, handler: F) -> Self
+    where
+        F: Fn(Session) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), Error>> + 'static,
+    {
+        let handler: DisconnectHandler = Arc::new(move |session| Box::pin(handler(session)));
+        self.handlers.on_disconnect = Some(handler);
         self
     }
 

@@ -5,7 +5,7 @@
 //! use std::sync::Arc;
 //! use bytes::Bytes;
 //! use zlink::api::{Actor, ActorContext, ActorMessage, NodeBuilder, ObjectRole, Spot};
-//! use zlink::error::Error;
+//! use zlink::error::{Error, Reason};
 //! use zlink::ids::{ActorId, PacketKey};
 //! use zlink::store::{EmbeddedStore, MonotonicClock};
 //!
@@ -27,8 +27,15 @@
 //!     .location_store(store)
 //!     .enable_actor_dispatch()
 //!     .actor_type("player", Arc::new(Lobby), |_| Box::new(Player))
+//!     .on_connect(|session, hello| async move {
+//!         // §1 step 1: authenticate the hello (here: it names the player).
+//!         let name = std::str::from_utf8(&hello.payload).unwrap_or("");
+//!         let id = ActorId::new(name).map_err(|_| Error::new(Reason::NotAuthenticated))?;
+//!         session.set_attribute(id);
+//!         session.reply(hello, Ok(Bytes::from_static(b"welcome")))
+//!     })
 //!     .on_packet(PacketKey(1), |session, packet| async move {
-//!         let id = ActorId::new("player-1").expect("a valid id");
+//!         let id = session.attribute::<ActorId>().ok_or(Error::new(Reason::NotAuthenticated))?;
 //!         let player = session.actor("player", &id).await?;
 //!         let bound = session.actors().bind(player).await?;
 //!         bound.relay(packet)

@@ -5,8 +5,18 @@
 //! application never sees a NodeRid, a transport handle, a raw envelope, a
 //! request sequence or an AuthorityOwnerGeneration (§1). Every handle here is
 //! shard-local (`!Send`): a session lives on the shard that accepted it.
+//!
+//! Per-session state: the connect callback authenticates the client (§1
+//! step 1) and keeps what later callbacks need — the player's id, say — as a
+//! typed attribute ([`Session::set_attribute`], [`Session::attribute`]).
+//! Attributes live as long as the session's lane: every callback of the
+//! session sees them, the disconnect callback included, and a reconnect is a
+//! new session with none (§9: nothing of a previous connection is carried
+//! over).
 
-use std::cell::Cell;
+use std::any::{Any, TypeId};
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::rc::Rc;
 
 use bytes::Bytes;
@@ -20,7 +30,12 @@ use crate::runtime::ShardHandle;
 pub struct Session {
     pub(crate) shard: Rc<ShardHandle>,
     pub(crate) rid: SessionRid,
+    pub(crate) attributes: Attributes,
 }
+
+/// The typed attributes of one session, shared by all its callbacks.
+#[derive(Clone, Default)]
+pub(crate) struct Attributes(Rc<RefCell<HashMap<TypeId, Rc<dyn Any>>>>);
 
 impl std::fmt::Debug for Session {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -62,6 +77,34 @@ impl Session {
     /// Closes the connection.
     pub fn close(&self) {
         self.shard.close_session(self.rid);
+    }
+
+    /// Keeps `value` as this session's attribute of type `T`, for every
+    /// later callback of the session (§1 step 1: the connect callback
+    /// decides the domain identity; the packet handlers act on it). Returns
+    /// the attribute of that type it replaces, if any.
+    pub fn set_attribute<T: 'static>(&self, value: T) -> Option<Rc<T>> {
+        let previous = self
+            .attributes
+            .0
+            .borrow_mut()
+            .insert(TypeId::of::<T>(), Rc::new(value));
+        previous.and_then(|any| any.downcast::<T>().ok())
+    }
+
+    /// This session's attribute of type `T`, if a callback set one. It is a
+    /// shared handle: hold it across awaits freely (put a `Cell` or
+    /// `RefCell` inside for state that changes).
+    pub fn attribute<T: 'static>(&self) -> Option<Rc<T>> {
+        let any = self.attributes.0.borrow().get(&TypeId::of::<T>()).cloned();
+        any.and_then(|any| any.downcast::<T>().ok())
+    }
+
+    /// The index of the shard (thread) that owns this session, for
+    /// diagnostics and logs: a session stays on the shard that accepted it,
+    /// where its callbacks run one at a time (§10; docs/threading.md).
+    pub fn shard(&self) -> u16 {
+        self.shard.index()
     }
 }
 

@@ -52,12 +52,17 @@ type LocalResult = Pin<Box<dyn Future<Output = Result<(), Error>>>>;
 pub(crate) type PacketHandler = Arc<dyn Fn(Session, Packet) -> LocalResult + Send + Sync>;
 /// The duplicate-Actor-connection callback (§6).
 pub(crate) type ReplacedHandler = Arc<dyn Fn(Session, ActorId) -> LocalResult + Send + Sync>;
+/// The session's disconnect callback (§7).
+pub(crate) type DisconnectHandler = Arc<dyn Fn(Session) -> LocalResult + Send + Sync>;
 
 /// The application's session callbacks.
 #[derive(Default)]
 pub(crate) struct Handlers {
     pub(crate) packets: HashMap<PacketKey, PacketHandler>,
+    /// §1 step 1: authenticates the client with its first packet.
+    pub(crate) on_connect: Option<PacketHandler>,
     pub(crate) on_replaced: Option<ReplacedHandler>,
+    pub(crate) on_disconnect: Option<DisconnectHandler>,
 }
 
 /// Builds an Actor instance for a new incarnation.

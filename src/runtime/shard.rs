@@ -8,7 +8,10 @@
 //! notify terminals) → run Actor lane turns → start session lane turns as
 //! tasks → poll ready tasks with a budget → carry out outputs again. Nothing
 //! here takes a lock; state is shared with the shard's own tasks through one
-//! `RefCell`, never borrowed across an `.await`.
+//! `RefCell`, never borrowed across an `.await`. The session side (lanes
+//! and the turns of the session callbacks) is [`session`].
+
+mod session;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -19,25 +22,23 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::executor::{completion, or_abort, Completer, Completion, Executor, Spawner};
+use self::session::{LaneSession, LifecycleDeadlines, RunningTurn, SessionWork};
+use super::executor::{completion, Completer, Completion, Executor, Spawner};
 use super::links::Links;
 use super::router::{Router, ShardMsg, LINK_SHARD};
 use super::{NodeCommand, NodeShared, PublishedCounters};
 use crate::api::actor::{Actor, ActorContext, ActorMessage};
-use crate::api::session::{Dispatch, Packet, Session};
 use crate::core::actor::{ActorEvent, ReplyTicket};
-use crate::core::lane::{
-    ActorDeliveryLane, LaneEngine, LaneId, Ordinary, SessionClass, SessionLane, SessionState,
-};
+use crate::core::lane::{ActorDeliveryLane, LaneEngine, LaneId, Ordinary, SessionLane};
 use crate::core::relocation::RelocationEvent;
-use crate::core::session::{BindStart, SessionEvent, Ticket};
+use crate::core::session::{BindStart, Ticket};
 use crate::core::shard::ShardCore;
 use crate::core::time::Instant;
 use crate::core::trace::FlowTrace;
 use crate::core::CoreEvent;
 use crate::error::{Error, Reason};
 use crate::ids::{ActorId, ActorRef, Correlation, PacketKey, Peer, SessionRid};
-use crate::net::{CloseCause, ConnId, ListenerId, NetEvent, Reactor};
+use crate::net::{ConnId, ListenerId, NetEvent, Reactor};
 use crate::store::{Created, RowVersion, StoreError};
 use crate::wire::client::{ClientFrame, CloseReason};
 
@@ -48,14 +49,6 @@ const TASK_BUDGET: usize = 256;
 /// The longest a parked loop waits with no timer due (a safety net; every
 /// real wake-up is an event, a timer or a waker).
 const IDLE_WAIT_MAX: Duration = Duration::from_millis(100);
-
-/// Work on a session's lane (§10): two turns of one connection never overlap.
-enum SessionWork {
-    /// A packet for its typed handler.
-    Packet(Packet),
-    /// §6: the duplicate-Actor-connection callback.
-    Replaced { callback: Ticket, actor: ActorId },
-}
 
 /// Work on an Actor's delivery lane.
 enum ActorWork {
@@ -107,9 +100,10 @@ pub(crate) struct ShardState {
     actor_lanes: LaneEngine<ActorDeliveryLane, ActorWork>,
     actors: HashMap<ActorId, HostedActor>,
     lane_actors: HashMap<LaneId, ActorId>,
-    lane_sessions: HashMap<LaneId, SessionRid>,
-    /// Dropping one aborts the running turn of that session lane.
-    turn_aborts: HashMap<LaneId, Completer<()>>,
+    lane_sessions: HashMap<LaneId, LaneSession>,
+    /// The running turn of each busy session lane.
+    running_turns: HashMap<LaneId, RunningTurn>,
+    lifecycle_deadlines: LifecycleDeadlines,
     draining: Option<Drain>,
     bind_waiters: HashMap<Ticket, Completer<Result<ActorRef, Error>>>,
     /// Actor look-ups answered by the Actor's shard.
@@ -148,6 +142,7 @@ impl ShardState {
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .expires_at
         });
+        let lifecycle_deadlines = LifecycleDeadlines::new(node.settings.disconnect_deadline);
         Self {
             node,
             index,
@@ -165,7 +160,8 @@ impl ShardState {
             actors: HashMap::new(),
             lane_actors: HashMap::new(),
             lane_sessions: HashMap::new(),
-            turn_aborts: HashMap::new(),
+            running_turns: HashMap::new(),
+            lifecycle_deadlines,
             draining: None,
             bind_waiters: HashMap::new(),
             actor_waiters: HashMap::new(),
@@ -209,41 +205,6 @@ impl ShardState {
         }
     }
 
-    fn accepted(&mut self, conn: ConnId) {
-        if self.draining.is_some() {
-            // §10: a draining host takes no new sessions.
-            self.write_frame(
-                conn,
-                &ClientFrame::Close {
-                    reason: CloseReason::Shutdown,
-                },
-            );
-            self.reactor.close(conn);
-            return;
-        }
-        let now = self.now();
-        let rid = self.core.sessions(now).open_session();
-        let lane = self
-            .session_lanes
-            .add_lane(self.node.settings.session_queue_max);
-        self.sessions.insert(rid, SessionEntry { conn, lane });
-        self.lane_sessions.insert(lane, rid);
-        self.conns.insert(conn, rid);
-    }
-
-    fn conn_closed(&mut self, conn: ConnId, cause: CloseCause) {
-        let Some(rid) = self.conns.remove(&conn) else {
-            return;
-        };
-        tracing::debug!(?rid, ?cause, "session connection closed");
-        if let Some(entry) = self.sessions.get(&rid) {
-            self.session_lanes
-                .set_state(entry.lane, SessionState::Closed);
-        }
-        let now = self.now();
-        self.core.sessions(now).connection_lost(rid);
-    }
-
     /// Splits client frames off the connection's bytes: keepalive is answered
     /// here, outside every application queue (§5); packets go to the
     /// session's lane; anything else closes the connection with a reason.
@@ -265,7 +226,7 @@ impl ShardState {
                 Ok(None) => return,
                 Err(error) => {
                     tracing::debug!(?rid, %error, "malformed client frame");
-                    self.protocol_close(rid, conn);
+                    self.close_with(rid, conn, CloseReason::ProtocolError);
                     return;
                 }
             };
@@ -282,65 +243,10 @@ impl ShardState {
                 | ClientFrame::Error { .. }
                 | ClientFrame::Push { .. }
                 | ClientFrame::Close { .. } => {
-                    self.protocol_close(rid, conn);
+                    self.close_with(rid, conn, CloseReason::ProtocolError);
                     return;
                 }
             }
-        }
-    }
-
-    fn protocol_close(&mut self, rid: SessionRid, conn: ConnId) {
-        self.write_frame(
-            conn,
-            &ClientFrame::Close {
-                reason: CloseReason::ProtocolError,
-            },
-        );
-        self.reactor.close(conn);
-        self.conns.remove(&conn);
-        if let Some(entry) = self.sessions.get(&rid) {
-            self.session_lanes
-                .set_state(entry.lane, SessionState::Closed);
-        }
-        let now = self.now();
-        self.core.sessions(now).connection_lost(rid);
-    }
-
-    fn packet(
-        &mut self,
-        rid: SessionRid,
-        conn: ConnId,
-        key: PacketKey,
-        correlation: Option<Correlation>,
-        payload: Bytes,
-    ) {
-        let refusal = if !self.node.handlers.packets.contains_key(&key) {
-            Some(Error::new(Reason::NoPacketHandler))
-        } else if let Some(entry) = self.sessions.get(&rid) {
-            let packet = Packet {
-                key,
-                payload,
-                dispatch: Rc::new(Dispatch {
-                    correlation,
-                    answered: std::cell::Cell::new(false),
-                }),
-            };
-            let work = SessionWork::Packet(packet);
-            match self
-                .session_lanes
-                .submit(entry.lane, SessionClass::Application, work)
-            {
-                Ok(()) => None,
-                Err(refused) => Some(match refused.reason {
-                    crate::core::lane::LaneRefusal::Full { .. } => Error::new(Reason::QueueFull),
-                    _ => Error::new(Reason::SessionClosing),
-                }),
-            }
-        } else {
-            Some(Error::new(Reason::SessionClosing))
-        };
-        if let (Some(error), Some(correlation)) = (refusal, correlation) {
-            self.write_frame(conn, &ClientFrame::Error { correlation, error });
         }
     }
 
@@ -485,7 +391,7 @@ impl ShardState {
             let now = self.node.now();
             self.core.sessions(now).close_all();
         }
-        if self.core.session_owner().session_count() == 0 {
+        if self.sessions_gone() {
             if let Some(done) = self.draining.as_mut().and_then(|d| d.done.take()) {
                 let _ = done.send(());
             }
@@ -522,74 +428,6 @@ impl ShardState {
                 self.host(actor_type, &row)
             }
             Created::Existing(row) => Ok(row.actor_ref()),
-        }
-    }
-
-    fn session_event(&mut self, event: SessionEvent) {
-        match event {
-            SessionEvent::Frame { session, frame } => {
-                if let Some(conn) = self.sessions.get(&session).map(|e| e.conn) {
-                    self.write_frame(conn, &frame);
-                }
-            }
-            SessionEvent::Close { session, reason } => {
-                if let Some(entry) = self.sessions.get(&session) {
-                    let conn = entry.conn;
-                    self.session_lanes
-                        .set_state(entry.lane, SessionState::Closed);
-                    self.write_frame(conn, &ClientFrame::Close { reason });
-                    self.reactor.close(conn);
-                    self.conns.remove(&conn);
-                }
-            }
-            SessionEvent::BindCompleted {
-                ticket, outcome, ..
-            } => {
-                if let Some(waiter) = self.bind_waiters.remove(&ticket) {
-                    waiter.complete(outcome);
-                }
-            }
-            SessionEvent::NotifyCompleted {
-                ticket, outcome, ..
-            } => {
-                if let Some(waiter) = self.notify_waiters.remove(&ticket) {
-                    waiter.complete(outcome);
-                }
-            }
-            SessionEvent::ReplacementCallback {
-                session,
-                callback,
-                actor,
-            } => {
-                // §6: the previous session is closing before its callback
-                // starts: new inbound application dispatch is refused.
-                let lane = self.sessions.get(&session).map(|e| e.lane);
-                if let Some(lane) = lane {
-                    self.session_lanes.set_state(lane, SessionState::Closed);
-                }
-                let work = SessionWork::Replaced { callback, actor };
-                let admitted = lane.map(|lane| {
-                    self.session_lanes
-                        .submit(lane, SessionClass::Lifecycle, work)
-                });
-                if !matches!(admitted, Some(Ok(()))) {
-                    let now = self.now();
-                    self.core
-                        .sessions(now)
-                        .replacement_callback_done(session, callback, false);
-                }
-            }
-            SessionEvent::SessionEnded { session } => {
-                if let Some(entry) = self.sessions.remove(&session) {
-                    self.conns.remove(&entry.conn);
-                    if self.session_lanes.in_turn(entry.lane) {
-                        // The running turn is aborted; it removes the lane.
-                        self.turn_aborts.remove(&entry.lane);
-                    } else {
-                        self.remove_session_lane(entry.lane);
-                    }
-                }
-            }
         }
     }
 
@@ -752,13 +590,6 @@ impl ShardState {
         for shard in (0..self.router.shards()).filter(|&s| s != self.index) {
             self.router.send(shard, ShardMsg::Fence);
         }
-    }
-
-    /// Removes an ended session's lane; what it still held is dropped (the
-    /// session's requests already ended in the core).
-    fn remove_session_lane(&mut self, lane: LaneId) {
-        self.lane_sessions.remove(&lane);
-        drop(self.session_lanes.remove_lane(lane));
     }
 
     /// Runs every ready Actor lane turn: the handler runs here, on the
@@ -1042,84 +873,6 @@ impl ShardHandle {
         }
         completion
     }
-
-    /// Starts every ready session lane turn as a task (§10: binding work
-    /// proceeds while the callback awaits).
-    fn start_session_turns(self: &Rc<Self>) {
-        loop {
-            let next = self.state.borrow_mut().session_lanes.next_turn();
-            let Some((lane, work)) = next else {
-                return;
-            };
-            let rid = self.state.borrow().lane_sessions.get(&lane).copied();
-            let Some(rid) = rid else {
-                self.state.borrow_mut().session_lanes.finish_turn(lane);
-                continue;
-            };
-            let shard = Rc::clone(self);
-            let (abort, aborted) = completion::<()>();
-            self.state.borrow_mut().turn_aborts.insert(lane, abort);
-            self.spawner.spawn(async move {
-                // A turn whose session ended is dropped (its awaits end
-                // with it), so a callback that never finishes cannot hold
-                // its lane forever.
-                let _ = or_abort(shard.session_turn(rid, work), aborted).await;
-                shard.finish_session_turn(rid, lane);
-            });
-        }
-    }
-
-    async fn session_turn(self: &Rc<Self>, rid: SessionRid, work: SessionWork) {
-        let session = Session {
-            shard: Rc::clone(self),
-            rid,
-        };
-        let handlers = Arc::clone(&self.state.borrow().node.handlers);
-        match work {
-            SessionWork::Packet(packet) => {
-                let Some(handler) = handlers.packets.get(&packet.key) else {
-                    return;
-                };
-                let dispatch = Rc::clone(&packet.dispatch);
-                // §6: a session that is closing runs no new application
-                // dispatch, even for packets queued before it began closing.
-                let open = self.state.borrow().core.session_owner().is_open(rid);
-                if !open {
-                    if let Some(correlation) = dispatch.correlation {
-                        let _ = self.answer(rid, correlation, Err(Reason::SessionClosing.into()));
-                    }
-                    return;
-                }
-                let outcome = handler(session, packet).await;
-                if let (false, Some(correlation)) = (dispatch.answered.get(), dispatch.correlation)
-                {
-                    let error = outcome.err().unwrap_or(Error::new(Reason::NotAnswered));
-                    let _ = self.answer(rid, correlation, Err(error));
-                }
-            }
-            SessionWork::Replaced { callback, actor } => {
-                let ok = match &handlers.on_replaced {
-                    Some(handler) => handler(session, actor).await.is_ok(),
-                    None => true,
-                };
-                let mut state = self.state.borrow_mut();
-                let now = state.now();
-                state
-                    .core
-                    .sessions(now)
-                    .replacement_callback_done(rid, callback, ok);
-            }
-        }
-    }
-
-    fn finish_session_turn(&self, rid: SessionRid, lane: LaneId) {
-        let mut state = self.state.borrow_mut();
-        state.turn_aborts.remove(&lane);
-        state.session_lanes.finish_turn(lane);
-        if !state.sessions.contains_key(&rid) {
-            state.remove_session_lane(lane);
-        }
-    }
 }
 
 /// Runs a shard until `stop` is set.
@@ -1146,6 +899,9 @@ pub(crate) fn run(
                 if let Some(left) = state.lease_left() {
                     wait = wait.min(left);
                 }
+                if let Some(deadline) = state.lifecycle_deadlines.next_in() {
+                    wait = wait.min(deadline);
+                }
                 Some(wait)
             }
         };
@@ -1162,6 +918,7 @@ pub(crate) fn run(
             state.process_inbox();
             let now = state.now();
             state.core.handle_timeout(now);
+            state.expire_lifecycle_deadlines();
             backlog = state.run_actor_work();
         }
         shard.start_session_turns();

@@ -5,21 +5,24 @@
 
 use std::cell::Cell;
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use zlink::api::{
     Actor, ActorContext, ActorMessage, Node, NodeBuilder, NodeSettings, ObjectRole, Spot,
 };
 use zlink::client::Client;
 use zlink::error::{Error, Reason};
-use zlink::ids::{ActorId, ActorRef, PacketKey};
+use zlink::ids::{ActorId, ActorRef, Correlation, PacketKey};
 use zlink::net::handshake::ClusterSecret;
 use zlink::store::{CountingStore, EmbeddedStore, LocationStore, MonotonicClock};
+use zlink::wire::client::ClientFrame;
+use zlink::wire::DecodeLimits;
 
 /// Binds the actor named by the payload; replies "bound".
 pub const LOGIN: PacketKey = PacketKey(1);
@@ -46,6 +49,8 @@ pub const HOLD: PacketKey = PacketKey(10);
 pub const STALL: PacketKey = PacketKey(11);
 /// Relays; the actor replies how many messages this instance has handled.
 pub const COUNT: PacketKey = PacketKey(12);
+/// Replies the index of the shard that owns the session.
+pub const SHARD: PacketKey = PacketKey(13);
 /// The key of pushes from actors.
 pub const PUSHED: PacketKey = PacketKey(100);
 /// The key of the duplicate-connection notice.
@@ -81,6 +86,10 @@ pub struct Observed {
     hold: (Mutex<bool>, Condvar),
     /// The async gate of [`STALL`] and `replaced_awaits_gate`.
     pub gate: AsyncGate,
+    /// What the session callbacks that log did, in order: "stall-end" (the
+    /// [`STALL`] handler passed its gate), "disconnect" (the disconnect
+    /// callback started), "disconnect-dropped" (the runtime dropped it).
+    pub session_log: Mutex<Vec<(String, Instant)>>,
 }
 
 impl Observed {
@@ -113,6 +122,34 @@ impl Observed {
             let _ = events.send(what.to_owned());
         }
     }
+
+    /// Appends to [`Observed::session_log`] and reports it as held `what`.
+    fn log(&self, what: &str) {
+        self.session_log
+            .lock()
+            .unwrap()
+            .push((what.to_owned(), Instant::now()));
+        self.held(what);
+    }
+
+    /// The names in [`Observed::session_log`], in order.
+    pub fn session_log(&self) -> Vec<String> {
+        let log = self.session_log.lock().unwrap();
+        log.iter().map(|(what, _)| what.clone()).collect()
+    }
+}
+
+/// What the session's disconnect callback (`on_disconnect`) does.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SessionDisconnect {
+    /// None is registered.
+    #[default]
+    None,
+    /// It logs "disconnect" and returns.
+    Logs,
+    /// It logs "disconnect" and never finishes; when the runtime drops it,
+    /// it logs "disconnect-dropped".
+    AwaitsForever,
 }
 
 /// A one-shot gate an async session callback awaits without blocking its
@@ -244,6 +281,8 @@ pub struct GameOptions {
     pub client_role: bool,
     /// The node's NodeGeneration (default: from the wall clock).
     pub node_generation: Option<u64>,
+    /// The session's disconnect callback.
+    pub session_disconnect: SessionDisconnect,
 }
 
 /// A started game node, over any Location Store (the embedded one unless
@@ -417,6 +456,7 @@ pub fn start_node<S: LocationStore + 'static>(
             Ok(())
         }
     });
+    let builder = with_session_disconnect(builder, &observed, options.session_disconnect);
     let node = builder.start().expect("the game node starts");
     Game {
         rid,
@@ -427,12 +467,43 @@ pub fn start_node<S: LocationStore + 'static>(
     }
 }
 
+/// Logs "disconnect-dropped" when the disconnect callback's future is dropped.
+struct DropLog(Arc<Observed>);
+
+impl Drop for DropLog {
+    fn drop(&mut self) {
+        self.0.log("disconnect-dropped");
+    }
+}
+
+fn with_session_disconnect(
+    builder: NodeBuilder,
+    observed: &Arc<Observed>,
+    mode: SessionDisconnect,
+) -> NodeBuilder {
+    if mode == SessionDisconnect::None {
+        return builder;
+    }
+    let o = Arc::clone(observed);
+    builder.on_disconnect(move |_session| {
+        let o = Arc::clone(&o);
+        async move {
+            o.log("disconnect");
+            if mode == SessionDisconnect::AwaitsForever {
+                let _dropped = DropLog(o);
+                std::future::pending::<()>().await;
+            }
+            Ok(())
+        }
+    })
+}
+
 fn describe(actor: &zlink::api::ActorHandle) -> String {
     format!("{}:{}", actor.id, actor.generation.0)
 }
 
 /// The handlers of [`STASH`], [`BIND_STASHED`], [`BIND_OR_GET_STASHED`],
-/// [`FIND`], [`BOUND`] and [`STALL`].
+/// [`FIND`], [`BOUND`], [`SHARD`] and [`STALL`].
 fn stash_handlers(builder: NodeBuilder, observed: &Arc<Observed>) -> NodeBuilder {
     let o = Arc::clone(observed);
     let builder = builder.on_packet(STASH, move |session, packet| {
@@ -483,12 +554,17 @@ fn stash_handlers(builder: NodeBuilder, observed: &Arc<Observed>) -> NodeBuilder
         all.sort();
         session.reply(packet, Ok(Bytes::from(all.join(","))))
     });
+    let builder = builder.on_packet(SHARD, |session, packet| async move {
+        let shard = session.shard().to_string();
+        session.reply(packet, Ok(Bytes::from(shard)))
+    });
     let o = Arc::clone(observed);
     builder.on_packet(STALL, move |session, packet| {
         let o = Arc::clone(&o);
         async move {
             o.held("stall");
             o.gate.wait().await;
+            o.log("stall-end");
             session.reply(packet, Ok(Bytes::from_static(b"unstalled")))
         }
     })
@@ -569,6 +645,87 @@ pub fn login<S: LocationStore>(game: &Game<S>, actor: &str) -> Client {
     assert_eq!(reply, Bytes::from_static(b"bound"));
     client
 }
+
+/// The shard a matrix test puts its sessions on: the last one, so that
+/// with two shards a session's records to another node (links live on
+/// shard 0) or to an Actor on shard 0 take the cross-shard hop.
+pub fn session_shard(shards: usize) -> u16 {
+    u16::try_from(shards - 1).unwrap()
+}
+
+/// The shard a matrix test puts its Actors on: on the session's node the
+/// other one than [`session_shard`] (0), on another node the last one, away
+/// from the link shard 0. Either way, with two shards every record between
+/// session and Actor crosses shards at least once.
+pub fn actor_shard(shards: usize, same_node: bool) -> u16 {
+    if same_node {
+        0
+    } else {
+        session_shard(shards)
+    }
+}
+
+/// `prefix` if the Actor of that name lives on `shard` of `shards` (by
+/// ActorId placement), else the first `prefix-k` that does.
+pub fn actor_on(prefix: &str, shard: u16, shards: usize) -> String {
+    let shards = u16::try_from(shards).unwrap();
+    std::iter::once(prefix.to_owned())
+        .chain((1..).map(|k| format!("{prefix}-{k}")))
+        .find(|name| id(name).shard(shards) == shard)
+        .unwrap()
+}
+
+/// A client whose session the kernel gave to `shard` of the node
+/// (SO_REUSEPORT spreads connections by their ports): connects until one
+/// lands there, asserting it with [`SHARD`] (its correlation 1).
+pub fn client_on(game: &Game, shard: u16) -> Client {
+    for _ in 0..64 {
+        let mut client = game.client();
+        let reply = client.request(SHARD, Bytes::new(), WAIT).expect("shard");
+        if reply == shard.to_string() {
+            return client;
+        }
+    }
+    panic!("64 connections in a row missed shard {shard}");
+}
+
+/// Logs in as `actor` from a session on `shard` (correlations 1 and 2).
+pub fn login_on(game: &Game, actor: &str, shard: u16) -> Client {
+    let mut client = client_on(game, shard);
+    let reply = client
+        .request(LOGIN, Bytes::copy_from_slice(actor.as_bytes()), WAIT)
+        .expect("login");
+    assert_eq!(reply, Bytes::from_static(b"bound"));
+    client
+}
+
+/// Runs a contract test with one and with two shards per node (issue 3 item
+/// 9): `fn name(shards: usize) { .. }` becomes the tests `name::one_shard`
+/// and `name::two_shards`, so `cargo test name` runs both.
+#[allow(unused_macros)]
+macro_rules! shard_matrix {
+    ($(#[$meta:meta])* fn $name:ident($shards:ident: usize $(,)?) $body:block) => {
+        $(#[$meta])*
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            fn run($shards: usize) $body
+
+            #[test]
+            fn one_shard() {
+                run(1);
+            }
+
+            #[test]
+            fn two_shards() {
+                run(2);
+            }
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use shard_matrix;
 
 pub fn payload(actor: &str, data: &str) -> Bytes {
     Bytes::from(format!("{actor}:{data}"))
@@ -805,4 +962,84 @@ pub fn expect_reply(client: &mut Client, key: PacketKey, payload: &str) -> Bytes
     client
         .request(key, Bytes::copy_from_slice(payload.as_bytes()), WAIT)
         .unwrap_or_else(|e| panic!("{key:?} {payload:?}: {e:?}"))
+}
+
+/// A STREAM connection driven frame by frame (keepalive included).
+pub struct Raw {
+    stream: TcpStream,
+    buf: BytesMut,
+}
+
+impl Raw {
+    pub fn connect(addr: SocketAddr) -> Self {
+        let stream = TcpStream::connect(addr).unwrap();
+        stream.set_nodelay(true).unwrap();
+        Self {
+            stream,
+            buf: BytesMut::new(),
+        }
+    }
+
+    pub fn send(&mut self, frames: &[ClientFrame]) {
+        let mut out = BytesMut::new();
+        for frame in frames {
+            frame.encode(&mut out);
+        }
+        self.stream.write_all(&out).unwrap();
+    }
+
+    pub fn next(&mut self) -> ClientFrame {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if let Some(frame) = ClientFrame::decode_from(&mut self.buf, &DecodeLimits::default())
+                .expect("a well-formed frame")
+            {
+                return frame;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            assert!(!left.is_zero(), "no frame from the server");
+            self.stream.set_read_timeout(Some(left)).unwrap();
+            let mut chunk = [0u8; 16 * 1024];
+            let n = self.stream.read(&mut chunk).expect("read");
+            assert!(n > 0, "the server closed the connection");
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    pub fn request(key: PacketKey, correlation: u32, payload: Bytes) -> ClientFrame {
+        ClientFrame::Request {
+            key,
+            correlation: Correlation(correlation),
+            payload,
+        }
+    }
+
+    /// Sends a keepalive probe and reads up to its answer: every frame sent
+    /// before it has been taken off the socket and put on its lane by then.
+    /// Returns the frames that came first.
+    pub fn ping(&mut self, nonce: u64) -> Vec<ClientFrame> {
+        self.send(&[ClientFrame::Ping { nonce }]);
+        let mut before = Vec::new();
+        loop {
+            match self.next() {
+                ClientFrame::Pong { nonce: n } if n == nonce => return before,
+                other => before.push(other),
+            }
+        }
+    }
+
+    pub fn login(&mut self, actor: &str) {
+        self.send(&[Self::request(
+            LOGIN,
+            1,
+            Bytes::copy_from_slice(actor.as_bytes()),
+        )]);
+        match self.next() {
+            ClientFrame::Reply {
+                correlation: Correlation(1),
+                payload,
+            } => assert_eq!(payload, Bytes::from_static(b"bound")),
+            other => panic!("login: {other:?}"),
+        }
+    }
 }

@@ -88,6 +88,9 @@ pub enum CloseReason {
     KeepaliveTimeout = 6,
     /// The application closed the session.
     Application = 7,
+    /// The connect callback refused the client's hello (§1 step 1: the
+    /// session callback authenticates the client).
+    AuthenticationFailed = 8,
 }
 
 impl CloseReason {
@@ -106,6 +109,7 @@ impl CloseReason {
             5 => Self::ProtocolError,
             6 => Self::KeepaliveTimeout,
             7 => Self::Application,
+            8 => Self::AuthenticationFailed,
             _ => return None,
         })
     }

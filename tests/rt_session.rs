@@ -1,0 +1,241 @@
+//! Session callbacks over real sockets (§1 step 1, §7, §10; issue 3 item 2):
+//! the connect callback authenticates before any packet handler runs and
+//! keeps per-session state for them; the disconnect callback runs once
+//! after the connection ended, never overlapping another callback of the
+//! session, and never holding up the framework's own disconnect work.
+
+mod runtime_support;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use runtime_support::*;
+use zlink::api::{Node, NodeBuilder, NodeSettings};
+use zlink::error::{Error, Reason};
+use zlink::ids::{Correlation, PacketKey};
+use zlink::wire::client::{ClientFrame, CloseReason};
+
+/// The hello's key: the first packet reaches the connect callback whatever
+/// its key, even one with no packet handler (like this one).
+const HELLO: PacketKey = PacketKey(7);
+/// Replies the authenticated player's name, or "anonymous".
+const WHOAMI: PacketKey = PacketKey(1);
+
+/// The player a session authenticated as: its connect callback's attribute.
+struct Player(String);
+
+/// What the STREAM-only node's callbacks saw.
+#[derive(Default)]
+struct Seen {
+    /// "connect", "disconnect:<player>", in order.
+    events: Mutex<Option<mpsc::Sender<String>>>,
+    /// How many times a packet handler ran.
+    handled: AtomicUsize,
+    /// The connect callback awaits it.
+    gate: AsyncGate,
+}
+
+impl Seen {
+    fn event(&self, what: String) {
+        if let Some(events) = self.events.lock().unwrap().as_ref() {
+            let _ = events.send(what);
+        }
+    }
+}
+
+/// A STREAM-only node (no object role, no Location Store) whose connect
+/// callback accepts any hello but "intruder", once its gate opens.
+fn stream_node() -> (Node, Arc<Seen>, mpsc::Receiver<String>) {
+    let seen = Arc::new(Seen::default());
+    let (tx, events) = mpsc::channel();
+    *seen.events.lock().unwrap() = Some(tx);
+    let settings = NodeSettings {
+        shards: 1,
+        pin_cores: false,
+        ..NodeSettings::default()
+    };
+    let (on_connect, on_packet, on_disconnect) =
+        (Arc::clone(&seen), Arc::clone(&seen), Arc::clone(&seen));
+    let node = NodeBuilder::new(1)
+        .listen("127.0.0.1:0".parse().unwrap())
+        .settings(settings)
+        .on_connect(move |session, hello| {
+            let seen = Arc::clone(&on_connect);
+            async move {
+                seen.event("connect".to_owned());
+                seen.gate.wait().await;
+                let name = String::from_utf8_lossy(&hello.payload).into_owned();
+                if name == "intruder" {
+                    return Err(Error::new(Reason::NotAuthenticated));
+                }
+                session.set_attribute(Player(name.clone()));
+                session.reply(hello, Ok(Bytes::from(format!("welcome {name}"))))
+            }
+        })
+        .on_packet(WHOAMI, move |session, packet| {
+            let seen = Arc::clone(&on_packet);
+            async move {
+                seen.handled.fetch_add(1, Ordering::SeqCst);
+                let name = player(&session);
+                session.reply(packet, Ok(Bytes::from(name)))
+            }
+        })
+        .on_disconnect(move |session| {
+            let seen = Arc::clone(&on_disconnect);
+            async move {
+                seen.event(format!("disconnect:{}", player(&session)));
+                Ok(())
+            }
+        })
+        .start()
+        .expect("a STREAM-only node with session callbacks starts");
+    (node, seen, events)
+}
+
+fn player(session: &zlink::api::Session) -> String {
+    session
+        .attribute::<Player>()
+        .map_or_else(|| "anonymous".to_owned(), |p| p.0.clone())
+}
+
+fn request(key: PacketKey, correlation: u32, payload: &str) -> ClientFrame {
+    Raw::request(key, correlation, Bytes::copy_from_slice(payload.as_bytes()))
+}
+
+#[test]
+fn the_connect_callback_runs_before_any_packet_handler_and_its_attribute_reaches_them() {
+    let (node, seen, events) = stream_node();
+    let mut client = Raw::connect(node.stream_addr().unwrap());
+    client.send(&[request(HELLO, 1, "player-7"), request(WHOAMI, 2, "")]);
+    assert_eq!(events.recv_timeout(WAIT).unwrap(), "connect");
+    // Both frames are on the session's lane once the probe is answered;
+    // the packet waits behind the connect callback, which awaits.
+    assert_eq!(client.ping(1), vec![]);
+    assert_eq!(seen.handled.load(Ordering::SeqCst), 0);
+    seen.gate.open();
+    assert_eq!(
+        client.next(),
+        ClientFrame::Reply {
+            correlation: Correlation(1),
+            payload: Bytes::from_static(b"welcome player-7")
+        }
+    );
+    assert_eq!(
+        client.next(),
+        ClientFrame::Reply {
+            correlation: Correlation(2),
+            payload: Bytes::from_static(b"player-7")
+        }
+    );
+    // The disconnect callback still sees the session's attribute.
+    drop(client);
+    assert_eq!(events.recv_timeout(WAIT).unwrap(), "disconnect:player-7");
+}
+
+#[test]
+fn a_failing_connect_callback_closes_with_its_reason_and_no_packet_handler_runs() {
+    let (node, seen, events) = stream_node();
+    let mut client = Raw::connect(node.stream_addr().unwrap());
+    client.send(&[request(HELLO, 1, "intruder"), request(WHOAMI, 2, "")]);
+    assert_eq!(events.recv_timeout(WAIT).unwrap(), "connect");
+    assert_eq!(client.ping(1), vec![]);
+    seen.gate.open();
+    match client.next() {
+        ClientFrame::Error {
+            correlation: Correlation(1),
+            error,
+        } => assert_eq!(error.reason(), Reason::NotAuthenticated),
+        other => panic!("the hello got {other:?}"),
+    }
+    assert_eq!(
+        client.next(),
+        ClientFrame::Close {
+            reason: CloseReason::AuthenticationFailed
+        }
+    );
+    // The disconnect callback is the session's last turn: the packet that
+    // waited behind the hello has had its turn by then, without its handler.
+    assert_eq!(events.recv_timeout(WAIT).unwrap(), "disconnect:anonymous");
+    assert_eq!(seen.handled.load(Ordering::SeqCst), 0);
+}
+
+#[test]
+fn on_disconnect_runs_once_after_the_running_packet_callback_finished() {
+    let game = start_game(GameOptions {
+        session_disconnect: SessionDisconnect::Logs,
+        ..GameOptions::default()
+    });
+    let held = game.observed.held_receiver();
+    let mut witness = game.client();
+    let mut client = login(&game, "player-1");
+    let _stalled = client.start_request(STALL, Bytes::new()).unwrap();
+    assert_eq!(held.recv_timeout(WAIT).unwrap(), "stall");
+    drop(client);
+    // The framework notifies the bound Actor while the packet callback
+    // still awaits (§7, §10)...
+    assert_eq!(
+        game.disconnect_events.recv_timeout(WAIT).unwrap(),
+        "player-1"
+    );
+    // ...while the session's disconnect callback waits for that callback
+    // to finish: they never overlap (W1). (Another session's round trip
+    // shows the shard has run its turns since it saw the close.)
+    expect_reply(&mut witness, SHARD, "");
+    assert_eq!(game.observed.session_log(), Vec::<String>::new());
+    game.observed.gate.open();
+    assert_eq!(held.recv_timeout(WAIT).unwrap(), "stall-end");
+    assert_eq!(held.recv_timeout(WAIT).unwrap(), "disconnect");
+    assert_eq!(game.observed.session_log(), ["stall-end", "disconnect"]);
+    assert!(
+        held.recv_timeout(Duration::from_millis(300)).is_err(),
+        "the disconnect callback ran again: {:?}",
+        game.observed.session_log()
+    );
+}
+
+#[test]
+fn spot_callbacks_run_while_on_disconnect_awaits_forever_and_it_is_dropped_at_the_deadline() {
+    let deadline = Duration::from_millis(500);
+    let game = start_game(GameOptions {
+        session_disconnect: SessionDisconnect::AwaitsForever,
+        settings: Some(NodeSettings {
+            disconnect_deadline: deadline,
+            ..NodeSettings::default()
+        }),
+        ..GameOptions::default()
+    });
+    let held = game.observed.held_receiver();
+    let mut client = login(&game, "player-a");
+    assert_eq!(
+        expect_reply(&mut client, LOGIN, "player-b"),
+        Bytes::from_static(b"bound")
+    );
+    let closed = Instant::now();
+    drop(client);
+    assert_eq!(held.recv_timeout(WAIT).unwrap(), "disconnect");
+    // The framework's notifications do not wait for the application's
+    // disconnect callback (§7: it does not iterate bound Actors; §10).
+    let mut notified = vec![
+        game.disconnect_events.recv_timeout(WAIT).unwrap(),
+        game.disconnect_events.recv_timeout(WAIT).unwrap(),
+    ];
+    notified.sort();
+    assert_eq!(notified, ["player-a", "player-b"]);
+    // The callback that never finishes is dropped at the §7 lifecycle
+    // deadline (counted from its start, which follows the close), never
+    // sooner.
+    assert_eq!(held.recv_timeout(WAIT).unwrap(), "disconnect-dropped");
+    let log = game.observed.session_log.lock().unwrap().clone();
+    assert_eq!(log.len(), 2, "{log:?}");
+    let dropped = log[1].1 - closed;
+    assert!(dropped >= deadline, "dropped {dropped:?} after the close");
+    assert!(dropped < Duration::from_secs(5), "{dropped:?}");
+    // The shard keeps serving sessions.
+    let mut again = login(&game, "player-a");
+    assert_eq!(
+        expect_reply(&mut again, RELAY, "player-a:still"),
+        payload("player-a", "still")
+    );
+}
