@@ -674,7 +674,7 @@ mod tests {
     }
 
     #[test]
-    fn an_unreachable_server_is_unavailable_within_the_call_timeout() {
+    fn an_unreachable_server_is_unavailable() {
         let store = RedisStore::open(config("c"), MonotonicClock::new()).unwrap();
         let actor = ActorId::new("a").unwrap();
         assert!(matches!(
