@@ -47,7 +47,9 @@
 pub mod actor;
 mod builder;
 pub mod session;
+pub mod spot;
 
-pub use actor::{Actor, ActorContext, ActorMessage, Spot};
+pub use actor::{Actor, ActorContext, ActorMessage};
 pub use builder::{Node, NodeBuilder, NodeSettings, ObjectRole, StartError};
 pub use session::{ActorHandle, LocationSnapshot, Packet, Session, SessionActor, SessionActors};
+pub use spot::{ExecutionMode, Spot, SpotHandle};
