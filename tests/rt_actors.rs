@@ -323,3 +323,30 @@ fn a_destroyed_spotwide_actor_is_recreated_in_its_spot_with_a_new_incarnation() 
     wait_until("the room was told", || !spot_disconnects(&game).is_empty());
     assert_eq!(spot_disconnects(&game), vec![pair("room-1", a.as_str())]);
 }
+
+#[test]
+fn a_lane_bound_the_engine_cannot_hold_fails_startup() {
+    for settings in [
+        zlink::api::NodeSettings {
+            spot_queue_max: 0,
+            ..zlink::api::NodeSettings::default()
+        },
+        zlink::api::NodeSettings {
+            actor_queue_max: usize::MAX,
+            ..zlink::api::NodeSettings::default()
+        },
+    ] {
+        let started = zlink::api::NodeBuilder::new(1)
+            .object_role(zlink::api::ObjectRole::Server)
+            .location_store(new_store())
+            .enable_actor_dispatch()
+            .settings(settings)
+            .start();
+        let error = started.unwrap_err();
+        assert!(
+            matches!(error, zlink::api::StartError::Invalid(_)),
+            "{error}"
+        );
+        assert_eq!(error.error().kind(), ErrorKind::Configuration);
+    }
+}

@@ -9,6 +9,7 @@ use std::time::Duration;
 use super::actor::Actor;
 use super::session::{Packet, Session};
 use super::spot::{ExecutionMode, Spot, SpotHandle};
+use crate::core::lane::{ActorDeliveryLane, LaneEngine};
 use crate::core::trace::FlowCounters;
 use crate::error::{Error, Reason};
 use crate::ids::{ActorId, MeshName, NodeGeneration, NodeRid, PacketKey, SpotId};
@@ -89,6 +90,27 @@ impl Default for NodeSettings {
             pin_cores: true,
             lease_renew_interval: Duration::from_millis(1_000),
         }
+    }
+}
+
+impl NodeSettings {
+    /// Every lane bound is one the one lane engine can hold (§11): at least
+    /// one item and at most `LaneEngine::CAPACITY_MAX`, so a bad setting
+    /// fails startup rather than a shard at its first session or Actor.
+    fn check_lane_bounds(&self) -> Result<(), StartError> {
+        let max = LaneEngine::<ActorDeliveryLane, ()>::CAPACITY_MAX;
+        for (name, value) in [
+            ("session_queue_max", self.session_queue_max),
+            ("actor_queue_max", self.actor_queue_max),
+            ("spot_queue_max", self.spot_queue_max),
+        ] {
+            if !(1..=max).contains(&value) {
+                return Err(StartError::Invalid(format!(
+                    "{name} = {value}: a lane holds 1 to {max} items"
+                )));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -316,6 +338,7 @@ impl NodeBuilder {
         }
         let mesh = MeshName::new(&self.mesh)
             .map_err(|e| StartError::Invalid(format!("mesh name: {e}")))?;
+        self.settings.check_lane_bounds()?;
         if self.dispatch && self.role == ObjectRole::None {
             return Err(StartError::NoObjectRole);
         }
