@@ -9,7 +9,8 @@
 //! tasks → poll ready tasks with a budget → carry out outputs again. Nothing
 //! here takes a lock; state is shared with the shard's own tasks through one
 //! `RefCell`, never borrowed across an `.await`. The session side (lanes
-//! and the turns of the session callbacks) is [`session`].
+//! and the turns of the session callbacks) is [`session`]; the Actor side
+//! (hosted Actors, User Spots, their lanes and turns) is [`actors`].
 
 mod actors;
 mod session;
