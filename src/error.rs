@@ -149,6 +149,10 @@ reasons! {
     /// No Spot kind is registered under the name (§1: User Spots are of a
     /// kind registered at startup).
     NoSpotKind = 63 => NotFound, "no Spot kind is registered under this name";
+    /// The Actor cannot be relocated: its type provides no state snapshot
+    /// (`Actor::snapshot`), or it belongs to a User Spot, whose Actors move
+    /// only with their Spot (docs/relocation.md "The relocation API").
+    NotRelocatable = 64 => InvalidOperation, "the actor cannot be relocated";
 }
 
 /// A typed failure: its kind and its reason.

@@ -61,4 +61,23 @@ pub trait Actor: 'static {
     fn on_bound(&mut self, ctx: &mut dyn ActorContext) {
         let _ = ctx;
     }
+
+    /// §8 live relocation: the Actor's state, to be carried to another node
+    /// between two of its turns. `None` (the default) means the type cannot
+    /// move: `Node::relocate` then ends with `InvalidOperation`
+    /// (NotRelocatable) and nothing is sealed. Bounded by
+    /// `DecodeLimits::handoff_state_len_max` (less a few bytes of the
+    /// type's name); a larger state aborts the move (HandoffTooLarge).
+    fn snapshot(&self) -> Option<Bytes> {
+        None
+    }
+
+    /// §8: on the target node, a fresh instance from the type's factory
+    /// takes the state [`Actor::snapshot`] gave at the source, before any
+    /// message reaches it (restore without dispatch). An error aborts the
+    /// move; the Actor stays at the source.
+    fn restore(&mut self, state: Bytes) -> Result<(), Error> {
+        let _ = state;
+        Err(crate::error::Reason::NotRelocatable.into())
+    }
 }

@@ -403,6 +403,16 @@ impl StartError {
     }
 }
 
+/// Where [`Node::relocate`] moves an Actor (§2: the relocation runtime
+/// chooses; an operator or a test may hint).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RelocateTo {
+    /// The placement policy's choice: the linked peers in turn.
+    Any,
+    /// The node with this RID, if it is a linked peer.
+    Node(u64),
+}
+
 /// A running node.
 pub struct Node {
     running: RunningNode,
@@ -487,6 +497,24 @@ impl Node {
     /// again (X6). `Unavailable` when this node does not host it.
     pub fn destroy_actor(&self, id: &ActorId) -> Result<(), Error> {
         self.running.destroy_actor(id.clone())
+    }
+
+    /// §8 live relocation: moves the Actor `id` that this node hosts to
+    /// another node of the mesh while its bound session stays connected
+    /// wherever it is (docs/relocation.md). The relocation runtime chooses
+    /// the target (§2): with [`RelocateTo::Any`] the next linked peer in
+    /// turn; with [`RelocateTo::Node`] the operator's hint, refused with
+    /// `InvalidOperation` (RelocationTargetInvalid) when it is not a linked
+    /// peer. Returns when the move committed (`Ok`), or aborted or failed
+    /// (the typed error; the Actor then stays here, with nothing lost).
+    /// `InvalidOperation` (NotRelocatable) when its type gives no snapshot
+    /// ([`Actor::snapshot`]) or it belongs to a User Spot.
+    pub fn relocate(&self, id: &ActorId, to: RelocateTo) -> Result<(), Error> {
+        let hint = match to {
+            RelocateTo::Any => None,
+            RelocateTo::Node(rid) => Some(NodeRid(rid)),
+        };
+        self.running.relocate(id.clone(), hint)
     }
 
     /// Waits until the link to node `rid` is up; `false` at the timeout.

@@ -185,6 +185,12 @@ pub(crate) enum NodeCommand {
         id: ActorId,
         reply: mpsc::Sender<Result<(), Error>>,
     },
+    /// Move a hosted Actor to `target` (§8; docs/relocation.md).
+    Relocate {
+        id: ActorId,
+        target: NodeRid,
+        reply: mpsc::Sender<Result<(), Error>>,
+    },
 }
 
 /// A started node: its shard threads.
@@ -196,6 +202,8 @@ pub(crate) struct RunningNode {
     stream_addr: Option<SocketAddr>,
     peer_addr: Option<SocketAddr>,
     link_status: Arc<LinkStatus>,
+    /// The placement policy's turn: linked peers are chosen in turn.
+    placement_turn: AtomicUsize,
 }
 
 impl RunningNode {
@@ -249,6 +257,32 @@ impl RunningNode {
         let (reply, answer) = mpsc::channel();
         let shard = id.shard(self.router.shards());
         let command = NodeCommand::DestroyActor { id, reply };
+        self.router.send(shard, ShardMsg::Command(command));
+        answer
+            .recv()
+            .unwrap_or_else(|_| Err(Reason::ShuttingDown.into()))
+    }
+
+    /// §2: the relocation runtime chooses the target — the operator's hint
+    /// when it names a linked peer (else the move is refused), or the next
+    /// linked peer in turn — and asks the Actor's shard to move it; waits
+    /// for the commit, abort or failure.
+    pub(crate) fn relocate(&self, id: ActorId, hint: Option<NodeRid>) -> Result<(), Error> {
+        let linked = self.link_status.up();
+        let target = match hint {
+            Some(rid) if linked.contains(&rid) => rid,
+            Some(_) => return Err(Reason::RelocationTargetInvalid.into()),
+            None => {
+                if linked.is_empty() {
+                    return Err(Reason::RelocationTargetInvalid.into());
+                }
+                let turn = self.placement_turn.fetch_add(1, Ordering::Relaxed);
+                linked[turn % linked.len()]
+            }
+        };
+        let (reply, answer) = mpsc::channel();
+        let shard = id.shard(self.router.shards());
+        let command = NodeCommand::Relocate { id, target, reply };
         self.router.send(shard, ShardMsg::Command(command));
         answer
             .recv()
@@ -452,6 +486,7 @@ pub(crate) fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
         stream_addr: config.listen.and(stream_addr),
         peer_addr,
         link_status,
+        placement_turn: AtomicUsize::new(0),
     })
 }
 

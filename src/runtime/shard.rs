@@ -13,6 +13,7 @@
 //! (hosted Actors, User Spots, their lanes and turns) is [`actors`].
 
 mod actors;
+mod relocation;
 mod session;
 
 use std::cell::RefCell;
@@ -25,13 +26,13 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use self::actors::ActorHost;
+use self::relocation::Moves;
 use self::session::{LaneSession, LifecycleDeadlines, RunningTurn, SessionWork};
 use super::executor::{completion, Completer, Completion, Executor, Spawner};
 use super::links::Links;
 use super::router::{Router, ShardMsg, LINK_SHARD};
 use super::{NodeCommand, NodeShared, PublishedCounters};
 use crate::core::lane::{LaneEngine, LaneId, SessionLane};
-use crate::core::relocation::RelocationEvent;
 use crate::core::session::{BindStart, Ticket};
 use crate::core::shard::ShardCore;
 use crate::core::time::Instant;
@@ -81,6 +82,9 @@ pub(crate) struct ShardState {
     /// The Actors hosted here, their lanes and the User Spots whose home
     /// this shard is.
     host: ActorHost,
+    /// Relocations this shard started for the application, and their
+    /// snapshots.
+    moves: Moves,
     lane_sessions: HashMap<LaneId, LaneSession>,
     /// The running turn of each busy session lane.
     running_turns: HashMap<LaneId, RunningTurn>,
@@ -126,6 +130,7 @@ impl ShardState {
             conns: HashMap::new(),
             session_lanes: LaneEngine::new(),
             host: ActorHost::new(),
+            moves: Moves::default(),
             lane_sessions: HashMap::new(),
             running_turns: HashMap::new(),
             lifecycle_deadlines,
@@ -313,6 +318,9 @@ impl ShardState {
                 ShardMsg::Command(NodeCommand::DestroyActor { id, reply }) => {
                     let _ = reply.send(self.destroy(&id));
                 }
+                ShardMsg::Command(NodeCommand::Relocate { id, target, reply }) => {
+                    self.start_relocation(&id, target, reply);
+                }
                 ShardMsg::CreateActor {
                     actor_type,
                     id,
@@ -365,22 +373,6 @@ impl ShardState {
             if let Some(done) = self.draining.as_mut().and_then(|d| d.done.take()) {
                 let _ = done.send(());
             }
-        }
-    }
-
-    /// This runtime does not drive live relocation yet (no relocate command,
-    /// no state snapshot or restore for actor types): a peer's prepare (60)
-    /// is refused with NotSupported, so its coordinator aborts at once; the
-    /// other events only follow a relocation this node started or accepted.
-    fn relocation_event(&mut self, event: RelocationEvent) {
-        match event {
-            RelocationEvent::Restore { relocation, .. } => {
-                let now = self.now();
-                let refusal = Err(Reason::NotSupported.into());
-                self.core.relocations(now).restored(relocation, refusal);
-            }
-            RelocationEvent::DropInstance { .. } => {}
-            other => tracing::warn!(?other, "relocation event with no relocation here"),
         }
     }
 

@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use zlink::api::{
-    Actor, ActorContext, ActorMessage, ExecutionMode, Node, NodeBuilder, NodeSettings, ObjectRole,
-    Spot, SpotHandle,
+    Actor, ActorContext, ActorMessage, ExecutionMode, LocationSnapshot, Node, NodeBuilder,
+    NodeSettings, ObjectRole, Spot, SpotHandle,
 };
 use zlink::client::Client;
 use zlink::error::{Error, Reason};
@@ -60,6 +60,9 @@ pub const WORK: PacketKey = PacketKey(14);
 /// User Spot the test put in [`Observed::spots`] under `<spot>`, from the
 /// session (`Session::actor_in`), and binds it; replies "bound".
 pub const ENTER: PacketKey = PacketKey(15);
+/// Keeps the session's location snapshot of the actor named by the payload
+/// in [`Observed::locations`]; replies "located" (or "none").
+pub const LOCATE: PacketKey = PacketKey(16);
 /// The key of pushes from actors.
 pub const PUSHED: PacketKey = PacketKey(100);
 /// The key of the duplicate-connection notice.
@@ -105,6 +108,8 @@ pub struct Observed {
     pub turns_overlap_max: AtomicUsize,
     /// (SpotId, ActorId) of every `on_disconnect_actor` of a User Spot.
     pub spot_disconnects: Mutex<Vec<(String, String)>>,
+    /// The location snapshots [`LOCATE`] saw, in order.
+    pub locations: Mutex<Vec<LocationSnapshot>>,
     /// User Spots the [`ENTER`] handler creates actors into, by SpotId.
     pub spots: Mutex<HashMap<String, SpotHandle>>,
 }
@@ -261,6 +266,20 @@ impl Actor for Player {
             return Some(Ok(Bytes::from_static(b"pushed")));
         }
         Some(Ok(message.payload))
+    }
+
+    /// Relocation carries the count of handled messages ([`COUNT`] shows
+    /// it continues on the target).
+    fn snapshot(&self) -> Option<Bytes> {
+        Some(Bytes::copy_from_slice(&self.handled.to_be_bytes()))
+    }
+
+    fn restore(&mut self, state: Bytes) -> Result<(), Error> {
+        let bytes: [u8; 8] = state[..]
+            .try_into()
+            .map_err(|_| Error::new(Reason::MalformedRecord))?;
+        self.handled = u64::from_be_bytes(bytes);
+        Ok(())
     }
 
     fn on_bound(&mut self, ctx: &mut dyn ActorContext) {
@@ -637,6 +656,18 @@ fn stash_handlers(builder: NodeBuilder, observed: &Arc<Observed>) -> NodeBuilder
             .collect();
         all.sort();
         session.reply(packet, Ok(Bytes::from(all.join(","))))
+    });
+    let o = Arc::clone(observed);
+    let builder = builder.on_packet(LOCATE, move |session, packet| {
+        let o = Arc::clone(&o);
+        async move {
+            let id = actor_name(&packet.payload)?;
+            let Some(bound) = session.actors().find(&id) else {
+                return session.reply(packet, Ok(Bytes::from_static(b"none")));
+            };
+            o.locations.lock().unwrap().push(bound.location());
+            session.reply(packet, Ok(Bytes::from_static(b"located")))
+        }
     });
     let builder = builder.on_packet(SHARD, |session, packet| async move {
         let shard = session.shard().to_string();

@@ -32,7 +32,7 @@ use bytes::Bytes;
 use super::{ShardHandle, ShardState, TASK_BUDGET};
 use crate::api::actor::{Actor, ActorContext, ActorMessage};
 use crate::api::spot::{ExecutionMode, Spot, SpotHandle};
-use crate::core::actor::{ActorEvent, ReplyTicket};
+use crate::core::actor::ActorEvent;
 use crate::core::lane::{ActorDeliveryLane, LaneEngine, LaneId, Ordinary, SpotLane};
 use crate::core::shard::ShardCore;
 use crate::core::time::Instant;
@@ -44,49 +44,49 @@ use crate::runtime::router::ShardMsg;
 use crate::store::{Created, LocationRow, RowVersion};
 use crate::wire::client::CloseReason;
 
-/// What one Actor turn does.
-pub(super) enum ActorWork {
-    /// A message for the typed handler; `reply` names the terminal a
-    /// request owes.
-    Message {
-        message: ActorMessage,
-        reply: Option<ReplyTicket>,
-    },
-    /// §5 point 1: the join callback after a binding was registered.
-    Bound,
-    /// §7: the current Spot's `on_disconnect_actor`.
-    Disconnect { ticket: ReplyTicket },
+/// One item on an Actor's lane: work for one incarnation of one Actor, as
+/// the core asked for it. A Spot lane carries the turns of several Actors,
+/// so every item names its own (in the event). Kept as the core's
+/// [`ActorEvent`] so a relocation's capture hands the queued work back
+/// exactly as it was emitted (docs/relocation.md "Capture").
+pub(super) struct ActorTurn {
+    generation: ObjectGeneration,
+    event: ActorEvent,
 }
 
-/// One item on an Actor's lane: work for one incarnation of one Actor. A
-/// Spot lane carries the turns of several Actors, so every item names its
-/// own.
-pub(super) struct ActorTurn {
-    actor: ActorId,
-    generation: ObjectGeneration,
-    work: ActorWork,
+impl ActorTurn {
+    /// The work as the core emitted it (a relocation's capture).
+    pub(super) fn into_event(self) -> ActorEvent {
+        self.event
+    }
 }
 
 /// The lane an Actor's turns pass (§5 execution modes, §11).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum ActorLane {
+pub(super) enum ActorLane {
     /// PerActor: the Actor's own Actor-delivery lane.
     Own(LaneId),
     /// SpotWide: its Spot's lane, shared by all the Spot's Actors.
     Spot(LaneId),
+    /// Captured for a relocation (§8.1): its queue was handed to the core
+    /// and it has no lane until the move aborts (Reopen) or commits
+    /// (DropInstance). The core sends it nothing meanwhile.
+    Captured,
 }
 
 /// An Actor this shard hosts.
-struct HostedActor {
+pub(super) struct HostedActor {
     /// `None` while its handler runs.
-    instance: Option<Box<dyn Actor>>,
+    pub(super) instance: Option<Box<dyn Actor>>,
+    /// Its type's name: a relocation's target builds it with that factory.
+    pub(super) actor_type: String,
     /// The incarnation the instance is.
-    generation: ObjectGeneration,
-    lane: ActorLane,
+    pub(super) generation: ObjectGeneration,
+    pub(super) lane: ActorLane,
     /// Its current Spot (§1, §7): the one whose `on_disconnect_actor` runs.
-    spot: Arc<dyn Spot>,
+    pub(super) spot: Arc<dyn Spot>,
     /// The User Spot it belongs to; `None` for its type's Entry Spot.
-    user_spot: Option<SpotId>,
+    pub(super) user_spot: Option<SpotId>,
 }
 
 /// A User Spot whose home is this shard (§1).
@@ -99,10 +99,13 @@ struct UserSpot {
 
 /// Everything of the Actor side a shard owns.
 pub(super) struct ActorHost {
-    actor_lanes: LaneEngine<ActorDeliveryLane, ActorTurn>,
+    pub(super) actor_lanes: LaneEngine<ActorDeliveryLane, ActorTurn>,
     spot_lanes: LaneEngine<SpotLane, ActorTurn>,
-    actors: HashMap<ActorId, HostedActor>,
+    pub(super) actors: HashMap<ActorId, HostedActor>,
     spots: HashMap<SpotId, UserSpot>,
+    /// Instances a relocation's target restored, waiting for the CAS
+    /// (`RelocationEvent::Opened`) or a discard (§8.1).
+    pub(super) restored: HashMap<ActorId, HostedActor>,
 }
 
 impl ActorHost {
@@ -112,6 +115,7 @@ impl ActorHost {
             spot_lanes: LaneEngine::new(),
             actors: HashMap::new(),
             spots: HashMap::new(),
+            restored: HashMap::new(),
         }
     }
 
@@ -227,6 +231,7 @@ impl ShardState {
             row.actor.clone(),
             HostedActor {
                 instance: Some(instance),
+                actor_type: actor_type.to_owned(),
                 generation: row.object,
                 lane,
                 spot: spot.map_or(entry, |s| Arc::clone(&s.spot)),
@@ -242,7 +247,7 @@ impl ShardState {
     fn drop_lane(&mut self, lane: ActorLane) {
         if let ActorLane::Own(lane) = lane {
             for turn in self.host.actor_lanes.remove_lane(lane) {
-                self.refuse_actor_work(turn.work, Reason::StaleLocation);
+                self.refuse_actor_work(turn.event, Reason::StaleLocation);
             }
         }
     }
@@ -312,76 +317,56 @@ impl ShardState {
     /// Puts the work the Actor owner asks for on the Actor's lane (§5: the
     /// application queue; control records never come here, X20).
     pub(super) fn actor_event(&mut self, event: ActorEvent) {
-        let (actor, work) = match event {
-            ActorEvent::Deliver {
-                actor,
-                key,
-                correlation,
-                payload,
-                reply,
-                ..
-            } => (
-                actor,
-                ActorWork::Message {
-                    message: ActorMessage {
-                        key,
-                        payload,
-                        correlation,
-                    },
-                    reply,
-                },
-            ),
-            ActorEvent::Bound { actor, .. } => (actor, ActorWork::Bound),
-            ActorEvent::Disconnect { actor, ticket, .. } => {
-                (actor, ActorWork::Disconnect { ticket })
-            }
-        };
-        let Some((lane, generation)) = self.host.actors.get(&actor).map(|a| (a.lane, a.generation))
+        let actor = event_actor(&event);
+        let Some((lane, generation)) = self.host.actors.get(actor).map(|a| (a.lane, a.generation))
         else {
             // The core hosts no Actor the runtime lacks; answer anyway, so
             // that no request is left without a terminal.
-            self.refuse_actor_work(work, Reason::StaleLocation);
+            self.refuse_actor_work(event, Reason::StaleLocation);
             return;
         };
-        let turn = ActorTurn {
-            actor,
-            generation,
-            work,
-        };
+        let turn = ActorTurn { generation, event };
         let refused = match lane {
             ActorLane::Own(lane) => self.host.actor_lanes.submit(lane, Ordinary, turn),
             ActorLane::Spot(lane) => self.host.spot_lanes.submit(lane, Ordinary, turn),
+            ActorLane::Captured => {
+                debug_assert!(false, "work for a captured Actor: {:?}", turn.event);
+                self.refuse_actor_work(turn.event, Reason::RelocationSealed);
+                return;
+            }
         };
         let Err(refused) = refused else {
             return;
         };
-        match refused.item.work {
+        match refused.item.event {
             // Lifecycle work is bounded (one per binding, one binding per
             // Actor) and must run exactly once (§5 point 1, §7): at a full
             // lane it runs now rather than be lost. No other turn is in
             // progress on this shard now, so it overlaps none.
-            ActorWork::Bound | ActorWork::Disconnect { .. } => self.actor_turn(refused.item),
-            work @ ActorWork::Message { .. } => self.refuse_actor_work(work, Reason::QueueFull),
+            ActorEvent::Bound { .. } | ActorEvent::Disconnect { .. } => {
+                self.actor_turn(refused.item)
+            }
+            event @ ActorEvent::Deliver { .. } => self.refuse_actor_work(event, Reason::QueueFull),
         }
     }
 
     /// Ends refused Actor work with a typed error (a request) or a counted
     /// drop (a one-way message).
-    fn refuse_actor_work(&mut self, work: ActorWork, reason: Reason) {
+    fn refuse_actor_work(&mut self, event: ActorEvent, reason: Reason) {
         let now = self.now();
         let error = Error::new(reason);
-        match work {
-            ActorWork::Message {
+        match event {
+            ActorEvent::Deliver {
                 reply: Some(ticket),
                 ..
             } => self.core.actors(now).reply(ticket, Err(error)),
-            ActorWork::Disconnect { ticket } => {
+            ActorEvent::Disconnect { ticket, .. } => {
                 self.core.actors(now).disconnect_done(ticket, Err(error))
             }
-            ActorWork::Message { reply: None, .. } => {
+            ActorEvent::Deliver { reply: None, .. } => {
                 self.core.trace(FlowTrace::OneWayRecordRefused)
             }
-            ActorWork::Bound => {}
+            ActorEvent::Bound { .. } => {}
         }
     }
 
@@ -424,26 +409,23 @@ impl ShardState {
 
     /// One Actor turn, on the incarnation it was admitted for.
     fn actor_turn(&mut self, turn: ActorTurn) {
-        let ActorTurn {
-            actor,
-            generation,
-            work,
-        } = turn;
+        let ActorTurn { generation, event } = turn;
+        let actor = event_actor(&event).clone();
         let now = self.now();
         let hosted = self.host.actors.get_mut(&actor);
         let Some(hosted) = hosted.filter(|h| h.generation == generation) else {
             // Destroyed, or re-created, since it was admitted (X6).
-            self.refuse_actor_work(work, Reason::StaleLocation);
+            self.refuse_actor_work(event, Reason::StaleLocation);
             return;
         };
-        if let ActorWork::Disconnect { ticket } = work {
+        if let ActorEvent::Disconnect { ticket, .. } = event {
             let outcome = Arc::clone(&hosted.spot).on_disconnect_actor(&actor);
             self.core.actors(now).disconnect_done(ticket, outcome);
             return;
         }
         let Some(mut instance) = hosted.instance.take() else {
             debug_assert!(false, "an Actor turn inside another turn of {actor:?}");
-            self.refuse_actor_work(work, Reason::QueueFull);
+            self.refuse_actor_work(event, Reason::QueueFull);
             return;
         };
         let mut ctx = TurnContext {
@@ -451,20 +433,40 @@ impl ShardState {
             now,
             actor: &actor,
         };
-        match work {
-            ActorWork::Message { message, reply } => {
+        match event {
+            ActorEvent::Deliver {
+                key,
+                correlation,
+                payload,
+                reply,
+                ..
+            } => {
+                let message = ActorMessage {
+                    key,
+                    payload,
+                    correlation,
+                };
                 let outcome = instance.handle(&mut ctx, message);
                 if let Some(ticket) = reply {
                     let outcome = outcome.unwrap_or_else(|| Ok(Bytes::new()));
                     self.core.actors(now).reply(ticket, outcome);
                 }
             }
-            ActorWork::Bound => instance.on_bound(&mut ctx),
-            ActorWork::Disconnect { .. } => {}
+            ActorEvent::Bound { .. } => instance.on_bound(&mut ctx),
+            ActorEvent::Disconnect { .. } => {}
         }
         if let Some(hosted) = self.host.actors.get_mut(&actor) {
             hosted.instance = Some(instance);
         }
+    }
+}
+
+/// The Actor an event is for.
+fn event_actor(event: &ActorEvent) -> &ActorId {
+    match event {
+        ActorEvent::Deliver { actor, .. }
+        | ActorEvent::Bound { actor, .. }
+        | ActorEvent::Disconnect { actor, .. } => actor,
     }
 }
 
