@@ -4,13 +4,18 @@
 
 mod runtime_support;
 
+use std::sync::Arc;
 use std::thread;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use runtime_support::*;
-use zlink::api::RelocateTo;
-use zlink::client::ClientEvent;
+use zlink::api::{NodeSettings, RelocateTo};
+use zlink::client::{ClientError, ClientEvent};
+use zlink::core::trace::FlowTrace;
 use zlink::error::{ErrorKind, Reason};
+use zlink::wire::client::CloseReason;
+use zlink::wire::node::{Command, NodeRecord};
 
 /// Waits until the Actor is hosted by `to` and no longer by `from` (the
 /// counts are published at the end of each shard loop turn).
@@ -188,4 +193,274 @@ fn a_type_without_a_snapshot_or_a_user_spot_member_is_not_relocatable_and_stays(
         .unwrap_err();
     assert_eq!(refused.kind(), ErrorKind::Unavailable);
     assert_eq!(mesh[0].node.actor_count(), 2);
+}
+
+/// A session node (1), the actor's source (2) and the target (3); the link
+/// 1–3 (session owner ↔ target) and the link 2–3 (source ↔ target) pass a
+/// tap each. The lower RID dials, so `ToAcceptor` is 1→3 and 2→3.
+struct Moving {
+    session: Game,
+    source: Game,
+    target: Game,
+    session_target: LinkTap,
+    source_target: LinkTap,
+}
+
+fn moving(settings: NodeSettings) -> Moving {
+    let store = new_store();
+    let options = GameOptions {
+        settings: Some(settings),
+        ..GameOptions::default()
+    };
+    let target = start_node(3, Arc::clone(&store), options.clone(), &[]);
+    let session_target = link_tap(target.node.peer_addr().unwrap());
+    let source_target = link_tap(target.node.peer_addr().unwrap());
+    let source = start_node(
+        2,
+        Arc::clone(&store),
+        options.clone(),
+        &[(3, source_target.addr)],
+    );
+    let session = start_node(
+        1,
+        store,
+        options,
+        &[
+            (2, source.node.peer_addr().unwrap()),
+            (3, session_target.addr),
+        ],
+    );
+    for (node, peers) in [(&session, [2, 3]), (&source, [1, 3]), (&target, [1, 2])] {
+        for peer in peers {
+            assert!(
+                node.node.wait_linked(peer, WAIT),
+                "link {} -> {peer}",
+                node.rid
+            );
+        }
+    }
+    source.node.create_actor("player", &id("player-1")).unwrap();
+    Moving {
+        session,
+        source,
+        target,
+        session_target,
+        source_target,
+    }
+}
+
+/// A request held under a seal that timed out ends with a typed error
+/// (`Unavailable`, RelocationSealed) or with the close itself, and the
+/// connection closes with `SealTimeout` (L3).
+fn assert_held_request_ended_by_the_seal_timeout(
+    client: &mut zlink::client::Client,
+    ended: Result<Result<Bytes, zlink::error::Error>, ClientError>,
+) {
+    match ended {
+        Ok(Err(error)) => {
+            assert_eq!(error.reason(), Reason::RelocationSealed);
+            assert_eq!(
+                client.wait_closed(WAIT).unwrap(),
+                Some(CloseReason::SealTimeout)
+            );
+        }
+        Err(ClientError::Closed(reason)) => assert_eq!(reason, Some(CloseReason::SealTimeout)),
+        other => panic!("a held request after the seal timeout: {other:?}"),
+    }
+}
+
+fn quick_seal() -> NodeSettings {
+    NodeSettings {
+        relocation_seal_timeout: Duration::from_millis(600),
+        pin_cores: false,
+        ..NodeSettings::default()
+    }
+}
+
+/// The 60 as if the source expected another authority owner generation:
+/// the target's CAS then conflicts after relay-ready (L6).
+fn stale_expected_authority(record: NodeRecord) -> NodeRecord {
+    match record {
+        NodeRecord::RelocationPrepare(mut prepare) => {
+            prepare.expected_authority.0 += 1;
+            NodeRecord::RelocationPrepare(prepare)
+        }
+        other => other,
+    }
+}
+
+#[test]
+fn l3_without_44_the_session_closes_at_the_seal_timeout_and_held_messages_are_dropped() {
+    let m = moving(quick_seal());
+    let mut client = login(&m.session, "player-1");
+    m.session_target.set(
+        Direction::ToDialer,
+        Command::SessionRelocationRoute.code(),
+        TapAction::Drop,
+    );
+    let started = Instant::now();
+    m.source
+        .node
+        .relocate(&id("player-1"), RelocateTo::Node(3))
+        .unwrap();
+    // The move committed at the target, but its 44 is lost: the binding
+    // stays sealed at the session owner, which holds what is relayed now.
+    let held = client
+        .start_request(RELAY, payload("player-1", "held"))
+        .unwrap();
+    let ended = client.wait_reply(held, WAIT);
+    let elapsed = started.elapsed();
+    assert_held_request_ended_by_the_seal_timeout(&mut client, ended);
+    assert!(
+        elapsed >= Duration::from_millis(600),
+        "ended after {elapsed:?}"
+    );
+    assert!(elapsed < WAIT);
+    assert_eq!(m.session_target.count(Direction::ToDialer, 44), 1);
+    // The held message reached no actor, then or later.
+    let (source_seen, target_seen) = (&m.source.observed, &m.target.observed);
+    wait_counter(&m.session, FlowTrace::SealTimeout, 1);
+    assert!(!source_seen
+        .delivered
+        .lock()
+        .unwrap()
+        .contains(&payload("player-1", "held")));
+    assert!(!target_seen
+        .delivered
+        .lock()
+        .unwrap()
+        .contains(&payload("player-1", "held")));
+}
+
+#[test]
+fn l4_l7_a_duplicate_44_changes_no_route_and_nothing_answers_it_and_no_45_is_sent() {
+    let m = moving(quick_seal());
+    let mut client = login(&m.session, "player-1");
+    m.session_target.set(
+        Direction::ToDialer,
+        Command::SessionRelocationRoute.code(),
+        TapAction::Keep,
+    );
+    m.source
+        .node
+        .relocate(&id("player-1"), RelocateTo::Node(3))
+        .unwrap();
+    assert_eq!(
+        client
+            .request(RELAY, payload("player-1", "after"), WAIT)
+            .unwrap(),
+        payload("player-1", "after")
+    );
+    // When the 44 commit arrives again (a late duplicate).
+    assert_eq!(m.session_target.replay(), 1);
+    wait_counter(&m.session, FlowTrace::LateSessionRouteUpdate, 1);
+    // Then the route is unchanged: relay still reaches the target.
+    assert_eq!(
+        client
+            .request(RELAY, payload("player-1", "again"), WAIT)
+            .unwrap(),
+        payload("player-1", "again")
+    );
+    let on_target = m.target.observed.delivered.lock().unwrap().clone();
+    assert_eq!(
+        on_target,
+        vec![payload("player-1", "after"), payload("player-1", "again")]
+    );
+    // L7: from the session owner to the target only the two relays went —
+    // no answer to either 44 — and no 45 crossed any tapped link.
+    let to_target: Vec<u8> = m
+        .session_target
+        .records
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(d, _)| *d == Direction::ToAcceptor)
+        .map(|(_, c)| *c)
+        .collect();
+    assert_eq!(to_target, vec![24, 24]);
+    for tap in [&m.session_target, &m.source_target] {
+        assert!(!tap.commands.lock().unwrap().contains(&45));
+    }
+    assert!(!client.is_closed());
+}
+
+#[test]
+fn l5_a_target_lost_before_relay_ready_sends_held_messages_over_the_source_route() {
+    let m = moving(NodeSettings {
+        relocation_seal_timeout: Duration::from_secs(3),
+        pin_cores: false,
+        ..NodeSettings::default()
+    });
+    let mut client = login(&m.session, "player-1");
+    // The target never gets the prepare (60): for the source it failed
+    // before relay-ready.
+    m.source_target.set(
+        Direction::ToAcceptor,
+        Command::RelocationPrepare.code(),
+        TapAction::Drop,
+    );
+    let refused = thread::scope(|scope| {
+        let mover = scope.spawn(|| m.source.node.relocate(&id("player-1"), RelocateTo::Node(3)));
+        // The 60 goes out once the session owner sealed the binding (43).
+        wait_until("the prepare was sent", || {
+            m.source_target.count(Direction::ToAcceptor, 60) == 1
+        });
+        let held = client
+            .start_request(RELAY, payload("player-1", "held"))
+            .unwrap();
+        let reply = client.wait_reply(held, WAIT).unwrap();
+        assert_eq!(reply.unwrap(), payload("player-1", "held"));
+        mover.join().unwrap()
+    });
+    // The coordinator's bounded wait for relay-ready ended the move.
+    let error = refused.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::DeadlineExceeded, "{error:?}");
+    // The held message was processed at the source; the connection stays,
+    // and the actor is still served there.
+    assert_eq!(
+        m.source.observed.delivered.lock().unwrap().clone(),
+        vec![payload("player-1", "held")]
+    );
+    assert!(m.target.observed.delivered.lock().unwrap().is_empty());
+    assert_eq!(
+        client
+            .request(COUNT, payload("player-1", "count"), WAIT)
+            .unwrap(),
+        Bytes::from_static(b"2")
+    );
+    assert!(!client.is_closed());
+    assert_eq!(m.source.node.actor_count(), 1);
+}
+
+#[test]
+fn l6_a_cas_failure_after_relay_ready_never_reopens_the_source_and_the_seal_times_out() {
+    let m = moving(quick_seal());
+    let mut client = login(&m.session, "player-1");
+    m.source_target.set(
+        Direction::ToAcceptor,
+        Command::RelocationPrepare.code(),
+        TapAction::Rewrite(stale_expected_authority),
+    );
+    let started = Instant::now();
+    let failed = m
+        .source
+        .node
+        .relocate(&id("player-1"), RelocateTo::Node(3))
+        .unwrap_err();
+    assert_eq!(failed.kind(), ErrorKind::Unavailable, "{failed:?}");
+    // No 44 came: what the client relays now is held, and the seal timeout
+    // closes the session; nothing goes back to the source route.
+    let held = client
+        .start_request(RELAY, payload("player-1", "held"))
+        .unwrap();
+    let ended = client.wait_reply(held, WAIT);
+    assert_held_request_ended_by_the_seal_timeout(&mut client, ended);
+    assert!(started.elapsed() >= Duration::from_millis(600));
+    assert_eq!(m.session_target.count(Direction::ToDialer, 44), 0);
+    for game in [&m.source, &m.target] {
+        assert!(game.observed.delivered.lock().unwrap().is_empty());
+    }
+    wait_until("neither node hosts it", || {
+        m.source.node.actor_count() == 0 && m.target.node.actor_count() == 0
+    });
 }

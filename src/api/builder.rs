@@ -10,6 +10,7 @@ use super::actor::Actor;
 use super::session::{Packet, Session};
 use super::spot::{ExecutionMode, Spot, SpotHandle};
 use crate::core::lane::{ActorDeliveryLane, LaneEngine};
+use crate::core::relocation::RelocationConfig;
 use crate::core::trace::FlowCounters;
 use crate::error::{Error, Reason};
 use crate::ids::{ActorId, MeshName, NodeGeneration, NodeRid, PacketKey, SpotId};
@@ -70,6 +71,10 @@ pub struct NodeSettings {
     /// How often the owner lease is renewed; the store's lease term must be
     /// several times longer (default 1,000 ms).
     pub lease_renew_interval: Duration,
+    /// The Actor owner's relocation settings: the coordinator's bounded
+    /// waits, Message Follow's lifetime and bounds (docs/relocation.md
+    /// "Settings"). Their `limits` are always the node's `decode_limits`.
+    pub relocation: RelocationConfig,
 }
 
 impl Default for NodeSettings {
@@ -89,6 +94,7 @@ impl Default for NodeSettings {
             shards: 0,
             pin_cores: true,
             lease_renew_interval: Duration::from_millis(1_000),
+            relocation: RelocationConfig::default(),
         }
     }
 }

@@ -576,7 +576,10 @@ fn run_shard(
             disconnect_deadline: shared.settings.disconnect_deadline,
             relocation_seal_timeout: shared.settings.relocation_seal_timeout,
         },
-        relocation: RelocationConfig::default(),
+        relocation: RelocationConfig {
+            limits: shared.settings.decode_limits,
+            ..shared.settings.relocation.clone()
+        },
     };
     let core = ShardCore::new(config, shared.now());
     let executor = Executor::new(WakeReactor(waker));
