@@ -464,3 +464,117 @@ fn l6_a_cas_failure_after_relay_ready_never_reopens_the_source_and_the_seal_time
         m.source.node.actor_count() == 0 && m.target.node.actor_count() == 0
     });
 }
+
+#[test]
+fn s3_binding_a_stale_actor_ref_after_a_move_is_followed_once_without_a_store_read() {
+    let mesh = start_mesh(3, GameOptions::default());
+    mesh[1].node.create_actor("player", &id("player-1")).unwrap();
+    let mut client = mesh[0].client();
+    assert_eq!(
+        expect_reply(&mut client, STASH, "player-1"),
+        Bytes::from_static(b"stashed")
+    );
+    // The ActorRef in hand names node 2; the actor moves to node 3.
+    mesh[1]
+        .node
+        .relocate(&id("player-1"), RelocateTo::Node(3))
+        .unwrap();
+    wait_moved(&mesh[1], &mesh[2]);
+
+    let reads = mesh[0].store.counts().row_operations();
+    assert_eq!(
+        expect_reply(&mut client, BIND_STASHED, ""),
+        Bytes::from_static(b"bound")
+    );
+    // The bind went over node 2's follow route once, and nobody read the
+    // store for it.
+    assert_eq!(mesh[0].store.counts().row_operations(), reads);
+    assert_eq!(
+        mesh[1].node.flow_counters().get(FlowTrace::MessageFollowed),
+        1
+    );
+    assert_eq!(
+        *mesh[2].observed.bound_events.lock().unwrap(),
+        vec!["player-1".to_owned()]
+    );
+    // The binding's route is the target's: relay goes there directly.
+    assert_eq!(
+        expect_reply(&mut client, RELAY, "player-1:direct"),
+        payload("player-1", "direct")
+    );
+    assert_eq!(
+        mesh[1].node.flow_counters().get(FlowTrace::MessageFollowed),
+        1
+    );
+    assert!(mesh[1].observed.delivered.lock().unwrap().is_empty());
+}
+
+#[test]
+fn x5_a_bind_that_reaches_the_owner_during_the_pre_commit_seal_is_unavailable() {
+    let m = moving(NodeSettings {
+        pin_cores: false,
+        ..NodeSettings::default()
+    });
+    let mut bound = login(&m.session, "player-1");
+    let mut other = m.session.client();
+    assert_eq!(
+        expect_reply(&mut other, STASH, "player-1"),
+        Bytes::from_static(b"stashed")
+    );
+    // The move stays pre-commit: its prepare never reaches the target.
+    m.source_target.set(
+        Direction::ToAcceptor,
+        Command::RelocationPrepare.code(),
+        TapAction::Drop,
+    );
+    let moved = thread::scope(|scope| {
+        let mover = scope.spawn(|| m.source.node.relocate(&id("player-1"), RelocateTo::Node(3)));
+        wait_until("the prepare was sent", || {
+            m.source_target.count(Direction::ToAcceptor, 60) == 1
+        });
+        // The actor owner decides (§12): Unavailable, and the existing
+        // binding is not replaced.
+        let error = expect_error(&mut other, BIND_STASHED, "");
+        assert_eq!(
+            (error.kind(), error.reason()),
+            (ErrorKind::Unavailable, Reason::RelocationSealed)
+        );
+        mover.join().unwrap()
+    });
+    assert!(moved.is_err(), "the move aborted: {moved:?}");
+    assert_eq!(
+        bound.request(RELAY, payload("player-1", "still"), WAIT).unwrap(),
+        payload("player-1", "still")
+    );
+    assert!(m.session.observed.replaced_callbacks.lock().unwrap().is_empty());
+}
+
+#[test]
+fn x18_a_seal_and_a_commit_proceed_while_the_session_callback_awaits() {
+    let mesh = start_mesh(3, GameOptions::default());
+    mesh[1].node.create_actor("player", &id("player-1")).unwrap();
+    let held = mesh[0].observed.held_receiver();
+    let mut client = login(&mesh[0], "player-1");
+    let stall = client.start_request(STALL, Bytes::new()).unwrap();
+    assert_eq!(held.recv_timeout(WAIT).unwrap(), "stall");
+    // While the session's callback awaits, the 42 → 43 seal and the 44
+    // commit run on the session owner: the move completes.
+    mesh[1]
+        .node
+        .relocate(&id("player-1"), RelocateTo::Node(3))
+        .unwrap();
+    wait_moved(&mesh[1], &mesh[2]);
+    mesh[0].observed.gate.open();
+    assert_eq!(
+        client.wait_reply(stall, WAIT).unwrap().unwrap(),
+        Bytes::from_static(b"unstalled")
+    );
+    assert_eq!(
+        client.request(RELAY, payload("player-1", "after"), WAIT).unwrap(),
+        payload("player-1", "after")
+    );
+    assert_eq!(
+        *mesh[2].observed.delivered.lock().unwrap(),
+        vec![payload("player-1", "after")]
+    );
+}
