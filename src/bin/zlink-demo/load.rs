@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use hdrhistogram::Histogram;
 use zlink::client::{Client, ClientEvent};
-use zlink::error::Error;
+use zlink::error::{Error, Reason};
 use zlink::ids::{Correlation, PacketKey};
 use zlink::wire::client::CloseReason;
 
@@ -34,6 +34,10 @@ const DRAIN_WAIT: Duration = Duration::from_millis(1);
 /// How long a client waits, after its last request, for ticks its player
 /// pushed that have not arrived yet.
 const PUSH_WAIT: Duration = Duration::from_secs(2);
+/// A login refused because its player is mid-relocation is sent again after
+/// this long, at most this many times.
+const LOGIN_RETRY_AFTER: Duration = Duration::from_millis(5);
+const LOGIN_RETRIES: usize = 100;
 /// Anomalies described in full in the report; the rest are only counted.
 const MAX_NOTES: usize = 8;
 
@@ -65,6 +69,9 @@ pub struct Tally {
     pub connect_failures: u64,
     pub logins_sent: u64,
     pub logins_ok: u64,
+    /// Logins refused while their player was being relocated (X5), and
+    /// sent again.
+    pub login_retries: u64,
     pub moves_sent: u64,
     pub moves_ok: u64,
     pub wheres_sent: u64,
@@ -119,6 +126,7 @@ impl Tally {
             connect_failures: 0,
             logins_sent: 0,
             logins_ok: 0,
+            login_retries: 0,
             moves_sent: 0,
             moves_ok: 0,
             wheres_sent: 0,
@@ -159,6 +167,7 @@ impl Tally {
         self.connect_failures += other.connect_failures;
         self.logins_sent += other.logins_sent;
         self.logins_ok += other.logins_ok;
+        self.login_retries += other.login_retries;
         self.moves_sent += other.moves_sent;
         self.moves_ok += other.moves_ok;
         self.wheres_sent += other.wheres_sent;
@@ -227,7 +236,7 @@ impl Tally {
 /// The end of one request, as the client saw it.
 enum Outcome {
     Reply(Bytes),
-    Error,
+    Error(Error),
     /// The connection closed before the terminal.
     Closed(Option<CloseReason>),
     /// Not sent, or no terminal: already counted and noted.
@@ -412,21 +421,33 @@ fn connect_and_login(
         logged_in: false,
         ticks: 0,
     };
-    tally.logins_sent += 1;
     let started = Instant::now();
-    match request(
-        tally,
-        &mut conn,
-        LOGIN,
-        Bytes::copy_from_slice(player.as_bytes()),
-    ) {
-        Outcome::Reply(_) => {
-            tally.logins_ok += 1;
-            conn.logged_in = true;
-            record(&mut tally.login_latency, started);
-        }
-        Outcome::Error | Outcome::Closed(_) | Outcome::Lost => {
-            tally.note(format!("{player}: login on node {} failed", node + 1));
+    for attempt in 0..=LOGIN_RETRIES {
+        tally.logins_sent += 1;
+        match request(
+            tally,
+            &mut conn,
+            LOGIN,
+            Bytes::copy_from_slice(player.as_bytes()),
+        ) {
+            Outcome::Reply(_) => {
+                tally.logins_ok += 1;
+                conn.logged_in = true;
+                record(&mut tally.login_latency, started);
+                break;
+            }
+            // §12, X5: the player is being relocated; its owner refused the
+            // bind before the commit. A game client tries again shortly.
+            Outcome::Error(error)
+                if error.reason() == Reason::RelocationSealed && attempt < LOGIN_RETRIES =>
+            {
+                tally.login_retries += 1;
+                std::thread::sleep(LOGIN_RETRY_AFTER);
+            }
+            Outcome::Error(_) | Outcome::Closed(_) | Outcome::Lost => {
+                tally.note(format!("{player}: login on node {} failed", node + 1));
+                break;
+            }
         }
     }
     Some(conn)
@@ -472,7 +493,7 @@ fn move_rounds(tally: &mut Tally, sims: &mut [Sim], rounds: usize) {
                     // unless it is a replaced session's (checked there).
                     tally.note(format!("{} closed during a MOVE ({reason:?})", sim.player));
                 }
-                Outcome::Error | Outcome::Lost => {}
+                Outcome::Error(_) | Outcome::Lost => {}
             }
         }
     }
@@ -510,7 +531,7 @@ fn replace_quarter(tally: &mut Tally, sims: &mut [Sim], addrs: &[SocketAddr]) {
         tally.moves_sent += 1;
         let mut seen_close = false;
         match request(tally, &mut old, MOVE, payload) {
-            Outcome::Error => tally.late_moves_refused += 1,
+            Outcome::Error(_) => tally.late_moves_refused += 1,
             Outcome::Reply(_) => {
                 tally.late_moves_accepted += 1;
                 sim.accepted += 1;
@@ -654,7 +675,7 @@ fn request(tally: &mut Tally, conn: &mut Conn, key: PacketKey, payload: Bytes) -
                     Ok(reply) => Outcome::Reply(reply),
                     Err(error) => {
                         tally.error(error);
-                        Outcome::Error
+                        Outcome::Error(error)
                     }
                 };
             }
