@@ -544,6 +544,9 @@ fn x5_a_bind_that_reaches_the_owner_during_the_pre_commit_seal_is_unavailable() 
             (error.kind(), error.reason()),
             (ErrorKind::Unavailable, Reason::RelocationSealed)
         );
+        // Nor can the source destroy it mid-move.
+        let error = m.source.node.destroy_actor(&id("player-1")).unwrap_err();
+        assert_eq!(error.reason(), Reason::RelocationSealed);
         mover.join().unwrap()
     });
     assert!(moved.is_err(), "the move aborted: {moved:?}");
@@ -595,4 +598,61 @@ fn x18_a_seal_and_a_commit_proceed_while_the_session_callback_awaits() {
         *mesh[2].observed.delivered.lock().unwrap(),
         vec![payload("player-1", "after")]
     );
+}
+
+#[test]
+fn x7_shutdown_of_an_actor_owner_moves_its_actors_and_their_clients_keep_playing() {
+    let mut mesh = start_mesh(3, GameOptions::default());
+    for name in ["player-1", "player-2"] {
+        mesh[2].node.create_actor("player", &id(name)).unwrap();
+    }
+    let mut clients: Vec<_> = ["player-1", "player-2"]
+        .iter()
+        .map(|name| {
+            let mut client = login(&mesh[0], name);
+            client
+                .request(RELAY, payload(name, "before"), WAIT)
+                .unwrap();
+            client
+        })
+        .collect();
+    // When the actors' node shuts down (a deploy drains it).
+    let owner = mesh.pop().unwrap();
+    owner.node.shutdown();
+    // Then the actors live on the other nodes, with their state, and the
+    // clients — connected elsewhere — never noticed.
+    wait_until("the actors moved", || {
+        mesh[0].node.actor_count() + mesh[1].node.actor_count() == 2
+    });
+    for (client, name) in clients.iter_mut().zip(["player-1", "player-2"]) {
+        assert_eq!(
+            client.request(COUNT, payload(name, "count"), WAIT).unwrap(),
+            Bytes::from_static(b"2")
+        );
+        assert!(!client.is_closed());
+    }
+    assert!(owner.observed.disconnects.lock().unwrap().is_empty());
+}
+
+#[test]
+fn relocate_all_moves_every_actor_and_lists_those_that_cannot_move() {
+    let mesh = start_mesh(2, GameOptions::default());
+    let hall = mesh[0]
+        .node
+        .create_spot("hall", &zlink::ids::SpotId::new("hall-1").unwrap())
+        .unwrap();
+    mesh[0]
+        .node
+        .create_actor_in(&hall, "player", &id("member"))
+        .unwrap();
+    for name in ["a", "b", "c"] {
+        mesh[0].node.create_actor("player", &id(name)).unwrap();
+    }
+    let stayed = mesh[0].node.relocate_all(RelocateTo::Node(2));
+    assert_eq!(stayed.len(), 1, "{stayed:?}");
+    assert_eq!(stayed[0].0, id("member"));
+    assert_eq!(stayed[0].1.reason(), Reason::NotRelocatable);
+    wait_until("three moved", || {
+        mesh[0].node.actor_count() == 1 && mesh[1].node.actor_count() == 3
+    });
 }

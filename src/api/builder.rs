@@ -419,6 +419,16 @@ pub enum RelocateTo {
     Node(u64),
 }
 
+impl RelocateTo {
+    /// The hint the relocation runtime is given, if any.
+    fn hint(self) -> Option<NodeRid> {
+        match self {
+            RelocateTo::Any => None,
+            RelocateTo::Node(rid) => Some(NodeRid(rid)),
+        }
+    }
+}
+
 /// A running node.
 pub struct Node {
     running: RunningNode,
@@ -500,7 +510,8 @@ impl Node {
     /// Store row is removed and its incarnation ends, with its binding. A
     /// later `create_actor` under the same id makes a new incarnation with a
     /// greater ObjectGeneration, and the old binding never becomes valid
-    /// again (X6). `Unavailable` when this node does not host it.
+    /// again (X6). `Unavailable` when this node does not host it, and
+    /// (RelocationSealed) while it is being relocated.
     pub fn destroy_actor(&self, id: &ActorId) -> Result<(), Error> {
         self.running.destroy_actor(id.clone())
     }
@@ -516,11 +527,16 @@ impl Node {
     /// `InvalidOperation` (NotRelocatable) when its type gives no snapshot
     /// ([`Actor::snapshot`]) or it belongs to a User Spot.
     pub fn relocate(&self, id: &ActorId, to: RelocateTo) -> Result<(), Error> {
-        let hint = match to {
-            RelocateTo::Any => None,
-            RelocateTo::Node(rid) => Some(NodeRid(rid)),
-        };
-        self.running.relocate(id.clone(), hint)
+        self.running.relocate(id.clone(), to.hint())
+    }
+
+    /// §10 Relocate of this Actor owner host (a drain before a deploy):
+    /// moves every Actor it hosts by the same path as [`Node::relocate`],
+    /// one after the other, and returns those that could not move, each
+    /// with its typed error (they stay here, served as before).
+    /// [`Node::shutdown`] does this first when the node has linked peers.
+    pub fn relocate_all(&self, to: RelocateTo) -> Vec<(ActorId, Error)> {
+        self.running.relocate_all(to.hint())
     }
 
     /// Waits until the link to node `rid` is up; `false` at the timeout.
@@ -538,7 +554,9 @@ impl Node {
         self.running.flow_counters()
     }
 
-    /// §10 Shutdown (X7): refuses new sessions and bindings, finishes
+    /// §10 Shutdown (X7): first moves the Actors this node hosts to its
+    /// linked peers ([`Node::relocate_all`]; those that cannot move end with
+    /// the node), then refuses new sessions and bindings, finishes
     /// accepted callbacks, replies and cleanup until
     /// `NodeSettings::shutdown_deadline`, then closes every connection (with
     /// `CloseReason::Shutdown`) and stops. Dropping a `Node` stops it at once.

@@ -185,6 +185,8 @@ pub(crate) enum NodeCommand {
         id: ActorId,
         reply: mpsc::Sender<Result<(), Error>>,
     },
+    /// The ActorIds this shard hosts (node Relocate, §10).
+    HostedActors { reply: mpsc::Sender<Vec<ActorId>> },
     /// Move a hosted Actor to `target` (§8; docs/relocation.md).
     Relocate {
         id: ActorId,
@@ -289,6 +291,26 @@ impl RunningNode {
             .unwrap_or_else(|_| Err(Reason::ShuttingDown.into()))
     }
 
+    /// §10 Relocate of the Actor owner host: every Actor this node hosts is
+    /// moved by the same path as [`RunningNode::relocate`], one after the
+    /// other; what could not move is listed with its typed error (it stays
+    /// here, unharmed).
+    pub(crate) fn relocate_all(&self, hint: Option<NodeRid>) -> Vec<(ActorId, Error)> {
+        let (reply, answers) = mpsc::channel();
+        for shard in 0..self.router.shards() {
+            let command = NodeCommand::HostedActors {
+                reply: reply.clone(),
+            };
+            self.router.send(shard, ShardMsg::Command(command));
+        }
+        drop(reply);
+        let hosted: Vec<ActorId> = answers.iter().flatten().collect();
+        hosted
+            .into_iter()
+            .filter_map(|id| self.relocate(id.clone(), hint).err().map(|e| (id, e)))
+            .collect()
+    }
+
     pub(crate) fn wait_linked(&self, rid: NodeRid, up: bool, timeout: std::time::Duration) -> bool {
         self.link_status.wait(rid, up, timeout)
     }
@@ -311,10 +333,17 @@ impl RunningNode {
         total
     }
 
-    /// §10 Shutdown: every shard refuses new sessions and bindings, finishes
-    /// accepted work until the shutdown deadline, closes its sessions (each
-    /// through the ordinary disconnect procedure) and then stops.
+    /// §10 Shutdown: the Actors this node hosts move to linked peers (when
+    /// there are any; what cannot move finishes with the node), then every
+    /// shard refuses new sessions and bindings, finishes accepted work until
+    /// the shutdown deadline, closes its sessions (each through the ordinary
+    /// disconnect procedure) and then stops.
     pub(crate) fn shutdown(mut self, deadline: std::time::Duration, cleanup: std::time::Duration) {
+        if !self.link_status.up().is_empty() {
+            for (actor, error) in self.relocate_all(None) {
+                tracing::info!(%actor, %error, "shutdown: actor not relocated, it ends with the node");
+            }
+        }
         let until = std::time::Instant::now() + deadline;
         let (done, drained) = mpsc::channel();
         for shard in 0..self.router.shards() {

@@ -318,6 +318,9 @@ impl ShardState {
                 ShardMsg::Command(NodeCommand::DestroyActor { id, reply }) => {
                     let _ = reply.send(self.destroy(&id));
                 }
+                ShardMsg::Command(NodeCommand::HostedActors { reply }) => {
+                    let _ = reply.send(self.host.actor_ids());
+                }
                 ShardMsg::Command(NodeCommand::Relocate { id, target, reply }) => {
                     self.start_relocation(&id, target, reply);
                 }

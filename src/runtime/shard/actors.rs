@@ -124,6 +124,11 @@ impl ActorHost {
         self.actors.len()
     }
 
+    /// The Actors the shard hosts, in no particular order.
+    pub(super) fn actor_ids(&self) -> Vec<ActorId> {
+        self.actors.keys().cloned().collect()
+    }
+
     /// How many User Spots have their home here (diagnostics).
     pub(super) fn spot_count(&self) -> usize {
         self.spots.len()
@@ -294,11 +299,16 @@ impl ShardState {
     /// the incarnation and its binding for good (a later message for it is
     /// refused as stale, X6) and the instance is dropped. Work still queued
     /// for it ends with `Unavailable` rather than silently: at once on its
-    /// own lane, at its turn on a Spot lane (which it shares).
+    /// own lane, at its turn on a Spot lane (which it shares). While the
+    /// Actor is relocating, `Unavailable` (RelocationSealed).
     pub(super) fn destroy(&mut self, id: &ActorId) -> Result<(), Error> {
         let Some(actor_ref) = self.core.actor_owner().actor_ref(id) else {
             return Err(Reason::StaleLocation.into());
         };
+        // A move decides first where the Actor lives (docs/relocation.md).
+        if self.core.relocation().is_relocating(id) {
+            return Err(Reason::RelocationSealed.into());
+        }
         if let Some(store) = self.node.store.clone() {
             let expected = RowVersion {
                 owner: actor_ref.location.owner,
