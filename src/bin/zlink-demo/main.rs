@@ -508,6 +508,12 @@ fn render(
             t.late_moves_accepted, t.position_mismatches
         ));
     }
+    if t.ticks > pushes_sent {
+        failures.push(format!(
+            "{} ticks arrived of {pushes_sent} pushed: a push delivered twice",
+            t.ticks
+        ));
+    }
     if t.ticks_missing > 0 {
         failures.push(format!(
             "{} ticks the players pushed never arrived",
