@@ -41,7 +41,8 @@ fn demo_quick_run_passes_with_no_duplicated_or_dropped_request() {
 /// only if every earlier accepted MOVE was applied once, in order — and
 /// count the ticks their player pushes, while the players are relocated at
 /// least 500 times between the 3 nodes (some back and forth), with a quarter
-/// of the clients replaced by a second login midway. The demo's own checks
+/// of the clients replaced by a second login and an eighth reconnecting to
+/// another node midway. The demo's own checks
 /// fail the run on a duplicate, a loss, a position mismatch, a missing tick
 /// or a request that ended at its deadline; the seed is in the report.
 #[test]

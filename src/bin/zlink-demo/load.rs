@@ -58,6 +58,12 @@ pub fn is_replaced(index: usize) -> bool {
     index % 4 == 3
 }
 
+/// Whether client `index` disconnects and reconnects to another node
+/// midway (an eighth, none of them replaced).
+pub fn is_reconnected(index: usize) -> bool {
+    index % 8 == 1
+}
+
 /// The player of client `index`.
 pub fn player_name(index: usize) -> String {
     format!("player-{index}")
@@ -69,6 +75,8 @@ pub struct Tally {
     pub connect_failures: u64,
     pub logins_sent: u64,
     pub logins_ok: u64,
+    /// Clients that closed their connection and logged in again elsewhere.
+    pub reconnects: u64,
     /// Logins refused while their player was being relocated (X5), and
     /// sent again.
     pub login_retries: u64,
@@ -127,6 +135,7 @@ impl Tally {
             logins_sent: 0,
             logins_ok: 0,
             login_retries: 0,
+            reconnects: 0,
             moves_sent: 0,
             moves_ok: 0,
             wheres_sent: 0,
@@ -168,6 +177,7 @@ impl Tally {
         self.logins_sent += other.logins_sent;
         self.logins_ok += other.logins_ok;
         self.login_retries += other.login_retries;
+        self.reconnects += other.reconnects;
         self.moves_sent += other.moves_sent;
         self.moves_ok += other.moves_ok;
         self.wheres_sent += other.wheres_sent;
@@ -286,7 +296,7 @@ impl Sim {
 pub const PHASES: [&str; 6] = [
     "connect and log in",
     "MOVE rounds, first half",
-    "replace a quarter by a second login",
+    "replace a quarter, reconnect an eighth",
     "MOVE rounds, second half",
     "final WHERE, wait for owed pushes",
     "disconnect",
@@ -326,6 +336,7 @@ pub fn run_thread(
     barrier.wait();
 
     replace_quarter(&mut tally, &mut sims, addrs);
+    reconnect_eighth(&mut tally, &mut sims, addrs);
     barrier.wait();
 
     move_rounds(&mut tally, &mut sims, rounds - first_half);
@@ -572,6 +583,26 @@ fn replace_quarter(tally: &mut Tally, sims: &mut [Sim], addrs: &[SocketAddr]) {
                 ));
             }
         }
+    }
+}
+
+/// An eighth of the clients close their connection and connect again to the
+/// next node, logging in anew (§9: a reconnect is a new session; D4: it
+/// gets no old binding back, it binds again). Every tick their player owes
+/// them arrived before the MOVE reply that caused it, so draining what has
+/// arrived collects them all before the old connection goes.
+fn reconnect_eighth(tally: &mut Tally, sims: &mut [Sim], addrs: &[SocketAddr]) {
+    let nodes = addrs.len();
+    for sim in sims.iter_mut().filter(|s| is_reconnected(s.index)) {
+        let Some(mut old) = sim.conn.take() else {
+            continue;
+        };
+        drain(tally, &mut old, DRAIN_WAIT);
+        sim.ticks_before += old.ticks;
+        let node = (old.node + 1) % nodes;
+        drop(old);
+        tally.reconnects += 1;
+        sim.conn = connect_and_login(tally, addrs, node, &sim.player);
     }
 }
 

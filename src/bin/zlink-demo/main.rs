@@ -282,8 +282,8 @@ fn render(
     line(
         "clients",
         format!(
-            "{} players; {} sessions ({} replacement logins); {} connect failures",
-            options.clients, t.connected, t.replacements_expected, t.connect_failures
+            "{} players; {} sessions ({} replacement logins, {} reconnects); {} connect failures",
+            options.clients, t.connected, t.replacements_expected, t.reconnects, t.connect_failures
         ),
     );
     line(
