@@ -138,6 +138,21 @@ reasons! {
     CallerCancelled = 40 => Cancelled, "the caller cancelled";
     /// Startup refused an invalid configuration (§3).
     InvalidConfiguration = 50 => Configuration, "the configuration is invalid";
+    /// §1: an Actor belongs to exactly one current Spot; creating it into
+    /// another one is refused (it already exists there, or elsewhere).
+    ActorInOtherSpot = 60 => InvalidOperation, "the actor already belongs to another Spot";
+    /// §5: the Actors of a SpotWide Spot share its gate, so they are placed
+    /// with it: their ActorId is `<spot>/<name>` (docs/threading.md).
+    NotPlacedWithSpot = 61 => InvalidOperation, "an actor of a SpotWide Spot must be named <spot>/<name>";
+    /// A Spot of another kind already has this SpotId.
+    SpotIdInUse = 62 => InvalidOperation, "a Spot of another kind already has this id";
+    /// No Spot kind is registered under the name (§1: User Spots are of a
+    /// kind registered at startup).
+    NoSpotKind = 63 => NotFound, "no Spot kind is registered under this name";
+    /// The Actor cannot be relocated: its type provides no state snapshot
+    /// (`Actor::snapshot`), or it belongs to a User Spot, whose Actors move
+    /// only with their Spot (docs/relocation.md "The relocation API").
+    NotRelocatable = 64 => InvalidOperation, "the actor cannot be relocated";
 }
 
 /// A typed failure: its kind and its reason.

@@ -27,6 +27,9 @@ pub enum NameError {
     /// The bytes are not UTF-8.
     #[error("name is not UTF-8")]
     NotUtf8,
+    /// A [`SpotId`] contains its separator `/`.
+    #[error("a Spot's name may not contain '/'")]
+    Separator,
 }
 
 /// A non-empty UTF-8 string of at most `MAX` bytes, cheap to clone.
@@ -174,17 +177,101 @@ generation!(
     RequestId
 );
 
+/// The shard of `shards` that `key` is placed on: FNV-1a of its bytes, the
+/// same on every node and every run, so any shard routes a record by its
+/// ActorId alone (docs/threading.md "Placement").
+fn placement_shard(key: &[u8], shards: u16) -> u16 {
+    let hash = key.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    (hash % u64::from(shards.max(1))) as u16
+}
+
 impl ActorId {
-    /// The shard of `shards` that hosts this Actor: a stable hash of the
-    /// ActorId (FNV-1a), the same on every node and every run.
+    /// The shard of `shards` that hosts this Actor: placed by its
+    /// [`ActorId::placement_key`], so that the Actors of one SpotWide Spot
+    /// share that Spot's shard and its gate (§5, §11; docs/threading.md).
     pub fn shard(&self, shards: u16) -> u16 {
-        let hash = self
-            .as_bytes()
-            .iter()
-            .fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| {
-                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-            });
-        (hash % u64::from(shards.max(1))) as u16
+        placement_shard(self.placement_key(), shards)
+    }
+
+    /// What places the Actor on a shard: the part before the first
+    /// [`SpotId::SEPARATOR`] when there is one (an Actor of the Spot of that
+    /// name, `room-7/monster-3`), else the whole ActorId.
+    pub fn placement_key(&self) -> &[u8] {
+        let bytes = self.as_bytes();
+        match bytes.iter().position(|&b| b == SpotId::SEPARATOR) {
+            Some(end) => &bytes[..end],
+            None => bytes,
+        }
+    }
+
+    /// Whether this ActorId is named under `spot` (`<spot>/<name>`), so
+    /// that it is placed with it.
+    pub fn is_under(&self, spot: &SpotId) -> bool {
+        self.as_bytes().len() > spot.as_bytes().len()
+            && self.placement_key() == &spot.as_bytes()[..]
+    }
+}
+
+/// The identity of a User Spot (§1, §7): a Spot the application creates at
+/// run time, a room for instance. A non-empty UTF-8 string of at most
+/// [`SpotId::LEN_MAX`] bytes without [`SpotId::SEPARATOR`], so that an
+/// ActorId `<spot>/<name>` names both the Actor and the Spot it is placed
+/// with.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SpotId(BoundedName<{ SpotId::LEN_MAX }>);
+
+impl SpotId {
+    /// Longest accepted name, in bytes: it leaves room in an ActorId (255)
+    /// for the separator and a name of its own.
+    pub const LEN_MAX: usize = 128;
+
+    /// Separates a Spot's name from its Actor's own name in an ActorId
+    /// (`/`).
+    pub const SEPARATOR: u8 = b'/';
+
+    /// Builds the id, checking its length and that it has no separator.
+    pub fn new(name: &str) -> Result<Self, NameError> {
+        if name.as_bytes().contains(&Self::SEPARATOR) {
+            return Err(NameError::Separator);
+        }
+        BoundedName::from_bytes(Bytes::copy_from_slice(name.as_bytes())).map(Self)
+    }
+
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        self.0.as_str()
+    }
+
+    /// The id's bytes.
+    pub fn as_bytes(&self) -> &Bytes {
+        &self.0 .0
+    }
+
+    /// The ActorId `<spot>/<name>` of an Actor placed with this Spot: the
+    /// form every Actor of a SpotWide Spot has (§5: they share the Spot's
+    /// gate, so they live on its shard).
+    pub fn actor_id(&self, name: &str) -> Result<ActorId, NameError> {
+        ActorId::new(&format!("{}/{name}", self.as_str()))
+    }
+
+    /// The shard of `shards` that hosts this Spot's gate: the one its
+    /// `<spot>/<name>` Actors are placed on.
+    pub fn shard(&self, shards: u16) -> u16 {
+        placement_shard(self.as_bytes(), shards)
+    }
+}
+
+impl fmt::Debug for SpotId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SpotId({:?})", self.as_str())
+    }
+}
+
+impl fmt::Display for SpotId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -351,6 +438,26 @@ mod tests {
             ActorId::from_bytes(Bytes::from_static(&[0xff, 0xfe])),
             Err(NameError::NotUtf8)
         );
+    }
+
+    #[test]
+    fn an_actor_under_a_spot_is_placed_with_the_spot() {
+        let room = SpotId::new("room-7").unwrap();
+        let monster = room.actor_id("monster-3").unwrap();
+        assert_eq!(monster.as_str(), "room-7/monster-3");
+        assert!(monster.is_under(&room));
+        assert!(!ActorId::new("room-7").unwrap().is_under(&room));
+        assert!(!ActorId::new("room-70/x").unwrap().is_under(&room));
+        for shards in 1..=16 {
+            assert_eq!(monster.shard(shards), room.shard(shards));
+        }
+        // Without a separator the whole id places the Actor.
+        let plain = ActorId::new("player-1").unwrap();
+        assert_eq!(plain.placement_key(), b"player-1");
+        assert_eq!(SpotId::new("a/b"), Err(NameError::Separator));
+        assert!(SpotId::new(&"s".repeat(SpotId::LEN_MAX)).is_ok());
+        assert!(SpotId::new(&"s".repeat(SpotId::LEN_MAX + 1)).is_err());
+        assert_eq!(SpotId::new(""), Err(NameError::Empty));
     }
 
     #[test]

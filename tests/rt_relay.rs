@@ -156,6 +156,70 @@ fn x20_keepalive_is_answered_while_session_and_actor_queues_are_saturated() {
 }
 
 #[test]
+fn x20_keepalive_is_answered_while_a_spotwide_gate_is_saturated() {
+    // Only the SpotWide gate can fill: a session's burst fits its lane, and
+    // the room's Actors have no lane of their own (§5: they share the gate).
+    let settings = NodeSettings {
+        session_queue_max: 1_024,
+        actor_queue_max: 1_024,
+        spot_queue_max: 4,
+        ..NodeSettings::default()
+    };
+    let game = start_game(GameOptions {
+        settings: Some(settings),
+        ..GameOptions::default()
+    });
+    let room = game
+        .node
+        .create_spot("room", &zlink::ids::SpotId::new("room-1").unwrap())
+        .unwrap();
+    let mut sessions: Vec<(String, Raw)> = ["a", "b", "c", "d", "e", "f", "g", "h"]
+        .iter()
+        .map(|name| {
+            let actor = room.id().actor_id(name).unwrap();
+            game.node.create_actor_in(&room, "player", &actor).unwrap();
+            let mut raw = Raw::connect(game.addr());
+            raw.login(actor.as_str());
+            (actor.to_string(), raw)
+        })
+        .collect();
+    let (requests, pings) = (50u32, 5u64);
+    for (actor, raw) in &mut sessions {
+        let mut burst = Vec::new();
+        for i in 0..requests {
+            burst.push(Raw::request(RELAY, 100 + i, payload(actor, &i.to_string())));
+            if i % 10 == 0 {
+                burst.push(ClientFrame::Ping {
+                    nonce: u64::from(i / 10),
+                });
+            }
+        }
+        raw.send(&burst);
+    }
+    let mut refused = 0;
+    for (actor, raw) in &mut sessions {
+        let (mut pongs, mut terminals) = (Vec::new(), 0);
+        while terminals < requests || pongs.len() < 5 {
+            match raw.next() {
+                ClientFrame::Pong { nonce } => pongs.push(nonce),
+                ClientFrame::Reply { .. } => terminals += 1,
+                ClientFrame::Error { error, .. } => {
+                    assert_eq!(error.reason(), Reason::QueueFull, "{actor}: {error:?}");
+                    refused += 1;
+                    terminals += 1;
+                }
+                other => panic!("{actor}: unexpected {other:?}"),
+            }
+        }
+        assert_eq!(pongs, (0..pings).collect::<Vec<u64>>(), "{actor}");
+    }
+    assert!(refused > 0, "the SpotWide gate never filled up");
+    // No keepalive reached the room's application queue.
+    let delivered = game.observed.delivered.lock().unwrap().clone();
+    assert!(delivered.iter().all(|p| p.starts_with(b"room-1/")));
+}
+
+#[test]
 fn x20_keepalive_is_answered_while_the_bound_actor_is_busy_on_its_node() {
     let mesh = start_mesh(2, GameOptions::default());
     mesh[1]

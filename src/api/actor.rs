@@ -1,10 +1,11 @@
-//! Actors and Spots as the application writes them (§1, §5, §7).
+//! Actors as the application writes them (§1, §5, §7).
 //!
-//! An Actor's handler runs on the Actor's own delivery lane on the shard that
-//! hosts it — never in a session callback's context (§5, §10). It answers a
+//! An Actor's handler runs on the shard that hosts it, on the Actor's own
+//! delivery lane or, in a SpotWide Spot, on that Spot's gate — never in a
+//! session callback's context (§5, §10). It answers a
 //! request with a typed reply or error, and may push to, or close, its bound
-//! session. A Spot receives `on_disconnect_actor` when a bound session ends
-//! (§7); the notification neither destroys the Actor nor changes membership.
+//! session. Its current Spot ([`super::spot`]) receives `on_disconnect_actor`
+//! when a bound session ends (§7).
 
 use bytes::Bytes;
 
@@ -60,13 +61,23 @@ pub trait Actor: 'static {
     fn on_bound(&mut self, ctx: &mut dyn ActorContext) {
         let _ = ctx;
     }
-}
 
-/// The logical group an Actor belongs to (§1): it is told when a bound
-/// session goes away.
-pub trait Spot: Send + Sync + 'static {
-    /// §7: the session bound to `actor` disconnected (or the application
-    /// called NotifyDisconnected). Runs at most once per binding; a failure is
-    /// recorded and never retried, and the binding is removed either way.
-    fn on_disconnect_actor(&self, actor: &ActorId) -> Result<(), Error>;
+    /// §8 live relocation: the Actor's state, to be carried to another node
+    /// between two of its turns. `None` (the default) means the type cannot
+    /// move: `Node::relocate` then ends with `InvalidOperation`
+    /// (NotRelocatable) and nothing is sealed. Bounded by
+    /// `DecodeLimits::handoff_state_len_max` (less a few bytes of the
+    /// type's name); a larger state aborts the move (HandoffTooLarge).
+    fn snapshot(&self) -> Option<Bytes> {
+        None
+    }
+
+    /// §8: on the target node, a fresh instance from the type's factory
+    /// takes the state [`Actor::snapshot`] gave at the source, before any
+    /// message reaches it (restore without dispatch). An error aborts the
+    /// move; the Actor stays at the source.
+    fn restore(&mut self, state: Bytes) -> Result<(), Error> {
+        let _ = state;
+        Err(crate::error::Reason::NotRelocatable.into())
+    }
 }

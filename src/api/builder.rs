@@ -6,14 +6,18 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::actor::{Actor, Spot};
+use super::actor::Actor;
 use super::session::{Packet, Session};
+use super::spot::{ExecutionMode, Spot, SpotHandle};
+use crate::core::lane::{ActorDeliveryLane, LaneEngine};
+use crate::core::relocation::RelocationConfig;
 use crate::core::trace::FlowCounters;
 use crate::error::{Error, Reason};
-use crate::ids::{ActorId, MeshName, NodeGeneration, NodeRid, PacketKey};
+use crate::ids::{ActorId, MeshName, NodeGeneration, NodeRid, PacketKey, SpotId};
 use crate::net::handshake::ClusterSecret;
 use crate::runtime::{
     self, ActorType, DisconnectHandler, Handlers, PacketHandler, ReplacedHandler, RunningNode,
+    SpotKind,
 };
 use crate::store::LocationStore;
 use crate::wire::DecodeLimits;
@@ -51,6 +55,9 @@ pub struct NodeSettings {
     pub session_queue_max: usize,
     /// Messages an Actor's lane may hold before new ones are refused.
     pub actor_queue_max: usize,
+    /// Messages a SpotWide Spot's gate (its one Spot lane, shared by all its
+    /// Actors, §5) may hold before new ones are refused (default 16,384).
+    pub spot_queue_max: usize,
     /// Frame and budget limits for decoding.
     pub decode_limits: DecodeLimits,
     /// Shards (threads) the node runs; 0 means one per available core.
@@ -64,6 +71,10 @@ pub struct NodeSettings {
     /// How often the owner lease is renewed; the store's lease term must be
     /// several times longer (default 1,000 ms).
     pub lease_renew_interval: Duration,
+    /// The Actor owner's relocation settings: the coordinator's bounded
+    /// waits, Message Follow's lifetime and bounds (docs/relocation.md
+    /// "Settings"). Their `limits` are always the node's `decode_limits`.
+    pub relocation: RelocationConfig,
 }
 
 impl Default for NodeSettings {
@@ -77,12 +88,35 @@ impl Default for NodeSettings {
             outbound_max: 4 << 20,
             session_queue_max: 1_024,
             actor_queue_max: 4_096,
+            spot_queue_max: 16_384,
             decode_limits: DecodeLimits::default(),
             shutdown_deadline: Duration::from_millis(5_000),
             shards: 0,
             pin_cores: true,
             lease_renew_interval: Duration::from_millis(1_000),
+            relocation: RelocationConfig::default(),
         }
+    }
+}
+
+impl NodeSettings {
+    /// Every lane bound is one the one lane engine can hold (§11): at least
+    /// one item and at most `LaneEngine::CAPACITY_MAX`, so a bad setting
+    /// fails startup rather than a shard at its first session or Actor.
+    fn check_lane_bounds(&self) -> Result<(), StartError> {
+        let max = LaneEngine::<ActorDeliveryLane, ()>::CAPACITY_MAX;
+        for (name, value) in [
+            ("session_queue_max", self.session_queue_max),
+            ("actor_queue_max", self.actor_queue_max),
+            ("spot_queue_max", self.spot_queue_max),
+        ] {
+            if !(1..=max).contains(&value) {
+                return Err(StartError::Invalid(format!(
+                    "{name} = {value}: a lane holds 1 to {max} items"
+                )));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -101,6 +135,7 @@ pub struct NodeBuilder {
     settings: NodeSettings,
     handlers: Handlers,
     actor_types: HashMap<String, ActorType>,
+    spot_kinds: HashMap<String, SpotKind>,
     duplicate_key: Option<PacketKey>,
 }
 
@@ -121,6 +156,7 @@ impl NodeBuilder {
             settings: NodeSettings::default(),
             handlers: Handlers::default(),
             actor_types: HashMap::new(),
+            spot_kinds: HashMap::new(),
             duplicate_key: None,
         }
     }
@@ -192,7 +228,9 @@ impl NodeBuilder {
         self
     }
 
-    /// Registers an Actor type: its Spot and its factory.
+    /// Registers an Actor type: its Entry Spot (§1, §7: the Spot of every
+    /// Actor of the type not created into a User Spot; its Actors run
+    /// [`ExecutionMode::PerActor`]) and its factory.
     pub fn actor_type(
         mut self,
         name: &str,
@@ -203,6 +241,26 @@ impl NodeBuilder {
             name.to_owned(),
             ActorType {
                 spot,
+                factory: Arc::new(factory),
+            },
+        );
+        self
+    }
+
+    /// Registers a kind of User Spot (§1, §5): [`Node::create_spot`] makes
+    /// Spots of it at run time (a room, a match), each with its own Spot
+    /// object from `factory`, and every Spot of the kind orders its Actors'
+    /// turns by `mode`.
+    pub fn spot_kind(
+        mut self,
+        name: &str,
+        mode: ExecutionMode,
+        factory: impl Fn(&SpotId) -> Arc<dyn Spot> + Send + Sync + 'static,
+    ) -> Self {
+        self.spot_kinds.insert(
+            name.to_owned(),
+            SpotKind {
+                mode,
                 factory: Arc::new(factory),
             },
         );
@@ -286,6 +344,7 @@ impl NodeBuilder {
         }
         let mesh = MeshName::new(&self.mesh)
             .map_err(|e| StartError::Invalid(format!("mesh name: {e}")))?;
+        self.settings.check_lane_bounds()?;
         if self.dispatch && self.role == ObjectRole::None {
             return Err(StartError::NoObjectRole);
         }
@@ -309,6 +368,7 @@ impl NodeBuilder {
             settings: self.settings,
             handlers: Arc::new(self.handlers),
             actor_types: self.actor_types,
+            spot_kinds: self.spot_kinds,
         };
         let settings = config.settings.clone();
         runtime::start(config).map(|running| Node { running, settings })
@@ -349,6 +409,26 @@ impl StartError {
     }
 }
 
+/// Where [`Node::relocate`] moves an Actor (§2: the relocation runtime
+/// chooses; an operator or a test may hint).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RelocateTo {
+    /// The placement policy's choice: the linked peers in turn.
+    Any,
+    /// The node with this RID, if it is a linked peer.
+    Node(u64),
+}
+
+impl RelocateTo {
+    /// The hint the relocation runtime is given, if any.
+    fn hint(self) -> Option<NodeRid> {
+        match self {
+            RelocateTo::Any => None,
+            RelocateTo::Node(rid) => Some(NodeRid(rid)),
+        }
+    }
+}
+
 /// A running node.
 pub struct Node {
     running: RunningNode,
@@ -367,28 +447,96 @@ impl Node {
     }
 
     /// Looks up or creates the Actor `id` of `actor_type` on this node (§1
-    /// step 2): an Actor the game server owns, like a room, before any
-    /// session binds it.
+    /// step 2), before any session binds it. A new Actor belongs to its
+    /// type's Entry Spot; an existing one is returned whatever its Spot.
     pub fn create_actor(
         &self,
         actor_type: &str,
         id: &ActorId,
     ) -> Result<super::ActorHandle, Error> {
         self.running
-            .create_actor(actor_type, id.clone())
+            .create_actor(actor_type, id.clone(), None)
             .map(|actor| super::ActorHandle {
                 id: actor.id,
                 generation: actor.generation,
             })
     }
 
+    /// §1: creates the User Spot `id` of the registered `kind` on this node
+    /// (a room, say), at its home shard. Creating it again with the same
+    /// kind returns the same Spot; `NotFound` (NoSpotKind) for a kind not
+    /// registered, `InvalidOperation` (SpotIdInUse) when a Spot of another
+    /// kind has the id.
+    pub fn create_spot(&self, kind: &str, id: &SpotId) -> Result<SpotHandle, Error> {
+        self.running.create_spot(kind, id.clone())
+    }
+
+    /// §1: looks up or creates the Actor `id` of `actor_type` on this node,
+    /// as a member of the User Spot `spot`: that Spot receives its
+    /// `on_disconnect_actor` (§7), and its kind's execution mode orders its
+    /// turns (§5). An Actor of a SpotWide Spot must be named under it
+    /// ([`SpotId::actor_id`]: `<spot>/<name>`), or the call ends with
+    /// `InvalidOperation` (NotPlacedWithSpot). An Actor that already exists
+    /// in another Spot, or on another node, is not moved: `InvalidOperation`
+    /// (ActorInOtherSpot).
+    pub fn create_actor_in(
+        &self,
+        spot: &SpotHandle,
+        actor_type: &str,
+        id: &ActorId,
+    ) -> Result<super::ActorHandle, Error> {
+        self.running
+            .create_actor(actor_type, id.clone(), Some(spot.clone()))
+            .map(|actor| super::ActorHandle {
+                id: actor.id,
+                generation: actor.generation,
+            })
+    }
+
+    /// How many Actors this node hosts, as of its shards' last loop turns
+    /// (diagnostics): creating one adds one, destroying one removes it, and
+    /// a disconnect notification changes nothing (§7).
+    pub fn actor_count(&self) -> usize {
+        self.running.actor_and_spot_counts().0
+    }
+
+    /// How many User Spots this node has created, as of its shards' last
+    /// loop turns (diagnostics).
+    pub fn spot_count(&self) -> usize {
+        self.running.actor_and_spot_counts().1
+    }
+
     /// Destroys the Actor `id` that this node hosts (§1, §4): its Location
     /// Store row is removed and its incarnation ends, with its binding. A
     /// later `create_actor` under the same id makes a new incarnation with a
     /// greater ObjectGeneration, and the old binding never becomes valid
-    /// again (X6). `Unavailable` when this node does not host it.
+    /// again (X6). `Unavailable` when this node does not host it, and
+    /// (RelocationSealed) while it is being relocated.
     pub fn destroy_actor(&self, id: &ActorId) -> Result<(), Error> {
         self.running.destroy_actor(id.clone())
+    }
+
+    /// §8 live relocation: moves the Actor `id` that this node hosts to
+    /// another node of the mesh while its bound session stays connected
+    /// wherever it is (docs/relocation.md). The relocation runtime chooses
+    /// the target (§2): with [`RelocateTo::Any`] the next linked peer in
+    /// turn; with [`RelocateTo::Node`] the operator's hint, refused with
+    /// `InvalidOperation` (RelocationTargetInvalid) when it is not a linked
+    /// peer. Returns when the move committed (`Ok`), or aborted or failed
+    /// (the typed error; the Actor then stays here, with nothing lost).
+    /// `InvalidOperation` (NotRelocatable) when its type gives no snapshot
+    /// ([`Actor::snapshot`]) or it belongs to a User Spot.
+    pub fn relocate(&self, id: &ActorId, to: RelocateTo) -> Result<(), Error> {
+        self.running.relocate(id.clone(), to.hint())
+    }
+
+    /// §10 Relocate of this Actor owner host (a drain before a deploy):
+    /// moves every Actor it hosts by the same path as [`Node::relocate`],
+    /// one after the other, and returns those that could not move, each
+    /// with its typed error (they stay here, served as before).
+    /// [`Node::shutdown`] does this first when the node has linked peers.
+    pub fn relocate_all(&self, to: RelocateTo) -> Vec<(ActorId, Error)> {
+        self.running.relocate_all(to.hint())
     }
 
     /// Waits until the link to node `rid` is up; `false` at the timeout.
@@ -406,7 +554,9 @@ impl Node {
         self.running.flow_counters()
     }
 
-    /// §10 Shutdown (X7): refuses new sessions and bindings, finishes
+    /// §10 Shutdown (X7): first moves the Actors this node hosts to its
+    /// linked peers ([`Node::relocate_all`]; those that cannot move end with
+    /// the node), then refuses new sessions and bindings, finishes
     /// accepted callbacks, replies and cleanup until
     /// `NodeSettings::shutdown_deadline`, then closes every connection (with
     /// `CloseReason::Shutdown`) and stops. Dropping a `Node` stops it at once.

@@ -4,9 +4,9 @@
 //! ```no_run
 //! use std::sync::Arc;
 //! use bytes::Bytes;
-//! use zlink::api::{Actor, ActorContext, ActorMessage, NodeBuilder, ObjectRole, Spot};
+//! use zlink::api::{Actor, ActorContext, ActorMessage, ExecutionMode, NodeBuilder, ObjectRole, Spot};
 //! use zlink::error::{Error, Reason};
-//! use zlink::ids::{ActorId, PacketKey};
+//! use zlink::ids::{ActorId, PacketKey, SpotId};
 //! use zlink::store::{EmbeddedStore, MonotonicClock};
 //!
 //! struct Player;
@@ -27,6 +27,8 @@
 //!     .location_store(store)
 //!     .enable_actor_dispatch()
 //!     .actor_type("player", Arc::new(Lobby), |_| Box::new(Player))
+//!     // User Spots created at run time; a room's Actors share its gate (§5).
+//!     .spot_kind("room", ExecutionMode::SpotWide, |_| Arc::new(Lobby))
 //!     .on_connect(|session, hello| async move {
 //!         // §1 step 1: authenticate the hello (here: it names the player).
 //!         let name = std::str::from_utf8(&hello.payload).unwrap_or("");
@@ -42,12 +44,17 @@
 //!     })
 //!     .start()
 //!     .unwrap();
+//! let room = node.create_spot("room", &SpotId::new("room-7").unwrap()).unwrap();
+//! let monster = room.id().actor_id("monster-3").unwrap(); // "room-7/monster-3"
+//! node.create_actor_in(&room, "player", &monster).unwrap();
 //! ```
 
 pub mod actor;
 mod builder;
 pub mod session;
+pub mod spot;
 
-pub use actor::{Actor, ActorContext, ActorMessage, Spot};
-pub use builder::{Node, NodeBuilder, NodeSettings, ObjectRole, StartError};
+pub use actor::{Actor, ActorContext, ActorMessage};
+pub use builder::{Node, NodeBuilder, NodeSettings, ObjectRole, RelocateTo, StartError};
 pub use session::{ActorHandle, LocationSnapshot, Packet, Session, SessionActor, SessionActors};
+pub use spot::{ExecutionMode, Spot, SpotHandle};

@@ -21,6 +21,7 @@ use std::rc::Rc;
 
 use bytes::Bytes;
 
+use super::spot::SpotHandle;
 use crate::error::{Error, Reason};
 use crate::ids::{ActorId, ActorRef, Correlation, ObjectGeneration, PacketKey, SessionRid};
 use crate::runtime::ShardHandle;
@@ -52,10 +53,25 @@ impl Session {
     }
 
     /// Looks up the Ready Actor `id` in the Location Store, or creates it
-    /// with the factory of `actor_type` on this node (§1 steps 2). This is not
-    /// a bind: bind the returned ActorRef to start relaying.
+    /// with the factory of `actor_type` on this node (§1 steps 2), in its
+    /// type's Entry Spot. This is not a bind: bind the returned ActorRef to
+    /// start relaying.
     pub async fn actor(&self, actor_type: &str, id: &ActorId) -> Result<ActorRef, Error> {
-        let found = self.shard.actor(actor_type, id).await;
+        let found = self.shard.actor(actor_type, id, None).await;
+        found.unwrap_or_else(|| Err(Reason::SessionClosing.into()))
+    }
+
+    /// Like [`Session::actor`], but a new Actor is created into the User
+    /// Spot `spot` (§1), with the rules of `Node::create_actor_in`: under a
+    /// SpotWide Spot its id must be `<spot>/<name>`, and an Actor that
+    /// already belongs to another Spot is not moved (`InvalidOperation`).
+    pub async fn actor_in(
+        &self,
+        spot: &SpotHandle,
+        actor_type: &str,
+        id: &ActorId,
+    ) -> Result<ActorRef, Error> {
+        let found = self.shard.actor(actor_type, id, Some(spot)).await;
         found.unwrap_or_else(|| Err(Reason::SessionClosing.into()))
     }
 

@@ -78,6 +78,12 @@ flow_trace! {
     /// §8.1: a message held under a seal dropped undelivered (the seal timed
     /// out, or its binding was retired while sealed).
     HeldMessageDropped => "held_message_dropped", debug;
+    /// §8.2: a message held under a seal went out when the seal was released
+    /// (over the target's route after a commit, the source's after an abort).
+    HeldMessageReleased => "held_message_released", debug;
+    /// §8.1: an item of the saved work or the ingress hold reached the Actor
+    /// at the target after the commit (queue merge).
+    RelocationWorkMerged => "relocation_work_merged", debug;
     /// §8.2: a 44 commit switched a sealed binding's route to the target.
     SessionRouteCommitted => "session_route_committed", debug;
     /// §8.2: a 44 abort released a seal; held messages went over the source route.

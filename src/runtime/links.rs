@@ -60,6 +60,17 @@ impl LinkStatus {
         self.changed.notify_all();
     }
 
+    /// The peers linked now, in RID order.
+    pub(crate) fn up(&self) -> Vec<NodeRid> {
+        let peers = self
+            .up
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut up: Vec<NodeRid> = peers.iter().copied().collect();
+        up.sort_unstable_by_key(|rid| rid.0);
+        up
+    }
+
     /// Waits until `rid` is linked (`up`) or not (`!up`); `false` at the
     /// timeout.
     pub(crate) fn wait(&self, rid: NodeRid, up: bool, timeout: Duration) -> bool {

@@ -16,12 +16,13 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 
-use crate::api::actor::{Actor, Spot};
+use crate::api::actor::Actor;
 use crate::api::session::{Packet, Session};
+use crate::api::spot::{ExecutionMode, Spot, SpotHandle};
 use crate::api::{NodeSettings, StartError};
 use crate::core::actor::ActorOwnerIdentity;
 use crate::core::relocation::RelocationConfig;
@@ -33,7 +34,7 @@ use crate::error::Error;
 use crate::error::Reason;
 use crate::ids::{
     ActorId, ActorRef, MeshName, NodeGeneration, NodeRid, OwnerLeaseGeneration, PacketKey, Peer,
-    SessionOwnerId,
+    SessionOwnerId, SpotId,
 };
 use crate::net::{Reactor, ReactorConfig, ReactorError, ReactorWaker};
 use crate::store::{LocationStore, OwnerLease};
@@ -70,8 +71,18 @@ pub(crate) type ActorFactory = Arc<dyn Fn(&ActorId) -> Box<dyn Actor> + Send + S
 
 /// A registered Actor type.
 pub(crate) struct ActorType {
+    /// Its Entry Spot (§1, §7).
     pub(crate) spot: Arc<dyn Spot>,
     pub(crate) factory: ActorFactory,
+}
+
+/// Builds the Spot object of a new User Spot.
+pub(crate) type SpotFactory = Arc<dyn Fn(&SpotId) -> Arc<dyn Spot> + Send + Sync>;
+
+/// A registered kind of User Spot (§1, §5).
+pub(crate) struct SpotKind {
+    pub(crate) mode: ExecutionMode,
+    pub(crate) factory: SpotFactory,
 }
 
 /// Everything a node is started with.
@@ -88,6 +99,7 @@ pub(crate) struct NodeConfig {
     pub(crate) settings: NodeSettings,
     pub(crate) handlers: Arc<Handlers>,
     pub(crate) actor_types: HashMap<String, ActorType>,
+    pub(crate) spot_kinds: HashMap<String, SpotKind>,
 }
 
 /// What every shard of a node shares (read-only after start).
@@ -95,6 +107,7 @@ pub(crate) struct NodeShared {
     pub(crate) settings: NodeSettings,
     pub(crate) handlers: Arc<Handlers>,
     pub(crate) actor_types: HashMap<String, ActorType>,
+    pub(crate) spot_kinds: HashMap<String, SpotKind>,
     pub(crate) store: Option<Arc<dyn LocationStore>>,
     /// The owner lease, renewed by the shard loop; read when an Actor is
     /// created (never on the bind, relay, push or disconnect paths).
@@ -119,22 +132,29 @@ impl Unpark for WakeReactor {
     }
 }
 
-/// The flow-trace counters a shard publishes after every loop turn.
+/// The flow-trace counters and the Actor and Spot counts a shard publishes
+/// after every loop turn (diagnostics).
 pub(crate) struct PublishedCounters {
     counts: Vec<AtomicU64>,
+    actors: AtomicUsize,
+    spots: AtomicUsize,
 }
 
 impl PublishedCounters {
     fn new() -> Self {
         Self {
             counts: FlowTrace::ALL.iter().map(|_| AtomicU64::new(0)).collect(),
+            actors: AtomicUsize::new(0),
+            spots: AtomicUsize::new(0),
         }
     }
 
-    pub(crate) fn publish(&self, counters: &FlowCounters) {
+    pub(crate) fn publish(&self, counters: &FlowCounters, actors: usize, spots: usize) {
         for (slot, &event) in self.counts.iter().zip(FlowTrace::ALL) {
             slot.store(counters.get(event), Ordering::Relaxed);
         }
+        self.actors.store(actors, Ordering::Relaxed);
+        self.spots.store(spots, Ordering::Relaxed);
     }
 
     fn add_into(&self, total: &mut FlowCounters) {
@@ -146,15 +166,31 @@ impl PublishedCounters {
 
 /// A request from outside the shard threads (the embedding application).
 pub(crate) enum NodeCommand {
-    /// Look up or create an Actor on this node (§1 step 2).
+    /// Look up or create an Actor on this node (§1 step 2), into `spot`
+    /// when given, else into its type's Entry Spot.
     CreateActor {
         actor_type: String,
         id: ActorId,
+        spot: Option<SpotHandle>,
         reply: mpsc::Sender<Result<ActorRef, Error>>,
+    },
+    /// Create a User Spot at its home shard (§1).
+    CreateSpot {
+        kind: String,
+        id: SpotId,
+        reply: mpsc::Sender<Result<SpotHandle, Error>>,
     },
     /// End the incarnation of an Actor this node hosts (§1, §4).
     DestroyActor {
         id: ActorId,
+        reply: mpsc::Sender<Result<(), Error>>,
+    },
+    /// The ActorIds this shard hosts (node Relocate, §10).
+    HostedActors { reply: mpsc::Sender<Vec<ActorId>> },
+    /// Move a hosted Actor to `target` (§8; docs/relocation.md).
+    Relocate {
+        id: ActorId,
+        target: NodeRid,
         reply: mpsc::Sender<Result<(), Error>>,
     },
 }
@@ -168,6 +204,8 @@ pub(crate) struct RunningNode {
     stream_addr: Option<SocketAddr>,
     peer_addr: Option<SocketAddr>,
     link_status: Arc<LinkStatus>,
+    /// The placement policy's turn: linked peers are chosen in turn.
+    placement_turn: AtomicUsize,
 }
 
 impl RunningNode {
@@ -179,19 +217,41 @@ impl RunningNode {
         self.peer_addr
     }
 
-    /// Asks the Actor's shard to look it up or host it, and waits.
-    pub(crate) fn create_actor(&self, actor_type: &str, id: ActorId) -> Result<ActorRef, Error> {
+    /// Asks the Actor's shard to look it up or host it (in `spot`, when
+    /// given), and waits.
+    pub(crate) fn create_actor(
+        &self,
+        actor_type: &str,
+        id: ActorId,
+        spot: Option<SpotHandle>,
+    ) -> Result<ActorRef, Error> {
         let (reply, answer) = mpsc::channel();
         let shard = id.shard(self.router.shards());
         let command = NodeCommand::CreateActor {
             actor_type: actor_type.to_owned(),
             id,
+            spot,
             reply,
         };
         self.router.send(shard, ShardMsg::Command(command));
         answer
             .recv()
             .unwrap_or_else(|_| Err(Reason::SessionClosing.into()))
+    }
+
+    /// Asks the Spot's home shard to create it, and waits.
+    pub(crate) fn create_spot(&self, kind: &str, id: SpotId) -> Result<SpotHandle, Error> {
+        let (reply, answer) = mpsc::channel();
+        let shard = id.shard(self.router.shards());
+        let command = NodeCommand::CreateSpot {
+            kind: kind.to_owned(),
+            id,
+            reply,
+        };
+        self.router.send(shard, ShardMsg::Command(command));
+        answer
+            .recv()
+            .unwrap_or_else(|_| Err(Reason::ShuttingDown.into()))
     }
 
     /// Asks the Actor's shard to end its incarnation, and waits.
@@ -205,8 +265,64 @@ impl RunningNode {
             .unwrap_or_else(|_| Err(Reason::ShuttingDown.into()))
     }
 
+    /// §2: the relocation runtime chooses the target — the operator's hint
+    /// when it names a linked peer (else the move is refused), or the next
+    /// linked peer in turn — and asks the Actor's shard to move it; waits
+    /// for the commit, abort or failure.
+    pub(crate) fn relocate(&self, id: ActorId, hint: Option<NodeRid>) -> Result<(), Error> {
+        let linked = self.link_status.up();
+        let target = match hint {
+            Some(rid) if linked.contains(&rid) => rid,
+            Some(_) => return Err(Reason::RelocationTargetInvalid.into()),
+            None => {
+                if linked.is_empty() {
+                    return Err(Reason::RelocationTargetInvalid.into());
+                }
+                let turn = self.placement_turn.fetch_add(1, Ordering::Relaxed);
+                linked[turn % linked.len()]
+            }
+        };
+        let (reply, answer) = mpsc::channel();
+        let shard = id.shard(self.router.shards());
+        let command = NodeCommand::Relocate { id, target, reply };
+        self.router.send(shard, ShardMsg::Command(command));
+        answer
+            .recv()
+            .unwrap_or_else(|_| Err(Reason::ShuttingDown.into()))
+    }
+
+    /// §10 Relocate of the Actor owner host: every Actor this node hosts is
+    /// moved by the same path as [`RunningNode::relocate`], one after the
+    /// other; what could not move is listed with its typed error (it stays
+    /// here, unharmed).
+    pub(crate) fn relocate_all(&self, hint: Option<NodeRid>) -> Vec<(ActorId, Error)> {
+        let (reply, answers) = mpsc::channel();
+        for shard in 0..self.router.shards() {
+            let command = NodeCommand::HostedActors {
+                reply: reply.clone(),
+            };
+            self.router.send(shard, ShardMsg::Command(command));
+        }
+        drop(reply);
+        let hosted: Vec<ActorId> = answers.iter().flatten().collect();
+        hosted
+            .into_iter()
+            .filter_map(|id| self.relocate(id.clone(), hint).err().map(|e| (id, e)))
+            .collect()
+    }
+
     pub(crate) fn wait_linked(&self, rid: NodeRid, up: bool, timeout: std::time::Duration) -> bool {
         self.link_status.wait(rid, up, timeout)
+    }
+
+    /// Actors hosted and User Spots created on every shard, summed.
+    pub(crate) fn actor_and_spot_counts(&self) -> (usize, usize) {
+        self.counters.iter().fold((0, 0), |(actors, spots), c| {
+            (
+                actors + c.actors.load(Ordering::Relaxed),
+                spots + c.spots.load(Ordering::Relaxed),
+            )
+        })
     }
 
     pub(crate) fn flow_counters(&self) -> FlowCounters {
@@ -217,10 +333,17 @@ impl RunningNode {
         total
     }
 
-    /// §10 Shutdown: every shard refuses new sessions and bindings, finishes
-    /// accepted work until the shutdown deadline, closes its sessions (each
-    /// through the ordinary disconnect procedure) and then stops.
+    /// §10 Shutdown: the Actors this node hosts move to linked peers (when
+    /// there are any; what cannot move finishes with the node), then every
+    /// shard refuses new sessions and bindings, finishes accepted work until
+    /// the shutdown deadline, closes its sessions (each through the ordinary
+    /// disconnect procedure) and then stops.
     pub(crate) fn shutdown(mut self, deadline: std::time::Duration, cleanup: std::time::Duration) {
+        if !self.link_status.up().is_empty() {
+            for (actor, error) in self.relocate_all(None) {
+                tracing::info!(%actor, %error, "shutdown: actor not relocated, it ends with the node");
+            }
+        }
         let until = std::time::Instant::now() + deadline;
         let (done, drained) = mpsc::channel();
         for shard in 0..self.router.shards() {
@@ -305,6 +428,7 @@ pub(crate) fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
         settings: config.settings,
         handlers: config.handlers,
         actor_types: config.actor_types,
+        spot_kinds: config.spot_kinds,
         store: config.store,
         lease: lease.map(std::sync::Mutex::new),
         hosts_actors: config.hosts_actors,
@@ -391,6 +515,7 @@ pub(crate) fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
         stream_addr: config.listen.and(stream_addr),
         peer_addr,
         link_status,
+        placement_turn: AtomicUsize::new(0),
     })
 }
 
@@ -480,7 +605,10 @@ fn run_shard(
             disconnect_deadline: shared.settings.disconnect_deadline,
             relocation_seal_timeout: shared.settings.relocation_seal_timeout,
         },
-        relocation: RelocationConfig::default(),
+        relocation: RelocationConfig {
+            limits: shared.settings.decode_limits,
+            ..shared.settings.relocation.clone()
+        },
     };
     let core = ShardCore::new(config, shared.now());
     let executor = Executor::new(WakeReactor(waker));

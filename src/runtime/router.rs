@@ -7,6 +7,7 @@
 use crossbeam_queue::SegQueue;
 
 use super::NodeCommand;
+use crate::api::spot::SpotHandle;
 use crate::error::Error;
 use crate::ids::{ActorId, ActorRef, NodeRid, Peer};
 use crate::net::ReactorWaker;
@@ -23,10 +24,12 @@ pub(crate) enum ShardMsg {
     Transmit { to: NodeRid, record: NodeRecord },
     /// A request from the embedding application.
     Command(NodeCommand),
-    /// Look up or host an Actor here, for a session on shard `origin`.
+    /// Look up or host an Actor here (into `spot` when given), for a
+    /// session on shard `origin`.
     CreateActor {
         actor_type: String,
         id: ActorId,
+        spot: Option<SpotHandle>,
         origin: u16,
         token: u64,
     },

@@ -9,8 +9,11 @@
 //! tasks → poll ready tasks with a budget → carry out outputs again. Nothing
 //! here takes a lock; state is shared with the shard's own tasks through one
 //! `RefCell`, never borrowed across an `.await`. The session side (lanes
-//! and the turns of the session callbacks) is [`session`].
+//! and the turns of the session callbacks) is [`session`]; the Actor side
+//! (hosted Actors, User Spots, their lanes and turns) is [`actors`].
 
+mod actors;
+mod relocation;
 mod session;
 
 use std::cell::RefCell;
@@ -22,15 +25,14 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+use self::actors::ActorHost;
+use self::relocation::Moves;
 use self::session::{LaneSession, LifecycleDeadlines, RunningTurn, SessionWork};
 use super::executor::{completion, Completer, Completion, Executor, Spawner};
 use super::links::Links;
 use super::router::{Router, ShardMsg, LINK_SHARD};
 use super::{NodeCommand, NodeShared, PublishedCounters};
-use crate::api::actor::{Actor, ActorContext, ActorMessage};
-use crate::core::actor::{ActorEvent, ReplyTicket};
-use crate::core::lane::{ActorDeliveryLane, LaneEngine, LaneId, Ordinary, SessionLane};
-use crate::core::relocation::RelocationEvent;
+use crate::core::lane::{LaneEngine, LaneId, SessionLane};
 use crate::core::session::{BindStart, Ticket};
 use crate::core::shard::ShardCore;
 use crate::core::time::Instant;
@@ -39,7 +41,7 @@ use crate::core::CoreEvent;
 use crate::error::{Error, Reason};
 use crate::ids::{ActorId, ActorRef, Correlation, PacketKey, Peer, SessionRid};
 use crate::net::{ConnId, ListenerId, NetEvent, Reactor};
-use crate::store::{Created, RowVersion, StoreError};
+use crate::store::StoreError;
 use crate::wire::client::{ClientFrame, CloseReason};
 
 /// How many ready tasks one loop turn polls before it looks at the sockets
@@ -49,18 +51,6 @@ const TASK_BUDGET: usize = 256;
 /// The longest a parked loop waits with no timer due (a safety net; every
 /// real wake-up is an event, a timer or a waker).
 const IDLE_WAIT_MAX: Duration = Duration::from_millis(100);
-
-/// Work on an Actor's delivery lane.
-enum ActorWork {
-    Message {
-        message: ActorMessage,
-        reply: Option<ReplyTicket>,
-    },
-    Bound,
-    Disconnect {
-        ticket: ReplyTicket,
-    },
-}
 
 /// §10 host Shutdown in progress.
 struct Drain {
@@ -72,13 +62,6 @@ struct Drain {
 struct SessionEntry {
     conn: ConnId,
     lane: LaneId,
-}
-
-struct HostedActor {
-    /// `None` while its handler runs.
-    instance: Option<Box<dyn Actor>>,
-    lane: LaneId,
-    actor_type: String,
 }
 
 /// Everything a shard owns, behind the one `RefCell` of [`ShardHandle`].
@@ -97,9 +80,12 @@ pub(crate) struct ShardState {
     sessions: HashMap<SessionRid, SessionEntry>,
     conns: HashMap<ConnId, SessionRid>,
     session_lanes: LaneEngine<SessionLane, SessionWork>,
-    actor_lanes: LaneEngine<ActorDeliveryLane, ActorWork>,
-    actors: HashMap<ActorId, HostedActor>,
-    lane_actors: HashMap<LaneId, ActorId>,
+    /// The Actors hosted here, their lanes and the User Spots whose home
+    /// this shard is.
+    host: ActorHost,
+    /// Relocations this shard started for the application, and their
+    /// snapshots.
+    moves: Moves,
     lane_sessions: HashMap<LaneId, LaneSession>,
     /// The running turn of each busy session lane.
     running_turns: HashMap<LaneId, RunningTurn>,
@@ -156,9 +142,8 @@ impl ShardState {
             sessions: HashMap::new(),
             conns: HashMap::new(),
             session_lanes: LaneEngine::new(),
-            actor_lanes: LaneEngine::new(),
-            actors: HashMap::new(),
-            lane_actors: HashMap::new(),
+            host: ActorHost::new(),
+            moves: Moves::default(),
             lane_sessions: HashMap::new(),
             running_turns: HashMap::new(),
             lifecycle_deadlines,
@@ -337,20 +322,31 @@ impl ShardState {
                 ShardMsg::Command(NodeCommand::CreateActor {
                     actor_type,
                     id,
+                    spot,
                     reply,
                 }) => {
-                    let _ = reply.send(self.host_or_get(&actor_type, &id));
+                    let _ = reply.send(self.host_or_get(&actor_type, &id, spot.as_ref()));
+                }
+                ShardMsg::Command(NodeCommand::CreateSpot { kind, id, reply }) => {
+                    let _ = reply.send(self.create_spot(&kind, &id));
                 }
                 ShardMsg::Command(NodeCommand::DestroyActor { id, reply }) => {
                     let _ = reply.send(self.destroy(&id));
                 }
+                ShardMsg::Command(NodeCommand::HostedActors { reply }) => {
+                    let _ = reply.send(self.host.actor_ids());
+                }
+                ShardMsg::Command(NodeCommand::Relocate { id, target, reply }) => {
+                    self.start_relocation(&id, target, reply);
+                }
                 ShardMsg::CreateActor {
                     actor_type,
                     id,
+                    spot,
                     origin,
                     token,
                 } => {
-                    let outcome = self.host_or_get(&actor_type, &id);
+                    let outcome = self.host_or_get(&actor_type, &id, spot.as_ref());
                     self.router
                         .send(origin, ShardMsg::ActorCreated { token, outcome });
                 }
@@ -396,133 +392,6 @@ impl ShardState {
                 let _ = done.send(());
             }
         }
-    }
-
-    /// §1 step 2 on the Actor's own shard: the hosted Actor, or the Location
-    /// Store's row for it — created here (with `actor_type`'s factory) when
-    /// absent and this node hosts Actors.
-    fn host_or_get(&mut self, actor_type: &str, id: &ActorId) -> Result<ActorRef, Error> {
-        if let Some(actor_ref) = self.core.actor_owner().actor_ref(id) {
-            return Ok(actor_ref);
-        }
-        let Some(store) = self.node.store.clone() else {
-            return Err(Reason::NoActorFactory.into());
-        };
-        let lease = self.node.lease.as_ref().map(|lease| {
-            lease
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .claim()
-        });
-        let can_host = self.node.hosts_actors && self.node.actor_types.contains_key(actor_type);
-        let Some(claim) = lease.filter(|_| can_host) else {
-            // This node cannot create it: bind the incarnation elsewhere, if any.
-            return match store.lookup(id)? {
-                Some(row) => Ok(row.actor_ref()),
-                None => Err(Reason::NoActorFactory.into()),
-            };
-        };
-        match store.create(id, &claim)? {
-            Created::New(row) => self.host(actor_type, &row),
-            Created::Existing(row) if row.location.owner == self.me.rid => {
-                self.host(actor_type, &row)
-            }
-            Created::Existing(row) => Ok(row.actor_ref()),
-        }
-    }
-
-    /// This runtime does not drive live relocation yet (no relocate command,
-    /// no state snapshot or restore for actor types): a peer's prepare (60)
-    /// is refused with NotSupported, so its coordinator aborts at once; the
-    /// other events only follow a relocation this node started or accepted.
-    fn relocation_event(&mut self, event: RelocationEvent) {
-        match event {
-            RelocationEvent::Restore { relocation, .. } => {
-                let now = self.now();
-                let refusal = Err(Reason::NotSupported.into());
-                self.core.relocations(now).restored(relocation, refusal);
-            }
-            RelocationEvent::DropInstance { .. } => {}
-            other => tracing::warn!(?other, "relocation event with no relocation here"),
-        }
-    }
-
-    fn actor_event(&mut self, event: ActorEvent) {
-        let (actor, work) = match event {
-            ActorEvent::Deliver {
-                actor,
-                key,
-                correlation,
-                payload,
-                reply,
-                ..
-            } => (
-                actor,
-                ActorWork::Message {
-                    message: ActorMessage {
-                        key,
-                        payload,
-                        correlation,
-                    },
-                    reply,
-                },
-            ),
-            ActorEvent::Bound { actor, .. } => (actor, ActorWork::Bound),
-            ActorEvent::Disconnect { actor, ticket, .. } => {
-                (actor, ActorWork::Disconnect { ticket })
-            }
-        };
-        let Some(lane) = self.actors.get(&actor).map(|a| a.lane) else {
-            // The core hosts no Actor the runtime lacks; answer anyway, so
-            // that no request is left without a terminal.
-            self.refuse_actor_work(work, Reason::StaleLocation);
-            return;
-        };
-        let Err(refused) = self.actor_lanes.submit(lane, Ordinary, work) else {
-            return;
-        };
-        match refused.item {
-            // Lifecycle work is bounded (one per binding, one binding per
-            // Actor) and must run exactly once (§5 point 1, §7): at a full
-            // lane it runs now rather than be lost.
-            work @ (ActorWork::Bound | ActorWork::Disconnect { .. }) => {
-                self.actor_turn(&actor, work)
-            }
-            work @ ActorWork::Message { .. } => self.refuse_actor_work(work, Reason::QueueFull),
-        }
-    }
-
-    /// Ends refused Actor work with a typed error (a request) or a counted
-    /// drop (a one-way message).
-    fn refuse_actor_work(&mut self, work: ActorWork, reason: Reason) {
-        let now = self.now();
-        let error = Error::new(reason);
-        match work {
-            ActorWork::Message {
-                reply: Some(ticket),
-                ..
-            } => self.core.actors(now).reply(ticket, Err(error)),
-            ActorWork::Disconnect { ticket } => {
-                self.core.actors(now).disconnect_done(ticket, Err(error))
-            }
-            ActorWork::Message { reply: None, .. } => {
-                self.core.trace(FlowTrace::OneWayRecordRefused)
-            }
-            ActorWork::Bound => {}
-        }
-    }
-
-    /// Carries out the core's outputs and runs the Actor turns they start, a
-    /// bounded number of rounds per loop turn; `true` when work is left over.
-    fn run_actor_work(&mut self) -> bool {
-        self.drain_core();
-        for _ in 0..4 {
-            if self.run_actor_turns() == 0 {
-                return false;
-            }
-            self.drain_core();
-        }
-        true
     }
 
     /// §5: renews the owner lease. A store that cannot be reached leaves
@@ -590,149 +459,6 @@ impl ShardState {
         for shard in (0..self.router.shards()).filter(|&s| s != self.index) {
             self.router.send(shard, ShardMsg::Fence);
         }
-    }
-
-    /// Runs every ready Actor lane turn: the handler runs here, on the
-    /// Actor's lane, never in a session callback's context (§5, §10, W1).
-    fn run_actor_turns(&mut self) -> usize {
-        let mut turns = 0;
-        while let Some((lane, work)) = self.actor_lanes.next_turn() {
-            turns += 1;
-            if let Some(actor) = self.lane_actors.get(&lane).cloned() {
-                self.actor_turn(&actor, work);
-            }
-            self.actor_lanes.finish_turn(lane);
-            if turns >= TASK_BUDGET {
-                break;
-            }
-        }
-        turns
-    }
-
-    fn actor_turn(&mut self, actor: &ActorId, work: ActorWork) {
-        let now = self.now();
-        if let ActorWork::Disconnect { ticket } = work {
-            let spot = self
-                .actors
-                .get(actor)
-                .and_then(|a| self.node.actor_types.get(&a.actor_type))
-                .map(|t| Arc::clone(&t.spot));
-            let outcome = spot.map_or(Ok(()), |spot| spot.on_disconnect_actor(actor));
-            self.core.actors(now).disconnect_done(ticket, outcome);
-            return;
-        }
-        let Some(mut instance) = self.actors.get_mut(actor).and_then(|a| a.instance.take()) else {
-            return;
-        };
-        let mut ctx = TurnContext {
-            core: &mut self.core,
-            now,
-            actor,
-        };
-        match work {
-            ActorWork::Message { message, reply } => {
-                let outcome = instance.handle(&mut ctx, message);
-                if let Some(ticket) = reply {
-                    let outcome = outcome.unwrap_or_else(|| Ok(Bytes::new()));
-                    self.core.actors(now).reply(ticket, outcome);
-                }
-            }
-            ActorWork::Bound => instance.on_bound(&mut ctx),
-            ActorWork::Disconnect { .. } => {}
-        }
-        if let Some(hosted) = self.actors.get_mut(actor) {
-            hosted.instance = Some(instance);
-        }
-    }
-
-    /// Ends the incarnation of a hosted Actor (§1, §4): the Location Store
-    /// row goes first (only the row of this incarnation, by its version), so
-    /// no lookup returns it once the call returned; then the core forgets
-    /// the incarnation and its binding for good (a later message for it is
-    /// refused as stale, X6) and the instance is dropped. Work still queued
-    /// on its lane ends with `Unavailable` rather than silently.
-    fn destroy(&mut self, id: &ActorId) -> Result<(), Error> {
-        let Some(actor_ref) = self.core.actor_owner().actor_ref(id) else {
-            return Err(Reason::StaleLocation.into());
-        };
-        if let Some(store) = self.node.store.clone() {
-            let expected = RowVersion {
-                owner: actor_ref.location.owner,
-                authority: actor_ref.location.authority,
-            };
-            store.remove(id, expected)?;
-        }
-        let now = self.now();
-        self.core.actors(now).destroy(id)?;
-        let Some(hosted) = self.actors.remove(id) else {
-            return Ok(());
-        };
-        self.lane_actors.remove(&hosted.lane);
-        for work in self.actor_lanes.remove_lane(hosted.lane) {
-            let gone = Error::new(Reason::StaleLocation);
-            match work {
-                ActorWork::Message {
-                    reply: Some(ticket),
-                    ..
-                } => self.core.actors(now).reply(ticket, Err(gone)),
-                ActorWork::Disconnect { ticket } => {
-                    self.core.actors(now).disconnect_done(ticket, Err(gone));
-                }
-                ActorWork::Message { reply: None, .. } | ActorWork::Bound => {}
-            }
-        }
-        Ok(())
-    }
-
-    /// Hosts a new Actor instance of `actor_type` on this shard.
-    fn host(
-        &mut self,
-        actor_type: &str,
-        row: &crate::store::LocationRow,
-    ) -> Result<ActorRef, Error> {
-        let Some(kind) = self.node.actor_types.get(actor_type) else {
-            return Err(Reason::NoActorFactory.into());
-        };
-        let instance = (kind.factory)(&row.actor);
-        let now = self.now();
-        let actor_ref =
-            self.core
-                .actors(now)
-                .host(row.actor.clone(), row.object, row.location.authority)?;
-        let lane = self
-            .actor_lanes
-            .add_lane(self.node.settings.actor_queue_max);
-        self.lane_actors.insert(lane, row.actor.clone());
-        self.actors.insert(
-            row.actor.clone(),
-            HostedActor {
-                instance: Some(instance),
-                lane,
-                actor_type: actor_type.to_owned(),
-            },
-        );
-        Ok(actor_ref)
-    }
-}
-
-/// The runtime side of [`ActorContext`] for one handler turn.
-struct TurnContext<'a> {
-    core: &'a mut ShardCore,
-    now: Instant,
-    actor: &'a ActorId,
-}
-
-impl ActorContext for TurnContext<'_> {
-    fn actor_id(&self) -> &ActorId {
-        self.actor
-    }
-
-    fn push(&mut self, key: PacketKey, payload: Bytes) -> Result<(), Error> {
-        self.core.actors(self.now).push(self.actor, key, payload)
-    }
-
-    fn close_session(&mut self, reason: CloseReason) -> Result<(), Error> {
-        self.core.actors(self.now).close_session(self.actor, reason)
     }
 }
 
@@ -844,35 +570,6 @@ impl ShardHandle {
         let now = state.now();
         state.core.sessions(now).close_session(rid);
     }
-
-    /// §1 step 2: the Ready ActorRef for `id` from the Location Store, created
-    /// on this node with `actor_type`'s factory when absent.
-    /// §1 step 2: the Ready ActorRef for `id`, from the shard that hosts or
-    /// will host it (placement by ActorId).
-    pub(crate) fn actor(
-        &self,
-        actor_type: &str,
-        id: &ActorId,
-    ) -> Completion<Result<ActorRef, Error>> {
-        let (completer, completion) = completion();
-        let mut state = self.state.borrow_mut();
-        let shard = id.shard(state.router.shards());
-        if shard == state.index {
-            completer.complete(state.host_or_get(actor_type, id));
-        } else {
-            state.next_actor_token += 1;
-            let token = state.next_actor_token;
-            state.actor_waiters.insert(token, completer);
-            let msg = ShardMsg::CreateActor {
-                actor_type: actor_type.to_owned(),
-                id: id.clone(),
-                origin: state.index,
-                token,
-            };
-            state.router.send(shard, msg);
-        }
-        completion
-    }
 }
 
 /// Runs a shard until `stop` is set.
@@ -933,7 +630,8 @@ pub(crate) fn run(
             }
             state.advance_drain();
             state.run_actor_work();
-            counters.publish(state.core.counters());
+            let (actors, spots) = (state.host.actor_count(), state.host.spot_count());
+            counters.publish(state.core.counters(), actors, spots);
         }
         // Work the last round started (a loopback 51's callback) is started
         // now, so the next wait does not park over it.

@@ -1,24 +1,26 @@
 //! A small game for the runtime contract tests: players as Actors in a lobby
-//! Spot, and packet handlers that log in (bind), relay and push. Everything
-//! runs over real loopback sockets.
+//! (their Entry Spot) or in User Spots of the kinds "room" (SpotWide) and
+//! "hall" (PerActor), and packet handlers that log in (bind), relay and
+//! push. Everything runs over real loopback sockets.
 #![allow(dead_code)]
 
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use zlink::api::{
-    Actor, ActorContext, ActorMessage, Node, NodeBuilder, NodeSettings, ObjectRole, Spot,
+    Actor, ActorContext, ActorMessage, ExecutionMode, LocationSnapshot, Node, NodeBuilder,
+    NodeSettings, ObjectRole, Spot, SpotHandle,
 };
 use zlink::client::Client;
 use zlink::error::{Error, Reason};
-use zlink::ids::{ActorId, ActorRef, Correlation, PacketKey};
+use zlink::ids::{ActorId, ActorRef, Correlation, PacketKey, SpotId};
 use zlink::net::handshake::ClusterSecret;
 use zlink::store::{CountingStore, EmbeddedStore, LocationStore, MonotonicClock};
 use zlink::wire::client::ClientFrame;
@@ -51,6 +53,16 @@ pub const STALL: PacketKey = PacketKey(11);
 pub const COUNT: PacketKey = PacketKey(12);
 /// Replies the index of the shard that owns the session.
 pub const SHARD: PacketKey = PacketKey(13);
+/// Relays; the actor's handler works a little (a short spin, so that two
+/// handlers running at once would overlap) and echoes.
+pub const WORK: PacketKey = PacketKey(14);
+/// Creates (or finds) the actor `<spot>/<name>` named by the payload in the
+/// User Spot the test put in [`Observed::spots`] under `<spot>`, from the
+/// session (`Session::actor_in`), and binds it; replies "bound".
+pub const ENTER: PacketKey = PacketKey(15);
+/// Keeps the session's location snapshot of the actor named by the payload
+/// in [`Observed::locations`]; replies "located" (or "none").
+pub const LOCATE: PacketKey = PacketKey(16);
 /// The key of pushes from actors.
 pub const PUSHED: PacketKey = PacketKey(100);
 /// The key of the duplicate-connection notice.
@@ -90,6 +102,16 @@ pub struct Observed {
     /// [`STALL`] handler passed its gate), "disconnect" (the disconnect
     /// callback started), "disconnect-dropped" (the runtime dropped it).
     pub session_log: Mutex<Vec<(String, Instant)>>,
+    /// Actor handlers and Spot callbacks running right now, on any shard.
+    pub turns_running: AtomicUsize,
+    /// The most of them that ever ran at once.
+    pub turns_overlap_max: AtomicUsize,
+    /// (SpotId, ActorId) of every `on_disconnect_actor` of a User Spot.
+    pub spot_disconnects: Mutex<Vec<(String, String)>>,
+    /// The location snapshots [`LOCATE`] saw, in order.
+    pub locations: Mutex<Vec<LocationSnapshot>>,
+    /// User Spots the [`ENTER`] handler creates actors into, by SpotId.
+    pub spots: Mutex<HashMap<String, SpotHandle>>,
 }
 
 impl Observed {
@@ -130,6 +152,14 @@ impl Observed {
             .unwrap()
             .push((what.to_owned(), Instant::now()));
         self.held(what);
+    }
+
+    /// Counts an Actor turn (handler or Spot callback) as running until the
+    /// guard drops, and records the most that ever overlapped.
+    fn turn(&self) -> TurnGuard<'_> {
+        let running = self.turns_running.fetch_add(1, Ordering::SeqCst) + 1;
+        self.turns_overlap_max.fetch_max(running, Ordering::SeqCst);
+        TurnGuard(self)
     }
 
     /// The names in [`Observed::session_log`], in order.
@@ -184,6 +214,15 @@ impl AsyncGate {
     }
 }
 
+/// An Actor turn in progress (see [`Observed::turn`]).
+struct TurnGuard<'a>(&'a Observed);
+
+impl Drop for TurnGuard<'_> {
+    fn drop(&mut self) {
+        self.0.turns_running.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 struct Player {
     observed: Arc<Observed>,
     push_on_bound: bool,
@@ -196,6 +235,7 @@ impl Actor for Player {
         ctx: &mut dyn ActorContext,
         message: ActorMessage,
     ) -> Option<Result<Bytes, Error>> {
+        let _turn = self.observed.turn();
         if IN_SESSION_CALLBACK.with(Cell::get) {
             self.observed
                 .handler_in_session_context
@@ -210,6 +250,12 @@ impl Actor for Player {
         if message.key == HOLD {
             self.observed.block("hold");
         }
+        if message.key == WORK {
+            let until = Instant::now() + Duration::from_micros(300);
+            while Instant::now() < until {
+                std::hint::spin_loop();
+            }
+        }
         if message.key == COUNT {
             return Some(Ok(Bytes::from(self.handled.to_string())));
         }
@@ -220,6 +266,20 @@ impl Actor for Player {
             return Some(Ok(Bytes::from_static(b"pushed")));
         }
         Some(Ok(message.payload))
+    }
+
+    /// Relocation carries the count of handled messages ([`COUNT`] shows
+    /// it continues on the target).
+    fn snapshot(&self) -> Option<Bytes> {
+        Some(Bytes::copy_from_slice(&self.handled.to_be_bytes()))
+    }
+
+    fn restore(&mut self, state: Bytes) -> Result<(), Error> {
+        let bytes: [u8; 8] = state[..]
+            .try_into()
+            .map_err(|_| Error::new(Reason::MalformedRecord))?;
+        self.handled = u64::from_be_bytes(bytes);
+        Ok(())
     }
 
     fn on_bound(&mut self, ctx: &mut dyn ActorContext) {
@@ -256,6 +316,25 @@ impl Spot for Lobby {
         if self.failing.as_deref() == Some(actor.as_str()) {
             return Err(Reason::InvalidConfiguration.into());
         }
+        Ok(())
+    }
+}
+
+/// A User Spot of the kinds "room" (SpotWide) and "hall" (PerActor): it
+/// records its `on_disconnect_actor` calls.
+struct Room {
+    id: SpotId,
+    observed: Arc<Observed>,
+}
+
+impl Spot for Room {
+    fn on_disconnect_actor(&self, actor: &ActorId) -> Result<(), Error> {
+        let _turn = self.observed.turn();
+        self.observed
+            .spot_disconnects
+            .lock()
+            .unwrap()
+            .push((self.id.to_string(), actor.to_string()));
         Ok(())
     }
 }
@@ -391,6 +470,18 @@ pub fn start_node<S: LocationStore + 'static>(
                 handled: 0,
             })
         });
+    for (kind, mode) in [
+        ("room", ExecutionMode::SpotWide),
+        ("hall", ExecutionMode::PerActor),
+    ] {
+        let o = Arc::clone(&observed);
+        builder = builder.spot_kind(kind, mode, move |id| {
+            Arc::new(Room {
+                id: id.clone(),
+                observed: Arc::clone(&o),
+            })
+        });
+    }
     if let Some(generation) = options.node_generation {
         builder = builder.node_generation(generation);
     }
@@ -403,6 +494,7 @@ pub fn start_node<S: LocationStore + 'static>(
     settings.pin_cores = false;
     builder = builder.settings(settings);
     let o = Arc::clone(&observed);
+    let entering = Arc::clone(&observed);
     let builder = builder
         .on_packet(LOGIN, move |session, packet| {
             let o = Arc::clone(&o);
@@ -418,6 +510,19 @@ pub fn start_node<S: LocationStore + 'static>(
         .on_packet(PUSH, relay_handler(Arc::clone(&observed)))
         .on_packet(HOLD, relay_handler(Arc::clone(&observed)))
         .on_packet(COUNT, relay_handler(Arc::clone(&observed)))
+        .on_packet(WORK, relay_handler(Arc::clone(&observed)))
+        .on_packet(ENTER, move |session, packet| {
+            let o = Arc::clone(&entering);
+            async move {
+                let id = actor_name(&packet.payload)?;
+                let spot_name = id.as_str().split('/').next().unwrap_or_default();
+                let spot = o.spots.lock().unwrap().get(spot_name).cloned();
+                let spot = spot.ok_or(Error::new(Reason::NoSpotKind))?;
+                let actor = session.actor_in(&spot, "player", &id).await?;
+                session.actors().bind(actor).await?;
+                session.reply(packet, Ok(Bytes::from_static(b"bound")))
+            }
+        })
         .on_packet(NOTIFY, |session, packet| async move {
             let id = actor_name(&packet.payload)?;
             let bound = session
@@ -553,6 +658,18 @@ fn stash_handlers(builder: NodeBuilder, observed: &Arc<Observed>) -> NodeBuilder
             .collect();
         all.sort();
         session.reply(packet, Ok(Bytes::from(all.join(","))))
+    });
+    let o = Arc::clone(observed);
+    let builder = builder.on_packet(LOCATE, move |session, packet| {
+        let o = Arc::clone(&o);
+        async move {
+            let id = actor_name(&packet.payload)?;
+            let Some(bound) = session.actors().find(&id) else {
+                return session.reply(packet, Ok(Bytes::from_static(b"none")));
+            };
+            o.locations.lock().unwrap().push(bound.location());
+            session.reply(packet, Ok(Bytes::from_static(b"located")))
+        }
     });
     let builder = builder.on_packet(SHARD, |session, packet| async move {
         let shard = session.shard().to_string();

@@ -102,6 +102,34 @@ impl Actor for Player {
         }
         Some(Ok(Bytes::from(format!("{},{}", self.x, self.y))))
     }
+
+    /// Relocation (§8) carries the position and the move count, so the
+    /// clients' position checks and the every-fourth-move tick continue on
+    /// the target.
+    fn snapshot(&self) -> Option<Bytes> {
+        let mut state = Vec::with_capacity(24);
+        for value in [self.x, self.y] {
+            state.extend_from_slice(&value.to_be_bytes());
+        }
+        state.extend_from_slice(&self.moves.to_be_bytes());
+        Some(Bytes::from(state))
+    }
+
+    fn restore(&mut self, state: Bytes) -> Result<(), Error> {
+        let word = |i: usize| -> Result<[u8; 8], Error> {
+            state
+                .get(i * 8..i * 8 + 8)
+                .and_then(|b| b.try_into().ok())
+                .ok_or(Error::new(Reason::MalformedRecord))
+        };
+        if state.len() != 24 {
+            return Err(Reason::MalformedRecord.into());
+        }
+        self.x = i64::from_be_bytes(word(0)?);
+        self.y = i64::from_be_bytes(word(1)?);
+        self.moves = u64::from_be_bytes(word(2)?);
+        Ok(())
+    }
 }
 
 /// The lobby: counts the disconnect notifications it gets (§7).

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use hdrhistogram::Histogram;
 use zlink::client::{Client, ClientEvent};
-use zlink::error::Error;
+use zlink::error::{Error, Reason};
 use zlink::ids::{Correlation, PacketKey};
 use zlink::wire::client::CloseReason;
 
@@ -34,6 +34,10 @@ const DRAIN_WAIT: Duration = Duration::from_millis(1);
 /// How long a client waits, after its last request, for ticks its player
 /// pushed that have not arrived yet.
 const PUSH_WAIT: Duration = Duration::from_secs(2);
+/// A login refused because its player is mid-relocation is sent again after
+/// this long, at most this many times.
+const LOGIN_RETRY_AFTER: Duration = Duration::from_millis(5);
+const LOGIN_RETRIES: usize = 100;
 /// Anomalies described in full in the report; the rest are only counted.
 const MAX_NOTES: usize = 8;
 
@@ -54,6 +58,12 @@ pub fn is_replaced(index: usize) -> bool {
     index % 4 == 3
 }
 
+/// Whether client `index` disconnects and reconnects to another node
+/// midway (an eighth, none of them replaced).
+pub fn is_reconnected(index: usize) -> bool {
+    index % 8 == 1
+}
+
 /// The player of client `index`.
 pub fn player_name(index: usize) -> String {
     format!("player-{index}")
@@ -65,6 +75,11 @@ pub struct Tally {
     pub connect_failures: u64,
     pub logins_sent: u64,
     pub logins_ok: u64,
+    /// Clients that closed their connection and logged in again elsewhere.
+    pub reconnects: u64,
+    /// Logins refused while their player was being relocated (X5), and
+    /// sent again.
+    pub login_retries: u64,
     pub moves_sent: u64,
     pub moves_ok: u64,
     pub wheres_sent: u64,
@@ -119,6 +134,8 @@ impl Tally {
             connect_failures: 0,
             logins_sent: 0,
             logins_ok: 0,
+            login_retries: 0,
+            reconnects: 0,
             moves_sent: 0,
             moves_ok: 0,
             wheres_sent: 0,
@@ -159,6 +176,8 @@ impl Tally {
         self.connect_failures += other.connect_failures;
         self.logins_sent += other.logins_sent;
         self.logins_ok += other.logins_ok;
+        self.login_retries += other.login_retries;
+        self.reconnects += other.reconnects;
         self.moves_sent += other.moves_sent;
         self.moves_ok += other.moves_ok;
         self.wheres_sent += other.wheres_sent;
@@ -227,7 +246,7 @@ impl Tally {
 /// The end of one request, as the client saw it.
 enum Outcome {
     Reply(Bytes),
-    Error,
+    Error(Error),
     /// The connection closed before the terminal.
     Closed(Option<CloseReason>),
     /// Not sent, or no terminal: already counted and noted.
@@ -277,7 +296,7 @@ impl Sim {
 pub const PHASES: [&str; 6] = [
     "connect and log in",
     "MOVE rounds, first half",
-    "replace a quarter by a second login",
+    "replace a quarter, reconnect an eighth",
     "MOVE rounds, second half",
     "final WHERE, wait for owed pushes",
     "disconnect",
@@ -317,6 +336,7 @@ pub fn run_thread(
     barrier.wait();
 
     replace_quarter(&mut tally, &mut sims, addrs);
+    reconnect_eighth(&mut tally, &mut sims, addrs);
     barrier.wait();
 
     move_rounds(&mut tally, &mut sims, rounds - first_half);
@@ -412,21 +432,33 @@ fn connect_and_login(
         logged_in: false,
         ticks: 0,
     };
-    tally.logins_sent += 1;
     let started = Instant::now();
-    match request(
-        tally,
-        &mut conn,
-        LOGIN,
-        Bytes::copy_from_slice(player.as_bytes()),
-    ) {
-        Outcome::Reply(_) => {
-            tally.logins_ok += 1;
-            conn.logged_in = true;
-            record(&mut tally.login_latency, started);
-        }
-        Outcome::Error | Outcome::Closed(_) | Outcome::Lost => {
-            tally.note(format!("{player}: login on node {} failed", node + 1));
+    for attempt in 0..=LOGIN_RETRIES {
+        tally.logins_sent += 1;
+        match request(
+            tally,
+            &mut conn,
+            LOGIN,
+            Bytes::copy_from_slice(player.as_bytes()),
+        ) {
+            Outcome::Reply(_) => {
+                tally.logins_ok += 1;
+                conn.logged_in = true;
+                record(&mut tally.login_latency, started);
+                break;
+            }
+            // §12, X5: the player is being relocated; its owner refused the
+            // bind before the commit. A game client tries again shortly.
+            Outcome::Error(error)
+                if error.reason() == Reason::RelocationSealed && attempt < LOGIN_RETRIES =>
+            {
+                tally.login_retries += 1;
+                std::thread::sleep(LOGIN_RETRY_AFTER);
+            }
+            Outcome::Error(_) | Outcome::Closed(_) | Outcome::Lost => {
+                tally.note(format!("{player}: login on node {} failed", node + 1));
+                break;
+            }
         }
     }
     Some(conn)
@@ -472,7 +504,7 @@ fn move_rounds(tally: &mut Tally, sims: &mut [Sim], rounds: usize) {
                     // unless it is a replaced session's (checked there).
                     tally.note(format!("{} closed during a MOVE ({reason:?})", sim.player));
                 }
-                Outcome::Error | Outcome::Lost => {}
+                Outcome::Error(_) | Outcome::Lost => {}
             }
         }
     }
@@ -510,7 +542,7 @@ fn replace_quarter(tally: &mut Tally, sims: &mut [Sim], addrs: &[SocketAddr]) {
         tally.moves_sent += 1;
         let mut seen_close = false;
         match request(tally, &mut old, MOVE, payload) {
-            Outcome::Error => tally.late_moves_refused += 1,
+            Outcome::Error(_) => tally.late_moves_refused += 1,
             Outcome::Reply(_) => {
                 tally.late_moves_accepted += 1;
                 sim.accepted += 1;
@@ -551,6 +583,26 @@ fn replace_quarter(tally: &mut Tally, sims: &mut [Sim], addrs: &[SocketAddr]) {
                 ));
             }
         }
+    }
+}
+
+/// An eighth of the clients close their connection and connect again to the
+/// next node, logging in anew (§9: a reconnect is a new session; D4: it
+/// gets no old binding back, it binds again). Every tick their player owes
+/// them arrived before the MOVE reply that caused it, so draining what has
+/// arrived collects them all before the old connection goes.
+fn reconnect_eighth(tally: &mut Tally, sims: &mut [Sim], addrs: &[SocketAddr]) {
+    let nodes = addrs.len();
+    for sim in sims.iter_mut().filter(|s| is_reconnected(s.index)) {
+        let Some(mut old) = sim.conn.take() else {
+            continue;
+        };
+        drain(tally, &mut old, DRAIN_WAIT);
+        sim.ticks_before += old.ticks;
+        let node = (old.node + 1) % nodes;
+        drop(old);
+        tally.reconnects += 1;
+        sim.conn = connect_and_login(tally, addrs, node, &sim.player);
     }
 }
 
@@ -654,7 +706,7 @@ fn request(tally: &mut Tally, conn: &mut Conn, key: PacketKey, payload: Bytes) -
                     Ok(reply) => Outcome::Reply(reply),
                     Err(error) => {
                         tally.error(error);
-                        Outcome::Error
+                        Outcome::Error(error)
                     }
                 };
             }

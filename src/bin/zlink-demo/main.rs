@@ -11,6 +11,7 @@
 mod args;
 mod game;
 mod load;
+mod moves;
 
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
@@ -18,11 +19,13 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
+use zlink::core::trace::FlowTrace;
 use zlink::ids::ActorId;
 use zlink::store::{EmbeddedStore, MonotonicClock};
 
 use crate::game::{GameNode, Store, LEASE_TERM, PLAYER};
 use crate::load::{Tally, PHASES};
+use crate::moves::MoveTally;
 
 /// DESIGN: the library sets no global allocator; the binaries use mimalloc.
 #[global_allocator]
@@ -30,6 +33,8 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Nodes in the demo mesh.
 const NODES: u64 = 3;
+/// Threads that relocate players concurrently, each its own players.
+const MOVERS: usize = 2;
 /// How long the final disconnect callbacks may take to arrive.
 const DISCONNECT_WAIT: Duration = Duration::from_secs(10);
 /// How long to keep watching after they arrived, to catch extra ones.
@@ -105,6 +110,8 @@ fn run(options: &args::Options) -> Result<Report, String> {
         store_rows: store.counts().row_operations(),
     }];
     let mut disconnects_before_final = 0;
+    let mut move_tally = MoveTally::new();
+    let stop_moving = std::sync::atomic::AtomicBool::new(false);
     let tallies: Vec<std::thread::Result<Tally>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..options.threads)
             .map(|t| {
@@ -113,7 +120,32 @@ fn run(options: &args::Options) -> Result<Report, String> {
                 scope.spawn(move || load::run_thread(indices, addrs, options.rounds, barrier))
             })
             .collect();
+        // The movers start with the first MOVE rounds and finish before the
+        // second half's end (the clients wait for them there), so every
+        // relocation happens under live, busy sessions.
+        let mut movers = Vec::new();
         for phase in 0..PHASES.len() {
+            if phase == 1 {
+                movers = (0..MOVERS)
+                    .map(|m| {
+                        let indices: Vec<usize> = (m..options.clients).step_by(MOVERS).collect();
+                        let budget = options.relocations / MOVERS
+                            + usize::from(m < options.relocations % MOVERS);
+                        let seed = options.seed.wrapping_add(m as u64);
+                        let (mesh, stop) = (&mesh, &stop_moving);
+                        scope.spawn(move || moves::run_mover(mesh, &indices, budget, seed, stop))
+                    })
+                    .collect();
+            }
+            if phase + 3 == PHASES.len() {
+                stop_moving.store(true, std::sync::atomic::Ordering::Relaxed);
+                for mover in movers.drain(..) {
+                    match mover.join() {
+                        Ok(t) => move_tally.merge(t),
+                        Err(_) => move_tally.panicked = true,
+                    }
+                }
+            }
             if phase + 1 == PHASES.len() {
                 // The clients wait for this count to be taken before they
                 // disconnect, so it holds only the run's earlier callbacks.
@@ -161,6 +193,7 @@ fn run(options: &args::Options) -> Result<Report, String> {
             disconnects_before_final,
             final_disconnects,
             store_rows_disconnect,
+            moves: move_tally,
         },
     );
     for game in mesh {
@@ -177,6 +210,8 @@ struct Finals {
     disconnects_before_final: u64,
     final_disconnects: u64,
     store_rows_disconnect: u64,
+    /// What the movers did.
+    moves: MoveTally,
 }
 
 fn disconnects(mesh: &[GameNode]) -> u64 {
@@ -247,8 +282,8 @@ fn render(
     line(
         "clients",
         format!(
-            "{} players; {} sessions ({} replacement logins); {} connect failures",
-            options.clients, t.connected, t.replacements_expected, t.connect_failures
+            "{} players; {} sessions ({} replacement logins, {} reconnects); {} connect failures",
+            options.clients, t.connected, t.replacements_expected, t.reconnects, t.connect_failures
         ),
     );
     line(
@@ -345,7 +380,41 @@ fn render(
             f.final_disconnects, t.live_bindings, f.disconnects_before_final
         ),
     );
+    let m = &f.moves;
+    let refused = if m.refused.is_empty() {
+        "0 refused".to_owned()
+    } else {
+        let list: Vec<String> = m.refused.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        format!("{} refused ({})", m.refused_total(), list.join(", "))
+    };
+    line(
+        "relocations",
+        format!(
+            "{} committed of {} asked (at least {}; {} back to a node left earlier), {refused}; seed {}",
+            m.committed, m.asked, options.relocations, m.returns, options.seed
+        ),
+    );
+    let counter =
+        |event: FlowTrace| -> u64 { mesh.iter().map(|g| g.node.flow_counters().get(event)).sum() };
+    line(
+        "in flight at a move",
+        format!(
+            "{} held by a session owner's seal and released, {} queued at the source and merged at the target",
+            counter(FlowTrace::HeldMessageReleased),
+            counter(FlowTrace::RelocationWorkMerged)
+        ),
+    );
+    if t.login_retries > 0 {
+        line(
+            "logins retried",
+            format!(
+                "{} (refused while the player was mid-relocation, X5)",
+                t.login_retries
+            ),
+        );
+    }
     line("MOVE latency", percentile_line(&t.move_latency));
+    line("relocation latency", percentile_line(&m.latency));
     line("LOGIN latency", percentile_line(&t.login_latency));
     let moves_secs = phase_time(boundaries, 1) + phase_time(boundaries, 3);
     let rate = if moves_secs.is_zero() {
@@ -427,16 +496,22 @@ fn render(
             t.replacements_seen, t.replacements_expected
         ));
     }
-    if t.connect_failures > 0 || t.logins_ok != t.logins_sent {
+    if t.connect_failures > 0 || t.logins_ok + t.login_retries != t.logins_sent {
         failures.push(format!(
-            "{} connect failures, {} of {} logins succeeded",
-            t.connect_failures, t.logins_ok, t.logins_sent
+            "{} connect failures, {} of {} logins succeeded ({} retried)",
+            t.connect_failures, t.logins_ok, t.logins_sent, t.login_retries
         ));
     }
     if t.late_moves_accepted > 0 || t.position_mismatches > 0 {
         failures.push(format!(
             "{} MOVEs from replaced sessions accepted, {} position mismatches (must be 0)",
             t.late_moves_accepted, t.position_mismatches
+        ));
+    }
+    if t.ticks > pushes_sent {
+        failures.push(format!(
+            "{} ticks arrived of {pushes_sent} pushed: a push delivered twice",
+            t.ticks
         ));
     }
     if t.ticks_missing > 0 {
@@ -457,11 +532,32 @@ fn render(
             f.final_disconnects, t.live_bindings
         ));
     }
+    let timed_out: u64 = t
+        .errors
+        .iter()
+        .filter(|((kind, _), _)| kind == "DeadlineExceeded")
+        .map(|(_, n)| n)
+        .sum();
+    if timed_out > 0 {
+        failures.push(format!(
+            "{timed_out} requests ended at their deadline on a fault-free mesh (must be 0)"
+        ));
+    }
+    if m.panicked || (options.relocations as u64) > m.asked || (m.asked > 0 && m.committed == 0) {
+        failures.push(format!(
+            "{} of {} relocations committed, at least {} asked for{}",
+            m.committed,
+            m.asked,
+            options.relocations,
+            if m.panicked { "; a mover panicked" } else { "" }
+        ));
+    }
     let _ = writeln!(out);
     if failures.is_empty() {
         let _ = writeln!(
             out,
-            "PASS: 0 duplicated, 0 dropped, every replaced session saw Close(Replaced)"
+            "PASS: 0 duplicated, 0 dropped, 0 position mismatches across {} live relocations, every replaced session saw Close(Replaced)",
+            m.committed
         );
     } else {
         let _ = writeln!(out, "FAIL:");

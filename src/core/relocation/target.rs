@@ -375,6 +375,7 @@ impl Relocations<'_> {
         source: NodeRid,
         work: SavedWork,
     ) {
+        self.fx.trace(FlowTrace::RelocationWorkMerged);
         let event = match work {
             SavedWork::Deliver {
                 request,

@@ -286,6 +286,7 @@ impl Sessions<'_> {
                     correlation: request.correlation,
                 };
             }
+            self.fx.trace(FlowTrace::HeldMessageReleased);
             self.submit(session, actor, message);
         }
         if let Some(held) = seal.disconnect {

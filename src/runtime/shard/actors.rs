@@ -1,0 +1,535 @@
+//! The Actor side of a shard: the Actors it hosts, the User Spots whose home
+//! it is, and the turns of their handlers and Spot callbacks (§1, §5, §7,
+//! §11; docs/threading.md "Placement" and "Actor turns").
+//!
+//! Rules this module keeps:
+//! - An Actor's turns (its handler, its join callback, its Spot's
+//!   `on_disconnect_actor`) run in the shard loop, never in a session
+//!   callback's context (§5, §10, W1), one at a time per lane, in arrival
+//!   order.
+//! - Which lane is the execution mode's (§5): a PerActor Actor has its own
+//!   Actor-delivery lane; the Actors of a SpotWide Spot share the Spot's one
+//!   Spot lane, its common gate. Both are lanes of the one engine
+//!   (`core::lane`, §11, W2); nothing here queues or gates on its own.
+//! - Every Actor belongs to exactly one current Spot, fixed when it is
+//!   hosted: its type's Entry Spot, or the User Spot it was created into
+//!   (§1). Disconnect notifications never change it (§7, D3).
+//! - A SpotWide Spot's Actors are named `<spot>/<name>`, so they are placed
+//!   on the Spot's shard by their ActorId alone (`ActorId::shard`); the
+//!   Spot's lane lives there.
+//! - Work queued for an incarnation runs only on that incarnation: a turn
+//!   carries the ObjectGeneration it was admitted for, and one whose Actor
+//!   was destroyed (or re-created) meanwhile ends with `Unavailable`
+//!   (StaleLocation) instead (§4, X6). Nothing admitted ends silently: a
+//!   refused request gets a typed error, a refused one-way message is
+//!   counted.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::{ShardHandle, ShardState, TASK_BUDGET};
+use crate::api::actor::{Actor, ActorContext, ActorMessage};
+use crate::api::spot::{ExecutionMode, Spot, SpotHandle};
+use crate::core::actor::ActorEvent;
+use crate::core::lane::{ActorDeliveryLane, LaneEngine, LaneId, Ordinary, SpotLane};
+use crate::core::shard::ShardCore;
+use crate::core::time::Instant;
+use crate::core::trace::FlowTrace;
+use crate::error::{Error, Reason};
+use crate::ids::{ActorId, ActorRef, ObjectGeneration, PacketKey, SpotId};
+use crate::runtime::executor::{completion, Completion};
+use crate::runtime::router::ShardMsg;
+use crate::store::{Created, LocationRow, RowVersion};
+use crate::wire::client::CloseReason;
+
+/// One item on an Actor's lane: work for one incarnation of one Actor, as
+/// the core asked for it. A Spot lane carries the turns of several Actors,
+/// so every item names its own (in the event). Kept as the core's
+/// [`ActorEvent`] so a relocation's capture hands the queued work back
+/// exactly as it was emitted (docs/relocation.md "Capture").
+pub(super) struct ActorTurn {
+    generation: ObjectGeneration,
+    event: ActorEvent,
+}
+
+impl ActorTurn {
+    /// The work as the core emitted it (a relocation's capture).
+    pub(super) fn into_event(self) -> ActorEvent {
+        self.event
+    }
+}
+
+/// The lane an Actor's turns pass (§5 execution modes, §11).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum ActorLane {
+    /// PerActor: the Actor's own Actor-delivery lane.
+    Own(LaneId),
+    /// SpotWide: its Spot's lane, shared by all the Spot's Actors.
+    Spot(LaneId),
+    /// Captured for a relocation (§8.1): its queue was handed to the core
+    /// and it has no lane until the move aborts (Reopen) or commits
+    /// (DropInstance). The core sends it nothing meanwhile.
+    Captured,
+}
+
+/// An Actor this shard hosts.
+pub(super) struct HostedActor {
+    /// `None` while its handler runs.
+    pub(super) instance: Option<Box<dyn Actor>>,
+    /// Its type's name: a relocation's target builds it with that factory.
+    pub(super) actor_type: String,
+    /// The incarnation the instance is.
+    pub(super) generation: ObjectGeneration,
+    pub(super) lane: ActorLane,
+    /// Its current Spot (§1, §7): the one whose `on_disconnect_actor` runs.
+    pub(super) spot: Arc<dyn Spot>,
+    /// The User Spot it belongs to; `None` for its type's Entry Spot.
+    pub(super) user_spot: Option<SpotId>,
+}
+
+/// A User Spot whose home is this shard (§1).
+struct UserSpot {
+    kind: String,
+    handle: SpotHandle,
+    /// SpotWide: the Spot's lane, its common gate (§5).
+    lane: Option<LaneId>,
+}
+
+/// Everything of the Actor side a shard owns.
+pub(super) struct ActorHost {
+    pub(super) actor_lanes: LaneEngine<ActorDeliveryLane, ActorTurn>,
+    spot_lanes: LaneEngine<SpotLane, ActorTurn>,
+    pub(super) actors: HashMap<ActorId, HostedActor>,
+    spots: HashMap<SpotId, UserSpot>,
+    /// Instances a relocation's target restored, waiting for the CAS
+    /// (`RelocationEvent::Opened`) or a discard (§8.1).
+    pub(super) restored: HashMap<ActorId, HostedActor>,
+}
+
+impl ActorHost {
+    pub(super) fn new() -> Self {
+        Self {
+            actor_lanes: LaneEngine::new(),
+            spot_lanes: LaneEngine::new(),
+            actors: HashMap::new(),
+            spots: HashMap::new(),
+            restored: HashMap::new(),
+        }
+    }
+
+    /// How many Actors the shard hosts (diagnostics).
+    pub(super) fn actor_count(&self) -> usize {
+        self.actors.len()
+    }
+
+    /// The Actors the shard hosts, in no particular order.
+    pub(super) fn actor_ids(&self) -> Vec<ActorId> {
+        self.actors.keys().cloned().collect()
+    }
+
+    /// How many User Spots have their home here (diagnostics).
+    pub(super) fn spot_count(&self) -> usize {
+        self.spots.len()
+    }
+}
+
+impl ShardState {
+    /// §1 step 2 on the Actor's own shard: the hosted Actor, or the Location
+    /// Store's row for it — created here (with `actor_type`'s factory) when
+    /// absent and this node hosts Actors. With `spot`, a new Actor is created
+    /// into that User Spot, and an existing one must already belong to it.
+    pub(super) fn host_or_get(
+        &mut self,
+        actor_type: &str,
+        id: &ActorId,
+        spot: Option<&SpotHandle>,
+    ) -> Result<ActorRef, Error> {
+        if let Some(spot) = spot {
+            if spot.mode == ExecutionMode::SpotWide && !id.is_under(&spot.id) {
+                return Err(Reason::NotPlacedWithSpot.into());
+            }
+        }
+        if let Some(actor_ref) = self.core.actor_owner().actor_ref(id) {
+            let member = self.host.actors.get(id).map(|a| a.user_spot.as_ref());
+            return match (spot, member) {
+                (Some(spot), Some(Some(current))) if *current == spot.id => Ok(actor_ref),
+                (Some(_), _) => Err(Reason::ActorInOtherSpot.into()),
+                (None, _) => Ok(actor_ref),
+            };
+        }
+        let Some(store) = self.node.store.clone() else {
+            return Err(Reason::NoActorFactory.into());
+        };
+        let lease = self.node.lease.as_ref().map(|lease| {
+            lease
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .claim()
+        });
+        let can_host = self.node.hosts_actors && self.node.actor_types.contains_key(actor_type);
+        let elsewhere = |row: LocationRow| match spot {
+            // It lives on another node: not in a Spot of this one (§1).
+            Some(_) => Err(Reason::ActorInOtherSpot.into()),
+            None => Ok(row.actor_ref()),
+        };
+        let Some(claim) = lease.filter(|_| can_host) else {
+            // This node cannot create it: bind the incarnation elsewhere, if any.
+            return match store.lookup(id)? {
+                Some(row) => elsewhere(row),
+                None => Err(Reason::NoActorFactory.into()),
+            };
+        };
+        match store.create(id, &claim)? {
+            Created::New(row) => self.host(actor_type, &row, spot),
+            Created::Existing(row) if row.location.owner == self.me.rid => {
+                self.host(actor_type, &row, spot)
+            }
+            Created::Existing(row) => elsewhere(row),
+        }
+    }
+
+    /// Hosts a new Actor instance of `actor_type` on this shard, in `spot`
+    /// or else its type's Entry Spot, on the lane its execution mode gives.
+    fn host(
+        &mut self,
+        actor_type: &str,
+        row: &LocationRow,
+        spot: Option<&SpotHandle>,
+    ) -> Result<ActorRef, Error> {
+        let Some(kind) = self.node.actor_types.get(actor_type) else {
+            return Err(Reason::NoActorFactory.into());
+        };
+        let lane = match spot.map(|s| (s, s.mode)) {
+            Some((spot, ExecutionMode::SpotWide)) => {
+                // The Spot's home is this shard (the Actor is placed with
+                // it); a handle this shard never registered is another
+                // node's Spot.
+                let home = self.host.spots.get(&spot.id);
+                let registered = home.filter(|h| Arc::ptr_eq(&h.handle.spot, &spot.spot));
+                let Some(lane) = registered.and_then(|h| h.lane) else {
+                    return Err(Reason::StaleLocation.into());
+                };
+                ActorLane::Spot(lane)
+            }
+            Some((_, ExecutionMode::PerActor)) | None => {
+                let capacity = self.node.settings.actor_queue_max;
+                ActorLane::Own(self.host.actor_lanes.add_lane(capacity))
+            }
+        };
+        let entry = Arc::clone(&kind.spot);
+        let instance = (kind.factory)(&row.actor);
+        let now = self.now();
+        let hosted =
+            self.core
+                .actors(now)
+                .host(row.actor.clone(), row.object, row.location.authority);
+        let actor_ref = match hosted {
+            Ok(actor_ref) => actor_ref,
+            Err(error) => {
+                self.drop_lane(lane);
+                return Err(error);
+            }
+        };
+        self.host.actors.insert(
+            row.actor.clone(),
+            HostedActor {
+                instance: Some(instance),
+                actor_type: actor_type.to_owned(),
+                generation: row.object,
+                lane,
+                spot: spot.map_or(entry, |s| Arc::clone(&s.spot)),
+                user_spot: spot.map(|s| s.id.clone()),
+            },
+        );
+        Ok(actor_ref)
+    }
+
+    /// A PerActor lane that will not be used (its Actor was not hosted, or
+    /// was destroyed) is removed; what it held ends with a typed error. A
+    /// Spot lane stays with its Spot.
+    fn drop_lane(&mut self, lane: ActorLane) {
+        if let ActorLane::Own(lane) = lane {
+            for turn in self.host.actor_lanes.remove_lane(lane) {
+                self.refuse_actor_work(turn.event, Reason::StaleLocation);
+            }
+        }
+    }
+
+    /// §1: registers the User Spot `id` of `kind` at its home, this shard.
+    /// Creating an existing Spot again with the same kind returns it.
+    pub(super) fn create_spot(&mut self, kind: &str, id: &SpotId) -> Result<SpotHandle, Error> {
+        let Some(spot_kind) = self.node.spot_kinds.get(kind) else {
+            return Err(Reason::NoSpotKind.into());
+        };
+        if let Some(existing) = self.host.spots.get(id) {
+            return if existing.kind == kind {
+                Ok(existing.handle.clone())
+            } else {
+                Err(Reason::SpotIdInUse.into())
+            };
+        }
+        let handle = SpotHandle {
+            id: id.clone(),
+            mode: spot_kind.mode,
+            spot: (spot_kind.factory)(id),
+        };
+        let lane = match spot_kind.mode {
+            ExecutionMode::SpotWide => {
+                let capacity = self.node.settings.spot_queue_max;
+                Some(self.host.spot_lanes.add_lane(capacity))
+            }
+            ExecutionMode::PerActor => None,
+        };
+        self.host.spots.insert(
+            id.clone(),
+            UserSpot {
+                kind: kind.to_owned(),
+                handle: handle.clone(),
+                lane,
+            },
+        );
+        Ok(handle)
+    }
+
+    /// Ends the incarnation of a hosted Actor (§1, §4): the Location Store
+    /// row goes first (only the row of this incarnation, by its version), so
+    /// no lookup returns it once the call returned; then the core forgets
+    /// the incarnation and its binding for good (a later message for it is
+    /// refused as stale, X6) and the instance is dropped. Work still queued
+    /// for it ends with `Unavailable` rather than silently: at once on its
+    /// own lane, at its turn on a Spot lane (which it shares). While the
+    /// Actor is relocating, `Unavailable` (RelocationSealed).
+    pub(super) fn destroy(&mut self, id: &ActorId) -> Result<(), Error> {
+        let Some(actor_ref) = self.core.actor_owner().actor_ref(id) else {
+            return Err(Reason::StaleLocation.into());
+        };
+        // A move decides first where the Actor lives (docs/relocation.md).
+        if self.core.relocation().is_relocating(id) {
+            return Err(Reason::RelocationSealed.into());
+        }
+        if let Some(store) = self.node.store.clone() {
+            let expected = RowVersion {
+                owner: actor_ref.location.owner,
+                authority: actor_ref.location.authority,
+            };
+            store.remove(id, expected)?;
+        }
+        let now = self.now();
+        self.core.actors(now).destroy(id)?;
+        if let Some(hosted) = self.host.actors.remove(id) {
+            self.drop_lane(hosted.lane);
+        }
+        Ok(())
+    }
+
+    /// Puts the work the Actor owner asks for on the Actor's lane (§5: the
+    /// application queue; control records never come here, X20).
+    pub(super) fn actor_event(&mut self, event: ActorEvent) {
+        let actor = event_actor(&event);
+        let Some((lane, generation)) = self.host.actors.get(actor).map(|a| (a.lane, a.generation))
+        else {
+            // The core hosts no Actor the runtime lacks; answer anyway, so
+            // that no request is left without a terminal.
+            self.refuse_actor_work(event, Reason::StaleLocation);
+            return;
+        };
+        let turn = ActorTurn { generation, event };
+        let refused = match lane {
+            ActorLane::Own(lane) => self.host.actor_lanes.submit(lane, Ordinary, turn),
+            ActorLane::Spot(lane) => self.host.spot_lanes.submit(lane, Ordinary, turn),
+            ActorLane::Captured => {
+                debug_assert!(false, "work for a captured Actor: {:?}", turn.event);
+                self.refuse_actor_work(turn.event, Reason::RelocationSealed);
+                return;
+            }
+        };
+        let Err(refused) = refused else {
+            return;
+        };
+        match refused.item.event {
+            // Lifecycle work is bounded (one per binding, one binding per
+            // Actor) and must run exactly once (§5 point 1, §7): at a full
+            // lane it runs now rather than be lost. No other turn is in
+            // progress on this shard now, so it overlaps none.
+            ActorEvent::Bound { .. } | ActorEvent::Disconnect { .. } => {
+                self.actor_turn(refused.item)
+            }
+            event @ ActorEvent::Deliver { .. } => self.refuse_actor_work(event, Reason::QueueFull),
+        }
+    }
+
+    /// Ends refused Actor work with a typed error (a request) or a counted
+    /// drop (a one-way message).
+    fn refuse_actor_work(&mut self, event: ActorEvent, reason: Reason) {
+        let now = self.now();
+        let error = Error::new(reason);
+        match event {
+            ActorEvent::Deliver {
+                reply: Some(ticket),
+                ..
+            } => self.core.actors(now).reply(ticket, Err(error)),
+            ActorEvent::Disconnect { ticket, .. } => {
+                self.core.actors(now).disconnect_done(ticket, Err(error))
+            }
+            ActorEvent::Deliver { reply: None, .. } => {
+                self.core.trace(FlowTrace::OneWayRecordRefused)
+            }
+            ActorEvent::Bound { .. } => {}
+        }
+    }
+
+    /// Carries out the core's outputs and runs the Actor turns they start, a
+    /// bounded number of rounds per loop turn; `true` when work is left over.
+    pub(super) fn run_actor_work(&mut self) -> bool {
+        self.drain_core();
+        for _ in 0..4 {
+            if self.run_actor_turns() == 0 {
+                return false;
+            }
+            self.drain_core();
+        }
+        true
+    }
+
+    /// Runs ready Actor turns, taking from the Actor-delivery lanes and the
+    /// Spot lanes in turn so neither kind starves the other, at most
+    /// [`TASK_BUDGET`] per call.
+    fn run_actor_turns(&mut self) -> usize {
+        let mut turns = 0;
+        while turns < TASK_BUDGET {
+            let before = turns;
+            if let Some((lane, turn)) = self.host.actor_lanes.next_turn() {
+                self.actor_turn(turn);
+                self.host.actor_lanes.finish_turn(lane);
+                turns += 1;
+            }
+            if let Some((lane, turn)) = self.host.spot_lanes.next_turn() {
+                self.actor_turn(turn);
+                self.host.spot_lanes.finish_turn(lane);
+                turns += 1;
+            }
+            if turns == before {
+                break;
+            }
+        }
+        turns
+    }
+
+    /// One Actor turn, on the incarnation it was admitted for.
+    fn actor_turn(&mut self, turn: ActorTurn) {
+        let ActorTurn { generation, event } = turn;
+        let actor = event_actor(&event).clone();
+        let now = self.now();
+        let hosted = self.host.actors.get_mut(&actor);
+        let Some(hosted) = hosted.filter(|h| h.generation == generation) else {
+            // Destroyed, or re-created, since it was admitted (X6).
+            self.refuse_actor_work(event, Reason::StaleLocation);
+            return;
+        };
+        if let ActorEvent::Disconnect { ticket, .. } = event {
+            let outcome = Arc::clone(&hosted.spot).on_disconnect_actor(&actor);
+            self.core.actors(now).disconnect_done(ticket, outcome);
+            return;
+        }
+        let Some(mut instance) = hosted.instance.take() else {
+            debug_assert!(false, "an Actor turn inside another turn of {actor:?}");
+            self.refuse_actor_work(event, Reason::QueueFull);
+            return;
+        };
+        let mut ctx = TurnContext {
+            core: &mut self.core,
+            now,
+            actor: &actor,
+        };
+        match event {
+            ActorEvent::Deliver {
+                key,
+                correlation,
+                payload,
+                reply,
+                ..
+            } => {
+                let message = ActorMessage {
+                    key,
+                    payload,
+                    correlation,
+                };
+                let outcome = instance.handle(&mut ctx, message);
+                if let Some(ticket) = reply {
+                    let outcome = outcome.unwrap_or_else(|| Ok(Bytes::new()));
+                    self.core.actors(now).reply(ticket, outcome);
+                }
+            }
+            ActorEvent::Bound { .. } => instance.on_bound(&mut ctx),
+            ActorEvent::Disconnect { .. } => {}
+        }
+        if let Some(hosted) = self.host.actors.get_mut(&actor) {
+            hosted.instance = Some(instance);
+        }
+    }
+}
+
+/// The Actor an event is for.
+fn event_actor(event: &ActorEvent) -> &ActorId {
+    match event {
+        ActorEvent::Deliver { actor, .. }
+        | ActorEvent::Bound { actor, .. }
+        | ActorEvent::Disconnect { actor, .. } => actor,
+    }
+}
+
+/// The runtime side of [`ActorContext`] for one handler turn.
+struct TurnContext<'a> {
+    core: &'a mut ShardCore,
+    now: Instant,
+    actor: &'a ActorId,
+}
+
+impl ActorContext for TurnContext<'_> {
+    fn actor_id(&self) -> &ActorId {
+        self.actor
+    }
+
+    fn push(&mut self, key: PacketKey, payload: Bytes) -> Result<(), Error> {
+        self.core.actors(self.now).push(self.actor, key, payload)
+    }
+
+    fn close_session(&mut self, reason: CloseReason) -> Result<(), Error> {
+        self.core.actors(self.now).close_session(self.actor, reason)
+    }
+}
+
+impl ShardHandle {
+    /// §1 step 2: the Ready ActorRef for `id`, from the shard that hosts or
+    /// will host it (placement by ActorId), created there with
+    /// `actor_type`'s factory when absent — into `spot` if given, else into
+    /// the type's Entry Spot.
+    pub(crate) fn actor(
+        &self,
+        actor_type: &str,
+        id: &ActorId,
+        spot: Option<&SpotHandle>,
+    ) -> Completion<Result<ActorRef, Error>> {
+        let (completer, completion) = completion();
+        let mut state = self.state.borrow_mut();
+        let shard = id.shard(state.router.shards());
+        if shard == state.index {
+            completer.complete(state.host_or_get(actor_type, id, spot));
+        } else {
+            state.next_actor_token += 1;
+            let token = state.next_actor_token;
+            state.actor_waiters.insert(token, completer);
+            let msg = ShardMsg::CreateActor {
+                actor_type: actor_type.to_owned(),
+                id: id.clone(),
+                spot: spot.cloned(),
+                origin: state.index,
+                token,
+            };
+            state.router.send(shard, msg);
+        }
+        completion
+    }
+}

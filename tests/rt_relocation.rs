@@ -1,0 +1,658 @@
+//! Live Actor relocation over real sockets (§8, §8.1, §9; CONTRACT L1–L7):
+//! a bound Actor moves between nodes of a loopback mesh while its client
+//! stays connected to the node it connected to.
+
+mod runtime_support;
+
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use runtime_support::*;
+use zlink::api::{NodeSettings, RelocateTo};
+use zlink::client::{ClientError, ClientEvent};
+use zlink::core::trace::FlowTrace;
+use zlink::error::{ErrorKind, Reason};
+use zlink::wire::client::CloseReason;
+use zlink::wire::node::{Command, NodeRecord};
+
+/// Waits until the Actor is hosted by `to` and no longer by `from` (the
+/// counts are published at the end of each shard loop turn).
+fn wait_moved(from: &Game, to: &Game) {
+    wait_until("the actor moved", || {
+        from.node.actor_count() == 0 && to.node.actor_count() == 1
+    });
+}
+
+shard_matrix! {
+    fn l1_relocated_actor_keeps_the_connection_and_serves_relays_on_the_target(shards: usize) {
+        let mesh = start_mesh(
+            3,
+            GameOptions {
+                shards,
+                ..GameOptions::default()
+            },
+        );
+        let player = actor_on("player-1", actor_shard(shards, false), shards);
+        mesh[1].node.create_actor("player", &id(&player)).unwrap();
+        let mut client = login_on(&mesh[0], &player, session_shard(shards));
+        assert_eq!(
+            client.request(RELAY, payload(&player, "before"), WAIT).unwrap(),
+            payload(&player, "before")
+        );
+        let identity = client.request(FIND, Bytes::from(player.clone()), WAIT).unwrap();
+        client.request(LOCATE, Bytes::from(player.clone()), WAIT).unwrap();
+
+        // When the actor's node moves it to node 3.
+        mesh[1].node.relocate(&id(&player), RelocateTo::Node(3)).unwrap();
+        wait_moved(&mesh[1], &mesh[2]);
+
+        // Then relay over the same connection is processed on the target,
+        // with the state the actor had (COUNT counts every handled message).
+        assert_eq!(
+            client.request(RELAY, payload(&player, "after"), WAIT).unwrap(),
+            payload(&player, "after")
+        );
+        assert_eq!(
+            client.request(COUNT, payload(&player, "count"), WAIT).unwrap(),
+            Bytes::from_static(b"3")
+        );
+        let on_target = mesh[2].observed.delivered.lock().unwrap().clone();
+        assert_eq!(
+            on_target,
+            vec![payload(&player, "after"), payload(&player, "count")]
+        );
+        assert_eq!(mesh[1].observed.delivered.lock().unwrap().len(), 1);
+        // ActorId and ObjectGeneration are kept; the location snapshot changed.
+        assert_eq!(
+            client.request(FIND, Bytes::from(player.clone()), WAIT).unwrap(),
+            identity
+        );
+        client.request(LOCATE, Bytes::from(player.clone()), WAIT).unwrap();
+        let locations = mesh[0].observed.locations.lock().unwrap().clone();
+        assert_eq!(locations.len(), 2);
+        assert_ne!(locations[0], locations[1], "the snapshot names the target");
+        // A push from the moved actor reaches the client (§5 judged on the
+        // session owner against the target's generations).
+        assert_eq!(
+            client.request(PUSH, payload(&player, "tick"), WAIT).unwrap(),
+            Bytes::from_static(b"pushed")
+        );
+        assert_eq!(
+            client.next_event(WAIT).unwrap(),
+            Some(ClientEvent::Push {
+                key: PUSHED,
+                payload: payload(&player, "tick")
+            })
+        );
+        assert!(!client.is_closed());
+        // No disconnect callback ran for the move (§8.1).
+        assert!(mesh[1].observed.disconnects.lock().unwrap().is_empty());
+        assert!(mesh[2].observed.disconnects.lock().unwrap().is_empty());
+    }
+}
+
+#[test]
+fn l2_messages_relayed_during_the_move_are_processed_once_on_the_target() {
+    let mesh = start_mesh(3, GameOptions::default());
+    let player = "player-1";
+    mesh[1].node.create_actor("player", &id(player)).unwrap();
+    let mut client = login(&mesh[0], player);
+    let held = mesh[1].observed.held_receiver();
+
+    // Given the actor's node busy in a handler, with requests queued
+    // behind it, when a relocation is asked for meanwhile.
+    let hold = client.start_request(HOLD, payload(player, "hold")).unwrap();
+    assert_eq!(held.recv_timeout(WAIT).unwrap(), "hold");
+    let early: Vec<_> = (0..20)
+        .map(|i| {
+            let data = format!("early-{i}");
+            client.start_request(RELAY, payload(player, &data)).unwrap()
+        })
+        .collect();
+    let source = &mesh[1].node;
+    let late = thread::scope(|scope| {
+        let mover = scope.spawn(|| source.relocate(&id(player), RelocateTo::Node(3)));
+        mesh[1].observed.release();
+        // And more requests while the move runs.
+        let late: Vec<_> = (0..20)
+            .map(|i| {
+                let data = format!("late-{i}");
+                client.start_request(RELAY, payload(player, &data)).unwrap()
+            })
+            .collect();
+        mover.join().unwrap().unwrap();
+        late
+    });
+    // Then every request got its reply, each message was processed exactly
+    // once in all (at the source before capture or on the target), in the
+    // connection's order, and the count continued across the move.
+    assert!(client.wait_reply(hold, WAIT).unwrap().is_ok());
+    for (i, c) in early.into_iter().enumerate() {
+        let reply = client.wait_reply(c, WAIT).unwrap().unwrap();
+        assert_eq!(reply, payload(player, &format!("early-{i}")));
+    }
+    for (i, c) in late.into_iter().enumerate() {
+        let reply = client.wait_reply(c, WAIT).unwrap().unwrap();
+        assert_eq!(reply, payload(player, &format!("late-{i}")));
+    }
+    let mut processed = mesh[1].observed.delivered.lock().unwrap().clone();
+    let on_target = mesh[2].observed.delivered.lock().unwrap().clone();
+    assert!(
+        !on_target.is_empty(),
+        "the later messages ran on the target"
+    );
+    processed.extend(on_target);
+    let expected: Vec<Bytes> = std::iter::once(payload(player, "hold"))
+        .chain((0..20).map(|i| payload(player, &format!("early-{i}"))))
+        .chain((0..20).map(|i| payload(player, &format!("late-{i}"))))
+        .collect();
+    assert_eq!(
+        processed, expected,
+        "exactly once, in the connection's order"
+    );
+    assert_eq!(
+        client
+            .request(COUNT, payload(player, "count"), WAIT)
+            .unwrap(),
+        Bytes::from("42")
+    );
+}
+
+#[test]
+fn a_type_without_a_snapshot_or_a_user_spot_member_is_not_relocatable_and_stays() {
+    let mesh = start_mesh(2, GameOptions::default());
+    let hall = mesh[0]
+        .node
+        .create_spot("hall", &zlink::ids::SpotId::new("hall-1").unwrap())
+        .unwrap();
+    mesh[0]
+        .node
+        .create_actor_in(&hall, "player", &id("member"))
+        .unwrap();
+    let refused = mesh[0]
+        .node
+        .relocate(&id("member"), RelocateTo::Any)
+        .unwrap_err();
+    assert_eq!(
+        (refused.kind(), refused.reason()),
+        (ErrorKind::InvalidOperation, Reason::NotRelocatable)
+    );
+    // A hint that names no linked peer is refused, and so is a move of an
+    // actor this node does not host.
+    mesh[0].node.create_actor("player", &id("solo")).unwrap();
+    let refused = mesh[0]
+        .node
+        .relocate(&id("solo"), RelocateTo::Node(9))
+        .unwrap_err();
+    assert_eq!(refused.reason(), Reason::RelocationTargetInvalid);
+    let refused = mesh[1]
+        .node
+        .relocate(&id("solo"), RelocateTo::Any)
+        .unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::Unavailable);
+    wait_until("both actors stay on node 1", || {
+        mesh[0].node.actor_count() == 2 && mesh[1].node.actor_count() == 0
+    });
+}
+
+/// A session node (1), the actor's source (2) and the target (3); the link
+/// 1–3 (session owner ↔ target) and the link 2–3 (source ↔ target) pass a
+/// tap each. The lower RID dials, so `ToAcceptor` is 1→3 and 2→3.
+struct Moving {
+    session: Game,
+    source: Game,
+    target: Game,
+    session_target: LinkTap,
+    source_target: LinkTap,
+}
+
+fn moving(settings: NodeSettings) -> Moving {
+    let store = new_store();
+    let options = GameOptions {
+        settings: Some(settings),
+        ..GameOptions::default()
+    };
+    let target = start_node(3, Arc::clone(&store), options.clone(), &[]);
+    let session_target = link_tap(target.node.peer_addr().unwrap());
+    let source_target = link_tap(target.node.peer_addr().unwrap());
+    let source = start_node(
+        2,
+        Arc::clone(&store),
+        options.clone(),
+        &[(3, source_target.addr)],
+    );
+    let session = start_node(
+        1,
+        store,
+        options,
+        &[
+            (2, source.node.peer_addr().unwrap()),
+            (3, session_target.addr),
+        ],
+    );
+    for (node, peers) in [(&session, [2, 3]), (&source, [1, 3]), (&target, [1, 2])] {
+        for peer in peers {
+            assert!(
+                node.node.wait_linked(peer, WAIT),
+                "link {} -> {peer}",
+                node.rid
+            );
+        }
+    }
+    source.node.create_actor("player", &id("player-1")).unwrap();
+    Moving {
+        session,
+        source,
+        target,
+        session_target,
+        source_target,
+    }
+}
+
+/// A request held under a seal that timed out ends with a typed error
+/// (`Unavailable`, RelocationSealed) or with the close itself, and the
+/// connection closes with `SealTimeout` (L3).
+fn assert_held_request_ended_by_the_seal_timeout(
+    client: &mut zlink::client::Client,
+    ended: Result<Result<Bytes, zlink::error::Error>, ClientError>,
+) {
+    match ended {
+        Ok(Err(error)) => {
+            assert_eq!(error.reason(), Reason::RelocationSealed);
+            assert_eq!(
+                client.wait_closed(WAIT).unwrap(),
+                Some(CloseReason::SealTimeout)
+            );
+        }
+        Err(ClientError::Closed(reason)) => assert_eq!(reason, Some(CloseReason::SealTimeout)),
+        other => panic!("a held request after the seal timeout: {other:?}"),
+    }
+}
+
+fn quick_seal() -> NodeSettings {
+    NodeSettings {
+        relocation_seal_timeout: Duration::from_millis(600),
+        pin_cores: false,
+        ..NodeSettings::default()
+    }
+}
+
+/// The 60 as if the source expected another authority owner generation:
+/// the target's CAS then conflicts after relay-ready (L6).
+fn stale_expected_authority(record: NodeRecord) -> NodeRecord {
+    match record {
+        NodeRecord::RelocationPrepare(mut prepare) => {
+            prepare.expected_authority.0 += 1;
+            NodeRecord::RelocationPrepare(prepare)
+        }
+        other => other,
+    }
+}
+
+#[test]
+fn l3_without_44_the_session_closes_at_the_seal_timeout_and_held_messages_are_dropped() {
+    let m = moving(quick_seal());
+    let mut client = login(&m.session, "player-1");
+    m.session_target.set(
+        Direction::ToDialer,
+        Command::SessionRelocationRoute.code(),
+        TapAction::Drop,
+    );
+    let started = Instant::now();
+    m.source
+        .node
+        .relocate(&id("player-1"), RelocateTo::Node(3))
+        .unwrap();
+    // The move committed at the target, but its 44 is lost: the binding
+    // stays sealed at the session owner, which holds what is relayed now.
+    let held = client
+        .start_request(RELAY, payload("player-1", "held"))
+        .unwrap();
+    let ended = client.wait_reply(held, WAIT);
+    let elapsed = started.elapsed();
+    assert_held_request_ended_by_the_seal_timeout(&mut client, ended);
+    assert!(
+        elapsed >= Duration::from_millis(600),
+        "ended after {elapsed:?}"
+    );
+    assert!(elapsed < WAIT);
+    assert_eq!(m.session_target.count(Direction::ToDialer, 44), 1);
+    // The held message reached no actor, then or later.
+    let (source_seen, target_seen) = (&m.source.observed, &m.target.observed);
+    wait_counter(&m.session, FlowTrace::SealTimeout, 1);
+    assert!(!source_seen
+        .delivered
+        .lock()
+        .unwrap()
+        .contains(&payload("player-1", "held")));
+    assert!(!target_seen
+        .delivered
+        .lock()
+        .unwrap()
+        .contains(&payload("player-1", "held")));
+}
+
+#[test]
+fn l4_l7_a_duplicate_44_changes_no_route_and_nothing_answers_it_and_no_45_is_sent() {
+    let m = moving(quick_seal());
+    let mut client = login(&m.session, "player-1");
+    m.session_target.set(
+        Direction::ToDialer,
+        Command::SessionRelocationRoute.code(),
+        TapAction::Keep,
+    );
+    m.source
+        .node
+        .relocate(&id("player-1"), RelocateTo::Node(3))
+        .unwrap();
+    assert_eq!(
+        client
+            .request(RELAY, payload("player-1", "after"), WAIT)
+            .unwrap(),
+        payload("player-1", "after")
+    );
+    // When the 44 commit arrives again (a late duplicate).
+    assert_eq!(m.session_target.replay(), 1);
+    wait_counter(&m.session, FlowTrace::LateSessionRouteUpdate, 1);
+    // Then the route is unchanged: relay still reaches the target.
+    assert_eq!(
+        client
+            .request(RELAY, payload("player-1", "again"), WAIT)
+            .unwrap(),
+        payload("player-1", "again")
+    );
+    let on_target = m.target.observed.delivered.lock().unwrap().clone();
+    assert_eq!(
+        on_target,
+        vec![payload("player-1", "after"), payload("player-1", "again")]
+    );
+    // L7: from the session owner to the target only the two relays went —
+    // no answer to either 44 — and no 45 crossed any tapped link.
+    let to_target: Vec<u8> = m
+        .session_target
+        .records
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(d, _)| *d == Direction::ToAcceptor)
+        .map(|(_, c)| *c)
+        .collect();
+    assert_eq!(to_target, vec![24, 24]);
+    for tap in [&m.session_target, &m.source_target] {
+        assert!(!tap.commands.lock().unwrap().contains(&45));
+    }
+    assert!(!client.is_closed());
+}
+
+#[test]
+fn l5_a_target_lost_before_relay_ready_sends_held_messages_over_the_source_route() {
+    let m = moving(NodeSettings {
+        relocation_seal_timeout: Duration::from_secs(3),
+        pin_cores: false,
+        ..NodeSettings::default()
+    });
+    let mut client = login(&m.session, "player-1");
+    // The target never gets the prepare (60): for the source it failed
+    // before relay-ready.
+    m.source_target.set(
+        Direction::ToAcceptor,
+        Command::RelocationPrepare.code(),
+        TapAction::Drop,
+    );
+    let refused = thread::scope(|scope| {
+        let mover = scope.spawn(|| m.source.node.relocate(&id("player-1"), RelocateTo::Node(3)));
+        // The 60 goes out once the session owner sealed the binding (43).
+        wait_until("the prepare was sent", || {
+            m.source_target.count(Direction::ToAcceptor, 60) == 1
+        });
+        let held = client
+            .start_request(RELAY, payload("player-1", "held"))
+            .unwrap();
+        let reply = client.wait_reply(held, WAIT).unwrap();
+        assert_eq!(reply.unwrap(), payload("player-1", "held"));
+        mover.join().unwrap()
+    });
+    // The coordinator's bounded wait for relay-ready ended the move.
+    let error = refused.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::DeadlineExceeded, "{error:?}");
+    // The held message was processed at the source; the connection stays,
+    // and the actor is still served there.
+    assert_eq!(
+        m.source.observed.delivered.lock().unwrap().clone(),
+        vec![payload("player-1", "held")]
+    );
+    assert!(m.target.observed.delivered.lock().unwrap().is_empty());
+    assert_eq!(
+        client
+            .request(COUNT, payload("player-1", "count"), WAIT)
+            .unwrap(),
+        Bytes::from_static(b"2")
+    );
+    assert!(!client.is_closed());
+    assert_eq!(m.source.node.actor_count(), 1);
+}
+
+#[test]
+fn l6_a_cas_failure_after_relay_ready_never_reopens_the_source_and_the_seal_times_out() {
+    let m = moving(quick_seal());
+    let mut client = login(&m.session, "player-1");
+    m.source_target.set(
+        Direction::ToAcceptor,
+        Command::RelocationPrepare.code(),
+        TapAction::Rewrite(stale_expected_authority),
+    );
+    let started = Instant::now();
+    let failed = m
+        .source
+        .node
+        .relocate(&id("player-1"), RelocateTo::Node(3))
+        .unwrap_err();
+    assert_eq!(failed.kind(), ErrorKind::Unavailable, "{failed:?}");
+    // No 44 came: what the client relays now is held, and the seal timeout
+    // closes the session; nothing goes back to the source route.
+    let held = client
+        .start_request(RELAY, payload("player-1", "held"))
+        .unwrap();
+    let ended = client.wait_reply(held, WAIT);
+    assert_held_request_ended_by_the_seal_timeout(&mut client, ended);
+    assert!(started.elapsed() >= Duration::from_millis(600));
+    assert_eq!(m.session_target.count(Direction::ToDialer, 44), 0);
+    for game in [&m.source, &m.target] {
+        assert!(game.observed.delivered.lock().unwrap().is_empty());
+    }
+    wait_until("neither node hosts it", || {
+        m.source.node.actor_count() == 0 && m.target.node.actor_count() == 0
+    });
+}
+
+#[test]
+fn s3_binding_a_stale_actor_ref_after_a_move_is_followed_once_without_a_store_read() {
+    let mesh = start_mesh(3, GameOptions::default());
+    mesh[1]
+        .node
+        .create_actor("player", &id("player-1"))
+        .unwrap();
+    let mut client = mesh[0].client();
+    assert_eq!(
+        expect_reply(&mut client, STASH, "player-1"),
+        Bytes::from_static(b"stashed")
+    );
+    // The ActorRef in hand names node 2; the actor moves to node 3.
+    mesh[1]
+        .node
+        .relocate(&id("player-1"), RelocateTo::Node(3))
+        .unwrap();
+    wait_moved(&mesh[1], &mesh[2]);
+
+    let reads = mesh[0].store.counts().row_operations();
+    assert_eq!(
+        expect_reply(&mut client, BIND_STASHED, ""),
+        Bytes::from_static(b"bound")
+    );
+    // The bind went over node 2's follow route once, and nobody read the
+    // store for it.
+    assert_eq!(mesh[0].store.counts().row_operations(), reads);
+    assert_eq!(
+        mesh[1].node.flow_counters().get(FlowTrace::MessageFollowed),
+        1
+    );
+    assert_eq!(
+        *mesh[2].observed.bound_events.lock().unwrap(),
+        vec!["player-1".to_owned()]
+    );
+    // The binding's route is the target's: relay goes there directly.
+    assert_eq!(
+        expect_reply(&mut client, RELAY, "player-1:direct"),
+        payload("player-1", "direct")
+    );
+    assert_eq!(
+        mesh[1].node.flow_counters().get(FlowTrace::MessageFollowed),
+        1
+    );
+    assert!(mesh[1].observed.delivered.lock().unwrap().is_empty());
+}
+
+#[test]
+fn x5_a_bind_that_reaches_the_owner_during_the_pre_commit_seal_is_unavailable() {
+    let m = moving(NodeSettings {
+        pin_cores: false,
+        ..NodeSettings::default()
+    });
+    let mut bound = login(&m.session, "player-1");
+    let mut other = m.session.client();
+    assert_eq!(
+        expect_reply(&mut other, STASH, "player-1"),
+        Bytes::from_static(b"stashed")
+    );
+    // The move stays pre-commit: its prepare never reaches the target.
+    m.source_target.set(
+        Direction::ToAcceptor,
+        Command::RelocationPrepare.code(),
+        TapAction::Drop,
+    );
+    let moved = thread::scope(|scope| {
+        let mover = scope.spawn(|| m.source.node.relocate(&id("player-1"), RelocateTo::Node(3)));
+        wait_until("the prepare was sent", || {
+            m.source_target.count(Direction::ToAcceptor, 60) == 1
+        });
+        // The actor owner decides (§12): Unavailable, and the existing
+        // binding is not replaced.
+        let error = expect_error(&mut other, BIND_STASHED, "");
+        assert_eq!(
+            (error.kind(), error.reason()),
+            (ErrorKind::Unavailable, Reason::RelocationSealed)
+        );
+        // Nor can the source destroy it mid-move.
+        let error = m.source.node.destroy_actor(&id("player-1")).unwrap_err();
+        assert_eq!(error.reason(), Reason::RelocationSealed);
+        mover.join().unwrap()
+    });
+    assert!(moved.is_err(), "the move aborted: {moved:?}");
+    assert_eq!(
+        bound
+            .request(RELAY, payload("player-1", "still"), WAIT)
+            .unwrap(),
+        payload("player-1", "still")
+    );
+    assert!(m
+        .session
+        .observed
+        .replaced_callbacks
+        .lock()
+        .unwrap()
+        .is_empty());
+}
+
+#[test]
+fn x18_a_seal_and_a_commit_proceed_while_the_session_callback_awaits() {
+    let mesh = start_mesh(3, GameOptions::default());
+    mesh[1]
+        .node
+        .create_actor("player", &id("player-1"))
+        .unwrap();
+    let held = mesh[0].observed.held_receiver();
+    let mut client = login(&mesh[0], "player-1");
+    let stall = client.start_request(STALL, Bytes::new()).unwrap();
+    assert_eq!(held.recv_timeout(WAIT).unwrap(), "stall");
+    // While the session's callback awaits, the 42 → 43 seal and the 44
+    // commit run on the session owner: the move completes.
+    mesh[1]
+        .node
+        .relocate(&id("player-1"), RelocateTo::Node(3))
+        .unwrap();
+    wait_moved(&mesh[1], &mesh[2]);
+    mesh[0].observed.gate.open();
+    assert_eq!(
+        client.wait_reply(stall, WAIT).unwrap().unwrap(),
+        Bytes::from_static(b"unstalled")
+    );
+    assert_eq!(
+        client
+            .request(RELAY, payload("player-1", "after"), WAIT)
+            .unwrap(),
+        payload("player-1", "after")
+    );
+    assert_eq!(
+        *mesh[2].observed.delivered.lock().unwrap(),
+        vec![payload("player-1", "after")]
+    );
+}
+
+#[test]
+fn x7_shutdown_of_an_actor_owner_moves_its_actors_and_their_clients_keep_playing() {
+    let mut mesh = start_mesh(3, GameOptions::default());
+    for name in ["player-1", "player-2"] {
+        mesh[2].node.create_actor("player", &id(name)).unwrap();
+    }
+    let mut clients: Vec<_> = ["player-1", "player-2"]
+        .iter()
+        .map(|name| {
+            let mut client = login(&mesh[0], name);
+            client
+                .request(RELAY, payload(name, "before"), WAIT)
+                .unwrap();
+            client
+        })
+        .collect();
+    // When the actors' node shuts down (a deploy drains it).
+    let owner = mesh.pop().unwrap();
+    owner.node.shutdown();
+    // Then the actors live on the other nodes, with their state, and the
+    // clients — connected elsewhere — never noticed.
+    wait_until("the actors moved", || {
+        mesh[0].node.actor_count() + mesh[1].node.actor_count() == 2
+    });
+    for (client, name) in clients.iter_mut().zip(["player-1", "player-2"]) {
+        assert_eq!(
+            client.request(COUNT, payload(name, "count"), WAIT).unwrap(),
+            Bytes::from_static(b"2")
+        );
+        assert!(!client.is_closed());
+    }
+    assert!(owner.observed.disconnects.lock().unwrap().is_empty());
+}
+
+#[test]
+fn relocate_all_moves_every_actor_and_lists_those_that_cannot_move() {
+    let mesh = start_mesh(2, GameOptions::default());
+    let hall = mesh[0]
+        .node
+        .create_spot("hall", &zlink::ids::SpotId::new("hall-1").unwrap())
+        .unwrap();
+    mesh[0]
+        .node
+        .create_actor_in(&hall, "player", &id("member"))
+        .unwrap();
+    for name in ["a", "b", "c"] {
+        mesh[0].node.create_actor("player", &id(name)).unwrap();
+    }
+    let stayed = mesh[0].node.relocate_all(RelocateTo::Node(2));
+    assert_eq!(stayed.len(), 1, "{stayed:?}");
+    assert_eq!(stayed[0].0, id("member"));
+    assert_eq!(stayed[0].1.reason(), Reason::NotRelocatable);
+    wait_until("three moved", || {
+        mesh[0].node.actor_count() == 1 && mesh[1].node.actor_count() == 3
+    });
+}
