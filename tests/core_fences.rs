@@ -228,3 +228,42 @@ fn core_x19_restarted_session_owner_binds_with_a_smaller_generation() {
     assert_eq!(terminal.unwrap_err().reason(), Reason::StaleBinding);
     assert_eq!(registered(&mesh, owner, "a"), Some(after));
 }
+
+#[test]
+fn core_x21_a_fenced_actor_owner_ends_relay_and_bind_with_unavailable() {
+    // Given s on node 1 bound to "a" on node 2, relaying fine, and a second
+    // session holding a's ActorRef.
+    let mut mesh = mesh();
+    let (node, owner) = (mesh.add_node(1), mesh.add_node(2));
+    let a = mesh.host(owner, "a");
+    let s = mesh.connect(node);
+    bind_ok(&mut mesh, node, s, &a);
+    let before = mesh.request(node, s, &a, b"before").unwrap();
+    mesh.run();
+    assert!(matches!(
+        mesh.answers(node, s, before).as_slice(),
+        [ClientFrame::Reply { .. }]
+    ));
+    let late = mesh.connect(node);
+
+    // When the owner's lease lapses and its Actor owner fences itself (the
+    // runtime does it at the lease's expires_at, rt X21),
+    mesh.actors(owner).fence();
+
+    // then relay ends with Unavailable (LeaseExpired) rather than using the
+    // stored route, and the handler never sees it;
+    let after = mesh.request(node, s, &a, b"after").unwrap();
+    mesh.run();
+    let answers = mesh.answers(node, s, after);
+    let [ClientFrame::Error { error, .. }] = answers.as_slice() else {
+        panic!("expected one typed error, got {answers:?}");
+    };
+    assert_eq!(error.kind(), ErrorKind::Unavailable);
+    assert_eq!(error.reason(), Reason::LeaseExpired);
+    assert_eq!(delivered(&mesh, owner, "a"), vec![b(b"before")]);
+    // and a bind with the ActorRef in hand ends the same way.
+    let bound = mesh.bind(node, late, &a);
+    let error = bound.expect_err("a fenced owner admits no bind");
+    assert_eq!(error.kind(), ErrorKind::Unavailable);
+    assert_eq!(error.reason(), Reason::LeaseExpired);
+}

@@ -1,16 +1,25 @@
 //! Fences and generations (§4, §5, §6, §12) over real nodes on loopback.
 
+mod redis_support;
 mod runtime_support;
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
 use runtime_support::*;
+use zlink::api::NodeSettings;
 use zlink::client::{Client, ClientEvent};
+use zlink::core::time::Instant;
 use zlink::core::trace::FlowTrace;
 use zlink::error::{ErrorKind, Reason};
+use zlink::ids::{ActorId, MeshName, NodeRid, RelocationId};
 use zlink::ids::{AuthorityOwnerGeneration, NodeGeneration};
-use zlink::store::LocationStore;
+use zlink::store::{
+    AbortOutcome, CasOutcome, CountingStore, Created, LocationRow, LocationStore, MonotonicClock,
+    OwnerClaim, OwnerLease, RedisStore, RedisStoreConfig, RemoveOutcome, RowVersion, StoreError,
+};
 use zlink::wire::node::Command;
 
 fn stash(game: &Game, client: &mut Client, actor: &str) -> zlink::ids::ActorRef {
@@ -204,4 +213,189 @@ fn x6_recreated_actor_never_revalidates_the_old_binding() {
     let mut client = login(&mesh[0], "x");
     assert_eq!(expect_reply(&mut client, COUNT, "x"), Bytes::from("1"));
     assert!(mesh[1].node.destroy_actor(&id("nobody")).is_err());
+}
+
+/// Forwards to a store and remembers the newest lease its node was given and
+/// how many renewals failed, so that a test knows the `expires_at` the node
+/// fences at.
+struct LeaseWatch<S> {
+    inner: S,
+    latest: Mutex<Option<OwnerLease>>,
+    failed_renewals: AtomicU64,
+}
+
+impl<S: LocationStore> LeaseWatch<S> {
+    fn new(inner: S) -> Self {
+        Self {
+            inner,
+            latest: Mutex::new(None),
+            failed_renewals: AtomicU64::new(0),
+        }
+    }
+
+    fn keep(&self, lease: Result<OwnerLease, StoreError>) -> Result<OwnerLease, StoreError> {
+        match &lease {
+            Ok(held) => *self.latest.lock().unwrap() = Some(held.clone()),
+            Err(_) => {
+                self.failed_renewals.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        lease
+    }
+}
+
+impl<S: LocationStore> LocationStore for LeaseWatch<S> {
+    fn lookup(&self, actor: &ActorId) -> Result<Option<LocationRow>, StoreError> {
+        self.inner.lookup(actor)
+    }
+    fn create(&self, actor: &ActorId, owner: &OwnerClaim) -> Result<Created, StoreError> {
+        self.inner.create(actor, owner)
+    }
+    fn compare_and_set(
+        &self,
+        actor: &ActorId,
+        expected: RowVersion,
+        relocation: RelocationId,
+        new_owner: &OwnerClaim,
+    ) -> Result<CasOutcome, StoreError> {
+        self.inner
+            .compare_and_set(actor, expected, relocation, new_owner)
+    }
+    fn abort_relocation(
+        &self,
+        actor: &ActorId,
+        expected: RowVersion,
+        relocation: RelocationId,
+    ) -> Result<AbortOutcome, StoreError> {
+        self.inner.abort_relocation(actor, expected, relocation)
+    }
+    fn remove(&self, actor: &ActorId, expected: RowVersion) -> Result<RemoveOutcome, StoreError> {
+        self.inner.remove(actor, expected)
+    }
+    fn acquire_lease(
+        &self,
+        node: NodeRid,
+        node_generation: zlink::ids::NodeGeneration,
+        mesh: &MeshName,
+    ) -> Result<OwnerLease, StoreError> {
+        self.keep(self.inner.acquire_lease(node, node_generation, mesh))
+    }
+    fn renew_lease(&self, lease: &OwnerLease) -> Result<OwnerLease, StoreError> {
+        self.keep(self.inner.renew_lease(lease))
+    }
+    fn lease(&self, node: NodeRid) -> Result<Option<OwnerLease>, StoreError> {
+        self.inner.lease(node)
+    }
+    fn now(&self) -> Instant {
+        self.inner.now()
+    }
+}
+
+type Watched = CountingStore<LeaseWatch<RedisStore>>;
+
+#[test]
+fn x21_store_outage_past_the_lease_makes_relay_unavailable() {
+    // Given two nodes on one Redis store, leases of 2 s renewed every 100 ms
+    // (shortened settings),
+    let mut redis = redis_support::RedisServer::start(redis_support::Mode::Volatile);
+    let term = Duration::from_secs(2);
+    let store = || -> Arc<Watched> {
+        let mut config = RedisStoreConfig::new(redis.url(), "x21");
+        config.lease_term = term;
+        let redis = RedisStore::open(config, MonotonicClock::new()).unwrap();
+        Arc::new(CountingStore::new(LeaseWatch::new(redis)))
+    };
+    let options = GameOptions {
+        settings: Some(NodeSettings {
+            lease_renew_interval: Duration::from_millis(100),
+            ..NodeSettings::default()
+        }),
+        ..GameOptions::default()
+    };
+    let two = start_node(2, store(), options.clone(), &[]);
+    let one = start_node(1, store(), options, &[(2, two.node.peer_addr().unwrap())]);
+    assert!(one.node.wait_linked(2, WAIT));
+    // and a session on node 1 bound to an Actor of node 2, relaying fine,
+    // with the ActorRef of a second Actor in hand.
+    let in_hand = |name: &str| {
+        two.node.create_actor("player", &id(name)).unwrap();
+        two.store.lookup(&id(name)).unwrap().unwrap().actor_ref()
+    };
+    let (hero, mage) = (in_hand("hero"), in_hand("mage"));
+    assert_eq!(hero.location.owner, NodeRid(2));
+    let mut client = one.client();
+    *one.observed.stash.lock().unwrap() = Some(hero);
+    assert_eq!(
+        expect_reply(&mut client, BIND_STASHED, ""),
+        Bytes::from_static(b"bound")
+    );
+    assert_eq!(
+        expect_reply(&mut client, RELAY, "hero:before"),
+        payload("hero", "before")
+    );
+    *one.observed.stash.lock().unwrap() = Some(mage);
+
+    // When the store goes down, node 2 keeps the lease it last renewed: it
+    // is final once a renewal has failed after the kill.
+    redis.kill();
+    let renewals = &two.store.inner().failed_renewals;
+    wait_until("a failed renewal on node 2", || {
+        renewals.load(Ordering::SeqCst) > 0
+    });
+    let expires_at = two
+        .store
+        .inner()
+        .latest
+        .lock()
+        .unwrap()
+        .clone()
+        .unwrap()
+        .expires_at;
+    let clock = &two.store;
+    let rows = || one.store.counts().row_operations() + two.store.counts().row_operations();
+    let rows_at_kill = rows();
+
+    // Then a bind with an ActorRef in hand reads no store and, while the
+    // lease holds, succeeds;
+    let mut late = one.client();
+    match late.request(BIND_STASHED, Bytes::new(), WAIT) {
+        Ok(reply) => assert_eq!(reply, Bytes::from_static(b"bound")),
+        Err(error) => assert!(
+            clock.now() >= expires_at,
+            "bind failed in the lease: {error:?}"
+        ),
+    }
+    // relay keeps working until the lease's expiry and never ends with
+    // Unavailable before it, and after it ends with Unavailable (lease
+    // expired) rather than using the old route.
+    let mut relayed = 0u64;
+    let error = loop {
+        assert!(
+            clock.now() < expires_at + Duration::from_secs(5),
+            "relay still used the route 5 s past the lease"
+        );
+        match client.request(RELAY, payload("hero", "during"), WAIT) {
+            Ok(reply) => {
+                assert_eq!(reply, payload("hero", "during"));
+                relayed += 1;
+            }
+            Err(zlink::client::ClientError::Remote(error)) => break error,
+            Err(other) => panic!("relay failed without a typed error: {other:?}"),
+        }
+    };
+    let answered_at = clock.now();
+    assert!(
+        answered_at >= expires_at,
+        "Unavailable {:?} before the lease expired",
+        expires_at.saturating_duration_since(answered_at)
+    );
+    assert_eq!(error.kind(), ErrorKind::Unavailable, "{error:?}");
+    assert_eq!(error.reason(), Reason::LeaseExpired);
+    assert!(relayed > 0, "no relay succeeded during the outage");
+    // A bind with an ActorRef in hand after the lease is refused by the
+    // fenced owner, and still reads no store.
+    let mut later = one.client();
+    let error = expect_error(&mut later, BIND_STASHED, "");
+    assert_eq!(error.kind(), ErrorKind::Unavailable, "{error:?}");
+    assert_eq!(rows(), rows_at_kill, "a bind or relay read the store");
 }

@@ -41,6 +41,7 @@ use crate::core::CoreEvent;
 use crate::error::{Error, Reason};
 use crate::ids::{ActorId, ActorRef, Correlation, PacketKey, Peer, SessionRid};
 use crate::net::{ConnId, ListenerId, NetEvent, Reactor};
+use crate::store::StoreError;
 use crate::wire::client::{ClientFrame, CloseReason};
 
 /// How many ready tasks one loop turn polls before it looks at the sockets
@@ -95,6 +96,12 @@ pub(crate) struct ShardState {
     actor_waiters: HashMap<u64, Completer<Result<ActorRef, Error>>>,
     next_actor_token: u64,
     notify_waiters: HashMap<Ticket, Completer<Result<(), Error>>>,
+    /// §5: when the owner lease lapses, by the store's clock; kept by shard
+    /// 0, which renews it, so its loop reads no lock to watch it.
+    lease_expires_at: Option<Instant>,
+    /// §5: this node's Actor owner fenced itself (shard 0 sets it once; a
+    /// lapsed lifecycle stays dead, so the lease is not renewed again).
+    lease_fenced: bool,
 }
 
 /// The shard as its tasks see it: shared, shard-local, never `Send`.
@@ -115,6 +122,12 @@ impl ShardState {
         core: ShardCore,
         me: Peer,
     ) -> Self {
+        let lease_expires_at = node.lease.as_ref().map(|lease| {
+            lease
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .expires_at
+        });
         let lifecycle_deadlines = LifecycleDeadlines::new(node.settings.disconnect_deadline);
         Self {
             node,
@@ -139,6 +152,8 @@ impl ShardState {
             actor_waiters: HashMap::new(),
             next_actor_token: 0,
             notify_waiters: HashMap::new(),
+            lease_expires_at,
+            lease_fenced: false,
         }
     }
 
@@ -379,23 +394,70 @@ impl ShardState {
         }
     }
 
-    /// §5: renews the owner lease; when the store refuses, the Actor owner
-    /// fences itself (every later bind and relay ends with Unavailable).
+    /// §5: renews the owner lease. A store that cannot be reached leaves
+    /// the lease as it was: the owner keeps serving until its `expires_at`
+    /// and fences itself then ([`Self::fence_if_lapsed`], X21), so an outage
+    /// neither extends the lease nor cuts it short. A store that says the
+    /// lease lapsed fences the owner at once.
     fn renew_lease(&mut self) {
         let (Some(store), Some(lease)) = (&self.node.store, &self.node.lease) else {
             return;
         };
+        if self.lease_fenced {
+            return;
+        }
         let mut lease = lease
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         match store.renew_lease(&lease) {
-            Ok(renewed) => *lease = renewed,
-            Err(error) => {
-                tracing::error!(%error, "owner lease not renewed: fencing this node's actors");
-                for shard in 0..self.router.shards() {
-                    self.router.send(shard, ShardMsg::Fence);
-                }
+            Ok(renewed) => {
+                self.lease_expires_at = Some(renewed.expires_at);
+                *lease = renewed;
             }
+            Err(StoreError::Unavailable(detail)) => {
+                tracing::warn!(%detail, expires_at = ?lease.expires_at,
+                    "owner lease not renewed: the store is unavailable");
+            }
+            Err(error) => {
+                drop(lease);
+                self.fence_owner(&error);
+            }
+        }
+    }
+
+    /// How long the owner lease has left by the store's clock (the frame of
+    /// its `expires_at`), on the shard that renews it; `None` when there is
+    /// no lease to watch.
+    fn lease_left(&self) -> Option<Duration> {
+        let (Some(store), Some(expires_at)) = (&self.node.store, self.lease_expires_at) else {
+            return None;
+        };
+        if self.index != LINK_SHARD || self.lease_fenced {
+            return None;
+        }
+        Some(expires_at.saturating_duration_since(store.now()))
+    }
+
+    /// §5, X21: once the lease is past its `expires_at` (renewals failed
+    /// while the store was unreachable), the owner fences itself: a stored
+    /// route is never used past the lease.
+    fn fence_if_lapsed(&mut self) {
+        if self.lease_left() == Some(Duration::ZERO) {
+            self.fence_owner(&"the owner lease expired before it could be renewed");
+        }
+    }
+
+    /// Fences every shard's Actor owner: every later bind and relay ends
+    /// with Unavailable (§5).
+    fn fence_owner(&mut self, why: &dyn std::fmt::Display) {
+        tracing::error!(%why, "fencing this node's actors");
+        self.lease_fenced = true;
+        // This shard at once, before it handles another record; the others
+        // at their next inbox drain.
+        let now = self.now();
+        self.core.actors(now).fence();
+        for shard in (0..self.router.shards()).filter(|&s| s != self.index) {
+            self.router.send(shard, ShardMsg::Fence);
         }
     }
 }
@@ -531,6 +593,9 @@ pub(crate) fn run(
                 if let Some(dial) = state.links.next_dial_in() {
                     wait = wait.min(dial);
                 }
+                if let Some(left) = state.lease_left() {
+                    wait = wait.min(left);
+                }
                 if let Some(deadline) = state.lifecycle_deadlines.next_in() {
                     wait = wait.min(deadline);
                 }
@@ -544,6 +609,8 @@ pub(crate) fn run(
             if let Err(error) = state.reactor.turn(timeout) {
                 tracing::error!(%error, "reactor turn failed");
             }
+            // Before this turn's records: none is admitted past the lease.
+            state.fence_if_lapsed();
             state.process_net();
             state.process_inbox();
             let now = state.now();

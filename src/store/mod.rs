@@ -18,10 +18,10 @@
 //! message (§1 table, §5 "the Location Store isn't queried again on every
 //! message send", §7). The trait is synchronous. Today the runtime calls it
 //! on the shard thread for the rare control operations (create, look up or
-//! destroy an Actor, renew the lease), which is only an uncontended mutex
-//! with the embedded store; a store with a network round trip (Redis) moves
-//! those calls to a store worker thread so the socket loop never blocks
-//! (docs/store.md). [`CountingStore`] lets tests prove that bind, relay, push
+//! destroy an Actor, renew the lease): an uncontended mutex with the
+//! embedded store, one round trip bounded by its call timeout with the
+//! [`RedisStore`] (moving those calls to a store worker thread is still to
+//! do, docs/store.md). [`CountingStore`] lets tests prove that bind, relay, push
 //! and disconnect never call it (CONTRACT R1, X10).
 //!
 //! # Generations the store keeps
@@ -54,7 +54,9 @@
 mod clock;
 mod counting;
 mod embedded;
+mod redis;
 
+pub use self::redis::{RedisConfigError, RedisStore, RedisStoreConfig, CLUSTER_LEN_MAX};
 pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use counting::{CountingStore, StoreCounts};
 pub use embedded::EmbeddedStore;
@@ -72,7 +74,7 @@ use crate::ids::{
 ///
 /// Every operation is atomic with respect to every other operation on the
 /// same store, across all processes that share it. Implementations: the
-/// [`EmbeddedStore`] for one process; a Redis store for many (issue 6).
+/// [`EmbeddedStore`] for one process; the [`RedisStore`] for many.
 /// Never called on the bind, relay, push or disconnect paths (module doc).
 pub trait LocationStore: Send + Sync {
     /// The live row for `actor`, if there is one. A row whose owner lease has
@@ -171,6 +173,13 @@ pub trait LocationStore: Send + Sync {
 
     /// The node's current lease, if it is live.
     fn lease(&self, node: NodeRid) -> Result<Option<OwnerLease>, StoreError>;
+
+    /// The store's clock: the frame of every [`OwnerLease::expires_at`] it
+    /// returns. Reading it asks the store nothing. An owner whose renewal
+    /// failed with [`StoreError::Unavailable`] keeps its lease until `now()`
+    /// reaches `expires_at` and fences itself then (§5, X21): an outage
+    /// neither extends the lease nor cuts it short.
+    fn now(&self) -> Instant;
 }
 
 /// A node's owner lease (§5): held by one process lifecycle of the node and

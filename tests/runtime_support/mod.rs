@@ -22,7 +22,7 @@ use zlink::client::Client;
 use zlink::error::{Error, Reason};
 use zlink::ids::{ActorId, ActorRef, Correlation, PacketKey, SpotId};
 use zlink::net::handshake::ClusterSecret;
-use zlink::store::{CountingStore, EmbeddedStore, MonotonicClock};
+use zlink::store::{CountingStore, EmbeddedStore, LocationStore, MonotonicClock};
 use zlink::wire::client::ClientFrame;
 use zlink::wire::DecodeLimits;
 
@@ -364,15 +364,17 @@ pub struct GameOptions {
     pub session_disconnect: SessionDisconnect,
 }
 
-pub struct Game {
+/// A started game node, over any Location Store (the embedded one unless
+/// the test says otherwise).
+pub struct Game<S: LocationStore = EmbeddedStore> {
     pub rid: u64,
     pub node: Node,
-    pub store: Arc<CountingStore<EmbeddedStore>>,
+    pub store: Arc<CountingStore<S>>,
     pub observed: Arc<Observed>,
     pub disconnect_events: mpsc::Receiver<String>,
 }
 
-impl Game {
+impl<S: LocationStore> Game<S> {
     pub fn addr(&self) -> SocketAddr {
         self.node.stream_addr().expect("the node listens")
     }
@@ -433,12 +435,12 @@ pub fn start_mesh(n: u64, options: GameOptions) -> Vec<Game> {
     started
 }
 
-pub fn start_node(
+pub fn start_node<S: LocationStore + 'static>(
     rid: u64,
-    store: Arc<CountingStore<EmbeddedStore>>,
+    store: Arc<CountingStore<S>>,
     options: GameOptions,
     peers: &[(u64, SocketAddr)],
-) -> Game {
+) -> Game<S> {
     let observed = Arc::new(Observed::default());
     let (events_tx, disconnect_events) = mpsc::channel();
     let lobby = Arc::new(Lobby {
@@ -752,7 +754,7 @@ fn relay_handler(
 }
 
 /// Logs in as `actor` on a fresh client.
-pub fn login(game: &Game, actor: &str) -> Client {
+pub fn login<S: LocationStore>(game: &Game<S>, actor: &str) -> Client {
     let mut client = game.client();
     let reply = client
         .request(LOGIN, Bytes::copy_from_slice(actor.as_bytes()), WAIT)
@@ -1040,7 +1042,11 @@ pub fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
 }
 
 /// Waits until the node's flow counter for `event` reaches `at_least`.
-pub fn wait_counter(game: &Game, event: zlink::core::trace::FlowTrace, at_least: u64) {
+pub fn wait_counter<S: LocationStore>(
+    game: &Game<S>,
+    event: zlink::core::trace::FlowTrace,
+    at_least: u64,
+) {
     wait_until(
         &format!("{event} >= {at_least} on node {}", game.rid),
         || game.node.flow_counters().get(event) >= at_least,

@@ -1,0 +1,707 @@
+//! The Redis Location Store: one store for the nodes of many processes and
+//! hosts (§3, issue 6), behind the same [`LocationStore`] trait as the
+//! embedded one, with the same outcomes and errors.
+//!
+//! # Ground rules
+//!
+//! - Every operation is one atomic server-side step: a Lua script (run with
+//!   EVALSHA, loaded again on NOSCRIPT after a server restart) that touches
+//!   one key. An Actor's row is one hash, `zlink:<cluster>:actor:{<ActorId>}`;
+//!   a node's lease is one hash, `zlink:<cluster>:lease:{<NodeRid>}`. Each
+//!   key is its own hash slot, so the scripts run on Redis Cluster.
+//! - A row's liveness depends on its owner's lease, which lives in another
+//!   slot. A row caches a bound, `lease_until`: the server time until which
+//!   the lease it names is known live. A lease is never shortened and a
+//!   lapsed one never comes back, so "lease G of node N is live until T" and
+//!   "lease G lapsed" stay true once read. When the cached bound is past, the
+//!   script answers `need`; the client reads the owner's lease and runs the
+//!   script again with that fact. Only the lease's own key ever decides that
+//!   a lease lapsed (docs/store.md "Rows and leases in different slots").
+//! - Lease expiry is the server's clock (TIME inside the script). The
+//!   [`OwnerLease::expires_at`] a caller gets is the store's [`Clock`] read
+//!   *before* the request was sent plus the term, so it is never later than
+//!   the moment the server stops treating the lease as live (§5).
+//! - Connection loss, a timeout or a malformed reply is
+//!   [`StoreError::Unavailable`]; the connection is dropped and the next call
+//!   connects again. Every call has a timeout (connect, read and write).
+//! - The store is off every hot path (bind, relay, push and disconnect never
+//!   call it), so one connection behind a mutex serves the process.
+
+use std::collections::HashMap;
+use std::str::FromStr;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use super::{
+    AbortOutcome, CasOutcome, Clock, Created, LocationRow, LocationStore, MonotonicClock,
+    OwnerClaim, OwnerLease, RemoveOutcome, RowVersion, StoreError,
+};
+use crate::core::time::Instant;
+use crate::ids::{
+    ActorId, ActorLocation, AuthorityOwnerGeneration, MeshName, NodeGeneration, NodeRid,
+    ObjectGeneration, OwnerLeaseGeneration, RelocationId,
+};
+
+/// How many times a row script is run again for one operation: once per
+/// lease fact it asks for, and once to refresh the claimant's lease. More
+/// means other clients kept changing the row's owner under it.
+const ATTEMPTS_MAX: usize = 8;
+
+/// Longest cluster name, in bytes.
+pub const CLUSTER_LEN_MAX: usize = 64;
+
+/// How to reach the Redis store and what it serves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RedisStoreConfig {
+    /// `redis://host:port/db` (the redis crate's URL form).
+    pub url: String,
+    /// Namespaces every key, so several clusters share one Redis: ASCII
+    /// letters, digits, `.`, `_` and `-`, at most [`CLUSTER_LEN_MAX`] bytes
+    /// (no braces: they would change the keys' hash tags).
+    pub cluster: String,
+    /// How long a lease lasts from each acquire or renewal (default 10 s).
+    pub lease_term: Duration,
+    /// The limit of each connect, write and read (default 500 ms): a hung
+    /// server makes a call fail with `Unavailable`, never block for long.
+    pub call_timeout: Duration,
+}
+
+impl RedisStoreConfig {
+    /// The store at `url` for `cluster`, with the default term and timeout.
+    pub fn new(url: impl Into<String>, cluster: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            cluster: cluster.into(),
+            lease_term: Duration::from_secs(10),
+            call_timeout: Duration::from_millis(500),
+        }
+    }
+}
+
+/// Why a [`RedisStore`] could not be built (nothing is connected yet).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RedisConfigError {
+    /// The URL does not parse as a Redis URL.
+    #[error("store.url: {0}")]
+    Url(String),
+    /// The cluster name is empty, too long or has a character keys cannot carry.
+    #[error("store.cluster {0:?}: 1 to 64 ASCII letters, digits, '.', '_' or '-'")]
+    Cluster(String),
+    /// A zero lease term or call timeout.
+    #[error("store.{0} must be greater than zero")]
+    Zero(&'static str),
+}
+
+/// A [`LocationStore`] kept in Redis (module doc). Leases are stamped by
+/// `clock`, the frame of every [`OwnerLease::expires_at`] it returns.
+pub struct RedisStore<C: Clock = MonotonicClock> {
+    client: ::redis::Client,
+    connection: Mutex<Option<::redis::Connection>>,
+    prefix: String,
+    clock: C,
+    lease_term: Duration,
+    call_timeout: Duration,
+    scripts: Scripts,
+    /// The newest live bound this client read for each node's lease; any
+    /// bound once read stays a valid fact (module doc), so a stale one only
+    /// costs a round trip.
+    known: Mutex<HashMap<NodeRid, KnownLease>>,
+}
+
+impl<C: Clock> std::fmt::Debug for RedisStore<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("keys", &self.prefix)
+            .field("lease_term", &self.lease_term)
+            .field("call_timeout", &self.call_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Scripts {
+    lookup: ::redis::Script,
+    create: ::redis::Script,
+    cas: ::redis::Script,
+    abort: ::redis::Script,
+    remove: ::redis::Script,
+    acquire: ::redis::Script,
+    renew: ::redis::Script,
+    read_lease: ::redis::Script,
+}
+
+/// A script is its prelude and its body. The `#!lua` shebang opts into
+/// Redis 7's strict script mode: a script that touched keys of two hash
+/// slots fails even on a server that owns every slot, so the one-node
+/// Cluster run of the test suite proves each script stays in one slot.
+macro_rules! script {
+    ($prelude:literal, $body:literal) => {
+        ::redis::Script::new(concat!(
+            "#!lua\n",
+            include_str!($prelude),
+            "\n",
+            include_str!($body)
+        ))
+    };
+}
+
+impl Scripts {
+    fn new() -> Self {
+        Self {
+            lookup: script!("redis/row.lua", "redis/lookup.lua"),
+            create: script!("redis/row.lua", "redis/create.lua"),
+            cas: script!("redis/row.lua", "redis/cas.lua"),
+            abort: script!("redis/row.lua", "redis/abort.lua"),
+            remove: script!("redis/row.lua", "redis/remove.lua"),
+            acquire: script!("redis/lease.lua", "redis/acquire.lua"),
+            renew: script!("redis/lease.lua", "redis/renew.lua"),
+            read_lease: script!("redis/lease.lua", "redis/read_lease.lua"),
+        }
+    }
+}
+
+/// A node's lease as one read found it, in the server's clock.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct KnownLease {
+    node_generation: NodeGeneration,
+    generation: OwnerLeaseGeneration,
+    mesh: MeshName,
+    expires_us: u64,
+}
+
+/// A lease record and the server time of the reply that carried it.
+struct LeaseRecord {
+    lease: KnownLease,
+    server_now_us: u64,
+}
+
+impl LeaseRecord {
+    fn is_live(&self) -> bool {
+        self.server_now_us < self.lease.expires_us
+    }
+
+    /// The record as the owner's lease, expiring at `sent` plus what the
+    /// server says is left: never later than the server's own expiry.
+    fn owner_lease(&self, node: NodeRid, sent: Instant) -> OwnerLease {
+        let left_us = self.lease.expires_us.saturating_sub(self.server_now_us);
+        OwnerLease {
+            node,
+            node_generation: self.lease.node_generation,
+            mesh: self.lease.mesh.clone(),
+            generation: self.lease.generation,
+            expires_at: sent + Duration::from_micros(left_us),
+        }
+    }
+}
+
+/// What a row script may be told about a lease: `[owner, generation, until]`.
+type Fact = [String; 3];
+
+impl<C: Clock> RedisStore<C> {
+    /// A store for `config`; nothing is connected until the first call.
+    pub fn open(config: RedisStoreConfig, clock: C) -> Result<Self, RedisConfigError> {
+        let cluster_ok = !config.cluster.is_empty()
+            && config.cluster.len() <= CLUSTER_LEN_MAX
+            && config
+                .cluster
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+        if !cluster_ok {
+            return Err(RedisConfigError::Cluster(config.cluster));
+        }
+        if config.lease_term.is_zero() {
+            return Err(RedisConfigError::Zero("lease_term"));
+        }
+        if config.call_timeout.is_zero() {
+            return Err(RedisConfigError::Zero("call_timeout"));
+        }
+        let client = ::redis::Client::open(config.url.as_str())
+            .map_err(|e| RedisConfigError::Url(e.to_string()))?;
+        Ok(Self {
+            client,
+            connection: Mutex::new(None),
+            prefix: format!("zlink:{}:", config.cluster),
+            clock,
+            lease_term: config.lease_term,
+            call_timeout: config.call_timeout,
+            scripts: Scripts::new(),
+            known: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn actor_key(&self, actor: &ActorId) -> String {
+        format!("{}actor:{{{}}}", self.prefix, actor.as_str())
+    }
+
+    fn lease_key(&self, node: NodeRid) -> String {
+        format!("{}lease:{{{}}}", self.prefix, node.0)
+    }
+
+    fn term_us(&self) -> String {
+        u64::try_from(self.lease_term.as_micros())
+            .unwrap_or(u64::MAX)
+            .to_string()
+    }
+
+    /// Runs `script` on `key` with `args` over the connection, connecting
+    /// first if there is none. Any failure drops the connection (its state
+    /// is unknown after a timeout), so the next call starts afresh.
+    fn invoke(
+        &self,
+        script: &::redis::Script,
+        key: &str,
+        args: &[&str],
+    ) -> Result<Vec<String>, StoreError> {
+        let mut slot = self.connection_slot();
+        let connection = match &mut *slot {
+            Some(connection) => connection,
+            None => slot.insert(self.connect()?),
+        };
+        let mut invocation = script.prepare_invoke();
+        invocation.key(key);
+        for arg in args {
+            invocation.arg(*arg);
+        }
+        let reply = invocation.invoke::<Vec<String>>(connection);
+        reply.map_err(|error| {
+            *slot = None;
+            StoreError::Unavailable(format!("redis: {error}"))
+        })
+    }
+
+    /// The connection slot. A panic while it was held leaves the connection
+    /// mid-protocol: it is dropped, and the next call connects again.
+    fn connection_slot(&self) -> MutexGuard<'_, Option<::redis::Connection>> {
+        self.connection.lock().unwrap_or_else(|poisoned| {
+            let mut slot = poisoned.into_inner();
+            *slot = None;
+            self.connection.clear_poison();
+            slot
+        })
+    }
+
+    fn connect(&self) -> Result<::redis::Connection, StoreError> {
+        let unavailable = |error: ::redis::RedisError| StoreError::Unavailable(error.to_string());
+        let connection = self
+            .client
+            .get_connection_with_timeout(self.call_timeout)
+            .map_err(unavailable)?;
+        connection
+            .set_read_timeout(Some(self.call_timeout))
+            .map_err(unavailable)?;
+        connection
+            .set_write_timeout(Some(self.call_timeout))
+            .map_err(unavailable)?;
+        Ok(connection)
+    }
+
+    fn known(&self) -> MutexGuard<'_, HashMap<NodeRid, KnownLease>> {
+        // The map holds only facts that stay true; a panic cannot make one false.
+        self.known.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Remembers a live bound of `node`'s lease if it is newer than the one known.
+    fn learn(&self, node: NodeRid, record: &LeaseRecord) {
+        if !record.is_live() {
+            return;
+        }
+        let mut known = self.known();
+        let newer = !known.get(&node).is_some_and(|old| {
+            old.generation == record.lease.generation && old.expires_us >= record.lease.expires_us
+        });
+        if newer {
+            known.insert(node, record.lease.clone());
+        }
+    }
+
+    /// Reads `node`'s lease record as it is now.
+    fn read_lease(&self, node: NodeRid) -> Result<Option<LeaseRecord>, StoreError> {
+        let reply = self.invoke(&self.scripts.read_lease, &self.lease_key(node), &[])?;
+        match tag(&reply)? {
+            "none" => Ok(None),
+            "lease" => {
+                let record = lease_record(&reply)?;
+                self.learn(node, &record);
+                Ok(Some(record))
+            }
+            other => Err(malformed(other)),
+        }
+    }
+
+    /// What a row script needs to know about the lease `generation` of
+    /// `owner`: live until a server time, or lapsed ("-1").
+    fn fact(&self, owner: NodeRid, generation: OwnerLeaseGeneration) -> Result<Fact, StoreError> {
+        let until = match self.read_lease(owner)? {
+            Some(record) if record.is_live() && record.lease.generation == generation => {
+                record.lease.expires_us.to_string()
+            }
+            _ => "-1".to_owned(),
+        };
+        Ok([owner.0.to_string(), generation.0.to_string(), until])
+    }
+
+    /// The server time until which `claim`'s lease is known live: from what
+    /// this client knows unless `fresh`, else read now. A claim that is not
+    /// its node's live lease fails with `LeaseExpired`, like the embedded
+    /// store's.
+    fn claim_until(&self, claim: &OwnerClaim, fresh: bool) -> Result<String, StoreError> {
+        let matches = |lease: &KnownLease| {
+            lease.node_generation == claim.node_generation
+                && lease.generation == claim.lease
+                && lease.mesh == claim.mesh
+        };
+        if !fresh {
+            if let Some(lease) = self.known().get(&claim.owner).filter(|l| matches(l)) {
+                return Ok(lease.expires_us.to_string());
+            }
+        }
+        match self.read_lease(claim.owner)? {
+            Some(record) if record.is_live() && matches(&record.lease) => {
+                Ok(record.lease.expires_us.to_string())
+            }
+            _ => Err(StoreError::LeaseExpired { node: claim.owner }),
+        }
+    }
+
+    /// Runs a row script until it decides: with the lease fact it asks for
+    /// (`need`), and with a fresh bound of the claimant's lease when the
+    /// known one is past (`claim`). `args` follow the fact; the claim's five
+    /// arguments, when there is a claim, come last.
+    fn run_row(
+        &self,
+        script: &::redis::Script,
+        actor: &ActorId,
+        args: &[&str],
+        claim: Option<&OwnerClaim>,
+    ) -> Result<Vec<String>, StoreError> {
+        let key = self.actor_key(actor);
+        let mut fact: Fact = Default::default();
+        let mut fresh_claim = false;
+        for _ in 0..ATTEMPTS_MAX {
+            let claim_args = match claim {
+                Some(claim) => {
+                    let until = self.claim_until(claim, fresh_claim)?;
+                    claim_args(claim, until)
+                }
+                None => Vec::new(),
+            };
+            let mut all: Vec<&str> = fact.iter().map(String::as_str).collect();
+            all.extend_from_slice(args);
+            all.extend(claim_args.iter().map(String::as_str));
+            let reply = self.invoke(script, &key, &all)?;
+            match tag(&reply)? {
+                "need" => {
+                    let owner = NodeRid(field(&reply, 1)?);
+                    let generation = OwnerLeaseGeneration(field(&reply, 2)?);
+                    fact = self.fact(owner, generation)?;
+                }
+                "claim" => fresh_claim = true,
+                _ => return Ok(reply),
+            }
+        }
+        Err(StoreError::Unavailable(format!(
+            "the row of {actor} kept changing owner during {ATTEMPTS_MAX} attempts"
+        )))
+    }
+
+    /// Sends a lease script, stamping the answer with the clock read before
+    /// the request left.
+    fn lease_call(
+        &self,
+        script: &::redis::Script,
+        node: NodeRid,
+        args: &[&str],
+    ) -> Result<(Vec<String>, Instant), StoreError> {
+        let sent = self.clock.now();
+        let reply = self.invoke(script, &self.lease_key(node), args)?;
+        Ok((reply, sent))
+    }
+}
+
+fn claim_args(claim: &OwnerClaim, until: String) -> Vec<String> {
+    vec![
+        claim.mesh.as_str().to_owned(),
+        claim.owner.0.to_string(),
+        padded(claim.node_generation.0),
+        claim.lease.0.to_string(),
+        until,
+    ]
+}
+
+/// A u64 whose order the scripts compare: zero-padded to 20 digits, so that
+/// string order is numeric order (Lua's numbers are doubles, exact only to
+/// 2^53).
+fn padded(value: u64) -> String {
+    format!("{value:020}")
+}
+
+fn malformed(what: &str) -> StoreError {
+    StoreError::Unavailable(format!("malformed reply from the redis store: {what:?}"))
+}
+
+fn tag(reply: &[String]) -> Result<&str, StoreError> {
+    reply
+        .first()
+        .map(String::as_str)
+        .ok_or_else(|| malformed("empty"))
+}
+
+fn field<T: FromStr>(reply: &[String], index: usize) -> Result<T, StoreError> {
+    reply
+        .get(index)
+        .and_then(|text| text.parse().ok())
+        .ok_or_else(|| malformed(reply.get(index).map_or("missing", String::as_str)))
+}
+
+fn mesh_field(reply: &[String], index: usize) -> Result<MeshName, StoreError> {
+    reply
+        .get(index)
+        .and_then(|text| MeshName::new(text).ok())
+        .ok_or_else(|| malformed("mesh"))
+}
+
+/// `[tag, object, authority, mesh, owner, node_gen, lease]` as a row.
+fn row_reply(actor: &ActorId, reply: &[String]) -> Result<LocationRow, StoreError> {
+    Ok(LocationRow {
+        actor: actor.clone(),
+        object: ObjectGeneration(field(reply, 1)?),
+        location: ActorLocation {
+            mesh: mesh_field(reply, 3)?,
+            owner: NodeRid(field(reply, 4)?),
+            node_generation: NodeGeneration(field(reply, 5)?),
+            authority: AuthorityOwnerGeneration(field(reply, 2)?),
+            lease: OwnerLeaseGeneration(field(reply, 6)?),
+        },
+    })
+}
+
+/// `[tag, node_gen, gen, mesh, expires, now]` as a lease record.
+fn lease_record(reply: &[String]) -> Result<LeaseRecord, StoreError> {
+    Ok(LeaseRecord {
+        lease: KnownLease {
+            node_generation: NodeGeneration(field(reply, 1)?),
+            generation: OwnerLeaseGeneration(field(reply, 2)?),
+            mesh: mesh_field(reply, 3)?,
+            expires_us: field(reply, 4)?,
+        },
+        server_now_us: field(reply, 5)?,
+    })
+}
+
+fn version_args(expected: RowVersion) -> [String; 2] {
+    [
+        expected.owner.0.to_string(),
+        expected.authority.0.to_string(),
+    ]
+}
+
+fn relocation_args(relocation: RelocationId) -> [String; 2] {
+    [
+        relocation.coordinator.0.to_string(),
+        padded(relocation.sequence),
+    ]
+}
+
+impl<C: Clock> LocationStore for RedisStore<C> {
+    fn lookup(&self, actor: &ActorId) -> Result<Option<LocationRow>, StoreError> {
+        let reply = self.run_row(&self.scripts.lookup, actor, &[], None)?;
+        match tag(&reply)? {
+            "row" => row_reply(actor, &reply).map(Some),
+            "absent" => Ok(None),
+            other => Err(malformed(other)),
+        }
+    }
+
+    fn create(&self, actor: &ActorId, owner: &OwnerClaim) -> Result<Created, StoreError> {
+        let reply = self.run_row(&self.scripts.create, actor, &[], Some(owner))?;
+        match tag(&reply)? {
+            "new" => row_reply(actor, &reply).map(Created::New),
+            "existing" => row_reply(actor, &reply).map(Created::Existing),
+            other => Err(malformed(other)),
+        }
+    }
+
+    fn compare_and_set(
+        &self,
+        actor: &ActorId,
+        expected: RowVersion,
+        relocation: RelocationId,
+        new_owner: &OwnerClaim,
+    ) -> Result<CasOutcome, StoreError> {
+        let [owner, authority] = version_args(expected);
+        let [coordinator, sequence] = relocation_args(relocation);
+        let args = [&*owner, &*authority, &*coordinator, &*sequence];
+        let reply = self.run_row(&self.scripts.cas, actor, &args, Some(new_owner))?;
+        match tag(&reply)? {
+            "swapped" => row_reply(actor, &reply).map(CasOutcome::Swapped),
+            "conflict" => row_reply(actor, &reply).map(|current| CasOutcome::Conflict { current }),
+            "absent" => Ok(CasOutcome::Absent),
+            "aborted" => Ok(CasOutcome::RelocationAborted),
+            other => Err(malformed(other)),
+        }
+    }
+
+    fn abort_relocation(
+        &self,
+        actor: &ActorId,
+        expected: RowVersion,
+        relocation: RelocationId,
+    ) -> Result<AbortOutcome, StoreError> {
+        let [owner, authority] = version_args(expected);
+        let [coordinator, sequence] = relocation_args(relocation);
+        let args = [&*owner, &*authority, &*coordinator, &*sequence];
+        let reply = self.run_row(&self.scripts.abort, actor, &args, None)?;
+        match tag(&reply)? {
+            "aborted" => Ok(AbortOutcome::Aborted),
+            "conflict" => {
+                row_reply(actor, &reply).map(|current| AbortOutcome::Conflict { current })
+            }
+            "absent" => Ok(AbortOutcome::Absent),
+            other => Err(malformed(other)),
+        }
+    }
+
+    fn remove(&self, actor: &ActorId, expected: RowVersion) -> Result<RemoveOutcome, StoreError> {
+        let [owner, authority] = version_args(expected);
+        let reply = self.run_row(&self.scripts.remove, actor, &[&owner, &authority], None)?;
+        match tag(&reply)? {
+            "removed" => Ok(RemoveOutcome::Removed),
+            "conflict" => {
+                row_reply(actor, &reply).map(|current| RemoveOutcome::Conflict { current })
+            }
+            "absent" => Ok(RemoveOutcome::Absent),
+            other => Err(malformed(other)),
+        }
+    }
+
+    fn acquire_lease(
+        &self,
+        node: NodeRid,
+        node_generation: NodeGeneration,
+        mesh: &MeshName,
+    ) -> Result<OwnerLease, StoreError> {
+        let generation = padded(node_generation.0);
+        let term = self.term_us();
+        let args = [&*generation, mesh.as_str(), &*term];
+        let (reply, sent) = self.lease_call(&self.scripts.acquire, node, &args)?;
+        let record = lease_record(&reply)?;
+        match tag(&reply)? {
+            "ok" => {
+                self.learn(node, &record);
+                Ok(record.owner_lease(node, sent))
+            }
+            "expired" => Err(StoreError::LeaseExpired { node }),
+            "stale" => Err(StoreError::StaleNodeGeneration {
+                node,
+                offered: node_generation,
+                latest: record.lease.node_generation,
+            }),
+            "held" => Err(StoreError::LeaseHeld {
+                node,
+                holder: record.lease.node_generation,
+                expires_at: record.owner_lease(node, sent).expires_at,
+            }),
+            other => Err(malformed(other)),
+        }
+    }
+
+    fn renew_lease(&self, lease: &OwnerLease) -> Result<OwnerLease, StoreError> {
+        let generation = padded(lease.node_generation.0);
+        let lease_generation = lease.generation.0.to_string();
+        let term = self.term_us();
+        let args = [&*generation, &*lease_generation, &*term];
+        let (reply, sent) = self.lease_call(&self.scripts.renew, lease.node, &args)?;
+        match tag(&reply)? {
+            "ok" => {
+                let record = lease_record(&reply)?;
+                self.learn(lease.node, &record);
+                Ok(record.owner_lease(lease.node, sent))
+            }
+            "expired" => Err(StoreError::LeaseExpired { node: lease.node }),
+            other => Err(malformed(other)),
+        }
+    }
+
+    fn lease(&self, node: NodeRid) -> Result<Option<OwnerLease>, StoreError> {
+        let sent = self.clock.now();
+        Ok(self
+            .read_lease(node)?
+            .filter(LeaseRecord::is_live)
+            .map(|record| record.owner_lease(node, sent)))
+    }
+
+    fn now(&self) -> Instant {
+        self.clock.now()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(cluster: &str) -> RedisStoreConfig {
+        RedisStoreConfig::new("redis://127.0.0.1:1/", cluster)
+    }
+
+    #[test]
+    fn keys_are_namespaced_by_cluster_and_hash_tagged_by_actor_or_node() {
+        let store = RedisStore::open(config("eu-1"), MonotonicClock::new()).unwrap();
+        let actor = ActorId::new("player:7").unwrap();
+        assert_eq!(store.actor_key(&actor), "zlink:eu-1:actor:{player:7}");
+        assert_eq!(store.lease_key(NodeRid(3)), "zlink:eu-1:lease:{3}");
+    }
+
+    #[test]
+    fn a_cluster_name_that_could_change_a_hash_tag_is_refused() {
+        for bad in ["", "a{b", "a}b", "a b", &"x".repeat(CLUSTER_LEN_MAX + 1)] {
+            assert_eq!(
+                RedisStore::open(config(bad), MonotonicClock::new()).err(),
+                Some(RedisConfigError::Cluster(bad.to_owned()))
+            );
+        }
+        let bad_url = RedisStoreConfig::new("http://nowhere", "c");
+        assert!(matches!(
+            RedisStore::open(bad_url, MonotonicClock::new()),
+            Err(RedisConfigError::Url(_))
+        ));
+    }
+
+    #[test]
+    fn padded_u64_order_is_numeric_order() {
+        assert!(padded(9) < padded(10));
+        assert!(padded(u64::MAX - 1) < padded(u64::MAX));
+        assert_eq!(padded(u64::MAX).len(), 20);
+    }
+
+    #[test]
+    fn an_unreachable_server_is_unavailable() {
+        let store = RedisStore::open(config("c"), MonotonicClock::new()).unwrap();
+        let actor = ActorId::new("a").unwrap();
+        assert!(matches!(
+            store.lookup(&actor),
+            Err(StoreError::Unavailable(_))
+        ));
+    }
+
+    #[test]
+    fn a_malformed_reply_is_unavailable_never_a_panic() {
+        let actor = ActorId::new("a").unwrap();
+        for reply in [
+            vec![],
+            vec!["row".to_owned()],
+            vec!["row", "1", "x", "m", "1", "1", "1"]
+                .into_iter()
+                .map(str::to_owned)
+                .collect(),
+        ] {
+            assert!(matches!(
+                row_reply(&actor, &reply),
+                Err(StoreError::Unavailable(_))
+            ));
+        }
+        assert!(matches!(
+            lease_record(&["lease".to_owned(), "1".to_owned()]),
+            Err(StoreError::Unavailable(_))
+        ));
+    }
+}

@@ -1,0 +1,189 @@
+//! A real redis-server for the tests: each [`RedisServer`] is its own child
+//! process on a free loopback port, killed when dropped. The tests never
+//! rely on a system service; `.ci/run` installs the package.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// How long a server may take to answer its first PING.
+const START_WAIT: Duration = Duration::from_secs(10);
+
+/// How the server keeps its data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// In memory only (`--save '' --appendonly no`): a restart loses it.
+    Volatile,
+    /// An append-only file synced on every write: a restart keeps it, as
+    /// a production store must (docs/store.md "Durability").
+    Durable,
+    /// A one-node Redis Cluster owning every slot: a script that touched
+    /// keys of two slots would fail, so the suite proves each stays in one.
+    Cluster,
+}
+
+/// A redis-server child process on 127.0.0.1.
+pub struct RedisServer {
+    port: u16,
+    mode: Mode,
+    dir: PathBuf,
+    child: Option<Child>,
+}
+
+impl RedisServer {
+    /// Starts a server and waits until it answers PING. Panics with how to
+    /// install it when redis-server is missing: no test is skipped silently.
+    pub fn start(mode: Mode) -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "zlink-redis-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).expect("a temporary directory for redis");
+        for _ in 0..5 {
+            let mut server = RedisServer {
+                port: free_port(),
+                mode,
+                dir: dir.clone(),
+                child: None,
+            };
+            if server.launch() {
+                if mode == Mode::Cluster {
+                    server.own_every_slot();
+                }
+                return server;
+            }
+        }
+        panic!("redis-server did not start on a free port after 5 tries");
+    }
+
+    /// `redis://127.0.0.1:<port>/`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// Kills the server (SIGKILL) and waits for it to exit.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the server again on the same port (and, when durable, with
+    /// the same data).
+    pub fn restart(&mut self) {
+        self.kill();
+        assert!(
+            self.launch(),
+            "redis-server did not restart on port {}",
+            self.port
+        );
+    }
+
+    /// Spawns the process and waits for PING; `false` if it exited first
+    /// (the port was taken meanwhile).
+    fn launch(&mut self) -> bool {
+        let mut command = Command::new("redis-server");
+        command
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--daemonize", "no", "--protected-mode", "no"])
+            .arg("--dir")
+            .arg(&self.dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        match self.mode {
+            Mode::Volatile => command.args(["--appendonly", "no"]),
+            Mode::Durable => command.args(["--appendonly", "yes", "--appendfsync", "always"]),
+            Mode::Cluster => command.args([
+                "--appendonly",
+                "no",
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+            ]),
+        };
+        let child = match command.spawn() {
+            Ok(child) => child,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => panic!(
+                "redis-server is not installed: these tests need a real Redis. \
+                 Install it (`apt-get install redis-server`, which .ci/run does) and run again."
+            ),
+            Err(error) => panic!("redis-server did not start: {error}"),
+        };
+        self.child = Some(child);
+        let deadline = Instant::now() + START_WAIT;
+        while Instant::now() < deadline {
+            if let Some(child) = self.child.as_mut() {
+                if let Ok(Some(_)) = child.try_wait() {
+                    self.child = None;
+                    return false;
+                }
+            }
+            if self
+                .command(&["PING"])
+                .is_some_and(|r| r.starts_with("+PONG"))
+            {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        panic!("redis-server on port {} did not answer PING", self.port);
+    }
+
+    /// Gives the one-node cluster every slot and waits until it serves.
+    fn own_every_slot(&self) {
+        let added = self.command(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]);
+        assert!(
+            added.as_deref().is_some_and(|r| r.starts_with("+OK")),
+            "CLUSTER ADDSLOTSRANGE: {added:?}"
+        );
+        let deadline = Instant::now() + START_WAIT;
+        while !self
+            .command(&["CLUSTER", "INFO"])
+            .is_some_and(|info| info.contains("cluster_state:ok"))
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the one-node cluster never served"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// One command in RESP over a fresh connection; the raw reply.
+    fn command(&self, args: &[&str]) -> Option<String> {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
+        stream.set_read_timeout(Some(Duration::from_secs(1))).ok()?;
+        let mut request = format!("*{}\r\n", args.len());
+        for arg in args {
+            request.push_str(&format!("${}\r\n{arg}\r\n", arg.len()));
+        }
+        stream.write_all(request.as_bytes()).ok()?;
+        let mut reply = vec![0u8; 4096];
+        let n = stream.read(&mut reply).ok()?;
+        Some(String::from_utf8_lossy(&reply[..n]).into_owned())
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A loopback port nothing listens on right now.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+        .expect("a free loopback port")
+}
