@@ -40,7 +40,8 @@ fn demo_quick_run_passes_with_no_duplicated_or_dropped_request() {
 /// to their own player — every reply carries the position, which is exact
 /// only if every earlier accepted MOVE was applied once, in order — and
 /// count the ticks their player pushes, while the players are relocated at
-/// least 500 times between the 3 nodes (some back and forth), with a quarter
+/// least 500 times between the 3 nodes (some back and forth, some whole
+/// SpotWide rooms with their players), with a quarter
 /// of the clients replaced by a second login and an eighth reconnecting to
 /// another node midway. The demo's own checks
 /// fail the run on a duplicate, a loss, a position mismatch, a missing tick
@@ -73,7 +74,14 @@ fn churn_200_clients_500_relocations_lose_nothing_and_duplicate_nothing() {
         .expect("a relocations line");
     let committed = count(&report, "relocations").expect("relocations committed");
     assert!(committed >= 500, "{relocations}");
-    assert!(relocations.contains("0 refused"), "{relocations}");
+    // A move may abort (its seal found the binding just replaced, say): the
+    // player stays put, typed; nothing else may refuse it.
+    if let Some((_, refused)) = relocations.split_once(" refused (") {
+        for entry in refused.split(')').next().unwrap_or("").split(", ") {
+            assert!(entry.starts_with("Unavailable/"), "{relocations}");
+        }
+    }
+    assert!(relocations.contains("whole rooms"), "{relocations}");
     // The move's in-flight paths ran: messages held by a seal, at least.
     let held = count(&report, "in flight at a move").expect("the in-flight line");
     assert!(held > 0, "no message was held by a seal: {report}");

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use runtime_support::*;
-use zlink::api::{NodeSettings, RelocateTo};
+use zlink::api::{NodeSettings, RelocateTo, RelocationUnit};
 use zlink::client::{ClientError, ClientEvent};
 use zlink::core::trace::FlowTrace;
 use zlink::error::{ErrorKind, Reason};
@@ -648,11 +648,112 @@ fn relocate_all_moves_every_actor_and_lists_those_that_cannot_move() {
     for name in ["a", "b", "c"] {
         mesh[0].node.create_actor("player", &id(name)).unwrap();
     }
+    let room = mesh[0]
+        .node
+        .create_spot("room", &zlink::ids::SpotId::new("room-9").unwrap())
+        .unwrap();
+    for name in ["room-9/x", "room-9/y"] {
+        mesh[0]
+            .node
+            .create_actor_in(&room, "player", &id(name))
+            .unwrap();
+    }
     let stayed = mesh[0].node.relocate_all(RelocateTo::Node(2));
     assert_eq!(stayed.len(), 1, "{stayed:?}");
-    assert_eq!(stayed[0].0, id("member"));
+    assert_eq!(stayed[0].0, RelocationUnit::Actor(id("member")));
     assert_eq!(stayed[0].1.reason(), Reason::NotRelocatable);
-    wait_until("three moved", || {
-        mesh[0].node.actor_count() == 1 && mesh[1].node.actor_count() == 3
+    // The three alone and the room with its two moved; the hall member
+    // (a PerActor User Spot) and its hall stayed.
+    wait_until("five moved", || {
+        mesh[0].node.actor_count() == 1
+            && mesh[1].node.actor_count() == 5
+            && (mesh[0].node.spot_count(), mesh[1].node.spot_count()) == (1, 1)
     });
+}
+
+#[test]
+fn a_spotwide_spot_moves_as_one_unit_with_its_actors_and_their_queued_work() {
+    let mesh = start_mesh(3, GameOptions::default());
+    let room = zlink::ids::SpotId::new("room-1").unwrap();
+    let handle = mesh[1].node.create_spot("room", &room).unwrap();
+    let members = ["room-1/a", "room-1/b", "room-1/c"];
+    for name in members {
+        mesh[1]
+            .node
+            .create_actor_in(&handle, "player", &id(name))
+            .unwrap();
+    }
+    let mut clients: Vec<_> = members.iter().map(|name| login(&mesh[0], name)).collect();
+    for (client, name) in clients.iter_mut().zip(members) {
+        client
+            .request(RELAY, payload(name, "before"), WAIT)
+            .unwrap();
+    }
+    // When the room moves to node 3 while every member's client keeps
+    // sending.
+    let source = &mesh[1].node;
+    let sent = thread::scope(|scope| {
+        let mover = scope.spawn(|| source.relocate_spot(&room, RelocateTo::Node(3)));
+        let mut sent = Vec::new();
+        for round in 0..10 {
+            for (client, name) in clients.iter_mut().zip(members) {
+                let data = format!("during-{round}");
+                sent.push((
+                    client.start_request(RELAY, payload(name, &data)).unwrap(),
+                    name,
+                    data,
+                ));
+            }
+        }
+        mover.join().unwrap().unwrap();
+        sent
+    });
+    // Then every request was answered once, in each connection's order.
+    for (correlation, name, data) in sent {
+        let client = &mut clients[members.iter().position(|m| *m == name).unwrap()];
+        assert_eq!(
+            client.wait_reply(correlation, WAIT).unwrap().unwrap(),
+            payload(name, &data)
+        );
+    }
+    // The Spot and its three Actors live on node 3 now, with their state,
+    // and their turns never overlapped on either node (one gate).
+    wait_until("the room moved", || {
+        (mesh[1].node.spot_count(), mesh[1].node.actor_count()) == (0, 0)
+            && (mesh[2].node.spot_count(), mesh[2].node.actor_count()) == (1, 3)
+    });
+    for (client, name) in clients.iter_mut().zip(members) {
+        assert_eq!(
+            client.request(COUNT, payload(name, "count"), WAIT).unwrap(),
+            Bytes::from_static(b"12")
+        );
+    }
+    for game in &mesh[1..] {
+        assert!(
+            game.observed
+                .turns_overlap_max
+                .load(std::sync::atomic::Ordering::SeqCst)
+                <= 1
+        );
+    }
+    let delivered: usize = mesh[1..]
+        .iter()
+        .map(|g| g.observed.delivered.lock().unwrap().len())
+        .sum();
+    assert_eq!(delivered, 3 * 12, "each message processed exactly once");
+    // A member cannot move alone, and a PerActor Spot does not move.
+    mesh[2]
+        .node
+        .create_spot("hall", &zlink::ids::SpotId::new("hall-1").unwrap())
+        .unwrap();
+    let refused = mesh[2]
+        .node
+        .relocate_spot(&zlink::ids::SpotId::new("hall-1").unwrap(), RelocateTo::Any)
+        .unwrap_err();
+    assert_eq!(refused.reason(), Reason::NotRelocatable);
+    let refused = mesh[2]
+        .node
+        .relocate(&id("room-1/a"), RelocateTo::Any)
+        .unwrap_err();
+    assert_eq!(refused.reason(), Reason::NotRelocatable);
 }

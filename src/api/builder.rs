@@ -429,6 +429,16 @@ impl RelocateTo {
     }
 }
 
+/// What [`Node::relocate_all`] moves: an Actor alone, or a SpotWide Spot
+/// with its Actors.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RelocationUnit {
+    /// An Actor of its type's Entry Spot, or of a PerActor User Spot.
+    Actor(ActorId),
+    /// A SpotWide User Spot.
+    Spot(SpotId),
+}
+
 /// A running node.
 pub struct Node {
     running: RunningNode,
@@ -530,12 +540,27 @@ impl Node {
         self.running.relocate(id.clone(), to.hint())
     }
 
+    /// §8: moves the SpotWide User Spot `id`, which this node created, with
+    /// all its Actors to another node, as one unit: the Spot's gate holds
+    /// its Actors' work for the whole move, the Actors move one after the
+    /// other, and only one node's gate ever runs their turns. The target is
+    /// chosen as for [`Node::relocate`]. Returns when the last Actor
+    /// committed, or with the first failure's typed error: the Actors still
+    /// here then keep the Spot here, and those already moved stay in the
+    /// Spot at the target (calling it again moves the rest). A PerActor
+    /// User Spot cannot move (`InvalidOperation`, NotRelocatable).
+    pub fn relocate_spot(&self, id: &SpotId, to: RelocateTo) -> Result<(), Error> {
+        self.running.relocate_spot(id.clone(), to.hint())
+    }
+
     /// §10 Relocate of this Actor owner host (a drain before a deploy):
     /// moves every Actor it hosts by the same path as [`Node::relocate`],
-    /// one after the other, and returns those that could not move, each
-    /// with its typed error (they stay here, served as before).
+    /// and every SpotWide Spot it created with its Actors
+    /// ([`Node::relocate_spot`]), one after the other, and returns what
+    /// could not move, each with its typed error (it stays here, served as
+    /// before).
     /// [`Node::shutdown`] does this first when the node has linked peers.
-    pub fn relocate_all(&self, to: RelocateTo) -> Vec<(ActorId, Error)> {
+    pub fn relocate_all(&self, to: RelocateTo) -> Vec<(RelocationUnit, Error)> {
         self.running.relocate_all(to.hint())
     }
 

@@ -55,6 +55,8 @@ pub mod session;
 pub mod spot;
 
 pub use actor::{Actor, ActorContext, ActorMessage};
-pub use builder::{Node, NodeBuilder, NodeSettings, ObjectRole, RelocateTo, StartError};
+pub use builder::{
+    Node, NodeBuilder, NodeSettings, ObjectRole, RelocateTo, RelocationUnit, StartError,
+};
 pub use session::{ActorHandle, LocationSnapshot, Packet, Session, SessionActor, SessionActors};
 pub use spot::{ExecutionMode, Spot, SpotHandle};

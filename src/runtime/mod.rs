@@ -23,7 +23,7 @@ use std::thread::JoinHandle;
 use crate::api::actor::Actor;
 use crate::api::session::{Packet, Session};
 use crate::api::spot::{ExecutionMode, Spot, SpotHandle};
-use crate::api::{NodeSettings, StartError};
+use crate::api::{NodeSettings, RelocationUnit, StartError};
 use crate::core::actor::ActorOwnerIdentity;
 use crate::core::relocation::RelocationConfig;
 use crate::core::session::{SessionOwnerConfig, SessionOwnerIdentity};
@@ -186,7 +186,15 @@ pub(crate) enum NodeCommand {
         reply: mpsc::Sender<Result<(), Error>>,
     },
     /// The ActorIds this shard hosts (node Relocate, §10).
-    HostedActors { reply: mpsc::Sender<Vec<ActorId>> },
+    HostedActors {
+        reply: mpsc::Sender<Vec<RelocationUnit>>,
+    },
+    /// Move a SpotWide Spot with its Actors to `target`, as one unit.
+    RelocateSpot {
+        id: SpotId,
+        target: NodeRid,
+        reply: mpsc::Sender<Result<(), Error>>,
+    },
     /// Move a hosted Actor to `target` (§8; docs/relocation.md).
     Relocate {
         id: ActorId,
@@ -270,21 +278,38 @@ impl RunningNode {
     /// linked peer in turn — and asks the Actor's shard to move it; waits
     /// for the commit, abort or failure.
     pub(crate) fn relocate(&self, id: ActorId, hint: Option<NodeRid>) -> Result<(), Error> {
-        let linked = self.link_status.up();
-        let target = match hint {
-            Some(rid) if linked.contains(&rid) => rid,
-            Some(_) => return Err(Reason::RelocationTargetInvalid.into()),
-            None => {
-                if linked.is_empty() {
-                    return Err(Reason::RelocationTargetInvalid.into());
-                }
-                let turn = self.placement_turn.fetch_add(1, Ordering::Relaxed);
-                linked[turn % linked.len()]
-            }
-        };
+        let target = self.relocation_target(hint)?;
         let (reply, answer) = mpsc::channel();
         let shard = id.shard(self.router.shards());
         let command = NodeCommand::Relocate { id, target, reply };
+        self.router.send(shard, ShardMsg::Command(command));
+        answer
+            .recv()
+            .unwrap_or_else(|_| Err(Reason::ShuttingDown.into()))
+    }
+
+    /// The placement policy: the hint when it names a linked peer (else a
+    /// refusal), or the next linked peer in turn.
+    fn relocation_target(&self, hint: Option<NodeRid>) -> Result<NodeRid, Error> {
+        let linked = self.link_status.up();
+        match hint {
+            Some(rid) if linked.contains(&rid) => Ok(rid),
+            Some(_) => Err(Reason::RelocationTargetInvalid.into()),
+            None if linked.is_empty() => Err(Reason::RelocationTargetInvalid.into()),
+            None => {
+                let turn = self.placement_turn.fetch_add(1, Ordering::Relaxed);
+                Ok(linked[turn % linked.len()])
+            }
+        }
+    }
+
+    /// Asks the Spot's home shard to move the Spot with its Actors (one
+    /// unit), and waits for the last commit or the first failure.
+    pub(crate) fn relocate_spot(&self, id: SpotId, hint: Option<NodeRid>) -> Result<(), Error> {
+        let target = self.relocation_target(hint)?;
+        let (reply, answer) = mpsc::channel();
+        let shard = id.shard(self.router.shards());
+        let command = NodeCommand::RelocateSpot { id, target, reply };
         self.router.send(shard, ShardMsg::Command(command));
         answer
             .recv()
@@ -295,7 +320,7 @@ impl RunningNode {
     /// moved by the same path as [`RunningNode::relocate`], one after the
     /// other; what could not move is listed with its typed error (it stays
     /// here, unharmed).
-    pub(crate) fn relocate_all(&self, hint: Option<NodeRid>) -> Vec<(ActorId, Error)> {
+    pub(crate) fn relocate_all(&self, hint: Option<NodeRid>) -> Vec<(RelocationUnit, Error)> {
         let (reply, answers) = mpsc::channel();
         for shard in 0..self.router.shards() {
             let command = NodeCommand::HostedActors {
@@ -304,10 +329,16 @@ impl RunningNode {
             self.router.send(shard, ShardMsg::Command(command));
         }
         drop(reply);
-        let hosted: Vec<ActorId> = answers.iter().flatten().collect();
-        hosted
+        let units: Vec<RelocationUnit> = answers.iter().flatten().collect();
+        units
             .into_iter()
-            .filter_map(|id| self.relocate(id.clone(), hint).err().map(|e| (id, e)))
+            .filter_map(|unit| {
+                let moved = match &unit {
+                    RelocationUnit::Actor(id) => self.relocate(id.clone(), hint),
+                    RelocationUnit::Spot(id) => self.relocate_spot(id.clone(), hint),
+                };
+                moved.err().map(|error| (unit, error))
+            })
             .collect()
     }
 
@@ -340,8 +371,8 @@ impl RunningNode {
     /// disconnect procedure) and then stops.
     pub(crate) fn shutdown(mut self, deadline: std::time::Duration, cleanup: std::time::Duration) {
         if !self.link_status.up().is_empty() {
-            for (actor, error) in self.relocate_all(None) {
-                tracing::info!(%actor, %error, "shutdown: actor not relocated, it ends with the node");
+            for (unit, error) in self.relocate_all(None) {
+                tracing::info!(?unit, %error, "shutdown: not relocated, it ends with the node");
             }
         }
         let until = std::time::Instant::now() + deadline;

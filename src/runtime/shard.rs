@@ -333,8 +333,11 @@ impl ShardState {
                 ShardMsg::Command(NodeCommand::DestroyActor { id, reply }) => {
                     let _ = reply.send(self.destroy(&id));
                 }
+                ShardMsg::Command(NodeCommand::RelocateSpot { id, target, reply }) => {
+                    self.start_spot_relocation(&id, target, reply);
+                }
                 ShardMsg::Command(NodeCommand::HostedActors { reply }) => {
-                    let _ = reply.send(self.host.actor_ids());
+                    let _ = reply.send(self.host.relocation_units());
                 }
                 ShardMsg::Command(NodeCommand::Relocate { id, target, reply }) => {
                     self.start_relocation(&id, target, reply);

@@ -14,7 +14,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use zlink::api::{
-    Actor, ActorContext, ActorMessage, Node, NodeBuilder, ObjectRole, Packet, Session, Spot,
+    Actor, ActorContext, ActorMessage, ExecutionMode, Node, NodeBuilder, ObjectRole, Packet,
+    Session, Spot,
 };
 use zlink::error::{Error, Reason};
 use zlink::ids::{ActorId, PacketKey};
@@ -36,6 +37,9 @@ pub const REPLACED_NOTICE: PacketKey = PacketKey(101);
 
 /// The Actor type every player is.
 pub const PLAYER: &str = "player";
+/// The Spot kind of rooms: SpotWide, so a room's players take turns through
+/// one gate (§5), and a room moves as one unit.
+pub const ROOM: &str = "room";
 
 /// How long the demo's owner leases last; the runtime renews them every
 /// second (NodeSettings::lease_renew_interval), well inside this term.
@@ -191,6 +195,7 @@ pub fn start_node(
     });
     let loopback: SocketAddr = ([127, 0, 0, 1], 0).into();
     let factory_stats = Arc::clone(&stats);
+    let room_stats = Arc::clone(&stats);
     let mut builder = NodeBuilder::new(rid)
         .listen(loopback)
         .peer_listen(loopback)
@@ -198,6 +203,12 @@ pub fn start_node(
         .object_role(ObjectRole::Server)
         .location_store(store)
         .enable_actor_dispatch()
+        .spot_kind(ROOM, ExecutionMode::SpotWide, move |_| {
+            let room: Arc<dyn Spot> = Arc::new(Lobby {
+                stats: Arc::clone(&room_stats),
+            });
+            room
+        })
         .actor_type(PLAYER, lobby, move |_| {
             Box::new(Player {
                 x: 0,

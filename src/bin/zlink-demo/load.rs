@@ -48,9 +48,22 @@ pub fn session_node(index: usize, nodes: usize) -> usize {
     (index + index / nodes) % nodes
 }
 
-/// The node player `index` is hosted on.
+/// The node player `index` is hosted on at the start: a room's players
+/// live with their room (§5: one SpotWide gate), on its first player's node.
 pub fn host_node(index: usize, nodes: usize) -> usize {
-    index % nodes
+    room_of(index).map_or(index, |room| room * 10) % nodes
+}
+
+/// The room of player `index`, if it has one: players `10k` and `10k + 2`
+/// share the SpotWide room `k` (a fifth of the players), which moves as one
+/// unit. Both are even, so one mover owns the whole room.
+pub fn room_of(index: usize) -> Option<usize> {
+    matches!(index % 10, 0 | 2).then_some(index / 10)
+}
+
+/// The SpotId of room `room`.
+pub fn room_name(room: usize) -> String {
+    format!("room-{room}")
 }
 
 /// Whether client `index` is replaced by a second login (a quarter are).
@@ -64,9 +77,13 @@ pub fn is_reconnected(index: usize) -> bool {
     index % 8 == 1
 }
 
-/// The player of client `index`.
+/// The player of client `index`: a room's players are named under it
+/// (`room-3/player-30`), so they are placed with it.
 pub fn player_name(index: usize) -> String {
-    format!("player-{index}")
+    match room_of(index) {
+        Some(room) => format!("{}/player-{index}", room_name(room)),
+        None => format!("player-{index}"),
+    }
 }
 
 /// What one client thread (and, merged, the whole run) observed.

@@ -20,10 +20,10 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use zlink::core::trace::FlowTrace;
-use zlink::ids::ActorId;
+use zlink::ids::{ActorId, SpotId};
 use zlink::store::{EmbeddedStore, MonotonicClock};
 
-use crate::game::{GameNode, Store, LEASE_TERM, PLAYER};
+use crate::game::{GameNode, Store, LEASE_TERM, PLAYER, ROOM};
 use crate::load::{Tally, PHASES};
 use crate::moves::MoveTally;
 
@@ -90,9 +90,17 @@ fn run(options: &args::Options) -> Result<Report, String> {
     for index in 0..options.clients {
         let id = ActorId::new(&load::player_name(index)).map_err(|e| format!("player id: {e}"))?;
         let host = &mesh[load::host_node(index, nodes)];
-        host.node
-            .create_actor(PLAYER, &id)
-            .map_err(|e| format!("creating {id} on node {}: {e}", host.rid))?;
+        let created = match load::room_of(index) {
+            Some(room) => {
+                let room =
+                    SpotId::new(&load::room_name(room)).map_err(|e| format!("room id: {e}"))?;
+                host.node
+                    .create_spot(ROOM, &room)
+                    .and_then(|room| host.node.create_actor_in(&room, PLAYER, &id))
+            }
+            None => host.node.create_actor(PLAYER, &id),
+        };
+        created.map_err(|e| format!("creating {id} on node {}: {e}", host.rid))?;
     }
     let addrs = mesh
         .iter()
@@ -390,8 +398,8 @@ fn render(
     line(
         "relocations",
         format!(
-            "{} committed of {} asked (at least {}; {} back to a node left earlier), {refused}; seed {}",
-            m.committed, m.asked, options.relocations, m.returns, options.seed
+            "{} committed of {} asked (at least {}; {} whole rooms; {} back to a node left earlier), {refused}; seed {}",
+            m.committed, m.asked, options.relocations, m.rooms, m.returns, options.seed
         ),
     );
     let counter =

@@ -9,10 +9,10 @@ use std::time::Instant;
 
 use hdrhistogram::Histogram;
 use zlink::api::RelocateTo;
-use zlink::ids::ActorId;
+use zlink::ids::{ActorId, SpotId};
 
 use crate::game::GameNode;
-use crate::load::{host_node, player_name};
+use crate::load::{host_node, player_name, room_name, room_of};
 
 /// What the movers did.
 pub struct MoveTally {
@@ -24,6 +24,8 @@ pub struct MoveTally {
     pub refused: BTreeMap<String, u64>,
     /// Moves of a player back to a node it had been relocated away from.
     pub returns: u64,
+    /// Moves of a whole room (a SpotWide Spot with its players).
+    pub rooms: u64,
     /// Time from `relocate` to its commit, µs.
     pub latency: Histogram<u64>,
     /// A mover thread panicked.
@@ -37,6 +39,7 @@ impl MoveTally {
             committed: 0,
             refused: BTreeMap::new(),
             returns: 0,
+            rooms: 0,
             // Constant bounds: 1 µs to 60 s, 3 significant digits.
             latency: Histogram::new_with_bounds(1, 60_000_000, 3)
                 .expect("valid constant histogram bounds"),
@@ -51,6 +54,7 @@ impl MoveTally {
             *self.refused.entry(k).or_default() += n;
         }
         self.returns += other.returns;
+        self.rooms += other.rooms;
         self.panicked |= other.panicked;
         let _ = self.latency.add(&other.latency);
     }
@@ -106,15 +110,30 @@ pub fn run_mover(
             continue;
         };
         let to = (from + 1 + rng.below(nodes - 1)) % nodes;
-        let Ok(id) = ActorId::new(&player_name(index)) else {
-            continue;
-        };
+        let hint = RelocateTo::Node(mesh[to].rid);
         tally.asked += 1;
         let started = Instant::now();
-        match mesh[from]
-            .node
-            .relocate(&id, RelocateTo::Node(mesh[to].rid))
-        {
+        // A room's player moves with its room: the whole Spot, one unit.
+        let (moved, members) = match room_of(index) {
+            Some(room) => {
+                let Ok(spot) = SpotId::new(&room_name(room)) else {
+                    continue;
+                };
+                let members: Vec<usize> = indices
+                    .iter()
+                    .copied()
+                    .filter(|&i| room_of(i) == Some(room))
+                    .collect();
+                (mesh[from].node.relocate_spot(&spot, hint), members)
+            }
+            None => {
+                let Ok(id) = ActorId::new(&player_name(index)) else {
+                    continue;
+                };
+                (mesh[from].node.relocate(&id, hint), vec![index])
+            }
+        };
+        match moved {
             Ok(()) => {
                 let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
                 tally.latency.saturating_record(micros.max(1));
@@ -122,7 +141,12 @@ pub fn run_mover(
                 if previous == Some(to) {
                     tally.returns += 1;
                 }
-                hosts.insert(index, (to, Some(from)));
+                if room_of(index).is_some() {
+                    tally.rooms += 1;
+                }
+                for member in members {
+                    hosts.insert(member, (to, Some(from)));
+                }
             }
             Err(error) => {
                 let key = format!("{:?}/{:?}", error.kind(), error.reason());

@@ -89,7 +89,8 @@ pub struct LaneEngine<P: LanePolicy, T> {
     free: Vec<u32>,
     /// Lanes with an open gate, queued work and a dispatching state, in the
     /// order they became so. It may also hold ids of removed lanes and of
-    /// lanes whose state stopped dispatching; `next_turn` skips those.
+    /// lanes whose state stopped dispatching or whose queue `take_where`
+    /// emptied; `next_turn` skips those.
     ready: VecDeque<LaneId>,
     generation_next: u64,
     lanes_len: usize,
@@ -180,6 +181,25 @@ impl<P: LanePolicy, T> LaneEngine<P, T> {
         lane.queue
     }
 
+    /// Takes the items of lane `id` that `pick` selects, in their order, and
+    /// leaves the others in theirs: a relocation's capture of one Actor's
+    /// work off the Spot lane it shares with the rest of its Spot (§5,
+    /// §8.1). The lane and its gate stay as they are.
+    pub fn take_where(&mut self, id: LaneId, mut pick: impl FnMut(&T) -> bool) -> Vec<T> {
+        let lane = self.expect_lane_mut(id);
+        let mut taken = Vec::new();
+        let mut kept = VecDeque::with_capacity(lane.queue.len());
+        for item in lane.queue.drain(..) {
+            if pick(&item) {
+                taken.push(item);
+            } else {
+                kept.push_back(item);
+            }
+        }
+        lane.queue = kept;
+        taken
+    }
+
     /// Queues `item` of `class` on lane `id`, or hands it back refused: the
     /// policy judges the class in the lane's state first (the more precise
     /// answer), then the capacity.
@@ -256,7 +276,9 @@ impl<P: LanePolicy, T> LaneEngine<P, T> {
                 continue;
             }
             let Some(item) = lane.queue.pop_front() else {
-                unreachable!("a listed lane has work: only turns and removal take items");
+                // `take_where` emptied it while listed.
+                lane.gate = Gate::Open;
+                continue;
             };
             lane.gate = Gate::Closed;
             return Some((id, item));

@@ -527,3 +527,24 @@ proptest! {
         prop_assert!(expected.values().all(VecDeque::is_empty), "admitted work never ran");
     }
 }
+
+#[test]
+fn take_where_takes_one_actors_items_in_order_and_the_rest_keep_theirs() {
+    let mut lanes = LaneEngine::<SpotLane, u32>::new();
+    let spot = lanes.add_lane(16);
+    for item in [1, 2, 3, 4, 5, 6] {
+        lanes.submit(spot, Ordinary, item).unwrap();
+    }
+    // An odd "Actor" leaves with its items; the even ones stay and still run.
+    assert_eq!(lanes.take_where(spot, |i| i % 2 == 1), vec![1, 3, 5]);
+    assert_eq!(lanes.queue_len(spot), 3);
+    let ran: Vec<u32> = run_all(&mut lanes).into_iter().map(|(_, i)| i).collect();
+    assert_eq!(ran, vec![2, 4, 6]);
+    // A listed lane emptied by take_where is skipped, not a panic, and
+    // runs again when work comes.
+    lanes.submit(spot, Ordinary, 7).unwrap();
+    assert_eq!(lanes.take_where(spot, |_| true), vec![7]);
+    assert_eq!(lanes.next_turn(), None);
+    lanes.submit(spot, Ordinary, 8).unwrap();
+    assert_eq!(run_all(&mut lanes), vec![(spot, 8)]);
+}

@@ -32,6 +32,7 @@ use bytes::Bytes;
 use super::{ShardHandle, ShardState, TASK_BUDGET};
 use crate::api::actor::{Actor, ActorContext, ActorMessage};
 use crate::api::spot::{ExecutionMode, Spot, SpotHandle};
+use crate::api::RelocationUnit;
 use crate::core::actor::ActorEvent;
 use crate::core::lane::{ActorDeliveryLane, LaneEngine, LaneId, Ordinary, SpotLane};
 use crate::core::shard::ShardCore;
@@ -59,6 +60,11 @@ impl ActorTurn {
     pub(super) fn into_event(self) -> ActorEvent {
         self.event
     }
+
+    /// The Actor the turn is for.
+    pub(super) fn actor(&self) -> &ActorId {
+        event_actor(&self.event)
+    }
 }
 
 /// The lane an Actor's turns pass (§5 execution modes, §11).
@@ -68,10 +74,11 @@ pub(super) enum ActorLane {
     Own(LaneId),
     /// SpotWide: its Spot's lane, shared by all the Spot's Actors.
     Spot(LaneId),
-    /// Captured for a relocation (§8.1): its queue was handed to the core
-    /// and it has no lane until the move aborts (Reopen) or commits
-    /// (DropInstance). The core sends it nothing meanwhile.
-    Captured,
+    /// Captured for a relocation (§8.1): its queued work was handed to the
+    /// core and it runs no turn until the move aborts (Reopen) or commits
+    /// (DropInstance). The core sends it nothing meanwhile. A SpotWide
+    /// Actor keeps the Spot lane it returns to, or joins at the target.
+    Captured(Option<LaneId>),
 }
 
 /// An Actor this shard hosts.
@@ -90,19 +97,19 @@ pub(super) struct HostedActor {
 }
 
 /// A User Spot whose home is this shard (§1).
-struct UserSpot {
-    kind: String,
-    handle: SpotHandle,
+pub(super) struct UserSpot {
+    pub(super) kind: String,
+    pub(super) handle: SpotHandle,
     /// SpotWide: the Spot's lane, its common gate (§5).
-    lane: Option<LaneId>,
+    pub(super) lane: Option<LaneId>,
 }
 
 /// Everything of the Actor side a shard owns.
 pub(super) struct ActorHost {
     pub(super) actor_lanes: LaneEngine<ActorDeliveryLane, ActorTurn>,
-    spot_lanes: LaneEngine<SpotLane, ActorTurn>,
+    pub(super) spot_lanes: LaneEngine<SpotLane, ActorTurn>,
     pub(super) actors: HashMap<ActorId, HostedActor>,
-    spots: HashMap<SpotId, UserSpot>,
+    pub(super) spots: HashMap<SpotId, UserSpot>,
     /// Instances a relocation's target restored, waiting for the CAS
     /// (`RelocationEvent::Opened`) or a discard (§8.1).
     pub(super) restored: HashMap<ActorId, HostedActor>,
@@ -124,9 +131,21 @@ impl ActorHost {
         self.actors.len()
     }
 
-    /// The Actors the shard hosts, in no particular order.
-    pub(super) fn actor_ids(&self) -> Vec<ActorId> {
-        self.actors.keys().cloned().collect()
+    /// What a node Relocate moves from this shard (§10): each Actor that
+    /// moves alone, and each SpotWide Spot (its Actors move with it).
+    pub(super) fn relocation_units(&self) -> Vec<RelocationUnit> {
+        let spotwide = |spot: &SpotId| self.spots.get(spot).is_some_and(|s| s.lane.is_some());
+        let actors = self
+            .actors
+            .iter()
+            .filter(|(_, a)| !a.user_spot.as_ref().is_some_and(spotwide))
+            .map(|(id, _)| RelocationUnit::Actor(id.clone()));
+        let spots = self
+            .spots
+            .iter()
+            .filter(|(_, s)| s.lane.is_some())
+            .map(|(id, _)| RelocationUnit::Spot(id.clone()));
+        actors.chain(spots).collect()
     }
 
     /// How many User Spots have their home here (diagnostics).
@@ -339,7 +358,7 @@ impl ShardState {
         let refused = match lane {
             ActorLane::Own(lane) => self.host.actor_lanes.submit(lane, Ordinary, turn),
             ActorLane::Spot(lane) => self.host.spot_lanes.submit(lane, Ordinary, turn),
-            ActorLane::Captured => {
+            ActorLane::Captured(_) => {
                 debug_assert!(false, "work for a captured Actor: {:?}", turn.event);
                 self.refuse_actor_work(turn.event, Reason::RelocationSealed);
                 return;
@@ -362,7 +381,7 @@ impl ShardState {
 
     /// Ends refused Actor work with a typed error (a request) or a counted
     /// drop (a one-way message).
-    fn refuse_actor_work(&mut self, event: ActorEvent, reason: Reason) {
+    pub(super) fn refuse_actor_work(&mut self, event: ActorEvent, reason: Reason) {
         let now = self.now();
         let error = Error::new(reason);
         match event {

@@ -13,8 +13,12 @@
 //! - The state travels in an envelope that names the Actor's type, so the
 //!   target builds it with the same factory and restores it before any
 //!   message reaches it (restore without dispatch).
-//! - Only an Actor of its type's Entry Spot moves alone; a User Spot's
-//!   Actors stay with their Spot, which is local to its node (`NotRelocatable`).
+//! - Only an Actor of its type's Entry Spot moves alone. A SpotWide Spot
+//!   moves as one unit ([`ShardState::start_spot_relocation`]): its lane is
+//!   move-sealed at the source for the whole move, its Actors move one after
+//!   the other by this same flow, and the Spot is created at the target by
+//!   its first arrival, so only one node's Spot lane ever dispatches. The
+//!   Actors of a PerActor User Spot do not move (`NotRelocatable`).
 
 use std::collections::HashMap;
 use std::sync::{mpsc, Arc};
@@ -23,33 +27,44 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use super::actors::{ActorLane, HostedActor};
 use super::ShardState;
+use crate::api::spot::ExecutionMode;
 use crate::core::actor::ActorEvent;
+use crate::core::lane::{LaneId, SpotState};
 use crate::core::relocation::{Capture, RelocationEvent, StoreOp};
 use crate::error::{Error, Reason};
-use crate::ids::{ActorId, ActorRef, NodeRid, ObjectGeneration, RelocationId};
+use crate::ids::{ActorId, ActorRef, NodeRid, ObjectGeneration, RelocationId, SpotId};
 use crate::store::{AbortOutcome, CasOutcome};
+
+type Reply = mpsc::Sender<Result<(), Error>>;
+
+/// A SpotWide Spot on its way to `target`, one Actor at a time.
+struct SpotMove {
+    target: NodeRid,
+    lane: LaneId,
+    remaining: std::collections::VecDeque<ActorId>,
+    reply: Reply,
+}
 
 /// The waiting callers of `Node::relocate` and the snapshots taken when
 /// their moves started.
 #[derive(Default)]
 pub(super) struct Moves {
-    waiters: HashMap<RelocationId, mpsc::Sender<Result<(), Error>>>,
+    waiters: HashMap<RelocationId, Reply>,
     /// The envelope taken when the move was accepted; the capture that
     /// follows in the same loop turn uses it (no turn runs in between).
     snapshots: HashMap<RelocationId, Bytes>,
+    /// Spots moving away from this shard, and which Spot each of their
+    /// Actors' relocations belongs to.
+    spots: HashMap<SpotId, SpotMove>,
+    spot_of: HashMap<RelocationId, SpotId>,
 }
 
 impl ShardState {
     /// `Node::relocate` on the Actor's shard: checks the Actor can move,
     /// takes its snapshot and hands the move to the core's coordinator.
     /// The caller hears the outcome when the core reports it finished.
-    pub(super) fn start_relocation(
-        &mut self,
-        id: &ActorId,
-        target: NodeRid,
-        reply: mpsc::Sender<Result<(), Error>>,
-    ) {
-        let envelope = match self.relocation_envelope(id) {
+    pub(super) fn start_relocation(&mut self, id: &ActorId, target: NodeRid, reply: Reply) {
+        let envelope = match self.relocation_envelope(id, false) {
             Ok(envelope) => envelope,
             Err(error) => {
                 let _ = reply.send(Err(error));
@@ -68,20 +83,121 @@ impl ShardState {
         }
     }
 
-    /// The state envelope of a hosted Actor, or why it cannot move.
-    fn relocation_envelope(&self, id: &ActorId) -> Result<Bytes, Error> {
+    /// The state envelope of a hosted Actor, or why it cannot move: a
+    /// member of a User Spot moves only with its Spot (`with_spot`).
+    fn relocation_envelope(&self, id: &ActorId, with_spot: bool) -> Result<Bytes, Error> {
         let Some(hosted) = self.host.actors.get(id) else {
             return Err(Reason::StaleLocation.into());
         };
-        if hosted.user_spot.is_some() {
-            return Err(Reason::NotRelocatable.into());
-        }
-        if hosted.lane == ActorLane::Captured {
+        let spot = match &hosted.user_spot {
+            None => None,
+            Some(spot) if with_spot => {
+                let kind = self.host.spots.get(spot).map(|s| s.kind.as_str());
+                Some((
+                    kind.ok_or(Error::new(Reason::StaleLocation))?,
+                    spot.as_str(),
+                ))
+            }
+            Some(_) => return Err(Reason::NotRelocatable.into()),
+        };
+        if matches!(hosted.lane, ActorLane::Captured(_)) {
             return Err(Reason::RelocationSealed.into());
         }
         let state = hosted.instance.as_ref().and_then(|i| i.snapshot());
         let state = state.ok_or(Error::new(Reason::NotRelocatable))?;
-        envelope(&hosted.actor_type, &state)
+        envelope(&hosted.actor_type, spot, &state)
+    }
+
+    /// `Node::relocate_spot` on the Spot's home shard: a SpotWide Spot
+    /// moves as one unit. Its lane is move-sealed (its Actors' work is held,
+    /// in order) and its Actors move one after the other; each capture
+    /// takes that Actor's work off the shared lane. The caller hears the
+    /// outcome when the last Actor committed, or the first failure.
+    pub(super) fn start_spot_relocation(&mut self, id: &SpotId, target: NodeRid, reply: Reply) {
+        let Some(spot) = self.host.spots.get(id) else {
+            let _ = reply.send(Err(Reason::StaleLocation.into()));
+            return;
+        };
+        let (Some(lane), ExecutionMode::SpotWide) = (spot.lane, spot.handle.mode) else {
+            let _ = reply.send(Err(Reason::NotRelocatable.into()));
+            return;
+        };
+        if self.moves.spots.contains_key(id) {
+            let _ = reply.send(Err(Reason::RelocationSealed.into()));
+            return;
+        }
+        let mut members: Vec<ActorId> = self
+            .host
+            .actors
+            .iter()
+            .filter(|(_, a)| a.user_spot.as_ref() == Some(id))
+            .map(|(actor, _)| actor.clone())
+            .collect();
+        members.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+        self.host.spot_lanes.set_state(lane, SpotState::MoveSealing);
+        let spot_move = SpotMove {
+            target,
+            lane,
+            remaining: members.into(),
+            reply,
+        };
+        self.moves.spots.insert(id.clone(), spot_move);
+        self.next_spot_member(id);
+    }
+
+    /// Starts the next Actor of a moving Spot, or ends the move.
+    fn next_spot_member(&mut self, spot: &SpotId) {
+        loop {
+            let Some(spot_move) = self.moves.spots.get_mut(spot) else {
+                return;
+            };
+            let Some(actor) = spot_move.remaining.pop_front() else {
+                return self.finish_spot_move(spot, Ok(()));
+            };
+            let target = spot_move.target;
+            let envelope = match self.relocation_envelope(&actor, true) {
+                Ok(envelope) => envelope,
+                // Destroyed meanwhile: nothing of it is left to move.
+                Err(error) if error.reason() == Reason::StaleLocation => continue,
+                Err(error) => return self.finish_spot_move(spot, Err(error)),
+            };
+            let now = self.now();
+            match self.core.relocations(now).relocate(&actor, target) {
+                Ok(relocation) => {
+                    self.moves.snapshots.insert(relocation, envelope);
+                    self.moves.spot_of.insert(relocation, spot.clone());
+                }
+                Err(error) => self.finish_spot_move(spot, Err(error)),
+            }
+            return;
+        }
+    }
+
+    /// Ends a Spot move. Committed: the Spot leaves this node (its lane is
+    /// empty: every Actor took its work along). Failed part-way: the Actors
+    /// still here keep the Spot and its lane reopens; those already moved
+    /// stay at the target, in the Spot there — a second `relocate_spot`
+    /// moves the rest (docs/relocation.md).
+    fn finish_spot_move(&mut self, spot: &SpotId, outcome: Result<(), Error>) {
+        let Some(spot_move) = self.moves.spots.remove(spot) else {
+            return;
+        };
+        let left_behind = self
+            .host
+            .actors
+            .values()
+            .any(|a| a.user_spot.as_ref() == Some(spot));
+        if outcome.is_ok() && !left_behind {
+            self.host.spots.remove(spot);
+            for turn in self.host.spot_lanes.remove_lane(spot_move.lane) {
+                self.refuse_actor_work(turn.into_event(), Reason::StaleLocation);
+            }
+        } else {
+            self.host
+                .spot_lanes
+                .set_state(spot_move.lane, SpotState::Open);
+        }
+        let _ = spot_move.reply.send(outcome);
     }
 
     /// Carries out one relocation event of the core.
@@ -96,8 +212,12 @@ impl ShardState {
                 self.moves.snapshots.remove(&relocation);
                 let capacity = self.node.settings.actor_queue_max;
                 if let Some(hosted) = self.host.actors.get_mut(&actor) {
-                    if hosted.lane == ActorLane::Captured {
-                        hosted.lane = ActorLane::Own(self.host.actor_lanes.add_lane(capacity));
+                    match hosted.lane {
+                        ActorLane::Captured(Some(lane)) => hosted.lane = ActorLane::Spot(lane),
+                        ActorLane::Captured(None) => {
+                            hosted.lane = ActorLane::Own(self.host.actor_lanes.add_lane(capacity))
+                        }
+                        ActorLane::Own(_) | ActorLane::Spot(_) => {}
                     }
                 }
             }
@@ -110,7 +230,7 @@ impl ShardState {
                         .host
                         .actors
                         .get(&actor)
-                        .is_some_and(|h| h.lane == ActorLane::Captured);
+                        .is_some_and(|h| matches!(h.lane, ActorLane::Captured(_)));
                     if captured {
                         self.host.actors.remove(&actor);
                     }
@@ -134,6 +254,11 @@ impl ShardState {
                 self.moves.snapshots.remove(&relocation);
                 if let Some(waiter) = self.moves.waiters.remove(&relocation) {
                     let _ = waiter.send(outcome.map(|_| ()));
+                } else if let Some(spot) = self.moves.spot_of.remove(&relocation) {
+                    match outcome {
+                        Ok(_) => self.next_spot_member(&spot),
+                        Err(error) => self.finish_spot_move(&spot, Err(error)),
+                    }
                 }
             }
         }
@@ -141,47 +266,72 @@ impl ShardState {
 
     /// Takes the Actor's state and queued work off it (its lane goes).
     fn capture(&mut self, relocation: RelocationId, actor: &ActorId) -> Result<Capture, Error> {
+        let with_spot = self.moves.spot_of.contains_key(&relocation);
         let snapshot = self.moves.snapshots.remove(&relocation);
         let state = match snapshot {
             Some(state) => state,
-            None => self.relocation_envelope(actor)?,
+            None => self.relocation_envelope(actor, with_spot)?,
         };
         let Some(hosted) = self.host.actors.get_mut(actor) else {
             return Err(Reason::StaleLocation.into());
         };
-        let ActorLane::Own(lane) = hosted.lane else {
-            return Err(Reason::NotRelocatable.into());
+        let turns = match hosted.lane {
+            ActorLane::Own(lane) => {
+                hosted.lane = ActorLane::Captured(None);
+                self.host.actor_lanes.remove_lane(lane).into()
+            }
+            // Its share of the Spot's (move-sealed) lane.
+            ActorLane::Spot(lane) if with_spot => {
+                hosted.lane = ActorLane::Captured(Some(lane));
+                self.host
+                    .spot_lanes
+                    .take_where(lane, |t| t.actor() == actor)
+            }
+            ActorLane::Spot(_) | ActorLane::Captured(_) => {
+                return Err(Reason::NotRelocatable.into())
+            }
         };
-        hosted.lane = ActorLane::Captured;
-        let queued: Vec<ActorEvent> = self
-            .host
-            .actor_lanes
-            .remove_lane(lane)
-            .into_iter()
-            .map(|turn| turn.into_event())
-            .collect();
+        let queued: Vec<ActorEvent> = turns.into_iter().map(|t| t.into_event()).collect();
         Ok(Capture { state, queued })
     }
 
     /// The target builds the Actor from its type's factory and restores its
     /// state; it is not dispatched until the move commits ([`Self::open`]).
     fn restore(&mut self, actor: &ActorId, envelope: &Bytes) -> Result<(), Error> {
-        let (actor_type, state) = open_envelope(envelope)?;
-        let kind = self.node.actor_types.get(&actor_type);
+        let opened = open_envelope(envelope)?;
+        let kind = self.node.actor_types.get(&opened.actor_type);
         let Some(kind) = kind.filter(|_| self.node.hosts_actors) else {
             return Err(Reason::NoActorFactory.into());
         };
-        let mut instance = (kind.factory)(actor);
-        instance.restore(state)?;
+        let (factory, entry) = (Arc::clone(&kind.factory), Arc::clone(&kind.spot));
+        // A moving Spot's first arrival creates it here (§1: a Spot of a
+        // kind registered at startup); the others join it.
+        let (spot, user_spot, lane) = match &opened.spot {
+            None => (entry, None, None),
+            Some((spot_kind, spot_id)) => {
+                let id = SpotId::new(spot_id).map_err(|_| Error::new(Reason::MalformedRecord))?;
+                if !actor.is_under(&id) {
+                    return Err(Reason::NotPlacedWithSpot.into());
+                }
+                let handle = self.create_spot(spot_kind, &id)?;
+                let lane = self.host.spots.get(&id).and_then(|s| s.lane);
+                if lane.is_none() {
+                    return Err(Reason::NotRelocatable.into());
+                }
+                (Arc::clone(&handle.spot), Some(id), lane)
+            }
+        };
+        let mut instance = factory(actor);
+        instance.restore(opened.state)?;
         let hosted = HostedActor {
             instance: Some(instance),
-            actor_type,
+            actor_type: opened.actor_type,
             // The incarnation is the one the move keeps (§1); it is set
             // from the ActorRef when the move commits.
             generation: ObjectGeneration(0),
-            lane: ActorLane::Captured,
-            spot: Arc::clone(&kind.spot),
-            user_spot: None,
+            lane: ActorLane::Captured(lane),
+            spot,
+            user_spot,
         };
         self.host.restored.insert(actor.clone(), hosted);
         Ok(())
@@ -196,7 +346,10 @@ impl ShardState {
         };
         let capacity = self.node.settings.actor_queue_max;
         hosted.generation = actor.generation;
-        hosted.lane = ActorLane::Own(self.host.actor_lanes.add_lane(capacity));
+        hosted.lane = match hosted.lane {
+            ActorLane::Captured(Some(lane)) => ActorLane::Spot(lane),
+            _ => ActorLane::Own(self.host.actor_lanes.add_lane(capacity)),
+        };
         self.host.actors.insert(actor.id.clone(), hosted);
     }
 
@@ -246,29 +399,57 @@ impl ShardState {
     }
 }
 
-/// The state envelope: the type's name (u16 length, then UTF-8) and the
-/// Actor's own snapshot. The whole is bounded by the handoff's state limit,
-/// which the coordinator checks before it sends the 60.
-fn envelope(actor_type: &str, state: &Bytes) -> Result<Bytes, Error> {
-    let len = u16::try_from(actor_type.len()).map_err(|_| Error::new(Reason::HandoffTooLarge))?;
-    let mut out = BytesMut::with_capacity(2 + actor_type.len() + state.len());
-    out.put_u16(len);
-    out.put_slice(actor_type.as_bytes());
+/// The state envelope: the type's name, the Spot it moves with (its kind and
+/// id; both empty for its type's Entry Spot), each as a u16 length and
+/// UTF-8, then the Actor's own snapshot. The whole is bounded by the
+/// handoff's state limit, which the coordinator checks before it sends 60.
+fn envelope(actor_type: &str, spot: Option<(&str, &str)>, state: &Bytes) -> Result<Bytes, Error> {
+    let (kind, id) = spot.unwrap_or(("", ""));
+    let mut out =
+        BytesMut::with_capacity(6 + actor_type.len() + kind.len() + id.len() + state.len());
+    for text in [actor_type, kind, id] {
+        let len = u16::try_from(text.len()).map_err(|_| Error::new(Reason::HandoffTooLarge))?;
+        out.put_u16(len);
+        out.put_slice(text.as_bytes());
+    }
     out.put_slice(state);
     Ok(out.freeze())
 }
 
+/// What an envelope from a peer holds.
+#[derive(Debug, PartialEq, Eq)]
+struct Opened {
+    actor_type: String,
+    /// The Spot's kind and id, for an Actor of a moving Spot.
+    spot: Option<(String, String)>,
+    state: Bytes,
+}
+
 /// Splits an envelope from a peer; a malformed one is refused, typed.
-fn open_envelope(envelope: &Bytes) -> Result<(String, Bytes), Error> {
+fn open_envelope(envelope: &Bytes) -> Result<Opened, Error> {
     let malformed = || Error::new(Reason::MalformedRecord);
-    let len_bytes: [u8; 2] = envelope
-        .get(..2)
-        .and_then(|b| b.try_into().ok())
-        .ok_or_else(malformed)?;
-    let end = 2 + usize::from(u16::from_be_bytes(len_bytes));
-    let name = envelope.get(2..end).ok_or_else(malformed)?;
-    let name = std::str::from_utf8(name).map_err(|_| malformed())?;
-    Ok((name.to_owned(), envelope.slice(end..)))
+    let mut at = 0;
+    let mut text = || -> Result<String, Error> {
+        let len_bytes: [u8; 2] = envelope
+            .get(at..at + 2)
+            .and_then(|b| b.try_into().ok())
+            .ok_or_else(malformed)?;
+        let end = at + 2 + usize::from(u16::from_be_bytes(len_bytes));
+        let bytes = envelope.get(at + 2..end).ok_or_else(malformed)?;
+        at = end;
+        Ok(std::str::from_utf8(bytes)
+            .map_err(|_| malformed())?
+            .to_owned())
+    };
+    let actor_type = text()?;
+    let kind = text()?;
+    let id = text()?;
+    let spot = (!kind.is_empty()).then_some((kind, id));
+    Ok(Opened {
+        actor_type,
+        spot,
+        state: envelope.slice(at..),
+    })
 }
 
 #[cfg(test)]
@@ -278,13 +459,25 @@ mod tests {
     #[test]
     fn an_envelope_round_trips_and_a_short_one_is_malformed() {
         let state = Bytes::from_static(b"hp=7");
-        let sealed = envelope("player", &state).unwrap();
-        assert_eq!(open_envelope(&sealed).unwrap(), ("player".into(), state));
+        let sealed = envelope("player", None, &state).unwrap();
+        let opened = Opened {
+            actor_type: "player".into(),
+            spot: None,
+            state: state.clone(),
+        };
+        assert_eq!(open_envelope(&sealed).unwrap(), opened);
+        let sealed = envelope("player", Some(("room", "room-1")), &state).unwrap();
+        let opened = Opened {
+            spot: Some(("room".into(), "room-1".into())),
+            ..opened
+        };
+        assert_eq!(open_envelope(&sealed).unwrap(), opened);
         for bad in [
             &b""[..],
             &b"\x00"[..],
             &b"\x00\x09abc"[..],
-            &b"\x00\x01\xff"[..],
+            &b"\x00\x01\xff\x00\x00\x00\x00"[..],
+            &b"\x00\x01p\x00\x00"[..],
         ] {
             let error = open_envelope(&Bytes::copy_from_slice(bad)).unwrap_err();
             assert_eq!(error.reason(), Reason::MalformedRecord);
