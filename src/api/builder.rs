@@ -14,6 +14,7 @@ use crate::core::trace::FlowCounters;
 use crate::error::{Error, Reason};
 use crate::ids::{ActorId, MeshName, NodeGeneration, NodeRid, PacketKey, SpotId};
 use crate::net::handshake::ClusterSecret;
+use crate::net::IoBackend;
 use crate::runtime::{
     self, ActorType, DisconnectHandler, Handlers, PacketHandler, ReplacedHandler, RunningNode,
     SpotKind,
@@ -70,6 +71,11 @@ pub struct NodeSettings {
     /// How often the owner lease is renewed; the store's lease term must be
     /// several times longer (default 1,000 ms).
     pub lease_renew_interval: Duration,
+    /// Which system interface runs the shards' socket loops (issue 8;
+    /// docs/threading.md "Choosing a backend"). `Auto` (the default) runs on
+    /// io_uring where it is permitted and on epoll, with one warning, where
+    /// it is not; `IoUring` where it is not permitted fails startup.
+    pub io_backend: IoBackend,
 }
 
 impl Default for NodeSettings {
@@ -89,6 +95,7 @@ impl Default for NodeSettings {
             shards: 0,
             pin_cores: true,
             lease_renew_interval: Duration::from_millis(1_000),
+            io_backend: IoBackend::Auto,
         }
     }
 }
@@ -382,7 +389,8 @@ pub enum StartError {
     /// Two handlers were registered for one packet key.
     #[error("configuration error: two handlers for packet key {}", .0 .0)]
     DuplicatePacketHandler(PacketKey),
-    /// io_uring is not permitted or not supported here.
+    /// `IoBackend::IoUring` was demanded and io_uring is not permitted or
+    /// not supported here; the message says why and how to enable it.
     #[error("configuration error: {0}")]
     IoUring(String),
     /// The Location Store refused the owner lease.
@@ -499,6 +507,12 @@ impl Node {
         self.running.wait_linked(NodeRid(rid), false, timeout)
     }
 
+    /// Which backend runs the socket loops (diagnostics): `IoUring` or
+    /// `Epoll`, never `Auto`.
+    pub fn io_backend(&self) -> IoBackend {
+        self.running.io_backend()
+    }
+
     /// The flow-trace counters of every shard, summed (diagnostics).
     pub fn flow_counters(&self) -> FlowCounters {
         self.running.flow_counters()
@@ -519,6 +533,7 @@ impl std::fmt::Debug for Node {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Node")
             .field("stream_addr", &self.stream_addr())
+            .field("io_backend", &self.io_backend())
             .finish()
     }
 }

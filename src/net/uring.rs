@@ -1,5 +1,6 @@
-//! The reactor: one io_uring, its listeners and connections, driven one
-//! [`Reactor::turn`] at a time by the shard loop.
+//! The io_uring backend of the socket loop: one io_uring, its listeners and
+//! connections, driven one [`UringReactor::turn`] at a time through the seam
+//! ([`super::Reactor`]).
 //!
 //! A turn, in order (docs/threading.md "The socket loop"):
 //! 1. gather: every connection with queued bytes and no send in flight gets
@@ -33,6 +34,7 @@ use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use super::buf_ring::BufRing;
 use super::conn::{peer_of, CloseCause, Conn, ConnId, ListenerId, Phase, SendState, Slab};
 use super::probe::{check_features, setup_error, ReactorError};
+use super::reactor::{NetEvent, ReactorConfig};
 use super::token::{OpKind, Token};
 use super::waker::{Parker, ReactorWaker};
 
@@ -47,76 +49,6 @@ const SEND_LEN_MAX: usize = 1 << 30;
 const DROP_WAIT_ROUNDS: u32 = 50;
 const DROP_WAIT_STEP: Duration = Duration::from_millis(20);
 
-/// The sizes a reactor is built with.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ReactorConfig {
-    /// Submission queue entries; the completion queue is twice as large
-    /// and never drops (NODROP).
-    pub ring_entries: u32,
-    /// Receive buffers in the provided ring, a power of two: how many
-    /// receives can complete between two turns before one waits (ENOBUFS).
-    pub buffer_count: u16,
-    /// Bytes per receive buffer: the most one receive completion carries.
-    pub buffer_size: u32,
-    /// The caller's bound on one connection's queued and in-flight outbound
-    /// bytes; the reactor only reports room against it
-    /// ([`Reactor::outbound_room`]) and never refuses bytes itself.
-    pub outbound_max: usize,
-}
-
-impl Default for ReactorConfig {
-    fn default() -> Self {
-        Self {
-            ring_entries: 256,
-            buffer_count: 256,
-            buffer_size: 16 * 1024,
-            outbound_max: 4 * 1024 * 1024,
-        }
-    }
-}
-
-/// What a turn found.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum NetEvent {
-    /// A listener accepted a connection, which is already receiving.
-    Accepted {
-        /// The listener that accepted it.
-        listener: ListenerId,
-        /// The new connection.
-        conn: ConnId,
-        /// Its peer's address.
-        peer: SocketAddr,
-    },
-    /// A [`Reactor::connect`] succeeded; the connection is receiving.
-    Connected {
-        /// The connection.
-        conn: ConnId,
-    },
-    /// A [`Reactor::connect`] failed; the id is dead, no `Closed` follows.
-    ConnectFailed {
-        /// The connection that was never established.
-        conn: ConnId,
-        /// Why.
-        error: io::ErrorKind,
-    },
-    /// New bytes are in [`Reactor::inbound`] (at most one per connection per
-    /// turn).
-    Received {
-        /// The connection.
-        conn: ConnId,
-    },
-    /// The connection ended; its inbound bytes stay readable until the next
-    /// turn, nothing more can be queued.
-    Closed {
-        /// The connection.
-        conn: ConnId,
-        /// Why it ended.
-        cause: CloseCause,
-    },
-    /// A [`ReactorWaker::wake`] arrived.
-    Woken,
-}
-
 #[derive(Debug)]
 struct Listener {
     socket: Socket,
@@ -127,7 +59,7 @@ struct Listener {
 /// Build it on the thread that runs it: the kernel ties an operation to the
 /// thread that submitted it and cancels it if that thread exits (the reactor
 /// then re-arms what a live connection needs).
-pub struct Reactor {
+pub(super) struct UringReactor {
     ring: IoUring,
     buf_ring: Option<BufRing>,
     conns: Slab,
@@ -148,9 +80,9 @@ pub struct Reactor {
     outbound_max: usize,
 }
 
-impl std::fmt::Debug for Reactor {
+impl std::fmt::Debug for UringReactor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Reactor")
+        f.debug_struct("UringReactor")
             .field("listeners", &self.listeners.len())
             .field("events", &self.events.len())
             .field("ops_in_flight", &self.ops_in_flight)
@@ -158,13 +90,13 @@ impl std::fmt::Debug for Reactor {
     }
 }
 
-impl Reactor {
+impl UringReactor {
     /// Sets up the ring, checks that io_uring is permitted and has what the
     /// loop needs, and registers the buffer ring.
     ///
     /// Fails at once with [`ReactorError::IoUringUnavailable`], whose message
     /// says how to fix it, where io_uring is denied or too old.
-    pub fn new(config: ReactorConfig) -> Result<Self, ReactorError> {
+    pub(super) fn new(config: ReactorConfig) -> Result<Self, ReactorError> {
         if config.ring_entries == 0 || config.ring_entries > 32_768 {
             return Err(ReactorError::InvalidConfig(
                 "ring_entries must be between 1 and 32768",
@@ -199,7 +131,7 @@ impl Reactor {
     /// Listens on `addr` (SO_REUSEADDR and SO_REUSEPORT, so that every shard
     /// can listen on the same port) and starts its multishot accept.
     /// Returns the bound address, with port 0 resolved.
-    pub fn listen(&mut self, addr: SocketAddr) -> io::Result<(ListenerId, SocketAddr)> {
+    pub(super) fn listen(&mut self, addr: SocketAddr) -> io::Result<(ListenerId, SocketAddr)> {
         let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
         socket.set_reuse_address(true)?;
         socket.set_reuse_port(true)?;
@@ -222,7 +154,7 @@ impl Reactor {
 
     /// Starts connecting to `addr`; a `Connected` or `ConnectFailed` event
     /// follows. Bytes may be queued at once; they go out once connected.
-    pub fn connect(&mut self, addr: SocketAddr) -> io::Result<ConnId> {
+    pub(super) fn connect(&mut self, addr: SocketAddr) -> io::Result<ConnId> {
         let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
         socket.set_tcp_nodelay(true)?;
         let fd = socket.as_raw_fd();
@@ -246,14 +178,14 @@ impl Reactor {
 
     /// The received bytes of `conn` that the caller has not consumed: split
     /// frames off the front. `None` once the id is dead.
-    pub fn inbound(&mut self, conn: ConnId) -> Option<&mut BytesMut> {
+    pub(super) fn inbound(&mut self, conn: ConnId) -> Option<&mut BytesMut> {
         self.conns.get_mut(conn).map(|c| &mut c.inbound)
     }
 
     /// The outbound queue of `conn`: encode frames straight into it; all of
     /// it goes out in one send at the next turn. `None` once the connection
     /// is closing or dead.
-    pub fn outbound(&mut self, conn: ConnId) -> Option<&mut BytesMut> {
+    pub(super) fn outbound(&mut self, conn: ConnId) -> Option<&mut BytesMut> {
         let c = self.conns.get_mut(conn)?;
         if c.phase != Phase::Open {
             return None;
@@ -267,7 +199,7 @@ impl Reactor {
 
     /// Outbound bytes of `conn` not yet acknowledged by a send completion:
     /// queued plus in flight. What the caller bounds.
-    pub fn outbound_len(&self, conn: ConnId) -> usize {
+    pub(super) fn outbound_len(&self, conn: ConnId) -> usize {
         self.conns
             .get(conn)
             .map_or(0, |c| c.outbound.len() + c.send.len())
@@ -276,14 +208,14 @@ impl Reactor {
     /// How many more bytes `conn` may queue before reaching
     /// [`ReactorConfig::outbound_max`]; at 0 the caller refuses or ends the
     /// session, the reactor never drops bytes itself.
-    pub fn outbound_room(&self, conn: ConnId) -> usize {
+    pub(super) fn outbound_room(&self, conn: ConnId) -> usize {
         self.outbound_max.saturating_sub(self.outbound_len(conn))
     }
 
     /// Closes `conn` gracefully: what is queued goes out, then the socket is
     /// shut down and closed, and `Closed { Local }` is reported (unless the
     /// peer or an error ends it first).
-    pub fn close(&mut self, conn: ConnId) {
+    pub(super) fn close(&mut self, conn: ConnId) {
         let Some(c) = self.conns.get_mut(conn) else {
             return;
         };
@@ -299,12 +231,12 @@ impl Reactor {
 
     /// Closes `conn` now, dropping its queued bytes; `Closed { Local }` is
     /// reported at once.
-    pub fn abort(&mut self, conn: ConnId) {
+    pub(super) fn abort(&mut self, conn: ConnId) {
         self.end(conn, Some(CloseCause::Local));
     }
 
     /// A waker for this reactor, for other threads.
-    pub fn waker(&self) -> ReactorWaker {
+    pub(super) fn waker(&self) -> ReactorWaker {
         self.parker.waker()
     }
 
@@ -312,7 +244,7 @@ impl Reactor {
     /// drains completions into events. Blocks for at most `timeout`
     /// (`None`: until something happens) and not at all while events are
     /// pending. May return with no event (a signal, a stale wake).
-    pub fn turn(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+    pub(super) fn turn(&mut self, timeout: Option<Duration>) -> io::Result<()> {
         self.turn_count += 1;
         self.gather_sends()?;
         self.advance_endings()?;
@@ -328,7 +260,7 @@ impl Reactor {
 
     /// The next event, in the order the turn found them.
     #[must_use]
-    pub fn poll_event(&mut self) -> Option<NetEvent> {
+    pub(super) fn poll_event(&mut self) -> Option<NetEvent> {
         self.events.pop_front()
     }
 
@@ -767,7 +699,7 @@ impl Reactor {
     }
 }
 
-impl Drop for Reactor {
+impl Drop for UringReactor {
     /// Cancels every operation and waits for their completions, so that no
     /// kernel write lands in freed memory; if they do not all arrive in
     /// time, the memory they may use is leaked instead.

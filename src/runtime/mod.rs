@@ -1,5 +1,5 @@
-//! The node runtime: shards on threads, each running a [`ShardCore`] on an
-//! io_uring reactor, with the application's Actors and session callbacks
+//! The node runtime: shards on threads, each running a [`ShardCore`] on a
+//! reactor (io_uring or epoll, chosen at startup), with the application's Actors and session callbacks
 //! (docs/threading.md).
 //!
 //! This slice runs one shard per node; records for another node wait for the
@@ -36,7 +36,7 @@ use crate::ids::{
     ActorId, ActorRef, MeshName, NodeGeneration, NodeRid, OwnerLeaseGeneration, PacketKey, Peer,
     SessionOwnerId, SpotId,
 };
-use crate::net::{Reactor, ReactorConfig, ReactorError, ReactorWaker};
+use crate::net::{IoBackend, Reactor, ReactorConfig, ReactorError, ReactorWaker};
 use crate::store::{LocationStore, OwnerLease};
 
 use self::executor::{Executor, Unpark};
@@ -196,9 +196,14 @@ pub(crate) struct RunningNode {
     stream_addr: Option<SocketAddr>,
     peer_addr: Option<SocketAddr>,
     link_status: Arc<LinkStatus>,
+    io_backend: IoBackend,
 }
 
 impl RunningNode {
+    pub(crate) fn io_backend(&self) -> IoBackend {
+        self.io_backend
+    }
+
     pub(crate) fn stream_addr(&self) -> Option<SocketAddr> {
         self.stream_addr
     }
@@ -327,12 +332,19 @@ struct ShardReady {
 }
 
 /// Starts the node: takes the owner lease, then one thread per shard, each
-/// building its reactor on itself (an io_uring that is not permitted fails
-/// the start at once with a configuration error), listening on the same
+/// building its reactor on itself (on the backend resolved here: an
+/// io_uring demanded but not permitted fails the start at once with a
+/// configuration error, `Auto` falls back to epoll with one warning), listening on the same
 /// STREAM port (SO_REUSEPORT spreads accepted sessions), and finally running
 /// its loop once every shard's inbox is known (docs/threading.md).
 pub(crate) fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
     let shards = shard_count(config.settings.shards)?;
+    // Resolved once for all shards, so that `Auto` warns once (issue 8).
+    let io_backend = config
+        .settings
+        .io_backend
+        .resolve()
+        .map_err(reactor_error)?;
     let lease = match (&config.store, config.hosts_actors) {
         (Some(store), true) => Some(
             store
@@ -407,6 +419,7 @@ pub(crate) fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
             link_status: Arc::clone(&link_status),
             stop: Arc::clone(&stop),
             counters: Arc::clone(&published),
+            io_backend,
             core: shared
                 .settings
                 .pin_cores
@@ -452,6 +465,7 @@ pub(crate) fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
         stream_addr: config.listen.and(stream_addr),
         peer_addr,
         link_status,
+        io_backend,
     })
 }
 
@@ -487,6 +501,8 @@ struct ShardPlan {
     link_status: Arc<LinkStatus>,
     stop: Arc<AtomicBool>,
     counters: Arc<PublishedCounters>,
+    /// The backend `start` resolved (never `Auto`).
+    io_backend: IoBackend,
     core: Option<core_affinity::CoreId>,
 }
 
@@ -500,7 +516,7 @@ fn run_shard(
             tracing::warn!(shard = plan.index, "could not pin the shard to its core");
         }
     }
-    let (reactor, addrs) = match setup_shard(plan.listen, plan.peer_listen) {
+    let (reactor, addrs) = match setup_shard(plan.io_backend, plan.listen, plan.peer_listen) {
         Ok(ok) => ok,
         Err(error) => {
             let _ = ready.send(Err(error));
@@ -568,14 +584,24 @@ struct ShardAddrs {
     peer_listener: Option<ListenerId>,
 }
 
+/// The start error of a reactor that could not be built.
+fn reactor_error(error: ReactorError) -> StartError {
+    match error {
+        ReactorError::IoUringUnavailable { .. } => StartError::IoUring(error.to_string()),
+        other => StartError::Io(other.to_string()),
+    }
+}
+
 fn setup_shard(
+    backend: IoBackend,
     listen: Option<SocketAddr>,
     peer_listen: Option<SocketAddr>,
 ) -> Result<(Reactor, ShardAddrs), StartError> {
-    let mut reactor = Reactor::new(ReactorConfig::default()).map_err(|e| match e {
-        ReactorError::IoUringUnavailable { .. } => StartError::IoUring(e.to_string()),
-        other => StartError::Io(other.to_string()),
-    })?;
+    let config = ReactorConfig {
+        backend,
+        ..ReactorConfig::default()
+    };
+    let mut reactor = Reactor::new(config).map_err(reactor_error)?;
     let mut bind = |addr: SocketAddr| {
         reactor
             .listen(addr)
