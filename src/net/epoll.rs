@@ -21,26 +21,23 @@
 //! most `buffer_count` of them per connection, so one flooding peer cannot
 //! starve the others of a turn.
 
-use std::collections::VecDeque;
 use std::io::{self, Read};
 use std::mem;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
-use bytes::{Buf, BytesMut};
+use bytes::Buf;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
-use super::conn::{peer_of, CloseCause, Conn, ConnId, ListenerId, Phase, Slab};
+use super::conn::{listen_socket, peer_of, CloseCause, Conn, ConnId, Conns, ListenerId, Phase};
 use super::probe::ReactorError;
 use super::reactor::{NetEvent, ReactorConfig};
 use super::token::{OpKind, Token};
 use super::waker::{Parker, ReactorWaker};
 
-/// The listen backlog: enough for a burst of logins between two turns.
-const LISTEN_BACKLOG: i32 = 1024;
 /// The largest single send; a larger queue goes out over several sends.
 const SEND_LEN_MAX: usize = 1 << 30;
 
@@ -59,13 +56,9 @@ pub(super) struct EpollReactor {
     /// The readiness of the current turn (token, readable, writable), kept
     /// for its capacity.
     ready_list: Vec<(mio::Token, bool, bool)>,
-    conns: Slab,
+    /// The connections and what the caller sees of them.
+    pub(super) conns: Conns,
     listeners: Vec<Listener>,
-    events: VecDeque<NetEvent>,
-    /// Connections to look at in the gather step.
-    flush: Vec<ConnId>,
-    /// Ended connections not yet released.
-    ending: Vec<ConnId>,
     /// Connections whose read budget ran out with bytes possibly left.
     unread: Vec<ConnId>,
     /// One read's target, reused.
@@ -74,14 +67,13 @@ pub(super) struct EpollReactor {
     reads_per_turn: usize,
     parker: Parker,
     turn_count: u64,
-    outbound_max: usize,
 }
 
 impl std::fmt::Debug for EpollReactor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EpollReactor")
             .field("listeners", &self.listeners.len())
-            .field("events", &self.events.len())
+            .field("events", &self.conns.events.len())
             .finish_non_exhaustive()
     }
 }
@@ -112,32 +104,20 @@ impl EpollReactor {
             poll,
             ready: Events::with_capacity(1024),
             ready_list: Vec::with_capacity(1024),
-            conns: Slab::default(),
+            conns: Conns::new(config.outbound_max, 1024),
             listeners: Vec::new(),
-            events: VecDeque::new(),
-            flush: Vec::new(),
-            ending: Vec::new(),
             unread: Vec::new(),
             scratch: vec![0; config.buffer_size as usize],
             reads_per_turn: usize::from(config.buffer_count),
             parker,
             turn_count: 0,
-            outbound_max: config.outbound_max,
         })
     }
 
     /// See [`super::Reactor::listen`].
     pub(super) fn listen(&mut self, addr: SocketAddr) -> io::Result<(ListenerId, SocketAddr)> {
-        let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
-        socket.set_reuse_address(true)?;
-        socket.set_reuse_port(true)?;
+        let (socket, bound) = listen_socket(addr)?;
         socket.set_nonblocking(true)?;
-        socket.bind(&addr.into())?;
-        socket.listen(LISTEN_BACKLOG)?;
-        let bound = socket
-            .local_addr()?
-            .as_socket()
-            .ok_or_else(|| io::Error::other("the listener has no inet address"))?;
         let index = u32::try_from(self.listeners.len())
             .map_err(|_| io::Error::other("too many listeners"))?;
         self.poll.registry().register(
@@ -163,16 +143,17 @@ impl EpollReactor {
         let fd = socket.as_raw_fd();
         let mut conn = Conn::new(socket, false);
         conn.connecting = Some(Box::new(peer));
-        let id = self.conns.insert(conn)?;
+        let id = self.conns.slab.insert(conn)?;
         if let Some(error) = failed {
             // Reported like a connect that failed in the kernel: at the turn.
-            self.events
+            self.conns
+                .events
                 .push_back(NetEvent::ConnectFailed { conn: id, error });
-            self.end(id, None);
+            self.conns.end(id, None);
             return Ok(id);
         }
         if let Err(err) = self.register_conn(id, fd) {
-            self.conns.remove(id);
+            self.conns.slab.remove(id);
             return Err(err);
         }
         Ok(id)
@@ -186,55 +167,6 @@ impl EpollReactor {
         )
     }
 
-    /// See [`super::Reactor::inbound`].
-    pub(super) fn inbound(&mut self, conn: ConnId) -> Option<&mut BytesMut> {
-        self.conns.get_mut(conn).map(|c| &mut c.inbound)
-    }
-
-    /// See [`super::Reactor::outbound`].
-    pub(super) fn outbound(&mut self, conn: ConnId) -> Option<&mut BytesMut> {
-        let c = self.conns.get_mut(conn)?;
-        if c.phase != Phase::Open {
-            return None;
-        }
-        if !c.flush_listed {
-            c.flush_listed = true;
-            self.flush.push(conn);
-        }
-        Some(&mut c.outbound)
-    }
-
-    /// See [`super::Reactor::outbound_len`]: nothing is in flight on epoll,
-    /// so the queue is all of it.
-    pub(super) fn outbound_len(&self, conn: ConnId) -> usize {
-        self.conns.get(conn).map_or(0, |c| c.outbound.len())
-    }
-
-    /// See [`super::Reactor::outbound_room`].
-    pub(super) fn outbound_room(&self, conn: ConnId) -> usize {
-        self.outbound_max.saturating_sub(self.outbound_len(conn))
-    }
-
-    /// See [`super::Reactor::close`].
-    pub(super) fn close(&mut self, conn: ConnId) {
-        let Some(c) = self.conns.get_mut(conn) else {
-            return;
-        };
-        if c.phase != Phase::Open {
-            return;
-        }
-        c.phase = Phase::Draining;
-        if !c.flush_listed {
-            c.flush_listed = true;
-            self.flush.push(conn);
-        }
-    }
-
-    /// See [`super::Reactor::abort`].
-    pub(super) fn abort(&mut self, conn: ConnId) {
-        self.end(conn, Some(CloseCause::Local));
-    }
-
     /// See [`super::Reactor::waker`].
     pub(super) fn waker(&self) -> ReactorWaker {
         self.parker.waker()
@@ -245,7 +177,7 @@ impl EpollReactor {
         self.turn_count += 1;
         self.gather_sends();
         self.release_endings();
-        let pending = !self.events.is_empty() || !self.unread.is_empty();
+        let pending = !self.conns.events.is_empty() || !self.unread.is_empty();
         let wait = if pending || timeout == Some(Duration::ZERO) || !self.parker.park() {
             Some(Duration::ZERO)
         } else {
@@ -273,42 +205,21 @@ impl EpollReactor {
         self.ready_list = ready;
         result?;
         if woken || self.parker.take_wake() {
-            self.events.push_back(NetEvent::Woken);
+            self.conns.events.push_back(NetEvent::Woken);
         }
         Ok(())
-    }
-
-    /// See [`super::Reactor::poll_event`].
-    pub(super) fn poll_event(&mut self) -> Option<NetEvent> {
-        self.events.pop_front()
-    }
-
-    /// Ends `id` once: reports `cause` (if any) and schedules its release.
-    fn end(&mut self, id: ConnId, cause: Option<CloseCause>) {
-        let Some(conn) = self.conns.get_mut(id) else {
-            return;
-        };
-        if conn.phase == Phase::Ended {
-            return;
-        }
-        conn.phase = Phase::Ended;
-        conn.outbound = BytesMut::new();
-        if let Some(cause) = cause {
-            self.events.push_back(NetEvent::Closed { conn: id, cause });
-        }
-        self.ending.push(id);
     }
 
     /// Step 1: each listed connection writes what it has queued; a draining
     /// connection with nothing left ends.
     fn gather_sends(&mut self) {
-        for id in mem::take(&mut self.flush) {
+        for id in mem::take(&mut self.conns.flush) {
             self.flush_one(id);
         }
     }
 
     fn flush_one(&mut self, id: ConnId) {
-        let Some(conn) = self.conns.get_mut(id) else {
+        let Some(conn) = self.conns.slab.get_mut(id) else {
             return;
         };
         conn.flush_listed = false;
@@ -327,21 +238,21 @@ impl EpollReactor {
                 Err(err) if err.kind() == io::ErrorKind::WouldBlock => return,
                 Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
                 Err(err) => {
-                    self.end(id, Some(CloseCause::Error(err.kind())));
+                    self.conns.end(id, Some(CloseCause::Error(err.kind())));
                     return;
                 }
             }
         }
         if conn.phase == Phase::Draining {
-            self.end(id, Some(CloseCause::Local));
+            self.conns.end(id, Some(CloseCause::Local));
         }
     }
 
     /// Shuts down, deregisters and closes the connections whose end was
     /// reported, and frees their slots.
     fn release_endings(&mut self) {
-        for id in mem::take(&mut self.ending) {
-            let Some(conn) = self.conns.remove(id) else {
+        for id in mem::take(&mut self.conns.ending) {
+            let Some(conn) = self.conns.slab.remove(id) else {
                 continue;
             };
             if conn.established {
@@ -369,6 +280,7 @@ impl EpollReactor {
             OpKind::Recv => {
                 let Some(id) = self
                     .conns
+                    .slab
                     .id_at(token.slot)
                     .filter(|id| token.is_for(id.generation()))
                 else {
@@ -418,12 +330,12 @@ impl EpollReactor {
             return Ok(());
         }
         let fd = socket.as_raw_fd();
-        let conn = self.conns.insert(Conn::new(socket, true))?;
+        let conn = self.conns.slab.insert(Conn::new(socket, true))?;
         if let Err(err) = self.register_conn(conn, fd) {
-            self.conns.remove(conn);
+            self.conns.slab.remove(conn);
             return Err(err);
         }
-        self.events.push_back(NetEvent::Accepted {
+        self.conns.events.push_back(NetEvent::Accepted {
             listener,
             conn,
             peer,
@@ -433,7 +345,7 @@ impl EpollReactor {
 
     /// A writable edge: finishes a connect, or lists the connection to send.
     fn writable(&mut self, id: ConnId) {
-        let Some(conn) = self.conns.get_mut(id) else {
+        let Some(conn) = self.conns.slab.get_mut(id) else {
             return;
         };
         if conn.phase == Phase::Ended {
@@ -446,24 +358,27 @@ impl EpollReactor {
             };
             conn.connecting = None;
             if let Err(error) = result {
-                self.events
+                self.conns
+                    .events
                     .push_back(NetEvent::ConnectFailed { conn: id, error });
-                self.end(id, None);
+                self.conns.end(id, None);
                 return;
             }
             conn.established = true;
-            self.events.push_back(NetEvent::Connected { conn: id });
+            self.conns
+                .events
+                .push_back(NetEvent::Connected { conn: id });
         }
         if !conn.flush_listed {
             conn.flush_listed = true;
-            self.flush.push(id);
+            self.conns.flush.push(id);
         }
     }
 
     /// Reads until the socket would block, ends, or the turn's budget for
     /// the connection is spent.
     fn read(&mut self, id: ConnId) {
-        let Some(conn) = self.conns.get_mut(id) else {
+        let Some(conn) = self.conns.slab.get_mut(id) else {
             return;
         };
         if conn.phase == Phase::Ended || conn.connecting.is_some() {
@@ -497,10 +412,10 @@ impl EpollReactor {
         }
         if received && conn.received_turn != self.turn_count {
             conn.received_turn = self.turn_count;
-            self.events.push_back(NetEvent::Received { conn: id });
+            self.conns.events.push_back(NetEvent::Received { conn: id });
         }
         if let Some(cause) = ended {
-            self.end(id, Some(cause));
+            self.conns.end(id, Some(cause));
         }
     }
 }

@@ -227,40 +227,40 @@ impl Reactor {
     /// The received bytes of `conn` that the caller has not consumed: split
     /// frames off the front. `None` once the id is dead.
     pub fn inbound(&mut self, conn: ConnId) -> Option<&mut BytesMut> {
-        dispatch!(self, r => r.inbound(conn))
+        dispatch!(self, r => r.conns.inbound(conn))
     }
 
     /// The outbound queue of `conn`: encode frames straight into it; all of
     /// it goes out in one send at the next turn. `None` once the connection
     /// is closing or dead.
     pub fn outbound(&mut self, conn: ConnId) -> Option<&mut BytesMut> {
-        dispatch!(self, r => r.outbound(conn))
+        dispatch!(self, r => r.conns.outbound(conn))
     }
 
     /// Outbound bytes of `conn` not yet handed to the kernel: queued plus
     /// in flight. What the caller bounds.
     pub fn outbound_len(&self, conn: ConnId) -> usize {
-        dispatch!(ref self, r => r.outbound_len(conn))
+        dispatch!(ref self, r => r.conns.outbound_len(conn))
     }
 
     /// How many more bytes `conn` may queue before reaching
     /// [`ReactorConfig::outbound_max`]; at 0 the caller refuses or ends the
     /// session, the reactor never drops bytes itself.
     pub fn outbound_room(&self, conn: ConnId) -> usize {
-        dispatch!(ref self, r => r.outbound_room(conn))
+        dispatch!(ref self, r => r.conns.outbound_room(conn))
     }
 
     /// Closes `conn` gracefully: what is queued goes out, then the socket is
     /// shut down and closed, and `Closed { Local }` is reported (unless the
     /// peer or an error ends it first).
     pub fn close(&mut self, conn: ConnId) {
-        dispatch!(self, r => r.close(conn))
+        dispatch!(self, r => r.conns.close(conn))
     }
 
     /// Closes `conn` now, dropping its queued bytes; `Closed { Local }` is
     /// reported at once.
     pub fn abort(&mut self, conn: ConnId) {
-        dispatch!(self, r => r.abort(conn))
+        dispatch!(self, r => r.conns.end(conn, Some(CloseCause::Local)))
     }
 
     /// A waker for this reactor, for other threads.
@@ -279,7 +279,7 @@ impl Reactor {
     /// The next event, in the order the turn found them.
     #[must_use]
     pub fn poll_event(&mut self) -> Option<NetEvent> {
-        dispatch!(self, r => r.poll_event())
+        dispatch!(self, r => r.conns.events.pop_front())
     }
 }
 

@@ -19,20 +19,21 @@
 
 #![allow(unsafe_code)]
 
-use std::collections::VecDeque;
 use std::io;
 use std::mem;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
-use bytes::{Buf, BytesMut};
+use bytes::Buf;
 use io_uring::types::{CancelBuilder, Fd, SubmitArgs, Timespec};
 use io_uring::{cqueue, opcode, squeue, IoUring};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 use super::buf_ring::BufRing;
-use super::conn::{peer_of, CloseCause, Conn, ConnId, ListenerId, Phase, SendState, Slab};
+use super::conn::{
+    listen_socket, peer_of, CloseCause, Conn, ConnId, Conns, ListenerId, Phase, SendState,
+};
 use super::probe::{check_features, setup_error, ReactorError};
 use super::reactor::{NetEvent, ReactorConfig};
 use super::token::{OpKind, Token};
@@ -40,8 +41,6 @@ use super::waker::{Parker, ReactorWaker};
 
 /// The buffer group of the reactor's one buffer ring.
 const BUF_GROUP: u16 = 0;
-/// The listen backlog: enough for a burst of logins between two turns.
-const LISTEN_BACKLOG: i32 = 1024;
 /// The largest single send; a larger queue goes out over several turns.
 const SEND_LEN_MAX: usize = 1 << 30;
 /// How many waits of [`DROP_WAIT_STEP`] a dropped reactor gives the kernel
@@ -62,13 +61,9 @@ struct Listener {
 pub(super) struct UringReactor {
     ring: IoUring,
     buf_ring: Option<BufRing>,
-    conns: Slab,
+    /// The connections and what the caller sees of them.
+    pub(super) conns: Conns,
     listeners: Vec<Listener>,
-    events: VecDeque<NetEvent>,
-    /// Connections to look at in the gather step.
-    flush: Vec<ConnId>,
-    /// Ended connections not yet released.
-    ending: Vec<ConnId>,
     /// Completions of the current drain, kept for its capacity.
     cqes: Vec<(u64, i32, u32)>,
     parker: Parker,
@@ -77,14 +72,13 @@ pub(super) struct UringReactor {
     turn_count: u64,
     /// Operations whose last completion has not arrived.
     ops_in_flight: usize,
-    outbound_max: usize,
 }
 
 impl std::fmt::Debug for UringReactor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("UringReactor")
             .field("listeners", &self.listeners.len())
-            .field("events", &self.events.len())
+            .field("events", &self.conns.events.len())
             .field("ops_in_flight", &self.ops_in_flight)
             .finish_non_exhaustive()
     }
@@ -112,17 +106,13 @@ impl UringReactor {
         let mut reactor = Self {
             ring,
             buf_ring: Some(buf_ring),
-            conns: Slab::default(),
+            conns: Conns::new(config.outbound_max, config.ring_entries as usize),
             listeners: Vec::new(),
-            events: VecDeque::with_capacity(config.ring_entries as usize),
-            flush: Vec::new(),
-            ending: Vec::new(),
             cqes: Vec::with_capacity(2 * config.ring_entries as usize),
             parker,
             wake_word: Box::new(0),
             turn_count: 0,
             ops_in_flight: 0,
-            outbound_max: config.outbound_max,
         };
         reactor.arm_wake().map_err(ReactorError::Setup)?;
         Ok(reactor)
@@ -132,15 +122,7 @@ impl UringReactor {
     /// can listen on the same port) and starts its multishot accept.
     /// Returns the bound address, with port 0 resolved.
     pub(super) fn listen(&mut self, addr: SocketAddr) -> io::Result<(ListenerId, SocketAddr)> {
-        let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
-        socket.set_reuse_address(true)?;
-        socket.set_reuse_port(true)?;
-        socket.bind(&addr.into())?;
-        socket.listen(LISTEN_BACKLOG)?;
-        let bound = socket
-            .local_addr()?
-            .as_socket()
-            .ok_or_else(|| io::Error::other("the listener has no inet address"))?;
+        let (socket, bound) = listen_socket(addr)?;
         let index = u32::try_from(self.listeners.len())
             .map_err(|_| io::Error::other("too many listeners"))?;
         let fd = socket.as_raw_fd();
@@ -162,7 +144,7 @@ impl UringReactor {
         let (addr_ptr, addr_len) = (peer.as_ptr().cast::<libc::sockaddr>(), peer.len());
         let mut conn = Conn::new(socket, false);
         conn.connecting = Some(peer);
-        let id = self.conns.insert(conn)?;
+        let id = self.conns.slab.insert(conn)?;
         let entry = opcode::Connect::new(Fd(fd), addr_ptr, addr_len)
             .build()
             .user_data(token(OpKind::Connect, id));
@@ -170,69 +152,10 @@ impl UringReactor {
         // which is cleared only by the connect's completion, and the slot is
         // not freed while it is set.
         if let Err(err) = unsafe { self.push(&entry) } {
-            self.conns.remove(id);
+            self.conns.slab.remove(id);
             return Err(err);
         }
         Ok(id)
-    }
-
-    /// The received bytes of `conn` that the caller has not consumed: split
-    /// frames off the front. `None` once the id is dead.
-    pub(super) fn inbound(&mut self, conn: ConnId) -> Option<&mut BytesMut> {
-        self.conns.get_mut(conn).map(|c| &mut c.inbound)
-    }
-
-    /// The outbound queue of `conn`: encode frames straight into it; all of
-    /// it goes out in one send at the next turn. `None` once the connection
-    /// is closing or dead.
-    pub(super) fn outbound(&mut self, conn: ConnId) -> Option<&mut BytesMut> {
-        let c = self.conns.get_mut(conn)?;
-        if c.phase != Phase::Open {
-            return None;
-        }
-        if !c.flush_listed {
-            c.flush_listed = true;
-            self.flush.push(conn);
-        }
-        Some(&mut c.outbound)
-    }
-
-    /// Outbound bytes of `conn` not yet acknowledged by a send completion:
-    /// queued plus in flight. What the caller bounds.
-    pub(super) fn outbound_len(&self, conn: ConnId) -> usize {
-        self.conns
-            .get(conn)
-            .map_or(0, |c| c.outbound.len() + c.send.len())
-    }
-
-    /// How many more bytes `conn` may queue before reaching
-    /// [`ReactorConfig::outbound_max`]; at 0 the caller refuses or ends the
-    /// session, the reactor never drops bytes itself.
-    pub(super) fn outbound_room(&self, conn: ConnId) -> usize {
-        self.outbound_max.saturating_sub(self.outbound_len(conn))
-    }
-
-    /// Closes `conn` gracefully: what is queued goes out, then the socket is
-    /// shut down and closed, and `Closed { Local }` is reported (unless the
-    /// peer or an error ends it first).
-    pub(super) fn close(&mut self, conn: ConnId) {
-        let Some(c) = self.conns.get_mut(conn) else {
-            return;
-        };
-        if c.phase != Phase::Open {
-            return;
-        }
-        c.phase = Phase::Draining;
-        if !c.flush_listed {
-            c.flush_listed = true;
-            self.flush.push(conn);
-        }
-    }
-
-    /// Closes `conn` now, dropping its queued bytes; `Closed { Local }` is
-    /// reported at once.
-    pub(super) fn abort(&mut self, conn: ConnId) {
-        self.end(conn, Some(CloseCause::Local));
     }
 
     /// A waker for this reactor, for other threads.
@@ -253,15 +176,9 @@ impl UringReactor {
         entered?;
         self.drain()?;
         if woken || self.parker.take_wake() {
-            self.events.push_back(NetEvent::Woken);
+            self.conns.events.push_back(NetEvent::Woken);
         }
         Ok(())
-    }
-
-    /// The next event, in the order the turn found them.
-    #[must_use]
-    pub(super) fn poll_event(&mut self) -> Option<NetEvent> {
-        self.events.pop_front()
     }
 
     /// Queues one submission and counts it as in flight.
@@ -301,7 +218,7 @@ impl UringReactor {
     }
 
     fn arm_recv(&mut self, id: ConnId) -> io::Result<()> {
-        let Some(conn) = self.conns.get_mut(id) else {
+        let Some(conn) = self.conns.slab.get_mut(id) else {
             return Ok(());
         };
         let entry = opcode::RecvMulti::new(Fd(conn.socket.as_raw_fd()), BUF_GROUP)
@@ -312,39 +229,20 @@ impl UringReactor {
         // which the reactor owns until every operation has ended.
         let pushed = unsafe { self.push(&entry) };
         if pushed.is_err() {
-            if let Some(conn) = self.conns.get_mut(id) {
+            if let Some(conn) = self.conns.slab.get_mut(id) {
                 conn.recv_armed = false;
             }
         }
         pushed
     }
 
-    /// Ends `id` once: reports `cause` (if any) and schedules its teardown.
-    fn end(&mut self, id: ConnId, cause: Option<CloseCause>) {
-        let Some(conn) = self.conns.get_mut(id) else {
-            return;
-        };
-        if conn.phase == Phase::Ended {
-            return;
-        }
-        conn.phase = Phase::Ended;
-        conn.outbound = BytesMut::new();
-        if matches!(conn.send, SendState::Partial(_)) {
-            conn.send = SendState::Idle;
-        }
-        if let Some(cause) = cause {
-            self.events.push_back(NetEvent::Closed { conn: id, cause });
-        }
-        self.ending.push(id);
-    }
-
     /// Step 1: one send per connection with queued bytes and none in flight;
     /// a draining connection with nothing left ends.
     fn gather_sends(&mut self) -> io::Result<()> {
-        let list = mem::take(&mut self.flush);
+        let list = mem::take(&mut self.conns.flush);
         for (done, &id) in list.iter().enumerate() {
             if let Err(err) = self.flush_one(id) {
-                self.flush.extend_from_slice(&list[done..]);
+                self.conns.flush.extend_from_slice(&list[done..]);
                 return Err(err);
             }
         }
@@ -352,7 +250,7 @@ impl UringReactor {
     }
 
     fn flush_one(&mut self, id: ConnId) -> io::Result<()> {
-        let Some(conn) = self.conns.get_mut(id) else {
+        let Some(conn) = self.conns.slab.get_mut(id) else {
             return Ok(());
         };
         let sendable = conn.phase != Phase::Ended && conn.connecting.is_none();
@@ -370,7 +268,7 @@ impl UringReactor {
             _ => {
                 conn.flush_listed = false;
                 if conn.phase == Phase::Draining {
-                    self.end(id, Some(CloseCause::Local));
+                    self.conns.end(id, Some(CloseCause::Local));
                 }
                 return Ok(());
             }
@@ -387,7 +285,7 @@ impl UringReactor {
         // SAFETY: the bytes are held in the connection's `InFlight` until the
         // send completes, and the slot is not freed while it is in flight.
         let pushed = unsafe { self.push(&entry) };
-        if let Some(conn) = self.conns.get_mut(id) {
+        if let Some(conn) = self.conns.slab.get_mut(id) {
             if pushed.is_err() {
                 if let SendState::InFlight(bytes) = mem::take(&mut conn.send) {
                     conn.send = SendState::Partial(bytes);
@@ -402,7 +300,7 @@ impl UringReactor {
     /// Submits the teardown of newly ended connections and releases the
     /// quiet ones: their descriptor is closed and their slot freed.
     fn advance_endings(&mut self) -> io::Result<()> {
-        let mut list = mem::take(&mut self.ending);
+        let mut list = mem::take(&mut self.conns.ending);
         let mut result = Ok(());
         list.retain(|&id| match self.advance_ending(id) {
             Ok(released) => !released,
@@ -411,13 +309,13 @@ impl UringReactor {
                 true
             }
         });
-        self.ending = list;
+        self.conns.ending = list;
         result
     }
 
     /// Returns whether `id` was released.
     fn advance_ending(&mut self, id: ConnId) -> io::Result<bool> {
-        let Some(conn) = self.conns.get_mut(id) else {
+        let Some(conn) = self.conns.slab.get_mut(id) else {
             return Ok(true);
         };
         if !conn.teardown_sent {
@@ -438,13 +336,13 @@ impl UringReactor {
                 self.cancel(token(OpKind::Connect, id))?;
             }
         }
-        let Some(conn) = self.conns.get(id) else {
+        let Some(conn) = self.conns.slab.get(id) else {
             return Ok(true);
         };
         if !conn.is_quiet() {
             return Ok(false);
         }
-        if let Some(conn) = self.conns.remove(id) {
+        if let Some(conn) = self.conns.slab.remove(id) {
             self.close_fd(conn.socket.into_raw_fd());
         }
         Ok(true)
@@ -473,7 +371,7 @@ impl UringReactor {
 
     /// Step 2: the turn's one entry into the kernel.
     fn enter(&mut self, timeout: Option<Duration>) -> io::Result<()> {
-        let block = self.events.is_empty() && timeout != Some(Duration::ZERO);
+        let block = self.conns.events.is_empty() && timeout != Some(Duration::ZERO);
         if !block || !self.parker.park() {
             if !self.ring.submission().is_empty() {
                 self.ring.submit()?;
@@ -541,6 +439,7 @@ impl UringReactor {
             OpKind::Recv | OpKind::Send | OpKind::Connect => {
                 let Some(id) = self
                     .conns
+                    .slab
                     .id_at(token.slot)
                     .filter(|id| token.is_for(id.generation()))
                 else {
@@ -592,12 +491,12 @@ impl UringReactor {
         if socket.set_tcp_nodelay(true).is_err() {
             return Ok(());
         }
-        let conn = self.conns.insert(Conn::new(socket, true))?;
+        let conn = self.conns.slab.insert(Conn::new(socket, true))?;
         if let Err(err) = self.arm_recv(conn) {
-            self.conns.remove(conn);
+            self.conns.slab.remove(conn);
             return Err(err);
         }
-        self.events.push_back(NetEvent::Accepted {
+        self.conns.events.push_back(NetEvent::Accepted {
             listener,
             conn,
             peer,
@@ -614,7 +513,7 @@ impl UringReactor {
 
     fn complete_recv(&mut self, id: ConnId, res: i32, flags: u32) -> io::Result<()> {
         let more = cqueue::more(flags);
-        let Some(conn) = self.conns.get_mut(id) else {
+        let Some(conn) = self.conns.slab.get_mut(id) else {
             self.recycle(flags);
             return Ok(());
         };
@@ -631,13 +530,13 @@ impl UringReactor {
                 }
                 if conn.received_turn != self.turn_count {
                     conn.received_turn = self.turn_count;
-                    self.events.push_back(NetEvent::Received { conn: id });
+                    self.conns.events.push_back(NetEvent::Received { conn: id });
                 }
             }
         }
         self.recycle(flags);
         match res {
-            0 => self.end(id, Some(CloseCause::PeerClosed)),
+            0 => self.conns.end(id, Some(CloseCause::PeerClosed)),
             // ENOBUFS: the ring ran dry, and is refilled by now. ECANCELED on
             // a live connection: the thread that armed it exited.
             _ if res > 0 || res == -libc::ENOBUFS || res == -libc::ECANCELED => {
@@ -645,20 +544,20 @@ impl UringReactor {
                     self.arm_recv(id)?;
                 }
             }
-            _ => self.end(id, Some(CloseCause::Error(error_kind(res)))),
+            _ => self.conns.end(id, Some(CloseCause::Error(error_kind(res)))),
         }
         Ok(())
     }
 
     fn complete_send(&mut self, id: ConnId, res: i32) {
-        let Some(conn) = self.conns.get_mut(id) else {
+        let Some(conn) = self.conns.slab.get_mut(id) else {
             return;
         };
         let SendState::InFlight(mut bytes) = mem::take(&mut conn.send) else {
             return;
         };
         if res < 0 && res != -libc::ECANCELED {
-            self.end(id, Some(CloseCause::Error(error_kind(res))));
+            self.conns.end(id, Some(CloseCause::Error(error_kind(res))));
             return;
         }
         // A cancelled send (its thread exited) is sent again whole.
@@ -668,12 +567,12 @@ impl UringReactor {
         }
         if conn.phase != Phase::Ended && !conn.flush_listed {
             conn.flush_listed = true;
-            self.flush.push(id);
+            self.conns.flush.push(id);
         }
     }
 
     fn complete_connect(&mut self, id: ConnId, res: i32) -> io::Result<()> {
-        let Some(conn) = self.conns.get_mut(id) else {
+        let Some(conn) = self.conns.slab.get_mut(id) else {
             return Ok(());
         };
         conn.connecting = None;
@@ -681,20 +580,22 @@ impl UringReactor {
             return Ok(());
         }
         if res < 0 {
-            self.events.push_back(NetEvent::ConnectFailed {
+            self.conns.events.push_back(NetEvent::ConnectFailed {
                 conn: id,
                 error: error_kind(res),
             });
-            self.end(id, None);
+            self.conns.end(id, None);
             return Ok(());
         }
         conn.established = true;
         if !conn.flush_listed {
             conn.flush_listed = true;
-            self.flush.push(id);
+            self.conns.flush.push(id);
         }
         self.arm_recv(id)?;
-        self.events.push_back(NetEvent::Connected { conn: id });
+        self.conns
+            .events
+            .push_back(NetEvent::Connected { conn: id });
         Ok(())
     }
 }
@@ -729,7 +630,7 @@ impl Drop for UringReactor {
             if let Some(ring) = self.buf_ring.take() {
                 ring.leak();
             }
-            mem::forget(mem::take(&mut self.conns));
+            mem::forget(mem::take(&mut self.conns.slab));
             mem::forget(mem::replace(&mut self.wake_word, Box::new(0)));
         }
     }
