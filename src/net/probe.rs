@@ -57,9 +57,24 @@ const PROBE_ENTRIES: u32 = 8;
 
 /// Whether io_uring is permitted here and has every feature the loop uses:
 /// sets up a small ring, checks it and drops it.
+///
+/// It runs on a thread of its own that ends with it: the kernel may queue
+/// the ring's teardown work on the thread that created it, with a
+/// notification that interrupts that thread's timed socket calls (EINTR),
+/// and the caller of `NodeBuilder::start` is the application's thread.
 pub(super) fn probe_io_uring() -> Result<(), ReactorError> {
-    let ring = IoUring::new(PROBE_ENTRIES).map_err(setup_error)?;
-    check_features(&ring)
+    let probe = std::thread::Builder::new()
+        .name("zlink-io-uring-probe".to_owned())
+        .spawn(|| {
+            let ring = IoUring::new(PROBE_ENTRIES).map_err(setup_error)?;
+            check_features(&ring)
+        })
+        .map_err(ReactorError::Setup)?;
+    probe.join().unwrap_or_else(|_| {
+        Err(ReactorError::Setup(io::Error::other(
+            "the io_uring probe panicked",
+        )))
+    })
 }
 
 /// Maps the error of `io_uring_setup(2)` to the startup error.
