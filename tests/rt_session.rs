@@ -54,6 +54,7 @@ fn stream_node() -> (Node, Arc<Seen>, mpsc::Receiver<String>) {
     let settings = NodeSettings {
         shards: 1,
         pin_cores: false,
+        io_backend: io_backend(),
         ..NodeSettings::default()
     };
     let (on_connect, on_packet, on_disconnect) =

@@ -15,6 +15,7 @@ use crate::core::trace::FlowCounters;
 use crate::error::{Error, Reason};
 use crate::ids::{ActorId, MeshName, NodeGeneration, NodeRid, PacketKey, SpotId};
 use crate::net::handshake::ClusterSecret;
+use crate::net::IoBackend;
 use crate::runtime::{
     self, ActorType, DisconnectHandler, Handlers, PacketHandler, ReplacedHandler, RunningNode,
     SpotKind,
@@ -75,6 +76,11 @@ pub struct NodeSettings {
     /// waits, Message Follow's lifetime and bounds (docs/relocation.md
     /// "Settings"). Their `limits` are always the node's `decode_limits`.
     pub relocation: RelocationConfig,
+    /// Which system interface runs the shards' socket loops (issue 8;
+    /// docs/threading.md "Choosing a backend"). `Auto` (the default) runs on
+    /// io_uring where it is permitted and on epoll, with one warning, where
+    /// it is not; `IoUring` where it is not permitted fails startup.
+    pub io_backend: IoBackend,
 }
 
 impl Default for NodeSettings {
@@ -95,6 +101,7 @@ impl Default for NodeSettings {
             pin_cores: true,
             lease_renew_interval: Duration::from_millis(1_000),
             relocation: RelocationConfig::default(),
+            io_backend: IoBackend::Auto,
         }
     }
 }
@@ -388,7 +395,8 @@ pub enum StartError {
     /// Two handlers were registered for one packet key.
     #[error("configuration error: two handlers for packet key {}", .0 .0)]
     DuplicatePacketHandler(PacketKey),
-    /// io_uring is not permitted or not supported here.
+    /// `IoBackend::IoUring` was demanded and io_uring is not permitted or
+    /// not supported here; the message says why and how to enable it.
     #[error("configuration error: {0}")]
     IoUring(String),
     /// The Location Store refused the owner lease.
@@ -574,6 +582,12 @@ impl Node {
         self.running.wait_linked(NodeRid(rid), false, timeout)
     }
 
+    /// Which backend runs the socket loops (diagnostics): `IoUring` or
+    /// `Epoll`, never `Auto`.
+    pub fn io_backend(&self) -> IoBackend {
+        self.running.io_backend()
+    }
+
     /// The flow-trace counters of every shard, summed (diagnostics).
     pub fn flow_counters(&self) -> FlowCounters {
         self.running.flow_counters()
@@ -596,6 +610,7 @@ impl std::fmt::Debug for Node {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Node")
             .field("stream_addr", &self.stream_addr())
+            .field("io_backend", &self.io_backend())
             .finish()
     }
 }

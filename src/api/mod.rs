@@ -54,6 +54,7 @@ mod builder;
 pub mod session;
 pub mod spot;
 
+pub use crate::net::IoBackend;
 pub use actor::{Actor, ActorContext, ActorMessage};
 pub use builder::{
     Node, NodeBuilder, NodeSettings, ObjectRole, RelocateTo, RelocationUnit, StartError,

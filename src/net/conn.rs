@@ -7,11 +7,17 @@
 //! connection in that slot. A slot whose generation is exhausted is retired,
 //! never reused.
 
+use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
 
 use bytes::{Bytes, BytesMut};
-use socket2::{SockAddr, Socket};
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+
+use super::reactor::NetEvent;
+
+/// The listen backlog: enough for a burst of logins between two turns.
+const LISTEN_BACKLOG: i32 = 1024;
 
 /// One TCP connection of a reactor; `Copy`, and never reused for another
 /// connection.
@@ -217,6 +223,116 @@ impl Slab {
     }
 }
 
+/// What both backends keep the same way: the connections, the events not
+/// yet polled, and the lists a turn works through. The seam's per-connection
+/// calls ([`super::Reactor::inbound`], `outbound`, `close`, ...) act on it
+/// directly, so the backends differ only in how they move bytes.
+#[derive(Debug)]
+pub(super) struct Conns {
+    pub(super) slab: Slab,
+    pub(super) events: VecDeque<NetEvent>,
+    /// Connections to look at in the gather step.
+    pub(super) flush: Vec<ConnId>,
+    /// Ended connections not yet released.
+    pub(super) ending: Vec<ConnId>,
+    /// The caller's bound on one connection's queued and in-flight bytes.
+    outbound_max: usize,
+}
+
+impl Conns {
+    pub(super) fn new(outbound_max: usize, events: usize) -> Self {
+        Self {
+            slab: Slab::default(),
+            events: VecDeque::with_capacity(events),
+            flush: Vec::new(),
+            ending: Vec::new(),
+            outbound_max,
+        }
+    }
+
+    /// See [`super::Reactor::inbound`].
+    pub(super) fn inbound(&mut self, conn: ConnId) -> Option<&mut BytesMut> {
+        self.slab.get_mut(conn).map(|c| &mut c.inbound)
+    }
+
+    /// See [`super::Reactor::outbound`].
+    pub(super) fn outbound(&mut self, conn: ConnId) -> Option<&mut BytesMut> {
+        let c = self.slab.get_mut(conn)?;
+        if c.phase != Phase::Open {
+            return None;
+        }
+        if !c.flush_listed {
+            c.flush_listed = true;
+            self.flush.push(conn);
+        }
+        Some(&mut c.outbound)
+    }
+
+    /// See [`super::Reactor::outbound_len`]: queued plus in flight (epoll
+    /// has nothing in flight).
+    pub(super) fn outbound_len(&self, conn: ConnId) -> usize {
+        self.slab
+            .get(conn)
+            .map_or(0, |c| c.outbound.len() + c.send.len())
+    }
+
+    /// See [`super::Reactor::outbound_room`].
+    pub(super) fn outbound_room(&self, conn: ConnId) -> usize {
+        self.outbound_max.saturating_sub(self.outbound_len(conn))
+    }
+
+    /// See [`super::Reactor::close`]: the gather step ends it once its
+    /// queue is out.
+    pub(super) fn close(&mut self, conn: ConnId) {
+        let Some(c) = self.slab.get_mut(conn) else {
+            return;
+        };
+        if c.phase != Phase::Open {
+            return;
+        }
+        c.phase = Phase::Draining;
+        if !c.flush_listed {
+            c.flush_listed = true;
+            self.flush.push(conn);
+        }
+    }
+
+    /// Ends `id` once: drops its queue, reports `cause` (if any) and lists
+    /// it for release.
+    pub(super) fn end(&mut self, id: ConnId, cause: Option<CloseCause>) {
+        let Some(conn) = self.slab.get_mut(id) else {
+            return;
+        };
+        if conn.phase == Phase::Ended {
+            return;
+        }
+        conn.phase = Phase::Ended;
+        conn.outbound = BytesMut::new();
+        if matches!(conn.send, SendState::Partial(_)) {
+            conn.send = SendState::Idle;
+        }
+        if let Some(cause) = cause {
+            self.events.push_back(NetEvent::Closed { conn: id, cause });
+        }
+        self.ending.push(id);
+    }
+}
+
+/// A listening socket on `addr` (SO_REUSEADDR and SO_REUSEPORT, so that
+/// every shard can listen on the same port) and its bound address.
+pub(super) fn listen_socket(addr: SocketAddr) -> io::Result<(Socket, SocketAddr)> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    socket.set_reuse_port(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(LISTEN_BACKLOG)?;
+    let bound = socket
+        .local_addr()?
+        .as_socket()
+        .ok_or_else(|| io::Error::other("the listener has no inet address"))?;
+    Ok((socket, bound))
+}
+
 /// The address of an established socket's peer, if it still has one.
 pub(super) fn peer_of(socket: &Socket) -> Option<SocketAddr> {
     socket.peer_addr().ok()?.as_socket()
@@ -225,7 +341,6 @@ pub(super) fn peer_of(socket: &Socket) -> Option<SocketAddr> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use socket2::{Domain, Type};
 
     fn conn() -> io::Result<Conn> {
         Ok(Conn::new(

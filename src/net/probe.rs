@@ -1,10 +1,11 @@
 //! Startup checks: is io_uring permitted here, and does the kernel have what
 //! the socket loop needs?
 //!
-//! Issue 3 item 1: where io_uring is not permitted, startup fails at once
-//! with a configuration error that says so and how to fix it, never a hang
-//! or a panic. Every check runs in [`super::Reactor::new`], before the first
-//! socket exists.
+//! Issue 3 item 1: where io_uring is demanded and not permitted, startup
+//! fails at once with a configuration error that says so and how to fix it,
+//! never a hang or a panic. Issue 8 item 2: [`probe_io_uring`] is what
+//! `IoBackend::Auto` asks before it falls back to epoll. Every check runs
+//! before the first socket exists.
 
 use std::io;
 
@@ -14,11 +15,12 @@ use crate::error::ErrorKind;
 
 /// How to fix a denied io_uring, appended to every
 /// [`ReactorError::IoUringUnavailable`] message.
-const FIX: &str = "zlink's socket loop needs io_uring on Linux >= 6.0. To fix: \
+const FIX: &str = "zlink's io_uring socket loop needs Linux >= 6.0. To enable io_uring: \
 allow it with `sysctl -w kernel.io_uring_disabled=0` (or add the user to \
 kernel.io_uring_group when it is 1); in a container, run with a seccomp \
 profile that allows io_uring_setup, io_uring_enter and io_uring_register \
-(default container profiles often block them); on an older kernel, upgrade";
+(default container profiles often block them); on an older kernel, upgrade. \
+Or run on epoll: io_backend = IoBackend::Epoll (IoBackend::Auto falls back to it)";
 
 /// Why a reactor could not start.
 #[derive(Debug, thiserror::Error)]
@@ -48,6 +50,31 @@ impl ReactorError {
             Self::Setup(_) => ErrorKind::Unavailable,
         }
     }
+}
+
+/// Ring entries of the probe: the smallest ring that answers the questions.
+const PROBE_ENTRIES: u32 = 8;
+
+/// Whether io_uring is permitted here and has every feature the loop uses:
+/// sets up a small ring, checks it and drops it.
+///
+/// It runs on a thread of its own that ends with it: the kernel may queue
+/// the ring's teardown work on the thread that created it, with a
+/// notification that interrupts that thread's timed socket calls (EINTR),
+/// and the caller of `NodeBuilder::start` is the application's thread.
+pub(super) fn probe_io_uring() -> Result<(), ReactorError> {
+    let probe = std::thread::Builder::new()
+        .name("zlink-io-uring-probe".to_owned())
+        .spawn(|| {
+            let ring = IoUring::new(PROBE_ENTRIES).map_err(setup_error)?;
+            check_features(&ring)
+        })
+        .map_err(ReactorError::Setup)?;
+    probe.join().unwrap_or_else(|_| {
+        Err(ReactorError::Setup(io::Error::other(
+            "the io_uring probe panicked",
+        )))
+    })
 }
 
 /// Maps the error of `io_uring_setup(2)` to the startup error.

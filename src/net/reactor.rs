@@ -1,51 +1,65 @@
-//! The reactor: one io_uring, its listeners and connections, driven one
-//! [`Reactor::turn`] at a time by the shard loop.
+//! The IO seam: the one interface through which the shard loop talks to its
+//! sockets, whichever backend runs under it (issue 8 item 1;
+//! docs/threading.md "The IO seam").
 //!
-//! A turn, in order (docs/threading.md "The socket loop"):
-//! 1. gather: every connection with queued bytes and no send in flight gets
-//!    one `Send` of all of them; every ended connection is shut down and its
-//!    receive cancelled, and a quiet one gets its `Close` and a freed slot;
-//! 2. enter the kernel once: submit, and wait for one completion unless
-//!    events are pending or the timeout is zero;
-//! 3. drain every completion into the event queue, re-arming multishot
-//!    operations the kernel ended.
-//!
-//! Ground rules: every submission's memory (send bytes, connect address,
-//! receive buffers, the eventfd word) is owned by the reactor until the
-//! operation's last completion; a connection's slot is freed only when it is
-//! quiet; dropping the reactor cancels everything and waits, and leaks the
-//! memory rather than free it under the kernel if that wait runs out.
+//! [`Reactor`] is an enum over the two backends, so a call costs one match
+//! and no boxing: the io_uring backend ([`super::uring`], the default) and
+//! the epoll backend ([`super::epoll`], for where io_uring is denied). Both
+//! keep the same contract: listeners and connections named by ids, bytes
+//! moved between sockets and per-connection [`BytesMut`] buffers, one
+//! gathered send per connection per turn, and what happened reported as
+//! [`NetEvent`]s. Nothing above the seam knows which backend runs, except
+//! [`Reactor::backend`] for diagnostics.
 
-#![allow(unsafe_code)]
-
-use std::collections::VecDeque;
 use std::io;
-use std::mem;
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
-use bytes::{Buf, BytesMut};
-use io_uring::types::{CancelBuilder, Fd, SubmitArgs, Timespec};
-use io_uring::{cqueue, opcode, squeue, IoUring};
-use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+use bytes::BytesMut;
 
-use super::buf_ring::BufRing;
-use super::conn::{peer_of, CloseCause, Conn, ConnId, ListenerId, Phase, SendState, Slab};
-use super::probe::{check_features, setup_error, ReactorError};
-use super::token::{OpKind, Token};
-use super::waker::{Parker, ReactorWaker};
+use super::conn::{CloseCause, ConnId, ListenerId};
+use super::epoll::EpollReactor;
+use super::probe::{probe_io_uring, ReactorError};
+use super::uring::UringReactor;
+use super::waker::ReactorWaker;
 
-/// The buffer group of the reactor's one buffer ring.
-const BUF_GROUP: u16 = 0;
-/// The listen backlog: enough for a burst of logins between two turns.
-const LISTEN_BACKLOG: i32 = 1024;
-/// The largest single send; a larger queue goes out over several turns.
-const SEND_LEN_MAX: usize = 1 << 30;
-/// How many waits of [`DROP_WAIT_STEP`] a dropped reactor gives the kernel
-/// to finish its cancelled operations before it leaks their memory.
-const DROP_WAIT_ROUNDS: u32 = 50;
-const DROP_WAIT_STEP: Duration = Duration::from_millis(20);
+/// Which system interface runs a node's socket loop (issue 8 item 2).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum IoBackend {
+    /// io_uring (Linux >= 6.0): the default where it is permitted.
+    IoUring,
+    /// epoll: for where io_uring is denied (a container's default seccomp
+    /// profile, `kernel.io_uring_disabled`, an old kernel).
+    Epoll,
+    /// Probe io_uring at startup and run on it; where it is not available,
+    /// run on epoll and log one warning that says why and how to enable it.
+    #[default]
+    Auto,
+}
+
+impl IoBackend {
+    /// The backend that will run: `IoUring` and `Epoll` as given, `Auto`
+    /// probed. `IoUring` where io_uring is not available is the error that
+    /// says why and how to fix it; `Auto` there logs it as one warning and
+    /// resolves to `Epoll`.
+    pub fn resolve(self) -> Result<Self, ReactorError> {
+        match self {
+            Self::Epoll => Ok(Self::Epoll),
+            Self::IoUring => probe_io_uring().map(|()| Self::IoUring),
+            Self::Auto => match probe_io_uring() {
+                Ok(()) => Ok(Self::IoUring),
+                Err(error @ ReactorError::IoUringUnavailable { .. }) => {
+                    tracing::warn!(
+                        "running the socket loop on epoll instead of io_uring: {error} \
+                         (set io_backend = IoBackend::Epoll to choose epoll without this warning)"
+                    );
+                    Ok(Self::Epoll)
+                }
+                Err(other) => Err(other),
+            },
+        }
+    }
+}
 
 /// The sizes a reactor is built with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,12 +70,18 @@ pub struct ReactorConfig {
     /// Receive buffers in the provided ring, a power of two: how many
     /// receives can complete between two turns before one waits (ENOBUFS).
     pub buffer_count: u16,
-    /// Bytes per receive buffer: the most one receive completion carries.
+    /// Bytes per receive buffer: the most one receive completion carries
+    /// (on epoll: the most one read takes; a turn reads at most
+    /// `buffer_count` of them per connection).
     pub buffer_size: u32,
     /// The caller's bound on one connection's queued and in-flight outbound
     /// bytes; the reactor only reports room against it
     /// ([`Reactor::outbound_room`]) and never refuses bytes itself.
     pub outbound_max: usize,
+    /// Which backend runs the loop (docs/threading.md "Choosing a
+    /// backend"); [`IoBackend::Auto`] probes io_uring and falls back to
+    /// epoll.
+    pub backend: IoBackend,
 }
 
 impl Default for ReactorConfig {
@@ -71,6 +91,7 @@ impl Default for ReactorConfig {
             buffer_count: 256,
             buffer_size: 16 * 1024,
             outbound_max: 4 * 1024 * 1024,
+            backend: IoBackend::Auto,
         }
     }
 }
@@ -117,698 +138,169 @@ pub enum NetEvent {
     Woken,
 }
 
-#[derive(Debug)]
-struct Listener {
-    socket: Socket,
-}
+/// The setting's spelling in configuration: `"io_uring"`, `"epoll"` or
+/// `"auto"` (issue 8 item 2).
+impl std::str::FromStr for IoBackend {
+    type Err = String;
 
-/// A shard's socket loop on io_uring; see the module doc for a turn.
-///
-/// Build it on the thread that runs it: the kernel ties an operation to the
-/// thread that submitted it and cancels it if that thread exits (the reactor
-/// then re-arms what a live connection needs).
-pub struct Reactor {
-    ring: IoUring,
-    buf_ring: Option<BufRing>,
-    conns: Slab,
-    listeners: Vec<Listener>,
-    events: VecDeque<NetEvent>,
-    /// Connections to look at in the gather step.
-    flush: Vec<ConnId>,
-    /// Ended connections not yet released.
-    ending: Vec<ConnId>,
-    /// Completions of the current drain, kept for its capacity.
-    cqes: Vec<(u64, i32, u32)>,
-    parker: Parker,
-    /// The eventfd read's target; boxed so that its address is stable.
-    wake_word: Box<u64>,
-    turn_count: u64,
-    /// Operations whose last completion has not arrived.
-    ops_in_flight: usize,
-    outbound_max: usize,
-}
-
-impl std::fmt::Debug for Reactor {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Reactor")
-            .field("listeners", &self.listeners.len())
-            .field("events", &self.events.len())
-            .field("ops_in_flight", &self.ops_in_flight)
-            .finish_non_exhaustive()
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        match name {
+            "io_uring" => Ok(Self::IoUring),
+            "epoll" => Ok(Self::Epoll),
+            "auto" => Ok(Self::Auto),
+            other => Err(format!(
+                "io_backend = {other:?}: expected \"io_uring\", \"epoll\" or \"auto\""
+            )),
+        }
     }
+}
+
+/// A shard's socket loop: the backend chosen at startup behind one
+/// interface (module doc).
+///
+/// Build it on the thread that runs it (io_uring ties operations to the
+/// submitting thread).
+#[derive(Debug)]
+pub struct Reactor {
+    backend: Backend,
+}
+
+/// The backend behind a [`Reactor`]; boxed once at startup so that the two
+/// differ in size without the enum paying for the larger.
+#[derive(Debug)]
+enum Backend {
+    IoUring(Box<UringReactor>),
+    Epoll(Box<EpollReactor>),
+}
+
+/// Forwards a call to whichever backend runs.
+macro_rules! dispatch {
+    ($self:expr, $reactor:ident => $call:expr) => {
+        match &mut $self.backend {
+            Backend::IoUring($reactor) => $call,
+            Backend::Epoll($reactor) => $call,
+        }
+    };
+    (ref $self:expr, $reactor:ident => $call:expr) => {
+        match &$self.backend {
+            Backend::IoUring($reactor) => $call,
+            Backend::Epoll($reactor) => $call,
+        }
+    };
 }
 
 impl Reactor {
-    /// Sets up the ring, checks that io_uring is permitted and has what the
-    /// loop needs, and registers the buffer ring.
+    /// Builds the reactor of `config.backend` (resolving `Auto`, see
+    /// [`IoBackend::resolve`]).
     ///
     /// Fails at once with [`ReactorError::IoUringUnavailable`], whose message
-    /// says how to fix it, where io_uring is denied or too old.
+    /// says how to fix it, where io_uring is demanded but denied or too old.
     pub fn new(config: ReactorConfig) -> Result<Self, ReactorError> {
-        if config.ring_entries == 0 || config.ring_entries > 32_768 {
-            return Err(ReactorError::InvalidConfig(
-                "ring_entries must be between 1 and 32768",
-            ));
-        }
-        let ring = IoUring::builder()
-            .build(config.ring_entries)
-            .map_err(setup_error)?;
-        check_features(&ring)?;
-        let buf_ring = BufRing::new(config.buffer_count, config.buffer_size)?;
-        buf_ring.register(&ring, BUF_GROUP)?;
-        let parker = Parker::new().map_err(ReactorError::Setup)?;
-        let mut reactor = Self {
-            ring,
-            buf_ring: Some(buf_ring),
-            conns: Slab::default(),
-            listeners: Vec::new(),
-            events: VecDeque::with_capacity(config.ring_entries as usize),
-            flush: Vec::new(),
-            ending: Vec::new(),
-            cqes: Vec::with_capacity(2 * config.ring_entries as usize),
-            parker,
-            wake_word: Box::new(0),
-            turn_count: 0,
-            ops_in_flight: 0,
-            outbound_max: config.outbound_max,
+        let backend = match config.backend.resolve()? {
+            IoBackend::Epoll => Backend::Epoll(Box::new(EpollReactor::new(config)?)),
+            _ => Backend::IoUring(Box::new(UringReactor::new(config)?)),
         };
-        reactor.arm_wake().map_err(ReactorError::Setup)?;
-        Ok(reactor)
+        Ok(Self { backend })
+    }
+
+    /// Which backend runs (never `Auto`): for diagnostics.
+    pub fn backend(&self) -> IoBackend {
+        match self.backend {
+            Backend::IoUring(_) => IoBackend::IoUring,
+            Backend::Epoll(_) => IoBackend::Epoll,
+        }
     }
 
     /// Listens on `addr` (SO_REUSEADDR and SO_REUSEPORT, so that every shard
-    /// can listen on the same port) and starts its multishot accept.
-    /// Returns the bound address, with port 0 resolved.
+    /// can listen on the same port) and starts accepting. Returns the bound
+    /// address, with port 0 resolved.
     pub fn listen(&mut self, addr: SocketAddr) -> io::Result<(ListenerId, SocketAddr)> {
-        let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
-        socket.set_reuse_address(true)?;
-        socket.set_reuse_port(true)?;
-        socket.bind(&addr.into())?;
-        socket.listen(LISTEN_BACKLOG)?;
-        let bound = socket
-            .local_addr()?
-            .as_socket()
-            .ok_or_else(|| io::Error::other("the listener has no inet address"))?;
-        let index = u32::try_from(self.listeners.len())
-            .map_err(|_| io::Error::other("too many listeners"))?;
-        let fd = socket.as_raw_fd();
-        self.listeners.push(Listener { socket });
-        if let Err(err) = self.arm_accept(index, fd) {
-            self.listeners.pop();
-            return Err(err);
-        }
-        Ok((ListenerId(index), bound))
+        dispatch!(self, r => r.listen(addr))
     }
 
     /// Starts connecting to `addr`; a `Connected` or `ConnectFailed` event
     /// follows. Bytes may be queued at once; they go out once connected.
     pub fn connect(&mut self, addr: SocketAddr) -> io::Result<ConnId> {
-        let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
-        socket.set_tcp_nodelay(true)?;
-        let fd = socket.as_raw_fd();
-        let peer = Box::new(SockAddr::from(addr));
-        let (addr_ptr, addr_len) = (peer.as_ptr().cast::<libc::sockaddr>(), peer.len());
-        let mut conn = Conn::new(socket, false);
-        conn.connecting = Some(peer);
-        let id = self.conns.insert(conn)?;
-        let entry = opcode::Connect::new(Fd(fd), addr_ptr, addr_len)
-            .build()
-            .user_data(token(OpKind::Connect, id));
-        // SAFETY: the address is boxed in the connection's `connecting`,
-        // which is cleared only by the connect's completion, and the slot is
-        // not freed while it is set.
-        if let Err(err) = unsafe { self.push(&entry) } {
-            self.conns.remove(id);
-            return Err(err);
-        }
-        Ok(id)
+        dispatch!(self, r => r.connect(addr))
     }
 
     /// The received bytes of `conn` that the caller has not consumed: split
     /// frames off the front. `None` once the id is dead.
     pub fn inbound(&mut self, conn: ConnId) -> Option<&mut BytesMut> {
-        self.conns.get_mut(conn).map(|c| &mut c.inbound)
+        dispatch!(self, r => r.conns.inbound(conn))
     }
 
     /// The outbound queue of `conn`: encode frames straight into it; all of
     /// it goes out in one send at the next turn. `None` once the connection
     /// is closing or dead.
     pub fn outbound(&mut self, conn: ConnId) -> Option<&mut BytesMut> {
-        let c = self.conns.get_mut(conn)?;
-        if c.phase != Phase::Open {
-            return None;
-        }
-        if !c.flush_listed {
-            c.flush_listed = true;
-            self.flush.push(conn);
-        }
-        Some(&mut c.outbound)
+        dispatch!(self, r => r.conns.outbound(conn))
     }
 
-    /// Outbound bytes of `conn` not yet acknowledged by a send completion:
-    /// queued plus in flight. What the caller bounds.
+    /// Outbound bytes of `conn` not yet handed to the kernel: queued plus
+    /// in flight. What the caller bounds.
     pub fn outbound_len(&self, conn: ConnId) -> usize {
-        self.conns
-            .get(conn)
-            .map_or(0, |c| c.outbound.len() + c.send.len())
+        dispatch!(ref self, r => r.conns.outbound_len(conn))
     }
 
     /// How many more bytes `conn` may queue before reaching
     /// [`ReactorConfig::outbound_max`]; at 0 the caller refuses or ends the
     /// session, the reactor never drops bytes itself.
     pub fn outbound_room(&self, conn: ConnId) -> usize {
-        self.outbound_max.saturating_sub(self.outbound_len(conn))
+        dispatch!(ref self, r => r.conns.outbound_room(conn))
     }
 
     /// Closes `conn` gracefully: what is queued goes out, then the socket is
     /// shut down and closed, and `Closed { Local }` is reported (unless the
     /// peer or an error ends it first).
     pub fn close(&mut self, conn: ConnId) {
-        let Some(c) = self.conns.get_mut(conn) else {
-            return;
-        };
-        if c.phase != Phase::Open {
-            return;
-        }
-        c.phase = Phase::Draining;
-        if !c.flush_listed {
-            c.flush_listed = true;
-            self.flush.push(conn);
-        }
+        dispatch!(self, r => r.conns.close(conn))
     }
 
     /// Closes `conn` now, dropping its queued bytes; `Closed { Local }` is
     /// reported at once.
     pub fn abort(&mut self, conn: ConnId) {
-        self.end(conn, Some(CloseCause::Local));
+        dispatch!(self, r => r.conns.end(conn, Some(CloseCause::Local)))
     }
 
     /// A waker for this reactor, for other threads.
     pub fn waker(&self) -> ReactorWaker {
-        self.parker.waker()
+        dispatch!(ref self, r => r.waker())
     }
 
-    /// Runs one turn (module doc): gathers sends, enters the kernel once,
-    /// drains completions into events. Blocks for at most `timeout`
-    /// (`None`: until something happens) and not at all while events are
-    /// pending. May return with no event (a signal, a stale wake).
+    /// Runs one turn: sends what was queued, waits in the kernel once for
+    /// at most `timeout` (`None`: until something happens; not at all while
+    /// events are pending), and turns what happened into events. May return
+    /// with no event (a signal, a stale wake).
     pub fn turn(&mut self, timeout: Option<Duration>) -> io::Result<()> {
-        self.turn_count += 1;
-        self.gather_sends()?;
-        self.advance_endings()?;
-        let entered = self.enter(timeout);
-        let woken = self.parker.take_wake();
-        entered?;
-        self.drain()?;
-        if woken || self.parker.take_wake() {
-            self.events.push_back(NetEvent::Woken);
-        }
-        Ok(())
+        dispatch!(self, r => r.turn(timeout))
     }
 
     /// The next event, in the order the turn found them.
     #[must_use]
     pub fn poll_event(&mut self) -> Option<NetEvent> {
-        self.events.pop_front()
+        dispatch!(self, r => r.conns.events.pop_front())
     }
+}
 
-    /// Queues one submission and counts it as in flight.
-    ///
-    /// # Safety
-    /// Every buffer or address `entry` points to must stay valid until the
-    /// operation's last completion.
-    unsafe fn push(&mut self, entry: &squeue::Entry) -> io::Result<()> {
-        // SAFETY: the caller keeps the entry's memory alive (above).
-        if unsafe { self.ring.submission().push(entry) }.is_err() {
-            self.ring.submit()?;
-            // SAFETY: as above.
-            unsafe { self.ring.submission().push(entry) }
-                .map_err(|_| io::Error::other("the io_uring submission queue stays full"))?;
-        }
-        self.ops_in_flight += 1;
-        Ok(())
-    }
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-    fn arm_wake(&mut self) -> io::Result<()> {
-        let word: *mut u64 = &mut *self.wake_word;
-        let entry = opcode::Read::new(Fd(self.parker.eventfd()), word.cast::<u8>(), 8)
-            .build()
-            .user_data(Token::new(OpKind::Wake, 0, 0).to_user_data());
-        // SAFETY: the word is boxed in the reactor, which outlives the read
-        // (Drop waits for it, or leaks the box).
-        unsafe { self.push(&entry) }
-    }
-
-    fn arm_accept(&mut self, index: u32, fd: RawFd) -> io::Result<()> {
-        let entry = opcode::AcceptMulti::new(Fd(fd))
-            .flags(libc::SOCK_CLOEXEC)
-            .build()
-            .user_data(Token::new(OpKind::Accept, index, 0).to_user_data());
-        // SAFETY: a multishot accept points to no memory.
-        unsafe { self.push(&entry) }
-    }
-
-    fn arm_recv(&mut self, id: ConnId) -> io::Result<()> {
-        let Some(conn) = self.conns.get_mut(id) else {
-            return Ok(());
-        };
-        let entry = opcode::RecvMulti::new(Fd(conn.socket.as_raw_fd()), BUF_GROUP)
-            .build()
-            .user_data(token(OpKind::Recv, id));
-        conn.recv_armed = true;
-        // SAFETY: the receive writes only into the registered buffer ring,
-        // which the reactor owns until every operation has ended.
-        let pushed = unsafe { self.push(&entry) };
-        if pushed.is_err() {
-            if let Some(conn) = self.conns.get_mut(id) {
-                conn.recv_armed = false;
-            }
-        }
-        pushed
-    }
-
-    /// Ends `id` once: reports `cause` (if any) and schedules its teardown.
-    fn end(&mut self, id: ConnId, cause: Option<CloseCause>) {
-        let Some(conn) = self.conns.get_mut(id) else {
-            return;
-        };
-        if conn.phase == Phase::Ended {
-            return;
-        }
-        conn.phase = Phase::Ended;
-        conn.outbound = BytesMut::new();
-        if matches!(conn.send, SendState::Partial(_)) {
-            conn.send = SendState::Idle;
-        }
-        if let Some(cause) = cause {
-            self.events.push_back(NetEvent::Closed { conn: id, cause });
-        }
-        self.ending.push(id);
-    }
-
-    /// Step 1: one send per connection with queued bytes and none in flight;
-    /// a draining connection with nothing left ends.
-    fn gather_sends(&mut self) -> io::Result<()> {
-        let list = mem::take(&mut self.flush);
-        for (done, &id) in list.iter().enumerate() {
-            if let Err(err) = self.flush_one(id) {
-                self.flush.extend_from_slice(&list[done..]);
-                return Err(err);
-            }
-        }
-        Ok(())
-    }
-
-    fn flush_one(&mut self, id: ConnId) -> io::Result<()> {
-        let Some(conn) = self.conns.get_mut(id) else {
-            return Ok(());
-        };
-        let sendable = conn.phase != Phase::Ended && conn.connecting.is_none();
-        if !sendable || matches!(conn.send, SendState::InFlight(_)) {
-            // A connect or send completion lists it again.
-            conn.flush_listed = false;
-            return Ok(());
-        }
-        let bytes = match mem::take(&mut conn.send) {
-            SendState::Partial(rest) => rest,
-            _ if !conn.outbound.is_empty() => {
-                let len = conn.outbound.len().min(SEND_LEN_MAX);
-                conn.outbound.split_to(len).freeze()
-            }
-            _ => {
-                conn.flush_listed = false;
-                if conn.phase == Phase::Draining {
-                    self.end(id, Some(CloseCause::Local));
-                }
-                return Ok(());
-            }
-        };
-        let entry = opcode::Send::new(
-            Fd(conn.socket.as_raw_fd()),
-            bytes.as_ptr(),
-            bytes.len() as u32,
-        )
-        .flags(libc::MSG_NOSIGNAL)
-        .build()
-        .user_data(token(OpKind::Send, id));
-        conn.send = SendState::InFlight(bytes);
-        // SAFETY: the bytes are held in the connection's `InFlight` until the
-        // send completes, and the slot is not freed while it is in flight.
-        let pushed = unsafe { self.push(&entry) };
-        if let Some(conn) = self.conns.get_mut(id) {
-            if pushed.is_err() {
-                if let SendState::InFlight(bytes) = mem::take(&mut conn.send) {
-                    conn.send = SendState::Partial(bytes);
-                }
-            } else {
-                conn.flush_listed = false;
-            }
-        }
-        pushed
-    }
-
-    /// Submits the teardown of newly ended connections and releases the
-    /// quiet ones: their descriptor is closed and their slot freed.
-    fn advance_endings(&mut self) -> io::Result<()> {
-        let mut list = mem::take(&mut self.ending);
-        let mut result = Ok(());
-        list.retain(|&id| match self.advance_ending(id) {
-            Ok(released) => !released,
-            Err(err) => {
-                result = Err(err);
-                true
-            }
-        });
-        self.ending = list;
-        result
-    }
-
-    /// Returns whether `id` was released.
-    fn advance_ending(&mut self, id: ConnId) -> io::Result<bool> {
-        let Some(conn) = self.conns.get_mut(id) else {
-            return Ok(true);
-        };
-        if !conn.teardown_sent {
-            conn.teardown_sent = true;
-            if conn.established {
-                // A plain shutdown(2): IORING_OP_SHUTDOWN always goes through
-                // an io-wq worker, which costs more than the syscall. It sends
-                // the FIN after the bytes already queued in the kernel and
-                // ends the multishot receive with end of stream. ENOTCONN
-                // (the peer already reset) leaves nothing to shut down.
-                let _ = conn.socket.shutdown(std::net::Shutdown::Both);
-            }
-            let (recv_armed, connecting) = (conn.recv_armed, conn.connecting.is_some());
-            if recv_armed {
-                self.cancel(token(OpKind::Recv, id))?;
-            }
-            if connecting {
-                self.cancel(token(OpKind::Connect, id))?;
-            }
-        }
-        let Some(conn) = self.conns.get(id) else {
-            return Ok(true);
-        };
-        if !conn.is_quiet() {
-            return Ok(false);
-        }
-        if let Some(conn) = self.conns.remove(id) {
-            self.close_fd(conn.socket.into_raw_fd());
-        }
-        Ok(true)
-    }
-
-    fn cancel(&mut self, user_data: u64) -> io::Result<()> {
-        let entry = opcode::AsyncCancel2::new(CancelBuilder::user_data(user_data))
-            .build()
-            .user_data(Token::new(OpKind::Cancel, 0, 0).to_user_data());
-        // SAFETY: a cancel points to no memory.
-        unsafe { self.push(&entry) }
-    }
-
-    /// Closes `fd` in the next submission, or at once if the queue refuses.
-    fn close_fd(&mut self, fd: RawFd) {
-        let entry = opcode::Close::new(Fd(fd))
-            .build()
-            .user_data(Token::new(OpKind::Close, 0, 0).to_user_data());
-        // SAFETY: a close points to no memory, and `fd` is owned by nobody
-        // else once its connection is removed.
-        if unsafe { self.push(&entry) }.is_err() {
-            // SAFETY: as above: the descriptor is ours alone.
-            drop(unsafe { OwnedFd::from_raw_fd(fd) });
-        }
-    }
-
-    /// Step 2: the turn's one entry into the kernel.
-    fn enter(&mut self, timeout: Option<Duration>) -> io::Result<()> {
-        let block = self.events.is_empty() && timeout != Some(Duration::ZERO);
-        if !block || !self.parker.park() {
-            if !self.ring.submission().is_empty() {
-                self.ring.submit()?;
-            }
-            return Ok(());
-        }
-        let entered = match timeout {
-            None => self.ring.submit_and_wait(1),
-            Some(timeout) => {
-                let ts = Timespec::new()
-                    .sec(timeout.as_secs())
-                    .nsec(timeout.subsec_nanos());
-                let args = SubmitArgs::new().timespec(&ts);
-                self.ring.submitter().submit_with_args(1, &args)
-            }
-        };
-        match entered {
-            Ok(_) => Ok(()),
-            // The timeout passed, a signal arrived, or completions are
-            // backed up: all are drained by the caller's next steps.
-            Err(err)
-                if matches!(
-                    err.raw_os_error(),
-                    Some(libc::ETIME | libc::EINTR | libc::EBUSY)
-                ) =>
-            {
-                Ok(())
-            }
-            Err(err) => Err(err),
-        }
-    }
-
-    /// Step 3: every completion becomes state and events.
-    fn drain(&mut self) -> io::Result<()> {
-        let mut cqes = mem::take(&mut self.cqes);
-        cqes.clear();
-        cqes.extend(
-            self.ring
-                .completion()
-                .map(|cqe| (cqe.user_data(), cqe.result(), cqe.flags())),
+    #[test]
+    fn the_setting_parses_its_three_names_and_refuses_others() {
+        assert_eq!("io_uring".parse(), Ok(IoBackend::IoUring));
+        assert_eq!("epoll".parse(), Ok(IoBackend::Epoll));
+        assert_eq!("auto".parse(), Ok(IoBackend::Auto));
+        let refused = "uring".parse::<IoBackend>().unwrap_err();
+        assert!(
+            refused.contains("\"io_uring\", \"epoll\" or \"auto\""),
+            "{refused}"
         );
-        let mut result = Ok(());
-        for &(user_data, res, flags) in &cqes {
-            if !cqueue::more(flags) {
-                self.ops_in_flight = self.ops_in_flight.saturating_sub(1);
-            }
-            if let Err(err) = self.complete(user_data, res, flags) {
-                result = result.and(Err(err));
-            }
-        }
-        self.cqes = cqes;
-        result
     }
 
-    fn complete(&mut self, user_data: u64, res: i32, flags: u32) -> io::Result<()> {
-        let Some(token) = Token::from_user_data(user_data) else {
-            return Ok(());
-        };
-        match token.kind {
-            OpKind::Accept => self.complete_accept(token.slot, res, flags),
-            // Drop does not come here, so even a cancelled read (its thread
-            // exited) is re-armed.
-            OpKind::Wake => self.arm_wake(),
-            OpKind::Close | OpKind::Cancel => Ok(()),
-            OpKind::Recv | OpKind::Send | OpKind::Connect => {
-                let Some(id) = self
-                    .conns
-                    .id_at(token.slot)
-                    .filter(|id| token.is_for(id.generation()))
-                else {
-                    self.recycle(flags);
-                    return Ok(());
-                };
-                match token.kind {
-                    OpKind::Recv => self.complete_recv(id, res, flags),
-                    OpKind::Send => {
-                        self.complete_send(id, res);
-                        Ok(())
-                    }
-                    _ => self.complete_connect(id, res),
-                }
-            }
-        }
+    #[test]
+    fn epoll_resolves_to_itself_without_probing() {
+        assert_eq!(IoBackend::Epoll.resolve().ok(), Some(IoBackend::Epoll));
     }
-
-    fn complete_accept(&mut self, index: u32, res: i32, flags: u32) -> io::Result<()> {
-        let Some(fd) = self
-            .listeners
-            .get(index as usize)
-            .map(|l| l.socket.as_raw_fd())
-        else {
-            return Ok(());
-        };
-        let adopted = if res >= 0 {
-            // SAFETY: a non-negative accept result is a new descriptor that
-            // nothing else owns.
-            let socket = Socket::from(unsafe { OwnedFd::from_raw_fd(res) });
-            self.adopt(ListenerId(index), socket)
-        } else {
-            tracing::warn!(errno = -res, "accept failed; re-arming");
-            Ok(())
-        };
-        if !cqueue::more(flags) {
-            self.arm_accept(index, fd)?;
-        }
-        adopted
-    }
-
-    /// Takes an accepted socket into the slab and starts receiving on it.
-    fn adopt(&mut self, listener: ListenerId, socket: Socket) -> io::Result<()> {
-        // A peer that is already gone, or a socket that refuses NODELAY, is
-        // dropped (closed) here: there is no connection to report.
-        let Some(peer) = peer_of(&socket) else {
-            return Ok(());
-        };
-        if socket.set_tcp_nodelay(true).is_err() {
-            return Ok(());
-        }
-        let conn = self.conns.insert(Conn::new(socket, true))?;
-        if let Err(err) = self.arm_recv(conn) {
-            self.conns.remove(conn);
-            return Err(err);
-        }
-        self.events.push_back(NetEvent::Accepted {
-            listener,
-            conn,
-            peer,
-        });
-        Ok(())
-    }
-
-    /// Hands back the buffer a completion selected, if any.
-    fn recycle(&mut self, flags: u32) {
-        if let (Some(bid), Some(ring)) = (cqueue::buffer_select(flags), self.buf_ring.as_mut()) {
-            ring.recycle(bid);
-        }
-    }
-
-    fn complete_recv(&mut self, id: ConnId, res: i32, flags: u32) -> io::Result<()> {
-        let more = cqueue::more(flags);
-        let Some(conn) = self.conns.get_mut(id) else {
-            self.recycle(flags);
-            return Ok(());
-        };
-        if !more {
-            conn.recv_armed = false;
-        }
-        let live = conn.phase != Phase::Ended;
-        if res > 0 {
-            if let (true, Some(bid), Some(ring)) =
-                (live, cqueue::buffer_select(flags), self.buf_ring.as_ref())
-            {
-                if let Some(bytes) = ring.filled(bid, res as usize) {
-                    conn.inbound.extend_from_slice(bytes);
-                }
-                if conn.received_turn != self.turn_count {
-                    conn.received_turn = self.turn_count;
-                    self.events.push_back(NetEvent::Received { conn: id });
-                }
-            }
-        }
-        self.recycle(flags);
-        match res {
-            0 => self.end(id, Some(CloseCause::PeerClosed)),
-            // ENOBUFS: the ring ran dry, and is refilled by now. ECANCELED on
-            // a live connection: the thread that armed it exited.
-            _ if res > 0 || res == -libc::ENOBUFS || res == -libc::ECANCELED => {
-                if live && !more {
-                    self.arm_recv(id)?;
-                }
-            }
-            _ => self.end(id, Some(CloseCause::Error(error_kind(res)))),
-        }
-        Ok(())
-    }
-
-    fn complete_send(&mut self, id: ConnId, res: i32) {
-        let Some(conn) = self.conns.get_mut(id) else {
-            return;
-        };
-        let SendState::InFlight(mut bytes) = mem::take(&mut conn.send) else {
-            return;
-        };
-        if res < 0 && res != -libc::ECANCELED {
-            self.end(id, Some(CloseCause::Error(error_kind(res))));
-            return;
-        }
-        // A cancelled send (its thread exited) is sent again whole.
-        bytes.advance((res.max(0) as usize).min(bytes.len()));
-        if !bytes.is_empty() {
-            conn.send = SendState::Partial(bytes);
-        }
-        if conn.phase != Phase::Ended && !conn.flush_listed {
-            conn.flush_listed = true;
-            self.flush.push(id);
-        }
-    }
-
-    fn complete_connect(&mut self, id: ConnId, res: i32) -> io::Result<()> {
-        let Some(conn) = self.conns.get_mut(id) else {
-            return Ok(());
-        };
-        conn.connecting = None;
-        if conn.phase == Phase::Ended {
-            return Ok(());
-        }
-        if res < 0 {
-            self.events.push_back(NetEvent::ConnectFailed {
-                conn: id,
-                error: error_kind(res),
-            });
-            self.end(id, None);
-            return Ok(());
-        }
-        conn.established = true;
-        if !conn.flush_listed {
-            conn.flush_listed = true;
-            self.flush.push(id);
-        }
-        self.arm_recv(id)?;
-        self.events.push_back(NetEvent::Connected { conn: id });
-        Ok(())
-    }
-}
-
-impl Drop for Reactor {
-    /// Cancels every operation and waits for their completions, so that no
-    /// kernel write lands in freed memory; if they do not all arrive in
-    /// time, the memory they may use is leaked instead.
-    fn drop(&mut self) {
-        let cancel_all = opcode::AsyncCancel2::new(CancelBuilder::any().all())
-            .build()
-            .user_data(Token::new(OpKind::Cancel, 0, 0).to_user_data());
-        // SAFETY: a cancel points to no memory.
-        let cancelled = unsafe { self.push(&cancel_all) }.is_ok();
-        let mut rounds = 0;
-        while cancelled && self.ops_in_flight > 0 && rounds < DROP_WAIT_ROUNDS {
-            rounds += 1;
-            let ts = Timespec::new().nsec(DROP_WAIT_STEP.subsec_nanos());
-            let args = SubmitArgs::new().timespec(&ts);
-            let _ = self.ring.submitter().submit_with_args(1, &args);
-            for cqe in self.ring.completion() {
-                if !cqueue::more(cqe.flags()) {
-                    self.ops_in_flight = self.ops_in_flight.saturating_sub(1);
-                }
-            }
-        }
-        if self.ops_in_flight > 0 {
-            tracing::error!(
-                ops = self.ops_in_flight,
-                "io_uring operations still in flight at drop; leaking their memory"
-            );
-            if let Some(ring) = self.buf_ring.take() {
-                ring.leak();
-            }
-            mem::forget(mem::take(&mut self.conns));
-            mem::forget(mem::replace(&mut self.wake_word, Box::new(0)));
-        }
-    }
-}
-
-/// The `user_data` of an operation on connection `id`.
-fn token(kind: OpKind, id: ConnId) -> u64 {
-    Token::new(kind, id.slot(), id.generation()).to_user_data()
-}
-
-/// The error kind of a negative completion result.
-fn error_kind(res: i32) -> io::ErrorKind {
-    io::Error::from_raw_os_error(-res).kind()
 }

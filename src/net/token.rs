@@ -1,4 +1,6 @@
-//! What a completion is about: the `user_data` of every submission.
+//! What a completion is about: the `user_data` of every submission (and,
+//! on the epoll backend, the mio token of every readiness source: a
+//! listener as `Accept`, a connection as `Recv`, the waker as `Wake`).
 //!
 //! A `user_data` packs the operation kind, the slot index and the low bits
 //! of the slot's generation, so that a completion for a slot that has since

@@ -6,12 +6,13 @@
 //! `RUNNING` when it returns; a waker moves it to `NOTIFIED` and writes the
 //! eventfd only if it found `PARKED`. So a busy reactor is woken for the cost
 //! of one atomic swap and no syscall, and a parked one for one eventfd write,
-//! whose read the reactor keeps armed in its ring.
+//! whose read the io_uring reactor keeps armed in its ring and the epoll
+//! reactor watches for readiness.
 
 #![allow(unsafe_code)]
 
 use std::fs::File;
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
@@ -87,6 +88,15 @@ impl Parker {
     /// The eventfd the reactor keeps a read armed on.
     pub(super) fn eventfd(&self) -> RawFd {
         self.shared.eventfd.as_raw_fd()
+    }
+
+    /// Empties the eventfd's counter (the epoll backend, whose readiness
+    /// for it is edge-triggered); a counter already at zero is fine.
+    pub(super) fn clear(&self) {
+        let mut word = [0u8; 8];
+        // EAGAIN (nothing to read) and every other result leave nothing to
+        // act on: the state byte, not the counter, carries the wake.
+        let _ = (&self.shared.eventfd).read(&mut word);
     }
 
     /// Announces that the reactor is about to block; `false` means a wake

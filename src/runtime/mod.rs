@@ -1,5 +1,5 @@
-//! The node runtime: shards on threads, each running a [`ShardCore`] on an
-//! io_uring reactor, with the application's Actors and session callbacks
+//! The node runtime: shards on threads, each running a [`ShardCore`] on a
+//! reactor (io_uring or epoll, chosen at startup), with the application's Actors and session callbacks
 //! (docs/threading.md).
 //!
 //! This slice runs one shard per node; records for another node wait for the
@@ -36,7 +36,7 @@ use crate::ids::{
     ActorId, ActorRef, MeshName, NodeGeneration, NodeRid, OwnerLeaseGeneration, PacketKey, Peer,
     SessionOwnerId, SpotId,
 };
-use crate::net::{Reactor, ReactorConfig, ReactorError, ReactorWaker};
+use crate::net::{IoBackend, Reactor, ReactorConfig, ReactorError, ReactorWaker};
 use crate::store::{LocationStore, OwnerLease};
 
 use self::executor::{Executor, Unpark};
@@ -214,9 +214,14 @@ pub(crate) struct RunningNode {
     link_status: Arc<LinkStatus>,
     /// The placement policy's turn: linked peers are chosen in turn.
     placement_turn: AtomicUsize,
+    io_backend: IoBackend,
 }
 
 impl RunningNode {
+    pub(crate) fn io_backend(&self) -> IoBackend {
+        self.io_backend
+    }
+
     pub(crate) fn stream_addr(&self) -> Option<SocketAddr> {
         self.stream_addr
     }
@@ -421,12 +426,19 @@ struct ShardReady {
 }
 
 /// Starts the node: takes the owner lease, then one thread per shard, each
-/// building its reactor on itself (an io_uring that is not permitted fails
-/// the start at once with a configuration error), listening on the same
+/// building its reactor on itself (on the backend resolved here: an
+/// io_uring demanded but not permitted fails the start at once with a
+/// configuration error, `Auto` falls back to epoll with one warning), listening on the same
 /// STREAM port (SO_REUSEPORT spreads accepted sessions), and finally running
 /// its loop once every shard's inbox is known (docs/threading.md).
 pub(crate) fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
     let shards = shard_count(config.settings.shards)?;
+    // Resolved once for all shards, so that `Auto` warns once (issue 8).
+    let io_backend = config
+        .settings
+        .io_backend
+        .resolve()
+        .map_err(reactor_error)?;
     let lease = match (&config.store, config.hosts_actors) {
         (Some(store), true) => Some(
             store
@@ -501,6 +513,7 @@ pub(crate) fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
             link_status: Arc::clone(&link_status),
             stop: Arc::clone(&stop),
             counters: Arc::clone(&published),
+            io_backend,
             core: shared
                 .settings
                 .pin_cores
@@ -547,6 +560,7 @@ pub(crate) fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
         peer_addr,
         link_status,
         placement_turn: AtomicUsize::new(0),
+        io_backend,
     })
 }
 
@@ -582,6 +596,8 @@ struct ShardPlan {
     link_status: Arc<LinkStatus>,
     stop: Arc<AtomicBool>,
     counters: Arc<PublishedCounters>,
+    /// The backend `start` resolved (never `Auto`).
+    io_backend: IoBackend,
     core: Option<core_affinity::CoreId>,
 }
 
@@ -595,7 +611,7 @@ fn run_shard(
             tracing::warn!(shard = plan.index, "could not pin the shard to its core");
         }
     }
-    let (reactor, addrs) = match setup_shard(plan.listen, plan.peer_listen) {
+    let (reactor, addrs) = match setup_shard(plan.io_backend, plan.listen, plan.peer_listen) {
         Ok(ok) => ok,
         Err(error) => {
             let _ = ready.send(Err(error));
@@ -666,14 +682,24 @@ struct ShardAddrs {
     peer_listener: Option<ListenerId>,
 }
 
+/// The start error of a reactor that could not be built.
+fn reactor_error(error: ReactorError) -> StartError {
+    match error {
+        ReactorError::IoUringUnavailable { .. } => StartError::IoUring(error.to_string()),
+        other => StartError::Io(other.to_string()),
+    }
+}
+
 fn setup_shard(
+    backend: IoBackend,
     listen: Option<SocketAddr>,
     peer_listen: Option<SocketAddr>,
 ) -> Result<(Reactor, ShardAddrs), StartError> {
-    let mut reactor = Reactor::new(ReactorConfig::default()).map_err(|e| match e {
-        ReactorError::IoUringUnavailable { .. } => StartError::IoUring(e.to_string()),
-        other => StartError::Io(other.to_string()),
-    })?;
+    let config = ReactorConfig {
+        backend,
+        ..ReactorConfig::default()
+    };
+    let mut reactor = Reactor::new(config).map_err(reactor_error)?;
     let mut bind = |addr: SocketAddr| {
         reactor
             .listen(addr)

@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use zlink::api::{
-    Actor, ActorContext, ActorMessage, ExecutionMode, LocationSnapshot, Node, NodeBuilder,
-    NodeSettings, ObjectRole, Spot, SpotHandle,
+    Actor, ActorContext, ActorMessage, ExecutionMode, IoBackend, LocationSnapshot, Node,
+    NodeBuilder, NodeSettings, ObjectRole, Spot, SpotHandle,
 };
 use zlink::client::Client;
 use zlink::error::{Error, Reason};
@@ -73,6 +73,20 @@ pub const JOINED: PacketKey = PacketKey(102);
 pub const REPLACED_AFTER_WAIT: PacketKey = PacketKey(103);
 
 pub const WAIT: Duration = Duration::from_secs(10);
+
+/// The environment variable that picks the socket loop's backend for the
+/// whole suite (`io_uring`, the default, `epoll` or `auto`): `.ci/run` runs
+/// the runtime contract tests once per backend, one matrix (issue 8 item 3).
+pub const IO_BACKEND_VAR: &str = "ZLINK_IO_BACKEND";
+
+/// The backend the suite runs on; a name the setting does not know fails
+/// the test rather than silently testing the default.
+pub fn io_backend() -> IoBackend {
+    std::env::var(IO_BACKEND_VAR).map_or(IoBackend::IoUring, |name| {
+        name.parse()
+            .unwrap_or_else(|e| panic!("{IO_BACKEND_VAR}: {e}"))
+    })
+}
 
 thread_local! {
     /// Set while a session callback's synchronous code runs (W1).
@@ -492,6 +506,7 @@ pub fn start_node<S: LocationStore + 'static>(
     let mut settings = options.settings.clone().unwrap_or_default();
     settings.shards = options.shards.max(1);
     settings.pin_cores = false;
+    settings.io_backend = io_backend();
     builder = builder.settings(settings);
     let o = Arc::clone(&observed);
     let entering = Arc::clone(&observed);

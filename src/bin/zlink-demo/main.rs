@@ -288,6 +288,11 @@ fn render(
         .filter(|&i| load::session_node(i, mesh.len()) != load::host_node(i, mesh.len()))
         .count();
     line(
+        "io backend",
+        mesh.first()
+            .map_or_else(String::new, |g| format!("{:?}", g.node.io_backend())),
+    );
+    line(
         "clients",
         format!(
             "{} players; {} sessions ({} replacement logins, {} reconnects); {} connect failures",
