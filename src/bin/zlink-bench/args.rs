@@ -54,6 +54,39 @@ pub struct Options {
     pub json: Option<PathBuf>,
     /// The folder for the `.hgrm` files and the SVG plot.
     pub out_dir: Option<PathBuf>,
+    /// The machine's cores, counted before any thread is pinned.
+    pub cores: usize,
+    /// Where the threads run; `None` lets them float over every core.
+    pub pin: Option<Placement>,
+}
+
+/// `--pin`: the load client on one core, every thread of the system under
+/// test on another (or the same). On a 2-vCPU machine floating threads give
+/// bimodal rounds; pinned ones repeat (issue 5 item 2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Placement {
+    pub client_core: usize,
+    pub system_core: usize,
+}
+
+impl fmt::Display for Placement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "pinned: load client on core {}, every system thread on core {}",
+            self.client_core, self.system_core
+        )
+    }
+}
+
+fn placement(value: &str, cores: usize) -> Result<Placement, ArgsError> {
+    let (client, system) = value
+        .split_once(':')
+        .ok_or_else(|| invalid(format!("--pin wants CLIENT:SYSTEM cores, not {value:?}")))?;
+    Ok(Placement {
+        client_core: number("--pin", client, 0, cores - 1)?,
+        system_core: number("--pin", system, 0, cores - 1)?,
+    })
 }
 
 const MAX_SESSIONS: usize = 10_000;
@@ -67,7 +100,7 @@ pub const COMPARE_ROUNDS_MIN: usize = 3;
 pub const USAGE: &str = "\
 usage: zlink-bench [--system S[,S..]] [--workload W] [--sessions N] [--in-flight N]
                    [--payload BYTES] [--warmup SECS] [--duration SECS] [--rounds N]
-                   [--compare] [--json FILE] [--out DIR]
+                   [--pin C:S] [--compare] [--json FILE] [--out DIR]
 
 Starts each system on loopback, drives it with one shared load client (STREAM
 frames, the same payloads for every system), closed loop with N in flight per
@@ -81,6 +114,8 @@ session, and prints p50..max, messages/s, CPU per message, lost and duplicated.
   --warmup S     seconds of load before measuring (default 1; fractions allowed)
   --duration S   measured seconds (default 5)
   --rounds N     rounds over the systems, interleaved (default 1)
+  --pin C:S      the load client on core C, every thread of the system on core S
+                 (default: all threads float over every core)
   --compare      every system that runs the workload, interleaved, at least 3 rounds,
                  with ratios to raw-uring and raw-epoll
   --json FILE    also write the report as JSON
@@ -153,6 +188,8 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, ArgsErro
         rounds: 1,
         json: None,
         out_dir: None,
+        pin: None,
+        cores: std::thread::available_parallelism().map_or(1, usize::from),
     };
     let mut compare = false;
     let mut systems_given = false;
@@ -185,6 +222,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, ArgsErro
             "--rounds" => options.rounds = number(&flag, &value, 1, MAX_ROUNDS)?,
             "--json" => options.json = Some(PathBuf::from(value)),
             "--out" => options.out_dir = Some(PathBuf::from(value)),
+            "--pin" => options.pin = Some(placement(&value, options.cores)?),
             other => return Err(invalid(format!("unknown flag {other}"))),
         }
     }

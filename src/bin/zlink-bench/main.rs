@@ -80,8 +80,25 @@ fn run(options: &args::Options) -> Result<bool, String> {
                 options.workload.name(),
                 started.elapsed().as_secs_f64()
             );
+            if let Some(pin) = options.pin {
+                // Threads inherit their creator's affinity: every thread
+                // the system starts lands on the system core.
+                pin_current(pin.system_core)?;
+            }
             let system = systems::start(summary.system, &spec)?;
-            let tally = client::run(system.entry(), &spec);
+            let entry = system.entry();
+            let client_core = options.pin.map(|p| p.client_core);
+            let load_spec = spec.clone();
+            let load = std::thread::Builder::new()
+                .name("load-client".to_owned())
+                .spawn(move || {
+                    client_core.map_or(Ok(()), pin_current)?;
+                    client::run(entry, &load_spec)
+                })
+                .map_err(|e| format!("spawning the load client: {e}"))?;
+            let tally = load
+                .join()
+                .map_err(|_| format!("{name}: the load client panicked"))?;
             system.stop();
             let tally = tally.map_err(|why| format!("{name}: {why}"))?;
             eprintln!(
@@ -96,6 +113,10 @@ fn run(options: &args::Options) -> Result<bool, String> {
     }
     print!("{}", report::render(options, &summaries));
     if let Some(path) = &options.json {
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| format!("creating {}: {e}", parent.display()))?;
+        }
         let text = serde_json::to_string_pretty(&report::json(options, &summaries))
             .map_err(|e| format!("json: {e}"))?;
         std::fs::write(path, text).map_err(|e| format!("writing {}: {e}", path.display()))?;
@@ -104,6 +125,15 @@ fn run(options: &args::Options) -> Result<bool, String> {
         write_files(dir, options, &summaries)?;
     }
     Ok(summaries.iter().all(Summary::clean))
+}
+
+/// Pins the calling thread to `core`.
+fn pin_current(core: usize) -> Result<(), String> {
+    if core_affinity::set_for_current(core_affinity::CoreId { id: core }) {
+        Ok(())
+    } else {
+        Err(format!("could not pin a thread to core {core}"))
+    }
 }
 
 /// One `.hgrm` per system and the SVG of all curves.

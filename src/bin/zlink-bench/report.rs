@@ -129,10 +129,6 @@ impl Summary {
     }
 }
 
-fn cores() -> usize {
-    std::thread::available_parallelism().map_or(1, usize::from)
-}
-
 /// The readable table, ratios and anomalies.
 pub fn render(options: &Options, summaries: &[Summary]) -> String {
     let mut out = String::new();
@@ -146,8 +142,13 @@ pub fn render(options: &Options, summaries: &[Summary]) -> String {
         options.warmup.as_secs_f64(),
         options.duration.as_secs_f64(),
         options.rounds,
-        cores()
+        options.cores
     );
+    let placement = options.pin.map_or(
+        "floating: every thread may run on any core".to_owned(),
+        |p| p.to_string(),
+    );
+    let _ = writeln!(out, "placement {placement}");
     let _ = writeln!(
         out,
         "latency in µs (all rounds merged); CPU is the whole process (client included)"
@@ -178,7 +179,7 @@ pub fn render(options: &Options, summaries: &[Summary]) -> String {
             s.latency.mean() / 1e3,
             s.latency.len(),
             s.messages_per_second(),
-            s.messages_per_second() / cores() as f64,
+            s.messages_per_second() / options.cores as f64,
             s.cpu_us_per_message(),
             s.lost,
             s.duplicated,
@@ -233,7 +234,7 @@ pub fn json(options: &Options, summaries: &[Summary]) -> serde_json::Value {
                 "latency_us": latency,
                 "messages": s.measured,
                 "messages_per_second": s.messages_per_second(),
-                "messages_per_second_per_core": s.messages_per_second() / cores() as f64,
+                "messages_per_second_per_core": s.messages_per_second() / options.cores as f64,
                 "cpu_us_per_message": s.cpu_us_per_message(),
                 "lost": s.lost,
                 "duplicated": s.duplicated,
@@ -252,7 +253,8 @@ pub fn json(options: &Options, summaries: &[Summary]) -> serde_json::Value {
         "warmup_seconds": options.warmup.as_secs_f64(),
         "duration_seconds": options.duration.as_secs_f64(),
         "rounds": options.rounds,
-        "cores": cores(),
+        "cores": options.cores,
+        "placement": options.pin.map_or("floating".to_owned(), |p| p.to_string()),
         "systems": systems,
     })
 }
