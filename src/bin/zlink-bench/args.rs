@@ -54,6 +54,10 @@ pub struct Options {
     pub json: Option<PathBuf>,
     /// The folder for the `.hgrm` files and the SVG plot.
     pub out_dir: Option<PathBuf>,
+    /// zlink nodes: sessions on node 1, players spread over the others.
+    pub nodes: u64,
+    /// Shards (threads) per zlink node.
+    pub shards: usize,
     /// The machine's cores, counted before any thread is pinned.
     pub cores: usize,
     /// Where the threads run; `None` lets them float over every core.
@@ -94,13 +98,15 @@ const MAX_IN_FLIGHT: usize = 1_024;
 const MAX_PAYLOAD: usize = 60 * 1024;
 const MAX_SECONDS: u64 = 600;
 const MAX_ROUNDS: usize = 100;
+const MAX_NODES: u64 = 16;
+const MAX_SHARDS: usize = 16;
 /// `--compare` runs interleaved rounds: at least this many (issue 5 item 2).
 pub const COMPARE_ROUNDS_MIN: usize = 3;
 
 pub const USAGE: &str = "\
 usage: zlink-bench [--system S[,S..]] [--workload W] [--sessions N] [--in-flight N]
                    [--payload BYTES] [--warmup SECS] [--duration SECS] [--rounds N]
-                   [--pin C:S] [--compare] [--json FILE] [--out DIR]
+                   [--nodes N] [--shards N] [--pin C:S] [--compare] [--json FILE] [--out DIR]
 
 Starts each system on loopback, drives it with one shared load client (STREAM
 frames, the same payloads for every system), closed loop with N in flight per
@@ -114,6 +120,8 @@ session, and prints p50..max, messages/s, CPU per message, lost and duplicated.
   --warmup S     seconds of load before measuring (default 1; fractions allowed)
   --duration S   measured seconds (default 5)
   --rounds N     rounds over the systems, interleaved (default 1)
+  --nodes N      zlink nodes, 2 or more: sessions on node 1, players on the others (default 2)
+  --shards N     shards per zlink node (default 1)
   --pin C:S      the load client on core C, every thread of the system on core S
                  (default: all threads float over every core)
   --compare      every system that runs the workload, interleaved, at least 3 rounds,
@@ -189,6 +197,8 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, ArgsErro
         json: None,
         out_dir: None,
         pin: None,
+        nodes: 2,
+        shards: 1,
         cores: std::thread::available_parallelism().map_or(1, usize::from),
     };
     let mut compare = false;
@@ -222,6 +232,8 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, ArgsErro
             "--rounds" => options.rounds = number(&flag, &value, 1, MAX_ROUNDS)?,
             "--json" => options.json = Some(PathBuf::from(value)),
             "--out" => options.out_dir = Some(PathBuf::from(value)),
+            "--nodes" => options.nodes = number(&flag, &value, 2, MAX_NODES)?,
+            "--shards" => options.shards = number(&flag, &value, 1, MAX_SHARDS)?,
             "--pin" => options.pin = Some(placement(&value, options.cores)?),
             other => return Err(invalid(format!("unknown flag {other}"))),
         }

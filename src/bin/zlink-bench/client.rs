@@ -61,6 +61,9 @@ pub struct LoadSpec {
     pub payload_len: usize,
     pub warmup: Duration,
     pub duration: Duration,
+    /// The zlink system's mesh; the baselines have their fixed shape.
+    pub nodes: u64,
+    pub shards: usize,
 }
 
 /// When the phases of a run end, fixed once every session is logged in.

@@ -60,6 +60,8 @@ fn run(options: &args::Options) -> Result<bool, String> {
         payload_len: options.payload_len,
         warmup: options.warmup,
         duration: options.duration,
+        nodes: options.nodes,
+        shards: options.shards,
     };
     let mut summaries = options
         .systems

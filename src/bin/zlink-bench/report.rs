@@ -208,7 +208,12 @@ pub fn render(options: &Options, summaries: &[Summary]) -> String {
     }
     let _ = writeln!(out, "\nsystems:");
     for s in summaries {
-        let _ = writeln!(out, "  {:<10} {}", s.system.name(), s.system.describes());
+        let _ = writeln!(
+            out,
+            "  {:<10} {}",
+            s.system.name(),
+            s.system.describes(options.nodes, options.shards)
+        );
         for note in s.notes.iter().take(4) {
             let _ = writeln!(out, "             anomaly: {note}");
         }
@@ -230,7 +235,7 @@ pub fn json(options: &Options, summaries: &[Summary]) -> serde_json::Value {
             latency.insert("count".to_owned(), s.latency.len().into());
             serde_json::json!({
                 "system": s.system.name(),
-                "describes": s.system.describes(),
+                "describes": s.system.describes(options.nodes, options.shards),
                 "latency_us": latency,
                 "messages": s.measured,
                 "messages_per_second": s.messages_per_second(),
@@ -254,6 +259,8 @@ pub fn json(options: &Options, summaries: &[Summary]) -> serde_json::Value {
         "duration_seconds": options.duration.as_secs_f64(),
         "rounds": options.rounds,
         "cores": options.cores,
+        "zlink_nodes": options.nodes,
+        "zlink_shards": options.shards,
         "placement": options.pin.map_or("floating".to_owned(), |p| p.to_string()),
         "systems": systems,
     })
@@ -320,6 +327,11 @@ pub fn svg(path: &Path, title: &str, summaries: &[Summary]) -> Result<(), String
         .flat_map(|(_, c)| c.iter().map(|p| p.1))
         .fold(1.0_f64, f64::max)
         * 1.5;
+    let y_min = curves
+        .iter()
+        .flat_map(|(_, c)| c.iter().map(|p| p.1))
+        .fold(y_max, f64::min)
+        / 1.5;
     let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
     let fail = |e: &dyn std::fmt::Display| format!("plot {}: {e}", path.display());
     root.fill(&WHITE).map_err(|e| fail(&e))?;
@@ -328,7 +340,7 @@ pub fn svg(path: &Path, title: &str, summaries: &[Summary]) -> Result<(), String
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(60)
-        .build_cartesian_2d(0.0..x_max, (0.1..y_max).log_scale())
+        .build_cartesian_2d(0.0..x_max, (y_min..y_max).log_scale())
         .map_err(|e| fail(&e))?;
     chart
         .configure_mesh()

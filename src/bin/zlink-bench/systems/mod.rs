@@ -57,15 +57,21 @@ impl SystemKind {
         }
     }
 
-    /// What the system is, in the report's words: its io stack and shape.
-    pub fn describes(self) -> &'static str {
-        match self {
-            SystemKind::Zlink => "2 zlink nodes, 1 shard each, io_uring reactor; session on node 1, player on node 2",
+    /// What the system is, in the report's words: its io stack and shape
+    /// (zlink's from `--nodes` and `--shards`).
+    pub fn describes(self, nodes: u64, shards: usize) -> String {
+        let fixed = match self {
+            SystemKind::Zlink => {
+                return format!(
+                    "{nodes} zlink nodes, {shards} shard(s) each, io_uring reactor; sessions on node 1, players on nodes 2..={nodes}"
+                )
+            }
             SystemKind::RawUring => "two-hop forwarder on io_uring (zlink's net::Reactor: multishot recv, provided buffers, one submit per turn)",
             SystemKind::RawEpoll => "two-hop forwarder on tokio current-thread (epoll), one thread per hop",
             SystemKind::Tokio => "one server on tokio multi-thread (2 workers): a task per session and per player, mpsc channels, HashMap of players",
             SystemKind::Ractor => "one server on tokio multi-thread (2 workers): a ractor actor per player, a task per session",
-        }
+        };
+        fixed.to_owned()
     }
 }
 

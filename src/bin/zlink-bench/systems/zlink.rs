@@ -1,8 +1,10 @@
-//! zlink as a game server would start it: two nodes on loopback through the
-//! public API (NodeBuilder, as in zlink-demo), one embedded Location Store,
-//! one shard per node, no pinning (the baselines float too). Every player
-//! is an Actor on node 2; every session connects to node 1, so a RELAY
-//! crosses the link both ways (request → actor on another node → reply).
+//! zlink as a game server would start it: `--nodes` nodes on loopback
+//! through the public API (NodeBuilder, as in zlink-demo), one embedded
+//! Location Store, `--shards` shards per node, no core pinning by the
+//! runtime (`--pin` places the whole system instead). Every session
+//! connects to node 1 and every player is an Actor on one of the other
+//! nodes, so a RELAY crosses a link both ways (request → actor on another
+//! node → reply).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -79,13 +81,14 @@ async fn relay(session: Session, packet: Packet) -> Result<(), Error> {
 
 fn start_node(
     rid: u64,
+    shards: usize,
     store: Arc<EmbeddedStore<MonotonicClock>>,
     secret: ClusterSecret,
-    peer: Option<(u64, SocketAddr)>,
+    peers: &[(u64, SocketAddr)],
 ) -> Result<Node, String> {
     let loopback: SocketAddr = ([127, 0, 0, 1], 0).into();
     let settings = NodeSettings {
-        shards: 1,
+        shards,
         pin_cores: false,
         ..NodeSettings::default()
     };
@@ -101,7 +104,7 @@ fn start_node(
         .on_packet(LOGIN, login)
         .on_packet(RELAY, relay)
         .on_packet(PUSH, relay);
-    if let Some((rid, addr)) = peer {
+    for &(rid, addr) in peers {
         builder = builder.peer(rid, addr);
     }
     builder
@@ -126,26 +129,44 @@ impl Running for Mesh {
     }
 }
 
-/// Starts node 2 (the players' host), then node 1, which dials it (the
-/// lower RID dials), and creates one player per session on node 2.
+/// Starts nodes `nodes..=1`, highest RID first so that each new node dials
+/// the ones already up (the lower RID dials), waits for every link, and
+/// creates player `i` on node `2 + i % (nodes - 1)`.
 pub fn start(spec: &LoadSpec) -> Result<Box<dyn Running>, String> {
     let store = Arc::new(EmbeddedStore::new(MonotonicClock::new(), LEASE_TERM));
     let secret = ClusterSecret::new(b"zlink-bench-cluster-secret".to_vec())
         .map_err(|e| format!("cluster secret: {e}"))?;
-    let host = start_node(2, Arc::clone(&store), secret.clone(), None)?;
-    let host_addr = host.peer_addr().ok_or("node 2 has no link address")?;
-    let front = start_node(1, store, secret, Some((2, host_addr)))?;
-    if !front.wait_linked(2, LINK_WAIT) || !host.wait_linked(1, LINK_WAIT) {
-        return Err("the link between the zlink nodes did not come up".to_owned());
+    let mut started: Vec<(u64, Node)> = Vec::new();
+    for rid in (1..=spec.nodes).rev() {
+        let peers = started
+            .iter()
+            .map(|(peer, node)| {
+                node.peer_addr()
+                    .map(|addr| (*peer, addr))
+                    .ok_or_else(|| format!("node {peer} has no link address"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let node = start_node(rid, spec.shards, Arc::clone(&store), secret.clone(), &peers)?;
+        started.push((rid, node));
     }
+    started.reverse();
+    for (a, node) in &started {
+        for (b, _) in &started {
+            if a != b && !node.wait_linked(*b, LINK_WAIT) {
+                return Err(format!("the link {a} -> {b} did not come up"));
+            }
+        }
+    }
+    let hosts = &started[1..];
     for index in 0..spec.sessions {
         let id = ActorId::new(&player_name(index)).map_err(|e| format!("player id: {e}"))?;
+        let (rid, host) = &hosts[index % hosts.len()];
         host.create_actor(PLAYER, &id)
-            .map_err(|e| format!("creating {id}: {e}"))?;
+            .map_err(|e| format!("creating {id} on node {rid}: {e}"))?;
     }
-    let entry = front.stream_addr().ok_or("node 1 does not listen")?;
+    let entry = started[0].1.stream_addr().ok_or("node 1 does not listen")?;
     Ok(Box::new(Mesh {
         entry,
-        nodes: vec![front, host],
+        nodes: started.into_iter().map(|(_, node)| node).collect(),
     }))
 }
