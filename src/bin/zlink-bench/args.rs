@@ -1,0 +1,259 @@
+//! The bench's command line, parsed by hand so that the binary pulls in no
+//! argument-parsing crate (DESIGN: lean dependencies). Every run is bounded:
+//! a warm-up, a measured duration and a bounded drain.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::systems::SystemKind;
+
+/// What a run measures (issue 5 item 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Workload {
+    /// Request → actor on another node → reply.
+    Relay,
+    /// A one-way message to the bound actor, which pushes it back (§5).
+    Push,
+}
+
+impl Workload {
+    pub const ALL: [Workload; 2] = [Workload::Relay, Workload::Push];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::Relay => "relay",
+            Workload::Push => "push",
+        }
+    }
+
+    fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|w| w.name() == text)
+    }
+}
+
+/// What the run does, from the command line.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Options {
+    /// The systems to run, in this order each round.
+    pub systems: Vec<SystemKind>,
+    pub workload: Workload,
+    /// Client sessions (connections), one player each.
+    pub sessions: usize,
+    /// Requests (or pushes) each session keeps in flight: closed loop.
+    pub in_flight: usize,
+    /// Bytes of payload in each request.
+    pub payload_len: usize,
+    /// Time before measuring starts (connections are up, load is on).
+    pub warmup: Duration,
+    /// The measured time.
+    pub duration: Duration,
+    /// Rounds over `systems` (`--compare`: at least 3, interleaved).
+    pub rounds: usize,
+    /// Where the JSON report goes.
+    pub json: Option<PathBuf>,
+    /// The folder for the `.hgrm` files and the SVG plot.
+    pub out_dir: Option<PathBuf>,
+    /// zlink nodes: sessions on node 1, players spread over the others.
+    pub nodes: u64,
+    /// Shards (threads) per zlink node.
+    pub shards: usize,
+    /// The machine's cores, counted before any thread is pinned.
+    pub cores: usize,
+    /// Where the threads run; `None` lets them float over every core.
+    pub pin: Option<Placement>,
+}
+
+/// `--pin`: the load client on one core, every thread of the system under
+/// test on another (or the same). On a 2-vCPU machine floating threads give
+/// bimodal rounds; pinned ones repeat (issue 5 item 2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Placement {
+    pub client_core: usize,
+    pub system_core: usize,
+}
+
+impl fmt::Display for Placement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "pinned: load client on core {}, every system thread on core {}",
+            self.client_core, self.system_core
+        )
+    }
+}
+
+fn placement(value: &str, cores: usize) -> Result<Placement, ArgsError> {
+    let (client, system) = value
+        .split_once(':')
+        .ok_or_else(|| invalid(format!("--pin wants CLIENT:SYSTEM cores, not {value:?}")))?;
+    Ok(Placement {
+        client_core: number("--pin", client, 0, cores - 1)?,
+        system_core: number("--pin", system, 0, cores - 1)?,
+    })
+}
+
+const MAX_SESSIONS: usize = 10_000;
+const MAX_IN_FLIGHT: usize = 1_024;
+const MAX_PAYLOAD: usize = 60 * 1024;
+const MAX_SECONDS: u64 = 600;
+const MAX_ROUNDS: usize = 100;
+const MAX_NODES: u64 = 16;
+const MAX_SHARDS: usize = 16;
+/// `--compare` runs interleaved rounds: at least this many (issue 5 item 2).
+pub const COMPARE_ROUNDS_MIN: usize = 3;
+
+pub const USAGE: &str = "\
+usage: zlink-bench [--system S[,S..]] [--workload W] [--sessions N] [--in-flight N]
+                   [--payload BYTES] [--warmup SECS] [--duration SECS] [--rounds N]
+                   [--nodes N] [--shards N] [--pin C:S] [--compare] [--json FILE] [--out DIR]
+
+Starts each system on loopback, drives it with one shared load client (STREAM
+frames, the same payloads for every system), closed loop with N in flight per
+session, and prints p50..max, messages/s, CPU per message, lost and duplicated.
+
+  --system S     zlink, raw-uring, raw-epoll, tokio, ractor, or all (default zlink)
+  --workload W   relay (all systems) or push (zlink, tokio, ractor) (default relay)
+  --sessions N   client sessions (default 64)
+  --in-flight N  requests in flight per session (default 1)
+  --payload B    payload bytes per request (default 64)
+  --warmup S     seconds of load before measuring (default 1; fractions allowed)
+  --duration S   measured seconds (default 5)
+  --rounds N     rounds over the systems, interleaved (default 1)
+  --nodes N      zlink nodes, 2 or more: sessions on node 1, players on the others (default 2)
+  --shards N     shards per zlink node (default 1)
+  --pin C:S      the load client on core C, every thread of the system on core S
+                 (default: all threads float over every core)
+  --compare      every system that runs the workload, interleaved, at least 3 rounds,
+                 with ratios to raw-uring and raw-epoll
+  --json FILE    also write the report as JSON
+  --out DIR      write one .hgrm per system and latency.svg into DIR
+  -h, --help     this text
+";
+
+/// Why the command line was refused.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ArgsError {
+    /// `--help`: not an error, but the run does not happen.
+    Help,
+    /// Anything else, with the sentence to print.
+    Invalid(String),
+}
+
+impl fmt::Display for ArgsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ArgsError::Help => f.write_str(USAGE),
+            ArgsError::Invalid(why) => write!(f, "zlink-bench: {why}\n\n{USAGE}"),
+        }
+    }
+}
+
+fn invalid(why: String) -> ArgsError {
+    ArgsError::Invalid(why)
+}
+
+fn number<T>(flag: &str, value: &str, min: T, max: T) -> Result<T, ArgsError>
+where
+    T: std::str::FromStr + PartialOrd + fmt::Display + Copy,
+{
+    let n: T = value
+        .parse()
+        .map_err(|_| invalid(format!("{flag} wants a number, not {value:?}")))?;
+    if n < min || n > max {
+        return Err(invalid(format!("{flag} must be between {min} and {max}")));
+    }
+    Ok(n)
+}
+
+fn seconds(flag: &str, value: &str) -> Result<Duration, ArgsError> {
+    let secs: f64 = number(flag, value, 0.0, MAX_SECONDS as f64)?;
+    Ok(Duration::from_secs_f64(secs))
+}
+
+fn systems(value: &str) -> Result<Vec<SystemKind>, ArgsError> {
+    if value == "all" {
+        return Ok(SystemKind::ALL.to_vec());
+    }
+    value
+        .split(',')
+        .map(|name| {
+            SystemKind::parse(name).ok_or_else(|| invalid(format!("unknown system {name:?}")))
+        })
+        .collect()
+}
+
+/// Parses the arguments after the program name.
+pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, ArgsError> {
+    let mut options = Options {
+        systems: vec![SystemKind::Zlink],
+        workload: Workload::Relay,
+        sessions: 64,
+        in_flight: 1,
+        payload_len: 64,
+        warmup: Duration::from_secs(1),
+        duration: Duration::from_secs(5),
+        rounds: 1,
+        json: None,
+        out_dir: None,
+        pin: None,
+        nodes: 2,
+        shards: 1,
+        cores: std::thread::available_parallelism().map_or(1, usize::from),
+    };
+    let mut compare = false;
+    let mut systems_given = false;
+    let mut args = args.into_iter();
+    while let Some(flag) = args.next() {
+        if flag == "-h" || flag == "--help" {
+            return Err(ArgsError::Help);
+        }
+        if flag == "--compare" {
+            compare = true;
+            continue;
+        }
+        let value = args
+            .next()
+            .ok_or_else(|| invalid(format!("{flag} needs a value")))?;
+        match flag.as_str() {
+            "--system" => {
+                options.systems = systems(&value)?;
+                systems_given = true;
+            }
+            "--workload" => {
+                options.workload = Workload::parse(&value)
+                    .ok_or_else(|| invalid(format!("unknown workload {value:?}")))?;
+            }
+            "--sessions" => options.sessions = number(&flag, &value, 1, MAX_SESSIONS)?,
+            "--in-flight" => options.in_flight = number(&flag, &value, 1, MAX_IN_FLIGHT)?,
+            "--payload" => options.payload_len = number(&flag, &value, 8, MAX_PAYLOAD)?,
+            "--warmup" => options.warmup = seconds(&flag, &value)?,
+            "--duration" => options.duration = seconds(&flag, &value)?,
+            "--rounds" => options.rounds = number(&flag, &value, 1, MAX_ROUNDS)?,
+            "--json" => options.json = Some(PathBuf::from(value)),
+            "--out" => options.out_dir = Some(PathBuf::from(value)),
+            "--nodes" => options.nodes = number(&flag, &value, 2, MAX_NODES)?,
+            "--shards" => options.shards = number(&flag, &value, 1, MAX_SHARDS)?,
+            "--pin" => options.pin = Some(placement(&value, options.cores)?),
+            other => return Err(invalid(format!("unknown flag {other}"))),
+        }
+    }
+    if compare {
+        if !systems_given {
+            options.systems = SystemKind::ALL.to_vec();
+        }
+        options.rounds = options.rounds.max(COMPARE_ROUNDS_MIN);
+    }
+    // The raw forwarders have no protocol: they run `relay` only.
+    options.systems.retain(|s| s.runs(options.workload));
+    if options.systems.is_empty() {
+        return Err(invalid(format!(
+            "no chosen system runs the {} workload",
+            options.workload.name()
+        )));
+    }
+    if options.duration.is_zero() {
+        return Err(invalid("--duration must be positive".to_owned()));
+    }
+    Ok(options)
+}

@@ -1,0 +1,368 @@
+//! The report (issue 5 item 3): per system, the latency percentiles of all
+//! its rounds merged (hdrhistogram), messages/s in total and per core, CPU
+//! time per message from getrusage, and lost, duplicated and corrupt counts
+//! (must be 0, printed always); ratios to both raw forwarders; JSON, one
+//! `.hgrm` percentile distribution per system and one SVG of all curves.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use hdrhistogram::Histogram;
+use plotters::prelude::*;
+
+use crate::args::Options;
+use crate::client::Tally;
+use crate::systems::SystemKind;
+
+/// The quantiles the table prints, with their labels.
+const QUANTILES: [(&str, f64); 5] = [
+    ("p50", 0.50),
+    ("p90", 0.90),
+    ("p99", 0.99),
+    ("p99.9", 0.999),
+    ("p99.99", 0.9999),
+];
+
+/// CPU seconds (user + system) this process has used, all threads: the
+/// load client and the system under test alike.
+pub fn process_cpu_seconds() -> Result<f64, String> {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::uninit();
+    // SAFETY: getrusage writes a whole `rusage` into the pointer it is
+    // given, which points to memory of that type; it is read only on success.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) };
+    if rc != 0 {
+        return Err(format!("getrusage: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: getrusage succeeded, so it initialised the value.
+    let usage = unsafe { usage.assume_init() };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    Ok(secs(usage.ru_utime) + secs(usage.ru_stime))
+}
+
+/// One system's rounds, merged.
+pub struct Summary {
+    pub system: SystemKind,
+    pub latency: Histogram<u64>,
+    pub measured: u64,
+    /// Measured seconds over all rounds.
+    pub seconds: f64,
+    pub cpu_seconds: f64,
+    pub cpu_wall_seconds: f64,
+    pub lost: u64,
+    pub duplicated: u64,
+    pub corrupt: u64,
+    pub errors: u64,
+    pub failed_sessions: u64,
+    /// p50 of each round, in ns: shows a bimodal (floating) run.
+    pub round_p50_ns: Vec<u64>,
+    pub notes: Vec<String>,
+}
+
+impl Summary {
+    pub fn new(system: SystemKind, latency: Histogram<u64>) -> Self {
+        Self {
+            system,
+            latency,
+            measured: 0,
+            seconds: 0.0,
+            cpu_seconds: 0.0,
+            cpu_wall_seconds: 0.0,
+            lost: 0,
+            duplicated: 0,
+            corrupt: 0,
+            errors: 0,
+            failed_sessions: 0,
+            round_p50_ns: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+
+    /// Adds one round's tally.
+    pub fn add(&mut self, tally: Tally, seconds: f64) -> Result<(), String> {
+        self.latency
+            .add(&tally.latency)
+            .map_err(|e| format!("merging histograms: {e}"))?;
+        self.round_p50_ns.push(tally.latency.value_at_quantile(0.5));
+        self.measured += tally.measured;
+        self.seconds += seconds;
+        self.cpu_seconds += tally.cpu_seconds;
+        self.cpu_wall_seconds += tally.cpu_wall_seconds;
+        self.lost += tally.lost;
+        self.duplicated += tally.duplicated;
+        self.corrupt += tally.corrupt;
+        self.errors += tally.errors;
+        self.failed_sessions += tally.failed_sessions;
+        self.notes.extend(tally.notes);
+        Ok(())
+    }
+
+    pub fn messages_per_second(&self) -> f64 {
+        if self.seconds > 0.0 {
+            self.measured as f64 / self.seconds
+        } else {
+            0.0
+        }
+    }
+
+    /// CPU µs per message: CPU per wall second over messages per second.
+    pub fn cpu_us_per_message(&self) -> f64 {
+        let rate = self.messages_per_second();
+        if rate > 0.0 && self.cpu_wall_seconds > 0.0 {
+            self.cpu_seconds / self.cpu_wall_seconds / rate * 1e6
+        } else {
+            0.0
+        }
+    }
+
+    fn us(&self, quantile: f64) -> f64 {
+        self.latency.value_at_quantile(quantile) as f64 / 1e3
+    }
+
+    /// Whether the run kept its promises: every message answered once, as sent.
+    pub fn clean(&self) -> bool {
+        self.lost == 0
+            && self.duplicated == 0
+            && self.corrupt == 0
+            && self.errors == 0
+            && self.failed_sessions == 0
+            && self.measured > 0
+    }
+}
+
+/// The readable table, ratios and anomalies.
+pub fn render(options: &Options, summaries: &[Summary]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "zlink-bench: workload {}, {} sessions, {} in flight each, {} B payload, {:.1} s warm-up + {:.1} s measured, {} round(s) interleaved, {} cores",
+        options.workload.name(),
+        options.sessions,
+        options.in_flight,
+        options.payload_len,
+        options.warmup.as_secs_f64(),
+        options.duration.as_secs_f64(),
+        options.rounds,
+        options.cores
+    );
+    let placement = options.pin.map_or(
+        "floating: every thread may run on any core".to_owned(),
+        |p| p.to_string(),
+    );
+    let _ = writeln!(out, "placement {placement}");
+    let _ = writeln!(
+        out,
+        "latency in µs (all rounds merged); CPU is the whole process (client included)"
+    );
+    let _ = write!(out, "{:<10}", "system");
+    for (label, _) in QUANTILES {
+        let _ = write!(out, " {label:>8}");
+    }
+    let _ = writeln!(
+        out,
+        " {:>8} {:>8} {:>10} {:>10} {:>9} {:>9} {:>5} {:>5} {:>5}  p50 per round",
+        "max", "mean", "count", "msg/s", "msg/s/core", "cpu µs/msg", "lost", "dup", "bad"
+    );
+    for s in summaries {
+        let _ = write!(out, "{:<10}", s.system.name());
+        for (_, q) in QUANTILES {
+            let _ = write!(out, " {:>8.1}", s.us(q));
+        }
+        let rounds: Vec<String> = s
+            .round_p50_ns
+            .iter()
+            .map(|ns| format!("{:.1}", *ns as f64 / 1e3))
+            .collect();
+        let _ = writeln!(
+            out,
+            " {:>8.1} {:>8.1} {:>10} {:>10.0} {:>9.0} {:>9.2} {:>5} {:>5} {:>5}  {}",
+            s.latency.max() as f64 / 1e3,
+            s.latency.mean() / 1e3,
+            s.latency.len(),
+            s.messages_per_second(),
+            s.messages_per_second() / options.cores as f64,
+            s.cpu_us_per_message(),
+            s.lost,
+            s.duplicated,
+            s.corrupt + s.errors + s.failed_sessions,
+            rounds.join(" ")
+        );
+    }
+    for base in [SystemKind::RawUring, SystemKind::RawEpoll] {
+        let Some(b) = summaries.iter().find(|s| s.system == base) else {
+            continue;
+        };
+        let _ = writeln!(out, "\nratios to {} (p50, p99, p99.9: lower is better; msg/s: higher is better; cpu/msg: lower)", base.name());
+        for s in summaries {
+            let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
+            let _ = writeln!(
+                out,
+                "  {:<10} p50 {:>5.2}x  p99 {:>5.2}x  p99.9 {:>5.2}x  msg/s {:>5.2}x  cpu/msg {:>5.2}x",
+                s.system.name(),
+                ratio(s.us(0.5), b.us(0.5)),
+                ratio(s.us(0.99), b.us(0.99)),
+                ratio(s.us(0.999), b.us(0.999)),
+                ratio(s.messages_per_second(), b.messages_per_second()),
+                ratio(s.cpu_us_per_message(), b.cpu_us_per_message())
+            );
+        }
+    }
+    let _ = writeln!(out, "\nsystems:");
+    for s in summaries {
+        let _ = writeln!(
+            out,
+            "  {:<10} {}",
+            s.system.name(),
+            s.system.describes(options.nodes, options.shards)
+        );
+        for note in s.notes.iter().take(4) {
+            let _ = writeln!(out, "             anomaly: {note}");
+        }
+    }
+    out
+}
+
+/// The report as JSON.
+pub fn json(options: &Options, summaries: &[Summary]) -> serde_json::Value {
+    let systems: Vec<serde_json::Value> = summaries
+        .iter()
+        .map(|s| {
+            let mut latency = serde_json::Map::new();
+            for (label, q) in QUANTILES {
+                latency.insert(label.to_owned(), s.us(q).into());
+            }
+            latency.insert("max".to_owned(), (s.latency.max() as f64 / 1e3).into());
+            latency.insert("mean".to_owned(), (s.latency.mean() / 1e3).into());
+            latency.insert("count".to_owned(), s.latency.len().into());
+            serde_json::json!({
+                "system": s.system.name(),
+                "describes": s.system.describes(options.nodes, options.shards),
+                "latency_us": latency,
+                "messages": s.measured,
+                "messages_per_second": s.messages_per_second(),
+                "messages_per_second_per_core": s.messages_per_second() / options.cores as f64,
+                "cpu_us_per_message": s.cpu_us_per_message(),
+                "lost": s.lost,
+                "duplicated": s.duplicated,
+                "corrupt": s.corrupt,
+                "errors": s.errors,
+                "failed_sessions": s.failed_sessions,
+                "round_p50_us": s.round_p50_ns.iter().map(|ns| *ns as f64 / 1e3).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "workload": options.workload.name(),
+        "sessions": options.sessions,
+        "in_flight": options.in_flight,
+        "payload_bytes": options.payload_len,
+        "warmup_seconds": options.warmup.as_secs_f64(),
+        "duration_seconds": options.duration.as_secs_f64(),
+        "rounds": options.rounds,
+        "cores": options.cores,
+        "zlink_nodes": options.nodes,
+        "zlink_shards": options.shards,
+        "placement": options.pin.map_or("floating".to_owned(), |p| p.to_string()),
+        "systems": systems,
+    })
+}
+
+/// The percentile distribution in HdrHistogram's `.hgrm` text form (values
+/// in µs), readable by its plotter.
+pub fn hgrm(latency: &Histogram<u64>) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:>12} {:>14} {:>10} {:>14}\n",
+        "Value", "Percentile", "TotalCount", "1/(1-Percentile)"
+    );
+    for v in latency.iter_quantiles(5) {
+        let q = v.quantile_iterated_to();
+        let inverse = if q < 1.0 {
+            format!("{:>14.2}", 1.0 / (1.0 - q))
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            out,
+            "{:>12.3} {:>14.12} {:>10} {inverse}",
+            v.value_iterated_to() as f64 / 1e3,
+            q,
+            v.count_since_last_iteration()
+        );
+    }
+    let _ = writeln!(
+        out,
+        "#[Mean    = {:>12.3}, StdDeviation   = {:>12.3}]\n#[Max     = {:>12.3}, Total count    = {:>12}]",
+        latency.mean() / 1e3,
+        latency.stdev() / 1e3,
+        latency.max() as f64 / 1e3,
+        latency.len()
+    );
+    out
+}
+
+/// Points of a percentile curve: x is the number of nines, -log10(1 - q),
+/// y the latency in µs.
+fn curve(latency: &Histogram<u64>) -> Vec<(f64, f64)> {
+    latency
+        .iter_quantiles(5)
+        .map(|v| (v.quantile_iterated_to(), v.value_iterated_to() as f64 / 1e3))
+        .filter(|(q, _)| *q < 1.0)
+        .map(|(q, us)| (-(1.0 - q).log10(), us.max(0.1)))
+        .collect()
+}
+
+/// The latency percentile curves of all systems on one chart.
+pub fn svg(path: &Path, title: &str, summaries: &[Summary]) -> Result<(), String> {
+    let curves: Vec<(SystemKind, Vec<(f64, f64)>)> = summaries
+        .iter()
+        .map(|s| (s.system, curve(&s.latency)))
+        .collect();
+    let x_max = curves
+        .iter()
+        .flat_map(|(_, c)| c.iter().map(|p| p.0))
+        .fold(1.0_f64, f64::max);
+    let y_max = curves
+        .iter()
+        .flat_map(|(_, c)| c.iter().map(|p| p.1))
+        .fold(1.0_f64, f64::max)
+        * 1.5;
+    let y_min = curves
+        .iter()
+        .flat_map(|(_, c)| c.iter().map(|p| p.1))
+        .fold(y_max, f64::min)
+        / 1.5;
+    let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
+    let fail = |e: &dyn std::fmt::Display| format!("plot {}: {e}", path.display());
+    root.fill(&WHITE).map_err(|e| fail(&e))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..x_max, (y_min..y_max).log_scale())
+        .map_err(|e| fail(&e))?;
+    chart
+        .configure_mesh()
+        .x_desc("percentile (nines: 1 = p90, 2 = p99, 3 = p99.9)")
+        .y_desc("latency µs (log)")
+        .draw()
+        .map_err(|e| fail(&e))?;
+    for (i, (system, points)) in curves.into_iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        chart
+            .draw_series(LineSeries::new(points, color.stroke_width(2)))
+            .map_err(|e| fail(&e))?
+            .label(system.name())
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| fail(&e))?;
+    root.present().map_err(|e| fail(&e))
+}

@@ -1,0 +1,247 @@
+//! The session side of the `tokio` and `ractor` baselines: the game server
+//! a user would write on plain tokio (issue 5 item 2). A multi-thread
+//! runtime (two workers: the machine's cores), a task per session that
+//! reads STREAM frames and a task that writes them, and a directory (a
+//! `HashMap` behind a mutex) from player name to the player, which the two
+//! baselines implement differently: a tokio task with an mpsc mailbox, or a
+//! ractor actor. LOGIN finds or spawns the player and binds the session to
+//! it; RELAY goes to the player, which replies; PUSH goes to the player,
+//! which pushes it back. No second node: the player lives in the same
+//! process as the session (docs/PERFORMANCE.md says so).
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::{mpsc as std_mpsc, Arc};
+use std::thread::JoinHandle;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot};
+use zlink::ids::Correlation;
+use zlink::wire::client::ClientFrame;
+use zlink::wire::DecodeLimits;
+
+use super::Running;
+use crate::client::{LOGIN, PUSH, RELAY};
+
+/// Frames queued for one session's writer; a full queue makes the player
+/// wait (backpressure), as a bounded mpsc does for a user.
+const SESSION_QUEUE_MAX: usize = 1_024;
+/// The server's worker threads: one per core of the bench machine.
+const WORKERS: usize = 2;
+
+/// What a player is sent.
+pub enum ToPlayer {
+    /// Bind the player to this session's writer (LOGIN).
+    Bind(mpsc::Sender<ClientFrame>),
+    /// A RELAY request: reply to the bound session.
+    Request {
+        correlation: Correlation,
+        payload: Bytes,
+    },
+    /// A PUSH message: push it back to the bound session.
+    Message { payload: Bytes },
+}
+
+/// A player's game state and logic, the same in both baselines.
+#[derive(Default)]
+pub struct PlayerState {
+    session: Option<mpsc::Sender<ClientFrame>>,
+}
+
+impl PlayerState {
+    /// Handles one message; a message for a player with no live session is
+    /// dropped (the client counts it lost).
+    pub async fn handle(&mut self, message: ToPlayer) {
+        let frame = match message {
+            ToPlayer::Bind(session) => {
+                self.session = Some(session);
+                return;
+            }
+            ToPlayer::Request {
+                correlation,
+                payload,
+            } => ClientFrame::Reply {
+                correlation,
+                payload,
+            },
+            ToPlayer::Message { payload } => ClientFrame::Push { key: PUSH, payload },
+        };
+        if let Some(session) = &self.session {
+            if session.send(frame).await.is_err() {
+                self.session = None;
+            }
+        }
+    }
+}
+
+/// How a baseline finds, spawns and messages its players.
+pub trait Directory: Send + Sync + 'static {
+    type Player: Clone + Send + Sync + 'static;
+    /// The player named `name`, spawned on first use.
+    fn find_or_spawn(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Result<Self::Player, String>> + Send;
+    /// Sends `message` to `player`.
+    fn deliver(
+        player: &Self::Player,
+        message: ToPlayer,
+    ) -> impl Future<Output = Result<(), String>> + Send;
+}
+
+/// Writes the frames queued for one session, gathering what is queued.
+async fn write_frames(mut out: OwnedWriteHalf, mut frames: mpsc::Receiver<ClientFrame>) {
+    let mut buf = BytesMut::with_capacity(16 * 1024);
+    while let Some(frame) = frames.recv().await {
+        frame.encode(&mut buf);
+        while let Ok(frame) = frames.try_recv() {
+            frame.encode(&mut buf);
+        }
+        if out.write_all(&buf).await.is_err() {
+            return;
+        }
+        buf.clear();
+    }
+}
+
+/// One session: reads frames until the client goes or misbehaves.
+async fn session<D: Directory>(stream: TcpStream, directory: Arc<D>) {
+    let (mut input, output) = stream.into_split();
+    let (tx, rx) = mpsc::channel(SESSION_QUEUE_MAX);
+    tokio::spawn(write_frames(output, rx));
+    let limits = DecodeLimits::default();
+    let mut inbound = BytesMut::with_capacity(16 * 1024);
+    let mut player: Option<D::Player> = None;
+    loop {
+        match input.read_buf(&mut inbound).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        loop {
+            let frame = match ClientFrame::decode_from(&mut inbound, &limits) {
+                Ok(Some(frame)) => frame,
+                Ok(None) => break,
+                Err(_) => return,
+            };
+            let delivered = match (frame, &player) {
+                (
+                    ClientFrame::Request {
+                        key,
+                        correlation,
+                        payload,
+                    },
+                    _,
+                ) if key == LOGIN => {
+                    let name = String::from_utf8_lossy(&payload).into_owned();
+                    let Ok(found) = directory.find_or_spawn(&name).await else {
+                        return;
+                    };
+                    let bound = D::deliver(&found, ToPlayer::Bind(tx.clone())).await;
+                    player = Some(found);
+                    let welcome = ClientFrame::Reply {
+                        correlation,
+                        payload: Bytes::from_static(b"welcome"),
+                    };
+                    bound.is_ok() && tx.send(welcome).await.is_ok()
+                }
+                (
+                    ClientFrame::Request {
+                        key,
+                        correlation,
+                        payload,
+                    },
+                    Some(p),
+                ) if key == RELAY => D::deliver(
+                    p,
+                    ToPlayer::Request {
+                        correlation,
+                        payload,
+                    },
+                )
+                .await
+                .is_ok(),
+                (ClientFrame::Message { key, payload }, Some(p)) if key == PUSH => {
+                    D::deliver(p, ToPlayer::Message { payload }).await.is_ok()
+                }
+                // Anything else is not this game's: ignored, as a user's
+                // server would.
+                _ => true,
+            };
+            if !delivered {
+                return;
+            }
+        }
+    }
+}
+
+struct Server {
+    entry: SocketAddr,
+    thread: JoinHandle<()>,
+    stop: oneshot::Sender<()>,
+}
+
+impl Running for Server {
+    fn entry(&self) -> SocketAddr {
+        self.entry
+    }
+
+    fn stop(self: Box<Self>) {
+        let _ = self.stop.send(());
+        let _ = self.thread.join();
+    }
+}
+
+/// Starts the server on its own thread with `directory` for its players.
+pub fn start<D: Directory>(name: &str, directory: D) -> Result<Box<dyn Running>, String> {
+    let (tx, rx) = std_mpsc::channel();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let directory = Arc::new(directory);
+    let thread = std::thread::Builder::new()
+        .name(name.to_owned())
+        .spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(WORKERS)
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => runtime,
+                Err(e) => {
+                    let _ = tx.send(Err(format!("runtime: {e}")));
+                    return;
+                }
+            };
+            runtime.block_on(async move {
+                let listener = match TcpListener::bind(("127.0.0.1", 0)).await {
+                    Ok(listener) => listener,
+                    Err(e) => {
+                        let _ = tx.send(Err(format!("listen: {e}")));
+                        return;
+                    }
+                };
+                let _ = tx.send(listener.local_addr().map_err(|e| e.to_string()));
+                let accept = async {
+                    while let Ok((conn, _)) = listener.accept().await {
+                        let _ = conn.set_nodelay(true);
+                        tokio::spawn(session(conn, Arc::clone(&directory)));
+                    }
+                };
+                tokio::select! {
+                    () = accept => {}
+                    _ = stopped => {}
+                }
+            });
+            runtime.shutdown_background();
+        })
+        .map_err(|e| format!("spawning {name}: {e}"))?;
+    let entry = rx
+        .recv()
+        .map_err(|_| format!("{name} ended during setup"))??;
+    Ok(Box::new(Server {
+        entry,
+        thread,
+        stop,
+    }))
+}

@@ -1,0 +1,95 @@
+//! The systems under test (issue 5 item 2). Each starts on loopback in this
+//! process, on its own threads, and hands back the address the load client
+//! connects to; all of them answer the client's LOGIN, RELAY and (where the
+//! system has a protocol) PUSH in the same framing.
+
+mod game_server;
+mod ractor_game;
+mod raw_epoll;
+mod raw_uring;
+mod tokio_game;
+mod zlink;
+
+use std::net::SocketAddr;
+
+use crate::args::Workload;
+use crate::client::LoadSpec;
+
+/// A system the bench can start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SystemKind {
+    Zlink,
+    RawUring,
+    RawEpoll,
+    Tokio,
+    Ractor,
+}
+
+impl SystemKind {
+    /// Every system, in the order `--compare` interleaves them.
+    pub const ALL: [SystemKind; 5] = [
+        SystemKind::Zlink,
+        SystemKind::RawUring,
+        SystemKind::RawEpoll,
+        SystemKind::Tokio,
+        SystemKind::Ractor,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SystemKind::Zlink => "zlink",
+            SystemKind::RawUring => "raw-uring",
+            SystemKind::RawEpoll => "raw-epoll",
+            SystemKind::Tokio => "tokio",
+            SystemKind::Ractor => "ractor",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.name() == text)
+    }
+
+    /// The raw forwarders have no protocol, so they run `relay` only.
+    pub fn runs(self, workload: Workload) -> bool {
+        match self {
+            SystemKind::RawUring | SystemKind::RawEpoll => workload == Workload::Relay,
+            SystemKind::Zlink | SystemKind::Tokio | SystemKind::Ractor => true,
+        }
+    }
+
+    /// What the system is, in the report's words: its io stack and shape
+    /// (zlink's from `--nodes` and `--shards`).
+    pub fn describes(self, nodes: u64, shards: usize) -> String {
+        let fixed = match self {
+            SystemKind::Zlink => {
+                return format!(
+                    "{nodes} zlink nodes, {shards} shard(s) each, io_uring reactor; sessions on node 1, players on nodes 2..={nodes}"
+                )
+            }
+            SystemKind::RawUring => "two-hop forwarder on io_uring (zlink's net::Reactor: multishot recv, provided buffers, one submit per turn)",
+            SystemKind::RawEpoll => "two-hop forwarder on tokio current-thread (epoll), one thread per hop",
+            SystemKind::Tokio => "one server on tokio multi-thread (2 workers): a task per session and per player, mpsc channels, HashMap of players",
+            SystemKind::Ractor => "one server on tokio multi-thread (2 workers): a ractor actor per player, a task per session",
+        };
+        fixed.to_owned()
+    }
+}
+
+/// A started system; dropping it without [`Running::stop`] leaks its threads.
+pub trait Running {
+    /// Where the load client connects.
+    fn entry(&self) -> SocketAddr;
+    /// Stops the system and joins its threads.
+    fn stop(self: Box<Self>);
+}
+
+/// Starts `kind` ready for `spec`'s load.
+pub fn start(kind: SystemKind, spec: &LoadSpec) -> Result<Box<dyn Running>, String> {
+    match kind {
+        SystemKind::Zlink => zlink::start(spec),
+        SystemKind::RawUring => raw_uring::start(),
+        SystemKind::RawEpoll => raw_epoll::start(),
+        SystemKind::Tokio => tokio_game::start(),
+        SystemKind::Ractor => ractor_game::start(),
+    }
+}
