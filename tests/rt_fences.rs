@@ -286,6 +286,16 @@ impl<S: LocationStore> LocationStore for LeaseWatch<S> {
     fn lease(&self, node: NodeRid) -> Result<Option<OwnerLease>, StoreError> {
         self.inner.lease(node)
     }
+    fn register_member(
+        &self,
+        lease: &OwnerLease,
+        address: std::net::SocketAddr,
+    ) -> Result<zlink::store::Member, StoreError> {
+        self.inner.register_member(lease, address)
+    }
+    fn members(&self, mesh: &MeshName) -> Result<Vec<zlink::store::Member>, StoreError> {
+        self.inner.members(mesh)
+    }
     fn now(&self) -> Instant {
         self.inner.now()
     }

@@ -10,6 +10,7 @@
 
 mod redis_support;
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,8 +21,9 @@ use zlink::ids::{
     RelocationId,
 };
 use zlink::store::{
-    AbortOutcome, CasOutcome, Created, EmbeddedStore, LocationStore, ManualClock, MonotonicClock,
-    OwnerClaim, OwnerLease, RedisStore, RedisStoreConfig, RemoveOutcome, RowVersion, StoreError,
+    AbortOutcome, CasOutcome, Created, EmbeddedStore, LocationStore, ManualClock, Member,
+    MonotonicClock, OwnerClaim, OwnerLease, RedisStore, RedisStoreConfig, RemoveOutcome,
+    RowVersion, StoreError,
 };
 
 /// What a test body needs of a store.
@@ -184,6 +186,8 @@ suite!(
     renewal_after_expiry_fails_and_the_lapsed_owners_rows_end,
     a_row_stays_live_past_many_terms_while_its_owner_renews,
     a_claim_that_is_not_the_live_lease_is_refused,
+    members_are_the_registered_nodes_whose_leases_live,
+    a_restarted_node_replaces_its_old_lifecycle_in_the_membership,
 );
 
 fn mesh() -> MeshName {
@@ -653,6 +657,124 @@ fn a_claim_that_is_not_the_live_lease_is_refused(h: &impl Harness) {
         Err(StoreError::LeaseExpired { node: NodeRid(3) })
     );
     assert_eq!(store.lookup(&actor("player-1")).unwrap(), None);
+}
+
+fn address(port: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], port))
+}
+
+/// What a peer acts on: who, which lifecycle under which lease, where.
+fn listed(members: &[Member]) -> Vec<(NodeRid, NodeGeneration, OwnerLeaseGeneration, SocketAddr)> {
+    members
+        .iter()
+        .map(|m| (m.node, m.node_generation, m.lease, m.address))
+        .collect()
+}
+
+fn members_are_the_registered_nodes_whose_leases_live(h: &impl Harness) {
+    // Given three leased nodes, two in the mesh "game" and one in "other",
+    // each registered with its address,
+    let store = h.store();
+    let mut first = lease(store, 1, 1);
+    let second = lease(store, 2, 1);
+    let other_mesh = MeshName::new("other").unwrap();
+    let third = store
+        .acquire_lease(NodeRid(3), NodeGeneration(1), &other_mesh)
+        .unwrap();
+    let before = store.now();
+    let registered = store.register_member(&first, address(7001)).unwrap();
+    assert_eq!(
+        (registered.node, registered.mesh.clone()),
+        (NodeRid(1), mesh())
+    );
+    assert!(registered.expires_at > before && registered.expires_at <= store.now() + h.term());
+    store.register_member(&second, address(7002)).unwrap();
+    store.register_member(&third, address(7003)).unwrap();
+
+    // then every client finds the peers of each mesh, in NodeRid order,
+    let expected = vec![
+        (
+            NodeRid(1),
+            NodeGeneration(1),
+            first.generation,
+            address(7001),
+        ),
+        (
+            NodeRid(2),
+            NodeGeneration(1),
+            second.generation,
+            address(7002),
+        ),
+    ];
+    assert_eq!(listed(&store.members(&mesh()).unwrap()), expected);
+    assert_eq!(listed(&h.client().members(&mesh()).unwrap()), expected);
+    assert_eq!(
+        listed(&h.client().members(&other_mesh).unwrap()),
+        vec![(
+            NodeRid(3),
+            NodeGeneration(1),
+            third.generation,
+            address(7003)
+        )]
+    );
+
+    // and when node 2's lease lapses while node 1 keeps renewing (without
+    // registering again), node 2 is dead to the mesh and node 1 stays, its
+    // membership following its renewed lease past the registration's term.
+    let deadline = std::time::Instant::now() + h.term() * 3 + Duration::from_secs(10);
+    while store.lease(NodeRid(2)).unwrap().is_some() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the lease never lapsed"
+        );
+        h.pass(h.term() / 4);
+        first = store.renew_lease(&first).unwrap();
+    }
+    assert!(store.now() >= second.expires_at);
+    let fresh = h.client();
+    let members = fresh.members(&mesh()).unwrap();
+    assert_eq!(listed(&members), expected[..1]);
+    assert!(
+        members[0].expires_at > fresh.now(),
+        "a listed member's lease is live"
+    );
+    assert_eq!(listed(&store.members(&mesh()).unwrap()), expected[..1]);
+}
+
+fn a_restarted_node_replaces_its_old_lifecycle_in_the_membership(h: &impl Harness) {
+    // Given a node registered in its first lifecycle, whose lease lapses,
+    let store = h.store();
+    let old = lease(store, 1, 1);
+    store.register_member(&old, address(7001)).unwrap();
+    h.lapse(&old);
+    // then it is dead to the mesh, and that lifecycle cannot register again;
+    assert_eq!(store.members(&mesh()).unwrap(), vec![]);
+    assert_eq!(
+        store.register_member(&old, address(7001)),
+        Err(StoreError::LeaseExpired { node: NodeRid(1) })
+    );
+    // when it restarts with a new NodeGeneration at a new address,
+    let new = lease(store, 1, 2);
+    assert!(new.generation > old.generation);
+    let member = h.client().register_member(&new, address(7101)).unwrap();
+    assert_eq!(member.node_generation, NodeGeneration(2));
+    // then peers find the new lifecycle only, and the old one never comes
+    // back, nor does a lease the store never gave.
+    let expected = vec![(NodeRid(1), NodeGeneration(2), new.generation, address(7101))];
+    assert_eq!(listed(&store.members(&mesh()).unwrap()), expected);
+    assert_eq!(
+        store.register_member(&old, address(7001)),
+        Err(StoreError::LeaseExpired { node: NodeRid(1) })
+    );
+    let forged = OwnerLease {
+        generation: new.generation.next(),
+        ..new.clone()
+    };
+    assert_eq!(
+        store.register_member(&forged, address(7001)),
+        Err(StoreError::LeaseExpired { node: NodeRid(1) })
+    );
+    assert_eq!(listed(&h.client().members(&mesh()).unwrap()), expected);
 }
 
 /// Connection loss: every call is `Unavailable` while the server is down,

@@ -6,10 +6,11 @@
 //! Every call is counted when it is made, whether it then succeeds or fails:
 //! the contract forbids asking, not only getting an answer.
 
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::{
-    AbortOutcome, CasOutcome, Created, LocationRow, LocationStore, OwnerClaim, OwnerLease,
+    AbortOutcome, CasOutcome, Created, LocationRow, LocationStore, Member, OwnerClaim, OwnerLease,
     RemoveOutcome, RowVersion, StoreError,
 };
 use crate::core::time::Instant;
@@ -27,6 +28,8 @@ pub struct CountingStore<S: LocationStore> {
     acquire_lease: AtomicU64,
     renew_lease: AtomicU64,
     lease: AtomicU64,
+    register_member: AtomicU64,
+    members: AtomicU64,
 }
 
 /// How many times each store operation was called.
@@ -48,13 +51,17 @@ pub struct StoreCounts {
     pub renew_lease: u64,
     /// Calls to [`LocationStore::lease`].
     pub lease: u64,
+    /// Calls to [`LocationStore::register_member`].
+    pub register_member: u64,
+    /// Calls to [`LocationStore::members`].
+    pub members: u64,
 }
 
 impl StoreCounts {
     /// Calls that read or write Actor rows: what bind, relay, push and
-    /// disconnect must never add to. Lease upkeep runs on its own schedule
-    /// and is left out, so a test can assert this stays unchanged while
-    /// leases renew in the background.
+    /// disconnect must never add to. Lease upkeep and membership run on
+    /// their own schedule and are left out, so a test can assert this stays
+    /// unchanged while leases renew in the background.
     pub fn row_operations(&self) -> u64 {
         self.lookup + self.create + self.compare_and_set + self.abort_relocation + self.remove
     }
@@ -73,6 +80,8 @@ impl<S: LocationStore> CountingStore<S> {
             acquire_lease: AtomicU64::new(0),
             renew_lease: AtomicU64::new(0),
             lease: AtomicU64::new(0),
+            register_member: AtomicU64::new(0),
+            members: AtomicU64::new(0),
         }
     }
 
@@ -95,6 +104,8 @@ impl<S: LocationStore> CountingStore<S> {
             acquire_lease: read(&self.acquire_lease),
             renew_lease: read(&self.renew_lease),
             lease: read(&self.lease),
+            register_member: read(&self.register_member),
+            members: read(&self.members),
         }
     }
 }
@@ -163,6 +174,20 @@ impl<S: LocationStore> LocationStore for CountingStore<S> {
         self.inner.lease(node)
     }
 
+    fn register_member(
+        &self,
+        lease: &OwnerLease,
+        address: SocketAddr,
+    ) -> Result<Member, StoreError> {
+        count(&self.register_member);
+        self.inner.register_member(lease, address)
+    }
+
+    fn members(&self, mesh: &MeshName) -> Result<Vec<Member>, StoreError> {
+        count(&self.members);
+        self.inner.members(mesh)
+    }
+
     /// Not counted: reading the store's clock asks the store nothing.
     fn now(&self) -> Instant {
         self.inner.now()
@@ -202,6 +227,9 @@ mod tests {
             .unwrap();
         store.remove(&actor, row.version()).unwrap();
         store.lease(NodeRid(1)).unwrap();
+        let address = SocketAddr::from(([127, 0, 0, 1], 7000));
+        store.register_member(&lease, address).unwrap();
+        store.members(&mesh).unwrap();
         clock.advance(Duration::from_secs(10));
         assert!(store.renew_lease(&lease).is_err());
 
@@ -217,6 +245,8 @@ mod tests {
                 acquire_lease: 1,
                 renew_lease: 1,
                 lease: 1,
+                register_member: 1,
+                members: 1,
             }
         );
         assert_eq!(counts.row_operations(), 6);

@@ -9,12 +9,13 @@
 //! or disconnect paths (§5, module doc of [`crate::store`]), so the lock is
 //! held briefly and rarely.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::{
-    AbortOutcome, CasOutcome, Clock, Created, LocationRow, LocationStore, MonotonicClock,
+    AbortOutcome, CasOutcome, Clock, Created, LocationRow, LocationStore, Member, MonotonicClock,
     OwnerClaim, OwnerLease, RemoveOutcome, RowVersion, StoreError,
 };
 use crate::core::time::Instant;
@@ -41,6 +42,9 @@ pub struct EmbeddedStore<C: Clock = MonotonicClock> {
 struct State {
     actors: HashMap<ActorId, Slot>,
     leases: HashMap<NodeRid, OwnerLease>,
+    /// Each node's latest registration: the lifecycle's claim (the lease it
+    /// registered under) and its address. Live while that claim is.
+    members: BTreeMap<NodeRid, (OwnerClaim, SocketAddr)>,
 }
 
 /// One ActorId: the generations of its latest incarnation, its owner while
@@ -163,7 +167,7 @@ impl<C: Clock> LocationStore for EmbeddedStore<C> {
         let mut state = self.lock()?;
         let now = self.clock.now();
         state.require_live_claim(owner, now)?;
-        let State { actors, leases } = &mut *state;
+        let State { actors, leases, .. } = &mut *state;
         let slot = match actors.get_mut(actor) {
             Some(slot) => {
                 if let Some(existing) = slot.live_row(actor, leases, now) {
@@ -196,7 +200,7 @@ impl<C: Clock> LocationStore for EmbeddedStore<C> {
         let mut state = self.lock()?;
         let now = self.clock.now();
         state.require_live_claim(new_owner, now)?;
-        let State { actors, leases } = &mut *state;
+        let State { actors, leases, .. } = &mut *state;
         let Some(slot) = actors.get_mut(actor) else {
             return Ok(CasOutcome::Absent);
         };
@@ -227,7 +231,7 @@ impl<C: Clock> LocationStore for EmbeddedStore<C> {
     ) -> Result<AbortOutcome, StoreError> {
         let mut state = self.lock()?;
         let now = self.clock.now();
-        let State { actors, leases } = &mut *state;
+        let State { actors, leases, .. } = &mut *state;
         let Some(slot) = actors.get_mut(actor) else {
             return Ok(AbortOutcome::Absent);
         };
@@ -248,7 +252,7 @@ impl<C: Clock> LocationStore for EmbeddedStore<C> {
     fn remove(&self, actor: &ActorId, expected: RowVersion) -> Result<RemoveOutcome, StoreError> {
         let mut state = self.lock()?;
         let now = self.clock.now();
-        let State { actors, leases } = &mut *state;
+        let State { actors, leases, .. } = &mut *state;
         let Some(slot) = actors.get_mut(actor) else {
             return Ok(RemoveOutcome::Absent);
         };
@@ -336,8 +340,49 @@ impl<C: Clock> LocationStore for EmbeddedStore<C> {
             .cloned())
     }
 
+    fn register_member(
+        &self,
+        lease: &OwnerLease,
+        address: SocketAddr,
+    ) -> Result<Member, StoreError> {
+        let mut state = self.lock()?;
+        let claim = lease.claim();
+        state.require_live_claim(&claim, self.clock.now())?;
+        let expires_at = state
+            .leases
+            .get(&lease.node)
+            .map_or(lease.expires_at, |held| held.expires_at);
+        state.members.insert(lease.node, (claim.clone(), address));
+        Ok(member(&claim, address, expires_at))
+    }
+
+    fn members(&self, mesh: &MeshName) -> Result<Vec<Member>, StoreError> {
+        let state = self.lock()?;
+        let now = self.clock.now();
+        Ok(state
+            .members
+            .values()
+            .filter(|(claim, _)| &claim.mesh == mesh && claim_is_live(&state.leases, claim, now))
+            .filter_map(|(claim, address)| {
+                let lease = state.leases.get(&claim.owner)?;
+                Some(member(claim, *address, lease.expires_at))
+            })
+            .collect())
+    }
+
     fn now(&self) -> Instant {
         self.clock.now()
+    }
+}
+
+fn member(claim: &OwnerClaim, address: SocketAddr, expires_at: Instant) -> Member {
+    Member {
+        node: claim.owner,
+        node_generation: claim.node_generation,
+        lease: claim.lease,
+        mesh: claim.mesh.clone(),
+        address,
+        expires_at,
     }
 }
 

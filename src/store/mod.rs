@@ -10,8 +10,9 @@
 //! the relocation target when it takes over an Actor (§8.1: "the target
 //! relocation runtime performs the Location Store CAS using the expected
 //! source owner and generation") or its coordinator records a durable abort
-//! ([`LocationStore::abort_relocation`]), and by each node to hold its owner
-//! lease.
+//! ([`LocationStore::abort_relocation`]), by each node to hold its owner
+//! lease, and by nodes to register in and find the mesh's membership
+//! ([`LocationStore::members`], live exactly while each member's lease is).
 //!
 //! It is **never** called on the bind, relay, push or disconnect paths: a
 //! binding stores the route verified at bind time and uses it for every
@@ -60,6 +61,8 @@ pub use self::redis::{RedisConfigError, RedisStore, RedisStoreConfig, CLUSTER_LE
 pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use counting::{CountingStore, StoreCounts};
 pub use embedded::EmbeddedStore;
+
+use std::net::SocketAddr;
 
 use crate::core::relocation::{AbortAnswer, CasAnswer, ExpectedOwner};
 use crate::core::time::Instant;
@@ -174,6 +177,28 @@ pub trait LocationStore: Send + Sync {
     /// The node's current lease, if it is live.
     fn lease(&self, node: NodeRid) -> Result<Option<OwnerLease>, StoreError>;
 
+    /// Registers `lease`'s node as a member of its mesh, reached at
+    /// `address` (issue 6 "membership"): the node's process lifecycle is then
+    /// listed by [`members`](Self::members) for exactly as long as `lease`
+    /// stays live, renewals included. One entry per NodeRid: a registration
+    /// by a new lifecycle replaces the old one's, which never comes back.
+    ///
+    /// Fails with [`StoreError::LeaseExpired`] when `lease` is not the live
+    /// lease of its node: only a leased lifecycle joins the mesh.
+    ///
+    /// [`members`]: Self::members
+    fn register_member(
+        &self,
+        lease: &OwnerLease,
+        address: SocketAddr,
+    ) -> Result<Member, StoreError>;
+
+    /// The live members of `mesh`, ordered by NodeRid: every registered node
+    /// whose lease — of the lifecycle that registered — is live. A node whose
+    /// lease lapsed is dead to the mesh and is not listed (docs/store.md
+    /// "Membership").
+    fn members(&self, mesh: &MeshName) -> Result<Vec<Member>, StoreError>;
+
     /// The store's clock: the frame of every [`OwnerLease::expires_at`] it
     /// returns. Reading it asks the store nothing. An owner whose renewal
     /// failed with [`StoreError::Unavailable`] keeps its lease until `now()`
@@ -216,6 +241,26 @@ impl OwnerLease {
             lease: self.generation,
         }
     }
+}
+
+/// A live member of a mesh (issue 6 "membership"): one process lifecycle
+/// of a node, where its peers reach it, and until when it is live.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Member {
+    /// The node.
+    pub node: NodeRid,
+    /// The process lifecycle that registered; a peer refuses records of any
+    /// other (§5, docs/store.md "Membership").
+    pub node_generation: NodeGeneration,
+    /// The lease the lifecycle holds.
+    pub lease: OwnerLeaseGeneration,
+    /// The mesh it serves.
+    pub mesh: MeshName,
+    /// Where its peers connect to it.
+    pub address: SocketAddr,
+    /// When its lease lapses unless renewed, in the store's clock: never
+    /// later than the store's own view, like [`OwnerLease::expires_at`].
+    pub expires_at: Instant,
 }
 
 /// The owner a create or compare-and-set proposes: a node in one of its

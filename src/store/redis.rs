@@ -7,7 +7,8 @@
 //! - Every operation is one atomic server-side step: a Lua script (run with
 //!   EVALSHA, loaded again on NOSCRIPT after a server restart) that touches
 //!   one key. An Actor's row is one hash, `zlink:<cluster>:actor:{<ActorId>}`;
-//!   a node's lease is one hash, `zlink:<cluster>:lease:{<NodeRid>}`. Each
+//!   a node's lease is one hash, `zlink:<cluster>:lease:{<NodeRid>}`;
+//!   the membership is one hash per cluster, `zlink:<cluster>:members`. Each
 //!   key is its own hash slot, so the scripts run on Redis Cluster.
 //! - A row's liveness depends on its owner's lease, which lives in another
 //!   slot. A row caches a bound, `lease_until`: the server time until which
@@ -27,13 +28,14 @@
 //! - The store is off every hot path (bind, relay, push and disconnect never
 //!   call it), so one connection behind a mutex serves the process.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
 use std::str::FromStr;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use super::{
-    AbortOutcome, CasOutcome, Clock, Created, LocationRow, LocationStore, MonotonicClock,
+    AbortOutcome, CasOutcome, Clock, Created, LocationRow, LocationStore, Member, MonotonicClock,
     OwnerClaim, OwnerLease, RemoveOutcome, RowVersion, StoreError,
 };
 use crate::core::time::Instant;
@@ -128,6 +130,8 @@ struct Scripts {
     acquire: ::redis::Script,
     renew: ::redis::Script,
     read_lease: ::redis::Script,
+    register_member: ::redis::Script,
+    members: ::redis::Script,
 }
 
 /// A script is its prelude and its body. The `#!lua` shebang opts into
@@ -156,6 +160,8 @@ impl Scripts {
             acquire: script!("redis/lease.lua", "redis/acquire.lua"),
             renew: script!("redis/lease.lua", "redis/renew.lua"),
             read_lease: script!("redis/lease.lua", "redis/read_lease.lua"),
+            register_member: script!("redis/member.lua", "redis/register_member.lua"),
+            members: script!("redis/member.lua", "redis/members.lua"),
         }
     }
 }
@@ -235,6 +241,12 @@ impl<C: Clock> RedisStore<C> {
 
     fn lease_key(&self, node: NodeRid) -> String {
         format!("{}lease:{{{}}}", self.prefix, node.0)
+    }
+
+    /// The cluster's one membership hash: few nodes, so one key (one slot)
+    /// lists them all in one round trip (docs/store.md "Membership").
+    fn members_key(&self) -> String {
+        format!("{}members", self.prefix)
     }
 
     fn term_us(&self) -> String {
@@ -416,6 +428,52 @@ impl<C: Clock> RedisStore<C> {
         let reply = self.invoke(script, &self.lease_key(node), args)?;
         Ok((reply, sent))
     }
+}
+
+/// One node's entry in the membership hash, as `members.lua` returned it.
+#[derive(Default)]
+struct MemberEntry {
+    node_generation: Option<NodeGeneration>,
+    lease: Option<OwnerLeaseGeneration>,
+    mesh: Option<MeshName>,
+    address: Option<SocketAddr>,
+    until_us: Option<u64>,
+}
+
+impl MemberEntry {
+    /// Sets the field `name` from its text; an unknown name or a bad value
+    /// is a malformed reply.
+    fn set(&mut self, name: &str, value: &str) -> Result<(), StoreError> {
+        let bad = || malformed(name);
+        match name {
+            "node_gen" => self.node_generation = Some(NodeGeneration(parse(value, bad)?)),
+            "lease" => self.lease = Some(OwnerLeaseGeneration(parse(value, bad)?)),
+            "mesh" => self.mesh = Some(MeshName::new(value).map_err(|_| bad())?),
+            "addr" => self.address = Some(parse(value, bad)?),
+            "until" => self.until_us = Some(parse(value, bad)?),
+            _ => return Err(bad()),
+        }
+        Ok(())
+    }
+}
+
+fn parse<T: FromStr>(text: &str, bad: impl Fn() -> StoreError) -> Result<T, StoreError> {
+    text.parse().map_err(|_| bad())
+}
+
+/// `[tag, now, field, value, …]` as each node's entry.
+fn member_entries(reply: &[String]) -> Result<BTreeMap<NodeRid, MemberEntry>, StoreError> {
+    let mut entries: BTreeMap<NodeRid, MemberEntry> = BTreeMap::new();
+    let pairs = reply.get(2..).unwrap_or_default();
+    if pairs.len() % 2 != 0 {
+        return Err(malformed("members"));
+    }
+    for pair in pairs.chunks_exact(2) {
+        let (node, name) = pair[0].split_once(':').ok_or_else(|| malformed(&pair[0]))?;
+        let node = NodeRid(parse(node, || malformed(&pair[0]))?);
+        entries.entry(node).or_default().set(name, &pair[1])?;
+    }
+    Ok(entries)
 }
 
 fn claim_args(claim: &OwnerClaim, until: String) -> Vec<String> {
@@ -628,6 +686,108 @@ impl<C: Clock> LocationStore for RedisStore<C> {
             .read_lease(node)?
             .filter(LeaseRecord::is_live)
             .map(|record| record.owner_lease(node, sent)))
+    }
+
+    fn register_member(
+        &self,
+        lease: &OwnerLease,
+        address: SocketAddr,
+    ) -> Result<Member, StoreError> {
+        let claim = lease.claim();
+        let node = claim.owner.0.to_string();
+        let node_generation = padded(claim.node_generation.0);
+        let generation = claim.lease.0.to_string();
+        let address_text = address.to_string();
+        let key = self.members_key();
+        // A claim bound past on the server is read fresh once: live, the
+        // second run succeeds; lapsed, `claim_until` says LeaseExpired.
+        for fresh in [false, true] {
+            let until = self.claim_until(&claim, fresh)?;
+            let args = [
+                &*node,
+                &*node_generation,
+                &*generation,
+                claim.mesh.as_str(),
+                &*address_text,
+                &*until,
+            ];
+            let sent = self.clock.now();
+            let reply = self.invoke(&self.scripts.register_member, &key, &args)?;
+            match tag(&reply)? {
+                "ok" => {
+                    let until_us: u64 = field(&reply, 1)?;
+                    let server_now_us: u64 = field(&reply, 2)?;
+                    let left = Duration::from_micros(until_us.saturating_sub(server_now_us));
+                    return Ok(Member {
+                        node: claim.owner,
+                        node_generation: claim.node_generation,
+                        lease: claim.lease,
+                        mesh: claim.mesh,
+                        address,
+                        expires_at: sent + left,
+                    });
+                }
+                "claim" => {}
+                "stale" => break,
+                other => return Err(malformed(other)),
+            }
+        }
+        Err(StoreError::LeaseExpired { node: claim.owner })
+    }
+
+    fn members(&self, mesh: &MeshName) -> Result<Vec<Member>, StoreError> {
+        let sent = self.clock.now();
+        let reply = self.invoke(&self.scripts.members, &self.members_key(), &[])?;
+        if tag(&reply)? != "members" {
+            return Err(malformed("members"));
+        }
+        let server_now_us: u64 = field(&reply, 1)?;
+        let mut live = Vec::new();
+        for (node, entry) in member_entries(&reply)? {
+            let (Some(node_generation), Some(lease), Some(entry_mesh), Some(address), Some(until)) = (
+                entry.node_generation,
+                entry.lease,
+                entry.mesh,
+                entry.address,
+                entry.until_us,
+            ) else {
+                return Err(malformed("member entry"));
+            };
+            if &entry_mesh != mesh {
+                continue;
+            }
+            let member = |expires_at| Member {
+                node,
+                node_generation,
+                lease,
+                mesh: entry_mesh.clone(),
+                address,
+                expires_at,
+            };
+            // The entry's bound, or a later one this client knows of the
+            // same lease: either is a true fact (module doc).
+            let known = self
+                .known()
+                .get(&node)
+                .filter(|k| k.node_generation == node_generation && k.generation == lease)
+                .map_or(0, |k| k.expires_us);
+            let bound = until.max(known);
+            if server_now_us < bound {
+                live.push(member(sent + Duration::from_micros(bound - server_now_us)));
+                continue;
+            }
+            // Past every bound: only the lease's own key decides.
+            let read = self.clock.now();
+            if let Some(record) = self.read_lease(node)? {
+                let same = record.lease.node_generation == node_generation
+                    && record.lease.generation == lease
+                    && record.lease.mesh == entry_mesh;
+                if same && record.is_live() {
+                    live.push(member(record.owner_lease(node, read).expires_at));
+                }
+            }
+        }
+        Ok(live)
     }
 
     fn now(&self) -> Instant {
