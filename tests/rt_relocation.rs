@@ -741,6 +741,14 @@ fn a_spotwide_spot_moves_as_one_unit_with_its_actors_and_their_queued_work() {
         .map(|g| g.observed.delivered.lock().unwrap().len())
         .sum();
     assert_eq!(delivered, 3 * 12, "each message processed exactly once");
+    // An empty room does not move (nothing would create it at the target).
+    let empty = zlink::ids::SpotId::new("room-2").unwrap();
+    mesh[2].node.create_spot("room", &empty).unwrap();
+    let refused = mesh[2]
+        .node
+        .relocate_spot(&empty, RelocateTo::Any)
+        .unwrap_err();
+    assert_eq!(refused.reason(), Reason::NotRelocatable);
     // A member cannot move alone, and a PerActor Spot does not move.
     mesh[2]
         .node

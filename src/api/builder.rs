@@ -540,12 +540,28 @@ impl Node {
     /// the target (§2): with [`RelocateTo::Any`] the next linked peer in
     /// turn; with [`RelocateTo::Node`] the operator's hint, refused with
     /// `InvalidOperation` (RelocationTargetInvalid) when it is not a linked
-    /// peer. Returns when the move committed (`Ok`), or aborted or failed
-    /// (the typed error; the Actor then stays here, with nothing lost).
+    /// peer. Returns when the move committed (`Ok`), or with the typed error
+    /// of an abort (the Actor stays here, with nothing lost) or of a failure
+    /// after relay-ready (no path reopens the source: the Actor is gone
+    /// until it is created again, §8.1 L6). `DeadlineExceeded` when no
+    /// outcome came within the flow's bounded waits (docs/relocation.md).
     /// `InvalidOperation` (NotRelocatable) when its type gives no snapshot
     /// ([`Actor::snapshot`]) or it belongs to a User Spot.
     pub fn relocate(&self, id: &ActorId, to: RelocateTo) -> Result<(), Error> {
-        self.running.relocate(id.clone(), to.hint())
+        self.running
+            .relocate(id.clone(), to.hint(), self.relocation_wait())
+    }
+
+    /// How long `relocate` waits for a move's outcome: every bounded wait of
+    /// the flow (docs/relocation.md "Settings") plus the seal timeout as a
+    /// margin. Past it the caller gets `DeadlineExceeded`; the move itself
+    /// still ends as the core decides.
+    fn relocation_wait(&self) -> Duration {
+        let r = &self.settings.relocation;
+        r.seal_request_timeout
+            + r.prepare_timeout
+            + r.finish_timeout
+            + self.settings.relocation_seal_timeout
     }
 
     /// §8: moves the SpotWide User Spot `id`, which this node created, with
@@ -569,7 +585,7 @@ impl Node {
     /// before).
     /// [`Node::shutdown`] does this first when the node has linked peers.
     pub fn relocate_all(&self, to: RelocateTo) -> Vec<(RelocationUnit, Error)> {
-        self.running.relocate_all(to.hint())
+        self.running.relocate_all(to.hint(), self.relocation_wait())
     }
 
     /// Waits until the link to node `rid` is up; `false` at the timeout.
@@ -602,7 +618,8 @@ impl Node {
     pub fn shutdown(self) {
         let deadline = self.settings.shutdown_deadline;
         let cleanup = self.settings.disconnect_deadline + Duration::from_secs(1);
-        self.running.shutdown(deadline, cleanup);
+        let wait = self.relocation_wait();
+        self.running.shutdown(deadline, cleanup, wait);
     }
 }
 

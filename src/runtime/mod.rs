@@ -185,7 +185,7 @@ pub(crate) enum NodeCommand {
         id: ActorId,
         reply: mpsc::Sender<Result<(), Error>>,
     },
-    /// The ActorIds this shard hosts (node Relocate, §10).
+    /// What this shard would move in a node Relocate (§10).
     HostedActors {
         reply: mpsc::Sender<Vec<RelocationUnit>>,
     },
@@ -282,15 +282,25 @@ impl RunningNode {
     /// when it names a linked peer (else the move is refused), or the next
     /// linked peer in turn — and asks the Actor's shard to move it; waits
     /// for the commit, abort or failure.
-    pub(crate) fn relocate(&self, id: ActorId, hint: Option<NodeRid>) -> Result<(), Error> {
+    /// for the commit, abort or failure — at most `wait`, after which the
+    /// caller gets `DeadlineExceeded` while the core finishes the move (a
+    /// durable abort retries for as long as the store is unreachable).
+    pub(crate) fn relocate(
+        &self,
+        id: ActorId,
+        hint: Option<NodeRid>,
+        wait: std::time::Duration,
+    ) -> Result<(), Error> {
         let target = self.relocation_target(hint)?;
         let (reply, answer) = mpsc::channel();
         let shard = id.shard(self.router.shards());
         let command = NodeCommand::Relocate { id, target, reply };
         self.router.send(shard, ShardMsg::Command(command));
-        answer
-            .recv()
-            .unwrap_or_else(|_| Err(Reason::ShuttingDown.into()))
+        match answer.recv_timeout(wait) {
+            Ok(outcome) => outcome,
+            Err(mpsc::RecvTimeoutError::Timeout) => Err(Reason::Deadline.into()),
+            Err(mpsc::RecvTimeoutError::Disconnected) => Err(Reason::ShuttingDown.into()),
+        }
     }
 
     /// The placement policy: the hint when it names a linked peer (else a
@@ -325,7 +335,11 @@ impl RunningNode {
     /// moved by the same path as [`RunningNode::relocate`], one after the
     /// other; what could not move is listed with its typed error (it stays
     /// here, unharmed).
-    pub(crate) fn relocate_all(&self, hint: Option<NodeRid>) -> Vec<(RelocationUnit, Error)> {
+    pub(crate) fn relocate_all(
+        &self,
+        hint: Option<NodeRid>,
+        wait: std::time::Duration,
+    ) -> Vec<(RelocationUnit, Error)> {
         let (reply, answers) = mpsc::channel();
         for shard in 0..self.router.shards() {
             let command = NodeCommand::HostedActors {
@@ -339,7 +353,7 @@ impl RunningNode {
             .into_iter()
             .filter_map(|unit| {
                 let moved = match &unit {
-                    RelocationUnit::Actor(id) => self.relocate(id.clone(), hint),
+                    RelocationUnit::Actor(id) => self.relocate(id.clone(), hint, wait),
                     RelocationUnit::Spot(id) => self.relocate_spot(id.clone(), hint),
                 };
                 moved.err().map(|error| (unit, error))
@@ -374,9 +388,14 @@ impl RunningNode {
     /// shard refuses new sessions and bindings, finishes accepted work until
     /// the shutdown deadline, closes its sessions (each through the ordinary
     /// disconnect procedure) and then stops.
-    pub(crate) fn shutdown(mut self, deadline: std::time::Duration, cleanup: std::time::Duration) {
+    pub(crate) fn shutdown(
+        mut self,
+        deadline: std::time::Duration,
+        cleanup: std::time::Duration,
+        relocation_wait: std::time::Duration,
+    ) {
         if !self.link_status.up().is_empty() {
-            for (unit, error) in self.relocate_all(None) {
+            for (unit, error) in self.relocate_all(None, relocation_wait) {
                 tracing::info!(?unit, %error, "shutdown: not relocated, it ends with the node");
             }
         }

@@ -37,7 +37,7 @@ const PUSH_WAIT: Duration = Duration::from_secs(2);
 /// A login refused because its player is mid-relocation is sent again after
 /// this long, at most this many times.
 const LOGIN_RETRY_AFTER: Duration = Duration::from_millis(5);
-const LOGIN_RETRIES: usize = 100;
+const LOGIN_RETRIES: usize = 400;
 /// Anomalies described in full in the report; the rest are only counted.
 const MAX_NOTES: usize = 8;
 

@@ -169,6 +169,11 @@ impl ShardState {
             if spot.mode == ExecutionMode::SpotWide && !id.is_under(&spot.id) {
                 return Err(Reason::NotPlacedWithSpot.into());
             }
+            // A Spot moving as one unit takes no new Actor: it would be
+            // left behind, a second gate (docs/relocation.md).
+            if self.moves.spot_moving(&spot.id) {
+                return Err(Reason::RelocationSealed.into());
+            }
         }
         if let Some(actor_ref) = self.core.actor_owner().actor_ref(id) {
             let member = self.host.actors.get(id).map(|a| a.user_spot.as_ref());

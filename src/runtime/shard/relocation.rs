@@ -59,6 +59,13 @@ pub(super) struct Moves {
     spot_of: HashMap<RelocationId, SpotId>,
 }
 
+impl Moves {
+    /// Whether the Spot is moving away (no Actor may join it meanwhile).
+    pub(super) fn spot_moving(&self, id: &SpotId) -> bool {
+        self.spots.contains_key(id)
+    }
+}
+
 impl ShardState {
     /// `Node::relocate` on the Actor's shard: checks the Actor can move,
     /// takes its snapshot and hands the move to the core's coordinator.
@@ -124,6 +131,16 @@ impl ShardState {
         };
         if self.moves.spots.contains_key(id) {
             let _ = reply.send(Err(Reason::RelocationSealed.into()));
+            return;
+        }
+        let has_members = self
+            .host
+            .actors
+            .values()
+            .any(|a| a.user_spot.as_ref() == Some(id));
+        if !has_members {
+            // Nothing would create it at the target: it stays here.
+            let _ = reply.send(Err(Reason::NotRelocatable.into()));
             return;
         }
         let mut members: Vec<ActorId> = self
