@@ -9,16 +9,18 @@
 use std::net::SocketAddr;
 
 use crate::ids::MeshName;
-use crate::store::{LocationStore, Member, OwnerLease, StoreError};
+use crate::store::{LocationStore, Member, OwnerLease};
 
 /// This node's side of the membership.
 pub(crate) struct Membership {
     mesh: MeshName,
     /// Where peers link to this node: the bound peer listener.
     address: SocketAddr,
-    /// The mesh as last listed. Through a store outage each peer stays
-    /// only until its lease's `expires_at`: an outage never extends a lease
-    /// (§5), so a peer the store cannot vouch for is dead at its expiry.
+    /// The mesh as last listed, followed again while the store cannot be
+    /// read. Only the store decides that a peer's lease lapsed: this node
+    /// losing the store says nothing about its peers, which may be renewing
+    /// fine, and a peer that really lapsed fenced its own Actors at its
+    /// expiry (§5, X21), so keeping its link uses no route past the lease.
     last: Vec<Member>,
 }
 
@@ -48,11 +50,7 @@ impl Membership {
         match store.members(&self.mesh) {
             Ok(members) => self.last = members,
             Err(error) => {
-                if !matches!(error, StoreError::Unavailable(_)) {
-                    tracing::warn!(%error, "membership listing failed");
-                }
-                let now = store.now();
-                self.last.retain(|member| member.expires_at > now);
+                tracing::warn!(%error, "membership listing failed: following the last one")
             }
         }
         &self.last
