@@ -545,3 +545,62 @@ fn rt_membership_discovery_without_store_secret_or_reachable_address_is_refused_
         );
     }
 }
+
+#[test]
+fn rt_membership_a_restarted_node_is_found_in_its_new_lifecycle_at_its_new_address() {
+    // Given three nodes on one Redis store finding each other there (leases
+    // of 2 s renewed every 100 ms: shortened settings),
+    let redis = redis_support::RedisServer::start(redis_support::Mode::Volatile);
+    let store = || -> Arc<Watched> {
+        let mut config = RedisStoreConfig::new(redis.url(), "restart");
+        config.lease_term = Duration::from_secs(2);
+        let redis = RedisStore::open(config, MonotonicClock::new()).unwrap();
+        Arc::new(CountingStore::new(LeaseWatch::new(redis)))
+    };
+    let options = GameOptions {
+        settings: Some(NodeSettings {
+            lease_renew_interval: Duration::from_millis(100),
+            ..NodeSettings::default()
+        }),
+        discover_peers: true,
+        ..GameOptions::default()
+    };
+    let mut mesh: Vec<Game<LeaseWatch<RedisStore>>> = (1..=3)
+        .map(|rid| start_node(rid, store(), options.clone(), &[]))
+        .collect();
+    for peer in &mesh[..2] {
+        assert!(peer.node.wait_linked(3, WAIT));
+    }
+    // when node 3 stops at once (its lease is not given back) and, once its
+    // lease lapsed, starts again: a new NodeGeneration on a new port,
+    let old = mesh.pop().unwrap();
+    let old_generation = old.store.inner().latest.lock().unwrap().clone().unwrap();
+    drop(old);
+    let observer = &mesh[0].store;
+    wait_until("node 3's old lease lapses", || {
+        observer.lease(NodeRid(3)).unwrap().is_none()
+    });
+    let restarted = start_node(3, store(), options, &[]);
+    let new_lease = restarted
+        .store
+        .inner()
+        .latest
+        .lock()
+        .unwrap()
+        .clone()
+        .unwrap();
+    assert!(new_lease.node_generation > old_generation.node_generation);
+    // then both peers bury the old lifecycle and link to the new one, which
+    // the membership lists at its new address.
+    for peer in &mesh {
+        wait_counter(peer, FlowTrace::PeerLeaseLapsed, 1);
+        assert!(peer.node.wait_linked(3, WAIT), "node {} to 3", peer.rid);
+    }
+    let listed = observer
+        .members(&MeshName::new("default").unwrap())
+        .unwrap();
+    let three = listed.iter().find(|m| m.node == NodeRid(3)).unwrap();
+    assert_eq!(three.node_generation, new_lease.node_generation);
+    assert_eq!(three.lease, new_lease.generation);
+    assert_eq!(three.address, restarted.node.peer_addr().unwrap());
+}
