@@ -3,7 +3,7 @@
 mod redis_support;
 mod runtime_support;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -217,11 +217,13 @@ fn x6_recreated_actor_never_revalidates_the_old_binding() {
 
 /// Forwards to a store and remembers the newest lease its node was given and
 /// how many renewals failed, so that a test knows the `expires_at` the node
-/// fences at.
+/// fences at. Once `cut`, renewals and membership registrations fail as if
+/// this node alone lost the store (its lease then lapses while it runs).
 struct LeaseWatch<S> {
     inner: S,
     latest: Mutex<Option<OwnerLease>>,
     failed_renewals: AtomicU64,
+    cut: AtomicBool,
 }
 
 impl<S: LocationStore> LeaseWatch<S> {
@@ -230,7 +232,15 @@ impl<S: LocationStore> LeaseWatch<S> {
             inner,
             latest: Mutex::new(None),
             failed_renewals: AtomicU64::new(0),
+            cut: AtomicBool::new(false),
         }
+    }
+
+    fn check_cut(&self) -> Result<(), StoreError> {
+        if self.cut.load(Ordering::SeqCst) {
+            return Err(StoreError::Unavailable("cut by the test".into()));
+        }
+        Ok(())
     }
 
     fn keep(&self, lease: Result<OwnerLease, StoreError>) -> Result<OwnerLease, StoreError> {
@@ -281,7 +291,10 @@ impl<S: LocationStore> LocationStore for LeaseWatch<S> {
         self.keep(self.inner.acquire_lease(node, node_generation, mesh))
     }
     fn renew_lease(&self, lease: &OwnerLease) -> Result<OwnerLease, StoreError> {
-        self.keep(self.inner.renew_lease(lease))
+        let renewed = self
+            .check_cut()
+            .and_then(|()| self.inner.renew_lease(lease));
+        self.keep(renewed)
     }
     fn lease(&self, node: NodeRid) -> Result<Option<OwnerLease>, StoreError> {
         self.inner.lease(node)
@@ -291,6 +304,7 @@ impl<S: LocationStore> LocationStore for LeaseWatch<S> {
         lease: &OwnerLease,
         address: std::net::SocketAddr,
     ) -> Result<zlink::store::Member, StoreError> {
+        self.check_cut()?;
         self.inner.register_member(lease, address)
     }
     fn members(&self, mesh: &MeshName) -> Result<Vec<zlink::store::Member>, StoreError> {
@@ -408,4 +422,185 @@ fn x21_store_outage_past_the_lease_makes_relay_unavailable() {
     let error = expect_error(&mut later, BIND_STASHED, "");
     assert_eq!(error.kind(), ErrorKind::Unavailable, "{error:?}");
     assert_eq!(rows(), rows_at_kill, "a bind or relay read the store");
+}
+
+#[test]
+fn rt_membership_peers_found_in_the_store_and_a_lapsed_node_dropped_and_refused() {
+    // Given three nodes on one Redis store that know no peer addresses and
+    // find each other in the store's membership (leases of 2 s renewed, and
+    // the membership followed, every 100 ms: shortened settings),
+    let redis = redis_support::RedisServer::start(redis_support::Mode::Volatile);
+    let store = || -> Arc<Watched> {
+        let mut config = RedisStoreConfig::new(redis.url(), "membership");
+        config.lease_term = Duration::from_secs(2);
+        let redis = RedisStore::open(config, MonotonicClock::new()).unwrap();
+        Arc::new(CountingStore::new(LeaseWatch::new(redis)))
+    };
+    let options = GameOptions {
+        settings: Some(NodeSettings {
+            lease_renew_interval: Duration::from_millis(100),
+            ..NodeSettings::default()
+        }),
+        discover_peers: true,
+        ..GameOptions::default()
+    };
+    let mesh: Vec<Game<LeaseWatch<RedisStore>>> = (1..=3)
+        .map(|rid| start_node(rid, store(), options.clone(), &[]))
+        .collect();
+    // then every pair links,
+    for (a, b) in [(0, 1), (0, 2), (1, 2)] {
+        assert!(mesh[a].node.wait_linked(b as u64 + 1, WAIT), "{a} to {b}");
+        assert!(mesh[b].node.wait_linked(a as u64 + 1, WAIT), "{b} to {a}");
+    }
+    // and the membership lists each lifecycle at the address it listens on.
+    let listed = mesh[1]
+        .store
+        .members(&MeshName::new("default").unwrap())
+        .unwrap();
+    let expected: Vec<_> = mesh
+        .iter()
+        .map(|g| (NodeRid(g.rid), g.node.peer_addr().unwrap()))
+        .collect();
+    assert_eq!(
+        listed
+            .iter()
+            .map(|m| (m.node, m.address))
+            .collect::<Vec<_>>(),
+        expected
+    );
+
+    // When node 1 alone loses the store, its lease runs out while it runs:
+    let one = &mesh[0];
+    one.store.inner().cut.store(true, Ordering::SeqCst);
+    wait_until("a failed renewal on node 1", || {
+        one.store.inner().failed_renewals.load(Ordering::SeqCst) > 0
+    });
+    let expires_at = one
+        .store
+        .inner()
+        .latest
+        .lock()
+        .unwrap()
+        .clone()
+        .unwrap()
+        .expires_at;
+    // then nodes 2 and 3 drop their links to it, never before its lease's
+    // expiry,
+    for peer in &mesh[1..] {
+        assert!(peer.node.wait_unlinked(1, WAIT + Duration::from_secs(2)));
+        assert!(
+            one.store.now() >= expires_at,
+            "node {} dropped node 1 {:?} before its lease expired",
+            peer.rid,
+            expires_at.saturating_duration_since(one.store.now())
+        );
+        wait_counter(peer, FlowTrace::PeerLeaseLapsed, 1);
+    }
+    // and refuse that lifecycle when it dials again (it still lists them
+    // and keeps dialling), while they stay linked to each other.
+    for peer in &mesh[1..] {
+        let refused = peer
+            .node
+            .flow_counters()
+            .get(FlowTrace::StaleLinkGeneration);
+        wait_counter(peer, FlowTrace::StaleLinkGeneration, refused + 1);
+        assert!(
+            !peer.node.wait_linked(1, Duration::ZERO),
+            "node 1 linked again"
+        );
+    }
+    assert!(mesh[1].node.wait_linked(3, Duration::ZERO));
+    assert!(mesh[2].node.wait_linked(2, Duration::ZERO));
+}
+
+#[test]
+fn rt_membership_discovery_without_store_secret_or_reachable_address_is_refused_at_start() {
+    let reachable: std::net::SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let unspecified: std::net::SocketAddr = "0.0.0.0:0".parse().unwrap();
+    let store: Arc<dyn LocationStore> = new_store();
+    let builders = [
+        // No store,
+        zlink::api::NodeBuilder::new(1)
+            .peer_listen(reachable)
+            .cluster_secret(secret()),
+        // no secret,
+        zlink::api::NodeBuilder::new(1)
+            .peer_listen(reachable)
+            .location_store(store.clone()),
+        // no peer address, or one peers cannot reach.
+        zlink::api::NodeBuilder::new(1)
+            .location_store(store.clone())
+            .cluster_secret(secret()),
+        zlink::api::NodeBuilder::new(1)
+            .peer_listen(unspecified)
+            .location_store(store.clone())
+            .cluster_secret(secret()),
+    ];
+    for builder in builders {
+        let started = builder.discover_peers().start();
+        assert!(
+            matches!(&started, Err(zlink::api::StartError::Invalid(why)) if why.contains("discover_peers")),
+            "{:?}",
+            started.err()
+        );
+    }
+}
+
+#[test]
+fn rt_membership_a_restarted_node_is_found_in_its_new_lifecycle_at_its_new_address() {
+    // Given three nodes on one Redis store finding each other there (leases
+    // of 2 s renewed every 100 ms: shortened settings),
+    let redis = redis_support::RedisServer::start(redis_support::Mode::Volatile);
+    let store = || -> Arc<Watched> {
+        let mut config = RedisStoreConfig::new(redis.url(), "restart");
+        config.lease_term = Duration::from_secs(2);
+        let redis = RedisStore::open(config, MonotonicClock::new()).unwrap();
+        Arc::new(CountingStore::new(LeaseWatch::new(redis)))
+    };
+    let options = GameOptions {
+        settings: Some(NodeSettings {
+            lease_renew_interval: Duration::from_millis(100),
+            ..NodeSettings::default()
+        }),
+        discover_peers: true,
+        ..GameOptions::default()
+    };
+    let mut mesh: Vec<Game<LeaseWatch<RedisStore>>> = (1..=3)
+        .map(|rid| start_node(rid, store(), options.clone(), &[]))
+        .collect();
+    for peer in &mesh[..2] {
+        assert!(peer.node.wait_linked(3, WAIT));
+    }
+    // when node 3 stops at once (its lease is not given back) and, once its
+    // lease lapsed, starts again: a new NodeGeneration on a new port,
+    let old = mesh.pop().unwrap();
+    let old_generation = old.store.inner().latest.lock().unwrap().clone().unwrap();
+    drop(old);
+    let observer = &mesh[0].store;
+    wait_until("node 3's old lease lapses", || {
+        observer.lease(NodeRid(3)).unwrap().is_none()
+    });
+    let restarted = start_node(3, store(), options, &[]);
+    let new_lease = restarted
+        .store
+        .inner()
+        .latest
+        .lock()
+        .unwrap()
+        .clone()
+        .unwrap();
+    assert!(new_lease.node_generation > old_generation.node_generation);
+    // then both peers bury the old lifecycle and link to the new one, which
+    // the membership lists at its new address.
+    for peer in &mesh {
+        wait_counter(peer, FlowTrace::PeerLeaseLapsed, 1);
+        assert!(peer.node.wait_linked(3, WAIT), "node {} to 3", peer.rid);
+    }
+    let listed = observer
+        .members(&MeshName::new("default").unwrap())
+        .unwrap();
+    let three = listed.iter().find(|m| m.node == NodeRid(3)).unwrap();
+    assert_eq!(three.node_generation, new_lease.node_generation);
+    assert_eq!(three.lease, new_lease.generation);
+    assert_eq!(three.address, restarted.node.peer_addr().unwrap());
 }

@@ -135,6 +135,7 @@ pub struct NodeBuilder {
     listen: Option<SocketAddr>,
     peer_listen: Option<SocketAddr>,
     peers: Vec<(NodeRid, SocketAddr)>,
+    discover: bool,
     secret: Option<ClusterSecret>,
     role: ObjectRole,
     store: Option<Arc<dyn LocationStore>>,
@@ -156,6 +157,7 @@ impl NodeBuilder {
             listen: None,
             peer_listen: None,
             peers: Vec::new(),
+            discover: false,
             secret: None,
             role: ObjectRole::None,
             store: None,
@@ -185,6 +187,17 @@ impl NodeBuilder {
     /// with the lower RID dials; the other waits for it.
     pub fn peer(mut self, rid: u64, addr: SocketAddr) -> Self {
         self.peers.push((NodeRid(rid), addr));
+        self
+    }
+
+    /// Finds the mesh's peers in the Location Store instead of (or besides)
+    /// [`peer`](Self::peer): the node registers its lifecycle at its peer
+    /// address and follows the store's membership, dialling listed peers and
+    /// dropping, for good, those whose lease lapsed (docs/store.md
+    /// "Membership"). Needs a Location Store, a cluster secret and a
+    /// [`peer_listen`](Self::peer_listen) address peers can reach.
+    pub fn discover_peers(mut self) -> Self {
+        self.discover = true;
         self
     }
 
@@ -359,6 +372,15 @@ impl NodeBuilder {
             (true, None) => return Err(StartError::NoLocationStore),
             (_, store) => store,
         };
+        if self.discover {
+            let reachable = self.peer_listen.is_some_and(|a| !a.ip().is_unspecified());
+            if store.is_none() || self.secret.is_none() || !reachable {
+                return Err(StartError::Invalid(
+                    "discover_peers needs a Location Store, a cluster secret and a peer_listen                      address peers can reach (not 0.0.0.0)"
+                        .to_owned(),
+                ));
+            }
+        }
         let generation = self
             .generation
             .unwrap_or_else(NodeGeneration::from_wall_clock);
@@ -369,6 +391,7 @@ impl NodeBuilder {
             listen: self.listen,
             peer_listen: self.peer_listen,
             peers: self.peers,
+            discover: self.discover,
             secret: self.secret,
             hosts_actors: self.role == ObjectRole::Server,
             store,

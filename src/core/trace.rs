@@ -115,6 +115,9 @@ flow_trace! {
     LinkHandshakeFailed => "link_handshake_failed", warn;
     /// A link from a previous NodeGeneration of a peer was refused or closed.
     StaleLinkGeneration => "stale_link_generation", warn;
+    /// A peer's lease lapsed (it left the store's membership): its links
+    /// were dropped and its lifecycle fenced (docs/store.md "Membership").
+    PeerLeaseLapsed => "peer_lease_lapsed", warn;
     /// §6: a malformed control or one-way record, dropped and counted.
     MalformedRecordDropped => "malformed_record_dropped", warn;
 }

@@ -7,6 +7,11 @@
 //! the link it arrived on, its frame shape is checked by the wire decoder,
 //! and a link from an older NodeGeneration of a peer is refused — so nothing
 //! from a previous process lifecycle is ever handed to the core.
+//!
+//! With peer discovery, the peers to dial come from the Location Store's
+//! membership ([`Links::follow_members`], docs/store.md "Membership"), and a
+//! peer whose lease lapsed is dead to the mesh: its links are dropped and no
+//! link from that lifecycle, or an older one, is accepted again.
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
@@ -17,9 +22,10 @@ use crate::core::shard::ShardCore;
 use crate::core::trace::FlowTrace;
 use crate::error::{Error, Reason};
 use crate::ids::RequestId;
-use crate::ids::{NodeRid, Peer};
+use crate::ids::{NodeGeneration, NodeRid, Peer};
 use crate::net::handshake::{fresh_nonce, Acceptor, ClusterSecret, Dialer};
 use crate::net::{ConnId, Reactor};
+use crate::store::Member;
 use crate::wire::link::{LinkFrame, LinkIdentity};
 use crate::wire::node::{
     ActorReply, ActorSend, BindTerminal, BoundSessionBind, Command, NodeRecord, RelocationReady,
@@ -117,6 +123,11 @@ pub(crate) struct Links {
     up: HashMap<NodeRid, (ConnId, Peer)>,
     dials: Vec<Dial>,
     status: Arc<LinkStatus>,
+    /// The lifecycle of each peer the membership last listed.
+    listed: HashMap<NodeRid, NodeGeneration>,
+    /// Per peer, the newest lifecycle whose lease lapsed: links from it or
+    /// an older one are refused (§5, docs/store.md "Membership").
+    dead: HashMap<NodeRid, NodeGeneration>,
 }
 
 impl Links {
@@ -144,6 +155,96 @@ impl Links {
             up: HashMap::new(),
             dials,
             status,
+            listed: HashMap::new(),
+            dead: HashMap::new(),
+        }
+    }
+
+    /// Follows the mesh's membership, `live` as the store last listed it
+    /// (docs/store.md "Membership"). A peer that was listed and no longer
+    /// is, or is listed in a newer lifecycle, had its lease lapse: it is
+    /// dead to the mesh — its dial stops, its link is dropped, and links from
+    /// that lifecycle are refused from now on. Every listed peer with a
+    /// higher NodeRid is dialled at its listed address (the lower NodeRid
+    /// dials, as with configured peers).
+    pub(crate) fn follow_members(
+        &mut self,
+        reactor: &mut Reactor,
+        core: &mut ShardCore,
+        live: &[Member],
+    ) {
+        let Some(me) = self.config.as_ref().map(|c| c.me.rid) else {
+            return;
+        };
+        let lapsed: Vec<(NodeRid, NodeGeneration)> = self
+            .listed
+            .iter()
+            .filter(|&(rid, generation)| {
+                !live
+                    .iter()
+                    .any(|m| m.node == *rid && m.node_generation == *generation)
+            })
+            .map(|(&rid, &generation)| (rid, generation))
+            .collect();
+        for (rid, generation) in lapsed {
+            self.bury(reactor, core, rid, generation);
+        }
+        let now = StdInstant::now();
+        for member in live.iter().filter(|m| m.node != me) {
+            if self.is_dead(member.node, member.node_generation) {
+                continue;
+            }
+            self.listed.insert(member.node, member.node_generation);
+            if member.node < me {
+                continue;
+            }
+            match self.dials.iter_mut().find(|d| d.rid == member.node) {
+                Some(dial) => dial.addr = member.address,
+                None => self.dials.push(Dial {
+                    rid: member.node,
+                    addr: member.address,
+                    conn: None,
+                    next_at: now,
+                    backoff: BACKOFF_MIN,
+                }),
+            }
+        }
+    }
+
+    /// Whether `generation` of `rid` is a lifecycle whose lease lapsed.
+    fn is_dead(&self, rid: NodeRid, generation: NodeGeneration) -> bool {
+        self.dead.get(&rid).is_some_and(|&dead| generation <= dead)
+    }
+
+    /// `generation` of `rid` is dead to the mesh: fence it, stop dialling
+    /// it, and drop its link.
+    fn bury(
+        &mut self,
+        reactor: &mut Reactor,
+        core: &mut ShardCore,
+        rid: NodeRid,
+        generation: NodeGeneration,
+    ) {
+        tracing::warn!(peer = %rid, %generation, "peer lease lapsed: dropping its links");
+        core.trace(FlowTrace::PeerLeaseLapsed);
+        self.listed.remove(&rid);
+        let fence = self.dead.entry(rid).or_insert(generation);
+        *fence = (*fence).max(generation);
+        let mut dropped: Vec<ConnId> = Vec::new();
+        self.dials.retain(|dial| {
+            dropped.extend(dial.conn.filter(|_| dial.rid == rid));
+            dial.rid != rid
+        });
+        if let Some(&(conn, peer)) = self.up.get(&rid) {
+            if peer.generation <= generation {
+                self.up.remove(&rid);
+                self.status.set(rid, false);
+                dropped.push(conn);
+            }
+        }
+        for conn in dropped {
+            self.links.remove(&conn);
+            reactor.abort(conn);
         }
     }
 
@@ -335,6 +436,11 @@ impl Links {
             rid: identity.rid,
             generation: identity.generation,
         };
+        if self.is_dead(peer.rid, peer.generation) {
+            core.trace(FlowTrace::StaleLinkGeneration);
+            reactor.abort(conn);
+            return false;
+        }
         if let Some(&(old_conn, old_peer)) = self.up.get(&peer.rid) {
             if old_peer.generation > peer.generation {
                 core.trace(FlowTrace::StaleLinkGeneration);

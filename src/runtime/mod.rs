@@ -7,6 +7,7 @@
 
 mod executor;
 mod links;
+mod membership;
 mod router;
 mod shard;
 
@@ -41,6 +42,7 @@ use crate::store::{LocationStore, OwnerLease};
 
 use self::executor::{Executor, Unpark};
 use self::links::{LinkConfig, LinkStatus, Links};
+use self::membership::Membership;
 use self::router::{Router, ShardMsg, LINK_SHARD};
 use self::shard::ShardState;
 use crate::net::handshake::ClusterSecret;
@@ -93,6 +95,9 @@ pub(crate) struct NodeConfig {
     pub(crate) listen: Option<SocketAddr>,
     pub(crate) peer_listen: Option<SocketAddr>,
     pub(crate) peers: Vec<(NodeRid, SocketAddr)>,
+    /// Find peers in the store's membership and register there
+    /// (docs/store.md "Membership").
+    pub(crate) discover: bool,
     pub(crate) secret: Option<ClusterSecret>,
     pub(crate) hosts_actors: bool,
     pub(crate) store: Option<Arc<dyn LocationStore>>,
@@ -458,7 +463,9 @@ pub(crate) fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
         .io_backend
         .resolve()
         .map_err(reactor_error)?;
-    let lease = match (&config.store, config.hosts_actors) {
+    // A discovering node needs a lease even without Actors: membership
+    // lasts exactly as long as it (docs/store.md "Membership").
+    let lease = match (&config.store, config.hosts_actors || config.discover) {
         (Some(store), true) => Some(
             store
                 .acquire_lease(config.rid, config.generation, &config.mesh)
@@ -530,6 +537,7 @@ pub(crate) fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
                 None
             },
             link_status: Arc::clone(&link_status),
+            discover: index == LINK_SHARD && config.discover,
             stop: Arc::clone(&stop),
             counters: Arc::clone(&published),
             io_backend,
@@ -613,6 +621,8 @@ struct ShardPlan {
     peer_listen: Option<SocketAddr>,
     links: Option<LinkConfig>,
     link_status: Arc<LinkStatus>,
+    /// This shard follows the membership (shard 0 of a discovering node).
+    discover: bool,
     stop: Arc<AtomicBool>,
     counters: Arc<PublishedCounters>,
     /// The backend `start` resolved (never `Auto`).
@@ -639,6 +649,10 @@ fn run_shard(
     };
     let waker = reactor.waker();
     let peer_listener = addrs.peer_listener;
+    let membership = addrs
+        .peer
+        .filter(|_| plan.discover)
+        .map(|address| Membership::new(plan.identity.mesh.clone(), address));
     if ready
         .send(Ok(ShardReady {
             waker: waker.clone(),
@@ -686,6 +700,7 @@ fn run_shard(
         router,
         reactor,
         links,
+        membership,
         peer_listener,
         core,
         plan.identity.me,

@@ -30,6 +30,7 @@ use self::relocation::Moves;
 use self::session::{LaneSession, LifecycleDeadlines, RunningTurn, SessionWork};
 use super::executor::{completion, Completer, Completion, Executor, Spawner};
 use super::links::Links;
+use super::membership::Membership;
 use super::router::{Router, ShardMsg, LINK_SHARD};
 use super::{NodeCommand, NodeShared, PublishedCounters};
 use crate::core::lane::{LaneEngine, LaneId, SessionLane};
@@ -72,6 +73,8 @@ pub(crate) struct ShardState {
     router: Arc<Router>,
     reactor: Reactor,
     links: Links,
+    /// Shard 0 of a discovering node: its side of the store's membership.
+    membership: Option<Membership>,
     peer_listener: Option<ListenerId>,
     /// Records decoded from links this turn (kept to reuse its allocation).
     link_records: Vec<(Peer, crate::wire::node::NodeRecord)>,
@@ -118,6 +121,7 @@ impl ShardState {
         router: Arc<Router>,
         reactor: Reactor,
         links: Links,
+        membership: Option<Membership>,
         peer_listener: Option<ListenerId>,
         core: ShardCore,
         me: Peer,
@@ -135,6 +139,7 @@ impl ShardState {
             router,
             reactor,
             links,
+            membership,
             peer_listener,
             link_records: Vec::new(),
             core,
@@ -428,6 +433,28 @@ impl ShardState {
         }
     }
 
+    /// Registers this lifecycle in the store's membership while its lease
+    /// is not fenced, and follows the listing: new peers are dialled, peers
+    /// whose lease lapsed are dropped and fenced (docs/store.md
+    /// "Membership"). Runs after each renewal, on shard 0.
+    fn follow_membership(&mut self) {
+        let (Some(store), Some(membership)) = (&self.node.store, &mut self.membership) else {
+            return;
+        };
+        let lease = match (&self.node.lease, self.lease_fenced) {
+            (Some(lease), false) => Some(
+                lease
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .clone(),
+            ),
+            _ => None,
+        };
+        let live = membership.poll(store.as_ref(), lease.as_ref());
+        self.links
+            .follow_members(&mut self.reactor, &mut self.core, live);
+    }
+
     /// How long the owner lease has left by the store's clock (the frame of
     /// its `expires_at`), on the shard that renews it; `None` when there is
     /// no lease to watch.
@@ -629,6 +656,7 @@ pub(crate) fn run(
             backlog |= state.run_actor_work();
             if state.index == LINK_SHARD && std::time::Instant::now() >= next_renewal {
                 state.renew_lease();
+                state.follow_membership();
                 next_renewal = std::time::Instant::now() + state.node.settings.lease_renew_interval;
             }
             state.advance_drain();

@@ -376,6 +376,8 @@ pub struct GameOptions {
     pub node_generation: Option<u64>,
     /// The session's disconnect callback.
     pub session_disconnect: SessionDisconnect,
+    /// Find peers in the store's membership (`NodeBuilder::discover_peers`).
+    pub discover_peers: bool,
 }
 
 /// A started game node, over any Location Store (the embedded one unless
@@ -501,6 +503,9 @@ pub fn start_node<S: LocationStore + 'static>(
     }
     for &(peer, addr) in peers {
         builder = builder.peer(peer, addr);
+    }
+    if options.discover_peers {
+        builder = builder.discover_peers();
     }
     // Tests run unpinned, one shard per node unless asked (DESIGN "Threads").
     let mut settings = options.settings.clone().unwrap_or_default();
