@@ -437,6 +437,11 @@ fn l5_a_target_lost_before_relay_ready_sends_held_messages_over_the_source_route
 #[test]
 fn l6_a_cas_failure_after_relay_ready_never_reopens_the_source_and_the_seal_times_out() {
     let m = moving(quick_seal());
+    let before = m
+        .source
+        .node
+        .create_actor("player", &id("player-1"))
+        .unwrap();
     let mut client = login(&m.session, "player-1");
     m.source_target.set(
         Direction::ToAcceptor,
@@ -464,6 +469,19 @@ fn l6_a_cas_failure_after_relay_ready_never_reopens_the_source_and_the_seal_time
     }
     wait_until("neither node hosts it", || {
         m.source.node.actor_count() == 0 && m.target.node.actor_count() == 0
+    });
+    // The row still names the source, but that incarnation is lost: a new
+    // create makes a new incarnation, never a blank instance under the old
+    // ObjectGeneration that old bindings would resolve to (§1, §4).
+    let again = m
+        .source
+        .node
+        .create_actor("player", &id("player-1"))
+        .unwrap();
+    assert_ne!(again.generation, before.generation);
+    wait_counter(&m.source, FlowTrace::LostIncarnationReplaced, 1);
+    wait_until("the new incarnation is hosted", || {
+        m.source.node.actor_count() == 1
     });
 }
 
@@ -563,6 +581,64 @@ fn x5_a_bind_that_reaches_the_owner_during_the_pre_commit_seal_is_unavailable() 
         .lock()
         .unwrap()
         .is_empty());
+}
+
+/// Found by the churn demo (a blank player under the old incarnation): a
+/// login on the source after relay-ready and before the target's CAS, when
+/// the source no longer hosts the Actor but the store row still names it,
+/// must reach the moved Actor (held by the coordinator, then followed),
+/// never a blank instance hosted anew at the source (§1, §8.1, P2).
+#[test]
+fn x5_a_login_on_the_source_after_relay_ready_binds_the_moved_actor_not_a_new_one() {
+    let m = moving(NodeSettings {
+        pin_cores: false,
+        ..NodeSettings::default()
+    });
+    let mut first = login(&m.session, "player-1");
+    assert_eq!(
+        expect_reply(&mut first, RELAY, "player-1:one"),
+        payload("player-1", "one")
+    );
+    // The cutover (63) is held back: the target takes authority only at its
+    // 1,000 ms fallback, and until then the source is handed over, its
+    // registry empty, while the store row still names it.
+    m.source_target.set(
+        Direction::ToAcceptor,
+        Command::RelocationCutover.code(),
+        TapAction::Hold,
+    );
+    let (moved, mut second, login) = thread::scope(|scope| {
+        let mover = scope.spawn(|| m.source.node.relocate(&id("player-1"), RelocateTo::Node(3)));
+        wait_until("the cutover was held", || {
+            m.source_target.count(Direction::ToAcceptor, 63) == 1
+        });
+        wait_until("the source dropped its instance", || {
+            m.source.node.actor_count() == 0
+        });
+        // A second login of the player on the source node meanwhile.
+        let mut second = m.source.client();
+        let login = second
+            .start_request(LOGIN, Bytes::from_static(b"player-1"))
+            .unwrap();
+        (mover.join().unwrap(), second, login)
+    });
+    moved.unwrap();
+    // Then the login bound the moved player, which kept its state, and the
+    // first session was replaced (§6); the source hosts nothing.
+    assert_eq!(
+        second.wait_reply(login, WAIT).unwrap().unwrap(),
+        Bytes::from_static(b"bound")
+    );
+    assert_eq!(
+        expect_reply(&mut second, COUNT, "player-1:count"),
+        Bytes::from_static(b"2")
+    );
+    assert_eq!(
+        first.wait_closed(WAIT).unwrap(),
+        Some(CloseReason::Replaced)
+    );
+    assert_eq!(m.source.node.actor_count(), 0);
+    assert_eq!(m.target.node.actor_count(), 1);
 }
 
 #[test]

@@ -102,6 +102,10 @@ flow_trace! {
     RelocationRecordStale => "relocation_record_stale", warn;
     /// §8.1: the durable abort could not reach the Location Store; retried.
     RelocationStoreRetry => "relocation_store_retry", warn;
+    /// §1, L6: a create found the store row naming this node for an
+    /// incarnation it no longer hosts (lost after relay-ready): the row was
+    /// removed and a new incarnation created in its place.
+    LostIncarnationReplaced => "lost_incarnation_replaced", warn;
     /// §9: a record for a moved Actor was forwarded once over Message Follow.
     MessageFollowed => "message_followed", debug;
     /// A well-formed record this node has no handler for (a later feature).

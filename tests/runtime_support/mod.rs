@@ -886,6 +886,9 @@ pub enum TapAction {
     Drop,
     /// Forward it and keep a copy for [`LinkTap::replay`] (a late duplicate).
     Keep,
+    /// Keep it back until [`LinkTap::replay`] forwards it (a slow delivery;
+    /// later records in that direction pass it).
+    Hold,
     /// Forward the record as rewritten by the function.
     Rewrite(fn(zlink::wire::node::NodeRecord) -> zlink::wire::node::NodeRecord),
 }
@@ -1022,6 +1025,7 @@ pub fn link_tap(target: SocketAddr) -> LinkTap {
                                     out.extend_from_slice(&frame);
                                     state.kept.push((direction, frame));
                                 }
+                                TapAction::Hold => state.kept.push((direction, frame)),
                                 TapAction::Rewrite(rewrite) => {
                                     let record = zlink::wire::node::NodeRecord::decode(
                                         Bytes::copy_from_slice(&frame[4..]),

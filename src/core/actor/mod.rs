@@ -87,6 +87,17 @@ pub enum ActorEvent {
     },
 }
 
+impl ActorEvent {
+    /// The Actor the work is for.
+    pub fn actor(&self) -> &ActorId {
+        match self {
+            ActorEvent::Deliver { actor, .. }
+            | ActorEvent::Bound { actor, .. }
+            | ActorEvent::Disconnect { actor, .. } => actor,
+        }
+    }
+}
+
 /// One binding as the Actor owner registered it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct RegisteredBinding {

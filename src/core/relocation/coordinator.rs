@@ -591,10 +591,7 @@ impl Relocations<'_> {
             held,
             proxies: Vec::new(),
         };
-        debug_assert!(work
-            .saved
-            .iter()
-            .all(|e| event_actor(e) == &coordinator.actor));
+        debug_assert!(work.saved.iter().all(|e| e.actor() == &coordinator.actor));
         let Some(binding) = binding else {
             // Destroyed while capturing: nothing is left to move.
             return self.finish_abort(coordinator, Reason::StaleLocation.into(), Some(work), false);
@@ -978,14 +975,5 @@ impl Relocations<'_> {
         self.state
             .coordinators
             .insert(coordinator.relocation, coordinator);
-    }
-}
-
-/// The Actor an event is for.
-fn event_actor(event: &ActorEvent) -> &ActorId {
-    match event {
-        ActorEvent::Deliver { actor, .. }
-        | ActorEvent::Bound { actor, .. }
-        | ActorEvent::Disconnect { actor, .. } => actor,
     }
 }

@@ -42,7 +42,7 @@ use crate::error::{Error, Reason};
 use crate::ids::{ActorId, ActorRef, ObjectGeneration, PacketKey, SpotId};
 use crate::runtime::executor::{completion, Completion};
 use crate::runtime::router::ShardMsg;
-use crate::store::{Created, LocationRow, RowVersion};
+use crate::store::{Created, LocationRow, OwnerClaim, RemoveOutcome, RowVersion};
 use crate::wire::client::CloseReason;
 
 /// One item on an Actor's lane: work for one incarnation of one Actor, as
@@ -63,7 +63,7 @@ impl ActorTurn {
 
     /// The Actor the turn is for.
     pub(super) fn actor(&self) -> &ActorId {
-        event_actor(&self.event)
+        self.event.actor()
     }
 }
 
@@ -208,9 +208,52 @@ impl ShardState {
         match store.create(id, &claim)? {
             Created::New(row) => self.host(actor_type, &row, spot),
             Created::Existing(row) if row.location.owner == self.me.rid => {
-                self.host(actor_type, &row, spot)
+                self.own_row_unhosted(actor_type, row, spot, &claim)
             }
             Created::Existing(row) => elsewhere(row),
+        }
+    }
+
+    /// The live row names this node, but the core hosts no such Actor. The
+    /// incarnation is never hosted anew here under its old ObjectGeneration:
+    /// that would be a second, blank instance beside the real one (§1, §4).
+    /// - It is relocating away, past relay-ready (the target's CAS has not
+    ///   swapped the row yet): the bind goes to this node's coordinator,
+    ///   which keeps it and forwards it by Message Follow once the target
+    ///   committed (docs/relocation.md).
+    /// - Otherwise the incarnation was lost after relay-ready (L6): the row
+    ///   is removed at its version, and a new incarnation created, which old
+    ///   ActorRefs and bindings never resolve to. A target's CAS still in
+    ///   flight loses to the removal at the store.
+    fn own_row_unhosted(
+        &mut self,
+        actor_type: &str,
+        row: LocationRow,
+        spot: Option<&SpotHandle>,
+        claim: &OwnerClaim,
+    ) -> Result<ActorRef, Error> {
+        if self.core.relocation().is_relocating(&row.actor) {
+            return match spot {
+                Some(_) => Err(Reason::RelocationSealed.into()),
+                None => Ok(row.actor_ref()),
+            };
+        }
+        let Some(store) = self.node.store.clone() else {
+            return Err(Reason::NoActorFactory.into());
+        };
+        self.core.trace(FlowTrace::LostIncarnationReplaced);
+        match store.remove(&row.actor, row.version())? {
+            RemoveOutcome::Removed | RemoveOutcome::Absent => {}
+            // Someone changed the row meanwhile: it is theirs to host.
+            RemoveOutcome::Conflict { current } if current.location.owner != self.me.rid => {
+                return Ok(current.actor_ref());
+            }
+            RemoveOutcome::Conflict { .. } => return Err(Reason::StaleLocation.into()),
+        }
+        match store.create(&row.actor, claim)? {
+            Created::New(row) => self.host(actor_type, &row, spot),
+            Created::Existing(row) if row.location.owner != self.me.rid => Ok(row.actor_ref()),
+            Created::Existing(_) => Err(Reason::StaleLocation.into()),
         }
     }
 
@@ -351,7 +394,7 @@ impl ShardState {
     /// Puts the work the Actor owner asks for on the Actor's lane (§5: the
     /// application queue; control records never come here, X20).
     pub(super) fn actor_event(&mut self, event: ActorEvent) {
-        let actor = event_actor(&event);
+        let actor = event.actor();
         let Some((lane, generation)) = self.host.actors.get(actor).map(|a| (a.lane, a.generation))
         else {
             // The core hosts no Actor the runtime lacks; answer anyway, so
@@ -444,7 +487,7 @@ impl ShardState {
     /// One Actor turn, on the incarnation it was admitted for.
     fn actor_turn(&mut self, turn: ActorTurn) {
         let ActorTurn { generation, event } = turn;
-        let actor = event_actor(&event).clone();
+        let actor = event.actor().clone();
         let now = self.now();
         let hosted = self.host.actors.get_mut(&actor);
         let Some(hosted) = hosted.filter(|h| h.generation == generation) else {
@@ -492,15 +535,6 @@ impl ShardState {
         if let Some(hosted) = self.host.actors.get_mut(&actor) {
             hosted.instance = Some(instance);
         }
-    }
-}
-
-/// The Actor an event is for.
-fn event_actor(event: &ActorEvent) -> &ActorId {
-    match event {
-        ActorEvent::Deliver { actor, .. }
-        | ActorEvent::Bound { actor, .. }
-        | ActorEvent::Disconnect { actor, .. } => actor,
     }
 }
 
