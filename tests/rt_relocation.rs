@@ -841,3 +841,98 @@ fn a_spotwide_spot_moves_as_one_unit_with_its_actors_and_their_queued_work() {
         .unwrap_err();
     assert_eq!(refused.reason(), Reason::NotRelocatable);
 }
+
+#[test]
+fn a_spot_move_whose_restore_fails_leaves_no_empty_spot_at_the_target() {
+    let store = new_store();
+    let target = start_node(
+        3,
+        Arc::clone(&store),
+        GameOptions {
+            failing_restore: true,
+            ..GameOptions::default()
+        },
+        &[],
+    );
+    let source = start_node(
+        2,
+        store,
+        GameOptions::default(),
+        &[(3, target.node.peer_addr().unwrap())],
+    );
+    assert!(source.node.wait_linked(3, WAIT));
+    let room = zlink::ids::SpotId::new("room-1").unwrap();
+    let handle = source.node.create_spot("room", &room).unwrap();
+    source
+        .node
+        .create_actor_in(&handle, "player", &id("room-1/a"))
+        .unwrap();
+    let mut client = login(&source, "room-1/a");
+
+    // When the first member's restore fails at the target.
+    let failed = source
+        .node
+        .relocate_spot(&room, RelocateTo::Node(3))
+        .unwrap_err();
+    assert_eq!(failed.reason(), Reason::MalformedRecord, "{failed:?}");
+
+    // Then the room and its member stay at the source and keep playing, and
+    // the target keeps no empty room (the restore had created it there).
+    assert_eq!(
+        expect_reply(&mut client, RELAY, "room-1/a:after"),
+        payload("room-1/a", "after")
+    );
+    wait_until("the target holds no room", || {
+        (target.node.spot_count(), target.node.actor_count()) == (0, 0)
+    });
+    assert_eq!(
+        (source.node.spot_count(), source.node.actor_count()),
+        (1, 1)
+    );
+}
+
+#[test]
+fn without_a_hint_a_peer_that_cannot_host_is_skipped_and_the_next_one_takes_the_actor() {
+    let store = new_store();
+    let server = start_node(3, Arc::clone(&store), GameOptions::default(), &[]);
+    let client_role = start_node(
+        2,
+        Arc::clone(&store),
+        GameOptions {
+            client_role: true,
+            ..GameOptions::default()
+        },
+        &[(3, server.node.peer_addr().unwrap())],
+    );
+    let source = start_node(
+        1,
+        store,
+        GameOptions::default(),
+        &[
+            (2, client_role.node.peer_addr().unwrap()),
+            (3, server.node.peer_addr().unwrap()),
+        ],
+    );
+    assert!(source.node.wait_linked(2, WAIT) && source.node.wait_linked(3, WAIT));
+    for name in ["player-1", "player-2", "player-3"] {
+        source.node.create_actor("player", &id(name)).unwrap();
+    }
+    // The placement policy's first choice (the peers in turn, RID order) is
+    // the client-role node 2: it refuses, and node 3 is asked next.
+    source
+        .node
+        .relocate(&id("player-1"), RelocateTo::Any)
+        .unwrap();
+    assert!(source.node.relocate_all(RelocateTo::Any).is_empty());
+    wait_until("every actor is on node 3", || {
+        (source.node.actor_count(), server.node.actor_count()) == (0, 3)
+    });
+    assert_eq!(client_role.node.actor_count(), 0);
+    // A hint is never replaced by another target.
+    server.node.create_actor("player", &id("player-4")).unwrap();
+    let refused = server
+        .node
+        .relocate(&id("player-4"), RelocateTo::Node(2))
+        .unwrap_err();
+    assert_eq!(refused.reason(), Reason::NoActorFactory, "{refused:?}");
+}

@@ -597,18 +597,23 @@ impl Node {
     /// Spot at the target (calling it again moves the rest). A PerActor
     /// User Spot cannot move (`InvalidOperation`, NotRelocatable).
     pub fn relocate_spot(&self, id: &SpotId, to: RelocateTo) -> Result<(), Error> {
-        self.running.relocate_spot(id.clone(), to.hint())
+        self.running
+            .relocate_spot(id.clone(), to.hint(), self.relocation_wait())
     }
 
     /// §10 Relocate of this Actor owner host (a drain before a deploy):
     /// moves every Actor it hosts by the same path as [`Node::relocate`],
     /// and every SpotWide Spot it created with its Actors
-    /// ([`Node::relocate_spot`]), one after the other, and returns what
-    /// could not move, each with its typed error (it stays here, served as
-    /// before).
-    /// [`Node::shutdown`] does this first when the node has linked peers.
+    /// ([`Node::relocate_spot`]), all at once, and returns what could not
+    /// move, each with its typed error (a move that aborted leaves it here,
+    /// served as before; `DeadlineExceeded` for one still moving after the
+    /// flow's bounded waits). Without a hint, a peer that cannot host a type
+    /// (NoActorFactory: a client-role node, say) refuses before anything
+    /// moved, and the next peer is asked.
+    /// [`Node::shutdown`] does this too when the node has linked peers.
     pub fn relocate_all(&self, to: RelocateTo) -> Vec<(RelocationUnit, Error)> {
-        self.running.relocate_all(to.hint(), self.relocation_wait())
+        let until = std::time::Instant::now() + self.relocation_wait();
+        self.running.relocate_all(to.hint(), until)
     }
 
     /// Waits until the link to node `rid` is up; `false` at the timeout.
@@ -632,17 +637,17 @@ impl Node {
         self.running.flow_counters()
     }
 
-    /// §10 Shutdown (X7): first moves the Actors this node hosts to its
-    /// linked peers ([`Node::relocate_all`]; those that cannot move end with
-    /// the node), then refuses new sessions and bindings, finishes
-    /// accepted callbacks, replies and cleanup until
-    /// `NodeSettings::shutdown_deadline`, then closes every connection (with
-    /// `CloseReason::Shutdown`) and stops. Dropping a `Node` stops it at once.
+    /// §10 Shutdown (X7): first refuses new sessions and bindings, then
+    /// moves the Actors this node hosts to its linked peers, all at once
+    /// ([`Node::relocate_all`]; those that cannot move by the deadline end
+    /// with the node), finishes accepted callbacks, replies and cleanup
+    /// until `NodeSettings::shutdown_deadline` — one deadline for both —
+    /// then closes every connection (with `CloseReason::Shutdown`) and
+    /// stops. Dropping a `Node` stops it at once.
     pub fn shutdown(self) {
         let deadline = self.settings.shutdown_deadline;
         let cleanup = self.settings.disconnect_deadline + Duration::from_secs(1);
-        let wait = self.relocation_wait();
-        self.running.shutdown(deadline, cleanup, wait);
+        self.running.shutdown(deadline, cleanup);
     }
 }
 

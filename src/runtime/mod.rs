@@ -198,14 +198,29 @@ pub(crate) enum NodeCommand {
     RelocateSpot {
         id: SpotId,
         target: NodeRid,
-        reply: mpsc::Sender<Result<(), Error>>,
+        reply: MoveReply,
     },
     /// Move a hosted Actor to `target` (§8; docs/relocation.md).
     Relocate {
         id: ActorId,
         target: NodeRid,
-        reply: mpsc::Sender<Result<(), Error>>,
+        reply: MoveReply,
     },
+}
+
+/// Where a move's outcome goes: the caller's channel, tagged with the unit
+/// it is for, so that one channel collects many moves (a node Relocate or
+/// Shutdown asks for all of them at once, §10).
+pub(crate) struct MoveReply {
+    tag: usize,
+    to: mpsc::Sender<(usize, Result<(), Error>)>,
+}
+
+impl MoveReply {
+    /// Hands the outcome to the caller (gone callers are not waited for).
+    pub(crate) fn send(self, outcome: Result<(), Error>) {
+        let _ = self.to.send((self.tag, outcome));
+    }
 }
 
 /// A started node: its shard threads.
@@ -284,66 +299,170 @@ impl RunningNode {
     }
 
     /// §2: the relocation runtime chooses the target — the operator's hint
-    /// when it names a linked peer (else the move is refused), or the next
-    /// linked peer in turn — and asks the Actor's shard to move it; waits
-    /// for the commit, abort or failure.
-    /// for the commit, abort or failure — at most `wait`, after which the
-    /// caller gets `DeadlineExceeded` while the core finishes the move (a
-    /// durable abort retries for as long as the store is unreachable).
+    /// when it names a linked peer (else the move is refused), or the linked
+    /// peers in turn — and asks the Actor's shard to move it; waits for the
+    /// commit, abort or failure — at most `wait`, after which the caller gets
+    /// `DeadlineExceeded` while the core finishes the move (a durable abort
+    /// retries for as long as the store is unreachable).
     pub(crate) fn relocate(
         &self,
         id: ActorId,
         hint: Option<NodeRid>,
         wait: std::time::Duration,
     ) -> Result<(), Error> {
-        let target = self.relocation_target(hint)?;
-        let (reply, answer) = mpsc::channel();
-        let shard = id.shard(self.router.shards());
-        let command = NodeCommand::Relocate { id, target, reply };
-        self.router.send(shard, ShardMsg::Command(command));
-        match answer.recv_timeout(wait) {
-            Ok(outcome) => outcome,
-            Err(mpsc::RecvTimeoutError::Timeout) => Err(Reason::Deadline.into()),
-            Err(mpsc::RecvTimeoutError::Disconnected) => Err(Reason::ShuttingDown.into()),
-        }
+        let until = std::time::Instant::now() + wait;
+        let unit = RelocationUnit::Actor(id);
+        let mut failed = self.relocate_units(vec![unit], hint, until);
+        failed.pop().map_or(Ok(()), |(_, error)| Err(error))
     }
 
-    /// The placement policy: the hint when it names a linked peer (else a
-    /// refusal), or the next linked peer in turn.
-    fn relocation_target(&self, hint: Option<NodeRid>) -> Result<NodeRid, Error> {
+    /// Like [`Self::relocate`] for a SpotWide Spot and all its Actors.
+    pub(crate) fn relocate_spot(
+        &self,
+        id: SpotId,
+        hint: Option<NodeRid>,
+        wait: std::time::Duration,
+    ) -> Result<(), Error> {
+        let until = std::time::Instant::now() + wait;
+        let unit = RelocationUnit::Spot(id);
+        let mut failed = self.relocate_units(vec![unit], hint, until);
+        failed.pop().map_or(Ok(()), |(_, error)| Err(error))
+    }
+
+    /// The placement policy: the hint alone when it names a linked peer
+    /// (else a refusal), or every linked peer, starting with the next in
+    /// turn (round robin).
+    fn relocation_targets(&self, hint: Option<NodeRid>) -> Result<Vec<NodeRid>, Error> {
         let linked = self.link_status.up();
         match hint {
-            Some(rid) if linked.contains(&rid) => Ok(rid),
+            Some(rid) if linked.contains(&rid) => Ok(vec![rid]),
             Some(_) => Err(Reason::RelocationTargetInvalid.into()),
             None if linked.is_empty() => Err(Reason::RelocationTargetInvalid.into()),
             None => {
-                let turn = self.placement_turn.fetch_add(1, Ordering::Relaxed);
-                Ok(linked[turn % linked.len()])
+                let turn = self.placement_turn.fetch_add(1, Ordering::Relaxed) % linked.len();
+                let mut order = linked[turn..].to_vec();
+                order.extend_from_slice(&linked[..turn]);
+                Ok(order)
             }
         }
     }
 
-    /// Asks the Spot's home shard to move the Spot with its Actors (one
-    /// unit), and waits for the last commit or the first failure.
-    pub(crate) fn relocate_spot(&self, id: SpotId, hint: Option<NodeRid>) -> Result<(), Error> {
-        let target = self.relocation_target(hint)?;
-        let (reply, answer) = mpsc::channel();
-        let shard = id.shard(self.router.shards());
-        let command = NodeCommand::RelocateSpot { id, target, reply };
-        self.router.send(shard, ShardMsg::Command(command));
-        answer
-            .recv()
-            .unwrap_or_else(|_| Err(Reason::ShuttingDown.into()))
+    /// Moves every unit at once, each on its own shard, and waits until
+    /// `until` for them all; returns the units that did not move, with their
+    /// typed errors (`DeadlineExceeded` for those still moving then). A
+    /// target that cannot host the type (NoActorFactory: no factory, or a
+    /// client-role node) refused the move before relay-ready, so the unit is
+    /// unharmed here: without a hint the next peer is asked.
+    fn relocate_units(
+        &self,
+        units: Vec<RelocationUnit>,
+        hint: Option<NodeRid>,
+        until: std::time::Instant,
+    ) -> Vec<(RelocationUnit, Error)> {
+        struct Move {
+            unit: RelocationUnit,
+            /// The peers still to ask, in the placement policy's order.
+            targets: std::vec::IntoIter<NodeRid>,
+            /// `None` while it moves.
+            outcome: Option<Result<(), Error>>,
+        }
+        let (to, answers) = mpsc::channel();
+        let mut moves: Vec<Move> = Vec::with_capacity(units.len());
+        let mut open = 0;
+        for (tag, unit) in units.into_iter().enumerate() {
+            let (mut targets, mut outcome) = match self.relocation_targets(hint) {
+                Ok(targets) => (targets.into_iter(), None),
+                Err(error) => (Vec::new().into_iter(), Some(Err(error))),
+            };
+            if outcome.is_none() {
+                match targets.next() {
+                    Some(target) => {
+                        self.ask_move(
+                            &unit,
+                            target,
+                            MoveReply {
+                                tag,
+                                to: to.clone(),
+                            },
+                        );
+                        open += 1;
+                    }
+                    None => outcome = Some(Err(Reason::RelocationTargetInvalid.into())),
+                }
+            }
+            moves.push(Move {
+                unit,
+                targets,
+                outcome,
+            });
+        }
+        while open > 0 {
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            let Ok((tag, outcome)) = answers.recv_timeout(left) else {
+                break;
+            };
+            let Some(m) = moves.get_mut(tag) else {
+                continue;
+            };
+            if let Err(refused) = &outcome {
+                if refused.reason() == Reason::NoActorFactory {
+                    if let Some(next) = m.targets.next() {
+                        self.ask_move(
+                            &m.unit,
+                            next,
+                            MoveReply {
+                                tag,
+                                to: to.clone(),
+                            },
+                        );
+                        continue;
+                    }
+                }
+            }
+            m.outcome = Some(outcome);
+            open -= 1;
+        }
+        moves
+            .into_iter()
+            .filter_map(|m| match m.outcome {
+                Some(Ok(())) => None,
+                Some(Err(error)) => Some((m.unit, error)),
+                // Still moving at the deadline; the core finishes the move.
+                None => Some((m.unit, Reason::Deadline.into())),
+            })
+            .collect()
     }
 
-    /// §10 Relocate of the Actor owner host: every Actor this node hosts is
-    /// moved by the same path as [`RunningNode::relocate`], one after the
-    /// other; what could not move is listed with its typed error (it stays
-    /// here, unharmed).
+    fn ask_move(&self, unit: &RelocationUnit, target: NodeRid, reply: MoveReply) {
+        let (shard, command) = match unit {
+            RelocationUnit::Actor(id) => (
+                id.shard(self.router.shards()),
+                NodeCommand::Relocate {
+                    id: id.clone(),
+                    target,
+                    reply,
+                },
+            ),
+            RelocationUnit::Spot(id) => (
+                id.shard(self.router.shards()),
+                NodeCommand::RelocateSpot {
+                    id: id.clone(),
+                    target,
+                    reply,
+                },
+            ),
+        };
+        self.router.send(shard, ShardMsg::Command(command));
+    }
+
+    /// §10 Relocate of the Actor owner host: every Actor and SpotWide Spot
+    /// this node hosts is moved by the same path as [`Self::relocate`], all
+    /// at once, until `until`; what did not move is listed with its typed
+    /// error (a unit whose move aborted stays here, unharmed).
     pub(crate) fn relocate_all(
         &self,
         hint: Option<NodeRid>,
-        wait: std::time::Duration,
+        until: std::time::Instant,
     ) -> Vec<(RelocationUnit, Error)> {
         let (reply, answers) = mpsc::channel();
         for shard in 0..self.router.shards() {
@@ -354,16 +473,7 @@ impl RunningNode {
         }
         drop(reply);
         let units: Vec<RelocationUnit> = answers.iter().flatten().collect();
-        units
-            .into_iter()
-            .filter_map(|unit| {
-                let moved = match &unit {
-                    RelocationUnit::Actor(id) => self.relocate(id.clone(), hint, wait),
-                    RelocationUnit::Spot(id) => self.relocate_spot(id.clone(), hint),
-                };
-                moved.err().map(|error| (unit, error))
-            })
-            .collect()
+        self.relocate_units(units, hint, until)
     }
 
     pub(crate) fn wait_linked(&self, rid: NodeRid, up: bool, timeout: std::time::Duration) -> bool {
@@ -388,22 +498,13 @@ impl RunningNode {
         total
     }
 
-    /// §10 Shutdown: the Actors this node hosts move to linked peers (when
-    /// there are any; what cannot move finishes with the node), then every
-    /// shard refuses new sessions and bindings, finishes accepted work until
-    /// the shutdown deadline, closes its sessions (each through the ordinary
-    /// disconnect procedure) and then stops.
-    pub(crate) fn shutdown(
-        mut self,
-        deadline: std::time::Duration,
-        cleanup: std::time::Duration,
-        relocation_wait: std::time::Duration,
-    ) {
-        if !self.link_status.up().is_empty() {
-            for (unit, error) in self.relocate_all(None, relocation_wait) {
-                tracing::info!(?unit, %error, "shutdown: not relocated, it ends with the node");
-            }
-        }
+    /// §10 Shutdown: every shard first refuses new sessions and bindings;
+    /// then the Actors this node hosts move to linked peers, all at once
+    /// (when there are any; what cannot move by the deadline finishes with
+    /// the node); accepted work (callbacks, replies, cleanup) goes on until
+    /// the same deadline, when every session is closed through the ordinary
+    /// disconnect procedure; then the shards stop.
+    pub(crate) fn shutdown(mut self, deadline: std::time::Duration, cleanup: std::time::Duration) {
         let until = std::time::Instant::now() + deadline;
         let (done, drained) = mpsc::channel();
         for shard in 0..self.router.shards() {
@@ -417,6 +518,11 @@ impl RunningNode {
             );
         }
         drop(done);
+        if !self.link_status.up().is_empty() {
+            for (unit, error) in self.relocate_all(None, until) {
+                tracing::info!(?unit, %error, "shutdown: not relocated, it ends with the node");
+            }
+        }
         let give_up = until + cleanup;
         for _ in 0..self.router.shards() {
             let left = give_up.saturating_duration_since(std::time::Instant::now());

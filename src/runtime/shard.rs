@@ -86,8 +86,7 @@ pub(crate) struct ShardState {
     /// The Actors hosted here, their lanes and the User Spots whose home
     /// this shard is.
     host: ActorHost,
-    /// Relocations this shard started for the application, and their
-    /// snapshots.
+    /// Relocations this shard started for the application.
     moves: Moves,
     lane_sessions: HashMap<LaneId, LaneSession>,
     /// The running turn of each busy session lane.

@@ -240,6 +240,7 @@ impl Drop for TurnGuard<'_> {
 struct Player {
     observed: Arc<Observed>,
     push_on_bound: bool,
+    failing_restore: bool,
     handled: u64,
 }
 
@@ -289,6 +290,9 @@ impl Actor for Player {
     }
 
     fn restore(&mut self, state: Bytes) -> Result<(), Error> {
+        if self.failing_restore {
+            return Err(Reason::MalformedRecord.into());
+        }
         let bytes: [u8; 8] = state[..]
             .try_into()
             .map_err(|_| Error::new(Reason::MalformedRecord))?;
@@ -378,6 +382,8 @@ pub struct GameOptions {
     pub session_disconnect: SessionDisconnect,
     /// Find peers in the store's membership (`NodeBuilder::discover_peers`).
     pub discover_peers: bool,
+    /// A relocated player's restore fails on this node.
+    pub failing_restore: bool,
 }
 
 /// A started game node, over any Location Store (the embedded one unless
@@ -467,6 +473,7 @@ pub fn start_node<S: LocationStore + 'static>(
     });
     let o = Arc::clone(&observed);
     let push_on_bound = options.push_on_bound;
+    let failing_restore = options.failing_restore;
     let role = if options.client_role {
         ObjectRole::Client
     } else {
@@ -483,6 +490,7 @@ pub fn start_node<S: LocationStore + 'static>(
             Box::new(Player {
                 observed: Arc::clone(&o),
                 push_on_bound,
+                failing_restore,
                 handled: 0,
             })
         });

@@ -21,7 +21,7 @@
 //!   Actors of a PerActor User Spot do not move (`NotRelocatable`).
 
 use std::collections::HashMap;
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
@@ -35,7 +35,7 @@ use crate::error::{Error, Reason};
 use crate::ids::{ActorId, ActorRef, NodeRid, ObjectGeneration, RelocationId, SpotId};
 use crate::store::{AbortOutcome, CasOutcome};
 
-type Reply = mpsc::Sender<Result<(), Error>>;
+type Reply = crate::runtime::MoveReply;
 
 /// A SpotWide Spot on its way to `target`, one Actor at a time.
 struct SpotMove {
@@ -45,18 +45,22 @@ struct SpotMove {
     reply: Reply,
 }
 
-/// The waiting callers of `Node::relocate` and the snapshots taken when
-/// their moves started.
+/// The waiting callers of `Node::relocate` and the Spots on their way.
+/// The state snapshot is taken at the capture, never earlier: a lifecycle
+/// turn (`on_bound` at a full lane) may run between the call and the
+/// capture, and the state that moves must include it.
 #[derive(Default)]
 pub(super) struct Moves {
     waiters: HashMap<RelocationId, Reply>,
-    /// The envelope taken when the move was accepted; the capture that
-    /// follows in the same loop turn uses it (no turn runs in between).
-    snapshots: HashMap<RelocationId, Bytes>,
     /// Spots moving away from this shard, and which Spot each of their
     /// Actors' relocations belongs to.
     spots: HashMap<SpotId, SpotMove>,
     spot_of: HashMap<RelocationId, SpotId>,
+    /// Spots an arriving Actor's restore created here, until one of their
+    /// Actors opens: a restore that fails or is discarded takes such a Spot
+    /// away again once no Actor is in it, so a failed move leaves no empty
+    /// Spot at the target.
+    arrived_spots: std::collections::HashSet<SpotId>,
 }
 
 impl Moves {
@@ -67,25 +71,22 @@ impl Moves {
 }
 
 impl ShardState {
-    /// `Node::relocate` on the Actor's shard: checks the Actor can move,
-    /// takes its snapshot and hands the move to the core's coordinator.
-    /// The caller hears the outcome when the core reports it finished.
+    /// `Node::relocate` on the Actor's shard: checks the Actor can move
+    /// (its type gives a snapshot, before anything is sealed) and hands the
+    /// move to the core's coordinator. The caller hears the outcome when the
+    /// core reports it finished.
     pub(super) fn start_relocation(&mut self, id: &ActorId, target: NodeRid, reply: Reply) {
-        let envelope = match self.relocation_envelope(id, false) {
-            Ok(envelope) => envelope,
-            Err(error) => {
-                let _ = reply.send(Err(error));
-                return;
-            }
-        };
+        if let Err(error) = self.relocation_envelope(id, false) {
+            reply.send(Err(error));
+            return;
+        }
         let now = self.now();
         match self.core.relocations(now).relocate(id, target) {
             Ok(relocation) => {
                 self.moves.waiters.insert(relocation, reply);
-                self.moves.snapshots.insert(relocation, envelope);
             }
             Err(error) => {
-                let _ = reply.send(Err(error));
+                reply.send(Err(error));
             }
         }
     }
@@ -122,15 +123,15 @@ impl ShardState {
     /// outcome when the last Actor committed, or the first failure.
     pub(super) fn start_spot_relocation(&mut self, id: &SpotId, target: NodeRid, reply: Reply) {
         let Some(spot) = self.host.spots.get(id) else {
-            let _ = reply.send(Err(Reason::StaleLocation.into()));
+            reply.send(Err(Reason::StaleLocation.into()));
             return;
         };
         let (Some(lane), ExecutionMode::SpotWide) = (spot.lane, spot.handle.mode) else {
-            let _ = reply.send(Err(Reason::NotRelocatable.into()));
+            reply.send(Err(Reason::NotRelocatable.into()));
             return;
         };
         if self.moves.spots.contains_key(id) {
-            let _ = reply.send(Err(Reason::RelocationSealed.into()));
+            reply.send(Err(Reason::RelocationSealed.into()));
             return;
         }
         let has_members = self
@@ -140,7 +141,7 @@ impl ShardState {
             .any(|a| a.user_spot.as_ref() == Some(id));
         if !has_members {
             // Nothing would create it at the target: it stays here.
-            let _ = reply.send(Err(Reason::NotRelocatable.into()));
+            reply.send(Err(Reason::NotRelocatable.into()));
             return;
         }
         let mut members: Vec<ActorId> = self
@@ -172,16 +173,15 @@ impl ShardState {
                 return self.finish_spot_move(spot, Ok(()));
             };
             let target = spot_move.target;
-            let envelope = match self.relocation_envelope(&actor, true) {
-                Ok(envelope) => envelope,
+            match self.relocation_envelope(&actor, true) {
+                Ok(_) => {}
                 // Destroyed meanwhile: nothing of it is left to move.
                 Err(error) if error.reason() == Reason::StaleLocation => continue,
                 Err(error) => return self.finish_spot_move(spot, Err(error)),
-            };
+            }
             let now = self.now();
             match self.core.relocations(now).relocate(&actor, target) {
                 Ok(relocation) => {
-                    self.moves.snapshots.insert(relocation, envelope);
                     self.moves.spot_of.insert(relocation, spot.clone());
                 }
                 Err(error) => self.finish_spot_move(spot, Err(error)),
@@ -214,7 +214,7 @@ impl ShardState {
                 .spot_lanes
                 .set_state(spot_move.lane, SpotState::Open);
         }
-        let _ = spot_move.reply.send(outcome);
+        spot_move.reply.send(outcome);
     }
 
     /// Carries out one relocation event of the core.
@@ -225,8 +225,7 @@ impl ShardState {
                 let capture = self.capture(relocation, &actor);
                 self.core.relocations(now).captured(relocation, capture);
             }
-            RelocationEvent::Reopen { relocation, actor } => {
-                self.moves.snapshots.remove(&relocation);
+            RelocationEvent::Reopen { actor, .. } => {
                 let capacity = self.node.settings.actor_queue_max;
                 if let Some(hosted) = self.host.actors.get_mut(&actor) {
                     match hosted.lane {
@@ -238,11 +237,14 @@ impl ShardState {
                     }
                 }
             }
-            RelocationEvent::DropInstance { relocation, actor } => {
-                self.moves.snapshots.remove(&relocation);
+            RelocationEvent::DropInstance { actor, .. } => {
                 // The target's restored instance (a discard), or the
                 // source's captured one (relay-ready was accepted).
-                if self.host.restored.remove(&actor).is_none() {
+                if let Some(discarded) = self.host.restored.remove(&actor) {
+                    if let Some(spot) = discarded.user_spot {
+                        self.forget_arrived_spot(&spot);
+                    }
+                } else {
                     let captured = self
                         .host
                         .actors
@@ -268,9 +270,8 @@ impl ShardState {
                 outcome,
                 ..
             } => {
-                self.moves.snapshots.remove(&relocation);
                 if let Some(waiter) = self.moves.waiters.remove(&relocation) {
-                    let _ = waiter.send(outcome.map(|_| ()));
+                    waiter.send(outcome.map(|_| ()));
                 } else if let Some(spot) = self.moves.spot_of.remove(&relocation) {
                     match outcome {
                         Ok(_) => self.next_spot_member(&spot),
@@ -284,11 +285,7 @@ impl ShardState {
     /// Takes the Actor's state and queued work off it (its lane goes).
     fn capture(&mut self, relocation: RelocationId, actor: &ActorId) -> Result<Capture, Error> {
         let with_spot = self.moves.spot_of.contains_key(&relocation);
-        let snapshot = self.moves.snapshots.remove(&relocation);
-        let state = match snapshot {
-            Some(state) => state,
-            None => self.relocation_envelope(actor, with_spot)?,
-        };
+        let state = self.relocation_envelope(actor, with_spot)?;
         let Some(hosted) = self.host.actors.get_mut(actor) else {
             return Err(Reason::StaleLocation.into());
         };
@@ -330,16 +327,26 @@ impl ShardState {
                 if !actor.is_under(&id) {
                     return Err(Reason::NotPlacedWithSpot.into());
                 }
+                let arrived = !self.host.spots.contains_key(&id);
                 let handle = self.create_spot(spot_kind, &id)?;
+                if arrived {
+                    self.moves.arrived_spots.insert(id.clone());
+                }
                 let lane = self.host.spots.get(&id).and_then(|s| s.lane);
                 if lane.is_none() {
+                    self.forget_arrived_spot(&id);
                     return Err(Reason::NotRelocatable.into());
                 }
                 (Arc::clone(&handle.spot), Some(id), lane)
             }
         };
         let mut instance = factory(actor);
-        instance.restore(opened.state)?;
+        if let Err(error) = instance.restore(opened.state) {
+            if let Some(spot) = &user_spot {
+                self.forget_arrived_spot(spot);
+            }
+            return Err(error);
+        }
         let hosted = HostedActor {
             instance: Some(instance),
             actor_type: opened.actor_type,
@@ -354,6 +361,26 @@ impl ShardState {
         Ok(())
     }
 
+    /// Removes a Spot an arrival created here once no Actor is in it or on
+    /// its way into it (see [`Moves::arrived_spots`]).
+    fn forget_arrived_spot(&mut self, id: &SpotId) {
+        if !self.moves.arrived_spots.contains(id) {
+            return;
+        }
+        let in_it = |a: &HostedActor| a.user_spot.as_ref() == Some(id);
+        if self.host.actors.values().any(in_it) || self.host.restored.values().any(in_it) {
+            return;
+        }
+        self.moves.arrived_spots.remove(id);
+        if let Some(spot) = self.host.spots.remove(id) {
+            if let Some(lane) = spot.lane {
+                for turn in self.host.spot_lanes.remove_lane(lane) {
+                    self.refuse_actor_work(turn.into_event(), Reason::StaleLocation);
+                }
+            }
+        }
+    }
+
     /// After the target's CAS: the restored Actor is hosted here, on a lane
     /// of its own; the temporary queue's deliveries follow.
     fn open(&mut self, actor: &ActorRef) {
@@ -363,6 +390,9 @@ impl ShardState {
         };
         let capacity = self.node.settings.actor_queue_max;
         hosted.generation = actor.generation;
+        if let Some(spot) = &hosted.user_spot {
+            self.moves.arrived_spots.remove(spot);
+        }
         hosted.lane = match hosted.lane {
             ActorLane::Captured(Some(lane)) => ActorLane::Spot(lane),
             _ => ActorLane::Own(self.host.actor_lanes.add_lane(capacity)),
