@@ -567,7 +567,15 @@ fn x5_a_bind_that_reaches_the_owner_during_the_pre_commit_seal_is_unavailable() 
         assert_eq!(error.reason(), Reason::RelocationSealed);
         mover.join().unwrap()
     });
-    assert!(moved.is_err(), "the move aborted: {moved:?}");
+    // The 61 never came: the move aborted at its prepare deadline (L5) and
+    // the actor stays at the source, bound as before.
+    let aborted = moved.unwrap_err();
+    assert_eq!(
+        (aborted.kind(), aborted.reason()),
+        (ErrorKind::DeadlineExceeded, Reason::Deadline)
+    );
+    assert_eq!(m.source.node.actor_count(), 1);
+    assert_eq!(m.target.node.actor_count(), 0);
     assert_eq!(
         bound
             .request(RELAY, payload("player-1", "still"), WAIT)
