@@ -746,13 +746,15 @@ fn run_shard(
             tracing::warn!(shard = plan.index, "could not pin the shard to its core");
         }
     }
-    let (reactor, addrs) = match setup_shard(plan.io_backend, plan.listen, plan.peer_listen) {
-        Ok(ok) => ok,
-        Err(error) => {
-            let _ = ready.send(Err(error));
-            return;
-        }
-    };
+    let outbound_max = plan.shared.settings.outbound_max;
+    let (reactor, addrs) =
+        match setup_shard(plan.io_backend, outbound_max, plan.listen, plan.peer_listen) {
+            Ok(ok) => ok,
+            Err(error) => {
+                let _ = ready.send(Err(error));
+                return;
+            }
+        };
     let waker = reactor.waker();
     let peer_listener = addrs.peer_listener;
     let membership = addrs
@@ -830,13 +832,17 @@ fn reactor_error(error: ReactorError) -> StartError {
     }
 }
 
+/// The shard's reactor, with the node's bound on a connection's outbound
+/// bytes (`NodeSettings::outbound_max`), and its listeners.
 fn setup_shard(
     backend: IoBackend,
+    outbound_max: usize,
     listen: Option<SocketAddr>,
     peer_listen: Option<SocketAddr>,
 ) -> Result<(Reactor, ShardAddrs), StartError> {
     let config = ReactorConfig {
         backend,
+        outbound_max,
         ..ReactorConfig::default()
     };
     let mut reactor = Reactor::new(config).map_err(reactor_error)?;
