@@ -4,6 +4,11 @@
 //! push. Everything runs over real loopback sockets.
 #![allow(dead_code)]
 
+mod fault;
+// Used by the fault-injection tests only; every test crate compiles this module.
+#[allow(unused_imports)]
+pub use fault::FaultProxy;
+
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::io::{Read, Write};
