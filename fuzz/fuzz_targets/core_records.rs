@@ -1,0 +1,26 @@
+//! The core state machines under arbitrary records from arbitrary peers and
+//! arbitrary advances of virtual time (`zlink::sim::script`): three nodes'
+//! real `ShardCore`s in a known state (sessions bound to local and remote
+//! Actors), fed `handle_record` with whatever decodes, from current, stale,
+//! later and unknown peer generations, and `handle_timeout` as time moves.
+//! Nothing may panic or loop forever (DESIGN "Bad input"); after an advance
+//! no timer is left overdue (a timer fires at its deadline, never later than
+//! the next input, never sooner).
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use zlink::sim::script::{Ground, Step};
+
+fuzz_target!(|script: &[u8]| {
+    let mut ground = Ground::new();
+    for step in Step::parse(script) {
+        let advance = matches!(step, Step::Advance(_));
+        ground.apply(step);
+        if advance {
+            let mesh = ground.mesh();
+            if let Some(next) = mesh.next_timer() {
+                assert!(next > mesh.now(), "a timer due at {next:?} was left armed");
+            }
+        }
+    }
+});
