@@ -35,6 +35,6 @@ for target in "${targets[@]}"; do
         tail -n 40 "logs/$target.log"
         exit 1
     fi
-    grep -E '^#[0-9]+ +(DONE|pulse|REDUCE|NEW)' "logs/$target.log" | tail -n 1
-    grep -E '^stat::' "logs/$target.log" || true
+    grep -E '^#[0-9]+[[:space:]]+(DONE|pulse|REDUCE|NEW)' "logs/$target.log" | tail -n 1 || true
+    grep -E '^stat::' "logs/$target.log" | tail -n 5 || true
 done
