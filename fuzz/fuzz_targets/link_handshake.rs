@@ -49,7 +49,10 @@ fuzz_target!(|stream: &[u8]| {
     {
         if let Some(proof) = frames.next() {
             if let Ok(peer) = acceptor.on_proof(proof) {
-                let LinkFrame::Hello { identity: hello, .. } = &first else {
+                let LinkFrame::Hello {
+                    identity: hello, ..
+                } = &first
+                else {
                     unreachable!("on_hello took a Hello");
                 };
                 assert_eq!(&peer, hello, "the acceptor learned another peer");
@@ -61,7 +64,10 @@ fuzz_target!(|stream: &[u8]| {
     // This node dials as node 1.
     let (dialer, _hello) = Dialer::start(secret(), identity(1), [1; NONCE_LEN]);
     if let Ok((_proof, peer)) = dialer.on_welcome(first.clone()) {
-        let LinkFrame::Welcome { identity: welcome, .. } = &first else {
+        let LinkFrame::Welcome {
+            identity: welcome, ..
+        } = &first
+        else {
             unreachable!("on_welcome took a Welcome");
         };
         assert_eq!(&peer, welcome, "the dialer learned another peer");

@@ -27,7 +27,11 @@ fuzz_target!(|stream: &[u8]| {
         let named = NodeRecord::request_of(&body);
         if let Ok(record) = decoded {
             let id = record.request_id();
-            assert_eq!(named.map(|(_, id)| id), id, "request_of misreads {record:?}");
+            assert_eq!(
+                named.map(|(_, id)| id),
+                id,
+                "request_of misreads {record:?}"
+            );
             if let Some((command, _)) = named {
                 assert_eq!(command, record.command());
             }

@@ -67,7 +67,11 @@ pub fn check_stream<T: Debug + PartialEq>(
                 let mut again = BytesMut::new();
                 (codec.encode)(value, &mut again);
                 assert_eq!(&again[..4], prefix, "{value:?} re-encodes another length");
-                assert_eq!(&again[4..], &body[..], "{value:?} re-encodes to other bytes");
+                assert_eq!(
+                    &again[4..],
+                    &body[..],
+                    "{value:?} re-encodes to other bytes"
+                );
             }
             (Err(split), Err(error)) => assert_eq!(split, error),
             _ => panic!("the stream gave {got:?}, the body {whole:?}"),

@@ -63,9 +63,15 @@ impl Step {
                 let (tag, count) = if by.subsec_nanos() == 0 {
                     (TAG_SECONDS, by.as_secs())
                 } else if by.subsec_nanos() % 1_000_000 == 0 {
-                    (TAG_MILLIS, u64::try_from(by.as_millis()).unwrap_or(u64::MAX))
+                    (
+                        TAG_MILLIS,
+                        u64::try_from(by.as_millis()).unwrap_or(u64::MAX),
+                    )
                 } else {
-                    (TAG_MICROS, u64::try_from(by.as_micros()).unwrap_or(u64::MAX))
+                    (
+                        TAG_MICROS,
+                        u64::try_from(by.as_micros()).unwrap_or(u64::MAX),
+                    )
                 };
                 let count = u16::try_from(count).unwrap_or(u16::MAX);
                 dst.push(tag);
@@ -223,5 +229,53 @@ impl Ground {
 impl Default for Ground {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steps_read_back_as_written_and_a_cut_step_ends_the_script() {
+        let steps = vec![
+            Step::Record {
+                from: 3,
+                to: 1,
+                body: Bytes::from_static(&[24, 1, 0]),
+            },
+            Step::Advance(Duration::from_micros(250)),
+            Step::Advance(Duration::from_millis(1_500)),
+            Step::Advance(Duration::from_secs(3_601)),
+            Step::Record {
+                from: 0,
+                to: 2,
+                body: Bytes::new(),
+            },
+        ];
+        let mut script = Vec::new();
+        for step in &steps {
+            step.encode(&mut script);
+        }
+        assert_eq!(Step::parse(&script), steps);
+        // An advance cut after its tag, and a body shorter than its length.
+        assert_eq!(Step::parse(&[TAG_MILLIS, 0]), vec![]);
+        assert_eq!(
+            Step::parse(&[TAG_RECORD, 1, 2, 0, 9, 42]),
+            vec![Step::Record {
+                from: 1,
+                to: 2,
+                body: Bytes::from_static(&[42]),
+            }]
+        );
+    }
+
+    #[test]
+    fn a_body_that_does_not_decode_is_a_counted_drop() {
+        let mut ground = Ground::new();
+        let sent = ground.mesh().tap().len();
+        ground.run_script(&[TAG_RECORD, 0, 1, 0, 2, 45, 1]);
+        assert_eq!(ground.malformed(), 1);
+        assert_eq!(ground.mesh().tap().len(), sent, "nothing was sent");
     }
 }
