@@ -6,10 +6,11 @@
 //! from any of [`Ground::peers`] (current, stale, later or unknown
 //! generations, a node outside the mesh) to any node, or an advance of
 //! virtual time. Bodies go through [`NodeRecord::decode`] as the transport's
-//! would; one that does not decode is dropped and counted, as the transport
-//! drops it (§5: a malformed one-way record is a counted drop). The point is
-//! the spec's promise that no record from a peer, however stale, forged or
-//! out of order, panics or wedges a core (DESIGN "Bad input").
+//! would; one that does not decode never reaches a core and is only counted
+//! here (answering a malformed request is the runtime's part, through
+//! `NodeRecord::request_of`, and the `node_record` target checks it). The
+//! point is the rule that no record from a peer, however stale, forged or
+//! out of order, panics, hangs or grows a core without bound.
 //!
 //! Layout of a step: `[u8 tag]` then, for tag % 4 = 0 (record),
 //! `[u8 from][u8 to][u16 len][len bytes]` (a short body takes what is
