@@ -3,9 +3,9 @@
 //! real `ShardCore`s in a known state (sessions bound to local and remote
 //! Actors), fed `handle_record` with whatever decodes, from current, stale,
 //! later and unknown peer generations, and `handle_timeout` as time moves.
-//! Nothing may panic or loop forever (DESIGN "Bad input"); after an advance
-//! no timer is left overdue (a timer fires at its deadline, never later than
-//! the next input, never sooner).
+//! Nothing may panic or loop forever (bad input from a peer is a typed error
+//! or a counted drop, never a crash or a hang); after an advance no timer
+//! is left overdue (every timer due by the new time has fired).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
