@@ -17,10 +17,13 @@ fuzz_target!(|script: &[u8]| {
         let advance = matches!(step, Step::Advance(_));
         ground.apply(step);
         if advance {
-            let mesh = ground.mesh();
-            if let Some(next) = mesh.next_timer() {
-                assert!(next > mesh.now(), "a timer due at {next:?} was left armed");
-            }
+            let overdue = ground.overdue_timer();
+            assert_eq!(
+                overdue,
+                None,
+                "a timer due by {:?} is still armed",
+                ground.mesh().now()
+            );
         }
     }
 });

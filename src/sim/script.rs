@@ -22,6 +22,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use super::Mesh;
+use crate::core::time::Instant;
 use crate::ids::{NodeGeneration, NodeRid, Peer};
 use crate::wire::node::NodeRecord;
 use crate::wire::DecodeLimits;
@@ -209,6 +210,14 @@ impl Ground {
         for step in Step::parse(script) {
             self.apply(step);
         }
+    }
+
+    /// A timer deadline at or before the mesh's time that is still armed on
+    /// some node. After an advance there is none: every timer due by the new
+    /// time has fired (a timer fires at its deadline, never sooner, and the
+    /// mesh calls `handle_timeout` then).
+    pub fn overdue_timer(&self) -> Option<Instant> {
+        self.mesh.next_timer().filter(|&at| at <= self.mesh.now())
     }
 
     /// The mesh, for queries.
