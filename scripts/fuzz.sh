@@ -24,7 +24,7 @@ for target in "${targets[@]}"; do
     mkdir -p "corpus/$target"
     echo "== $target: ${seconds}s"
     nice -n 19 cargo +nightly fuzz run "$target" "corpus/$target" -- \
-        -max_total_time="$seconds" -jobs=1 -workers=1 -print_final_stats=1 \
+        -max_total_time="$seconds" -jobs=1 -workers=1 -timeout=10 -print_final_stats=1 \
         >"logs/$target.log" 2>&1 || failed=1
     if [ -f fuzz-0.log ]; then
         cat fuzz-0.log >>"logs/$target.log"
