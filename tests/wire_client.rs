@@ -2,6 +2,7 @@
 //! round-trips, the flags byte is reserved, every malformation is typed, and
 //! no byte string panics.
 
+mod fuzz_seed;
 mod wire_support;
 
 use bytes::{Bytes, BytesMut};
@@ -249,4 +250,22 @@ proptest! {
         let body = edits.apply(&body_of(&frame));
         assert_total_and_canonical(body, ClientFrame::decode, ClientFrame::encode);
     }
+}
+
+/// Writes every sample as a seed of the `client_frame` fuzz target, alone and
+/// all back to back in one stream (run by hand: `cargo test --test
+/// wire_client -- --ignored`; docs/TESTING.md).
+#[test]
+#[ignore = "writes fuzz/corpus; run by hand"]
+fn write_fuzz_corpus() {
+    let mut stream = BytesMut::new();
+    let mut seeds = Vec::new();
+    for (i, sample) in samples().iter().enumerate() {
+        let mut frame = BytesMut::new();
+        sample.encode(&mut frame);
+        stream.extend_from_slice(&frame);
+        seeds.push((format!("{i:02}"), frame.to_vec()));
+    }
+    seeds.push(("all".to_string(), stream.to_vec()));
+    fuzz_seed::write("client_frame", seeds);
 }

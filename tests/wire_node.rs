@@ -2,6 +2,7 @@
 //! round-trips, every malformation is its own typed error, and no byte string
 //! panics or decodes to a value that encodes differently.
 
+mod fuzz_seed;
 mod wire_support;
 
 use std::time::Duration;
@@ -1255,4 +1256,22 @@ proptest! {
             }
         }
     }
+}
+
+/// Writes every sample as a seed of the `node_record` fuzz target, alone and
+/// all back to back in one stream (run by hand: `cargo test --test
+/// wire_node -- --ignored`; docs/TESTING.md).
+#[test]
+#[ignore = "writes fuzz/corpus; run by hand"]
+fn write_fuzz_corpus() {
+    let mut stream = BytesMut::new();
+    let mut seeds = Vec::new();
+    for (i, sample) in samples().iter().enumerate() {
+        let mut frame = BytesMut::new();
+        sample.encode(&mut frame);
+        stream.extend_from_slice(&frame);
+        seeds.push((format!("{i:02}"), frame.to_vec()));
+    }
+    seeds.push(("all".to_string(), stream.to_vec()));
+    fuzz_seed::write("node_record", seeds);
 }

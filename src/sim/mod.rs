@@ -33,6 +33,8 @@ use crate::wire::client::ClientFrame;
 use crate::wire::node::{Command, NodeRecord};
 use crate::wire::DecodeLimits;
 
+pub mod script;
+
 /// How a simulated node's application answers Actor work.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ActorBehavior {
@@ -573,6 +575,14 @@ impl Mesh {
     pub fn inject(&mut self, from: NodeRid, to: NodeRid, record: NodeRecord) {
         let peer = self.node(from).peer;
         self.transmit(peer, to, record);
+    }
+
+    /// Sends a hand-made record to `to` as if the transport had authenticated
+    /// `from`, which need not be a node of the mesh nor its current
+    /// generation (a stale, restarted or unknown peer). Otherwise as
+    /// [`Mesh::inject`].
+    pub fn inject_as(&mut self, from: Peer, to: NodeRid, record: NodeRecord) {
+        self.transmit(from, to, record);
     }
 
     /// Puts one record on the link from `from` to `to`: tapped, lost if the

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Runs every cargo-fuzz target (fuzz/, docs/TESTING.md) one after another for
+# SECONDS each (default 600), niced, one job and one worker, on the nightly
+# toolchain. Each target starts from its seeds in fuzz/corpus/<target>/ and
+# adds what it finds there; a crash stops the script and leaves its input in
+# fuzz/artifacts/<target>/. The last libFuzzer lines of each run (cov:, ft:,
+# corp:, exec/s) are printed, and the full logs kept in fuzz/logs/ (with
+# -jobs, libFuzzer writes the run's own lines to fuzz-<job>.log; they are
+# appended to the target's log).
+#
+# Usage: scripts/fuzz.sh [SECONDS] [TARGET...]
+set -euo pipefail
+
+cd "$(dirname "$0")/../fuzz"
+seconds="${1:-600}"
+shift || true
+targets=("$@")
+if [ "${#targets[@]}" -eq 0 ]; then
+    targets=(client_frame node_record link_handshake core_records)
+fi
+
+mkdir -p logs
+for target in "${targets[@]}"; do
+    mkdir -p "corpus/$target"
+    echo "== $target: ${seconds}s"
+    nice -n 19 cargo +nightly fuzz run "$target" "corpus/$target" -- \
+        -max_total_time="$seconds" -jobs=1 -workers=1 -timeout=10 -print_final_stats=1 \
+        >"logs/$target.log" 2>&1 || failed=1
+    if [ -f fuzz-0.log ]; then
+        cat fuzz-0.log >>"logs/$target.log"
+        rm -f fuzz-0.log
+    fi
+    if [ "${failed:-0}" = 1 ]; then
+        echo "!! $target failed: see fuzz/logs/$target.log and fuzz/artifacts/$target/"
+        tail -n 40 "logs/$target.log"
+        exit 1
+    fi
+    grep -E '^#[0-9]+[[:space:]]+(DONE|pulse|REDUCE|NEW)' "logs/$target.log" | tail -n 1 || true
+    grep -E '^stat::' "logs/$target.log" | tail -n 5 || true
+done
