@@ -546,3 +546,28 @@ fn settings(
         io_backend,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Keys left out take the runtime's defaults, which are the spec's
+    /// where it gives one (§6: 30,000 ms; §8.1: 3,000 ms).
+    #[test]
+    fn left_out_keys_take_the_runtime_defaults() {
+        let text = "[node]\nrid = 1\nmeshes = [\"m\"]\n[listen]\nstream = \"127.0.0.1:0\"\n\
+                    [store]\nurl = \"embedded\"\n";
+        let config = parse(text, Path::new(".")).unwrap();
+        assert_eq!(config.settings, NodeSettings::default());
+        assert_eq!(
+            config.settings.replacement_callback_timeout,
+            Duration::from_millis(30_000)
+        );
+        assert_eq!(
+            config.settings.relocation_seal_timeout,
+            Duration::from_millis(3_000)
+        );
+        assert_eq!(config.secret, None);
+        assert_eq!(config.store, StoreKind::Embedded);
+    }
+}
