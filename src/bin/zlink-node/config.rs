@@ -1,0 +1,573 @@
+//! The node's TOML config: what each key means, its default, and the checks
+//! that reject a bad value at startup with the key's name (docs/store.md
+//! "zlink-node"). Every key maps onto a `NodeBuilder` call or a
+//! `NodeSettings` field; a setting the runtime does not have is not a key.
+//! Defaults come from `NodeSettings::default()` (the spec's where it gives
+//! one: §6 SessionReplacementCallbackTimeout 30,000 ms, §8.1
+//! SessionRelocationSealTimeout 3,000 ms), never restated here.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use zlink::api::NodeSettings;
+use zlink::core::relocation::RelocationConfig;
+use zlink::net::IoBackend;
+use zlink::wire::DecodeLimits;
+
+/// A config the node refuses to start with; the message names the key.
+#[derive(Debug, PartialEq, Eq)]
+pub struct ConfigError(pub String);
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn bad(key: &str, why: impl fmt::Display) -> ConfigError {
+    ConfigError(format!("{key}: {why}"))
+}
+
+/// The file as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    node: NodeSection,
+    listen: ListenSection,
+    #[serde(default)]
+    peers: PeersSection,
+    /// A table (`file` or `env`); a string here is a literal secret, which
+    /// is refused with its own message (see [`secret_source`]). Required
+    /// when the node links to peers.
+    secret: Option<toml::Value>,
+    store: StoreSection,
+    #[serde(default)]
+    timeouts: TimeoutsSection,
+    #[serde(default)]
+    relocation: RelocationSection,
+    #[serde(default)]
+    limits: LimitsSection,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NodeSection {
+    rid: u64,
+    meshes: Vec<String>,
+    #[serde(default = "default_log_level")]
+    log_level: String,
+    #[serde(default)]
+    shards: usize,
+    #[serde(default = "default_pin_cores")]
+    pin_cores: bool,
+    #[serde(default = "default_io_backend")]
+    io_backend: String,
+}
+
+fn default_log_level() -> String {
+    "info".to_owned()
+}
+
+fn default_pin_cores() -> bool {
+    NodeSettings::default().pin_cores
+}
+
+fn default_io_backend() -> String {
+    "auto".to_owned()
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListenSection {
+    stream: SocketAddr,
+    peer: Option<SocketAddr>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PeersSection {
+    #[serde(default)]
+    discover: bool,
+    #[serde(default, rename = "static")]
+    fixed: Vec<StaticPeer>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StaticPeer {
+    rid: u64,
+    address: SocketAddr,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SecretSection {
+    file: Option<PathBuf>,
+    env: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StoreSection {
+    url: String,
+    #[serde(default = "default_cluster")]
+    cluster: String,
+    #[serde(default = "default_lease_term_ms")]
+    lease_term_ms: u64,
+    #[serde(default = "default_lease_renew_interval_ms")]
+    lease_renew_interval_ms: u64,
+    #[serde(default = "default_call_timeout_ms")]
+    call_timeout_ms: u64,
+}
+
+fn default_cluster() -> String {
+    "zlink".to_owned()
+}
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn default_lease_term_ms() -> u64 {
+    ms(zlink::store::RedisStoreConfig::new("", "").lease_term)
+}
+
+fn default_call_timeout_ms() -> u64 {
+    ms(zlink::store::RedisStoreConfig::new("", "").call_timeout)
+}
+
+fn default_lease_renew_interval_ms() -> u64 {
+    ms(NodeSettings::default().lease_renew_interval)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct TimeoutsSection {
+    session_replacement_callback_timeout_ms: u64,
+    session_relocation_seal_timeout_ms: u64,
+    disconnect_deadline_ms: u64,
+    bind_timeout_ms: u64,
+    relay_deadline_ms: u64,
+    shutdown_deadline_ms: u64,
+}
+
+impl Default for TimeoutsSection {
+    fn default() -> Self {
+        let s = NodeSettings::default();
+        Self {
+            session_replacement_callback_timeout_ms: ms(s.replacement_callback_timeout),
+            session_relocation_seal_timeout_ms: ms(s.relocation_seal_timeout),
+            disconnect_deadline_ms: ms(s.disconnect_deadline),
+            bind_timeout_ms: ms(s.bind_timeout),
+            relay_deadline_ms: ms(s.relay_deadline),
+            shutdown_deadline_ms: ms(s.shutdown_deadline),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RelocationSection {
+    follow_lifetime_ms: u64,
+    follow_max: usize,
+    proxy_max: usize,
+    proxy_budget_ms: u64,
+    seal_request_timeout_ms: u64,
+    prepare_timeout_ms: u64,
+    finish_timeout_ms: u64,
+    store_retry_ms: u64,
+}
+
+impl Default for RelocationSection {
+    fn default() -> Self {
+        let r = RelocationConfig::default();
+        Self {
+            follow_lifetime_ms: ms(r.follow_lifetime),
+            follow_max: r.follow_max,
+            proxy_max: r.proxy_max,
+            proxy_budget_ms: ms(r.proxy_budget),
+            seal_request_timeout_ms: ms(r.seal_request_timeout),
+            prepare_timeout_ms: ms(r.prepare_timeout),
+            finish_timeout_ms: ms(r.finish_timeout),
+            store_retry_ms: ms(r.store_retry),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct LimitsSection {
+    frame_len_max: u32,
+    budget_max_ms: u32,
+    handoff_state_len_max: u32,
+    saved_work_count_max: u16,
+    outbound_max: usize,
+    session_queue_max: usize,
+    actor_queue_max: usize,
+    spot_queue_max: usize,
+}
+
+impl Default for LimitsSection {
+    fn default() -> Self {
+        let s = NodeSettings::default();
+        Self {
+            frame_len_max: s.decode_limits.frame_len_max,
+            budget_max_ms: s.decode_limits.budget_max_ms,
+            handoff_state_len_max: s.decode_limits.handoff_state_len_max,
+            saved_work_count_max: s.decode_limits.saved_work_count_max,
+            outbound_max: s.outbound_max,
+            session_queue_max: s.session_queue_max,
+            actor_queue_max: s.actor_queue_max,
+            spot_queue_max: s.spot_queue_max,
+        }
+    }
+}
+
+/// Where the cluster secret comes from: never the config file itself, never
+/// the command line (both end up in shell histories and process lists).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SecretSource {
+    /// A file holding the secret (trailing whitespace is not part of it).
+    File(PathBuf),
+    /// An environment variable holding it.
+    Env(String),
+}
+
+/// The Location Store the node uses (§3: always explicit).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoreKind {
+    /// This process's own store: for a node alone (nothing is shared).
+    Embedded,
+    /// A Redis server at this `redis://` URL, shared by the mesh.
+    Redis(String),
+}
+
+/// The checked config: everything the node needs to start.
+#[derive(Debug)]
+pub struct Config {
+    pub rid: u64,
+    pub mesh: String,
+    pub log_level: tracing::level_filters::LevelFilter,
+    pub stream: SocketAddr,
+    pub peer: Option<SocketAddr>,
+    pub discover: bool,
+    pub peers: Vec<(u64, SocketAddr)>,
+    pub secret: Option<SecretSource>,
+    pub store: StoreKind,
+    pub cluster: String,
+    pub lease_term: Duration,
+    pub call_timeout: Duration,
+    pub settings: NodeSettings,
+}
+
+/// Reads and checks the config at `path`.
+pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigError(format!("cannot read {}: {e}", path.display())))?;
+    let base = path.parent().unwrap_or(Path::new("."));
+    parse(&text, base)
+}
+
+/// Parses and checks config text; a relative `secret.file` is taken from
+/// `base` (the config file's folder).
+pub fn parse(text: &str, base: &Path) -> Result<Config, ConfigError> {
+    let file: File = toml::from_str(text).map_err(|e| {
+        let key = e
+            .span()
+            .and_then(|span| key_at(text, span.start))
+            .unwrap_or_else(|| "config".to_owned());
+        ConfigError(format!("{key}: {}\n{e}", e.message()))
+    })?;
+    let mesh = match file.node.meshes.as_slice() {
+        [one] => one.clone(),
+        [] => return Err(bad("node.meshes", "name the one mesh this node is in")),
+        more => {
+            return Err(bad(
+                "node.meshes",
+                format!(
+                    "{} meshes given, but a node runs in one mesh today (links are keyed by \
+                     NodeRid alone); run one zlink-node per mesh",
+                    more.len()
+                ),
+            ))
+        }
+    };
+    zlink::ids::MeshName::new(&mesh).map_err(|e| bad("node.meshes", e))?;
+    let log_level = file.node.log_level.parse().map_err(|_| {
+        bad(
+            "node.log_level",
+            format!(
+                "{:?} is not one of off, error, warn, info, debug, trace",
+                file.node.log_level
+            ),
+        )
+    })?;
+    let io_backend = match file.node.io_backend.as_str() {
+        "auto" => IoBackend::Auto,
+        "io_uring" => IoBackend::IoUring,
+        "epoll" => IoBackend::Epoll,
+        other => {
+            return Err(bad(
+                "node.io_backend",
+                format!("{other:?} is not one of auto, io_uring, epoll"),
+            ))
+        }
+    };
+    let secret = file
+        .secret
+        .clone()
+        .map(|value| secret_source(value, base))
+        .transpose()?;
+    let store = if file.store.url == "embedded" {
+        StoreKind::Embedded
+    } else if file.store.url.starts_with("redis://") {
+        StoreKind::Redis(file.store.url.clone())
+    } else {
+        return Err(bad(
+            "store.url",
+            format!(
+                "{:?} is neither \"embedded\" nor a redis:// URL",
+                file.store.url
+            ),
+        ));
+    };
+    let needs_peer_listen = file.peers.discover || !file.peers.fixed.is_empty();
+    if needs_peer_listen && file.listen.peer.is_none() {
+        return Err(bad(
+            "listen.peer",
+            "required with peers.discover or peers.static: the address peers link to",
+        ));
+    }
+    if needs_peer_listen && secret.is_none() {
+        return Err(bad(
+            "secret",
+            "required with peers.discover or peers.static: node links are authenticated \
+             with the cluster secret (secret.file or secret.env)",
+        ));
+    }
+    if file.peers.discover && store == StoreKind::Embedded {
+        return Err(bad(
+            "peers.discover",
+            "needs a shared store (store.url = \"redis://…\"); an embedded store lists only \
+             this node",
+        ));
+    }
+    let mut peers = Vec::with_capacity(file.peers.fixed.len());
+    for peer in &file.peers.fixed {
+        if peer.rid == file.node.rid {
+            return Err(bad(
+                "peers.static",
+                format!("rid {} is this node's own rid", peer.rid),
+            ));
+        }
+        peers.push((peer.rid, peer.address));
+    }
+    let store_section = &file.store;
+    let lease_term = positive("store.lease_term_ms", store_section.lease_term_ms)?;
+    let renew = positive(
+        "store.lease_renew_interval_ms",
+        store_section.lease_renew_interval_ms,
+    )?;
+    if renew * 2 > lease_term {
+        return Err(bad(
+            "store.lease_renew_interval_ms",
+            format!(
+                "{} ms renews a lease of {} ms (store.lease_term_ms) too late: at most half \
+                 the term",
+                store_section.lease_renew_interval_ms, store_section.lease_term_ms
+            ),
+        ));
+    }
+    let call_timeout = positive("store.call_timeout_ms", store_section.call_timeout_ms)?;
+    let settings = settings(&file, io_backend, renew)?;
+    Ok(Config {
+        rid: file.node.rid,
+        mesh,
+        log_level,
+        stream: file.listen.stream,
+        peer: file.listen.peer,
+        discover: file.peers.discover,
+        peers,
+        secret,
+        store,
+        cluster: file.store.cluster,
+        lease_term,
+        call_timeout,
+        settings,
+    })
+}
+
+/// The dotted path of the key whose name or value covers byte `at` of
+/// `text` (the key a serde error is about: its value for a bad value, its
+/// name for an unknown key, its table for a missing key).
+fn key_at(text: &str, at: usize) -> Option<String> {
+    use toml::de::{DeTable, DeValue};
+    // A `[section]`'s span is its header alone, so every table is searched,
+    // not only those whose span covers `at`.
+    fn walk(table: &DeTable<'_>, at: usize, path: &mut Vec<String>) -> bool {
+        for (key, value) in table {
+            path.push(key.get_ref().to_string());
+            if key.span().contains(&at) || value.span().contains(&at) {
+                descend(value.get_ref(), at, path);
+                return true;
+            }
+            if descend(value.get_ref(), at, path) {
+                return true;
+            }
+            path.pop();
+        }
+        false
+    }
+    fn descend(value: &DeValue<'_>, at: usize, path: &mut Vec<String>) -> bool {
+        match value {
+            DeValue::Table(table) => walk(table, at, path),
+            DeValue::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    path.push(i.to_string());
+                    if item.span().contains(&at) {
+                        descend(item.get_ref(), at, path);
+                        return true;
+                    }
+                    if descend(item.get_ref(), at, path) {
+                        return true;
+                    }
+                    path.pop();
+                }
+                false
+            }
+            _ => false,
+        }
+    }
+    let document = DeTable::parse(text).ok()?;
+    let mut path = Vec::new();
+    walk(document.get_ref(), at, &mut path);
+    (!path.is_empty()).then(|| path.join("."))
+}
+
+/// The `[secret]` table: exactly one of `file` and `env`.
+fn secret_source(value: toml::Value, base: &Path) -> Result<SecretSource, ConfigError> {
+    if value.is_str() {
+        return Err(bad(
+            "secret",
+            "a literal secret in the config is refused: put it in a file (secret.file) or \
+             an environment variable (secret.env)",
+        ));
+    }
+    let section = SecretSection::deserialize(value).map_err(|e| bad("secret", e))?;
+    match (section.file, section.env) {
+        (Some(file), None) => Ok(SecretSource::File(base.join(file))),
+        (None, Some(env)) if !env.is_empty() => Ok(SecretSource::Env(env)),
+        (None, Some(_)) => Err(bad("secret.env", "name an environment variable")),
+        (Some(_), Some(_)) => Err(bad("secret", "give one of file and env, not both")),
+        (None, None) => Err(bad("secret", "give secret.file or secret.env")),
+    }
+}
+
+fn positive(key: &str, value: u64) -> Result<Duration, ConfigError> {
+    if value == 0 {
+        return Err(bad(key, "must be greater than 0"));
+    }
+    Ok(Duration::from_millis(value))
+}
+
+fn at_least_one(key: &str, value: usize) -> Result<usize, ConfigError> {
+    if value == 0 {
+        return Err(bad(key, "must be at least 1"));
+    }
+    Ok(value)
+}
+
+/// The `NodeSettings` of the file's `[node]`, `[timeouts]`,
+/// `[relocation]` and `[limits]`.
+fn settings(
+    file: &File,
+    io_backend: IoBackend,
+    renew: Duration,
+) -> Result<NodeSettings, ConfigError> {
+    let t = &file.timeouts;
+    let r = &file.relocation;
+    let l = &file.limits;
+    if l.frame_len_max == 0 {
+        return Err(bad("limits.frame_len_max", "must be at least 1"));
+    }
+    if l.handoff_state_len_max >= l.frame_len_max {
+        return Err(bad(
+            "limits.handoff_state_len_max",
+            "must be smaller than limits.frame_len_max: a snapshot travels in one frame",
+        ));
+    }
+    let decode_limits = DecodeLimits {
+        frame_len_max: l.frame_len_max,
+        budget_max_ms: l.budget_max_ms,
+        handoff_state_len_max: l.handoff_state_len_max,
+        saved_work_count_max: l.saved_work_count_max,
+    };
+    let relocation = RelocationConfig {
+        seal_request_timeout: positive(
+            "relocation.seal_request_timeout_ms",
+            r.seal_request_timeout_ms,
+        )?,
+        prepare_timeout: positive("relocation.prepare_timeout_ms", r.prepare_timeout_ms)?,
+        finish_timeout: positive("relocation.finish_timeout_ms", r.finish_timeout_ms)?,
+        follow_lifetime: positive("relocation.follow_lifetime_ms", r.follow_lifetime_ms)?,
+        follow_max: at_least_one("relocation.follow_max", r.follow_max)?,
+        proxy_max: at_least_one("relocation.proxy_max", r.proxy_max)?,
+        proxy_budget: positive("relocation.proxy_budget_ms", r.proxy_budget_ms)?,
+        store_retry: positive("relocation.store_retry_ms", r.store_retry_ms)?,
+        limits: decode_limits,
+    };
+    // The lane bounds are checked by `NodeBuilder::start`, whose message
+    // names the key (`session_queue_max = 0: …`).
+    Ok(NodeSettings {
+        replacement_callback_timeout: positive(
+            "timeouts.session_replacement_callback_timeout_ms",
+            t.session_replacement_callback_timeout_ms,
+        )?,
+        relocation_seal_timeout: positive(
+            "timeouts.session_relocation_seal_timeout_ms",
+            t.session_relocation_seal_timeout_ms,
+        )?,
+        disconnect_deadline: positive("timeouts.disconnect_deadline_ms", t.disconnect_deadline_ms)?,
+        bind_timeout: positive("timeouts.bind_timeout_ms", t.bind_timeout_ms)?,
+        relay_deadline: positive("timeouts.relay_deadline_ms", t.relay_deadline_ms)?,
+        outbound_max: at_least_one("limits.outbound_max", l.outbound_max)?,
+        session_queue_max: l.session_queue_max,
+        actor_queue_max: l.actor_queue_max,
+        spot_queue_max: l.spot_queue_max,
+        decode_limits,
+        shards: file.node.shards,
+        pin_cores: file.node.pin_cores,
+        shutdown_deadline: positive("timeouts.shutdown_deadline_ms", t.shutdown_deadline_ms)?,
+        lease_renew_interval: renew,
+        relocation,
+        io_backend,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Keys left out take the runtime's defaults, which are the spec's
+    /// where it gives one (§6: 30,000 ms; §8.1: 3,000 ms).
+    #[test]
+    fn left_out_keys_take_the_runtime_defaults() {
+        let text = "[node]\nrid = 1\nmeshes = [\"m\"]\n[listen]\nstream = \"127.0.0.1:0\"\n\
+                    [store]\nurl = \"embedded\"\n";
+        let config = parse(text, Path::new(".")).unwrap();
+        assert_eq!(config.settings, NodeSettings::default());
+        assert_eq!(
+            config.settings.replacement_callback_timeout,
+            Duration::from_millis(30_000)
+        );
+        assert_eq!(
+            config.settings.relocation_seal_timeout,
+            Duration::from_millis(3_000)
+        );
+        assert_eq!(config.secret, None);
+        assert_eq!(config.store, StoreKind::Embedded);
+    }
+}

@@ -1,0 +1,232 @@
+//! zlink-node: runs one node of a mesh from a TOML config (examples/node.toml,
+//! examples/mesh/), with the lobby game registered, until SIGINT or SIGTERM;
+//! then shuts down as §10 says (its Actors move to linked peers first).
+//!
+//! It prints one `zlink-node ready: …` line with its addresses and
+//! NodeGeneration once it serves, and one `zlink-node stopped: …` line with
+//! the game's and the runtime's counts when it stops. A config it refuses
+//! exits with code 2 and a message naming the key (docs/store.md
+//! "zlink-node").
+
+mod config;
+mod game;
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Parser;
+use zlink::api::{NodeBuilder, ObjectRole, StartError};
+use zlink::ids::NodeGeneration;
+use zlink::net::handshake::ClusterSecret;
+use zlink::store::{EmbeddedStore, LocationStore, MonotonicClock, RedisStore, RedisStoreConfig};
+
+use crate::config::{Config, SecretSource, StoreKind};
+
+/// DESIGN: the library sets no global allocator; the binaries use mimalloc.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// Exit code of a refused config or command line (clap's own, too).
+const EXIT_CONFIG: u8 = 2;
+
+/// The command line: the config file and nothing that belongs in it.
+#[derive(Parser)]
+#[command(
+    name = "zlink-node",
+    about = "Runs one zlink node from a TOML config (see examples/node.toml) until SIGINT or SIGTERM."
+)]
+struct Args {
+    /// The node's TOML config file.
+    #[arg(long, short)]
+    config: PathBuf,
+    /// Refused: a secret on the command line shows in process lists.
+    #[arg(long, hide = true)]
+    secret: Option<String>,
+    /// Refused, as `--secret`.
+    #[arg(long, hide = true)]
+    cluster_secret: Option<String>,
+}
+
+fn main() -> ExitCode {
+    let args = match Args::try_parse() {
+        Ok(args) => args,
+        Err(e) => e.exit(),
+    };
+    if args.secret.is_some() || args.cluster_secret.is_some() {
+        return refuse(
+            "the cluster secret is never taken from the command line: set secret.file or \
+             secret.env in the config",
+        );
+    }
+    let config = match config::load(&args.config) {
+        Ok(config) => config,
+        Err(e) => return refuse(&format!("config error: {e}")),
+    };
+    tracing_subscriber::fmt()
+        .with_max_level(config.log_level)
+        .with_writer(std::io::stderr)
+        .init();
+    // Before any thread starts, so every thread inherits the mask and the
+    // stop signals wait for `wait_for_stop` here.
+    let stop = signals::block_stop_signals();
+    run(&config, &stop)
+}
+
+/// Prints a refusal on stderr and returns the config exit code.
+fn refuse(why: &str) -> ExitCode {
+    eprintln!("zlink-node: {why}");
+    ExitCode::from(EXIT_CONFIG)
+}
+
+fn run(config: &Config, stop: &signals::StopSignals) -> ExitCode {
+    let secret = match config.secret.as_ref().map(read_secret).transpose() {
+        Ok(secret) => secret,
+        Err(why) => return refuse(&format!("config error: {why}")),
+    };
+    let (store, store_name): (Arc<dyn LocationStore>, String) = match &config.store {
+        StoreKind::Embedded => (
+            Arc::new(EmbeddedStore::new(MonotonicClock::new(), config.lease_term)),
+            "embedded".to_owned(),
+        ),
+        StoreKind::Redis(url) => {
+            let store_config = RedisStoreConfig {
+                url: url.clone(),
+                cluster: config.cluster.clone(),
+                lease_term: config.lease_term,
+                call_timeout: config.call_timeout,
+            };
+            match RedisStore::open(store_config, MonotonicClock::new()) {
+                Ok(store) => (Arc::new(store), url.clone()),
+                Err(e) => return refuse(&format!("config error: {e}")),
+            }
+        }
+    };
+    // Taken here rather than inside `start` so that the ready line can name
+    // it: a restart of the same rid prints a greater one (§3, DESIGN).
+    let generation = NodeGeneration::from_wall_clock();
+    let stats = Arc::new(game::NodeStats::default());
+    let mut builder = NodeBuilder::new(config.rid)
+        .node_generation(generation.0)
+        .mesh(&config.mesh)
+        .listen(config.stream)
+        .object_role(ObjectRole::Server)
+        .location_store(store)
+        .enable_actor_dispatch()
+        .settings(config.settings.clone());
+    if let Some(peer) = config.peer {
+        builder = builder.peer_listen(peer);
+    }
+    if let Some(secret) = secret {
+        builder = builder.cluster_secret(secret);
+    }
+    for &(rid, address) in &config.peers {
+        builder = builder.peer(rid, address);
+    }
+    if config.discover {
+        builder = builder.discover_peers();
+    }
+    let node = match game::register(builder, &stats).start() {
+        Ok(node) => node,
+        Err(e @ StartError::Io(_)) => {
+            eprintln!("zlink-node: {e}");
+            return ExitCode::FAILURE;
+        }
+        Err(e) => return refuse(&e.to_string()),
+    };
+    let show = |addr: Option<std::net::SocketAddr>| addr.map_or("-".to_owned(), |a| a.to_string());
+    println!(
+        "zlink-node ready: rid={} node_generation={} mesh={} stream={} peer={} store={} io_backend={:?}",
+        config.rid,
+        generation.0,
+        config.mesh,
+        show(node.stream_addr()),
+        show(node.peer_addr()),
+        store_name,
+        node.io_backend(),
+    );
+    let _ = std::io::stdout().flush();
+    let signal = stop.wait_for_stop();
+    println!("zlink-node stopping: {signal}");
+    let _ = std::io::stdout().flush();
+    let flow = node.flow_counters();
+    let actors = node.actor_count();
+    node.shutdown();
+    let mut counts = String::new();
+    for (event, n) in flow.nonzero() {
+        counts.push_str(&format!(" {}={n}", event.name()));
+    }
+    println!(
+        "zlink-node stopped: rid={} actors_at_stop={actors} {} flow:{counts}",
+        config.rid,
+        game::report(&stats),
+    );
+    let _ = std::io::stdout().flush();
+    ExitCode::SUCCESS
+}
+
+/// The cluster secret from its file (trailing whitespace, such as the
+/// newline an editor adds, is not part of it) or its environment variable.
+fn read_secret(source: &SecretSource) -> Result<ClusterSecret, String> {
+    let (key, bytes) = match source {
+        SecretSource::File(path) => {
+            let mut bytes = std::fs::read(path)
+                .map_err(|e| format!("secret.file: cannot read {}: {e}", path.display()))?;
+            let kept = bytes.trim_ascii_end().len();
+            bytes.truncate(kept);
+            ("secret.file", bytes)
+        }
+        SecretSource::Env(name) => {
+            let value = std::env::var_os(name)
+                .ok_or_else(|| format!("secret.env: the environment variable {name} is not set"))?;
+            ("secret.env", value.into_encoded_bytes())
+        }
+    };
+    ClusterSecret::new(bytes).map_err(|e| format!("{key}: {e}"))
+}
+
+/// SIGINT and SIGTERM, blocked in every thread and taken by one `sigwait`.
+mod signals {
+    use std::mem::MaybeUninit;
+
+    /// The blocked stop signals.
+    pub struct StopSignals(libc::sigset_t);
+
+    /// Blocks SIGINT and SIGTERM in the calling thread, and so in every
+    /// thread it starts afterwards.
+    pub fn block_stop_signals() -> StopSignals {
+        let mut set = MaybeUninit::<libc::sigset_t>::uninit();
+        // SAFETY: `set` is a local sigset_t that sigemptyset initialises
+        // before sigaddset and pthread_sigmask read it; the calls only touch
+        // it and this thread's signal mask.
+        let set = unsafe {
+            libc::sigemptyset(set.as_mut_ptr());
+            libc::sigaddset(set.as_mut_ptr(), libc::SIGINT);
+            libc::sigaddset(set.as_mut_ptr(), libc::SIGTERM);
+            libc::pthread_sigmask(libc::SIG_BLOCK, set.as_ptr(), std::ptr::null_mut());
+            set.assume_init()
+        };
+        StopSignals(set)
+    }
+
+    impl StopSignals {
+        /// Waits until SIGINT or SIGTERM arrives; its name.
+        pub fn wait_for_stop(&self) -> &'static str {
+            let mut signal: libc::c_int = 0;
+            loop {
+                // SAFETY: `self.0` is an initialised set and `signal` a
+                // live local; sigwait only reads the one and writes the other.
+                let rc = unsafe { libc::sigwait(&self.0, &mut signal) };
+                if rc == 0 {
+                    break;
+                }
+            }
+            if signal == libc::SIGINT {
+                "SIGINT"
+            } else {
+                "SIGTERM"
+            }
+        }
+    }
+}

@@ -1,0 +1,240 @@
+//! zlink-node's config (issue 6 item 3): each kind of mistake is refused at
+//! startup with exit code 2 and a message naming the key; a good config
+//! starts, serves and stops on SIGTERM. Real processes of the built binary.
+
+mod node_support;
+
+use std::path::Path;
+
+use node_support::*;
+
+/// A config that starts: one node on an embedded store, any free port.
+const GOOD: &str = r#"
+[node]
+rid = 7
+meshes = ["lobby"]
+log_level = "warn"
+shards = 1
+pin_cores = false
+
+[listen]
+stream = "127.0.0.1:0"
+
+[store]
+url = "embedded"
+lease_term_ms = 4000
+"#;
+
+/// `GOOD` with `old` replaced by `new` (the edit must apply).
+fn edit(old: &str, new: &str) -> String {
+    assert!(GOOD.contains(old), "{old:?} is in the good config");
+    GOOD.replacen(old, new, 1)
+}
+
+/// Runs the binary on `text` and expects a refusal naming every one of
+/// `needles`.
+fn refused(dir: &Path, text: &str, needles: &[&str]) {
+    let config = write_config(dir, "node.toml", text);
+    let exited = run_to_exit(&["--config", config.to_str().unwrap()]);
+    assert_eq!(
+        exited.status.code(),
+        Some(2),
+        "exit code; stderr: {}",
+        exited.stderr
+    );
+    for needle in needles {
+        assert!(
+            exited.stderr.contains(needle),
+            "stderr names {needle:?}: {}",
+            exited.stderr
+        );
+    }
+}
+
+#[test]
+fn node_config_a_good_config_starts_serves_and_stops_on_sigterm() {
+    let dir = temp_dir("good");
+    let config = write_config(&dir, "node.toml", GOOD);
+    let mut node = NodeProcess::start(7, &config);
+    // The lobby game is registered: a LOGIN and a MOVE are answered.
+    let mut client = zlink::client::Client::connect(node.stream).expect("the node accepts");
+    let login = client
+        .request(
+            zlink::ids::PacketKey(1),
+            bytes::Bytes::from_static(b"p1"),
+            WAIT,
+        )
+        .expect("LOGIN is answered");
+    assert_eq!(&login[..], b"welcome");
+    let moved = client
+        .request(
+            zlink::ids::PacketKey(2),
+            bytes::Bytes::from_static(b"p1:2,3"),
+            WAIT,
+        )
+        .expect("MOVE is answered");
+    assert_eq!(&moved[..], b"2,3");
+    let (report, status) = node.terminate();
+    assert!(status.success(), "{status:?}");
+    assert_eq!(count(&report, "moves"), 1, "{report}");
+}
+
+#[test]
+fn node_config_an_unknown_key_is_refused_by_name() {
+    let dir = temp_dir("unknown");
+    refused(
+        &dir,
+        &edit("shards = 1", "shards = 1\ncolour = \"red\""),
+        &["node.colour", "unknown field"],
+    );
+    refused(
+        &dir,
+        &format!("{GOOD}\n[limits]\nmax_sessions = 10\n"),
+        &["limits.max_sessions", "unknown field"],
+    );
+    refused(
+        &dir,
+        &format!("{GOOD}\n[extra]\n"),
+        &["extra", "unknown field"],
+    );
+}
+
+#[test]
+fn node_config_a_bad_value_is_refused_by_name() {
+    let dir = temp_dir("bad-value");
+    for (old, new, key) in [
+        ("rid = 7", "rid = \"seven\"", "node.rid"),
+        ("shards = 1", "shards = -1", "node.shards"),
+        (
+            "log_level = \"warn\"",
+            "log_level = \"loud\"",
+            "node.log_level",
+        ),
+        (
+            "pin_cores = false",
+            "pin_cores = false\nio_backend = \"kqueue\"",
+            "node.io_backend",
+        ),
+        (
+            "stream = \"127.0.0.1:0\"",
+            "stream = \"here\"",
+            "listen.stream",
+        ),
+        ("url = \"embedded\"", "url = \"mysql://x\"", "store.url"),
+        (
+            "lease_term_ms = 4000",
+            "lease_term_ms = 0",
+            "store.lease_term_ms",
+        ),
+        (
+            "lease_term_ms = 4000",
+            "lease_term_ms = 4000\nlease_renew_interval_ms = 3000",
+            "store.lease_renew_interval_ms",
+        ),
+    ] {
+        refused(&dir, &edit(old, new), &[key]);
+    }
+    for (section, line, key) in [
+        (
+            "timeouts",
+            "session_relocation_seal_timeout_ms = 0",
+            "timeouts.session_relocation_seal_timeout_ms",
+        ),
+        (
+            "timeouts",
+            "session_replacement_callback_timeout_ms = \"3s\"",
+            "timeouts.session_replacement_callback_timeout_ms",
+        ),
+        (
+            "relocation",
+            "follow_lifetime_ms = 0",
+            "relocation.follow_lifetime_ms",
+        ),
+        ("limits", "frame_len_max = 0", "limits.frame_len_max"),
+        ("limits", "session_queue_max = 0", "session_queue_max"),
+    ] {
+        refused(&dir, &format!("{GOOD}\n[{section}]\n{line}\n"), &[key]);
+    }
+}
+
+#[test]
+fn node_config_a_missing_required_key_is_refused_by_name() {
+    let dir = temp_dir("missing");
+    refused(
+        &dir,
+        &edit("rid = 7\n", ""),
+        &["node", "missing field `rid`"],
+    );
+    refused(
+        &dir,
+        &edit("[store]\nurl = \"embedded\"\nlease_term_ms = 4000\n", ""),
+        &["missing field `store`"],
+    );
+    // Peers need the address they link to, and the cluster secret.
+    refused(
+        &dir,
+        &format!("{GOOD}\n[peers]\nstatic = [{{ rid = 2, address = \"127.0.0.1:1\" }}]\n"),
+        &["listen.peer"],
+    );
+    refused(
+        &dir,
+        &edit(
+            "stream = \"127.0.0.1:0\"",
+            "stream = \"127.0.0.1:0\"\npeer = \"127.0.0.1:0\"\n\n[peers]\nstatic = [{ rid = 2, address = \"127.0.0.1:1\" }]",
+        ),
+        &["secret", "required"],
+    );
+    refused(
+        &dir,
+        &format!("{GOOD}\n[secret]\nenv = \"ZLINK_NODE_TEST_UNSET_VARIABLE\"\n"),
+        &["secret.env", "ZLINK_NODE_TEST_UNSET_VARIABLE", "not set"],
+    );
+}
+
+#[test]
+fn node_config_a_secret_on_the_command_line_or_as_a_literal_is_refused() {
+    let dir = temp_dir("secret");
+    let config = write_config(&dir, "node.toml", GOOD);
+    let path = config.to_str().unwrap();
+    for flag in ["--secret", "--cluster-secret"] {
+        let exited = run_to_exit(&["--config", path, flag, "0123456789abcdef0123"]);
+        assert_eq!(exited.status.code(), Some(2), "{flag}: {}", exited.stderr);
+        assert!(
+            exited.stderr.contains("never taken from the command line"),
+            "{flag}: {}",
+            exited.stderr
+        );
+    }
+    refused(
+        &dir,
+        &format!("secret = \"0123456789abcdef0123\"\n{GOOD}"),
+        &["secret", "literal secret", "secret.file", "secret.env"],
+    );
+    refused(
+        &dir,
+        &format!("{GOOD}\n[secret]\nvalue = \"0123456789abcdef0123\"\n"),
+        &["secret", "unknown field `value`"],
+    );
+    // A secret file too short to authenticate links is refused by its key.
+    std::fs::write(dir.join("short.secret"), "short\n").unwrap();
+    refused(
+        &dir,
+        &format!("{GOOD}\n[secret]\nfile = \"short.secret\"\n"),
+        &["secret.file"],
+    );
+}
+
+#[test]
+fn node_config_two_meshes_are_refused_with_why() {
+    let dir = temp_dir("meshes");
+    refused(
+        &dir,
+        &edit("meshes = [\"lobby\"]", "meshes = [\"lobby\", \"arena\"]"),
+        &["node.meshes", "one mesh", "one zlink-node per mesh"],
+    );
+    refused(
+        &dir,
+        &edit("meshes = [\"lobby\"]", "meshes = []"),
+        &["node.meshes"],
+    );
+}

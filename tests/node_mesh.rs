@@ -1,0 +1,449 @@
+//! Three `zlink-node` processes on one real Redis (issue 6 items 3 and 4):
+//! the lobby game driven by blocking clients over loopback — a relay and a
+//! push across processes (R2), a login elsewhere replacing a session (P1),
+//! kill -9 of an Actor owner node under load, and a restart of a node with
+//! the same RID. A Redis that is missing is a clear failure (redis_support).
+
+mod node_support;
+mod redis_support;
+
+use std::sync::mpsc::channel;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use node_support::*;
+use redis_support::{Mode, RedisServer};
+use zlink::client::{Client, ClientError, ClientEvent};
+use zlink::error::Error;
+use zlink::ids::PacketKey;
+use zlink::wire::client::CloseReason;
+
+/// The lobby game's keys (src/bin/lobby/game.rs).
+const LOGIN: PacketKey = PacketKey(1);
+const MOVE: PacketKey = PacketKey(2);
+const TICK: PacketKey = PacketKey(100);
+const REPLACED_NOTICE: PacketKey = PacketKey(101);
+
+/// Shortened settings: leases of 3 s renewed every 200 ms, relays that end
+/// within 2 s, a quick shutdown.
+const LEASE_TERM_MS: u64 = 3_000;
+const RENEW_MS: u64 = 200;
+
+/// A client's own limit on one request: far past the relay deadline (2 s),
+/// so a request that gets no terminal from the node is a failure, not a
+/// slow reply.
+const REQUEST_WAIT: Duration = Duration::from_secs(15);
+
+fn config(rid: u64, redis: &RedisServer, cluster: &str) -> String {
+    format!(
+        r#"
+[node]
+rid = {rid}
+meshes = ["lobby"]
+log_level = "info"
+shards = 1
+pin_cores = false
+
+[listen]
+stream = "127.0.0.1:0"
+peer = "127.0.0.1:0"
+
+[peers]
+discover = true
+
+[secret]
+env = "{SECRET_ENV}"
+
+[store]
+url = "{url}"
+cluster = "{cluster}"
+lease_term_ms = {LEASE_TERM_MS}
+lease_renew_interval_ms = {RENEW_MS}
+
+[timeouts]
+relay_deadline_ms = 2000
+bind_timeout_ms = 2000
+shutdown_deadline_ms = 1000
+"#,
+        url = redis.url()
+    )
+}
+
+/// Three nodes on `redis`, each linked to the two others.
+struct Mesh {
+    dir: std::path::PathBuf,
+    cluster: String,
+    nodes: Vec<NodeProcess>,
+}
+
+impl Mesh {
+    fn start(redis: &RedisServer, cluster: &str) -> Mesh {
+        let dir = temp_dir(cluster);
+        let nodes = (1..=3)
+            .map(|rid| {
+                let path = write_config(
+                    &dir,
+                    &format!("node-{rid}.toml"),
+                    &config(rid, redis, cluster),
+                );
+                NodeProcess::start(rid, &path)
+            })
+            .collect();
+        let mut mesh = Mesh {
+            dir,
+            cluster: cluster.to_owned(),
+            nodes,
+        };
+        for i in 0..3 {
+            for peer in 1..=3 {
+                if peer != mesh.nodes[i].rid {
+                    mesh.nodes[i].wait_linked(peer);
+                }
+            }
+        }
+        mesh
+    }
+
+    fn node(&mut self, rid: u64) -> &mut NodeProcess {
+        &mut self.nodes[usize::try_from(rid - 1).unwrap()]
+    }
+
+    /// Starts node `rid` again on its config (a new process lifecycle).
+    fn restart(&mut self, rid: u64) {
+        let path = self.dir.join(format!("node-{rid}.toml"));
+        assert!(path.exists(), "{} of {}", path.display(), self.cluster);
+        *self.node(rid) = NodeProcess::start(rid, &path);
+    }
+}
+
+fn connect(node: &NodeProcess) -> Client {
+    Client::connect(node.stream).expect("the node accepts clients")
+}
+
+fn login(client: &mut Client, player: &str) -> Result<(), ClientError> {
+    let reply = client.request(LOGIN, Bytes::from(player.to_owned()), REQUEST_WAIT)?;
+    assert_eq!(&reply[..], b"welcome");
+    Ok(())
+}
+
+/// MOVE `player` by (1, 0); its new x.
+fn step(client: &mut Client, player: &str) -> Result<i64, ClientError> {
+    let reply = client.request(MOVE, Bytes::from(format!("{player}:1,0")), REQUEST_WAIT)?;
+    let text = std::str::from_utf8(&reply).expect("a UTF-8 position");
+    let (x, y) = text.split_once(',').expect("a position x,y");
+    assert_eq!(y, "0", "only x moves");
+    Ok(x.parse().expect("a whole x"))
+}
+
+/// Waits for the next event that is not a reply; `None` at the timeout.
+fn next_push_or_close(client: &mut Client) -> Option<ClientEvent> {
+    loop {
+        match client.next_event(WAIT) {
+            Ok(Some(ClientEvent::Reply { .. })) => continue,
+            Ok(event) => return event,
+            Err(_) => return Some(ClientEvent::Closed(None)),
+        }
+    }
+}
+
+/// Creates `player` on node `owner` (a login there), then logs it in from
+/// `session_node`: the player stays on `owner`, the new session's binding
+/// is remote, and the first session is replaced. Returns the new client.
+fn player_on(mesh: &mut Mesh, player: &str, owner: u64, session_node: u64) -> Client {
+    let mut first = connect(mesh.node(owner));
+    login(&mut first, player).expect("the first login creates the player on its node");
+    let mut client = connect(mesh.node(session_node));
+    login(&mut client, player).expect("the login elsewhere binds the same player");
+    client
+}
+
+#[test]
+fn mesh3_r2_relay_and_push_to_an_actor_in_another_process() {
+    let redis = RedisServer::start(Mode::Volatile);
+    let mut mesh = Mesh::start(&redis, "r2");
+    // Given player "a" on node 2 and its session on node 1,
+    let mut client = player_on(&mut mesh, "a", 2, 1);
+    // when the client MOVEs it four times, each MOVE is relayed to node 2
+    // and answered from there (the position counts up by one each time),
+    for expected in 1..=4 {
+        assert_eq!(step(&mut client, "a").unwrap(), expected);
+    }
+    // and the player's fourth-move tick, pushed on node 2, reaches the
+    // client through node 1.
+    match next_push_or_close(&mut client) {
+        Some(ClientEvent::Push { key, payload }) => {
+            assert_eq!(key, TICK);
+            assert_eq!(&payload[..], b"tick 4");
+        }
+        other => panic!("expected the tick push, got {other:?}"),
+    }
+    // Node 2 handled every MOVE and pushed the tick; node 1 handled none.
+    let mut reports = Vec::new();
+    for node in &mut mesh.nodes {
+        let (report, status) = node.terminate();
+        assert!(status.success(), "{report}");
+        reports.push(report);
+    }
+    println!("{reports:#?}");
+    assert_eq!(count(&reports[1], "moves"), 4, "{}", reports[1]);
+    assert_eq!(count(&reports[1], "pushes"), 1, "{}", reports[1]);
+    assert_eq!(count(&reports[0], "moves"), 0, "{}", reports[0]);
+}
+
+#[test]
+fn mesh3_p1_a_login_in_another_process_replaces_the_session_and_pushes_follow() {
+    let redis = RedisServer::start(Mode::Volatile);
+    let mut mesh = Mesh::start(&redis, "p1");
+    // Given player "b" on node 2, bound from a session on node 3,
+    let mut old = player_on(&mut mesh, "b", 2, 3);
+    for expected in 1..=3 {
+        assert_eq!(step(&mut old, "b").unwrap(), expected);
+    }
+    // when a new session on node 1 logs the player in, the login completes,
+    let mut new = connect(mesh.node(1));
+    login(&mut new, "b").unwrap();
+    // the session on node 3 is told and closed,
+    assert_eq!(
+        next_push_or_close(&mut old),
+        Some(ClientEvent::Push {
+            key: REPLACED_NOTICE,
+            payload: Bytes::from_static(b"b")
+        })
+    );
+    assert_eq!(old.wait_closed(WAIT).unwrap(), Some(CloseReason::Replaced));
+    // and the next MOVE, from node 1, continues the same player's state and
+    // its tick arrives on the new session only.
+    assert_eq!(step(&mut new, "b").unwrap(), 4);
+    match next_push_or_close(&mut new) {
+        Some(ClientEvent::Push { key, payload }) => {
+            assert_eq!(key, TICK);
+            assert_eq!(&payload[..], b"tick 4");
+        }
+        other => panic!("expected the tick push on the new session, got {other:?}"),
+    }
+    for node in &mut mesh.nodes {
+        let (report, status) = node.terminate();
+        assert!(status.success(), "{report}");
+    }
+}
+
+/// What one client saw around the kill.
+#[derive(Debug, Default)]
+struct Seen {
+    /// Replies from the player's first incarnation, on node 2.
+    ok_old_incarnation: u64,
+    /// Replies from the incarnation it got after logging in again.
+    ok_new_incarnation: u64,
+    typed_errors: Vec<Error>,
+    relogins: u64,
+    /// From the kill's start to the first successful login again.
+    back_after: Option<Duration>,
+}
+
+#[test]
+fn mesh3_kill9_of_an_actor_owner_under_load_brings_its_actors_back_elsewhere() {
+    const PLAYERS: usize = 6;
+    const WARMUP: u64 = 5;
+    const AFTER: u64 = 5;
+    let redis = RedisServer::start(Mode::Volatile);
+    let mut mesh = Mesh::start(&redis, "kill9");
+    // Given players hosted on node 2, each driven from a session on node 1
+    // or node 3, and a session on node 2 itself (of a player hosted there),
+    let clients: Vec<(String, Client, u64)> = (0..PLAYERS)
+        .map(|i| {
+            let player = format!("k{i}");
+            let session_node = if i % 2 == 0 { 1 } else { 3 };
+            let client = player_on(&mut mesh, &player, 2, session_node);
+            (player, client, session_node)
+        })
+        .collect();
+    let mut on_owner = connect(mesh.node(2));
+    login(&mut on_owner, "w").unwrap();
+    let addresses = [mesh.node(1).stream, mesh.node(3).stream];
+    // when every client MOVEs in a loop and node 2 is killed (SIGKILL) once
+    // each has had a few replies,
+    let (warm_tx, warm) = channel();
+    let killed_at = std::sync::Arc::new(std::sync::OnceLock::<Instant>::new());
+    let threads: Vec<_> = clients
+        .into_iter()
+        .map(|(player, mut client, session_node)| {
+            let warm_tx = warm_tx.clone();
+            let killed_at = std::sync::Arc::clone(&killed_at);
+            let address = addresses[usize::from(session_node == 3)];
+            std::thread::spawn(move || {
+                let mut seen = Seen::default();
+                // Each reply's x is the previous one plus one, plus at most
+                // the requests that ended with an error since (those may
+                // or may not have run, §12): a MOVE processed twice would
+                // jump further.
+                let mut last_x = 0;
+                let mut errors_since_ok = 0;
+                let deadline = Instant::now() + Duration::from_secs(60);
+                while seen.ok_new_incarnation < AFTER {
+                    assert!(Instant::now() < deadline, "{player}: stuck: {seen:?}");
+                    match step(&mut client, &player) {
+                        Ok(x) => {
+                            assert!(
+                                x > last_x && x - last_x <= 1 + errors_since_ok,
+                                "{player}: x went from {last_x} to {x} with \
+                                 {errors_since_ok} errors between: a MOVE ran twice"
+                            );
+                            last_x = x;
+                            errors_since_ok = 0;
+                            if seen.back_after.is_some() {
+                                seen.ok_new_incarnation += 1;
+                            } else {
+                                seen.ok_old_incarnation += 1;
+                                if seen.ok_old_incarnation == WARMUP {
+                                    warm_tx.send(()).unwrap();
+                                }
+                            }
+                        }
+                        Err(ClientError::Remote(error)) => {
+                            // Only the kill makes a request fail here.
+                            let kill = *killed_at
+                                .get()
+                                .unwrap_or_else(|| panic!("{player}: {error} before the kill"));
+                            seen.typed_errors.push(error);
+                            // The application's choice: log in again on a
+                            // new connection until the player is back.
+                            client = relogin(&player, address, &mut seen);
+                            seen.back_after.get_or_insert(kill.elapsed());
+                            // A new incarnation: its position starts at 0.
+                            last_x = 0;
+                            errors_since_ok = 0;
+                        }
+                        Err(other) => {
+                            panic!("{player}: a request ended without a terminal: {other}")
+                        }
+                    }
+                }
+                (player, seen)
+            })
+        })
+        .collect();
+    for _ in 0..PLAYERS {
+        warm.recv_timeout(WAIT)
+            .expect("every client got its first replies");
+    }
+    let _ = killed_at.set(Instant::now());
+    mesh.node(2).kill9();
+    // then node 2's own client sees its connection close (§9: no recovery
+    // into another process),
+    assert_eq!(
+        next_push_or_close(&mut on_owner).map(|e| matches!(e, ClientEvent::Closed(_))),
+        Some(true)
+    );
+    // every request ended with a reply or a typed error, no MOVE ran twice
+    // (checked in each thread), and each player came back as a new
+    // incarnation (its position started again at 1) — never before node 2's
+    // lease could have lapsed: its last renewal was at most two intervals
+    // before the kill, so not sooner than the term minus two intervals.
+    let mut seen = Vec::new();
+    for thread in threads {
+        seen.push(thread.join().expect("a client thread"));
+    }
+    let floor = Duration::from_millis(LEASE_TERM_MS - 2 * RENEW_MS);
+    let (mut before, mut after, mut errors, mut relogins) = (0, 0, 0, 0);
+    for (player, s) in &seen {
+        let back = s
+            .back_after
+            .unwrap_or_else(|| panic!("{player} saw no error: {s:?}"));
+        assert!(
+            back >= floor,
+            "{player} back after {back:?}, before the lease lapsed"
+        );
+        assert!(!s.typed_errors.is_empty());
+        before += s.ok_old_incarnation;
+        after += s.ok_new_incarnation;
+        errors += s.typed_errors.len();
+        relogins += s.relogins;
+    }
+    println!(
+        "kill -9 of node 2 under load: {PLAYERS} players, {before} replies from node 2, \
+         {errors} typed errors ({:?}), {relogins} login attempts refused while the lease held, \
+         {after} replies from the new incarnations",
+        seen.iter()
+            .flat_map(|(_, s)| s.typed_errors.iter().map(|e| e.to_string()))
+            .collect::<std::collections::BTreeSet<_>>()
+    );
+    // The new incarnations live on the surviving nodes, which handled every
+    // MOVE since.
+    let (r1, _) = mesh.node(1).terminate();
+    let (r3, _) = mesh.node(3).terminate();
+    println!("{r1}\n{r3}");
+    let hosted = count(&r1, "actors_at_stop") + count(&r3, "actors_at_stop");
+    assert!(hosted >= PLAYERS as u64, "{hosted} actors on nodes 1 and 3");
+    assert!(count(&r1, "moves") + count(&r3, "moves") >= after);
+}
+
+/// Logs `player` in on a new connection to `address` until it succeeds,
+/// counting the typed refusals (the old owner's lease still holds, or its
+/// route is gone). Each attempt waits on its reply; the short pause between
+/// attempts only keeps the loop from hammering the store.
+fn relogin(player: &str, address: std::net::SocketAddr, seen: &mut Seen) -> Client {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "{player} never came back: {seen:?}"
+        );
+        let mut client = Client::connect(address).expect("the node accepts clients");
+        match login(&mut client, player) {
+            Ok(()) => return client,
+            Err(ClientError::Remote(_)) => seen.relogins += 1,
+            Err(other) => panic!("{player}: a login ended without a terminal: {other}"),
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn mesh3_a_restarted_node_gets_a_new_generation_and_its_old_lifecycle_is_refused() {
+    let redis = RedisServer::start(Mode::Volatile);
+    let mut mesh = Mesh::start(&redis, "restart");
+    // Given player "r" on node 2, bound from a session on node 1,
+    let mut client = player_on(&mut mesh, "r", 2, 1);
+    assert_eq!(step(&mut client, "r").unwrap(), 1);
+    let old_generation = mesh.node(2).node_generation;
+    // when node 2 is killed and, once its peers buried its lease, starts
+    // again with the same RID,
+    mesh.node(2).kill9();
+    for rid in [1, 3] {
+        mesh.node(rid).wait_line(Stream::Err, "peer_lease_lapsed");
+    }
+    mesh.restart(2);
+    // then it runs under a new, greater NodeGeneration, its peers link to
+    // that lifecycle,
+    let new_generation = mesh.node(2).node_generation;
+    assert!(
+        new_generation > old_generation,
+        "{new_generation} after {old_generation}"
+    );
+    for rid in [1, 3] {
+        mesh.node(rid).wait_line(
+            Stream::Err,
+            &format!("link up peer=2 generation={new_generation}"),
+        );
+    }
+    // the binding to the old lifecycle's player never works again (a typed
+    // error, not a reply from some Actor of the new lifecycle),
+    match step(&mut client, "r") {
+        Err(ClientError::Remote(error)) => println!("the old binding: {error}"),
+        other => panic!("the old binding answered {other:?}"),
+    }
+    // and a new login gets a new incarnation (its position starts again).
+    let mut again = connect(mesh.node(1));
+    login(&mut again, "r").unwrap();
+    assert_eq!(step(&mut again, "r").unwrap(), 1);
+    // The peers counted the old lifecycle's burial; the restarted node
+    // hosts nothing from its previous life.
+    let (r2, _) = mesh.node(2).terminate();
+    let (r1, _) = mesh.node(1).terminate();
+    let (r3, _) = mesh.node(3).terminate();
+    println!("{r1}\n{r2}\n{r3}");
+    assert_eq!(count(&r2, "actors_at_stop"), 0, "{r2}");
+    assert_eq!(count(&r2, "moves"), 0, "{r2}");
+    assert!(count(&r1, "peer_lease_lapsed") >= 1, "{r1}");
+    assert!(count(&r3, "peer_lease_lapsed") >= 1, "{r3}");
+}

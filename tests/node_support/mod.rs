@@ -1,0 +1,245 @@
+//! `zlink-node` processes for the tests: each [`NodeProcess`] is the built
+//! binary run on a config the test writes, its stdout and stderr read line by
+//! line by threads so a test waits on what the node prints (its ready line, a
+//! link coming up, its stop report), never on a sleep.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+/// How long a node may take to print a line a test waits for.
+pub const WAIT: Duration = Duration::from_secs(20);
+
+/// The secret the test nodes share, passed in their environment.
+pub const SECRET_ENV: &str = "ZLINK_TEST_CLUSTER_SECRET";
+const SECRET: &str = "zlink-node-test-cluster-secret";
+
+/// A folder of its own for one test's configs.
+pub fn temp_dir(name: &str) -> PathBuf {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "zlink-node-{name}-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    dir
+}
+
+/// Writes `text` to `dir/name` and returns its path.
+pub fn write_config(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("the config is written");
+    path
+}
+
+/// What a run that exits by itself left: its code and stderr.
+pub struct Exited {
+    pub status: ExitStatus,
+    pub stderr: String,
+}
+
+/// Runs the binary with `args` until it exits (a refused config exits at
+/// once); panics if it is still running after [`WAIT`].
+pub fn run_to_exit(args: &[&str]) -> Exited {
+    let child = command(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("zlink-node runs");
+    let pid = child.id();
+    let (tx, done) = channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match done.recv_timeout(WAIT) {
+        Ok(output) => {
+            let output = output.expect("zlink-node is waited for");
+            Exited {
+                status: output.status,
+                stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+            }
+        }
+        Err(_) => {
+            sigkill(pid);
+            panic!("zlink-node {args:?} did not exit");
+        }
+    }
+}
+
+/// Sends SIGKILL to a child that did not exit in time.
+fn sigkill(pid: u32) {
+    if let Ok(pid) = libc::pid_t::try_from(pid) {
+        // SAFETY: kill(2) only signals the child this test started; at
+        // worst it is already gone and the call fails with ESRCH.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+}
+
+fn command(args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_zlink-node"));
+    command
+        .args(args)
+        .env(SECRET_ENV, SECRET)
+        .stdin(Stdio::null());
+    command
+}
+
+/// Which of the node's streams a line came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stream {
+    Out,
+    Err,
+}
+
+/// A running zlink-node.
+pub struct NodeProcess {
+    pub rid: u64,
+    child: Option<Child>,
+    lines: Receiver<(Stream, String)>,
+    /// Every line read so far, for failure messages and later searches.
+    pub seen: Vec<(Stream, String)>,
+    /// From the ready line.
+    pub stream: SocketAddr,
+    pub node_generation: u64,
+}
+
+impl NodeProcess {
+    /// Starts the node on `config` and waits for its ready line.
+    pub fn start(rid: u64, config: &Path) -> Self {
+        let path = config.to_str().expect("a UTF-8 path");
+        let mut child = command(&["--config", path])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("zlink-node runs");
+        let (tx, lines) = channel();
+        let out = child.stdout.take().expect("stdout is piped");
+        let err = child.stderr.take().expect("stderr is piped");
+        for (stream, pipe) in [
+            (Stream::Out, Box::new(out) as Box<dyn std::io::Read + Send>),
+            (Stream::Err, Box::new(err)),
+        ] {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                    if tx.send((stream, line)).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        let mut node = NodeProcess {
+            rid,
+            child: Some(child),
+            lines,
+            seen: Vec::new(),
+            stream: ([0, 0, 0, 0], 0).into(),
+            node_generation: 0,
+        };
+        let ready = node.wait_line(Stream::Out, "zlink-node ready:");
+        node.stream = field(&ready, "stream")
+            .parse()
+            .unwrap_or_else(|_| panic!("a stream address in {ready:?}"));
+        node.node_generation = field(&ready, "node_generation")
+            .parse()
+            .unwrap_or_else(|_| panic!("a node_generation in {ready:?}"));
+        node
+    }
+
+    /// Waits up to [`WAIT`] for a line on `stream` containing `needle`
+    /// (also among the lines already read); returns it.
+    pub fn wait_line(&mut self, stream: Stream, needle: &str) -> String {
+        if let Some((_, line)) = self
+            .seen
+            .iter()
+            .find(|(s, l)| *s == stream && l.contains(needle))
+        {
+            return line.clone();
+        }
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok((s, line)) => {
+                    self.seen.push((s, line.clone()));
+                    if s == stream && line.contains(needle) {
+                        return line;
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) | Err(RecvTimeoutError::Disconnected) => panic!(
+                    "node {}: no {stream:?} line with {needle:?}; it printed {:#?}",
+                    self.rid, self.seen
+                ),
+            }
+        }
+    }
+
+    /// Waits until this node logged its link to `peer` up.
+    pub fn wait_linked(&mut self, peer: u64) {
+        self.wait_line(Stream::Err, &format!("link up peer={peer} "));
+    }
+
+    /// SIGKILL: the process ends at once, giving nothing back (its leases
+    /// stay in the store until they lapse).
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGTERM, then waits for the stop report and the exit; returns the
+    /// report line and the exit status.
+    pub fn terminate(&mut self) -> (String, ExitStatus) {
+        let child = self.child.as_mut().expect("the node is running");
+        let pid = libc::pid_t::try_from(child.id()).expect("a pid");
+        // SAFETY: kill(2) with a valid signal number only sends a signal to
+        // the child this test started and still owns (not yet waited for).
+        let rc = unsafe { libc::kill(pid, libc::SIGTERM) };
+        assert_eq!(rc, 0, "SIGTERM to node {}", self.rid);
+        let report = self.wait_line(Stream::Out, "zlink-node stopped:");
+        let mut child = self.child.take().expect("the node is running");
+        let pid = child.id();
+        let (tx, done) = channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(child.wait());
+        });
+        match done.recv_timeout(WAIT) {
+            Ok(status) => (report, status.expect("the node is waited for")),
+            Err(_) => {
+                sigkill(pid);
+                panic!("node {} did not exit after its stop report", self.rid);
+            }
+        }
+    }
+}
+
+impl Drop for NodeProcess {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// The value of `name=value` in a printed line.
+pub fn field<'a>(line: &'a str, name: &str) -> &'a str {
+    let key = format!("{name}=");
+    line.split_whitespace()
+        .find_map(|word| word.strip_prefix(key.as_str()))
+        .unwrap_or_else(|| panic!("no {name}= in {line:?}"))
+}
+
+/// A count `name=N` of a stop report (0 when the report lists none: the
+/// flow counts list only those that are not zero).
+pub fn count(report: &str, name: &str) -> u64 {
+    let key = format!("{name}=");
+    report
+        .split_whitespace()
+        .find_map(|word| word.strip_prefix(key.as_str()))
+        .map_or(0, |n| n.parse().expect("a count"))
+}
