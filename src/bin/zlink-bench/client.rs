@@ -403,7 +403,7 @@ impl Fanout {
 
     /// Whether `member` can be owed no more ticks.
     fn settled(&self, member: usize) -> bool {
-        self.senders == 0 && self.owed_to.get(member).is_none_or(|n| *n == 0)
+        self.senders == 0 && self.owed_to.get(member).map_or(true, |n| *n == 0)
     }
 
     /// The sessions of `sender`'s room other than `sender`.
