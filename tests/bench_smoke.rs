@@ -25,15 +25,18 @@ fn out_dir(workload: &str) -> PathBuf {
     dir
 }
 
-/// Runs one workload on every system that supports it and checks the report.
-fn smoke(workload: &str, systems: &[&str]) {
-    let dir = out_dir(workload);
+/// Runs one workload on every system that supports it (with `extra`
+/// flags), checks the report, and checks that every system measured each
+/// of `kinds`. Returns the run's JSON report.
+fn smoke(workload: &str, systems: &[&str], extra: &[&str], kinds: &[&str]) -> serde_json::Value {
+    let dir = out_dir(&format!("{workload}{}", extra.join("")));
     let json = dir.join("report.json");
     std::fs::create_dir_all(&dir).unwrap();
     let output = Command::new(env!("CARGO_BIN_EXE_zlink-bench"))
         .args(["--system", "all", "--workload", workload])
-        .args(["--sessions", "4", "--in-flight", "2", "--payload", "32"])
+        .args(["--sessions", "8", "--in-flight", "2", "--payload", "32"])
         .args(["--warmup", "0.2", "--duration", "1"])
+        .args(extra)
         .arg("--json")
         .arg(&json)
         .arg("--out")
@@ -46,8 +49,10 @@ fn smoke(workload: &str, systems: &[&str]) {
         output.status.success(),
         "zlink-bench failed:\n{stdout}\n{stderr}"
     );
-    let report: serde_json::Value =
+    let runs: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(runs["runs"].as_array().unwrap().len(), 1, "one run");
+    let report = runs["runs"][0].clone();
     assert_eq!(report["workload"], workload);
     let listed: Vec<&str> = report["systems"]
         .as_array()
@@ -77,6 +82,17 @@ fn smoke(workload: &str, systems: &[&str]) {
         for counter in ["lost", "duplicated", "corrupt", "errors", "failed_sessions"] {
             assert_eq!(system[counter], 0, "{name}: {counter}");
         }
+        for kind in kinds {
+            let figures = &system["kinds_us"][kind];
+            for field in LATENCY_FIELDS {
+                let value = figures[field].as_f64();
+                assert!(
+                    value.is_some_and(|v| v > 0.0),
+                    "{name}: {kind} {field} is {value:?}"
+                );
+            }
+            assert!(stdout.contains(kind), "the table has no {kind} row");
+        }
         let hgrm = std::fs::read_to_string(dir.join(format!("{workload}-{name}.hgrm"))).unwrap();
         assert!(
             hgrm.contains("Percentile") && hgrm.contains("#[Max"),
@@ -98,19 +114,168 @@ fn smoke(workload: &str, systems: &[&str]) {
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
+    report
 }
+
+const ALL: [&str; 5] = ["zlink", "raw-uring", "raw-epoll", "tokio", "ractor"];
+const WITH_PROTOCOL: [&str; 3] = ["zlink", "tokio", "ractor"];
 
 #[test]
 fn bench_relay_runs_on_every_system_with_nothing_lost() {
-    smoke(
-        "relay",
-        &["zlink", "raw-uring", "raw-epoll", "tokio", "ractor"],
-    );
+    let report = smoke("relay", &ALL, &[], &["relay"]);
+    assert!(report["load"].as_str().unwrap().starts_with("closed loop"));
 }
 
 #[test]
 fn bench_push_runs_on_the_systems_with_a_protocol_with_nothing_lost() {
-    smoke("push", &["zlink", "tokio", "ractor"]);
+    smoke("push", &WITH_PROTOCOL, &[], &["push"]);
+}
+
+/// A tick reaches every member of its room: the fan-out deliveries are
+/// counted apart from the relay replies, and each is owed exactly once
+/// (lost and duplicated are 0).
+#[test]
+fn bench_mixed_fans_ticks_out_to_every_room_member_with_nothing_lost() {
+    let report = smoke("mixed", &WITH_PROTOCOL, &[], &["relay", "fan-out"]);
+    for system in report["systems"].as_array().unwrap() {
+        let count = |kind: &str| system["kinds_us"][kind]["count"].as_u64().unwrap();
+        // 8 sessions make 2 full rooms of 4: a tick (every 4th message) is
+        // delivered 4 times, so the deliveries outnumber the relay replies.
+        assert!(
+            count("fan-out") > count("relay"),
+            "{}: {} fan-out deliveries for {} relay replies",
+            system["system"],
+            count("fan-out"),
+            count("relay")
+        );
+    }
+}
+
+#[test]
+fn bench_churn_times_every_operation_kind_with_nothing_lost() {
+    smoke(
+        "churn",
+        &WITH_PROTOCOL,
+        &[],
+        &["login", "replace", "disconnect", "reconnect"],
+    );
+}
+
+#[test]
+fn bench_relocate_runs_on_zlink_alone_and_reports_the_pause_per_move() {
+    let report = smoke("relocate", &["zlink"], &[], &["relay", "pause", "move"]);
+    let zlink = &report["systems"][0];
+    let count = |kind: &str| zlink["kinds_us"][kind]["count"].as_u64().unwrap();
+    assert!(
+        count("pause") <= count("move"),
+        "at most one pause per committed move"
+    );
+    assert!(zlink["move_failures"].as_u64().is_some());
+}
+
+#[test]
+fn bench_open_loop_runs_at_a_fixed_rate_on_every_system() {
+    let report = smoke("relay", &ALL, &["--rate", "2000"], &["relay"]);
+    assert!(report["load"].as_str().unwrap().starts_with("open loop"));
+    assert_eq!(report["rate_per_second"], 2000);
+    for system in report["systems"].as_array().unwrap() {
+        // The schedule, not the answers, sets the pace: every message due
+        // in the 1 s window at 2000/s is sent, however late, and answered
+        // (closed loop, 8 sessions x 2 in flight would make far more).
+        let messages = system["messages"].as_u64().unwrap();
+        assert!(
+            (1_900..=2_100).contains(&messages),
+            "{}: {messages} messages measured at 2000/s for 1 s",
+            system["system"]
+        );
+    }
+}
+
+#[test]
+fn bench_idle_sessions_reports_memory_per_bound_session() {
+    let dir = out_dir("idle");
+    let json = dir.join("idle.json");
+    let output = Command::new(env!("CARGO_BIN_EXE_zlink-bench"))
+        .args(["--system", "all", "--idle-sessions", "40", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "zlink-bench failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let systems: Vec<&str> = report["systems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["system"].as_str().unwrap())
+        .collect();
+    assert_eq!(systems, WITH_PROTOCOL, "the systems that bind sessions");
+    for system in report["systems"].as_array().unwrap() {
+        assert_eq!(system["bound"], 40, "{}", system["system"]);
+        assert!(system["rss_bound_kib"].as_u64().unwrap() > 0);
+        assert!(system["kib_per_session_binding"].as_f64().is_some());
+        assert!(stdout.contains(system["system"].as_str().unwrap()));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--compare --full` runs every workload a system supports, floating and
+/// pinned (shown on tokio alone, so that it stays short).
+#[test]
+fn bench_compare_full_runs_every_workload_in_both_placements() {
+    let dir = out_dir("full");
+    let json = dir.join("full.json");
+    let output = Command::new(env!("CARGO_BIN_EXE_zlink-bench"))
+        .args(["--system", "tokio", "--compare", "--full"])
+        .args(["--sessions", "4", "--warmup", "0", "--duration", "0.2"])
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "zlink-bench failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let runs: Vec<(String, bool)> = report["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            assert_eq!(r["rounds"], 3);
+            (
+                r["workload"].as_str().unwrap().to_owned(),
+                r["placement"] != "floating",
+            )
+        })
+        .collect();
+    let mut expected = Vec::new();
+    for pinned in [false, true] {
+        for workload in ["relay", "push", "mixed", "churn"] {
+            expected.push((workload.to_owned(), pinned));
+        }
+    }
+    assert_eq!(runs, expected);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bench_baselines_refuse_the_relocate_workload() {
+    let output = Command::new(env!("CARGO_BIN_EXE_zlink-bench"))
+        .args(["--system", "raw-uring,raw-epoll,tokio,ractor"])
+        .args(["--workload", "relocate"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr)
+        .contains("no chosen system runs the relocate workload"));
 }
 
 #[test]

@@ -40,6 +40,21 @@ pub trait ActorContext {
     /// session-not-bound (`InvalidOperation`, §12).
     fn push(&mut self, key: PacketKey, payload: Bytes) -> Result<(), Error>;
 
+    /// §5 bound-session push on behalf of `member`, an Actor of the same
+    /// SpotWide Spot (a room's tick fanned out to its players): it goes to
+    /// `member`'s current binding and is judged exactly as `member`'s own
+    /// push would be. Both share the Spot's gate, so no turn of `member`
+    /// runs meanwhile (§5). Not a proxy to an arbitrary session (§5): a
+    /// `member` outside this Actor's SpotWide Spot, or this Actor outside
+    /// any, ends with `InvalidOperation` (ActorInOtherSpot); a member with
+    /// no binding with session-not-bound (§12).
+    fn push_to_member(
+        &mut self,
+        member: &ActorId,
+        key: PacketKey,
+        payload: Bytes,
+    ) -> Result<(), Error>;
+
     /// §5: asks the bound session's owner to close the connection. With no
     /// binding it ends with session-not-bound (§12).
     fn close_session(&mut self, reason: CloseReason) -> Result<(), Error>;

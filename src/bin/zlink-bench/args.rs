@@ -15,15 +15,34 @@ pub enum Workload {
     Relay,
     /// A one-way message to the bound actor, which pushes it back (§5).
     Push,
+    /// A game tick: relay requests, and every [`crate::client::TICK_EVERY`]th
+    /// message a one-way tick that the room fans out as a push to each of
+    /// its [`crate::client::ROOM_SIZE`] members.
+    Mixed,
+    /// Session churn: login (and bind), replacement by a second login,
+    /// disconnect, reconnect; latency per operation kind (§6, §7, §9).
+    Churn,
+    /// The relay workload while the players relocate between the nodes
+    /// (§8, zlink only): the client-visible pause per move.
+    Relocate,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 2] = [Workload::Relay, Workload::Push];
+    pub const ALL: [Workload; 5] = [
+        Workload::Relay,
+        Workload::Push,
+        Workload::Mixed,
+        Workload::Churn,
+        Workload::Relocate,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Workload::Relay => "relay",
             Workload::Push => "push",
+            Workload::Mixed => "mixed",
+            Workload::Churn => "churn",
+            Workload::Relocate => "relocate",
         }
     }
 
@@ -37,7 +56,9 @@ impl Workload {
 pub struct Options {
     /// The systems to run, in this order each round.
     pub systems: Vec<SystemKind>,
-    pub workload: Workload,
+    /// The workloads to run, one after the other (`--compare`: relay and
+    /// mixed; `--compare --full`: every workload).
+    pub workloads: Vec<Workload>,
     /// Client sessions (connections), one player each.
     pub sessions: usize,
     /// Requests (or pushes) each session keeps in flight: closed loop.
@@ -60,8 +81,28 @@ pub struct Options {
     pub shards: usize,
     /// The machine's cores, counted before any thread is pinned.
     pub cores: usize,
-    /// Where the threads run; `None` lets them float over every core.
-    pub pin: Option<Placement>,
+    /// The placements to run each workload in, one after the other; `None`
+    /// lets the threads float over every core (`--compare --full`: both).
+    pub placements: Vec<Option<Placement>>,
+    /// Open loop: messages per second over all sessions, each measured from
+    /// its intended send time; `None` is closed loop.
+    pub rate: Option<u64>,
+    /// `--idle-sessions N`: no load; bind N sessions and report the memory
+    /// each costs.
+    pub idle_sessions: Option<usize>,
+    /// Set in the child process that measures one system's idle memory.
+    pub idle_child: bool,
+}
+
+/// The pinned placement `--compare` uses when `--pin` is not given: the
+/// client and every system thread on one vCPU (the placement whose rounds
+/// repeat, docs/PERFORMANCE.md).
+fn one_vcpu(cores: usize) -> Placement {
+    let core = 1 % cores.max(1);
+    Placement {
+        client_core: core,
+        system_core: core,
+    }
 }
 
 /// `--pin`: the load client on one core, every thread of the system under
@@ -100,22 +141,29 @@ const MAX_SECONDS: u64 = 600;
 const MAX_ROUNDS: usize = 100;
 const MAX_NODES: u64 = 16;
 const MAX_SHARDS: usize = 16;
+/// Open-loop rates above this would only measure the client's queue.
+const MAX_RATE: u64 = 10_000_000;
 /// `--compare` runs interleaved rounds: at least this many (issue 5 item 2).
 pub const COMPARE_ROUNDS_MIN: usize = 3;
 
 pub const USAGE: &str = "\
 usage: zlink-bench [--system S[,S..]] [--workload W] [--sessions N] [--in-flight N]
                    [--payload BYTES] [--warmup SECS] [--duration SECS] [--rounds N]
-                   [--nodes N] [--shards N] [--pin C:S] [--compare] [--json FILE] [--out DIR]
+                   [--nodes N] [--shards N] [--pin C:S] [--rate R] [--compare [--full]]
+                   [--idle-sessions N] [--json FILE] [--out DIR]
 
 Starts each system on loopback, drives it with one shared load client (STREAM
 frames, the same payloads for every system), closed loop with N in flight per
-session, and prints p50..max, messages/s, CPU per message, lost and duplicated.
+session or open loop at a fixed rate, and prints p50..max, messages/s, CPU per
+message, lost and duplicated.
 
   --system S     zlink, raw-uring, raw-epoll, tokio, ractor, or all (default zlink)
-  --workload W   relay (all systems) or push (zlink, tokio, ractor) (default relay)
+  --workload W   relay (all systems); push, mixed, churn (zlink, tokio, ractor);
+                 relocate (zlink only) (default relay)
   --sessions N   client sessions (default 64)
-  --in-flight N  requests in flight per session (default 1)
+  --in-flight N  requests in flight per session, closed loop (default 1)
+  --rate R       open loop: R messages/s over all sessions, latency from each
+                 message's intended send time (not with churn)
   --payload B    payload bytes per request (default 64)
   --warmup S     seconds of load before measuring (default 1; fractions allowed)
   --duration S   measured seconds (default 5)
@@ -124,8 +172,12 @@ session, and prints p50..max, messages/s, CPU per message, lost and duplicated.
   --shards N     shards per zlink node (default 1)
   --pin C:S      the load client on core C, every thread of the system on core S
                  (default: all threads float over every core)
-  --compare      every system that runs the workload, interleaved, at least 3 rounds,
+  --compare      relay and mixed (or --workload), every system that runs each, pinned
+                 (--pin, or client and system on core 1), interleaved, at least 3 rounds,
                  with ratios to raw-uring and raw-epoll
+  --full         with --compare: every workload, floating and pinned
+  --idle-sessions N  no load: bind N sessions on each system (zlink, tokio, ractor)
+                 and report the resident memory each costs, one process per system
   --json FILE    also write the report as JSON
   --out DIR      write one .hgrm per system and latency.svg into DIR
   -h, --help     this text
@@ -187,7 +239,7 @@ fn systems(value: &str) -> Result<Vec<SystemKind>, ArgsError> {
 pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, ArgsError> {
     let mut options = Options {
         systems: vec![SystemKind::Zlink],
-        workload: Workload::Relay,
+        workloads: vec![Workload::Relay],
         sessions: 64,
         in_flight: 1,
         payload_len: 64,
@@ -196,13 +248,19 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, ArgsErro
         rounds: 1,
         json: None,
         out_dir: None,
-        pin: None,
+        placements: vec![None],
+        rate: None,
+        idle_sessions: None,
+        idle_child: false,
         nodes: 2,
         shards: 1,
         cores: std::thread::available_parallelism().map_or(1, usize::from),
     };
     let mut compare = false;
+    let mut full = false;
     let mut systems_given = false;
+    let mut workload_given = false;
+    let mut pin = None;
     let mut args = args.into_iter();
     while let Some(flag) = args.next() {
         if flag == "-h" || flag == "--help" {
@@ -210,6 +268,14 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, ArgsErro
         }
         if flag == "--compare" {
             compare = true;
+            continue;
+        }
+        if flag == "--full" {
+            full = true;
+            continue;
+        }
+        if flag == "--idle-child" {
+            options.idle_child = true;
             continue;
         }
         let value = args
@@ -221,10 +287,16 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, ArgsErro
                 systems_given = true;
             }
             "--workload" => {
-                options.workload = Workload::parse(&value)
+                let workload = Workload::parse(&value)
                     .ok_or_else(|| invalid(format!("unknown workload {value:?}")))?;
+                options.workloads = vec![workload];
+                workload_given = true;
             }
             "--sessions" => options.sessions = number(&flag, &value, 1, MAX_SESSIONS)?,
+            "--rate" => options.rate = Some(number(&flag, &value, 1, MAX_RATE)?),
+            "--idle-sessions" => {
+                options.idle_sessions = Some(number(&flag, &value, 1, MAX_SESSIONS)?);
+            }
             "--in-flight" => options.in_flight = number(&flag, &value, 1, MAX_IN_FLIGHT)?,
             "--payload" => options.payload_len = number(&flag, &value, 8, MAX_PAYLOAD)?,
             "--warmup" => options.warmup = seconds(&flag, &value)?,
@@ -234,23 +306,60 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, ArgsErro
             "--out" => options.out_dir = Some(PathBuf::from(value)),
             "--nodes" => options.nodes = number(&flag, &value, 2, MAX_NODES)?,
             "--shards" => options.shards = number(&flag, &value, 1, MAX_SHARDS)?,
-            "--pin" => options.pin = Some(placement(&value, options.cores)?),
+            "--pin" => pin = Some(placement(&value, options.cores)?),
             other => return Err(invalid(format!("unknown flag {other}"))),
         }
+    }
+    options.placements = vec![pin];
+    if full && !compare {
+        return Err(invalid("--full goes with --compare".to_owned()));
     }
     if compare {
         if !systems_given {
             options.systems = SystemKind::ALL.to_vec();
         }
         options.rounds = options.rounds.max(COMPARE_ROUNDS_MIN);
+        let pinned = pin.unwrap_or_else(|| one_vcpu(options.cores));
+        if full {
+            options.placements = vec![None, Some(pinned)];
+            if !workload_given {
+                options.workloads = Workload::ALL.to_vec();
+            }
+        } else {
+            options.placements = vec![Some(pinned)];
+            if !workload_given {
+                options.workloads = vec![Workload::Relay, Workload::Mixed];
+            }
+        }
     }
-    // The raw forwarders have no protocol: they run `relay` only.
-    options.systems.retain(|s| s.runs(options.workload));
-    if options.systems.is_empty() {
+    if options.idle_sessions.is_some() {
+        // Idle memory is a bound session's: only the systems with a protocol.
+        options.systems.retain(|s| s.runs(Workload::Churn));
+        if options.systems.is_empty() {
+            return Err(invalid(
+                "--idle-sessions needs zlink, tokio or ractor: the raw forwarders bind nothing"
+                    .to_owned(),
+            ));
+        }
+        return Ok(options);
+    }
+    // The raw forwarders have no protocol: they run `relay` only; only
+    // zlink relocates.
+    let asked: Vec<&str> = options.workloads.iter().map(|w| w.name()).collect();
+    let asked = asked.join(", ");
+    let systems = &options.systems;
+    options
+        .workloads
+        .retain(|w| systems.iter().any(|s| s.runs(*w)));
+    if options.workloads.is_empty() {
         return Err(invalid(format!(
-            "no chosen system runs the {} workload",
-            options.workload.name()
+            "no chosen system runs the {asked} workload"
         )));
+    }
+    if options.rate.is_some() && options.workloads.contains(&Workload::Churn) && !compare {
+        return Err(invalid(
+            "--rate does not apply to churn: its operations follow each other".to_owned(),
+        ));
     }
     if options.duration.is_zero() {
         return Err(invalid("--duration must be positive".to_owned()));

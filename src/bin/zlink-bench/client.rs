@@ -1,20 +1,24 @@
 //! The one load client every system gets (issue 5 item 2: same client, same
 //! framing, same payloads): STREAM frames from `zlink::wire::client`, one
-//! connection per session, closed loop with `in_flight` messages
-//! outstanding per session, all sessions on one client thread (a tokio
+//! connection per session, all sessions on one client thread (a tokio
 //! current-thread runtime, so the client costs every system the same).
 //!
-//! A session first logs in (a LOGIN request naming its player), then keeps
-//! its window full: every answer that arrives before the measured window
-//! ends is replaced by a new message. A message sent inside the window is
-//! measured from its send time to its answer. Every message carries its
-//! sequence number in its first four bytes and is tracked until answered:
-//! an answer for a number not outstanding is a duplicate; a message still
-//! unanswered when the bounded drain ends is lost; an answer whose payload
-//! is not the one sent is corrupt.
+//! A session first logs in (a LOGIN request naming its player, and for
+//! `mixed` its room), then sends. Closed loop: it keeps `in_flight`
+//! messages outstanding, replacing every answer that arrives before the
+//! measured window ends. Open loop (`rate`): it sends on a fixed schedule
+//! whatever is outstanding, and a message is measured from its intended
+//! send time, so a stalled system is charged for the messages it delayed
+//! (no coordinated omission). A message sent inside the window is measured
+//! to its answer. Every message carries its sequence number in its first
+//! four bytes and is tracked until answered: an answer for a number not
+//! outstanding is a duplicate; a message still unanswered when the bounded
+//! drain ends is lost; an answer whose payload is not the one sent is
+//! corrupt. A `mixed` tick is tracked at every member of the room
+//! ([`Fanout`]). `churn` has its own driver ([`crate::churn`]).
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -37,6 +41,13 @@ pub const RELAY: PacketKey = PacketKey(2);
 /// One-way message relayed to the session's player, which pushes the
 /// payload back to the session with the same key.
 pub const PUSH: PacketKey = PacketKey(3);
+/// `mixed`: a one-way tick to the session's room, pushed with the same key
+/// and payload to every member of the room, the sender included.
+pub const TICK: PacketKey = PacketKey(4);
+/// `mixed`: players per room (sessions `k * ROOM_SIZE ..` share room `k`).
+pub const ROOM_SIZE: usize = 4;
+/// `mixed`: every this many messages of a session, one is a tick.
+pub const TICK_EVERY: u32 = 4;
 
 /// How long, after the measured window, a session waits for its
 /// outstanding answers before it counts them lost: far beyond any relay
@@ -52,6 +63,29 @@ pub fn player_name(index: usize) -> String {
     format!("p-{index}")
 }
 
+/// The room of session `index` under `mixed`.
+pub fn room_name(index: usize) -> String {
+    format!("room-{}", index / ROOM_SIZE)
+}
+
+/// What a session's LOGIN carries: its player's name and, for `mixed`, a
+/// newline and its room's.
+pub fn login_payload(index: usize, workload: Workload) -> String {
+    match workload {
+        Workload::Mixed => format!("{}\n{}", player_name(index), room_name(index)),
+        _ => player_name(index),
+    }
+}
+
+/// A LOGIN payload's player and room names (the inverse of
+/// [`login_payload`]).
+pub fn login_names(text: &str) -> (&str, Option<&str>) {
+    match text.split_once('\n') {
+        Some((player, room)) => (player, Some(room)),
+        None => (text, None),
+    }
+}
+
 /// The load one run puts on a system.
 #[derive(Clone, Debug)]
 pub struct LoadSpec {
@@ -61,6 +95,8 @@ pub struct LoadSpec {
     pub payload_len: usize,
     pub warmup: Duration,
     pub duration: Duration,
+    /// Open loop: messages per second over all sessions.
+    pub rate: Option<u64>,
     /// The zlink system's mesh; the baselines have their fixed shape.
     pub nodes: u64,
     pub shards: usize,
@@ -92,6 +128,16 @@ pub struct Tally {
     pub failed_sessions: u64,
     /// The first anomalies, in words.
     pub notes: Vec<String>,
+    /// Latency by kind of answer or operation (`relay`, `fan-out`, `login`,
+    /// `pause`, ...), in ns, of those begun inside the measured window.
+    pub kinds: BTreeMap<&'static str, Histogram<u64>>,
+    /// `relocate`: per session, every measured request's (intended send
+    /// time, latency in ns), to find the pause each move caused.
+    pub timelines: Vec<(usize, Vec<(Instant, u64)>)>,
+    /// `relocate`: moves that did not commit.
+    pub move_failures: u64,
+    /// When the phases of the run ended.
+    pub phases: Option<Phases>,
     /// CPU seconds (user + system, the whole process) and wall seconds
     /// between the two samples taken inside the measured window.
     pub cpu_seconds: f64,
@@ -101,7 +147,7 @@ pub struct Tally {
 const NOTES_MAX: usize = 8;
 
 impl Tally {
-    fn new() -> Result<Self, String> {
+    pub fn new() -> Result<Self, String> {
         Ok(Self {
             latency: Histogram::new_with_bounds(1, LATENCY_MAX_NS, 3)
                 .map_err(|e| format!("histogram: {e}"))?,
@@ -112,15 +158,38 @@ impl Tally {
             errors: 0,
             failed_sessions: 0,
             notes: Vec::new(),
+            kinds: BTreeMap::new(),
+            timelines: Vec::new(),
+            move_failures: 0,
+            phases: None,
             cpu_seconds: 0.0,
             cpu_wall_seconds: 0.0,
         })
     }
 
-    fn note(&mut self, note: String) {
+    pub fn note(&mut self, note: String) {
         if self.notes.len() < NOTES_MAX {
             self.notes.push(note);
         }
+    }
+
+    /// Records one measured answer or operation of `kind`.
+    pub fn record(&mut self, kind: &'static str, latency: Duration) {
+        let ns = u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX).max(1);
+        self.latency.saturating_record(ns);
+        self.measured += 1;
+        self.record_kind(kind, ns);
+    }
+
+    /// Records `ns` in the histogram of `kind` only (a relocation's pause
+    /// is no message).
+    pub fn record_kind(&mut self, kind: &'static str, ns: u64) {
+        let latency = &self.latency;
+        let histogram = self
+            .kinds
+            .entry(kind)
+            .or_insert_with(|| Histogram::new_from(latency));
+        histogram.saturating_record(ns.max(1));
     }
 }
 
@@ -143,8 +212,74 @@ async fn drive_all(
     spec: &LoadSpec,
     tally: Rc<RefCell<Tally>>,
 ) -> Result<(), String> {
+    let mut streams = Vec::with_capacity(spec.sessions);
+    if spec.workload != Workload::Churn {
+        streams = login_all(entry, spec, &tally).await?;
+    }
+    let now = Instant::now();
+    let phases = Phases {
+        warm_end: now + spec.warmup,
+        measure_end: now + spec.warmup + spec.duration,
+        drain_end: now + spec.warmup + spec.duration + DRAIN_WAIT,
+    };
+    let cpu = tokio::task::spawn_local(sample_cpu(phases));
+    let fanout = Rc::new(RefCell::new(Fanout::new(spec.sessions)));
+    fanout.borrow_mut().senders = streams.len();
+    let drivers: Vec<_> = if spec.workload == Workload::Churn {
+        (0..spec.sessions)
+            .map(|index| {
+                tokio::task::spawn_local(crate::churn::drive(
+                    entry,
+                    index,
+                    spec.payload_len,
+                    phases,
+                    Rc::clone(&tally),
+                ))
+            })
+            .collect()
+    } else {
+        streams
+            .into_iter()
+            .map(|(index, stream)| {
+                tokio::task::spawn_local(drive(
+                    index,
+                    stream,
+                    spec.clone(),
+                    phases,
+                    Rc::clone(&tally),
+                    Rc::clone(&fanout),
+                ))
+            })
+            .collect()
+    };
+    for handle in drivers {
+        handle
+            .await
+            .map_err(|e| format!("a session task failed: {e}"))?;
+    }
+    let (cpu_seconds, cpu_wall_seconds) = cpu.await.map_err(|e| format!("cpu sampler: {e}"))??;
+    let mut t = tally.borrow_mut();
+    t.lost += fanout.borrow().undelivered();
+    t.cpu_seconds = cpu_seconds;
+    t.cpu_wall_seconds = cpu_wall_seconds;
+    t.phases = Some(phases);
+    Ok(())
+}
+
+/// Connects and logs every session in, concurrently; a session that fails
+/// is counted and noted.
+pub async fn login_all(
+    entry: SocketAddr,
+    spec: &LoadSpec,
+    tally: &Rc<RefCell<Tally>>,
+) -> Result<Vec<(usize, TcpStream)>, String> {
     let logins: Vec<_> = (0..spec.sessions)
-        .map(|index| tokio::task::spawn_local(login(entry, index)))
+        .map(|index| {
+            let payload = login_payload(index, spec.workload);
+            tokio::task::spawn_local(async move {
+                login(entry, &payload).await.map(|stream| (index, stream))
+            })
+        })
         .collect();
     let mut streams = Vec::with_capacity(spec.sessions);
     for handle in logins {
@@ -161,35 +296,7 @@ async fn drive_all(
             }
         }
     }
-    let now = Instant::now();
-    let phases = Phases {
-        warm_end: now + spec.warmup,
-        measure_end: now + spec.warmup + spec.duration,
-        drain_end: now + spec.warmup + spec.duration + DRAIN_WAIT,
-    };
-    let cpu = tokio::task::spawn_local(sample_cpu(phases));
-    let drivers: Vec<_> = streams
-        .into_iter()
-        .map(|(index, stream)| {
-            tokio::task::spawn_local(drive(
-                index,
-                stream,
-                spec.clone(),
-                phases,
-                Rc::clone(&tally),
-            ))
-        })
-        .collect();
-    for handle in drivers {
-        handle
-            .await
-            .map_err(|e| format!("a session task failed: {e}"))?;
-    }
-    let (cpu_seconds, cpu_wall_seconds) = cpu.await.map_err(|e| format!("cpu sampler: {e}"))??;
-    let mut t = tally.borrow_mut();
-    t.cpu_seconds = cpu_seconds;
-    t.cpu_wall_seconds = cpu_wall_seconds;
-    Ok(())
+    Ok(streams)
 }
 
 /// CPU time used by the whole process (client and system threads alike)
@@ -203,81 +310,198 @@ async fn sample_cpu(phases: Phases) -> Result<(f64, f64), String> {
     Ok((cpu_end - cpu_start, (wall_end - wall_start).as_secs_f64()))
 }
 
-async fn login(entry: SocketAddr, index: usize) -> Result<(usize, TcpStream), String> {
-    let player = player_name(index);
+/// Connects and logs in with `payload` (a player's name, and a room's for
+/// `mixed`): the LOGIN request binds the session to the player. Returns the
+/// connection once the LOGIN is answered.
+pub async fn login(entry: SocketAddr, payload: &str) -> Result<TcpStream, String> {
     let mut stream = TcpStream::connect(entry)
         .await
-        .map_err(|e| format!("{player}: connect: {e}"))?;
+        .map_err(|e| format!("{payload}: connect: {e}"))?;
     stream
         .set_nodelay(true)
-        .map_err(|e| format!("{player}: nodelay: {e}"))?;
+        .map_err(|e| format!("{payload}: nodelay: {e}"))?;
     let mut out = BytesMut::new();
     ClientFrame::Request {
         key: LOGIN,
         correlation: Correlation(0),
-        payload: Bytes::from(player.clone().into_bytes()),
+        payload: Bytes::from(payload.to_owned().into_bytes()),
     }
     .encode(&mut out);
     stream
         .write_all(&out)
         .await
-        .map_err(|e| format!("{player}: login write: {e}"))?;
+        .map_err(|e| format!("{payload}: login write: {e}"))?;
+    match answer(&mut stream, Correlation(0)).await {
+        Ok(_) => Ok(stream),
+        Err(why) => Err(format!("{payload}: login: {why}")),
+    }
+}
+
+/// Reads frames until the reply to `correlation` and returns its payload;
+/// a typed error, a close or another frame is an error (a ping is
+/// answered).
+pub async fn answer(stream: &mut TcpStream, correlation: Correlation) -> Result<Bytes, String> {
     let limits = DecodeLimits::default();
     let mut inbound = BytesMut::with_capacity(4096);
     loop {
+        match ClientFrame::decode_from(&mut inbound, &limits) {
+            Ok(None) => {}
+            Ok(Some(ClientFrame::Reply {
+                correlation: c,
+                payload,
+            })) if c == correlation => return Ok(payload),
+            Ok(Some(ClientFrame::Ping { nonce })) => {
+                let mut out = BytesMut::new();
+                ClientFrame::Pong { nonce }.encode(&mut out);
+                stream
+                    .write_all(&out)
+                    .await
+                    .map_err(|e| format!("pong write: {e}"))?;
+                continue;
+            }
+            Ok(Some(ClientFrame::Error { error, .. })) => {
+                return Err(format!("typed error: {error}"))
+            }
+            Ok(Some(other)) => return Err(format!("answered with {other:?}")),
+            Err(e) => return Err(format!("malformed answer: {e}")),
+        }
         let n = stream
             .read_buf(&mut inbound)
             .await
-            .map_err(|e| format!("{player}: login read: {e}"))?;
+            .map_err(|e| format!("read: {e}"))?;
         if n == 0 {
-            return Err(format!("{player}: closed during login"));
+            return Err("closed by the server".to_owned());
         }
-        match ClientFrame::decode_from(&mut inbound, &limits) {
-            Ok(None) => continue,
-            Ok(Some(ClientFrame::Reply { correlation, .. })) if correlation.0 == 0 => {
-                return Ok((index, stream));
-            }
-            Ok(Some(other)) => return Err(format!("{player}: login answered with {other:?}")),
-            Err(e) => return Err(format!("{player}: malformed login answer: {e}")),
+    }
+}
+
+/// `mixed`: every tick still owed to a room member other than its sender
+/// (the sender's own copy is in its [`Window`]).
+pub struct Fanout {
+    /// (sender, sequence number) → (intended send time, the members still
+    /// owed the tick, one bit per place in the room).
+    owed: HashMap<(usize, u32), (Instant, u8)>,
+    /// How many ticks each session is still owed: it reads until none.
+    owed_to: Vec<u32>,
+    /// Sessions still sending: until none is, a session may yet be owed a
+    /// tick, so it keeps reading.
+    senders: usize,
+}
+
+/// How often a session that is owed nothing yet looks again whether every
+/// sender has stopped (the tail of a `mixed` run only).
+const FANOUT_RECHECK: Duration = Duration::from_millis(10);
+
+impl Fanout {
+    fn new(sessions: usize) -> Self {
+        Self {
+            owed: HashMap::new(),
+            owed_to: vec![0; sessions],
+            senders: 0,
         }
+    }
+
+    /// Whether `member` can be owed no more ticks.
+    fn settled(&self, member: usize) -> bool {
+        self.senders == 0 && self.owed_to.get(member).map_or(true, |n| *n == 0)
+    }
+
+    /// The sessions of `sender`'s room other than `sender`.
+    fn others(sender: usize, sessions: usize) -> impl Iterator<Item = usize> {
+        let first = sender - sender % ROOM_SIZE;
+        (first..(first + ROOM_SIZE).min(sessions)).filter(move |&m| m != sender)
+    }
+
+    fn sent(&mut self, sender: usize, seq: u32, at: Instant) {
+        let mut mask = 0u8;
+        for member in Self::others(sender, self.owed_to.len()) {
+            mask |= 1 << (member % ROOM_SIZE);
+            self.owed_to[member] += 1;
+        }
+        if mask != 0 {
+            self.owed.insert((sender, seq), (at, mask));
+        }
+    }
+
+    /// `member` received `sender`'s tick `seq`: its intended send time, or
+    /// `None` when it was not owed (a duplicate).
+    fn received(&mut self, member: usize, sender: usize, seq: u32) -> Option<Instant> {
+        let bit = 1u8 << (member % ROOM_SIZE);
+        let (at, mask) = self.owed.get_mut(&(sender, seq))?;
+        if *mask & bit == 0 {
+            return None;
+        }
+        *mask &= !bit;
+        let at = *at;
+        if *mask == 0 {
+            self.owed.remove(&(sender, seq));
+        }
+        self.owed_to[member] -= 1;
+        Some(at)
+    }
+
+    /// Deliveries still owed at the end: lost.
+    fn undelivered(&self) -> u64 {
+        self.owed
+            .values()
+            .map(|(_, mask)| u64::from(mask.count_ones()))
+            .sum()
     }
 }
 
 /// One session's message window.
 struct Window {
+    index: usize,
     workload: Workload,
     payload_len: usize,
     next_seq: u32,
-    /// Sequence number → send time.
+    /// Sequence number → intended send time.
     outstanding: HashMap<u32, Instant>,
     outbound: BytesMut,
+    /// `relocate`: the measured requests' (intended send time, latency).
+    timeline: Vec<(Instant, u64)>,
 }
 
 impl Window {
-    /// Queues the next message; it goes out with the next write.
-    fn queue(&mut self) {
+    /// Queues the next message, meant to leave at `intended`; it goes out
+    /// with the next write.
+    fn queue(&mut self, intended: Instant, fanout: &RefCell<Fanout>) {
         self.next_seq = self.next_seq.wrapping_add(1).max(1);
         let seq = self.next_seq;
         let mut payload = BytesMut::zeroed(self.payload_len);
         payload[..4].copy_from_slice(&seq.to_le_bytes());
+        let sender = u32::try_from(self.index).unwrap_or(u32::MAX);
+        payload[4..8].copy_from_slice(&sender.to_le_bytes());
         let payload = payload.freeze();
         let frame = match self.workload {
-            Workload::Relay => ClientFrame::Request {
+            Workload::Mixed if seq % TICK_EVERY == 0 => {
+                fanout.borrow_mut().sent(self.index, seq, intended);
+                ClientFrame::Message { key: TICK, payload }
+            }
+            Workload::Push => ClientFrame::Message { key: PUSH, payload },
+            _ => ClientFrame::Request {
                 key: RELAY,
                 correlation: Correlation(seq),
                 payload,
             },
-            Workload::Push => ClientFrame::Message { key: PUSH, payload },
         };
         frame.encode(&mut self.outbound);
-        self.outstanding.insert(seq, Instant::now());
+        self.outstanding.insert(seq, intended);
     }
 }
 
-/// The sequence number a payload carries.
-fn seq_of(payload: &[u8]) -> Option<u32> {
-    let head: [u8; 4] = payload.get(..4)?.try_into().ok()?;
-    Some(u32::from_le_bytes(head))
+/// The sequence number and the sender a payload carries.
+fn seq_of(payload: &[u8]) -> Option<(u32, usize)> {
+    let seq: [u8; 4] = payload.get(..4)?.try_into().ok()?;
+    let sender: [u8; 4] = payload.get(4..8)?.try_into().ok()?;
+    let sender = usize::try_from(u32::from_le_bytes(sender)).ok()?;
+    Some((u32::from_le_bytes(seq), sender))
+}
+
+/// Open loop: when this session's next message is due.
+struct Schedule {
+    next: Instant,
+    interval: Duration,
 }
 
 async fn drive(
@@ -286,57 +510,113 @@ async fn drive(
     spec: LoadSpec,
     phases: Phases,
     tally: Rc<RefCell<Tally>>,
+    fanout: Rc<RefCell<Fanout>>,
 ) {
     let mut window = Window {
+        index,
         workload: spec.workload,
         payload_len: spec.payload_len,
         next_seq: 0,
         outstanding: HashMap::with_capacity(spec.in_flight),
         outbound: BytesMut::with_capacity(4096),
+        timeline: Vec::new(),
     };
     let limits = DecodeLimits::default();
     let mut inbound = BytesMut::with_capacity(16 * 1024);
-    for _ in 0..spec.in_flight {
-        window.queue();
+    // Open loop: the sessions' schedules are spread over one interval so
+    // that the total rate is even.
+    let mut schedule = spec.rate.map(|rate| {
+        let interval = Duration::from_secs_f64(spec.sessions as f64 / rate as f64);
+        Schedule {
+            next: Instant::now() + interval.mul_f64(index as f64 / spec.sessions as f64),
+            interval,
+        }
+    });
+    if schedule.is_none() {
+        for _ in 0..spec.in_flight {
+            window.queue(Instant::now(), &fanout);
+        }
     }
     let player = player_name(index);
+    let mut sending = true;
     let broke = loop {
+        if let Some(s) = &mut schedule {
+            let now = Instant::now();
+            while s.next <= now && s.next < phases.measure_end {
+                window.queue(s.next, &fanout);
+                s.next += s.interval;
+            }
+        }
         if !window.outbound.is_empty() {
             if let Err(e) = stream.write_all(&window.outbound).await {
                 break Some(format!("{player}: write: {e}"));
             }
             window.outbound.clear();
         }
-        if window.outstanding.is_empty() {
+        let still = match &schedule {
+            Some(s) => s.next < phases.measure_end,
+            None => Instant::now() < phases.measure_end,
+        };
+        if sending && !still {
+            sending = false;
+            fanout.borrow_mut().senders -= 1;
+        }
+        let settled = spec.workload != Workload::Mixed || fanout.borrow().settled(index);
+        if !sending && window.outstanding.is_empty() && settled {
             break None;
         }
-        let read = tokio::time::timeout_at(phases.drain_end.into(), stream.read_buf(&mut inbound));
+        let wake = match &schedule {
+            Some(s) if sending => s.next,
+            _ if !sending && window.outstanding.is_empty() => {
+                (Instant::now() + FANOUT_RECHECK).min(phases.drain_end)
+            }
+            _ => phases.drain_end,
+        };
+        let read = tokio::time::timeout_at(wake.into(), stream.read_buf(&mut inbound));
         match read.await {
-            Err(_) => break None,
+            Err(_) if Instant::now() >= phases.drain_end => break None,
+            Err(_) => continue,
             Ok(Ok(0)) => break Some(format!("{player}: the server closed the connection")),
             Ok(Err(e)) => break Some(format!("{player}: read: {e}")),
             Ok(Ok(_)) => {}
         }
-        if let Err(why) = file_frames(&mut window, &mut inbound, &limits, &phases, &tally) {
+        let refill = schedule.is_none();
+        if let Err(why) = file_frames(
+            &mut window,
+            &mut inbound,
+            &limits,
+            &phases,
+            &tally,
+            &fanout,
+            refill,
+        ) {
             break Some(format!("{player}: {why}"));
         }
     };
+    if sending {
+        fanout.borrow_mut().senders -= 1;
+    }
     let mut t = tally.borrow_mut();
     t.lost += window.outstanding.len() as u64;
+    if spec.workload == Workload::Relocate {
+        t.timelines.push((index, window.timeline));
+    }
     if let Some(why) = broke {
         t.failed_sessions += 1;
         t.note(why);
     }
 }
 
-/// Files every complete frame in `inbound`, refilling the window while the
-/// measured window is open.
+/// Files every complete frame in `inbound`; closed loop (`refill`), each
+/// answer is replaced by a new message while the measured window is open.
 fn file_frames(
     window: &mut Window,
     inbound: &mut BytesMut,
     limits: &DecodeLimits,
     phases: &Phases,
     tally: &Rc<RefCell<Tally>>,
+    fanout: &RefCell<Fanout>,
+    refill: bool,
 ) -> Result<(), String> {
     loop {
         let frame = ClientFrame::decode_from(inbound, limits)
@@ -344,16 +624,38 @@ fn file_frames(
         let Some(frame) = frame else {
             return Ok(());
         };
-        let (seq, payload) = match (window.workload, frame) {
+        let (kind, seq, payload) = match (window.workload, frame) {
             (
-                Workload::Relay,
+                Workload::Relay | Workload::Mixed | Workload::Relocate,
                 ClientFrame::Reply {
                     correlation,
                     payload,
                 },
-            ) => (correlation.0, payload),
+            ) => ("relay", correlation.0, payload),
             (Workload::Push, ClientFrame::Push { key, payload }) if key == PUSH => {
-                (seq_of(&payload).unwrap_or(0), payload)
+                ("push", seq_of(&payload).map_or(0, |(seq, _)| seq), payload)
+            }
+            (Workload::Mixed, ClientFrame::Push { key, payload }) if key == TICK => {
+                match seq_of(&payload) {
+                    Some((seq, sender)) if sender != window.index => {
+                        let now = Instant::now();
+                        let owed = fanout.borrow_mut().received(window.index, sender, seq);
+                        let mut t = tally.borrow_mut();
+                        match owed {
+                            Some(at) if at >= phases.warm_end && at < phases.measure_end => {
+                                t.record("fan-out", now - at);
+                            }
+                            Some(_) => {}
+                            None => {
+                                t.duplicated += 1;
+                                t.note(format!("a tick {seq} of {sender}, which is not owed"));
+                            }
+                        }
+                        continue;
+                    }
+                    Some((seq, _)) => ("fan-out", seq, payload),
+                    None => ("fan-out", 0, payload),
+                }
             }
             (_, ClientFrame::Error { correlation, error }) => {
                 let mut t = tally.borrow_mut();
@@ -378,18 +680,21 @@ fn file_frames(
             t.note(format!("an answer for {seq}, which is not outstanding"));
             continue;
         };
-        if payload.len() != window.payload_len || seq_of(&payload) != Some(seq) {
+        let carried = seq_of(&payload);
+        if payload.len() != window.payload_len || carried != Some((seq, window.index)) {
             t.corrupt += 1;
             t.note(format!("the answer to {seq} carries another payload"));
         }
         if sent >= phases.warm_end && sent < phases.measure_end {
-            let ns = u64::try_from((now - sent).as_nanos()).unwrap_or(u64::MAX);
-            t.latency.saturating_record(ns.max(1));
-            t.measured += 1;
+            t.record(kind, now - sent);
+            if window.workload == Workload::Relocate {
+                let ns = u64::try_from((now - sent).as_nanos()).unwrap_or(u64::MAX);
+                window.timeline.push((sent, ns));
+            }
         }
         drop(t);
-        if now < phases.measure_end {
-            window.queue();
+        if refill && now < phases.measure_end {
+            window.queue(now, fanout);
         }
     }
 }

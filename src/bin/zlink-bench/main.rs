@@ -1,16 +1,20 @@
 //! zlink-bench: load-tests zlink and the baselines a studio would compare it
 //! with, in one run on one machine, with one shared load client (issue 5;
 //! docs/PERFORMANCE.md). Each system starts on loopback in this process, is
-//! driven closed-loop for a warm-up and a bounded measured window, and is
-//! stopped before the next starts; `--compare` interleaves the systems over
-//! at least three rounds. It exits 1 when any message was lost, duplicated
-//! or corrupted.
+//! driven (closed or open loop) for a warm-up and a bounded measured
+//! window, and is stopped before the next starts; `--compare` interleaves
+//! the systems over at least three rounds, for each workload and placement
+//! asked. `--idle-sessions` measures memory instead ([`idle`]). It exits 1
+//! when any message was lost, duplicated or corrupted.
 //!
 //! `cargo run --release --features bench --bin zlink-bench -- --help`
 //! lists the flags.
 
 mod args;
+mod churn;
 mod client;
+mod idle;
+mod pause;
 mod report;
 mod systems;
 
@@ -20,7 +24,7 @@ use std::time::Instant;
 use hdrhistogram::Histogram;
 
 use crate::client::LoadSpec;
-use crate::report::Summary;
+use crate::report::{Run, Summary};
 
 /// DESIGN: the library sets no global allocator; the binaries use mimalloc.
 #[global_allocator]
@@ -53,18 +57,73 @@ fn main() {
 }
 
 fn run(options: &args::Options) -> Result<bool, String> {
+    if let Some(sessions) = options.idle_sessions {
+        if options.idle_child {
+            idle::child(options, sessions)?;
+            return Ok(true);
+        }
+        return idle::run(options, sessions);
+    }
+    let mut reports = Vec::new();
+    let mut clean = true;
+    let started = Instant::now();
+    for &pin in &options.placements {
+        for &workload in &options.workloads {
+            let run = Run { workload, pin };
+            let systems: Vec<_> = options
+                .systems
+                .iter()
+                .copied()
+                .filter(|s| s.runs(workload))
+                .collect();
+            let summaries = run_rounds(options, &run, &systems, started)?;
+            print!("{}", report::render(options, &run, &summaries));
+            println!();
+            if let Some(dir) = &options.out_dir {
+                write_files(dir, options, &run, &summaries)?;
+            }
+            clean &= summaries.iter().all(Summary::clean);
+            reports.push(report::json(options, &run, &summaries));
+        }
+    }
+    if let Some(path) = &options.json {
+        write_json(path, &serde_json::json!({ "runs": reports }))?;
+    }
+    Ok(clean)
+}
+
+/// Writes `value` as pretty JSON to `path`, creating its folder.
+pub fn write_json(path: &Path, value: &serde_json::Value) -> Result<(), String> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| format!("creating {}: {e}", parent.display()))?;
+    }
+    let text = serde_json::to_string_pretty(value).map_err(|e| format!("json: {e}"))?;
+    std::fs::write(path, text).map_err(|e| format!("writing {}: {e}", path.display()))
+}
+
+/// The rounds of one run: each round starts, drives and stops every system
+/// in turn (interleaved).
+fn run_rounds(
+    options: &args::Options,
+    run: &Run,
+    systems: &[systems::SystemKind],
+    started: Instant,
+) -> Result<Vec<Summary>, String> {
     let spec = LoadSpec {
-        workload: options.workload,
+        workload: run.workload,
         sessions: options.sessions,
         in_flight: options.in_flight,
         payload_len: options.payload_len,
         warmup: options.warmup,
         duration: options.duration,
+        rate: options
+            .rate
+            .filter(|_| run.workload != args::Workload::Churn),
         nodes: options.nodes,
         shards: options.shards,
     };
-    let mut summaries = options
-        .systems
+    let mut summaries = systems
         .iter()
         .map(|&system| {
             let latency = Histogram::<u64>::new_with_bounds(1, client::LATENCY_MAX_NS, 3)
@@ -72,24 +131,25 @@ fn run(options: &args::Options) -> Result<bool, String> {
             Ok(Summary::new(system, latency))
         })
         .collect::<Result<Vec<_>, String>>()?;
-    let started = Instant::now();
     for round in 1..=options.rounds {
         for summary in &mut summaries {
             let name = summary.system.name();
             eprintln!(
                 "zlink-bench: round {round}/{}, {name}, {} ({:.0} s elapsed)",
                 options.rounds,
-                options.workload.name(),
+                run.label(),
                 started.elapsed().as_secs_f64()
             );
-            if let Some(pin) = options.pin {
+            if let Some(pin) = run.pin {
                 // Threads inherit their creator's affinity: every thread
                 // the system starts lands on the system core.
                 pin_current(pin.system_core)?;
+            } else {
+                unpin_current(options.cores)?;
             }
             let system = systems::start(summary.system, &spec)?;
             let entry = system.entry();
-            let client_core = options.pin.map(|p| p.client_core);
+            let client_core = run.pin.map(|p| p.client_core);
             let load_spec = spec.clone();
             let load = std::thread::Builder::new()
                 .name("load-client".to_owned())
@@ -101,10 +161,11 @@ fn run(options: &args::Options) -> Result<bool, String> {
             let tally = load
                 .join()
                 .map_err(|_| format!("{name}: the load client panicked"))?;
-            system.stop();
-            let tally = tally.map_err(|why| format!("{name}: {why}"))?;
+            let moves = system.stop();
+            let mut tally = tally.map_err(|why| format!("{name}: {why}"))?;
+            pause::record(&mut tally, &moves);
             eprintln!(
-                "zlink-bench:   {} messages, p50 {:.1} µs, lost {}, duplicated {}",
+                "zlink-bench:   {} measured, p50 {:.1} µs, lost {}, duplicated {}",
                 tally.measured,
                 tally.latency.value_at_quantile(0.5) as f64 / 1e3,
                 tally.lost,
@@ -113,20 +174,7 @@ fn run(options: &args::Options) -> Result<bool, String> {
             summary.add(tally, spec.duration.as_secs_f64())?;
         }
     }
-    print!("{}", report::render(options, &summaries));
-    if let Some(path) = &options.json {
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent)
-                .map_err(|e| format!("creating {}: {e}", parent.display()))?;
-        }
-        let text = serde_json::to_string_pretty(&report::json(options, &summaries))
-            .map_err(|e| format!("json: {e}"))?;
-        std::fs::write(path, text).map_err(|e| format!("writing {}: {e}", path.display()))?;
-    }
-    if let Some(dir) = &options.out_dir {
-        write_files(dir, options, &summaries)?;
-    }
-    Ok(summaries.iter().all(Summary::clean))
+    Ok(summaries)
 }
 
 /// Pins the calling thread to `core`.
@@ -138,18 +186,47 @@ fn pin_current(core: usize) -> Result<(), String> {
     }
 }
 
+/// Lets the calling thread run on every core again (a floating run after
+/// a pinned one in the same process).
+fn unpin_current(cores: usize) -> Result<(), String> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes bits
+    // inside it and sched_setaffinity only reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for core in 0..cores {
+            libc::CPU_SET(core, &mut set);
+        }
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(format!(
+                "could not unpin a thread: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// One `.hgrm` per system and the SVG of all curves.
-fn write_files(dir: &Path, options: &args::Options, summaries: &[Summary]) -> Result<(), String> {
+fn write_files(
+    dir: &Path,
+    options: &args::Options,
+    run: &Run,
+    summaries: &[Summary],
+) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-    let workload = options.workload.name();
+    let workload = run.label();
     for s in summaries {
         let path = dir.join(format!("{workload}-{}.hgrm", s.system.name()));
         std::fs::write(&path, report::hgrm(&s.latency))
             .map_err(|e| format!("writing {}: {e}", path.display()))?;
     }
+    let load = match options.rate {
+        Some(rate) => format!("open loop {rate} msg/s"),
+        None => format!("{} in flight", options.in_flight),
+    };
     let title = format!(
-        "{workload}: latency by percentile, {} sessions x {} in flight",
-        options.sessions, options.in_flight
+        "{workload}: latency by percentile, {} sessions, {load}",
+        options.sessions
     );
     report::svg(
         &dir.join(format!("{workload}-latency.svg")),

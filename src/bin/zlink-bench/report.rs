@@ -4,15 +4,41 @@
 //! (must be 0, printed always); ratios to both raw forwarders; JSON, one
 //! `.hgrm` percentile distribution per system and one SVG of all curves.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
 use hdrhistogram::Histogram;
 use plotters::prelude::*;
 
-use crate::args::Options;
+use crate::args::{Options, Placement, Workload};
 use crate::client::Tally;
 use crate::systems::SystemKind;
+
+/// One workload in one placement: the systems' summaries are over its
+/// rounds.
+#[derive(Clone, Copy, Debug)]
+pub struct Run {
+    pub workload: Workload,
+    pub pin: Option<Placement>,
+}
+
+impl Run {
+    /// The run's name in file names: the workload, and `-pinned` when pinned.
+    pub fn label(&self) -> String {
+        match self.pin {
+            Some(_) => format!("{}-pinned", self.workload.name()),
+            None => self.workload.name().to_owned(),
+        }
+    }
+
+    fn placement(&self) -> String {
+        self.pin.map_or(
+            "floating: every thread may run on any core".to_owned(),
+            |p| p.to_string(),
+        )
+    }
+}
 
 /// The quantiles the table prints, with their labels.
 const QUANTILES: [(&str, f64); 5] = [
@@ -56,6 +82,10 @@ pub struct Summary {
     /// p50 of each round, in ns: shows a bimodal (floating) run.
     pub round_p50_ns: Vec<u64>,
     pub notes: Vec<String>,
+    /// Latency by kind of answer or operation, all rounds merged.
+    pub kinds: BTreeMap<&'static str, Histogram<u64>>,
+    /// `relocate`: moves that did not commit.
+    pub move_failures: u64,
 }
 
 impl Summary {
@@ -74,6 +104,8 @@ impl Summary {
             failed_sessions: 0,
             round_p50_ns: Vec::new(),
             notes: Vec::new(),
+            kinds: BTreeMap::new(),
+            move_failures: 0,
         }
     }
 
@@ -92,7 +124,18 @@ impl Summary {
         self.corrupt += tally.corrupt;
         self.errors += tally.errors;
         self.failed_sessions += tally.failed_sessions;
+        self.move_failures += tally.move_failures;
         self.notes.extend(tally.notes);
+        for (kind, histogram) in tally.kinds {
+            match self.kinds.get_mut(kind) {
+                Some(merged) => merged
+                    .add(&histogram)
+                    .map_err(|e| format!("merging histograms: {e}"))?,
+                None => {
+                    self.kinds.insert(kind, histogram);
+                }
+            }
+        }
         Ok(())
     }
 
@@ -129,26 +172,33 @@ impl Summary {
     }
 }
 
+/// How the load was offered, in words.
+fn load_mode(options: &Options, workload: Workload) -> String {
+    match (workload, options.rate) {
+        (Workload::Churn, _) => "churn: one operation at a time per session".to_owned(),
+        (_, Some(rate)) => {
+            format!("open loop at {rate} msg/s in total, latency from the intended send time")
+        }
+        (_, None) => format!("closed loop, {} in flight each", options.in_flight),
+    }
+}
+
 /// The readable table, ratios and anomalies.
-pub fn render(options: &Options, summaries: &[Summary]) -> String {
+pub fn render(options: &Options, run: &Run, summaries: &[Summary]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "zlink-bench: workload {}, {} sessions, {} in flight each, {} B payload, {:.1} s warm-up + {:.1} s measured, {} round(s) interleaved, {} cores",
-        options.workload.name(),
+        "zlink-bench: workload {}, {} sessions, {}, {} B payload, {:.1} s warm-up + {:.1} s measured, {} round(s) interleaved, {} cores",
+        run.workload.name(),
         options.sessions,
-        options.in_flight,
+        load_mode(options, run.workload),
         options.payload_len,
         options.warmup.as_secs_f64(),
         options.duration.as_secs_f64(),
         options.rounds,
         options.cores
     );
-    let placement = options.pin.map_or(
-        "floating: every thread may run on any core".to_owned(),
-        |p| p.to_string(),
-    );
-    let _ = writeln!(out, "placement {placement}");
+    let _ = writeln!(out, "placement {}", run.placement());
     let _ = writeln!(
         out,
         "latency in µs (all rounds merged); CPU is the whole process (client included)"
@@ -206,6 +256,43 @@ pub fn render(options: &Options, summaries: &[Summary]) -> String {
             );
         }
     }
+    if summaries.iter().any(|s| !s.kinds.is_empty()) {
+        let _ = writeln!(
+            out,
+            "\nby kind (µs; per second over the measured time; pause and move: per relocation)"
+        );
+        for s in summaries {
+            for (kind, h) in &s.kinds {
+                let q = |q: f64| h.value_at_quantile(q) as f64 / 1e3;
+                let _ = writeln!(
+                    out,
+                    "  {:<10} {:<10} p50 {:>9.1} p99 {:>9.1} p99.9 {:>9.1} max {:>9.1} count {:>9} {:>9.0}/s",
+                    s.system.name(),
+                    kind,
+                    q(0.5),
+                    q(0.99),
+                    q(0.999),
+                    h.max() as f64 / 1e3,
+                    h.len(),
+                    per_second(h.len(), s.seconds)
+                );
+            }
+            if run.workload == Workload::Relocate {
+                let _ = writeln!(
+                    out,
+                    "  {:<10} moves that did not commit: {}",
+                    s.system.name(),
+                    s.move_failures
+                );
+            }
+        }
+    }
+    if run.workload == Workload::Relocate {
+        let _ = writeln!(
+            out,
+            "\nrelocate is zlink's alone: no baseline can move a live actor while its session stays connected"
+        );
+    }
     let _ = writeln!(out, "\nsystems:");
     for s in summaries {
         let _ = writeln!(
@@ -221,18 +308,47 @@ pub fn render(options: &Options, summaries: &[Summary]) -> String {
     out
 }
 
-/// The report as JSON.
-pub fn json(options: &Options, summaries: &[Summary]) -> serde_json::Value {
+fn per_second(count: u64, seconds: f64) -> f64 {
+    if seconds > 0.0 {
+        count as f64 / seconds
+    } else {
+        0.0
+    }
+}
+
+/// One histogram's figures, in µs.
+fn figures(h: &Histogram<u64>) -> serde_json::Map<String, serde_json::Value> {
+    let mut latency = serde_json::Map::new();
+    for (label, q) in QUANTILES {
+        latency.insert(
+            label.to_owned(),
+            (h.value_at_quantile(q) as f64 / 1e3).into(),
+        );
+    }
+    latency.insert("max".to_owned(), (h.max() as f64 / 1e3).into());
+    latency.insert("mean".to_owned(), (h.mean() / 1e3).into());
+    latency.insert("count".to_owned(), h.len().into());
+    latency
+}
+
+/// One run's report as JSON.
+pub fn json(options: &Options, run: &Run, summaries: &[Summary]) -> serde_json::Value {
     let systems: Vec<serde_json::Value> = summaries
         .iter()
         .map(|s| {
-            let mut latency = serde_json::Map::new();
-            for (label, q) in QUANTILES {
-                latency.insert(label.to_owned(), s.us(q).into());
-            }
-            latency.insert("max".to_owned(), (s.latency.max() as f64 / 1e3).into());
-            latency.insert("mean".to_owned(), (s.latency.mean() / 1e3).into());
-            latency.insert("count".to_owned(), s.latency.len().into());
+            let latency = figures(&s.latency);
+            let kinds: serde_json::Map<String, serde_json::Value> = s
+                .kinds
+                .iter()
+                .map(|(kind, h)| {
+                    let mut f = figures(h);
+                    f.insert(
+                        "per_second".to_owned(),
+                        per_second(h.len(), s.seconds).into(),
+                    );
+                    ((*kind).to_owned(), f.into())
+                })
+                .collect();
             serde_json::json!({
                 "system": s.system.name(),
                 "describes": s.system.describes(options.nodes, options.shards),
@@ -246,14 +362,18 @@ pub fn json(options: &Options, summaries: &[Summary]) -> serde_json::Value {
                 "corrupt": s.corrupt,
                 "errors": s.errors,
                 "failed_sessions": s.failed_sessions,
+                "move_failures": s.move_failures,
+                "kinds_us": kinds,
                 "round_p50_us": s.round_p50_ns.iter().map(|ns| *ns as f64 / 1e3).collect::<Vec<_>>(),
             })
         })
         .collect();
     serde_json::json!({
-        "workload": options.workload.name(),
+        "workload": run.workload.name(),
         "sessions": options.sessions,
         "in_flight": options.in_flight,
+        "rate_per_second": options.rate,
+        "load": load_mode(options, run.workload),
         "payload_bytes": options.payload_len,
         "warmup_seconds": options.warmup.as_secs_f64(),
         "duration_seconds": options.duration.as_secs_f64(),
@@ -261,7 +381,7 @@ pub fn json(options: &Options, summaries: &[Summary]) -> serde_json::Value {
         "cores": options.cores,
         "zlink_nodes": options.nodes,
         "zlink_shards": options.shards,
-        "placement": options.pin.map_or("floating".to_owned(), |p| p.to_string()),
+        "placement": run.pin.map_or("floating".to_owned(), |p| p.to_string()),
         "systems": systems,
     })
 }

@@ -509,6 +509,7 @@ impl ShardState {
             core: &mut self.core,
             now,
             actor: &actor,
+            hosted: &self.host.actors,
         };
         match event {
             ActorEvent::Deliver {
@@ -543,6 +544,9 @@ struct TurnContext<'a> {
     core: &'a mut ShardCore,
     now: Instant,
     actor: &'a ActorId,
+    /// The shard's Actors: [`ActorContext::push_to_member`] checks that the
+    /// member shares this Actor's SpotWide gate.
+    hosted: &'a HashMap<ActorId, HostedActor>,
 }
 
 impl ActorContext for TurnContext<'_> {
@@ -552,6 +556,24 @@ impl ActorContext for TurnContext<'_> {
 
     fn push(&mut self, key: PacketKey, payload: Bytes) -> Result<(), Error> {
         self.core.actors(self.now).push(self.actor, key, payload)
+    }
+
+    fn push_to_member(
+        &mut self,
+        member: &ActorId,
+        key: PacketKey,
+        payload: Bytes,
+    ) -> Result<(), Error> {
+        let gate = |id: &ActorId| match self.hosted.get(id).map(|h| &h.lane) {
+            Some(ActorLane::Spot(lane)) => Some(*lane),
+            _ => None,
+        };
+        match (gate(self.actor), gate(member)) {
+            (Some(mine), Some(theirs)) if mine == theirs => {
+                self.core.actors(self.now).push(member, key, payload)
+            }
+            _ => Err(Reason::ActorInOtherSpot.into()),
+        }
     }
 
     fn close_session(&mut self, reason: CloseReason) -> Result<(), Error> {

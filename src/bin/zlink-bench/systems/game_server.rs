@@ -6,8 +6,11 @@
 //! baselines implement differently: a tokio task with an mpsc mailbox, or a
 //! ractor actor. LOGIN finds or spawns the player and binds the session to
 //! it; RELAY goes to the player, which replies; PUSH goes to the player,
-//! which pushes it back. No second node: the player lives in the same
-//! process as the session (docs/PERFORMANCE.md says so).
+//! which pushes it back. For `mixed` a LOGIN also names the player's room,
+//! an entity of the same directory (a task or an actor) that the session
+//! joins; a TICK goes to the room, which pushes it to every member. No
+//! second node: the player lives in the same process as the session
+//! (docs/PERFORMANCE.md says so).
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -24,7 +27,7 @@ use zlink::wire::client::ClientFrame;
 use zlink::wire::DecodeLimits;
 
 use super::Running;
-use crate::client::{LOGIN, PUSH, RELAY};
+use crate::client::{login_names, LOGIN, PUSH, RELAY, TICK};
 
 /// Frames queued for one session's writer; a full queue makes the player
 /// wait (backpressure), as a bounded mpsc does for a user.
@@ -43,12 +46,19 @@ pub enum ToPlayer {
     },
     /// A PUSH message: push it back to the bound session.
     Message { payload: Bytes },
+    /// A room gains a member: this session's writer (LOGIN with a room).
+    Join(mpsc::Sender<ClientFrame>),
+    /// A room's tick: pushed to every member.
+    Tick { payload: Bytes },
 }
 
-/// A player's game state and logic, the same in both baselines.
+/// A player's (or a room's) game state and logic, the same in both
+/// baselines.
 #[derive(Default)]
 pub struct PlayerState {
     session: Option<mpsc::Sender<ClientFrame>>,
+    /// A room's members' sessions; a player has none.
+    members: Vec<mpsc::Sender<ClientFrame>>,
 }
 
 impl PlayerState {
@@ -68,6 +78,26 @@ impl PlayerState {
                 payload,
             },
             ToPlayer::Message { payload } => ClientFrame::Push { key: PUSH, payload },
+            ToPlayer::Join(member) => {
+                self.members.push(member);
+                return;
+            }
+            ToPlayer::Tick { payload } => {
+                let mut gone = Vec::new();
+                for (i, member) in self.members.iter().enumerate() {
+                    let frame = ClientFrame::Push {
+                        key: TICK,
+                        payload: payload.clone(),
+                    };
+                    if member.send(frame).await.is_err() {
+                        gone.push(i);
+                    }
+                }
+                for i in gone.into_iter().rev() {
+                    self.members.swap_remove(i);
+                }
+                return;
+            }
         };
         if let Some(session) = &self.session {
             if session.send(frame).await.is_err() {
@@ -115,6 +145,7 @@ async fn session<D: Directory>(stream: TcpStream, directory: Arc<D>) {
     let limits = DecodeLimits::default();
     let mut inbound = BytesMut::with_capacity(16 * 1024);
     let mut player: Option<D::Player> = None;
+    let mut room: Option<D::Player> = None;
     loop {
         match input.read_buf(&mut inbound).await {
             Ok(0) | Err(_) => return,
@@ -135,12 +166,20 @@ async fn session<D: Directory>(stream: TcpStream, directory: Arc<D>) {
                     },
                     _,
                 ) if key == LOGIN => {
-                    let name = String::from_utf8_lossy(&payload).into_owned();
-                    let Ok(found) = directory.find_or_spawn(&name).await else {
+                    let text = String::from_utf8_lossy(&payload).into_owned();
+                    let (name, room_name) = login_names(&text);
+                    let Ok(found) = directory.find_or_spawn(name).await else {
                         return;
                     };
-                    let bound = D::deliver(&found, ToPlayer::Bind(tx.clone())).await;
+                    let mut bound = D::deliver(&found, ToPlayer::Bind(tx.clone())).await;
                     player = Some(found);
+                    if let Some(room_name) = room_name {
+                        let Ok(joined) = directory.find_or_spawn(room_name).await else {
+                            return;
+                        };
+                        bound = bound.and(D::deliver(&joined, ToPlayer::Join(tx.clone())).await);
+                        room = Some(joined);
+                    }
                     let welcome = ClientFrame::Reply {
                         correlation,
                         payload: Bytes::from_static(b"welcome"),
@@ -166,6 +205,10 @@ async fn session<D: Directory>(stream: TcpStream, directory: Arc<D>) {
                 (ClientFrame::Message { key, payload }, Some(p)) if key == PUSH => {
                     D::deliver(p, ToPlayer::Message { payload }).await.is_ok()
                 }
+                (ClientFrame::Message { key, payload }, _) if key == TICK => match &room {
+                    Some(r) => D::deliver(r, ToPlayer::Tick { payload }).await.is_ok(),
+                    None => true,
+                },
                 // Anything else is not this game's: ignored, as a user's
                 // server would.
                 _ => true,
@@ -188,9 +231,10 @@ impl Running for Server {
         self.entry
     }
 
-    fn stop(self: Box<Self>) {
+    fn stop(self: Box<Self>) -> Vec<super::Move> {
         let _ = self.stop.send(());
         let _ = self.thread.join();
+        Vec::new()
     }
 }
 

@@ -11,6 +11,7 @@ mod tokio_game;
 mod zlink;
 
 use std::net::SocketAddr;
+use std::time::Instant;
 
 use crate::args::Workload;
 use crate::client::LoadSpec;
@@ -49,11 +50,13 @@ impl SystemKind {
         Self::ALL.into_iter().find(|s| s.name() == text)
     }
 
-    /// The raw forwarders have no protocol, so they run `relay` only.
+    /// The raw forwarders have no protocol, so they run `relay` only; only
+    /// zlink can move a live actor, so `relocate` is its alone.
     pub fn runs(self, workload: Workload) -> bool {
         match self {
             SystemKind::RawUring | SystemKind::RawEpoll => workload == Workload::Relay,
-            SystemKind::Zlink | SystemKind::Tokio | SystemKind::Ractor => true,
+            SystemKind::Tokio | SystemKind::Ractor => workload != Workload::Relocate,
+            SystemKind::Zlink => true,
         }
     }
 
@@ -75,12 +78,24 @@ impl SystemKind {
     }
 }
 
+/// One relocation the `relocate` workload made (§8): player `player`
+/// moved, or tried to, between `start` and `end`.
+#[derive(Clone, Debug)]
+pub struct Move {
+    pub player: usize,
+    pub start: Instant,
+    pub end: Instant,
+    /// The typed error of a move that did not commit.
+    pub failed: Option<String>,
+}
+
 /// A started system; dropping it without [`Running::stop`] leaks its threads.
 pub trait Running {
     /// Where the load client connects.
     fn entry(&self) -> SocketAddr;
-    /// Stops the system and joins its threads.
-    fn stop(self: Box<Self>);
+    /// Stops the system, joins its threads and hands back the relocations
+    /// it made (none but zlink's under `relocate`).
+    fn stop(self: Box<Self>) -> Vec<Move>;
 }
 
 /// Starts `kind` ready for `spec`'s load.

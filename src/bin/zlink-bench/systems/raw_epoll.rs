@@ -32,11 +32,12 @@ impl Running for Forwarder {
         self.entry
     }
 
-    fn stop(self: Box<Self>) {
+    fn stop(self: Box<Self>) -> Vec<super::Move> {
         for hop in self.hops {
             let _ = hop.stop.send(());
             let _ = hop.thread.join();
         }
+        Vec::new()
     }
 }
 

@@ -37,7 +37,7 @@ impl Running for Forwarder {
         self.entry
     }
 
-    fn stop(self: Box<Self>) {
+    fn stop(self: Box<Self>) -> Vec<super::Move> {
         self.stop.store(true, Ordering::Release);
         for hop in &self.hops {
             hop.waker.wake();
@@ -45,6 +45,7 @@ impl Running for Forwarder {
         for hop in self.hops {
             let _ = hop.thread.join();
         }
+        Vec::new()
     }
 }
 

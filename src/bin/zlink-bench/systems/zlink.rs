@@ -5,34 +5,76 @@
 //! connects to node 1 and every player is an Actor on one of the other
 //! nodes, so a RELAY crosses a link both ways (request → actor on another
 //! node → reply).
+//!
+//! `mixed`: each room is a SpotWide User Spot on a host node and its
+//! players are its Actors (`room-k/p-i`, §5: they share the room's gate);
+//! a player's TICK is pushed to every member's bound session
+//! ([`ActorContext::push_to_member`]). `relocate`: a mover thread moves the
+//! players one after the other between all the nodes through
+//! [`Node::relocate`] (§8) while the load runs, and records each move.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use zlink::api::{
-    Actor, ActorContext, ActorMessage, Node, NodeBuilder, NodeSettings, ObjectRole, Packet,
-    Session, SessionActor, Spot,
+    Actor, ActorContext, ActorMessage, ExecutionMode, Node, NodeBuilder, NodeSettings, ObjectRole,
+    Packet, RelocateTo, Session, SessionActor, Spot,
 };
 use zlink::error::{Error, Reason};
-use zlink::ids::ActorId;
+use zlink::ids::{ActorId, SpotId};
 use zlink::net::handshake::ClusterSecret;
 use zlink::store::{EmbeddedStore, MonotonicClock};
 
-use super::Running;
-use crate::client::{player_name, LoadSpec, LOGIN, PUSH, RELAY};
+use super::{Move, Running};
+use crate::args::Workload;
+use crate::client::{
+    login_names, player_name, room_name, LoadSpec, LOGIN, PUSH, RELAY, ROOM_SIZE, TICK,
+};
 
 /// The Actor type of every player.
 const PLAYER: &str = "player";
+/// The Spot kind of `mixed`'s rooms.
+const ROOM: &str = "room";
+/// `relocate`: the pause between two moves, so that the mover does not
+/// take the whole machine from the load it is meant to disturb.
+const MOVE_GAP: Duration = Duration::from_millis(10);
 /// Owner leases outlive any run's stalls; the runtime renews them every
 /// second (NodeSettings::lease_renew_interval).
 const LEASE_TERM: Duration = Duration::from_secs(10);
 /// How long the link between the two nodes may take to come up.
 const LINK_WAIT: Duration = Duration::from_secs(10);
 
-/// A player answers a RELAY with its payload and pushes a PUSH back (§5).
-struct Player;
+/// A player answers a RELAY with its payload, pushes a PUSH back (§5) and,
+/// in a room, pushes a TICK to every member of the room.
+struct Player {
+    /// The room's other members (`mixed`); empty outside a room.
+    room_mates: Vec<ActorId>,
+}
+
+impl Player {
+    /// The player `id`: in a room (`room-k/p-i`) its mates are the room's
+    /// other players of the `sessions` the run has.
+    fn new(id: &ActorId, sessions: usize) -> Self {
+        let room_mates = id
+            .as_str()
+            .split_once('/')
+            .and_then(|(room, player)| {
+                let index: usize = player.strip_prefix("p-")?.parse().ok()?;
+                let first = index - index % ROOM_SIZE;
+                let mates = (first..(first + ROOM_SIZE).min(sessions))
+                    .filter(|&m| m != index)
+                    .filter_map(|m| ActorId::new(&format!("{room}/{}", player_name(m))).ok())
+                    .collect();
+                Some(mates)
+            })
+            .unwrap_or_default();
+        Self { room_mates }
+    }
+}
 
 impl Actor for Player {
     fn handle(
@@ -45,8 +87,25 @@ impl Actor for Player {
         }
         // A refused push (the session went away) is the client's lost
         // message: the bench counts it there.
-        let _ = ctx.push(PUSH, message.payload);
+        if message.key == TICK {
+            for mate in &self.room_mates {
+                let _ = ctx.push_to_member(mate, TICK, message.payload.clone());
+            }
+            let _ = ctx.push(TICK, message.payload);
+        } else {
+            let _ = ctx.push(PUSH, message.payload);
+        }
         None
+    }
+
+    /// A player keeps no state between messages: it moves with an empty
+    /// snapshot (§8).
+    fn snapshot(&self) -> Option<Bytes> {
+        Some(Bytes::new())
+    }
+
+    fn restore(&mut self, _state: Bytes) -> Result<(), Error> {
+        Ok(())
     }
 }
 
@@ -59,12 +118,17 @@ impl Spot for Lobby {
     }
 }
 
-/// LOGIN binds the named player and keeps the binding on the session, so
-/// that RELAY and PUSH reach it without parsing their payloads.
+/// LOGIN binds the named player (in its room, for `mixed`) and keeps the
+/// binding on the session, so that RELAY, PUSH and TICK reach it without
+/// parsing their payloads.
 async fn login(session: Session, packet: Packet) -> Result<(), Error> {
-    let name =
+    let text =
         std::str::from_utf8(&packet.payload).map_err(|_| Error::new(Reason::NotSupported))?;
-    let id = ActorId::new(name).map_err(|_| Error::new(Reason::NotSupported))?;
+    let name = match login_names(text) {
+        (player, Some(room)) => format!("{room}/{player}"),
+        (player, None) => player.to_owned(),
+    };
+    let id = ActorId::new(&name).map_err(|_| Error::new(Reason::NotSupported))?;
     let player = session.actor(PLAYER, &id).await?;
     let bound = session.actors().bind(player).await?;
     session.set_attribute(bound);
@@ -81,6 +145,7 @@ async fn relay(session: Session, packet: Packet) -> Result<(), Error> {
 
 fn start_node(
     rid: u64,
+    sessions: usize,
     shards: usize,
     store: Arc<EmbeddedStore<MonotonicClock>>,
     secret: ClusterSecret,
@@ -100,10 +165,14 @@ fn start_node(
         .location_store(store)
         .settings(settings)
         .enable_actor_dispatch()
-        .actor_type(PLAYER, Arc::new(Lobby), |_| Box::new(Player))
+        .actor_type(PLAYER, Arc::new(Lobby), move |id| {
+            Box::new(Player::new(id, sessions))
+        })
+        .spot_kind(ROOM, ExecutionMode::SpotWide, |_| Arc::new(Lobby))
         .on_packet(LOGIN, login)
         .on_packet(RELAY, relay)
-        .on_packet(PUSH, relay);
+        .on_packet(PUSH, relay)
+        .on_packet(TICK, relay);
     for &(rid, addr) in peers {
         builder = builder.peer(rid, addr);
     }
@@ -114,7 +183,14 @@ fn start_node(
 
 struct Mesh {
     entry: SocketAddr,
-    nodes: Vec<Node>,
+    nodes: Arc<Vec<Node>>,
+    mover: Option<Mover>,
+}
+
+/// `relocate`'s mover thread and what it recorded.
+struct Mover {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<Vec<Move>>,
 }
 
 impl Running for Mesh {
@@ -122,11 +198,55 @@ impl Running for Mesh {
         self.entry
     }
 
-    fn stop(self: Box<Self>) {
-        for node in self.nodes {
-            node.shutdown();
+    fn stop(self: Box<Self>) -> Vec<Move> {
+        let moves = self.mover.map_or_else(Vec::new, |mover| {
+            mover.stop.store(true, Ordering::Release);
+            mover.thread.join().unwrap_or_default()
+        });
+        // The mover is joined: the nodes have no other owner.
+        if let Ok(nodes) = Arc::try_unwrap(self.nodes) {
+            for node in nodes {
+                node.shutdown();
+            }
         }
+        moves
     }
+}
+
+/// Moves the players one after the other, each to the next node after the
+/// one hosting it (node RIDs are 1..=nodes, `nodes[rid - 1]`), until told
+/// to stop; `hosts[i]` is player `i`'s node at the start.
+fn relocate_players(
+    nodes: &[Node],
+    mut hosts: Vec<u64>,
+    stop: &AtomicBool,
+) -> Result<Vec<Move>, String> {
+    let mut moves = Vec::new();
+    let count = nodes.len() as u64;
+    let mut player = 0;
+    while !stop.load(Ordering::Acquire) && !hosts.is_empty() {
+        let from = hosts[player];
+        let to = from % count + 1;
+        let id = ActorId::new(&player_name(player)).map_err(|e| format!("player id: {e}"))?;
+        let node = nodes
+            .get((from - 1) as usize)
+            .ok_or_else(|| format!("no node {from}"))?;
+        let start = Instant::now();
+        let outcome = node.relocate(&id, RelocateTo::Node(to));
+        let end = Instant::now();
+        if outcome.is_ok() {
+            hosts[player] = to;
+        }
+        moves.push(Move {
+            player,
+            start,
+            end,
+            failed: outcome.err().map(|e| format!("{id} {from} -> {to}: {e}")),
+        });
+        player = (player + 1) % hosts.len();
+        std::thread::sleep(MOVE_GAP);
+    }
+    Ok(moves)
 }
 
 /// Starts nodes `nodes..=1`, highest RID first so that each new node dials
@@ -146,7 +266,14 @@ pub fn start(spec: &LoadSpec) -> Result<Box<dyn Running>, String> {
                     .ok_or_else(|| format!("node {peer} has no link address"))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let node = start_node(rid, spec.shards, Arc::clone(&store), secret.clone(), &peers)?;
+        let node = start_node(
+            rid,
+            spec.sessions,
+            spec.shards,
+            Arc::clone(&store),
+            secret.clone(),
+            &peers,
+        )?;
         started.push((rid, node));
     }
     started.reverse();
@@ -158,15 +285,57 @@ pub fn start(spec: &LoadSpec) -> Result<Box<dyn Running>, String> {
         }
     }
     let hosts = &started[1..];
+    let mut placed = Vec::with_capacity(spec.sessions);
     for index in 0..spec.sessions {
+        if spec.workload == Workload::Mixed {
+            // A room's players live with their room (its gate, §5).
+            let room = index / ROOM_SIZE;
+            let (rid, host) = &hosts[room % hosts.len()];
+            let spot = SpotId::new(&room_name(index)).map_err(|e| format!("room id: {e}"))?;
+            let id = spot
+                .actor_id(&player_name(index))
+                .map_err(|e| format!("player id: {e}"))?;
+            host.create_spot(ROOM, &spot)
+                .and_then(|spot| host.create_actor_in(&spot, PLAYER, &id))
+                .map_err(|e| format!("creating {id} on node {rid}: {e}"))?;
+            continue;
+        }
         let id = ActorId::new(&player_name(index)).map_err(|e| format!("player id: {e}"))?;
         let (rid, host) = &hosts[index % hosts.len()];
         host.create_actor(PLAYER, &id)
             .map_err(|e| format!("creating {id} on node {rid}: {e}"))?;
+        placed.push(*rid);
     }
     let entry = started[0].1.stream_addr().ok_or("node 1 does not listen")?;
+    let nodes = Arc::new(
+        started
+            .into_iter()
+            .map(|(_, node)| node)
+            .collect::<Vec<_>>(),
+    );
+    let mover = (spec.workload == Workload::Relocate)
+        .then(|| {
+            let stop = Arc::new(AtomicBool::new(false));
+            let (nodes, stopped) = (Arc::clone(&nodes), Arc::clone(&stop));
+            std::thread::Builder::new()
+                .name("zlink-mover".to_owned())
+                .spawn(move || {
+                    relocate_players(&nodes, placed, &stopped).unwrap_or_else(|why| {
+                        vec![Move {
+                            player: 0,
+                            start: Instant::now(),
+                            end: Instant::now(),
+                            failed: Some(why),
+                        }]
+                    })
+                })
+                .map(|thread| Mover { stop, thread })
+                .map_err(|e| format!("spawning the mover: {e}"))
+        })
+        .transpose()?;
     Ok(Box::new(Mesh {
         entry,
-        nodes: started.into_iter().map(|(_, node)| node).collect(),
+        nodes,
+        mover,
     }))
 }
