@@ -541,7 +541,9 @@ impl Sessions<'_> {
     /// §10: at the drain deadline, closes every session (with `Shutdown`),
     /// each through the ordinary disconnect procedure.
     pub fn close_all(&mut self) {
-        let sessions: Vec<SessionRid> = self.owner.sessions.keys().copied().collect();
+        let mut sessions: Vec<SessionRid> = self.owner.sessions.keys().copied().collect();
+        // In a fixed order, so that the same inputs give the same outputs.
+        sessions.sort_unstable();
         for session in sessions {
             self.close(session, Some(CloseReason::Shutdown));
         }
@@ -736,12 +738,16 @@ impl Sessions<'_> {
             self.fx
                 .session_event(SessionEvent::Close { session, reason });
         }
-        let current: Vec<ActorId> = aggregate
+        let mut current: Vec<ActorId> = aggregate
             .bindings
             .iter()
             .filter(|(_, b)| matches!(b.state, BindingState::Current))
             .map(|(id, _)| id.clone())
             .collect();
+        // The tables are hash maps: sort what is emitted from them, so that
+        // the same inputs give the same outputs in the same order (DESIGN:
+        // the core is deterministic; the simulator replays a seed exactly).
+        current.sort_unstable();
         // §7 while sealed: the notice waits for the seal's outcome and goes
         // over the route it resolves to; a NotifyDisconnected already held is
         // that notice (at most once).
@@ -755,7 +761,7 @@ impl Sessions<'_> {
                 ticket: None,
             });
         }
-        let in_flight: Vec<RequestId> = self
+        let mut in_flight: Vec<RequestId> = self
             .owner
             .pending
             .iter()
@@ -764,6 +770,7 @@ impl Sessions<'_> {
             })
             .map(|(&id, _)| id)
             .collect();
+        in_flight.sort_unstable();
         for request in in_flight {
             self.abandon(request);
         }
