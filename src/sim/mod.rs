@@ -729,7 +729,7 @@ impl Mesh {
                         ActorBehavior::Echo => echo(&mut node.core.actors(now), &event),
                         ActorBehavior::Queue => node
                             .lanes
-                            .entry(event_actor(&event).clone())
+                            .entry(event.actor().clone())
                             .or_default()
                             .push_back(event.clone()),
                         ActorBehavior::Manual => {}
@@ -896,15 +896,6 @@ fn echo(actors: &mut Actors<'_>, event: &ActorEvent) {
         } => actors.reply(*ticket, Ok(payload.clone())),
         ActorEvent::Disconnect { ticket, .. } => actors.disconnect_done(*ticket, Ok(())),
         ActorEvent::Deliver { reply: None, .. } | ActorEvent::Bound { .. } => {}
-    }
-}
-
-/// The Actor an event is for.
-fn event_actor(event: &ActorEvent) -> &ActorId {
-    match event {
-        ActorEvent::Deliver { actor, .. }
-        | ActorEvent::Bound { actor, .. }
-        | ActorEvent::Disconnect { actor, .. } => actor,
     }
 }
 
