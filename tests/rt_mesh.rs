@@ -215,7 +215,11 @@ fn x4_malformed_and_reserved_records_are_dropped_counted_and_the_link_stays_usab
     let deadline = Instant::now() + WAIT;
     loop {
         let counters = game.node.flow_counters();
-        if counters.get(FlowTrace::TombstoneStale) == 1 {
+        // Each shard publishes its counters at the end of its own loop turn:
+        // wait until both shards' counts are in, then check them exactly.
+        if counters.get(FlowTrace::TombstoneStale) == 1
+            && counters.get(FlowTrace::MalformedRecordDropped) >= 3
+        {
             assert_eq!(counters.get(FlowTrace::MalformedRecordDropped), 3);
             break;
         }
