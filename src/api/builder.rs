@@ -641,13 +641,15 @@ impl Node {
     /// moves the Actors this node hosts to its linked peers, all at once
     /// ([`Node::relocate_all`]; those that cannot move by the deadline end
     /// with the node), finishes accepted callbacks, replies and cleanup
-    /// until `NodeSettings::shutdown_deadline` — one deadline for both —
-    /// then closes every connection (with `CloseReason::Shutdown`) and
+    /// until `NodeSettings::shutdown_deadline` (the moves get at least the
+    /// flow's bounded waits, so none is stopped mid-move), then closes every
+    /// connection (with `CloseReason::Shutdown`) and
     /// stops. Dropping a `Node` stops it at once.
     pub fn shutdown(self) {
         let deadline = self.settings.shutdown_deadline;
         let cleanup = self.settings.disconnect_deadline + Duration::from_secs(1);
-        self.running.shutdown(deadline, cleanup);
+        let relocation_wait = self.relocation_wait();
+        self.running.shutdown(deadline, cleanup, relocation_wait);
     }
 }
 

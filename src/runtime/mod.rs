@@ -404,7 +404,9 @@ impl RunningNode {
             let Some(m) = moves.get_mut(tag) else {
                 continue;
             };
-            if let Err(refused) = &outcome {
+            // A Spot is retried elsewhere never: some of its Actors may have
+            // committed at the first target, and the rest must join them there.
+            if let (Err(refused), RelocationUnit::Actor(_)) = (&outcome, &m.unit) {
                 if refused.reason() == Reason::NoActorFactory {
                     if let Some(next) = m.targets.next() {
                         self.ask_move(
@@ -504,8 +506,16 @@ impl RunningNode {
     /// the node); accepted work (callbacks, replies, cleanup) goes on until
     /// the same deadline, when every session is closed through the ordinary
     /// disconnect procedure; then the shards stop.
-    pub(crate) fn shutdown(mut self, deadline: std::time::Duration, cleanup: std::time::Duration) {
+    /// The moves get at least `relocation_wait` (the flow's bounded waits),
+    /// so that no coordinator is stopped mid-move by a short deadline.
+    pub(crate) fn shutdown(
+        mut self,
+        deadline: std::time::Duration,
+        cleanup: std::time::Duration,
+        relocation_wait: std::time::Duration,
+    ) {
         let until = std::time::Instant::now() + deadline;
+        let moves_until = std::time::Instant::now() + deadline.max(relocation_wait);
         let (done, drained) = mpsc::channel();
         for shard in 0..self.router.shards() {
             let done = done.clone();
@@ -519,7 +529,7 @@ impl RunningNode {
         }
         drop(done);
         if !self.link_status.up().is_empty() {
-            for (unit, error) in self.relocate_all(None, until) {
+            for (unit, error) in self.relocate_all(None, moves_until) {
                 tracing::info!(?unit, %error, "shutdown: not relocated, it ends with the node");
             }
         }

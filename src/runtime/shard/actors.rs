@@ -241,7 +241,6 @@ impl ShardState {
         let Some(store) = self.node.store.clone() else {
             return Err(Reason::NoActorFactory.into());
         };
-        self.core.trace(FlowTrace::LostIncarnationReplaced);
         match store.remove(&row.actor, row.version())? {
             RemoveOutcome::Removed | RemoveOutcome::Absent => {}
             // Someone changed the row meanwhile: it is theirs to host.
@@ -251,7 +250,10 @@ impl ShardState {
             RemoveOutcome::Conflict { .. } => return Err(Reason::StaleLocation.into()),
         }
         match store.create(&row.actor, claim)? {
-            Created::New(row) => self.host(actor_type, &row, spot),
+            Created::New(row) => {
+                self.core.trace(FlowTrace::LostIncarnationReplaced);
+                self.host(actor_type, &row, spot)
+            }
             Created::Existing(row) if row.location.owner != self.me.rid => Ok(row.actor_ref()),
             Created::Existing(_) => Err(Reason::StaleLocation.into()),
         }
