@@ -70,6 +70,31 @@ fn processed_once(games: &[&Game]) -> HashSet<Bytes> {
     seen
 }
 
+/// Each request ended once: a reply (and was processed), a typed error of a
+/// lost path, or — where `closes` allows it — a close with that reason.
+fn assert_each_ended_once(
+    ended: &[(Bytes, Ended)],
+    processed: &HashSet<Bytes>,
+    closes: Option<CloseReason>,
+) {
+    for (data, end) in ended {
+        match end {
+            Ended::Reply => assert!(
+                processed.contains(data),
+                "{data:?} replied, never processed"
+            ),
+            Ended::Error(kind) => assert!(
+                matches!(kind, ErrorKind::Unavailable | ErrorKind::DeadlineExceeded),
+                "{data:?}: {kind:?}"
+            ),
+            Ended::Closed(reason) => assert!(
+                closes.is_some() && *reason == closes,
+                "{data:?}: the session closed ({reason:?})"
+            ),
+        }
+    }
+}
+
 #[test]
 fn resets_of_the_node_link_under_relay_end_every_request_once_and_the_link_comes_back() {
     let store = new_store();
@@ -94,19 +119,7 @@ fn resets_of_the_node_link_under_relay_end_every_request_once_and_the_link_comes
     // typed error of a lost path (processed at most once); the session
     // itself stayed open (its own connection was never touched).
     let processed = processed_once(&[&owner]);
-    for (data, end) in &ended {
-        match end {
-            Ended::Reply => assert!(
-                processed.contains(data),
-                "{data:?} replied, never processed"
-            ),
-            Ended::Error(kind) => assert!(
-                matches!(kind, ErrorKind::Unavailable | ErrorKind::DeadlineExceeded),
-                "{data:?}: {kind:?}"
-            ),
-            Ended::Closed(reason) => panic!("the session closed: {reason:?}"),
-        }
-    }
+    assert_each_ended_once(&ended, &processed, None);
     // And once the network is quiet the link serves relays again.
     wait_until("the link is up again", || session.node.wait_linked(2, WAIT));
     let mut after = Ended::Error(ErrorKind::Unavailable);
@@ -282,21 +295,9 @@ fn relocations_across_a_link_that_resets_lose_nothing_and_process_nothing_twice(
         }
     }
     let processed = processed_once(&[&source, &target]);
-    for (data, end) in &ended {
-        match end {
-            Ended::Reply => assert!(
-                processed.contains(data),
-                "{data:?} replied, never processed"
-            ),
-            Ended::Error(kind) => assert!(
-                matches!(kind, ErrorKind::Unavailable | ErrorKind::DeadlineExceeded),
-                "{data:?}: {kind:?}"
-            ),
-            // L3: a move that failed after relay-ready leaves the session's
-            // seal to time out.
-            Ended::Closed(reason) => assert_eq!(*reason, Some(CloseReason::SealTimeout)),
-        }
-    }
+    // L3: a move that failed after relay-ready leaves the session's seal to
+    // time out.
+    assert_each_ended_once(&ended, &processed, Some(CloseReason::SealTimeout));
     let replies = ended.iter().filter(|(_, e)| *e == Ended::Reply).count();
     println!(
         "moves {} ({} committed), requests {} ({replies} replied), processed {}, link dials {}",
