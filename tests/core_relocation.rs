@@ -73,7 +73,7 @@ fn position(mesh: &Mesh, what: &str, matches: impl Fn(&Journal) -> bool) -> usiz
 }
 
 fn is_event(entry: &Journal, node: NodeRid, pick: impl Fn(&RelocationEvent) -> bool) -> bool {
-    matches!(entry, Journal::Event { node: n, event: CoreEvent::Relocation(e) } if *n == node && pick(e))
+    matches!(entry, Journal::Event { node: n, event: CoreEvent::Relocation(e), .. } if *n == node && pick(e))
 }
 
 fn is_sent(entry: &Journal, from: NodeRid, command: Command) -> bool {
@@ -697,6 +697,7 @@ fn core_relocation_refused_seal_reopens_with_saved_work_then_ingress_hold_in_ord
             Journal::Event {
                 node,
                 event: CoreEvent::Actor(zlink::core::actor::ActorEvent::Deliver { payload, .. }),
+                ..
             } if *node == source => Some(payload.clone()),
             _ => None,
         })

@@ -28,11 +28,13 @@ use crate::ids::{
     ObjectGeneration, OwnerLeaseGeneration, PacketKey, Peer, RelocationId, SessionOwnerId,
     SessionRid,
 };
-use crate::store::{Clock, EmbeddedStore, LocationStore, ManualClock, OwnerLease};
+use crate::store::{Clock, Created, EmbeddedStore, LocationStore, ManualClock, OwnerLease};
 use crate::wire::client::ClientFrame;
 use crate::wire::node::{Command, NodeRecord};
 use crate::wire::DecodeLimits;
 
+pub mod invariants;
+pub mod schedule;
 pub mod script;
 
 /// How a simulated node's application answers Actor work.
@@ -90,6 +92,8 @@ pub enum Journal {
     Sent(Tapped),
     /// An event a node's core emitted.
     Event {
+        /// When it was drained.
+        at: Instant,
         /// The node.
         node: NodeRid,
         /// The event.
@@ -146,6 +150,7 @@ pub struct SimNode {
     pub states: BTreeMap<ActorId, Bytes>,
     restore: RestoreBehavior,
     held_restores: Vec<RelocationId>,
+    sessions_config: SessionOwnerConfig,
 }
 
 impl SimNode {
@@ -188,6 +193,29 @@ pub struct Mesh {
     leases: BTreeMap<NodeRid, OwnerLease>,
     store_behavior: StoreBehavior,
     held_store: VecDeque<(NodeRid, RelocationId, StoreOp)>,
+    timer_lateness: Duration,
+    observer: ObserverSlot,
+}
+
+/// Sees every core event as it is drained, with the core that emitted it as
+/// it is at that moment: what the simulator's invariants that compare an
+/// event with the state it was decided on need (src/sim/invariants.rs).
+///
+/// Its arguments: the event's position in the journal, the node, the time,
+/// the event, and the node's core.
+pub type Observer = Box<dyn FnMut(usize, NodeRid, Instant, &CoreEvent, &ShardCore)>;
+
+#[derive(Default)]
+struct ObserverSlot(Option<Observer>);
+
+impl std::fmt::Debug for ObserverSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Some(observer)"
+        } else {
+            "None"
+        })
+    }
 }
 
 /// The sim store's lease term: longer than any test runs in virtual time.
@@ -202,6 +230,13 @@ impl Default for Mesh {
 impl Mesh {
     /// An empty mesh whose links deliver after `latency`.
     pub fn new(latency: Duration) -> Self {
+        Self::with_lease_term(latency, SIM_LEASE_TERM)
+    }
+
+    /// An empty mesh whose store grants owner leases for `lease_term`; the
+    /// leases are renewed whenever [`Mesh::advance`] moves time, so only a
+    /// dead node's lease lapses.
+    pub fn with_lease_term(latency: Duration, lease_term: Duration) -> Self {
         let clock = ManualClock::new(Instant::ZERO);
         Self {
             now: Instant::ZERO,
@@ -217,11 +252,13 @@ impl Mesh {
             lost: 0,
             next_correlation: 0,
             relocation: RelocationConfig::default(),
-            store: EmbeddedStore::new(clock.clone(), SIM_LEASE_TERM),
+            store: EmbeddedStore::new(clock.clone(), lease_term),
             clock,
             leases: BTreeMap::new(),
             store_behavior: StoreBehavior::Immediate,
             held_store: VecDeque::new(),
+            timer_lateness: Duration::ZERO,
+            observer: ObserverSlot::default(),
         }
     }
 
@@ -247,6 +284,7 @@ impl Mesh {
         let node_generation = NodeGeneration(generation);
         let lease = OwnerLeaseGeneration(generation);
         let mesh = MeshName::new("sim").unwrap_or_else(|_| unreachable!("a valid literal"));
+        let sessions_config = config.clone();
         let config = ShardConfig {
             session_owner: SessionOwnerIdentity {
                 node: rid,
@@ -277,6 +315,7 @@ impl Mesh {
             states: BTreeMap::new(),
             restore: RestoreBehavior::Succeed,
             held_restores: Vec::new(),
+            sessions_config,
         };
         self.nodes.insert(rid, node);
         rid
@@ -422,27 +461,14 @@ impl Mesh {
     /// there with the row's generations (what a node's runtime does on
     /// create, §1 step 2).
     pub fn create(&mut self, node: NodeRid, actor: &str) -> ActorRef {
-        let id = actor_id(actor);
-        let claim = self.lease(node).claim();
-        self.sync_clock();
-        let row = self
-            .store
-            .create(&id, &claim)
+        self.try_create(node, &actor_id(actor))
             .unwrap_or_else(|e| panic!("creating {actor} failed: {e}"))
-            .into_row();
-        let hosted = self
-            .actors(node)
-            .host(id.clone(), row.object, row.location.authority);
-        let actor_ref = hosted.unwrap_or_else(|e| panic!("hosting {actor} failed: {e}"));
-        self.node_mut(node)
-            .states
-            .insert(id, Bytes::from(format!("state of {actor}")));
-        actor_ref
     }
 
     /// Runs the work queued on an Actor's lane ([`ActorBehavior::Queue`])
     /// in order, answering as [`ActorBehavior::Echo`] would.
-    pub fn run_lane(&mut self, node: NodeRid, actor: &ActorId) {
+    /// Returns the work it ran.
+    pub fn run_lane(&mut self, node: NodeRid, actor: &ActorId) -> Vec<ActorEvent> {
         let now = self.now;
         let sim = self.node_mut(node);
         let queued = sim.lanes.remove(actor).unwrap_or_default();
@@ -450,6 +476,17 @@ impl Mesh {
             echo(&mut sim.core.actors(now), event);
         }
         self.pump();
+        queued.into()
+    }
+
+    /// The Actors at a node whose lanes have work waiting, in order.
+    pub fn busy_lanes(&self, node: NodeRid) -> Vec<ActorId> {
+        let lanes = &self.node(node).lanes;
+        lanes
+            .iter()
+            .filter(|(_, lane)| !lane.is_empty())
+            .map(|(actor, _)| actor.clone())
+            .collect()
     }
 
     /// The work waiting on an Actor's lane ([`ActorBehavior::Queue`]).
@@ -461,9 +498,12 @@ impl Mesh {
             .unwrap_or_default()
     }
 
-    fn lease(&mut self, node: NodeRid) -> OwnerLease {
+    /// The node's owner lease, acquired at first use. A restarted node gets
+    /// none while its dead lifecycle's lease is still live (§5: the store
+    /// waits out the old lease).
+    fn lease(&mut self, node: NodeRid) -> Result<OwnerLease, Error> {
         if let Some(lease) = self.leases.get(&node) {
-            return lease.clone();
+            return Ok(lease.clone());
         }
         self.sync_clock();
         let peer = self.node(node).peer;
@@ -471,9 +511,20 @@ impl Mesh {
         let lease = self
             .store
             .acquire_lease(node, peer.generation, &mesh)
-            .unwrap_or_else(|e| panic!("no lease for {node:?}: {e}"));
+            .map_err(Error::from)?;
         self.leases.insert(node, lease.clone());
-        lease
+        Ok(lease)
+    }
+
+    /// Renews every lease held, as each node's runtime does on its renewal
+    /// period. Called whenever [`Mesh::advance`] moves time.
+    fn renew_leases(&mut self) {
+        self.sync_clock();
+        for lease in self.leases.values_mut() {
+            if let Ok(renewed) = self.store.renew_lease(lease) {
+                *lease = renewed;
+            }
+        }
     }
 
     fn sync_clock(&self) {
@@ -532,10 +583,23 @@ impl Mesh {
 
     fn carry_out_store(&mut self, node: NodeRid, relocation: RelocationId, op: StoreOp) {
         let now = self.now;
-        let claim = self.lease(node).claim();
+        let claim = self.lease(node).map(|lease| lease.claim());
         self.sync_clock();
         let down = self.store_behavior == StoreBehavior::Down;
         let unreachable = || Error::new(Reason::StoreUnavailable);
+        let claim = match claim {
+            Ok(claim) => claim,
+            Err(error) => {
+                let mut relocations = self.node_mut(node).core.relocations(now);
+                match op {
+                    StoreOp::TakeAuthority { .. } => relocations.cas_done(relocation, Err(error)),
+                    StoreOp::AbortRelocation { .. } => {
+                        relocations.abort_done(relocation, Err(error))
+                    }
+                }
+                return;
+            }
+        };
         let done = match &op {
             StoreOp::TakeAuthority { actor, expected } => StoreDone::Cas(if down {
                 Err(unreachable())
@@ -648,6 +712,7 @@ impl Mesh {
         }
         self.now = until;
         self.pump();
+        self.renew_leases();
     }
 
     /// The earliest timer deadline of any node, without firing it (for "not
@@ -659,15 +724,117 @@ impl Mesh {
             .min()
     }
 
+    /// When the earliest timer is handled: its deadline plus the lateness
+    /// the shard loop is set to have (never sooner than the deadline).
+    fn next_firing(&self) -> Option<Instant> {
+        self.next_timer().map(|d| d + self.timer_lateness)
+    }
+
     fn next_moment(&self) -> Option<Instant> {
         let delivery = self.in_flight.keys().next().map(|&(at, _)| at);
-        [delivery, self.next_timer()].into_iter().flatten().min()
+        [delivery, self.next_firing()].into_iter().flatten().min()
+    }
+
+    /// Makes every timer from now on fire `lateness` after its deadline, as
+    /// a busy shard loop calls `handle_timeout` late (the core's time
+    /// contract: late is allowed, early never is). Zero by default.
+    pub fn set_timer_lateness(&mut self, lateness: Duration) {
+        self.timer_lateness = lateness;
+    }
+
+    /// Sets the observer that sees every core event as it is drained.
+    pub fn set_observer(&mut self, observer: Observer) {
+        self.observer = ObserverSlot(Some(observer));
+    }
+
+    /// The nodes of the mesh, in RID order.
+    pub fn rids(&self) -> Vec<NodeRid> {
+        self.nodes.keys().copied().collect()
+    }
+
+    /// A node's process dies (kill -9) and starts again with the next
+    /// NodeGeneration (§9): its core and everything in it are gone, the TCP
+    /// connections of the dead process are reset (every record in flight to
+    /// or from it is lost), its store operations and restores that were
+    /// waiting are dropped, and it takes a new owner lease. Its rows stay in
+    /// the store, naming the dead generation. Returns the new generation.
+    pub fn restart(&mut self, rid: NodeRid) -> NodeGeneration {
+        let old = self.node(rid);
+        let generation = old.peer.generation.0 + 1;
+        let (behavior, restore, config) = (old.behavior, old.restore, old.sessions_config.clone());
+        let before = self.in_flight.len();
+        self.in_flight
+            .retain(|_, flight| flight.from.rid != rid && flight.to != rid);
+        self.lost += (before - self.in_flight.len()) as u64;
+        self.held_store.retain(|(node, _, _)| *node != rid);
+        self.leases.remove(&rid);
+        self.add_node_with(rid.0, generation, config);
+        self.set_behavior(rid, behavior);
+        self.set_restore(rid, restore);
+        NodeGeneration(generation)
+    }
+
+    /// The link between two nodes breaks and is re-established at once:
+    /// every record in flight on it, in both directions, is lost, as a
+    /// broken TCP connection loses what it had not delivered. Records sent
+    /// afterwards travel on the new connection.
+    pub fn break_link(&mut self, a: NodeRid, b: NodeRid) {
+        let before = self.in_flight.len();
+        self.in_flight.retain(|_, flight| {
+            let (from, to) = (flight.from.rid, flight.to);
+            !((from == a && to == b) || (from == b && to == a))
+        });
+        self.lost += (before - self.in_flight.len()) as u64;
+    }
+
+    /// Destroys an Actor as a node's runtime does: the core ends the
+    /// incarnation, and the store's row is removed, so the next create of the
+    /// same ActorId gets greater generations (§1, §4).
+    pub fn destroy(&mut self, node: NodeRid, actor: &ActorId) -> Result<(), Error> {
+        self.actors(node).destroy(actor)?;
+        self.node_mut(node).states.remove(actor);
+        // The lane goes with the Actor; what it held still ends (§12).
+        let dropped = self.node_mut(node).lanes.remove(actor).unwrap_or_default();
+        for work in dropped {
+            self.actors(node).refuse(work, Reason::StaleLocation);
+        }
+        self.sync_clock();
+        if let Ok(Some(row)) = self.store.lookup(actor) {
+            // A row another node owns now is that node's to remove.
+            if row.location.owner == node {
+                let _ = self.store.remove(actor, row.version());
+            }
+        }
+        self.pump();
+        Ok(())
+    }
+
+    /// Creates an Actor like [`Mesh::create`], but answers a store refusal
+    /// (the row exists, the store is down) with the typed error instead of
+    /// panicking: for schedules that create at random.
+    pub fn try_create(&mut self, node: NodeRid, actor: &ActorId) -> Result<ActorRef, Error> {
+        let claim = self.lease(node)?.claim();
+        self.sync_clock();
+        let row = match self.store.create(actor, &claim).map_err(Error::from)? {
+            Created::New(row) => row,
+            // BindOrGet: the live row's ActorRef; it is hosted where it names.
+            Created::Existing(row) => return Ok(row.actor_ref()),
+        };
+        let hosted = self
+            .actors(node)
+            .host(actor.clone(), row.object, row.location.authority)?;
+        self.node_mut(node).states.insert(
+            actor.clone(),
+            Bytes::from(format!("state of {}", actor.as_str())),
+        );
+        self.pump();
+        Ok(hosted)
     }
 
     /// Fires the timers due before `at`, then delivers the records due at `at`.
     fn step_until(&mut self, at: Instant) {
-        while let Some(deadline) = self.next_timer().filter(|&d| d <= at) {
-            self.now = self.now.max(deadline);
+        while let Some(firing) = self.next_firing().filter(|&f| f <= at) {
+            self.now = self.now.max(firing);
             let now = self.now;
             for node in self.nodes.values_mut() {
                 if node.core.poll_timeout().is_some_and(|d| d <= now) {
@@ -718,7 +885,11 @@ impl Mesh {
         let mut relocation_events = Vec::new();
         while let Some(event) = node.core.poll_event() {
             progress = true;
+            if let Some(observe) = self.observer.0.as_mut() {
+                observe(self.journal.len(), rid, now, &event, &node.core);
+            }
             self.journal.push(Journal::Event {
+                at: now,
                 node: rid,
                 event: event.clone(),
             });

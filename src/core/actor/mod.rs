@@ -337,6 +337,25 @@ impl Actors<'_> {
         self.answer(ticket, outcome.map(|()| Bytes::new()));
     }
 
+    /// Work the runtime will not run (its lane is gone: the Actor was
+    /// destroyed, or the lane refused it) still ends (§12): a request and a
+    /// disconnect callback get `reason` as their typed terminal, a one-way
+    /// message is a counted drop.
+    pub fn refuse(&mut self, work: ActorEvent, reason: Reason) {
+        let error = Error::new(reason);
+        match work {
+            ActorEvent::Deliver {
+                reply: Some(ticket),
+                ..
+            } => self.reply(ticket, Err(error)),
+            ActorEvent::Disconnect { ticket, .. } => self.disconnect_done(ticket, Err(error)),
+            ActorEvent::Deliver { reply: None, .. } => {
+                self.fx.trace(FlowTrace::OneWayRecordRefused);
+            }
+            ActorEvent::Bound { .. } => {}
+        }
+    }
+
     fn answer(&mut self, ticket: ReplyTicket, outcome: Result<Bytes, Error>) {
         let Some((to, request)) = self.owner.owed.remove(&ticket) else {
             debug_assert!(false, "reply for a ticket that is not owed: {ticket:?}");

@@ -57,6 +57,11 @@ impl FollowTable {
         self.entries.get(actor)
     }
 
+    /// How many entries are live.
+    pub(super) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
     /// The serial the next inserted entry will carry (its expiry timer is
     /// armed with it before the insert).
     pub(super) fn next_serial(&self) -> u64 {

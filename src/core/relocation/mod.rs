@@ -323,6 +323,23 @@ impl RelocationOwner {
         self.proxies.len()
     }
 
+    /// Message Follow entries held now (bounded by `follow_max`, §8.2).
+    pub fn follow_count(&self) -> usize {
+        self.follow.len()
+    }
+
+    /// Whether no relocation is under way here, as source or target, and no
+    /// follow entry or proxied request is left: nothing leaks once every
+    /// move has ended and its follow lifetime has passed.
+    pub fn is_idle(&self) -> bool {
+        self.coordinators.is_empty()
+            && self.relocating.is_empty()
+            && self.targets.is_empty()
+            && self.arriving.is_empty()
+            && self.proxies.len() == 0
+            && self.follow.len() == 0
+    }
+
     fn request_id(&mut self) -> RequestId {
         self.next_request = self.next_request.next();
         debug_assert!(self.next_request.is_relocation());

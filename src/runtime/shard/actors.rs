@@ -433,20 +433,7 @@ impl ShardState {
     /// drop (a one-way message).
     pub(super) fn refuse_actor_work(&mut self, event: ActorEvent, reason: Reason) {
         let now = self.now();
-        let error = Error::new(reason);
-        match event {
-            ActorEvent::Deliver {
-                reply: Some(ticket),
-                ..
-            } => self.core.actors(now).reply(ticket, Err(error)),
-            ActorEvent::Disconnect { ticket, .. } => {
-                self.core.actors(now).disconnect_done(ticket, Err(error))
-            }
-            ActorEvent::Deliver { reply: None, .. } => {
-                self.core.trace(FlowTrace::OneWayRecordRefused)
-            }
-            ActorEvent::Bound { .. } => {}
-        }
+        self.core.actors(now).refuse(event, reason);
     }
 
     /// Carries out the core's outputs and runs the Actor turns they start, a

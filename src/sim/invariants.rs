@@ -1,0 +1,497 @@
+//! The simulator's invariants (issue 7): each a named check tied to the spec
+//! rule it guards, checked as the run goes — the event-time ones from the
+//! mesh's observer, with the emitting core as it was when it decided, the
+//! record-time ones from the journal after every step.
+//!
+//! Every message the schedule sends carries a unique id in its payload, so a
+//! delivery, a processing and a reply can each be traced to the one send
+//! that caused it.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use crate::core::actor::ActorEvent;
+use crate::core::relocation::RelocationEvent;
+use crate::core::session::{SessionEvent, Ticket, REPLACEMENT_CLOSE_DELAY};
+use crate::core::shard::ShardCore;
+use crate::core::time::Instant;
+use crate::core::CoreEvent;
+use crate::ids::{
+    ActorId, BindingIdentity, Correlation, NodeRid, ObjectGeneration, RelocationId, SessionRef,
+    SessionRid,
+};
+use crate::wire::client::{ClientFrame, CloseReason};
+use crate::wire::node::{ActorSend, ActorSendBody, NodeRecord, SessionRelocationRoute};
+
+use super::Journal;
+
+/// A broken invariant: its name, the rule it guards, and what was seen.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// The invariant's name.
+    pub invariant: &'static str,
+    /// The spec section or CONTRACT ID it guards.
+    pub rule: &'static str,
+    /// What broke it.
+    pub detail: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({}): {}", self.invariant, self.rule, self.detail)
+    }
+}
+
+/// The payload of the schedule's client message `id`.
+pub fn message_payload(id: u64) -> Bytes {
+    tagged(b'm', id)
+}
+
+/// The payload of the schedule's push `id`.
+pub fn push_payload(id: u64) -> Bytes {
+    tagged(b'p', id)
+}
+
+fn tagged(tag: u8, id: u64) -> Bytes {
+    let mut bytes = Vec::with_capacity(9);
+    bytes.push(tag);
+    bytes.extend_from_slice(&id.to_be_bytes());
+    Bytes::from(bytes)
+}
+
+fn untag(tag: u8, payload: &[u8]) -> Option<u64> {
+    let (&first, rest) = payload.split_first()?;
+    let id: [u8; 8] = rest.try_into().ok()?;
+    (first == tag).then_some(u64::from_be_bytes(id))
+}
+
+/// A client message as the schedule sent it: the binding and incarnation
+/// the session owner sent it under.
+#[derive(Clone, Debug)]
+pub struct SentMessage {
+    /// The session.
+    pub session: SessionRef,
+    /// The Actor.
+    pub actor: ActorId,
+    /// The binding it was sent on (§4).
+    pub binding: BindingIdentity,
+    /// The incarnation the binding names.
+    pub object: ObjectGeneration,
+    /// The request's correlation; `None` for a one-way message.
+    pub correlation: Option<Correlation>,
+}
+
+#[derive(Debug)]
+struct Message {
+    sent: SentMessage,
+    accepted: bool,
+    processed: bool,
+    answers: u32,
+}
+
+#[derive(Debug)]
+struct Push {
+    actor: ActorId,
+    binding: BindingIdentity,
+}
+
+#[derive(Debug)]
+struct Callback {
+    started: Instant,
+    terminal: Option<Instant>,
+}
+
+/// A replacement callback the schedule has not answered yet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PendingCallback {
+    /// The replaced session.
+    pub session: SessionRef,
+    /// Names the callback.
+    pub callback: Ticket,
+}
+
+/// The invariants' state over one run.
+#[derive(Debug)]
+pub struct Checker {
+    replacement_timeout: Duration,
+    violation: Option<Violation>,
+    messages: HashMap<u64, Message>,
+    pushes: HashMap<u64, Push>,
+    correlations: HashMap<Correlation, u64>,
+    callbacks: HashMap<SessionRef, Callback>,
+    pending_callbacks: Vec<PendingCallback>,
+    /// Join callbacks run minus disconnect callbacks run, per Actor and
+    /// session.
+    bindings: HashMap<(ActorId, SessionRef), i64>,
+    /// Sessions closed by a seal timeout, with the journal position.
+    seal_timed_out: HashMap<SessionRef, usize>,
+    /// Relocations whose source sent the cutover (63): relay-ready was
+    /// accepted.
+    cut_over: HashSet<RelocationId>,
+    closed: HashSet<SessionRef>,
+    cursor: usize,
+}
+
+impl Checker {
+    /// A checker for nodes whose replaced sessions are force-closed after
+    /// `replacement_timeout` without a callback terminal (§6).
+    pub fn new(replacement_timeout: Duration) -> Self {
+        Self {
+            replacement_timeout,
+            violation: None,
+            messages: HashMap::new(),
+            pushes: HashMap::new(),
+            correlations: HashMap::new(),
+            callbacks: HashMap::new(),
+            pending_callbacks: Vec::new(),
+            bindings: HashMap::new(),
+            seal_timed_out: HashMap::new(),
+            cut_over: HashSet::new(),
+            closed: HashSet::new(),
+            cursor: 0,
+        }
+    }
+
+    /// The first violation seen, if any.
+    pub fn violation(&self) -> Option<&Violation> {
+        self.violation.as_ref()
+    }
+
+    /// Records a violation (the first one is kept).
+    pub fn fail(&mut self, invariant: &'static str, rule: &'static str, detail: String) {
+        if self.violation.is_none() {
+            self.violation = Some(Violation {
+                invariant,
+                rule,
+                detail,
+            });
+        }
+    }
+
+    /// The schedule sent client message `id`.
+    pub fn sent(&mut self, id: u64, message: SentMessage) {
+        if let Some(correlation) = message.correlation {
+            self.correlations.insert(correlation, id);
+        }
+        let message = Message {
+            sent: message,
+            accepted: false,
+            processed: false,
+            answers: 0,
+        };
+        self.messages.insert(id, message);
+    }
+
+    /// The Actor pushed `id` while its owner had `binding` as current.
+    pub fn pushed(&mut self, id: u64, actor: ActorId, binding: BindingIdentity) {
+        self.pushes.insert(id, Push { actor, binding });
+    }
+
+    /// The schedule's Actor lane ran `work`: a handler, a join or a
+    /// disconnect callback. Work a relocation captured runs once, wherever
+    /// it lands, so it is counted here and not when it is emitted.
+    pub fn ran(&mut self, work: &ActorEvent) {
+        match work {
+            ActorEvent::Deliver { payload, .. } => self.processed(payload),
+            ActorEvent::Bound { actor, session } => {
+                *self.bindings.entry((actor.clone(), *session)).or_default() += 1;
+            }
+            ActorEvent::Disconnect { actor, session, .. } => {
+                let count = self.bindings.entry((actor.clone(), *session)).or_default();
+                *count -= 1;
+                if *count < 0 {
+                    let detail =
+                        format!("a second disconnect callback of {actor:?} for {session:?}");
+                    self.fail("disconnect_callback_at_most_once", "§7", detail);
+                }
+            }
+        }
+    }
+
+    fn processed(&mut self, payload: &[u8]) {
+        let Some(id) = untag(b'm', payload) else {
+            return self.fail(
+                "nothing_invented",
+                "§12",
+                format!("a handler ran a payload no client sent: {payload:?}"),
+            );
+        };
+        match self.messages.get_mut(&id) {
+            Some(message) if message.processed => self.fail(
+                "processed_at_most_once",
+                "§12, L2",
+                format!("message {id} ran a second time"),
+            ),
+            Some(message) => message.processed = true,
+            None => self.fail(
+                "nothing_invented",
+                "§12",
+                format!("a handler ran message {id}, which no client sent"),
+            ),
+        }
+    }
+
+    /// The schedule answered a replacement callback at `at`.
+    pub fn callback_done(&mut self, session: SessionRef, at: Instant) {
+        if let Some(callback) = self.callbacks.get_mut(&session) {
+            callback.terminal.get_or_insert(at);
+        }
+        self.pending_callbacks.retain(|p| p.session != session);
+    }
+
+    /// Replacement callbacks waiting for the schedule's answer.
+    pub fn pending_callbacks(&self) -> &[PendingCallback] {
+        &self.pending_callbacks
+    }
+
+    /// The session is gone without a close event (its client left, or its
+    /// node died): its requests need no answer any more.
+    pub fn session_gone(&mut self, session: SessionRef) {
+        self.closed.insert(session);
+        self.pending_callbacks.retain(|p| p.session != session);
+    }
+
+    /// A node restarted: its RelocationIds start again (they are unique
+    /// within one NodeGeneration), so the cutovers its dead life sent no
+    /// longer name anything.
+    pub fn node_restarted(&mut self, node: NodeRid) {
+        self.cut_over
+            .retain(|relocation| relocation.coordinator != node);
+    }
+
+    /// §12: every request of a session that is still open has ended with
+    /// exactly one reply or typed error. For the end of a run, after every
+    /// deadline has passed.
+    pub fn check_every_request_ended(&mut self) {
+        let mut open: Vec<(u64, u32)> = self
+            .messages
+            .iter()
+            .filter(|(_, m)| m.sent.correlation.is_some() && !self.closed.contains(&m.sent.session))
+            .filter(|(_, m)| m.answers != 1)
+            .map(|(&id, m)| (id, m.answers))
+            .collect();
+        open.sort_unstable();
+        if let Some((id, answers)) = open.first() {
+            self.fail(
+                "every_request_ends",
+                "§12",
+                format!("request {id} of an open session ended {answers} times after its deadline"),
+            );
+        }
+    }
+
+    /// An event as it was drained from `node`'s core (`position`: its place
+    /// in the journal).
+    pub fn observe(&mut self, position: usize, at: Instant, event: &CoreEvent, core: &ShardCore) {
+        match event {
+            CoreEvent::Actor(ActorEvent::Deliver { actor, payload, .. }) => {
+                self.delivered(actor, payload, core);
+            }
+            CoreEvent::Session(event) => self.session_event(position, at, event, core),
+            CoreEvent::Actor(ActorEvent::Bound { .. } | ActorEvent::Disconnect { .. })
+            | CoreEvent::Relocation(_) => {}
+        }
+    }
+
+    fn delivered(&mut self, actor: &ActorId, payload: &[u8], core: &ShardCore) {
+        let Some(message) = untag(b'm', payload).and_then(|id| self.messages.get_mut(&id)) else {
+            let detail = format!("{actor:?} was given a payload no client sent: {payload:?}");
+            return self.fail("nothing_invented", "§12", detail);
+        };
+        if message.processed {
+            let detail = format!("{:?} was delivered again after it ran", message.sent);
+            return self.fail("processed_at_most_once", "§12, L2", detail);
+        }
+        if message.accepted {
+            // Saved work a relocation carried to the target (L2): accepted
+            // once at the source, delivered again there, run once.
+            return;
+        }
+        message.accepted = true;
+        let sent = message.sent.clone();
+        let owner = core.actor_owner();
+        let current = owner.current_binding(actor);
+        if current != Some(sent.binding) {
+            let detail = format!("{sent:?} accepted while the current binding is {current:?}");
+            return self.fail("retired_binding_refused", "§4, §6, P2", detail);
+        }
+        let hosted = owner.actor_ref(actor).map(|r| r.generation);
+        if hosted != Some(sent.object) {
+            let detail = format!("{sent:?} accepted by incarnation {hosted:?}");
+            self.fail("incarnation_fenced", "§4, S1", detail);
+        }
+    }
+
+    fn session_event(
+        &mut self,
+        position: usize,
+        at: Instant,
+        event: &SessionEvent,
+        core: &ShardCore,
+    ) {
+        let owner = core.session_owner();
+        match event {
+            SessionEvent::Frame { session, frame } => match frame {
+                ClientFrame::Push { payload, .. } => {
+                    self.push_arrived(owner.session_ref(*session), payload, core, *session);
+                }
+                ClientFrame::Reply {
+                    correlation,
+                    payload,
+                    ..
+                } => self.answered(*correlation, Some(payload)),
+                ClientFrame::Error { correlation, .. } => self.answered(*correlation, None),
+                _ => {}
+            },
+            SessionEvent::Close { session, reason } => {
+                let session = owner.session_ref(*session);
+                self.closed.insert(session);
+                match reason {
+                    CloseReason::Replaced => self.replaced_close(session, at),
+                    CloseReason::SealTimeout => {
+                        self.seal_timed_out.insert(session, position);
+                    }
+                    _ => {}
+                }
+            }
+            SessionEvent::ReplacementCallback {
+                session, callback, ..
+            } => {
+                let session = owner.session_ref(*session);
+                let started = Callback {
+                    started: at,
+                    terminal: None,
+                };
+                self.callbacks.insert(session, started);
+                self.pending_callbacks.push(PendingCallback {
+                    session,
+                    callback: *callback,
+                });
+            }
+            SessionEvent::SessionEnded { session } => {
+                let session = owner.session_ref(*session);
+                self.closed.insert(session);
+                self.pending_callbacks.retain(|p| p.session != session);
+            }
+            SessionEvent::BindCompleted { .. } | SessionEvent::NotifyCompleted { .. } => {}
+        }
+    }
+
+    fn push_arrived(
+        &mut self,
+        session: SessionRef,
+        payload: &[u8],
+        core: &ShardCore,
+        rid: SessionRid,
+    ) {
+        let Some(push) = untag(b'p', payload).and_then(|id| self.pushes.get(&id)) else {
+            let detail = format!("{session:?} was pushed a payload no Actor sent: {payload:?}");
+            return self.fail("nothing_invented", "§5", detail);
+        };
+        let now = core.session_owner().binding_identity(rid, &push.actor);
+        if now != Some(push.binding) {
+            let detail = format!(
+                "a push of {:?} sent to binding {:?} reached {session:?} whose binding is {now:?}",
+                push.actor, push.binding
+            );
+            self.fail("push_reaches_only_its_binding", "§5", detail);
+        }
+    }
+
+    fn answered(&mut self, correlation: Correlation, reply: Option<&Bytes>) {
+        let Some(message) = self
+            .correlations
+            .get(&correlation)
+            .and_then(|id| self.messages.get_mut(id))
+        else {
+            let detail = format!("an answer to {correlation:?}, which no client asked");
+            return self.fail("nothing_invented", "§12", detail);
+        };
+        message.answers += 1;
+        if message.answers > 1 {
+            let detail = format!("{:?} answered {} times", message.sent, message.answers);
+            return self.fail("one_terminal_per_request", "§12", detail);
+        }
+        if let Some(payload) = reply {
+            let id = self.correlations.get(&correlation).copied();
+            let echoed = untag(b'm', payload);
+            if echoed != id || !message.processed {
+                let detail = format!(
+                    "{:?} succeeded with {payload:?} but processed={}",
+                    message.sent, message.processed
+                );
+                self.fail("success_means_processed_once", "§12", detail);
+            }
+        }
+    }
+
+    /// P3, §6: the old connection closes no sooner than 100 ms after its
+    /// callback terminal, or at the callback timeout when it has none.
+    fn replaced_close(&mut self, session: SessionRef, at: Instant) {
+        let Some(callback) = self.callbacks.get(&session) else {
+            let detail = format!("{session:?} closed as replaced without its callback");
+            return self.fail("replaced_close_after_callback", "§6, P3", detail);
+        };
+        let earliest = match callback.terminal {
+            Some(terminal) => terminal + REPLACEMENT_CLOSE_DELAY,
+            None => callback.started + self.replacement_timeout,
+        };
+        if at < earliest {
+            let detail = format!(
+                "{session:?} closed at {at:?}, before {earliest:?} (callback {callback:?})"
+            );
+            self.fail("replaced_close_not_sooner", "§6, P3", detail);
+        }
+    }
+
+    /// The journal's new entries, in order: the record-time invariants.
+    pub fn scan(&mut self, journal: &[Journal]) {
+        let start = self.cursor.min(journal.len());
+        for (position, entry) in journal.iter().enumerate().skip(start) {
+            match entry {
+                Journal::Sent(tapped) => self.record_sent(position, tapped.from, &tapped.record),
+                Journal::Event {
+                    event: CoreEvent::Relocation(RelocationEvent::Reopen { relocation, .. }),
+                    ..
+                } if self.cut_over.contains(relocation) => {
+                    let detail = format!("{relocation:?} reopened its source after 63");
+                    self.fail("no_reopen_after_relay_ready", "§8.2, L6", detail);
+                }
+                _ => {}
+            }
+        }
+        self.cursor = journal.len();
+    }
+
+    fn record_sent(&mut self, position: usize, from: NodeRid, record: &NodeRecord) {
+        match record {
+            NodeRecord::ActorSend(ActorSend::Message(message))
+                if matches!(message.body, ActorSendBody::Payload { .. }) =>
+            {
+                // The disconnect notice that cleans the binding up does go.
+                let session = message.tail.session;
+                if self
+                    .seal_timed_out
+                    .get(&session)
+                    .is_some_and(|&closed| closed < position)
+                {
+                    let detail = format!("{from:?} sent {message:?} after its seal timed out");
+                    self.fail("nothing_delivered_after_seal_timeout", "§8.1, L3", detail);
+                }
+            }
+            NodeRecord::RelocationCutover(cutover) => {
+                self.cut_over.insert(cutover.relocation);
+            }
+            NodeRecord::SessionRelocationRoute(SessionRelocationRoute::Abort(seal))
+                if self.cut_over.contains(&seal.relocation) =>
+            {
+                let detail = format!("{from:?} sent 44 abort for {seal:?} after 63");
+                self.fail("no_reopen_after_relay_ready", "§8.2, L6", detail);
+            }
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,881 @@
+//! The seeded simulator (issue 7): from one seed, a schedule of client,
+//! Actor, node, link and store events over a [`Mesh`] of 3–5 real cores,
+//! with every invariant of [`super::invariants`] checked after every step.
+//! The same seed gives the same run, event for event: the PRNG (ChaCha8) is
+//! the only source of choice, the cores are deterministic, and time is
+//! virtual.
+//!
+//! What it does not model, and why (docs/TESTING.md): Spots (they live in
+//! the runtime, above the core; the core moves one Actor at a time), slow
+//! single links (the mesh has one latency; a slower link would reorder
+//! records within one TCP stream), and records from a dead NodeGeneration
+//! (the transport ingress refuses those before the core, §2; a restart here
+//! resets the dead process's connections).
+
+use std::cell::RefCell;
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeMap, VecDeque};
+use std::hash::{Hash, Hasher};
+use std::rc::Rc;
+use std::time::Duration;
+
+use rand_chacha::rand_core::{RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::invariants::{message_payload, push_payload, Checker, SentMessage, Violation};
+use super::{ActorBehavior, Journal, Mesh, RestoreBehavior, StoreBehavior};
+use crate::core::relocation::RelocationConfig;
+use crate::core::session::{BindStart, SessionOwnerConfig};
+use crate::error::{Error, Reason};
+use crate::ids::{ActorId, ActorRef, Correlation, NodeRid, PacketKey, SessionRid};
+use crate::store::LocationStore;
+
+/// The size of one simulated run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SimConfig {
+    /// Steps of the schedule, before the run settles and is checked for
+    /// leaks.
+    pub steps: u64,
+    /// Nodes; `None` lets the seed choose 3–5.
+    pub nodes: Option<u64>,
+    /// Simulated players (each with at most one connection at a time).
+    pub players: usize,
+    /// Distinct ActorIds the players bind.
+    pub actors: usize,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        Self {
+            steps: 2_000,
+            nodes: None,
+            players: 200,
+            actors: 24,
+        }
+    }
+}
+
+/// One step's event, as the seed chose it. (Each variant's doc names what
+/// its fields are: a player by index, nodes by RID.)
+#[allow(missing_docs)]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// A player connects to a node.
+    Connect { player: usize, node: NodeRid },
+    /// A player binds an Actor: with the store's row (BindOrGet, creating it
+    /// if absent), or with an ActorRef it kept from earlier (maybe stale).
+    Login {
+        player: usize,
+        actor: ActorId,
+        kept: bool,
+    },
+    /// A player sends a request (`id` in its payload).
+    Request {
+        player: usize,
+        actor: ActorId,
+        id: u64,
+    },
+    /// A player sends a one-way message.
+    OneWay {
+        player: usize,
+        actor: ActorId,
+        id: u64,
+    },
+    /// A player's connection drops.
+    Disconnect { player: usize },
+    /// A player asks to leave one Actor while it stays connected (§7).
+    Notify { player: usize, actor: ActorId },
+    /// The application's replacement callback reaches its terminal (§6).
+    CallbackDone {
+        node: NodeRid,
+        session: SessionRid,
+        ok: bool,
+    },
+    /// An Actor pushes to its bound session.
+    Push { actor: ActorId, id: u64 },
+    /// An Actor is destroyed at its owner.
+    Destroy { actor: ActorId, node: NodeRid },
+    /// An Actor is relocated.
+    Relocate {
+        actor: ActorId,
+        from: NodeRid,
+        to: NodeRid,
+    },
+    /// An Actor's lane runs its queued work (its handlers).
+    RunLane { node: NodeRid, actor: ActorId },
+    /// Time passes.
+    Advance(Duration),
+    /// The link between two nodes breaks; what was in flight is lost.
+    BreakLink(NodeRid, NodeRid),
+    /// A node's process dies and starts again.
+    Restart(NodeRid),
+    /// The Location Store starts answering this way.
+    Store(StoreBehavior),
+    /// A held store operation is carried out (the store was slow).
+    ReleaseStore,
+    /// A node's restores start failing, or stop.
+    RestoreFails { node: NodeRid, fail: bool },
+}
+
+/// What one run did and found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    /// The seed.
+    pub seed: u64,
+    /// Steps run (fewer than asked when a violation stopped the run).
+    pub steps: u64,
+    /// The first violation, the step it was seen at, and the events that
+    /// led there (the last journal entries and actions).
+    pub violation: Option<Failure>,
+    /// A hash of every action and journal entry, when asked for.
+    pub trace_hash: Option<u64>,
+    /// Messages the players sent that their nodes accepted.
+    pub messages: u64,
+    /// Relocations started.
+    pub relocations: u64,
+}
+
+/// A violation and where it happened.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Failure {
+    /// The step (`steps` + 1 for the end-of-run checks).
+    pub step: u64,
+    /// The broken invariant.
+    pub violation: Violation,
+    /// The last actions and journal entries before it, oldest first.
+    pub trail: Vec<String>,
+}
+
+/// How much a run writes down.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Observe {
+    /// Hash every action and journal entry (for the replay check).
+    pub hash: bool,
+    /// Print every action and journal entry to stdout as it happens.
+    pub print: bool,
+}
+
+#[derive(Debug, Default)]
+struct Player {
+    /// The node, its generation, and the session there.
+    session: Option<(NodeRid, u64, SessionRid)>,
+    /// ActorRefs this player was given, kept (they go stale).
+    kept: BTreeMap<ActorId, ActorRef>,
+}
+
+const TRAIL: usize = 40;
+
+/// The owner lease term: a dead node's Actors can be created again elsewhere
+/// this long after it died (issue 6 item 4).
+const LEASE_TERM: Duration = Duration::from_secs(10);
+
+/// One seeded run.
+pub struct World {
+    seed: u64,
+    rng: ChaCha8Rng,
+    mesh: Mesh,
+    checker: Rc<RefCell<Checker>>,
+    nodes: Vec<NodeRid>,
+    actors: Vec<ActorId>,
+    players: Vec<Player>,
+    next_id: u64,
+    next_correlation: u32,
+    relocations: u64,
+    observe: Observe,
+    hasher: DefaultHasher,
+    printed: usize,
+    /// The last actions, each with the journal length when it was taken.
+    recent: VecDeque<(usize, String)>,
+    relocation: RelocationConfig,
+}
+
+impl World {
+    /// A new world for `seed`.
+    pub fn new(seed: u64, config: &SimConfig, observe: Observe) -> Self {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let latency = Duration::from_micros(20 + rng.next_u64() % 480);
+        let mut mesh = Mesh::with_lease_term(latency, LEASE_TERM);
+        let relocation = RelocationConfig::default();
+        mesh.set_relocation_config(relocation.clone());
+        let sessions = SessionOwnerConfig::default();
+        let count = config.nodes.unwrap_or(3 + rng.next_u64() % 3);
+        let nodes: Vec<NodeRid> = (1..=count)
+            .map(|rid| mesh.add_node_with(rid, 1, sessions.clone()))
+            .collect();
+        for &node in &nodes {
+            mesh.set_behavior(node, ActorBehavior::Queue);
+        }
+        // A busy shard loop handles its timers late, never early.
+        mesh.set_timer_lateness(Duration::from_micros(rng.next_u64() % 3_000));
+        let checker = Rc::new(RefCell::new(Checker::new(
+            sessions.replacement_callback_timeout,
+        )));
+        let seen = Rc::clone(&checker);
+        mesh.set_observer(Box::new(move |position, _, at, event, core| {
+            seen.borrow_mut().observe(position, at, event, core);
+        }));
+        let actors = (0..config.actors)
+            .map(|i| super::actor_id(&format!("actor-{i}")))
+            .collect();
+        let players = (0..config.players).map(|_| Player::default()).collect();
+        Self {
+            seed,
+            rng,
+            mesh,
+            checker,
+            nodes,
+            actors,
+            players,
+            next_id: 0,
+            next_correlation: 0,
+            relocations: 0,
+            observe,
+            hasher: DefaultHasher::new(),
+            printed: 0,
+            recent: VecDeque::new(),
+            relocation,
+        }
+    }
+
+    /// Runs the schedule, then settles the mesh and checks that nothing is
+    /// left; stops at the first violation.
+    pub fn run(mut self, steps: u64) -> Outcome {
+        let mut failure = None;
+        let mut done = 0;
+        for step in 1..=steps {
+            done = step;
+            let action = self.choose();
+            let line = format!("step {step} @{:?}: {action:?}", self.mesh.now());
+            self.note(line);
+            self.apply(&action);
+            let tick = Duration::from_micros(self.rng.next_u64() % 150);
+            self.mesh.advance(tick);
+            if let Some(violation) = self.check() {
+                failure = Some(self.failure(step, violation));
+                break;
+            }
+        }
+        if failure.is_none() {
+            if let Some(violation) = self.settle() {
+                failure = Some(self.failure(steps + 1, violation));
+            }
+        }
+        Outcome {
+            seed: self.seed,
+            steps: done,
+            violation: failure,
+            trace_hash: self.observe.hash.then(|| self.hasher.finish()),
+            messages: self.next_id,
+            relocations: self.relocations,
+        }
+    }
+
+    /// The failure, with its trail: the last actions and journal entries,
+    /// merged in the order they happened (formatted only now).
+    fn failure(&self, step: u64, violation: Violation) -> Failure {
+        let journal = self.mesh.journal();
+        let first = journal.len().saturating_sub(TRAIL);
+        let mut trail = Vec::new();
+        let mut actions = self.recent.iter().peekable();
+        for (position, entry) in journal.iter().enumerate().skip(first) {
+            while let Some((_, line)) = actions.next_if(|(at, _)| *at <= position) {
+                trail.push(line.clone());
+            }
+            trail.push(format!("  [{position}] {}", describe(entry)));
+        }
+        trail.extend(actions.map(|(_, line)| line.clone()));
+        Failure {
+            step,
+            violation,
+            trail,
+        }
+    }
+
+    /// Keeps an action line for the trail, and hashes or prints it.
+    fn note(&mut self, line: String) {
+        self.observed(&line);
+        if self.recent.len() == TRAIL {
+            self.recent.pop_front();
+        }
+        self.recent.push_back((self.mesh.journal().len(), line));
+    }
+
+    fn observed(&mut self, line: &str) {
+        if self.observe.hash {
+            line.hash(&mut self.hasher);
+        }
+        if self.observe.print {
+            println!("{line}");
+        }
+    }
+
+    /// Hashes or prints the journal entries added since the last call.
+    fn journal_lines(&mut self) {
+        if !(self.observe.hash || self.observe.print) {
+            return;
+        }
+        let journal = self.mesh.journal();
+        let lines: Vec<String> = journal
+            .iter()
+            .enumerate()
+            .skip(self.printed)
+            .map(|(position, entry)| format!("  [{position}] {}", describe(entry)))
+            .collect();
+        self.printed = journal.len();
+        for line in lines {
+            self.observed(&line);
+        }
+    }
+
+    /// The invariants checked after every step.
+    fn check(&mut self) -> Option<Violation> {
+        self.journal_lines();
+        self.checker.borrow_mut().scan(self.mesh.journal());
+        self.check_state();
+        self.checker.borrow().violation().cloned()
+    }
+
+    /// The state invariants: one current binding per Actor (§4) and bounded
+    /// relocation tables (§8.2).
+    fn check_state(&mut self) {
+        let mut checker = self.checker.borrow_mut();
+        for actor in &self.actors {
+            let holders: Vec<NodeRid> = self
+                .nodes
+                .iter()
+                .copied()
+                .filter(|&n| {
+                    let core = self.mesh.node(n).core();
+                    core.actor_owner().current_binding(actor).is_some()
+                })
+                .collect();
+            if holders.len() > 1 {
+                let detail = format!("{actor:?} has a current binding at {holders:?}");
+                checker.fail("one_current_binding_per_actor", "§4, §6", detail);
+            }
+        }
+        for &node in &self.nodes {
+            let relocation = self.mesh.node(node).core().relocation();
+            if relocation.proxy_count() > self.relocation.proxy_max
+                || relocation.follow_count() > self.relocation.follow_max
+            {
+                let detail = format!(
+                    "{node:?}: {} proxies, {} follow entries",
+                    relocation.proxy_count(),
+                    relocation.follow_count()
+                );
+                checker.fail("bounded_tables", "§8.2", detail);
+            }
+        }
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.rng.next_u64() % n.max(1)
+    }
+
+    fn pick<T: Clone>(&mut self, items: &[T]) -> Option<T> {
+        if items.is_empty() {
+            return None;
+        }
+        let index = self.below(items.len() as u64) as usize;
+        items.get(index).cloned()
+    }
+
+    fn node_generation(&self, node: NodeRid) -> u64 {
+        self.mesh.node(node).peer().generation.0
+    }
+
+    /// The player's session, if it is still there (its node did not die).
+    fn session_of(&mut self, player: usize) -> Option<(NodeRid, SessionRid)> {
+        let (node, generation, session) = self.players.get(player)?.session?;
+        if self.node_generation(node) != generation {
+            if let Some(p) = self.players.get_mut(player) {
+                p.session = None;
+            }
+            return None;
+        }
+        Some((node, session))
+    }
+
+    fn hosted(&self, actor: &ActorId) -> Option<NodeRid> {
+        self.nodes.iter().copied().find(|&n| {
+            let core = self.mesh.node(n).core();
+            core.actor_owner().actor_ref(actor).is_some() && !core.relocation().is_relocating(actor)
+        })
+    }
+
+    /// Draws the next action; an action that has nothing to act on falls back
+    /// to a little time passing.
+    fn choose(&mut self) -> Action {
+        let roll = self.below(1_000);
+        let chosen = match roll {
+            0..=79 => self.choose_connect(),
+            80..=259 => self.choose_login(),
+            260..=499 => self.choose_send(true),
+            500..=559 => self.choose_send(false),
+            560..=599 => self.choose_disconnect(),
+            600..=619 => self.choose_notify(),
+            620..=659 => self.choose_callback(),
+            660..=719 => self.choose_push(),
+            720..=734 => self.choose_destroy(),
+            735..=804 => self.choose_relocate(),
+            805..=904 => self.choose_lane(),
+            905..=964 => Some(self.choose_advance()),
+            965..=972 => self.choose_break(),
+            973..=975 => self.pick(&self.nodes.clone()).map(Action::Restart),
+            976..=985 => Some(self.choose_store()),
+            986..=993 => (self.mesh.held_store() > 0).then_some(Action::ReleaseStore),
+            _ => self.choose_restore(),
+        };
+        chosen.unwrap_or(Action::Advance(Duration::from_micros(100)))
+    }
+
+    fn choose_connect(&mut self) -> Option<Action> {
+        let player = self.below(self.players.len() as u64) as usize;
+        if self.session_of(player).is_some() {
+            return None;
+        }
+        let node = self.pick(&self.nodes.clone())?;
+        Some(Action::Connect { player, node })
+    }
+
+    fn connected_player(&mut self) -> Option<(usize, NodeRid, SessionRid)> {
+        for _ in 0..4 {
+            let player = self.below(self.players.len() as u64) as usize;
+            if let Some((node, session)) = self.session_of(player) {
+                return Some((player, node, session));
+            }
+        }
+        None
+    }
+
+    fn choose_login(&mut self) -> Option<Action> {
+        let (player, _, _) = self.connected_player()?;
+        let actor = self.pick(&self.actors.clone())?;
+        let kept = self.players[player].kept.contains_key(&actor) && self.below(4) == 0;
+        Some(Action::Login {
+            player,
+            actor,
+            kept,
+        })
+    }
+
+    fn choose_send(&mut self, request: bool) -> Option<Action> {
+        let (player, node, session) = self.connected_player()?;
+        let bound = self.mesh.node(node).core().session_owner().bound(session);
+        let actor = self.pick(&bound)?.id;
+        self.next_id += 1;
+        let id = self.next_id;
+        Some(if request {
+            Action::Request { player, actor, id }
+        } else {
+            Action::OneWay { player, actor, id }
+        })
+    }
+
+    fn choose_disconnect(&mut self) -> Option<Action> {
+        let (player, _, _) = self.connected_player()?;
+        Some(Action::Disconnect { player })
+    }
+
+    fn choose_notify(&mut self) -> Option<Action> {
+        let (player, node, session) = self.connected_player()?;
+        let bound = self.mesh.node(node).core().session_owner().bound(session);
+        let actor = self.pick(&bound)?.id;
+        Some(Action::Notify { player, actor })
+    }
+
+    fn choose_callback(&mut self) -> Option<Action> {
+        let pending = self.checker.borrow().pending_callbacks().to_vec();
+        let callback = self.pick(&pending)?;
+        let node = callback.session.owner;
+        if self.node_generation(node) != callback.session.lifecycle.0 {
+            self.checker.borrow_mut().session_gone(callback.session);
+            return None;
+        }
+        let ok = self.below(5) != 0;
+        Some(Action::CallbackDone {
+            node,
+            session: callback.session.session,
+            ok,
+        })
+    }
+
+    fn choose_push(&mut self) -> Option<Action> {
+        let actor = self.pick(&self.actors.clone())?;
+        self.hosted(&actor)?;
+        self.next_id += 1;
+        Some(Action::Push {
+            actor,
+            id: self.next_id,
+        })
+    }
+
+    fn choose_destroy(&mut self) -> Option<Action> {
+        let actor = self.pick(&self.actors.clone())?;
+        let node = self.hosted(&actor)?;
+        let arriving = self
+            .nodes
+            .iter()
+            .any(|&n| self.mesh.node(n).core().relocation().is_arriving(&actor));
+        (!arriving).then_some(Action::Destroy { actor, node })
+    }
+
+    fn choose_relocate(&mut self) -> Option<Action> {
+        let actor = self.pick(&self.actors.clone())?;
+        let from = self.hosted(&actor)?;
+        let others: Vec<NodeRid> = self.nodes.iter().copied().filter(|&n| n != from).collect();
+        let to = self.pick(&others)?;
+        Some(Action::Relocate { actor, from, to })
+    }
+
+    fn choose_lane(&mut self) -> Option<Action> {
+        let node = self.pick(&self.nodes.clone())?;
+        let busy = self.mesh.busy_lanes(node);
+        let actor = self.pick(&busy)?;
+        Some(Action::RunLane { node, actor })
+    }
+
+    fn choose_advance(&mut self) -> Action {
+        let micros = match self.below(100) {
+            0..=59 => self.below(500),
+            60..=89 => 500 + self.below(20_000),
+            90..=97 => 20_000 + self.below(400_000),
+            _ => 400_000 + self.below(4_000_000),
+        };
+        Action::Advance(Duration::from_micros(micros))
+    }
+
+    fn choose_break(&mut self) -> Option<Action> {
+        let a = self.pick(&self.nodes.clone())?;
+        let others: Vec<NodeRid> = self.nodes.iter().copied().filter(|&n| n != a).collect();
+        let b = self.pick(&others)?;
+        Some(Action::BreakLink(a, b))
+    }
+
+    fn choose_store(&mut self) -> Action {
+        Action::Store(match self.below(10) {
+            0..=5 => StoreBehavior::Immediate,
+            6..=8 => StoreBehavior::Hold,
+            _ => StoreBehavior::Down,
+        })
+    }
+
+    fn choose_restore(&mut self) -> Option<Action> {
+        let node = self.pick(&self.nodes.clone())?;
+        let fail = self.below(3) == 0;
+        Some(Action::RestoreFails { node, fail })
+    }
+
+    fn apply(&mut self, action: &Action) {
+        match action {
+            Action::Connect { player, node } => {
+                let session = self.mesh.connect(*node);
+                let generation = self.node_generation(*node);
+                if let Some(p) = self.players.get_mut(*player) {
+                    p.session = Some((*node, generation, session));
+                }
+            }
+            Action::Login {
+                player,
+                actor,
+                kept,
+            } => self.login(*player, actor, *kept),
+            Action::Request { player, actor, id } => self.send(*player, actor, *id, true),
+            Action::OneWay { player, actor, id } => self.send(*player, actor, *id, false),
+            Action::Disconnect { player } => {
+                if let Some((node, session)) = self.session_of(*player) {
+                    let session_ref = self
+                        .mesh
+                        .node(node)
+                        .core()
+                        .session_owner()
+                        .session_ref(session);
+                    self.mesh.sessions(node).connection_lost(session);
+                    self.checker.borrow_mut().session_gone(session_ref);
+                    self.players[*player].session = None;
+                }
+            }
+            Action::Notify { player, actor } => {
+                if let Some((node, session)) = self.session_of(*player) {
+                    let _ = self.mesh.sessions(node).notify_disconnected(session, actor);
+                }
+            }
+            Action::CallbackDone { node, session, ok } => {
+                let pending = self.checker.borrow().pending_callbacks().to_vec();
+                let Some(callback) = pending
+                    .iter()
+                    .find(|p| p.session.owner == *node && p.session.session == *session)
+                else {
+                    return;
+                };
+                let now = self.mesh.now();
+                self.checker
+                    .borrow_mut()
+                    .callback_done(callback.session, now);
+                let ticket = callback.callback;
+                self.mesh
+                    .sessions(*node)
+                    .replacement_callback_done(*session, ticket, *ok);
+            }
+            Action::Push { actor, id } => {
+                let Some(node) = self.hosted(actor) else {
+                    return;
+                };
+                let binding = self
+                    .mesh
+                    .node(node)
+                    .core()
+                    .actor_owner()
+                    .current_binding(actor);
+                let pushed = self
+                    .mesh
+                    .actors(node)
+                    .push(actor, PacketKey(2), push_payload(*id));
+                if let (Ok(()), Some(binding)) = (pushed, binding) {
+                    self.checker
+                        .borrow_mut()
+                        .pushed(*id, actor.clone(), binding);
+                }
+            }
+            Action::Destroy { actor, node } => {
+                let _ = self.mesh.destroy(*node, actor);
+            }
+            Action::Relocate { actor, from, to } => {
+                if self.mesh.relocations(*from).relocate(actor, *to).is_ok() {
+                    self.relocations += 1;
+                }
+            }
+            Action::RunLane { node, actor } => {
+                let ran = self.mesh.run_lane(*node, actor);
+                let mut checker = self.checker.borrow_mut();
+                for work in &ran {
+                    checker.ran(work);
+                }
+            }
+            Action::Advance(by) => self.mesh.advance(*by),
+            Action::BreakLink(a, b) => self.mesh.break_link(*a, *b),
+            Action::Restart(node) => self.restart(*node),
+            Action::Store(behavior) => {
+                self.mesh.set_store(*behavior);
+                if *behavior != StoreBehavior::Hold {
+                    while self.mesh.held_store() > 0 {
+                        self.mesh.release_store();
+                    }
+                }
+            }
+            Action::ReleaseStore => {
+                if self.mesh.held_store() > 0 {
+                    self.mesh.release_store();
+                }
+            }
+            Action::RestoreFails { node, fail } => {
+                let behavior = if *fail {
+                    RestoreBehavior::Fail(Error::new(Reason::NoActorFactory))
+                } else {
+                    RestoreBehavior::Succeed
+                };
+                self.mesh.set_restore(*node, behavior);
+            }
+        }
+    }
+
+    fn login(&mut self, player: usize, actor: &ActorId, kept: bool) {
+        let Some((node, session)) = self.session_of(player) else {
+            return;
+        };
+        let actor_ref = match self.players[player].kept.get(actor) {
+            Some(kept_ref) if kept => Some(kept_ref.clone()),
+            _ => self.bind_or_get(actor),
+        };
+        let Some(actor_ref) = actor_ref else {
+            return;
+        };
+        self.players[player]
+            .kept
+            .insert(actor.clone(), actor_ref.clone());
+        match self.mesh.sessions(node).bind(session, actor_ref) {
+            Ok(BindStart::Pending(_) | BindStart::Existing(_)) | Err(_) => {}
+        }
+    }
+
+    /// §1 step 2 BindOrGet: the store's live row, or one created at a node
+    /// the seed picks when there is none (a dead owner's row stops being
+    /// live when its lease lapses).
+    fn bind_or_get(&mut self, actor: &ActorId) -> Option<ActorRef> {
+        if let Ok(Some(row)) = self.mesh.store().lookup(actor) {
+            return Some(row.actor_ref());
+        }
+        let node = self.pick(&self.nodes.clone())?;
+        self.mesh.try_create(node, actor).ok()
+    }
+
+    fn send(&mut self, player: usize, actor: &ActorId, id: u64, request: bool) {
+        let Some((node, session)) = self.session_of(player) else {
+            return;
+        };
+        let owner = self.mesh.node(node).core().session_owner();
+        let (Some(binding), Some(bound)) = (
+            owner.binding_identity(session, actor),
+            owner.find(session, actor),
+        ) else {
+            return;
+        };
+        let session_ref = owner.session_ref(session);
+        let correlation = request.then(|| {
+            self.next_correlation += 1;
+            Correlation(self.next_correlation)
+        });
+        let sent = SentMessage {
+            session: session_ref,
+            actor: actor.clone(),
+            binding,
+            object: bound.generation,
+            correlation,
+        };
+        let budget = Duration::from_secs(5);
+        let relayed = self.mesh.sessions(node).relay(
+            session,
+            actor,
+            PacketKey(1),
+            message_payload(id),
+            correlation.map(|c| (c, budget)),
+        );
+        if relayed.is_ok() {
+            self.checker.borrow_mut().sent(id, sent);
+        }
+    }
+
+    fn restart(&mut self, node: NodeRid) {
+        let gone: Vec<_> = {
+            let owner = self.mesh.node(node).core().session_owner();
+            self.players
+                .iter()
+                .filter_map(|p| p.session)
+                .filter(|&(n, _, _)| n == node)
+                .map(|(_, _, s)| owner.session_ref(s))
+                .collect()
+        };
+        let mut checker = self.checker.borrow_mut();
+        for session in gone {
+            checker.session_gone(session);
+        }
+        checker.node_restarted(node);
+        drop(checker);
+        self.mesh.restart(node);
+    }
+
+    /// Ends the run: faults stop, every lane and callback is answered until
+    /// every request's deadline has passed (§12: each ended once), then every
+    /// client leaves and every Actor is destroyed, and no table may hold
+    /// anything once the follow lifetime has passed.
+    fn settle(&mut self) -> Option<Violation> {
+        let line = format!("settle @{:?}", self.mesh.now());
+        self.note(line);
+        self.apply(&Action::Store(StoreBehavior::Immediate));
+        for node in self.nodes.clone() {
+            self.mesh.set_restore(node, RestoreBehavior::Succeed);
+        }
+        self.drain(Duration::from_secs(12));
+        if let Some(violation) = self.check() {
+            return Some(violation);
+        }
+        self.checker.borrow_mut().check_every_request_ended();
+        for player in 0..self.players.len() {
+            self.apply(&Action::Disconnect { player });
+        }
+        self.drain(Duration::from_secs(12));
+        for actor in self.actors.clone() {
+            if let Some(node) = self.hosted(&actor) {
+                self.apply(&Action::Destroy { actor, node });
+            }
+        }
+        let lifetime = self.relocation.follow_lifetime + Duration::from_secs(5);
+        self.drain(lifetime);
+        if let Some(violation) = self.check() {
+            return Some(violation);
+        }
+        self.check_empty();
+        self.checker.borrow().violation().cloned()
+    }
+
+    /// Lets `time` pass in half-second steps, running every lane and
+    /// answering every replacement callback on the way.
+    fn drain(&mut self, time: Duration) {
+        let step = Duration::from_millis(500);
+        let mut passed = Duration::ZERO;
+        while passed < time {
+            for node in self.nodes.clone() {
+                for actor in self.mesh.busy_lanes(node) {
+                    self.apply(&Action::RunLane { node, actor });
+                }
+            }
+            let pending = self.checker.borrow().pending_callbacks().to_vec();
+            for callback in pending {
+                let node = callback.session.owner;
+                if self.node_generation(node) == callback.session.lifecycle.0 {
+                    let session = callback.session.session;
+                    self.apply(&Action::CallbackDone {
+                        node,
+                        session,
+                        ok: true,
+                    });
+                } else {
+                    self.checker.borrow_mut().session_gone(callback.session);
+                }
+            }
+            self.mesh.advance(step);
+            passed += step;
+        }
+    }
+
+    /// No state leaks: every table of every core is empty once every session
+    /// and Actor is gone.
+    fn check_empty(&mut self) {
+        for &node in &self.nodes {
+            let core = self.mesh.node(node).core();
+            let sessions = core.session_owner();
+            let actors = core.actor_owner();
+            let left = [
+                ("sessions", sessions.session_count()),
+                ("pending requests", sessions.pending_count()),
+                ("actors", actors.actor_count()),
+                ("owed replies", actors.owed_count()),
+                ("armed timers", core.armed_timers()),
+                (
+                    "relocation state",
+                    usize::from(!core.relocation().is_idle()),
+                ),
+            ];
+            if let Some((what, count)) = left.iter().find(|(_, count)| *count > 0) {
+                let detail = format!("{node:?} still holds {count} {what} at the end");
+                self.checker
+                    .borrow_mut()
+                    .fail("nothing_left_at_the_end", "§7, §9", detail);
+                return;
+            }
+        }
+    }
+}
+
+/// One journal entry, short enough for a trail.
+fn describe(entry: &Journal) -> String {
+    match entry {
+        Journal::Sent(tapped) => format!(
+            "@{:?} {:?}->{:?} {:?}",
+            tapped.at, tapped.from, tapped.to, tapped.record
+        ),
+        Journal::Event { at, node, event } => format!("@{at:?} {node:?} {event:?}"),
+        Journal::Store {
+            node,
+            relocation,
+            op,
+            done,
+        } => format!("{node:?} store {relocation:?} {op:?} -> {done:?}"),
+    }
+}
+
+/// Runs one seed.
+pub fn run_seed(seed: u64, config: &SimConfig, observe: Observe) -> Outcome {
+    World::new(seed, config, observe).run(config.steps)
+}
