@@ -640,6 +640,45 @@ fn core_relocation_abort_that_loses_the_race_to_the_targets_cas_commits() {
     assert!(mesh.node(source).core().relocation().follows(&a.id));
 }
 
+/// Found by zlink-sim (seed 15 of `--steps 2000`): the target's 65 came
+/// while the coordinator still waited for the lost 61; it was dropped as
+/// stale, so after the durable abort learned that authority had moved, the
+/// coordinator waited for a 65 that had already come, kept the Actor marked
+/// as relocating, and ended with DeadlineExceeded a move that had committed.
+#[test]
+fn core_relocation_a_65_that_overtakes_a_lost_61_ends_the_move_at_once_with_its_outcome() {
+    // Given a relocation whose 61 is lost: the target falls back to its CAS
+    // 1,000 ms after its 61 and sends 65 before the source's 1,500 ms
+    // prepare deadline.
+    let (mut mesh, _, source, target, a) = three_nodes();
+    mesh.set_dropping(target, source, Command::RelocationReady, true);
+    let relocation = relocate(&mut mesh, source, "a", target);
+
+    // When the 65 has reached the source (well before the prepare deadline).
+    mesh.advance(Duration::from_millis(1_200));
+
+    // Then the coordinator asked the store at once, learned the move
+    // committed, and ended it with the Actor at the target: nothing of the
+    // relocation is left at the source but the follow entry.
+    let ops = store_ops(&mesh);
+    assert_eq!(ops.len(), 2, "the target's CAS, then the durable abort");
+    assert_eq!(
+        ops[1].2,
+        StoreDone::Abort(Ok(AbortAnswer::Moved { owner: target }))
+    );
+    let moved = finished(&mesh, source, relocation)
+        .expect("the move ended when its 65 came")
+        .unwrap();
+    assert_eq!(moved.location.owner, target);
+    let relocations = mesh.node(source).core().relocation();
+    assert!(!relocations.is_relocating(&a.id));
+    assert!(relocations.follows(&a.id));
+    assert_eq!(
+        mesh.node(source).core().actor_owner().actor_ref(&a.id),
+        None
+    );
+}
+
 #[test]
 fn core_relocation_refused_seal_reopens_with_saved_work_then_ingress_hold_in_order() {
     // Given s bound to "a" at the source, whose lane still holds two

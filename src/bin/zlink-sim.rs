@@ -14,6 +14,7 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use clap::Parser;
+use zlink::sim::invariants::Tally;
 use zlink::sim::schedule::{run_seed, Observe, Outcome, SimConfig};
 
 /// DESIGN: the library sets no global allocator; the binaries use mimalloc.
@@ -136,10 +137,15 @@ fn report(outcomes: &[Outcome], seconds: f64) -> ExitCode {
             .unwrap_or_default(),
         _ => String::new(),
     };
+    let mut tally = Tally::default();
+    for outcome in outcomes {
+        tally += outcome.tally;
+    }
     println!(
         "zlink-sim: {} seeds, {steps} steps, {messages} messages, {relocations} relocations, \
          0 violations in {seconds:.1} s{per_step}{hash}",
         outcomes.len()
     );
+    println!("  exercised: {tally:?}");
     ExitCode::SUCCESS
 }

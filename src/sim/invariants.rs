@@ -113,6 +113,44 @@ pub struct PendingCallback {
     pub callback: Ticket,
 }
 
+/// What a run exercised, counted from the cores' events: a schedule that
+/// never reaches a branch cannot find its races.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// Binds that succeeded.
+    pub binds: u64,
+    /// Binds that ended with a typed error.
+    pub binds_refused: u64,
+    /// Requests answered with a reply.
+    pub replies: u64,
+    /// Requests ended with a typed error.
+    pub errors: u64,
+    /// Pushes written to a client.
+    pub pushes: u64,
+    /// Replaced sessions (§6 callbacks started).
+    pub replacements: u64,
+    /// Sessions closed by a seal timeout (§8.1).
+    pub seal_timeouts: u64,
+    /// Relocations that committed.
+    pub moved: u64,
+    /// Relocations that ended with an error.
+    pub moves_failed: u64,
+}
+
+impl std::ops::AddAssign for Tally {
+    fn add_assign(&mut self, other: Self) {
+        self.binds += other.binds;
+        self.binds_refused += other.binds_refused;
+        self.replies += other.replies;
+        self.errors += other.errors;
+        self.pushes += other.pushes;
+        self.replacements += other.replacements;
+        self.seal_timeouts += other.seal_timeouts;
+        self.moved += other.moved;
+        self.moves_failed += other.moves_failed;
+    }
+}
+
 /// The invariants' state over one run.
 #[derive(Debug)]
 pub struct Checker {
@@ -133,6 +171,7 @@ pub struct Checker {
     cut_over: HashSet<RelocationId>,
     closed: HashSet<SessionRef>,
     cursor: usize,
+    tally: Tally,
 }
 
 impl Checker {
@@ -152,12 +191,18 @@ impl Checker {
             cut_over: HashSet::new(),
             closed: HashSet::new(),
             cursor: 0,
+            tally: Tally::default(),
         }
     }
 
     /// The first violation seen, if any.
     pub fn violation(&self) -> Option<&Violation> {
         self.violation.as_ref()
+    }
+
+    /// What the run exercised so far.
+    pub fn tally(&self) -> Tally {
+        self.tally
     }
 
     /// Records a violation (the first one is kept).
@@ -291,6 +336,10 @@ impl Checker {
                 self.delivered(actor, payload, core);
             }
             CoreEvent::Session(event) => self.session_event(position, at, event, core),
+            CoreEvent::Relocation(RelocationEvent::Finished { outcome, .. }) => match outcome {
+                Ok(_) => self.tally.moved += 1,
+                Err(_) => self.tally.moves_failed += 1,
+            },
             CoreEvent::Actor(ActorEvent::Bound { .. } | ActorEvent::Disconnect { .. })
             | CoreEvent::Relocation(_) => {}
         }
@@ -312,6 +361,10 @@ impl Checker {
         }
         message.accepted = true;
         let sent = message.sent.clone();
+        if core.relocation().is_relocating(actor) {
+            let detail = format!("{sent:?} was delivered at a source sealed for a move");
+            return self.fail("sealed_source_runs_nothing", "§8.1, X5", detail);
+        }
         let owner = core.actor_owner();
         let current = owner.current_binding(actor);
         if current != Some(sent.binding) {
@@ -336,14 +389,21 @@ impl Checker {
         match event {
             SessionEvent::Frame { session, frame } => match frame {
                 ClientFrame::Push { payload, .. } => {
+                    self.tally.pushes += 1;
                     self.push_arrived(owner.session_ref(*session), payload, core, *session);
                 }
                 ClientFrame::Reply {
                     correlation,
                     payload,
                     ..
-                } => self.answered(*correlation, Some(payload)),
-                ClientFrame::Error { correlation, .. } => self.answered(*correlation, None),
+                } => {
+                    self.tally.replies += 1;
+                    self.answered(*correlation, Some(payload));
+                }
+                ClientFrame::Error { correlation, .. } => {
+                    self.tally.errors += 1;
+                    self.answered(*correlation, None);
+                }
                 _ => {}
             },
             SessionEvent::Close { session, reason } => {
@@ -352,6 +412,7 @@ impl Checker {
                 match reason {
                     CloseReason::Replaced => self.replaced_close(session, at),
                     CloseReason::SealTimeout => {
+                        self.tally.seal_timeouts += 1;
                         self.seal_timed_out.insert(session, position);
                     }
                     _ => {}
@@ -360,6 +421,7 @@ impl Checker {
             SessionEvent::ReplacementCallback {
                 session, callback, ..
             } => {
+                self.tally.replacements += 1;
                 let session = owner.session_ref(*session);
                 let started = Callback {
                     started: at,
@@ -376,7 +438,11 @@ impl Checker {
                 self.closed.insert(session);
                 self.pending_callbacks.retain(|p| p.session != session);
             }
-            SessionEvent::BindCompleted { .. } | SessionEvent::NotifyCompleted { .. } => {}
+            SessionEvent::BindCompleted { outcome, .. } => match outcome {
+                Ok(_) => self.tally.binds += 1,
+                Err(_) => self.tally.binds_refused += 1,
+            },
+            SessionEvent::NotifyCompleted { .. } => {}
         }
     }
 

@@ -21,6 +21,7 @@ use crate::core::session::{
 };
 use crate::core::shard::{ShardConfig, ShardCore};
 use crate::core::time::Instant;
+use crate::core::trace::FlowTrace;
 use crate::core::CoreEvent;
 use crate::error::{Error, Reason};
 use crate::ids::{
@@ -28,7 +29,10 @@ use crate::ids::{
     ObjectGeneration, OwnerLeaseGeneration, PacketKey, Peer, RelocationId, SessionOwnerId,
     SessionRid,
 };
-use crate::store::{Clock, Created, EmbeddedStore, LocationStore, ManualClock, OwnerLease};
+use crate::store::{
+    Clock, Created, EmbeddedStore, LocationRow, LocationStore, ManualClock, OwnerLease,
+    RemoveOutcome,
+};
 use crate::wire::client::ClientFrame;
 use crate::wire::node::{Command, NodeRecord};
 use crate::wire::DecodeLimits;
@@ -465,6 +469,57 @@ impl Mesh {
             .unwrap_or_else(|e| panic!("creating {actor} failed: {e}"))
     }
 
+    /// BindOrGet's create step at `node`, as the runtime's `host_or_get`
+    /// takes it (src/runtime/shard/actors.rs, `own_row_unhosted`): create
+    /// the row if absent and host the new incarnation here; a live row that
+    /// names another node is that node's; a row that names this node while
+    /// no instance is hosted is the moving incarnation if a relocation is
+    /// under way, and otherwise a lost one (L6), replaced by a new
+    /// incarnation after removing the row at its version.
+    pub fn host_or_get(&mut self, node: NodeRid, actor: &ActorId) -> Result<ActorRef, Error> {
+        let claim = self.lease(node)?.claim();
+        self.sync_clock();
+        let row = match self.store.create(actor, &claim).map_err(Error::from)? {
+            Created::New(row) => return self.host_row(node, &row),
+            Created::Existing(row) => row,
+        };
+        let core = &self.node(node).core;
+        if row.location.owner != node || core.relocation().is_relocating(actor) {
+            return Ok(row.actor_ref());
+        }
+        if let Some(hosted) = core.actor_owner().actor_ref(actor) {
+            return Ok(hosted);
+        }
+        match self
+            .store
+            .remove(actor, row.version())
+            .map_err(Error::from)?
+        {
+            RemoveOutcome::Removed | RemoveOutcome::Absent => {}
+            RemoveOutcome::Conflict { current } => return Ok(current.actor_ref()),
+        }
+        match self.store.create(actor, &claim).map_err(Error::from)? {
+            Created::New(row) => {
+                self.node_mut(node)
+                    .core
+                    .trace(FlowTrace::LostIncarnationReplaced);
+                self.host_row(node, &row)
+            }
+            Created::Existing(row) => Ok(row.actor_ref()),
+        }
+    }
+
+    fn host_row(&mut self, node: NodeRid, row: &LocationRow) -> Result<ActorRef, Error> {
+        let id = row.actor.clone();
+        let hosted = self
+            .actors(node)
+            .host(id.clone(), row.object, row.location.authority)?;
+        let state = Bytes::from(format!("state of {}", id.as_str()));
+        self.node_mut(node).states.insert(id, state);
+        self.pump();
+        Ok(hosted)
+    }
+
     /// Runs the work queued on an Actor's lane ([`ActorBehavior::Queue`])
     /// in order, answering as [`ActorBehavior::Echo`] would.
     /// Returns the work it ran.
@@ -815,20 +870,11 @@ impl Mesh {
     pub fn try_create(&mut self, node: NodeRid, actor: &ActorId) -> Result<ActorRef, Error> {
         let claim = self.lease(node)?.claim();
         self.sync_clock();
-        let row = match self.store.create(actor, &claim).map_err(Error::from)? {
-            Created::New(row) => row,
+        match self.store.create(actor, &claim).map_err(Error::from)? {
+            Created::New(row) => self.host_row(node, &row),
             // BindOrGet: the live row's ActorRef; it is hosted where it names.
-            Created::Existing(row) => return Ok(row.actor_ref()),
-        };
-        let hosted = self
-            .actors(node)
-            .host(actor.clone(), row.object, row.location.authority)?;
-        self.node_mut(node).states.insert(
-            actor.clone(),
-            Bytes::from(format!("state of {}", actor.as_str())),
-        );
-        self.pump();
-        Ok(hosted)
+            Created::Existing(row) => Ok(row.actor_ref()),
+        }
     }
 
     /// Fires the timers due before `at`, then delivers the records due at `at`.

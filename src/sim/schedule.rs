@@ -22,10 +22,11 @@ use std::time::Duration;
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::invariants::{message_payload, push_payload, Checker, SentMessage, Violation};
+use super::invariants::{message_payload, push_payload, Checker, SentMessage, Tally, Violation};
 use super::{ActorBehavior, Journal, Mesh, RestoreBehavior, StoreBehavior};
 use crate::core::relocation::RelocationConfig;
 use crate::core::session::{BindStart, SessionOwnerConfig};
+use crate::core::time::Instant;
 use crate::error::{Error, Reason};
 use crate::ids::{ActorId, ActorRef, Correlation, NodeRid, PacketKey, SessionRid};
 use crate::store::LocationStore;
@@ -133,6 +134,8 @@ pub struct Outcome {
     pub messages: u64,
     /// Relocations started.
     pub relocations: u64,
+    /// What the run exercised.
+    pub tally: Tally,
 }
 
 /// A violation and where it happened.
@@ -187,6 +190,9 @@ pub struct World {
     /// The last actions, each with the journal length when it was taken.
     recent: VecDeque<(usize, String)>,
     relocation: RelocationConfig,
+    /// Restarted nodes waiting out their dead lifecycle's lease before they
+    /// serve (the runtime does so at startup, docs/store.md), and until when.
+    down: BTreeMap<NodeRid, Instant>,
 }
 
 impl World {
@@ -234,6 +240,7 @@ impl World {
             printed: 0,
             recent: VecDeque::new(),
             relocation,
+            down: BTreeMap::new(),
         }
     }
 
@@ -244,6 +251,7 @@ impl World {
         let mut done = 0;
         for step in 1..=steps {
             done = step;
+            self.revive();
             let action = self.choose();
             let line = format!("step {step} @{:?}: {action:?}", self.mesh.now());
             self.note(line);
@@ -267,6 +275,7 @@ impl World {
             trace_hash: self.observe.hash.then(|| self.hasher.finish()),
             messages: self.next_id,
             relocations: self.relocations,
+            tally: self.checker.borrow().tally(),
         }
     }
 
@@ -335,7 +344,8 @@ impl World {
         self.checker.borrow().violation().cloned()
     }
 
-    /// The state invariants: one current binding per Actor (§4) and bounded
+    /// The state invariants: one current binding per Actor among the
+    /// incarnations that are not sealed for a move (§4, §8.1) and bounded
     /// relocation tables (§8.2).
     fn check_state(&mut self) {
         let mut checker = self.checker.borrow_mut();
@@ -345,8 +355,11 @@ impl World {
                 .iter()
                 .copied()
                 .filter(|&n| {
+                    // A source that is moving the Actor away keeps its
+                    // registration, sealed, until it learns the outcome.
                     let core = self.mesh.node(n).core();
                     core.actor_owner().current_binding(actor).is_some()
+                        && !core.relocation().is_relocating(actor)
                 })
                 .collect();
             if holders.len() > 1 {
@@ -404,9 +417,18 @@ impl World {
         })
     }
 
-    /// Draws the next action; an action that has nothing to act on falls back
-    /// to a little time passing.
+    /// Draws the next action; when the drawn kind has nothing to act on, draws
+    /// again, and after a few misses lets a little time pass.
     fn choose(&mut self) -> Action {
+        for _ in 0..4 {
+            if let Some(action) = self.choose_once() {
+                return action;
+            }
+        }
+        Action::Advance(Duration::from_micros(100))
+    }
+
+    fn choose_once(&mut self) -> Option<Action> {
         let roll = self.below(1_000);
         let chosen = match roll {
             0..=79 => self.choose_connect(),
@@ -422,12 +444,12 @@ impl World {
             805..=904 => self.choose_lane(),
             905..=964 => Some(self.choose_advance()),
             965..=972 => self.choose_break(),
-            973..=975 => self.pick(&self.nodes.clone()).map(Action::Restart),
+            973..=975 => self.pick(&self.up()).map(Action::Restart),
             976..=985 => Some(self.choose_store()),
             986..=993 => (self.mesh.held_store() > 0).then_some(Action::ReleaseStore),
             _ => self.choose_restore(),
         };
-        chosen.unwrap_or(Action::Advance(Duration::from_micros(100)))
+        chosen
     }
 
     fn choose_connect(&mut self) -> Option<Action> {
@@ -435,18 +457,27 @@ impl World {
         if self.session_of(player).is_some() {
             return None;
         }
-        let node = self.pick(&self.nodes.clone())?;
+        let node = self.pick(&self.up())?;
         Some(Action::Connect { player, node })
     }
 
     fn connected_player(&mut self) -> Option<(usize, NodeRid, SessionRid)> {
-        for _ in 0..4 {
-            let player = self.below(self.players.len() as u64) as usize;
+        let connected: Vec<(usize, NodeRid, SessionRid)> = (0..self.players.len())
+            .filter_map(|p| self.session_of(p).map(|(node, session)| (p, node, session)))
+            .collect();
+        self.pick(&connected)
+    }
+
+    /// A connected player with at least one binding, and one of its Actors.
+    fn bound_player(&mut self) -> Option<(usize, ActorId)> {
+        let mut bound = Vec::new();
+        for player in 0..self.players.len() {
             if let Some((node, session)) = self.session_of(player) {
-                return Some((player, node, session));
+                let owner = self.mesh.node(node).core().session_owner();
+                bound.extend(owner.bound(session).into_iter().map(|r| (player, r.id)));
             }
         }
-        None
+        self.pick(&bound)
     }
 
     fn choose_login(&mut self) -> Option<Action> {
@@ -461,9 +492,7 @@ impl World {
     }
 
     fn choose_send(&mut self, request: bool) -> Option<Action> {
-        let (player, node, session) = self.connected_player()?;
-        let bound = self.mesh.node(node).core().session_owner().bound(session);
-        let actor = self.pick(&bound)?.id;
+        let (player, actor) = self.bound_player()?;
         self.next_id += 1;
         let id = self.next_id;
         Some(if request {
@@ -479,9 +508,7 @@ impl World {
     }
 
     fn choose_notify(&mut self) -> Option<Action> {
-        let (player, node, session) = self.connected_player()?;
-        let bound = self.mesh.node(node).core().session_owner().bound(session);
-        let actor = self.pick(&bound)?.id;
+        let (player, actor) = self.bound_player()?;
         Some(Action::Notify { player, actor })
     }
 
@@ -524,7 +551,7 @@ impl World {
     fn choose_relocate(&mut self) -> Option<Action> {
         let actor = self.pick(&self.actors.clone())?;
         let from = self.hosted(&actor)?;
-        let others: Vec<NodeRid> = self.nodes.iter().copied().filter(|&n| n != from).collect();
+        let others: Vec<NodeRid> = self.up().into_iter().filter(|&n| n != from).collect();
         let to = self.pick(&others)?;
         Some(Action::Relocate { actor, from, to })
     }
@@ -686,7 +713,7 @@ impl World {
         };
         let actor_ref = match self.players[player].kept.get(actor) {
             Some(kept_ref) if kept => Some(kept_ref.clone()),
-            _ => self.bind_or_get(actor),
+            _ => self.bind_or_get(node, actor),
         };
         let Some(actor_ref) = actor_ref else {
             return;
@@ -699,15 +726,11 @@ impl World {
         }
     }
 
-    /// §1 step 2 BindOrGet: the store's live row, or one created at a node
-    /// the seed picks when there is none (a dead owner's row stops being
-    /// live when its lease lapses).
-    fn bind_or_get(&mut self, actor: &ActorId) -> Option<ActorRef> {
-        if let Ok(Some(row)) = self.mesh.store().lookup(actor) {
-            return Some(row.actor_ref());
-        }
-        let node = self.pick(&self.nodes.clone())?;
-        self.mesh.try_create(node, actor).ok()
+    /// §1 step 2 BindOrGet, run on the player's node as the runtime runs
+    /// it: the live row, or a new incarnation hosted there (a lost one
+    /// replaced, [`Mesh::host_or_get`]).
+    fn bind_or_get(&mut self, node: NodeRid, actor: &ActorId) -> Option<ActorRef> {
+        self.mesh.host_or_get(node, actor).ok()
     }
 
     fn send(&mut self, player: usize, actor: &ActorId, id: u64, request: bool) {
@@ -746,6 +769,9 @@ impl World {
         }
     }
 
+    /// A node's process dies and starts again: until its dead lifecycle's
+    /// lease lapses it has no links (peers see it unreachable) and takes no
+    /// clients; then it serves with its new NodeGeneration.
     fn restart(&mut self, node: NodeRid) {
         let gone: Vec<_> = {
             let owner = self.mesh.node(node).core().session_owner();
@@ -762,7 +788,42 @@ impl World {
         }
         checker.node_restarted(node);
         drop(checker);
+        let lapses = match self.mesh.store().lease(node) {
+            Ok(Some(lease)) => lease.expires_at,
+            _ => self.mesh.now(),
+        };
         self.mesh.restart(node);
+        for &peer in &self.nodes {
+            if peer != node {
+                self.mesh.set_linked(node, peer, false);
+            }
+        }
+        self.down.insert(node, lapses);
+    }
+
+    /// Brings back the restarted nodes whose old lease has lapsed.
+    fn revive(&mut self) {
+        let now = self.mesh.now();
+        let back: Vec<NodeRid> = self
+            .down
+            .iter()
+            .filter(|(_, &until)| until <= now)
+            .map(|(&node, _)| node)
+            .collect();
+        for node in back {
+            self.down.remove(&node);
+            for &peer in &self.nodes {
+                if peer != node {
+                    self.mesh.set_linked(node, peer, true);
+                }
+            }
+        }
+    }
+
+    /// The nodes serving now.
+    fn up(&self) -> Vec<NodeRid> {
+        let nodes = self.nodes.iter().copied();
+        nodes.filter(|n| !self.down.contains_key(n)).collect()
     }
 
     /// Ends the run: faults stop, every lane and callback is answered until
@@ -805,6 +866,7 @@ impl World {
         let step = Duration::from_millis(500);
         let mut passed = Duration::ZERO;
         while passed < time {
+            self.revive();
             for node in self.nodes.clone() {
                 for actor in self.mesh.busy_lanes(node) {
                     self.apply(&Action::RunLane { node, actor });

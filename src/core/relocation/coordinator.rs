@@ -450,7 +450,7 @@ impl Relocations<'_> {
         match ready.outcome {
             // Accepted: from here no path reopens the source route (L6).
             Ok(()) => self.hand_over(coordinator, work),
-            Err(error) => self.start_durable_abort(coordinator, error, work),
+            Err(error) => self.start_durable_abort(coordinator, error, work, None),
         }
     }
 
@@ -487,6 +487,20 @@ impl Relocations<'_> {
                 *finished = Some(outcome);
                 self.put_coordinator(coordinator);
             }
+            // A 65 before any 61 was accepted: the 61 was lost and the target
+            // took its cutover fallback (docs/relocation.md). The store knows
+            // which way it went: ask it now, keeping the 65 for the answer,
+            // rather than wait for the prepare deadline (and then for a 65
+            // that has already come).
+            Phase::Preparing { deadline, work, .. } => {
+                self.fx.cancel(*deadline);
+                let work = std::mem::take(work);
+                let error = match &outcome {
+                    Err(error) => *error,
+                    Ok(_) => Reason::Deadline.into(),
+                };
+                self.start_durable_abort(coordinator, error, work, Some(outcome));
+            }
             _ => {
                 self.fx.trace(FlowTrace::RelocationRecordStale);
                 self.put_coordinator(coordinator);
@@ -515,7 +529,7 @@ impl Relocations<'_> {
         match &mut coordinator.phase {
             Phase::Preparing { work, .. } => {
                 let work = std::mem::take(work);
-                self.start_durable_abort(coordinator, Reason::Deadline.into(), work);
+                self.start_durable_abort(coordinator, Reason::Deadline.into(), work, None);
             }
             _ => self.put_coordinator(coordinator),
         }
@@ -566,7 +580,7 @@ impl Relocations<'_> {
             Phase::Preparing { deadline, work, .. } if coordinator.target == to => {
                 self.fx.cancel(*deadline);
                 let work = std::mem::take(work);
-                self.start_durable_abort(coordinator, error, work);
+                self.start_durable_abort(coordinator, error, work, None);
             }
             _ => self.put_coordinator(coordinator),
         }
@@ -705,12 +719,18 @@ impl Relocations<'_> {
 
     /// §8.1 abort before relay-ready once a 60 left: the durable abort comes
     /// first; nothing else happens until the store answers.
-    fn start_durable_abort(&mut self, mut coordinator: Coordinator, error: Error, work: Work) {
+    fn start_durable_abort(
+        &mut self,
+        mut coordinator: Coordinator,
+        error: Error,
+        work: Work,
+        finished: Option<Result<BoundRoute, Error>>,
+    ) {
         coordinator.phase = Phase::Aborting {
             error,
             work,
             retry: None,
-            finished: None,
+            finished,
         };
         self.request_durable_abort(&coordinator);
         self.put_coordinator(coordinator);
