@@ -1083,6 +1083,58 @@ fn core_l2_saved_work_and_ingress_hold_processed_once_on_target() {
     assert_eq!(count(&f.mesh, f.sessions, FlowTrace::LateReplyDropped), 0);
 }
 
+/// Found by zlink-sim (seed 193 of `--steps 2000`): the source held r3
+/// (its ingress hold) while its 61 was lost and its durable abort waited on
+/// a store outage; the target had committed by its fallback and served,
+/// and another session had bound the Actor there. When the abort learned
+/// the move had committed, the 62 carried r3 to the target, which delivered
+/// it although the binding it was admitted under was retired (P2).
+#[test]
+fn core_p2_a_late_ingress_hold_of_a_replaced_binding_is_refused_at_the_target() {
+    // Given r3 held at the source, its 61 and 65 lost, so that the target
+    // commits by its fallback and the source does not know.
+    let mut f = Flow::start(|mesh, source, target| {
+        mesh.set_dropping(target, source, Command::RelocationReady, true);
+        mesh.set_dropping(target, source, Command::RelocationFinished, true);
+    });
+    f.mesh.advance(Duration::from_millis(1_200));
+    let row = f.mesh.store().lookup(&f.a.id).unwrap().unwrap();
+    assert_eq!(row.location.owner, f.target, "the target's fallback CAS");
+    // ... the store is down when the source's prepare deadline passes ...
+    f.mesh.set_store(StoreBehavior::Down);
+    // ... and another session binds the Actor at the target meanwhile.
+    let s2 = f.mesh.connect(f.sessions);
+    bind_ok(&mut f.mesh, f.sessions, s2, &row.actor_ref());
+    f.mesh.advance(Duration::from_millis(500));
+    assert!(f
+        .mesh
+        .node(f.source)
+        .core()
+        .relocation()
+        .is_relocating(&f.a.id));
+
+    // When the store is back and the abort learns the move committed.
+    f.mesh.set_store(StoreBehavior::Immediate);
+    f.mesh.advance(Duration::from_millis(500));
+    assert_eq!(
+        tapped(&f.mesh, Command::RelocationIngressHold).len(),
+        1,
+        "the source handed r3 over once it knew"
+    );
+
+    // Then r3, admitted under s's retired binding, never reaches the Actor
+    // at the target; it ends with a typed error (StaleBinding).
+    assert!(!delivered(&f.mesh, f.target, "a").contains(&b(b"r3")));
+    let (r3, _) = f.requests[2];
+    assert_eq!(
+        f.mesh.answers(f.sessions, f.s, r3),
+        vec![zlink::wire::client::ClientFrame::Error {
+            correlation: r3,
+            error: error(Reason::StaleBinding),
+        }]
+    );
+}
+
 #[test]
 fn core_l5_target_restore_failure_reopens_the_source_and_releases_the_seal() {
     // Given the flow, with a target whose Restore fails.

@@ -15,7 +15,7 @@
 //! | `Restoring` | the runtime's Restore | queued |
 //! | `Ready` | 63, or [`CUTOVER_FALLBACK`] after the 61 | queued |
 //! | `Committing` | the CAS answer | queued |
-//! | `Committed` | `follow_lifetime` (late 62s only) | delivered at once |
+//! | `Committed` | `follow_lifetime` (late 62s only) | delivered at once while the handed-over binding is current, else refused (StaleBinding) |
 
 use super::{
     CasAnswer, ExpectedOwner, RelocationEvent, RelocationTimer, Relocations, StoreOp,
@@ -26,7 +26,8 @@ use crate::core::timer::TimerKey;
 use crate::core::trace::FlowTrace;
 use crate::error::{Error, Reason};
 use crate::ids::{
-    ActorId, AuthorityOwnerGeneration, NodeRid, ObjectGeneration, Peer, RelocationId, RequestId,
+    ActorId, AuthorityOwnerGeneration, BindingIdentity, NodeRid, ObjectGeneration, Peer,
+    RelocationId, RequestId,
 };
 use crate::wire::node::{
     ActorReply, ActorSend, BindTombstone, BindingHandoff, BoundRoute, NodeRecord,
@@ -174,6 +175,24 @@ impl Relocations<'_> {
         }
         if handoff.is_committed() {
             let (actor, generation) = (handoff.actor.clone(), handoff.generation);
+            // The source admitted this work against the handed-over binding.
+            // A 62 that comes after the commit (the source learned late that
+            // the move committed) meets an Actor that has served since: if
+            // its binding is no longer that one, the work is a retired
+            // binding's ingress and is refused (§6, P2). A tombstone names
+            // its own binding and is judged by it.
+            let handed = handoff.binding.map(|b| BindingIdentity {
+                owner: b.session.owner,
+                lifecycle: b.session.lifecycle,
+                generation: b.binding,
+            });
+            let current = self.owner.current_binding(&actor);
+            let hosted = self.owner.actor_ref(&actor).map(|r| r.generation);
+            let tombstone = matches!(hold.work, SavedWork::Tombstone { .. });
+            if !tombstone && (current != handed || hosted != Some(generation)) {
+                self.fx.trace(FlowTrace::RelocationRecordStale);
+                return self.refuse_work(from.rid, &hold.work, Reason::StaleBinding.into());
+            }
             return self.merge_one(&actor, generation, from.rid, hold.work);
         }
         if handoff.queue.len() >= queue_max {
