@@ -15,7 +15,9 @@
 //!   relocation-specific capacity condition (§8.1): what bounds them is the
 //!   session lane's ordinary admission and the seal timeout.
 //! - A held request that ends while held (its deadline, the session's close)
-//!   leaves the held list: it is never sent later (§8.1, §12).
+//!   leaves the held list: it is never sent later (§8.1, §12). When the
+//!   session closes, its held one-way messages are dropped too: a closed
+//!   session submits nothing later but its disconnect notices.
 //! - Commit: route and location snapshot switch to the target, the held
 //!   messages go to the target before anything relayed later, the seal is
 //!   released — one span, no disconnect callback, no 51, no rebind (§8.2).
@@ -299,6 +301,20 @@ impl Sessions<'_> {
     /// with `error` for its client — it was never sent, so the client knows
     /// it was not processed — a held NotifyDisconnected ends with it too, and
     /// every dropped message is counted.
+    /// Drops the one-way messages still held on the session's seals (its
+    /// held requests have ended already): a closed session submits none of
+    /// them when a 44 comes later (§8.1).
+    pub(super) fn drop_held_one_way(&mut self, session: SessionRid) {
+        let Some(aggregate) = self.owner.sessions.get_mut(&session) else {
+            return;
+        };
+        for seal in aggregate.bindings.values_mut().filter_map(|b| b.seal_mut()) {
+            for _ in seal.held.drain(..) {
+                self.fx.trace(FlowTrace::HeldMessageDropped);
+            }
+        }
+    }
+
     pub(super) fn discard(&mut self, session: SessionRid, seal: Seal, error: Error) {
         self.fx.cancel(seal.timeout);
         for message in seal.held {
