@@ -1181,6 +1181,45 @@ fn core_relocation_a_closed_sessions_held_one_way_message_is_never_submitted() {
     assert_eq!(count(&f.mesh, f.sessions, FlowTrace::HeldMessageDropped), 1);
 }
 
+/// Found by zlink-sim (seed 411 of `--steps 2000`): the 65 of a move was
+/// lost, and the Actor was moved back to its old node while that node's
+/// coordinator still waited for it. The node hosted the Actor again beside
+/// the waiting coordinator, which kept holding the Actor's records and, at
+/// its deadline, ended a committed move with DeadlineExceeded and replayed
+/// five seconds of records at once.
+#[test]
+fn core_relocation_a_move_back_waits_until_the_sources_coordinator_has_ended() {
+    // Given a move from the source to the target whose 65 is lost: the
+    // source's coordinator still waits for it.
+    let (mut mesh, _, source, target, a) = three_nodes();
+    mesh.set_dropping(target, source, Command::RelocationFinished, true);
+    let first = relocate(&mut mesh, source, "a", target);
+    assert_eq!(finished(&mesh, source, first), None);
+    assert!(mesh.node(source).core().relocation().is_relocating(&a.id));
+
+    // When the Actor is moved back from the target to the source.
+    let back = relocate(&mut mesh, target, "a", source);
+
+    // Then the source refuses to host it while its coordinator lives: the
+    // move back ends with a typed error and the Actor stays at the target.
+    let refused = finished(&mesh, target, back).expect("the move back ended");
+    assert_eq!(refused, Err(error(Reason::RelocationSealed)));
+    assert_eq!(
+        mesh.node(source).core().actor_owner().actor_ref(&a.id),
+        None
+    );
+    assert!(mesh
+        .node(target)
+        .core()
+        .actor_owner()
+        .actor_ref(&a.id)
+        .is_some());
+    assert_eq!(
+        mesh.store().lookup(&a.id).unwrap().unwrap().location.owner,
+        target
+    );
+}
+
 #[test]
 fn core_l5_target_restore_failure_reopens_the_source_and_releases_the_seal() {
     // Given the flow, with a target whose Restore fails.

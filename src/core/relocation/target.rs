@@ -113,6 +113,13 @@ impl Relocations<'_> {
         if self.state.targets.contains_key(&prepare.relocation) {
             return Err(Reason::RelocationSealed.into());
         }
+        // This shard moved the Actor away and has not learned the outcome
+        // yet (its 65 is late or lost): hosting it again now would leave a
+        // coordinator holding the Actor's records beside the live instance.
+        // The move back waits until that one has ended.
+        if self.state.relocating.contains_key(&prepare.actor) {
+            return Err(Reason::RelocationSealed.into());
+        }
         let earlier = self.state.arriving.get(&prepare.actor).copied();
         match earlier.and_then(|id| self.state.targets.get(&id)) {
             Some(handoff) if !handoff.is_committed() => Err(Reason::RelocationSealed.into()),
