@@ -1135,52 +1135,6 @@ fn core_p2_a_late_ingress_hold_of_a_replaced_binding_is_refused_at_the_target() 
     );
 }
 
-/// Found by zlink-sim (seed 328 of `--steps 2000`): a session closed while
-/// one of its bindings was sealed; its held requests ended, but a held
-/// one-way message stayed and was submitted when the 44 abort came later.
-#[test]
-fn core_relocation_a_closed_sessions_held_one_way_message_is_never_submitted() {
-    // Given a relocation that will abort (the target's restore fails), with
-    // a one-way message held on the sealed binding.
-    let mut f = Flow::start(|mesh, _, target| {
-        mesh.set_restore(target, RestoreBehavior::Fail(error(Reason::NoActorFactory)));
-    });
-    let one_way = bytes::Bytes::from_static(b"one-way");
-    f.mesh
-        .sessions(f.sessions)
-        .relay(
-            f.s,
-            &f.a.id,
-            zlink::ids::PacketKey(1),
-            one_way.clone(),
-            None,
-        )
-        .unwrap();
-    assert!(f
-        .mesh
-        .node(f.sessions)
-        .core()
-        .session_owner()
-        .is_sealed(f.s, &f.a.id));
-
-    // When the client's connection drops, then the 44 abort comes.
-    f.mesh.sessions(f.sessions).connection_lost(f.s);
-    f.mesh.run();
-    assert!(matches!(
-        finished(&f.mesh, f.source, f.relocation),
-        Some(Err(_))
-    ));
-    assert!(!tapped(&f.mesh, Command::SessionRelocationRoute).is_empty());
-
-    // Then the held one-way message was never submitted anywhere.
-    let submitted = f.mesh.tap().iter().any(|t| {
-        matches!(&t.record, NodeRecord::ActorSend(zlink::wire::node::ActorSend::Message(m))
-            if matches!(&m.body, zlink::wire::node::ActorSendBody::Payload { payload, .. } if *payload == one_way))
-    });
-    assert!(!submitted);
-    assert_eq!(count(&f.mesh, f.sessions, FlowTrace::HeldMessageDropped), 1);
-}
-
 /// Found by zlink-sim (seed 411 of `--steps 2000`): the 65 of a move was
 /// lost, and the Actor was moved back to its old node while that node's
 /// coordinator still waited for it. The node hosted the Actor again beside

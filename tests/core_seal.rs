@@ -1208,3 +1208,39 @@ fn core_l2_held_request_past_its_deadline_is_not_sent_by_a_commit_handled_first(
     assert_eq!(core.session_owner().pending_count(), 0);
     assert_eq!(core.armed_timers(), 0);
 }
+
+/// Found by zlink-sim (seed 328 of `--steps 2000`): a seal timeout closed a
+/// session that had a second sealed binding; a one-way message held on that
+/// binding was still submitted when its 44 abort came later.
+#[test]
+fn core_l3_a_seal_timeout_leaves_no_held_message_of_the_session_to_send_later() {
+    // Given s bound to "a" and to "c", both on the source; "a" sealed by
+    // relocation 1, and 2 s later "c" sealed by relocation 2 with a one-way
+    // message held on it.
+    let mut g = given(SessionOwnerConfig::default());
+    let c = g.mesh.host(g.source, "c");
+    bind_ok(&mut g.mesh, g.node, g.s, &c);
+    let c_binding = bind_generation(&g.mesh, g.s, "c");
+    assert_eq!(g.seal(1), Ok(()));
+    g.mesh.advance(Duration::from_secs(2));
+    let c_seal = SealIdentity {
+        binding: c_binding,
+        ..g.seal_identity(2)
+    };
+    assert_eq!(g.seal_from(g.source, c_seal, "c", c.generation.0), Ok(()));
+    send(&mut g.mesh, g.node, g.s, "c", b"held on c").unwrap();
+
+    // When the seal of "a" times out (the session closes), then the 44 abort
+    // of "c"'s seal comes.
+    g.mesh.advance(Duration::from_millis(1_100));
+    assert_eq!(closes(&g.mesh, g.node, g.s), vec![CloseReason::SealTimeout]);
+    g.route(g.source, SessionRelocationRoute::Abort(c_seal));
+
+    // Then the message held on "c" was never submitted.
+    let submitted = g.mesh.tap().iter().any(|t| {
+        matches!(&t.record, NodeRecord::ActorSend(ActorSend::Message(m))
+            if matches!(&m.body, ActorSendBody::Payload { payload, .. } if payload.as_ref() == b"held on c"))
+    });
+    assert!(!submitted);
+    assert!(delivered(&g.mesh, g.source, "c").is_empty());
+}

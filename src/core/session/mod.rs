@@ -801,10 +801,6 @@ impl Sessions<'_> {
         for request in in_flight {
             self.abandon(request);
         }
-        // §8.1: the closed session's held requests ended above; its held
-        // one-way messages are dropped too — nothing of a closed session is
-        // submitted later but its disconnect notices.
-        self.drop_held_one_way(session);
         for actor in current {
             self.send_disconnect_notice(session, &actor, TombstoneCause::Disconnect, None);
         }

@@ -15,9 +15,11 @@
 //!   relocation-specific capacity condition (§8.1): what bounds them is the
 //!   session lane's ordinary admission and the seal timeout.
 //! - A held request that ends while held (its deadline, the session's close)
-//!   leaves the held list: it is never sent later (§8.1, §12). When the
-//!   session closes, its held one-way messages are dropped too: a closed
-//!   session submits nothing later but its disconnect notices.
+//!   leaves the held list: it is never sent later (§8.1, §12). A held
+//!   one-way message of a session that closes is still submitted over the
+//!   route its seal resolves to (D2), except when a seal timeout closed the
+//!   session: then none of its held messages goes out (§8.1, the stricter
+//!   reading, docs/relocation.md).
 //! - Commit: route and location snapshot switch to the target, the held
 //!   messages go to the target before anything relayed later, the seal is
 //!   released — one span, no disconnect callback, no 51, no rebind (§8.2).
@@ -301,9 +303,9 @@ impl Sessions<'_> {
     /// with `error` for its client — it was never sent, so the client knows
     /// it was not processed — a held NotifyDisconnected ends with it too, and
     /// every dropped message is counted.
-    /// Drops the one-way messages still held on the session's seals (its
-    /// held requests have ended already): a closed session submits none of
-    /// them when a 44 comes later (§8.1).
+    /// Drops the one-way messages still held on the session's other seals
+    /// when a seal timeout closes it: none of them is submitted when a 44
+    /// comes later (§8.1).
     pub(super) fn drop_held_one_way(&mut self, session: SessionRid) {
         let Some(aggregate) = self.owner.sessions.get_mut(&session) else {
             return;
@@ -375,6 +377,11 @@ impl Sessions<'_> {
         };
         self.fx.trace(FlowTrace::SealTimeout);
         self.discard(session, seal, Reason::RelocationSealed.into());
+        // §8.1 "the physical Session is closed and the binding, held
+        // message, and seal state are cleaned up": the stricter reading —
+        // no held message of the closed session goes out later, on any of
+        // its sealed bindings (its held requests end in the close below).
+        self.drop_held_one_way(session);
         self.close(session, Some(CloseReason::SealTimeout));
         self.end_if_settled(session);
     }
