@@ -1174,6 +1174,46 @@ fn core_relocation_a_move_back_waits_until_the_sources_coordinator_has_ended() {
     );
 }
 
+/// Found by zlink-sim (seed 1057 of `--steps 2000`, `sim` profile): a
+/// durable abort waited on a store outage longer than the proxies of the
+/// saved work live; each proxy's deadline ended its request, and the reopen
+/// then gave the same requests to the handler again, whose replies were
+/// owed to no one.
+#[test]
+fn core_relocation_saved_work_whose_request_ended_during_a_long_abort_is_not_run_again() {
+    // Given r1 and r2 saved work of a relocation that aborts (the target's
+    // restore fails) while the store is down.
+    let mut f = Flow::start(|mesh, _, target| {
+        mesh.set_restore(target, RestoreBehavior::Fail(error(Reason::NoActorFactory)));
+        mesh.set_store(StoreBehavior::Down);
+    });
+
+    // When the outage outlasts the proxies' budget, then the store is back.
+    f.mesh.advance(Duration::from_secs(11));
+    assert!(f
+        .mesh
+        .node(f.source)
+        .core()
+        .relocation()
+        .is_relocating(&f.a.id));
+    f.mesh.set_store(StoreBehavior::Immediate);
+    f.mesh.advance(Duration::from_millis(500));
+    assert!(matches!(
+        finished(&f.mesh, f.source, f.relocation),
+        Some(Err(_))
+    ));
+
+    // Then r1 and r2 went to the handler's queue once, before the capture,
+    // and are not given to it again; what the lane holds now runs without
+    // any reply being owed to no one.
+    let at_source = delivered(&f.mesh, f.source, "a");
+    let count = |p: &[u8]| at_source.iter().filter(|d| d.as_ref() == p).count();
+    assert_eq!((count(b"r1"), count(b"r2")), (1, 1), "{at_source:?}");
+    let _ = f.mesh.run_lane(f.source, &f.a.id);
+    f.mesh.run();
+    assert_eq!(f.mesh.node(f.source).core().actor_owner().owed_count(), 0);
+}
+
 #[test]
 fn core_l5_target_restore_failure_reopens_the_source_and_releases_the_seal() {
     // Given the flow, with a target whose Restore fails.

@@ -8,14 +8,15 @@
 //! step, the invariant, the rule and the trail of events that led there, and
 //! exits with code 1.
 
+use std::panic::AssertUnwindSafe;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
 use clap::Parser;
-use zlink::sim::invariants::Tally;
-use zlink::sim::schedule::{run_seed, Observe, Outcome, SimConfig};
+use zlink::sim::invariants::{Tally, Violation};
+use zlink::sim::schedule::{run_seed, Failure, Observe, Outcome, SimConfig};
 
 /// DESIGN: the library sets no global allocator; the binaries use mimalloc.
 #[global_allocator]
@@ -84,7 +85,7 @@ fn main() -> ExitCode {
                     if seed >= end {
                         break;
                     }
-                    let outcome = run_seed(seed, &config, Observe::default());
+                    let outcome = run_guarded(seed, &config);
                     if outcome.violation.is_some() {
                         stop.store(true, Ordering::Relaxed);
                     }
@@ -100,6 +101,38 @@ fn main() -> ExitCode {
     let mut outcomes = outcomes.into_inner().unwrap_or_else(|e| e.into_inner());
     outcomes.sort_by_key(|o| o.seed);
     report(&outcomes, started.elapsed().as_secs_f64())
+}
+
+/// Runs one seed; a panic in the core (a debug assertion in the `sim`
+/// profile) is a violation of its own, reported with the seed.
+fn run_guarded(seed: u64, config: &SimConfig) -> Outcome {
+    let run = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        run_seed(seed, config, Observe::default())
+    }));
+    run.unwrap_or_else(|panic| {
+        let detail = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "a panic".to_string());
+        Outcome {
+            seed,
+            steps: config.steps,
+            violation: Some(Failure {
+                step: 0,
+                violation: Violation {
+                    invariant: "no_panic",
+                    rule: "DESIGN: no input panics the core",
+                    detail: format!("{detail} (replay with --trace for the events before it)"),
+                },
+                trail: Vec::new(),
+            }),
+            trace_hash: None,
+            messages: 0,
+            relocations: 0,
+            tally: Tally::default(),
+        }
+    })
 }
 
 /// Prints the totals, or the first failing seed with its trail.

@@ -231,6 +231,12 @@ impl ActorOwner {
         self.actors.contains_key(actor)
     }
 
+    /// Whether the reply `ticket` names is still owed (it has not ended,
+    /// for instance at a proxy's deadline).
+    pub(crate) fn owes(&self, ticket: ReplyTicket) -> bool {
+        self.owed.contains_key(&ticket)
+    }
+
     /// Owes a reply to `request` of node `to`; the ticket names it.
     pub(crate) fn owe(&mut self, to: NodeRid, request: RequestId) -> ReplyTicket {
         self.next_ticket += 1;

@@ -774,8 +774,13 @@ impl Relocations<'_> {
                 relocation,
                 actor: actor.clone(),
             });
+            // Saved work whose request ended meanwhile (its proxy's
+            // deadline passed during a long abort) is not run again: the
+            // client has its terminal (§12).
             for event in work.saved {
-                self.fx.actor_event(event);
+                if self.still_owed(&event) {
+                    self.fx.actor_event(event);
+                }
             }
             for held in work.held {
                 if let Held::Work(event) = held {
@@ -871,7 +876,9 @@ impl Relocations<'_> {
             Held::Tombstone(_) => None,
         });
         for event in work.saved.into_iter().chain(held) {
-            self.refuse_event(event, error);
+            if self.still_owed(&event) {
+                self.refuse_event(event, error);
+            }
         }
         self.event(RelocationEvent::DropInstance {
             relocation,
@@ -930,6 +937,19 @@ impl Relocations<'_> {
         });
         for (from, record) in pending {
             self.handle_actor_record(from, record);
+        }
+    }
+
+    /// Whether the work still owes its reply: a request or callback whose
+    /// terminal went out already (a proxy's deadline) is done.
+    fn still_owed(&self, event: &ActorEvent) -> bool {
+        match event {
+            ActorEvent::Deliver {
+                reply: Some(ticket),
+                ..
+            }
+            | ActorEvent::Disconnect { ticket, .. } => self.owner.owes(*ticket),
+            ActorEvent::Deliver { reply: None, .. } | ActorEvent::Bound { .. } => true,
         }
     }
 

@@ -310,10 +310,15 @@ impl Sessions<'_> {
         let Some(aggregate) = self.owner.sessions.get_mut(&session) else {
             return;
         };
+        let mut dropped = 0;
         for seal in aggregate.bindings.values_mut().filter_map(|b| b.seal_mut()) {
-            for _ in seal.held.drain(..) {
-                self.fx.trace(FlowTrace::HeldMessageDropped);
-            }
+            // Held requests stay: the close ends each with its terminal.
+            let before = seal.held.len();
+            seal.held.retain(|m| m.request.is_some());
+            dropped += before - seal.held.len();
+        }
+        for _ in 0..dropped {
+            self.fx.trace(FlowTrace::HeldMessageDropped);
         }
     }
 
