@@ -430,7 +430,7 @@ impl World {
 
     fn choose_once(&mut self) -> Option<Action> {
         let roll = self.below(1_000);
-        let chosen = match roll {
+        match roll {
             0..=79 => self.choose_connect(),
             80..=259 => self.choose_login(),
             260..=499 => self.choose_send(true),
@@ -448,8 +448,7 @@ impl World {
             976..=985 => Some(self.choose_store()),
             986..=993 => (self.mesh.held_store() > 0).then_some(Action::ReleaseStore),
             _ => self.choose_restore(),
-        };
-        chosen
+        }
     }
 
     fn choose_connect(&mut self) -> Option<Action> {
