@@ -298,11 +298,6 @@ impl Sessions<'_> {
         }
     }
 
-    /// Ends what a seal held without delivering any of it (the seal timed
-    /// out, or its binding was retired while sealed): each held request ends
-    /// with `error` for its client — it was never sent, so the client knows
-    /// it was not processed — a held NotifyDisconnected ends with it too, and
-    /// every dropped message is counted.
     /// Drops the one-way messages still held on the session's other seals
     /// when a seal timeout closes it: none of them is submitted when a 44
     /// comes later (§8.1).
@@ -322,6 +317,11 @@ impl Sessions<'_> {
         }
     }
 
+    /// Ends what a seal held without delivering any of it (the seal timed
+    /// out, or its binding was retired while sealed): each held request ends
+    /// with `error` for its client — it was never sent, so the client knows
+    /// it was not processed — a held NotifyDisconnected ends with it too, and
+    /// every dropped message is counted.
     pub(super) fn discard(&mut self, session: SessionRid, seal: Seal, error: Error) {
         self.fx.cancel(seal.timeout);
         for message in seal.held {
