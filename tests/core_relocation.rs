@@ -1364,3 +1364,78 @@ fn core_l6_cas_failure_after_relay_ready_never_falls_back_to_the_source_route() 
     }
     assert_eq!(f.relayed_to(f.source, ready_at), 0);
 }
+
+/// Found by zlink-sim (seed 4043 of `--steps 2000`, the soak): an Actor
+/// moved from one node to another and back kept a Message Follow entry at
+/// each; once it was destroyed, a record for it bounced between the two
+/// entries for ever (each rewrote the route to the other's), a record loop
+/// on the links that no deadline ended for one-way records and tombstones.
+#[test]
+fn core_relocation_an_actor_moved_away_and_back_leaves_no_follow_loop() {
+    // Given "a" moved from the source to the target and back again, then
+    // destroyed at the source, and a caller holding the ActorRef from
+    // before the moves.
+    let (mut mesh, sessions, source, target, stale) = three_nodes();
+    let away = relocate(&mut mesh, source, "a", target);
+    assert!(finished(&mesh, source, away).unwrap().is_ok());
+    let back = relocate(&mut mesh, target, "a", source);
+    assert!(finished(&mesh, target, back).unwrap().is_ok());
+    mesh.destroy(source, &stale.id).unwrap();
+    let followed_before = (
+        count(&mesh, source, FlowTrace::MessageFollowed),
+        count(&mesh, target, FlowTrace::MessageFollowed),
+    );
+
+    // When a session binds the stale ActorRef, and time passes.
+    let s = mesh.connect(sessions);
+    let ticket = bind_pending(&mut mesh, sessions, s, &stale);
+    mesh.advance(Duration::from_secs(1));
+
+    // Then the source, which hosted "a" after its entry for the first move,
+    // keeps no entry from that move: the bind is not forwarded and ends with
+    // StaleLocation, and nothing goes round between the two nodes.
+    assert!(!mesh.node(source).core().relocation().follows(&stale.id));
+    let outcome = mesh.bind_outcome(sessions, ticket).expect("a terminal");
+    assert_eq!(outcome, Err(error(Reason::StaleLocation)));
+    assert_eq!(
+        (
+            count(&mesh, source, FlowTrace::MessageFollowed),
+            count(&mesh, target, FlowTrace::MessageFollowed),
+        ),
+        followed_before
+    );
+    assert_eq!(mesh.node(source).core().relocation().proxy_count(), 0);
+    assert_eq!(mesh.node(target).core().relocation().proxy_count(), 0);
+}
+
+#[test]
+fn core_relocation_a_record_addressed_after_the_move_is_not_followed_back() {
+    // Given "a" moved from the source to the target, and a session bound to
+    // it at the target whose one-way message the target has handled.
+    let (mut mesh, sessions, source, target, stale) = three_nodes();
+    let away = relocate(&mut mesh, source, "a", target);
+    let moved = finished(&mesh, source, away).unwrap().unwrap();
+    let s = mesh.connect(sessions);
+    bind_ok(&mut mesh, sessions, s, &moved);
+    send(&mut mesh, sessions, s, "a", b"once").unwrap();
+    mesh.run();
+    assert_eq!(delivered(&mesh, target, "a"), vec![b(b"once")]);
+    let message = tapped(&mesh, Command::ActorSend)
+        .into_iter()
+        .find(|t| t.from == sessions && t.to == target)
+        .expect("the relay to the target")
+        .record;
+    let followed = count(&mesh, source, FlowTrace::MessageFollowed);
+
+    // When that same record, which names the target's authority, reaches
+    // the source (a record that went astray).
+    mesh.inject(sessions, source, message);
+    mesh.run();
+
+    // Then the source's follow entry, older than that authority, does not
+    // send it on: the target handles it once, and the source follows
+    // nothing more.
+    assert!(mesh.node(source).core().relocation().follows(&stale.id));
+    assert_eq!(count(&mesh, source, FlowTrace::MessageFollowed), followed);
+    assert_eq!(delivered(&mesh, target, "a"), vec![b(b"once")]);
+}

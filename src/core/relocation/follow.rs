@@ -9,6 +9,9 @@
 //!   location, no Message Follow route).
 //! - At most `follow_max` entries: at the limit the oldest goes first, and
 //!   its senders get `Unavailable` from then on.
+//! - An entry goes when this node hosts the Actor again (a move back), and
+//!   never forwards a record that names the entry's authority or a later
+//!   one: the authority grows along every chain of follows, so none loops.
 //! - An entry names the route the target confirmed in 65; nothing here reads
 //!   the Location Store or judges the record (§2: Message Follow revalidates
 //!   nothing).
@@ -116,6 +119,14 @@ impl FollowTable {
         None
     }
 
+    /// Removes the entry of `actor`, whatever its serial (this node hosts
+    /// the Actor again); returns its timer key when there was one.
+    pub(super) fn forget(&mut self, actor: &ActorId) -> Option<TimerKey> {
+        let removed = self.entries.remove(actor).map(|e| e.expiry);
+        self.compact();
+        removed
+    }
+
     /// Drops order items of entries that are gone from the front, so the
     /// order queue stays within a constant factor of the live entries.
     fn compact(&mut self) {
@@ -188,6 +199,18 @@ impl Relocations<'_> {
             _ => None,
         };
         if generation.is_some_and(|g| g != entry.generation) {
+            return Some(record);
+        }
+        // A record that already names this move's authority or a later one
+        // was addressed after the move: an entry never sends it on, so the
+        // authority strictly grows along a chain of follows and no record
+        // goes round a loop of them.
+        let authority = match &record {
+            NodeRecord::ActorSend(ActorSend::Message(m)) => Some(m.authority),
+            NodeRecord::BoundSessionBind(BoundSessionBind::Request(r)) => Some(r.authority),
+            _ => None,
+        };
+        if authority.is_some_and(|a| a >= entry.route.authority) {
             return Some(record);
         }
         let route = entry.route.clone();

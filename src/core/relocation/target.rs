@@ -347,6 +347,11 @@ impl Relocations<'_> {
             authority,
             handoff.binding,
         );
+        // A follow entry left here by an earlier move away is stale now that
+        // the Actor is back: it would send the Actor's records away again.
+        if let Some(expiry) = self.state.follow.forget(&handoff.actor) {
+            self.fx.cancel(expiry);
+        }
         self.event(RelocationEvent::Opened {
             relocation,
             actor: actor_ref.clone(),
