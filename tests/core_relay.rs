@@ -12,7 +12,7 @@ use zlink::core::trace::FlowTrace;
 use zlink::ids::{Correlation, NodeRid, PacketKey};
 use zlink::sim::{actor_id, ActorBehavior, Mesh};
 use zlink::wire::client::ClientFrame;
-use zlink::wire::node::{ActorSend, NodeRecord};
+use zlink::wire::node::{ActorSend, Command, NodeRecord};
 
 /// The reply ticket and correlation of the request delivered with `payload`.
 fn delivered_request(
@@ -76,6 +76,73 @@ fn core_r3_reply_completes_the_original_correlation_exactly_once() {
     assert_eq!(count(&mesh, node, FlowTrace::LateReplyDropped), 1);
     assert_eq!(count(&mesh, node, FlowTrace::RequestDeadlineExceeded), 0);
     assert_eq!(mesh.frames(node, s).len(), 1);
+}
+
+/// Found by the zlink-sim soak (seed 15366): a session owner node
+/// restarted while an Actor elsewhere still owed a reply to one of its
+/// requests. RequestIds start again in every NodeGeneration, so the late
+/// reply carried the id of the new process's own first request, and that
+/// request completed with the other request's reply (a success the client
+/// saw for a message the Actor never processed).
+#[test]
+fn core_r5_a_reply_owed_to_a_restarted_nodes_previous_life_completes_nothing_of_the_new_one() {
+    // Given a request of s1 in "a"'s handler, by hand.
+    let mut mesh = mesh();
+    let (node, owner) = (mesh.add_node(1), mesh.add_node(2));
+    mesh.set_behavior(owner, ActorBehavior::Manual);
+    let a = mesh.host(owner, "a");
+    let relay = |mesh: &mut Mesh, s, payload: &'static [u8]| {
+        mesh.sessions(node).relay(
+            s,
+            &actor_id("a"),
+            PacketKey(1),
+            Bytes::from_static(payload),
+            Some((Correlation(1), Duration::from_secs(60))),
+        )
+    };
+    let s1 = mesh.connect(node);
+    bind_ok(&mut mesh, node, s1, &a);
+    relay(&mut mesh, s1, b"old").unwrap();
+    mesh.run();
+    let (old_ticket, _) = delivered_request(&mesh, owner, b"old");
+
+    // When the session owner's process dies and starts again (a new
+    // NodeGeneration), its new session binds "a" and sends a request under
+    // the same RequestId, and then the reply owed to the old one is sent.
+    mesh.restart(node);
+    let s2 = mesh.connect(node);
+    bind_ok(&mut mesh, node, s2, &a);
+    relay(&mut mesh, s2, b"new").unwrap();
+    mesh.run();
+    let (new_ticket, _) = delivered_request(&mesh, owner, b"new");
+    let ids: Vec<_> = tapped(&mesh, Command::ActorSend)
+        .iter()
+        .filter(|t| t.from == node)
+        .filter_map(|t| t.record.request_id())
+        .collect();
+    assert_eq!(ids.len(), 2);
+    assert_eq!(ids[0], ids[1], "the new lifecycle reuses the RequestId");
+    mesh.actors(owner).reply(old_ticket, Ok(b(b"for-old")));
+    mesh.run();
+
+    // Then the reply goes nowhere: the new request is still open, and the
+    // drop is counted at the Actor owner.
+    assert!(mesh.answers(node, s2, Correlation(1)).is_empty());
+    assert_eq!(
+        count(&mesh, owner, FlowTrace::AnswerToPastLifecycleDropped),
+        1
+    );
+
+    // And the new request ends with its own reply.
+    mesh.actors(owner).reply(new_ticket, Ok(b(b"for-new")));
+    mesh.run();
+    assert_eq!(
+        mesh.answers(node, s2, Correlation(1)),
+        vec![ClientFrame::Reply {
+            correlation: Correlation(1),
+            payload: b(b"for-new")
+        }]
+    );
 }
 
 #[test]

@@ -716,8 +716,8 @@ fn sealed_shard() -> (ShardCore, SessionRid, RouteCommit, Instant) {
     };
     let s = core.sessions(Instant::ZERO).open_session();
     core.sessions(Instant::ZERO).bind(s, a.clone()).unwrap();
-    let Some((_, NodeRecord::BoundSessionBind(BoundSessionBind::Request(bind)))) =
-        core.poll_transmit()
+    let Some(NodeRecord::BoundSessionBind(BoundSessionBind::Request(bind))) =
+        core.poll_transmit().map(|t| t.record)
     else {
         panic!("bind sends a 38");
     };
@@ -781,7 +781,7 @@ fn sealed_shard() -> (ShardCore, SessionRid, RouteCommit, Instant) {
 }
 
 fn outputs(core: &mut ShardCore) -> (Vec<(NodeRid, NodeRecord)>, Vec<CoreEvent>) {
-    let transmits = std::iter::from_fn(|| core.poll_transmit()).collect();
+    let transmits = std::iter::from_fn(|| core.poll_transmit().map(|t| (t.to, t.record))).collect();
     let events = std::iter::from_fn(|| core.poll_event()).collect();
     (transmits, events)
 }

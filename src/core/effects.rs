@@ -14,8 +14,25 @@ use super::session::{SessionEvent, SessionTimer};
 use super::time::Instant;
 use super::timer::{TimerKey, TimerWheel};
 use super::trace::{FlowCounters, FlowTrace};
-use crate::ids::NodeRid;
+use crate::ids::{NodeGeneration, NodeRid, Peer};
 use crate::wire::node::NodeRecord;
+
+/// A record to send, and to whom.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transmit {
+    /// The node it goes to.
+    pub to: NodeRid,
+    /// For an answer to a peer's request (a reply, a bind terminal, 43, 61,
+    /// 65): the lifecycle of `to` that asked. RequestIds and RelocationIds
+    /// start again in every NodeGeneration, so an answer delivered to a
+    /// later lifecycle could complete that lifecycle's own request of the
+    /// same id with another request's outcome; the transport drops it
+    /// unless its link to `to` is to this lifecycle (§4: nothing crosses a
+    /// NodeGeneration). `None` for everything else.
+    pub lifecycle: Option<NodeGeneration>,
+    /// The record.
+    pub record: NodeRecord,
+}
 
 /// A timer of either role.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,7 +58,7 @@ pub enum CoreEvent {
 #[derive(Debug)]
 pub(crate) struct Effects {
     now: Instant,
-    transmits: VecDeque<(NodeRid, NodeRecord)>,
+    transmits: VecDeque<Transmit>,
     events: VecDeque<CoreEvent>,
     timers: TimerWheel<CoreTimer>,
     counters: FlowCounters,
@@ -74,7 +91,21 @@ impl Effects {
     }
 
     pub(crate) fn send(&mut self, to: NodeRid, record: NodeRecord) {
-        self.transmits.push_back((to, record));
+        self.transmits.push_back(Transmit {
+            to,
+            lifecycle: None,
+            record,
+        });
+    }
+
+    /// Sends an answer to a request of `to`: only that lifecycle of the
+    /// peer gets it ([`Transmit::lifecycle`]).
+    pub(crate) fn answer(&mut self, to: Peer, record: NodeRecord) {
+        self.transmits.push_back(Transmit {
+            to: to.rid,
+            lifecycle: Some(to.generation),
+            record,
+        });
     }
 
     pub(crate) fn session_event(&mut self, event: SessionEvent) {
@@ -115,7 +146,7 @@ impl Effects {
         self.timers.len()
     }
 
-    pub(crate) fn poll_transmit(&mut self) -> Option<(NodeRid, NodeRecord)> {
+    pub(crate) fn poll_transmit(&mut self) -> Option<Transmit> {
         self.transmits.pop_front()
     }
 

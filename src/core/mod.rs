@@ -14,4 +14,4 @@ pub mod time;
 pub mod timer;
 pub mod trace;
 
-pub use effects::{CoreEvent, CoreTimer};
+pub use effects::{CoreEvent, CoreTimer, Transmit};

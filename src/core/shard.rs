@@ -209,9 +209,10 @@ impl ShardCore {
         }
     }
 
-    /// The next record to send, with its destination node.
+    /// The next record to send, with its destination node (and lifecycle,
+    /// for an answer).
     #[must_use]
-    pub fn poll_transmit(&mut self) -> Option<(NodeRid, NodeRecord)> {
+    pub fn poll_transmit(&mut self) -> Option<super::Transmit> {
         self.fx.poll_transmit()
     }
 

@@ -115,6 +115,10 @@ flow_trace! {
     /// A record for a node this node has no link to: dropped; a request
     /// among them ends at its deadline with a typed error.
     RecordUnroutable => "record_unroutable", warn;
+    /// An answer (a reply, a terminal, 43, 61, 65) to a request of a peer's
+    /// previous NodeGeneration: dropped, never given to the peer's new
+    /// lifecycle, whose own requests reuse the ids (§4).
+    AnswerToPastLifecycleDropped => "answer_to_past_lifecycle_dropped", debug;
     /// A ROUTER link handshake failed (wrong secret, mesh, version).
     LinkHandshakeFailed => "link_handshake_failed", warn;
     /// A link from a previous NodeGeneration of a peer was refused or closed.

@@ -506,6 +506,11 @@ impl Links {
         }
     }
 
+    /// The peer (its lifecycle) of the link up to `rid`, if one is.
+    pub(crate) fn peer(&self, rid: NodeRid) -> Option<Peer> {
+        self.up.get(&rid).map(|&(_, peer)| peer)
+    }
+
     /// Encodes a record onto the link to `to`; `false` when there is none.
     pub(crate) fn send(&mut self, reactor: &mut Reactor, to: NodeRid, record: &NodeRecord) -> bool {
         let Some(&(conn, _)) = self.up.get(&to) else {

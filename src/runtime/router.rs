@@ -20,8 +20,8 @@ pub(crate) const LINK_SHARD: u16 = 0;
 pub(crate) enum ShardMsg {
     /// A record for this shard's core, from `from` (the transport checked it).
     Record { from: Peer, record: NodeRecord },
-    /// (Link shard) send this record on the link to `to`.
-    Transmit { to: NodeRid, record: NodeRecord },
+    /// (Link shard) send this record on the link to its node.
+    Transmit(crate::core::Transmit),
     /// A request from the embedding application.
     Command(NodeCommand),
     /// Look up or host an Actor here (into `spot` when given), for a

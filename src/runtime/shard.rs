@@ -256,16 +256,17 @@ impl ShardState {
     fn drain_core(&mut self) {
         loop {
             let mut progress = false;
-            while let Some((to, record)) = self.core.poll_transmit() {
+            while let Some(transmit) = self.core.poll_transmit() {
                 progress = true;
-                if to == self.me.rid {
+                if transmit.to == self.me.rid {
+                    // An answer names this process's own lifecycle: the
+                    // process that asked is this one.
                     let me = self.me;
-                    self.deliver(me, record);
+                    self.deliver(me, transmit.record);
                 } else if self.index != LINK_SHARD {
-                    self.router
-                        .send(LINK_SHARD, ShardMsg::Transmit { to, record });
+                    self.router.send(LINK_SHARD, ShardMsg::Transmit(transmit));
                 } else {
-                    self.transmit(to, &record);
+                    self.transmit(transmit);
                 }
             }
             while let Some(event) = self.core.poll_event() {
@@ -294,8 +295,27 @@ impl ShardState {
         }
     }
 
-    /// (Link shard) a record onto the link to `to`.
-    fn transmit(&mut self, to: crate::ids::NodeRid, record: &crate::wire::node::NodeRecord) {
+    /// (Link shard) a record onto the link to its node. An answer goes only
+    /// onto a link to the lifecycle that asked (`Transmit::lifecycle`): a
+    /// peer that restarted reuses its RequestIds and RelocationIds, and must
+    /// never take an answer meant for its previous process as its own.
+    fn transmit(&mut self, transmit: crate::core::Transmit) {
+        let crate::core::Transmit {
+            to,
+            lifecycle,
+            record,
+        } = transmit;
+        if let Some(lifecycle) = lifecycle {
+            if self
+                .links
+                .peer(to)
+                .is_some_and(|p| p.generation != lifecycle)
+            {
+                self.core.trace(FlowTrace::AnswerToPastLifecycleDropped);
+                return;
+            }
+        }
+        let record = &record;
         if self.links.send(&mut self.reactor, to, record) {
             return;
         }
@@ -322,7 +342,7 @@ impl ShardState {
                     let now = self.now();
                     self.core.handle_record(now, from, record);
                 }
-                ShardMsg::Transmit { to, record } => self.transmit(to, &record),
+                ShardMsg::Transmit(transmit) => self.transmit(transmit),
                 ShardMsg::Command(NodeCommand::CreateActor {
                     actor_type,
                     id,

@@ -704,6 +704,21 @@ impl Mesh {
         self.transmit(from, to, record);
     }
 
+    /// A core's transmit, as the link shard carries it out: an answer to a
+    /// lifecycle of `to` that is no longer its current one is dropped and
+    /// counted at the sender (the runtime's `Shard::transmit`).
+    fn transmit_answer(&mut self, from: Peer, transmit: crate::core::Transmit) {
+        let current = self.nodes.get(&transmit.to).map(|n| n.peer.generation);
+        if transmit.lifecycle.is_some_and(|l| current != Some(l)) {
+            self.lost += 1;
+            if let Some(node) = self.nodes.get_mut(&from.rid) {
+                node.core.trace(FlowTrace::AnswerToPastLifecycleDropped);
+            }
+            return;
+        }
+        self.transmit(from, transmit.to, transmit.record);
+    }
+
     /// Puts one record on the link from `from` to `to`: tapped, lost if the
     /// link is cut, and carried as bytes — encoded and decoded by the wire
     /// layer, so every scenario also exercises the codec.
@@ -960,8 +975,8 @@ impl Mesh {
             }
         }
         progress |= !transmits.is_empty();
-        for (to, record) in transmits {
-            self.transmit(from, to, record);
+        for transmit in transmits {
+            self.transmit_answer(from, transmit);
         }
         for event in relocation_events {
             self.stand_in(rid, event);

@@ -146,7 +146,7 @@ pub struct ActorOwner {
     /// lease).
     fenced: bool,
     actors: HashMap<ActorId, HostedActor>,
-    owed: HashMap<ReplyTicket, (NodeRid, RequestId)>,
+    owed: HashMap<ReplyTicket, (Peer, RequestId)>,
     next_ticket: u64,
 }
 
@@ -237,8 +237,9 @@ impl ActorOwner {
         self.owed.contains_key(&ticket)
     }
 
-    /// Owes a reply to `request` of node `to`; the ticket names it.
-    pub(crate) fn owe(&mut self, to: NodeRid, request: RequestId) -> ReplyTicket {
+    /// Owes a reply to `request` of node `to` (that lifecycle of it: the
+    /// reply goes to it alone); the ticket names it.
+    pub(crate) fn owe(&mut self, to: Peer, request: RequestId) -> ReplyTicket {
         self.next_ticket += 1;
         let ticket = ReplyTicket(self.next_ticket);
         self.owed.insert(ticket, (to, request));
@@ -367,7 +368,7 @@ impl Actors<'_> {
             debug_assert!(false, "reply for a ticket that is not owed: {ticket:?}");
             return;
         };
-        self.fx.send(
+        self.fx.answer(
             to,
             NodeRecord::ActorSend(ActorSend::Reply(ActorReply { request, outcome })),
         );
@@ -503,8 +504,8 @@ impl Actors<'_> {
         outcome: Result<BoundRoute, Error>,
     ) {
         let terminal = BindTerminal { request, outcome };
-        self.fx.send(
-            to.rid,
+        self.fx.answer(
+            to,
             NodeRecord::BoundSessionBind(BoundSessionBind::Terminal(terminal)),
         );
     }
@@ -560,7 +561,7 @@ impl Actors<'_> {
             }
             return None;
         }
-        let reply = request.map(|h| self.owner.owe(from.rid, h.id));
+        let reply = request.map(|h| self.owner.owe(from, h.id));
         let event = match message.body {
             ActorSendBody::Payload {
                 key,

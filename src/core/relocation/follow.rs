@@ -220,7 +220,7 @@ impl Relocations<'_> {
                 message.lease = route.lease;
                 if let Some(header) = message.request {
                     let origin = Origin::Relay {
-                        to: from.rid,
+                        to: from,
                         request: header.id,
                     };
                     let Some(proxied) = self.proxy(route.owner, origin, header.budget) else {
@@ -237,7 +237,7 @@ impl Relocations<'_> {
                 request.authority = route.authority;
                 request.lease = route.lease;
                 let origin = Origin::Bind {
-                    to: from.rid,
+                    to: from,
                     request: request.request.id,
                 };
                 let budget = request.request.budget;

@@ -523,7 +523,7 @@ impl Relocations<'_> {
     fn answer_relay(&mut self, origin: Origin, outcome: Result<Bytes, Error>) {
         match origin {
             Origin::Ticket(ticket) => self.actors().reply(ticket, outcome),
-            Origin::Relay { to, request } => self.fx.send(
+            Origin::Relay { to, request } => self.fx.answer(
                 to,
                 NodeRecord::ActorSend(ActorSend::Reply(ActorReply { request, outcome })),
             ),
@@ -538,7 +538,7 @@ impl Relocations<'_> {
             return;
         };
         let terminal = BindTerminal { request, outcome };
-        self.fx.send(
+        self.fx.answer(
             to,
             NodeRecord::BoundSessionBind(BoundSessionBind::Terminal(terminal)),
         );

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 
 use crate::core::actor::ReplyTicket;
 use crate::core::timer::TimerKey;
-use crate::ids::{NodeRid, RequestId};
+use crate::ids::{NodeRid, Peer, RequestId};
 
 /// Whom a proxied request's answer is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,15 +23,17 @@ pub(super) enum Origin {
     Ticket(ReplyTicket),
     /// A 24 request forwarded by Message Follow: answered with a 24 reply.
     Relay {
-        /// The original sender.
-        to: NodeRid,
+        /// The original sender (its lifecycle too: the answer goes to it
+        /// alone).
+        to: Peer,
         /// Its request id.
         request: RequestId,
     },
     /// A 38 bind forwarded by Message Follow: answered with a 38 terminal.
     Bind {
-        /// The original sender.
-        to: NodeRid,
+        /// The original sender (its lifecycle too: the answer goes to it
+        /// alone).
+        to: Peer,
         /// Its request id.
         request: RequestId,
     },

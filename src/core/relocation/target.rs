@@ -26,8 +26,8 @@ use crate::core::timer::TimerKey;
 use crate::core::trace::FlowTrace;
 use crate::error::{Error, Reason};
 use crate::ids::{
-    ActorId, AuthorityOwnerGeneration, BindingIdentity, NodeRid, ObjectGeneration, Peer,
-    RelocationId, RequestId,
+    ActorId, AuthorityOwnerGeneration, BindingIdentity, ObjectGeneration, Peer, RelocationId,
+    RequestId,
 };
 use crate::wire::node::{
     ActorReply, ActorSend, BindTombstone, BindingHandoff, BoundRoute, NodeRecord,
@@ -43,6 +43,9 @@ pub(super) struct TargetHandoff {
     actor: ActorId,
     generation: ObjectGeneration,
     expected: ExpectedOwner,
+    /// The source that sent 60, in its lifecycle: the handoff's records are
+    /// taken from it alone, and its answers go to it alone.
+    source: Peer,
     binding: Option<BindingHandoff>,
     /// The temporary queue: saved work, then the ingress hold, in order.
     queue: Vec<SavedWork>,
@@ -63,8 +66,8 @@ impl TargetHandoff {
         matches!(self.phase, TargetPhase::Committed { .. })
     }
 
-    fn source(&self) -> NodeRid {
-        self.expected.owner
+    fn source(&self) -> Peer {
+        self.source
     }
 }
 
@@ -74,7 +77,7 @@ impl Relocations<'_> {
     /// is fenced, already hosts the Actor or is receiving it.
     pub(super) fn on_prepare(&mut self, from: Peer, prepare: RelocationPrepare) {
         if let Err(error) = self.admit_prepare(from, &prepare) {
-            self.send_ready(from.rid, prepare.request.id, Err(error));
+            self.send_ready(from, prepare.request.id, Err(error));
             return;
         }
         let relocation = prepare.relocation;
@@ -86,6 +89,7 @@ impl Relocations<'_> {
                 owner: from.rid,
                 authority: prepare.expected_authority,
             },
+            source: from,
             binding: prepare.binding,
             queue: prepare.saved,
             phase: TargetPhase::Restoring {
@@ -174,11 +178,11 @@ impl Relocations<'_> {
         let queue_max = 2 * usize::from(self.state.config.limits.saved_work_count_max);
         let Some(handoff) = self.state.targets.get_mut(&hold.relocation) else {
             self.fx.trace(FlowTrace::RelocationRecordStale);
-            return self.refuse_work(from.rid, &hold.work, Reason::RelocationAborted.into());
+            return self.refuse_work(from, &hold.work, Reason::RelocationAborted.into());
         };
-        if handoff.source() != from.rid || handoff.actor != hold.actor {
+        if handoff.source() != from || handoff.actor != hold.actor {
             self.fx.trace(FlowTrace::RelocationRecordStale);
-            return self.refuse_work(from.rid, &hold.work, Reason::RelocationAborted.into());
+            return self.refuse_work(from, &hold.work, Reason::RelocationAborted.into());
         }
         if handoff.is_committed() {
             let (actor, generation) = (handoff.actor.clone(), handoff.generation);
@@ -198,12 +202,12 @@ impl Relocations<'_> {
             let tombstone = matches!(hold.work, SavedWork::Tombstone { .. });
             if !tombstone && (current != handed || hosted != Some(generation)) {
                 self.fx.trace(FlowTrace::RelocationRecordStale);
-                return self.refuse_work(from.rid, &hold.work, Reason::StaleBinding.into());
+                return self.refuse_work(from, &hold.work, Reason::StaleBinding.into());
             }
-            return self.merge_one(&actor, generation, from.rid, hold.work);
+            return self.merge_one(&actor, generation, from, hold.work);
         }
         if handoff.queue.len() >= queue_max {
-            return self.refuse_work(from.rid, &hold.work, Reason::QueueFull.into());
+            return self.refuse_work(from, &hold.work, Reason::QueueFull.into());
         }
         handoff.queue.push(hold.work);
     }
@@ -212,7 +216,7 @@ impl Relocations<'_> {
     pub(super) fn on_cutover(&mut self, from: Peer, cutover: RelocationCutover) {
         let handoff = self.state.targets.get(&cutover.relocation);
         let Some(TargetPhase::Ready { fallback }) = handoff
-            .filter(|h| h.source() == from.rid && h.actor == cutover.actor)
+            .filter(|h| h.source() == from && h.actor == cutover.actor)
             .map(|h| &h.phase)
         else {
             // Late (after the fallback) or for nothing prepared here.
@@ -295,7 +299,7 @@ impl Relocations<'_> {
             self.fx.trace(FlowTrace::RelocationRecordStale);
             return;
         };
-        if handoff.source() != from.rid || handoff.actor != discard.actor {
+        if handoff.source() != from || handoff.actor != discard.actor {
             self.fx.trace(FlowTrace::RelocationRecordStale);
             return;
         }
@@ -403,7 +407,7 @@ impl Relocations<'_> {
         &mut self,
         actor: &ActorId,
         generation: ObjectGeneration,
-        source: NodeRid,
+        source: Peer,
         work: SavedWork,
     ) {
         self.fx.trace(FlowTrace::RelocationWorkMerged);
@@ -466,7 +470,7 @@ impl Relocations<'_> {
 
     /// Ends a request among handed work with `error`, answering the
     /// source's proxy id; other work needs no answer.
-    fn refuse_work(&mut self, source: NodeRid, work: &SavedWork, error: Error) {
+    fn refuse_work(&mut self, source: Peer, work: &SavedWork, error: Error) {
         let request = match work {
             SavedWork::Deliver {
                 request: Some(request),
@@ -480,17 +484,17 @@ impl Relocations<'_> {
             outcome: Err(error),
         };
         self.fx
-            .send(source, NodeRecord::ActorSend(ActorSend::Reply(reply)));
+            .answer(source, NodeRecord::ActorSend(ActorSend::Reply(reply)));
     }
 
-    fn send_ready(&mut self, to: NodeRid, request: RequestId, outcome: Result<(), Error>) {
+    fn send_ready(&mut self, to: Peer, request: RequestId, outcome: Result<(), Error>) {
         let ready = RelocationReady { request, outcome };
-        self.fx.send(to, NodeRecord::RelocationReady(ready));
+        self.fx.answer(to, NodeRecord::RelocationReady(ready));
     }
 
     fn send_finished(
         &mut self,
-        to: NodeRid,
+        to: Peer,
         relocation: RelocationId,
         actor: &ActorId,
         outcome: Result<BoundRoute, Error>,
@@ -500,6 +504,6 @@ impl Relocations<'_> {
             actor: actor.clone(),
             outcome,
         };
-        self.fx.send(to, NodeRecord::RelocationFinished(finished));
+        self.fx.answer(to, NodeRecord::RelocationFinished(finished));
     }
 }

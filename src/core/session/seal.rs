@@ -129,7 +129,7 @@ impl Sessions<'_> {
             outcome,
         };
         self.fx
-            .send(from.rid, NodeRecord::SessionRelocationSealed(sealed));
+            .answer(from, NodeRecord::SessionRelocationSealed(sealed));
     }
 
     fn install_seal(&mut self, request: &SessionRelocationSeal) -> Result<(), Reason> {
