@@ -640,6 +640,61 @@ fn core_relocation_abort_that_loses_the_race_to_the_targets_cas_commits() {
     assert!(mesh.node(source).core().relocation().follows(&a.id));
 }
 
+/// Found by the zlink-sim soak (seed 18094): the target's CAS won the race
+/// against the durable abort, the moved Actor was destroyed at the target
+/// (its row removed), and only then did the abort reach the store, which
+/// found no row. The coordinator took `Absent` for `Aborted` and reopened
+/// the source instance: an Actor no route could reach kept its binding, and
+/// a later create made a second incarnation with a current binding of its
+/// own (two current bindings of one Actor).
+#[test]
+fn core_relocation_an_abort_that_finds_no_row_never_reopens_the_source() {
+    // Given a relocation whose 61 is lost, so the coordinator's durable
+    // abort races the target's fallback CAS at a store that holds both.
+    let (mut mesh, _, source, target, a) = three_nodes();
+    mesh.set_dropping(target, source, Command::RelocationReady, true);
+    mesh.set_store(StoreBehavior::Hold);
+    let relocation = relocate(&mut mesh, source, "a", target);
+    mesh.advance(Duration::from_millis(1_500));
+    assert_eq!(mesh.held_store(), 2, "the target's CAS, then the abort");
+
+    // When the target's CAS commits, the Actor is destroyed at the target,
+    // and then the abort reaches the store.
+    mesh.release_store();
+    mesh.run();
+    mesh.destroy(target, &a.id).unwrap();
+    mesh.release_store();
+    mesh.run();
+
+    // Then the abort finds no row, and the source does not reopen: it runs
+    // no instance of "a" and the move ends with StaleAuthority.
+    let ops = store_ops(&mesh);
+    assert_eq!(ops[1].2, StoreDone::Abort(Ok(AbortAnswer::Absent)));
+    let reopened = mesh
+        .node(source)
+        .relocation_events
+        .iter()
+        .any(|e| matches!(e, RelocationEvent::Reopen { .. }));
+    assert!(!reopened, "the source reopened an Actor it no longer owns");
+    assert_eq!(
+        mesh.node(source).core().actor_owner().actor_ref(&a.id),
+        None
+    );
+    assert_eq!(
+        finished(&mesh, source, relocation),
+        Some(Err(error(Reason::StaleAuthority)))
+    );
+
+    // And a create of "a" makes the one incarnation there is.
+    mesh.set_store(StoreBehavior::Immediate);
+    let again = mesh.create(target, "a");
+    assert_ne!(again.generation, a.generation);
+    for node in [source, target] {
+        let hosted = mesh.node(node).core().actor_owner().actor_ref(&a.id);
+        assert!(hosted.is_none() || hosted == Some(again.clone()));
+    }
+}
+
 /// Found by zlink-sim (seed 15 of `--steps 2000`): the target's 65 came
 /// while the coordinator still waited for the lost 61; it was dropped as
 /// stale, so after the durable abort learned that authority had moved, the

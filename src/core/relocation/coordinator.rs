@@ -276,11 +276,8 @@ impl Relocations<'_> {
         debug_assert!(retry.is_none(), "a store answer while a retry is armed");
         let (error, work, finished) = (*error, std::mem::take(work), finished.take());
         match answer {
-            // §8.1: confirmed, or there is no row a CAS could take: the
-            // source stays owner and reopens.
-            Ok(AbortAnswer::Aborted | AbortAnswer::Absent) => {
-                self.finish_abort(coordinator, error, Some(work), true)
-            }
+            // §8.1: confirmed: the source stays owner and reopens.
+            Ok(AbortAnswer::Aborted) => self.finish_abort(coordinator, error, Some(work), true),
             // The target's CAS won the race: the relocation committed, so
             // the source behaves as after relay-ready and never reopens.
             Ok(AbortAnswer::Moved { owner }) if owner == coordinator.target => {
@@ -289,7 +286,13 @@ impl Relocations<'_> {
                     self.on_finished_outcome(relocation, outcome);
                 }
             }
-            Ok(AbortAnswer::Moved { .. }) => self.lose(coordinator, work),
+            // Authority is elsewhere, or there is no live row at all: the
+            // target's CAS may have committed and the Actor been destroyed
+            // since, or the source's own lease lapsed. Either way this
+            // source no longer holds authority, and reopening would run an
+            // instance no route can reach beside any new incarnation (§8.1,
+            // the stricter reading: docs/relocation.md).
+            Ok(AbortAnswer::Moved { .. } | AbortAnswer::Absent) => self.lose(coordinator, work),
             Err(_) => {
                 self.fx.trace(FlowTrace::RelocationStoreRetry);
                 let retry_after = self.state.config.store_retry;

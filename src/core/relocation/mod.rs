@@ -162,7 +162,9 @@ pub enum AbortAnswer {
         /// The row's owner now.
         owner: NodeRid,
     },
-    /// There is no live row: no CAS can succeed either.
+    /// There is no live row: no CAS can succeed either, and the source no
+    /// longer holds authority (a committed move whose Actor was destroyed
+    /// since, or a lapsed lease): the source does not reopen.
     Absent,
 }
 
