@@ -538,11 +538,17 @@ impl Checker {
                 if matches!(message.body, ActorSendBody::Payload { .. }) =>
             {
                 // The disconnect notice that cleans the binding up does go.
+                // Held messages are the session owner's to release, so only
+                // its own sends count: a record it submitted before the
+                // seal, which an Actor owner holds and then forwards by
+                // Message Follow, is the Actor's queue's to deliver (§10:
+                // once submitted, the Actor queue owns the order).
                 let session = message.tail.session;
-                if self
-                    .seal_timed_out
-                    .get(&session)
-                    .is_some_and(|&closed| closed < position)
+                if from == session.owner
+                    && self
+                        .seal_timed_out
+                        .get(&session)
+                        .is_some_and(|&closed| closed < position)
                 {
                     let detail = format!("{from:?} sent {message:?} after its seal timed out");
                     self.fail("nothing_delivered_after_seal_timeout", "§8.1, L3", detail);
