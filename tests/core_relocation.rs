@@ -695,6 +695,68 @@ fn core_relocation_an_abort_that_finds_no_row_never_reopens_the_source() {
     }
 }
 
+/// Found by the zlink-sim soak (seed 67581): a move's 62 (ingress hold)
+/// reached the target after its commit, when the target had already begun
+/// moving the Actor on. The target merged the late work straight onto the
+/// Actor's lane, so a source sealed and captured for the next move ran a
+/// request (X5: a sealed source runs nothing).
+#[test]
+fn core_relocation_a_late_62_at_an_actor_moving_on_joins_the_next_moves_hold() {
+    // Given s bound to "a" at the source, and a move to the target whose 61
+    // is lost, so the source's durable abort races the target's fallback
+    // CAS at a store that holds both; a request of s reaches the source
+    // after its capture (the ingress hold).
+    let (mut mesh, sessions, source, target, a) = three_nodes();
+    let next = mesh.add_node(4);
+    let s = mesh.connect(sessions);
+    bind_ok(&mut mesh, sessions, s, &a);
+    mesh.set_dropping(target, source, Command::RelocationReady, true);
+    mesh.set_store(StoreBehavior::Hold);
+    let held = mesh.request(sessions, s, &a, b"held").unwrap();
+    mesh.relocations(source).relocate(&a.id, target).unwrap();
+    mesh.run();
+    mesh.advance(Duration::from_millis(1_500));
+    assert_eq!(mesh.held_store(), 2, "the target's CAS, then the abort");
+
+    // When the target's CAS commits, the target starts moving "a" on (its
+    // restore at the next node waits), and only then the abort learns that
+    // authority moved, so the source hands its ingress hold over late.
+    mesh.release_store();
+    mesh.run();
+    mesh.set_restore(next, RestoreBehavior::Hold);
+    mesh.relocations(target).relocate(&a.id, next).unwrap();
+    mesh.run();
+    mesh.release_store();
+    mesh.run();
+    assert!(tapped(&mesh, Command::RelocationIngressHold)
+        .iter()
+        .any(|t| t.from == source && t.to == target));
+
+    // Then the target, captured for the next move, runs nothing: the late
+    // work joins that move's hold.
+    assert!(mesh.delivered(target, &a.id).is_empty());
+
+    // And when the next move commits, the request runs once, at the next
+    // node, and s gets its reply.
+    mesh.finish_restore(next, Ok(()));
+    mesh.run();
+    while mesh.held_store() > 0 {
+        mesh.release_store();
+        mesh.run();
+    }
+    mesh.advance(Duration::from_millis(1));
+    assert!(mesh.delivered(target, &a.id).is_empty());
+    assert_eq!(mesh.delivered(next, &a.id), vec![b(b"held")]);
+    assert_eq!(mesh.delivered(source, &a.id), Vec::<bytes::Bytes>::new());
+    assert_eq!(
+        mesh.answers(sessions, s, held),
+        vec![zlink::wire::client::ClientFrame::Reply {
+            correlation: held,
+            payload: b(b"held")
+        }]
+    );
+}
+
 /// Found by zlink-sim (seed 15 of `--steps 2000`): the target's 65 came
 /// while the coordinator still waited for the lost 61; it was dropped as
 /// stale, so after the durable abort learned that authority had moved, the

@@ -79,7 +79,7 @@ fn a_budget_of_seeds_runs_with_no_violation_and_exercises_the_races() {
 /// Follow as a held message sent after the seal timed out.
 #[test]
 fn the_seeds_the_soak_stopped_at_replay_with_no_violation() {
-    for seed in [4043, 15366, 18094, 34201] {
+    for seed in [4043, 15366, 18094, 34201, 67581] {
         let outcome = run_seed(seed, &config(2_000), Observe::default());
         assert!(
             outcome.violation.is_none(),

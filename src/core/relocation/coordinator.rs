@@ -957,6 +957,54 @@ impl Relocations<'_> {
     }
 
     /// Ends one piece of held or saved work with `error`.
+    /// Work merged into an Actor after its arrival here committed (a late
+    /// 62): it runs on the Actor's lane, unless the Actor is already being
+    /// relocated away from here again. Then it is that move's, like any
+    /// record that arrives now: held with the ingress hold before
+    /// relay-ready, refused after it (the lane is handed over) — a sealed
+    /// source runs nothing (§8.1, X5; found by the simulator's soak, seed
+    /// 67581).
+    pub(super) fn merge_event(&mut self, event: ActorEvent) {
+        let relocation = self.state.relocating.get(event.actor()).copied();
+        let Some(mut coordinator) = relocation.and_then(|r| self.take_coordinator(r)) else {
+            return self.fx.actor_event(event);
+        };
+        let max = self.state.config.proxy_max;
+        match &mut coordinator.phase {
+            Phase::Handed { .. } => self.refuse_event(event, Reason::RelocationSealed.into()),
+            phase => match phase.held_mut() {
+                Some(held) if held.len() < max => held.push(Held::Work(event)),
+                _ => self.refuse_event(event, Reason::QueueFull.into()),
+            },
+        }
+        self.put_coordinator(coordinator);
+    }
+
+    /// A late 62's tombstone, merged as [`Self::merge_event`] merges work:
+    /// applied here at once, and carried to wherever the Actor goes next
+    /// when it is being relocated away again.
+    pub(super) fn merge_tombstone(&mut self, from: Peer, tombstone: BindTombstone) {
+        let relocation = self.state.relocating.get(&tombstone.actor).copied();
+        let Some(mut coordinator) = relocation.and_then(|r| self.take_coordinator(r)) else {
+            return self.actors().on_tombstone(tombstone);
+        };
+        let max = self.state.config.proxy_max;
+        match &mut coordinator.phase {
+            Phase::Handed { pending, .. } if pending.len() < max => {
+                let record = NodeRecord::BoundSessionBind(BoundSessionBind::Tombstone(tombstone));
+                pending.push((from, record));
+            }
+            phase => match phase.held_mut() {
+                Some(held) if held.len() < max => {
+                    self.actors().on_tombstone(tombstone.clone());
+                    held.push(Held::Tombstone(tombstone));
+                }
+                _ => self.fx.trace(FlowTrace::OneWayRecordRefused),
+            },
+        }
+        self.put_coordinator(coordinator);
+    }
+
     fn refuse_event(&mut self, event: ActorEvent, error: Error) {
         match event {
             ActorEvent::Deliver {
@@ -982,7 +1030,7 @@ impl Relocations<'_> {
                         outcome: Err(error),
                     };
                     self.fx
-                        .send(from.rid, NodeRecord::ActorSend(ActorSend::Reply(reply)));
+                        .answer(from, NodeRecord::ActorSend(ActorSend::Reply(reply)));
                 }
                 None => self.fx.trace(FlowTrace::OneWayRecordRefused),
             },

@@ -447,10 +447,10 @@ impl Relocations<'_> {
                     binding,
                     cause,
                 };
-                return self.actors().on_tombstone(tombstone);
+                return self.merge_tombstone(source, tombstone);
             }
         };
-        self.fx.actor_event(event);
+        self.merge_event(event);
     }
 
     /// Drops a handoff that will not commit: the restored instance goes.
