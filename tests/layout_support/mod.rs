@@ -26,7 +26,9 @@ use zlink::store::{
 
 use crate::node_support::{self, NodeProcess, Peers};
 use crate::redis_support::{Mode, RedisServer};
-use crate::runtime_support::{io_backend, link_tap, secret, LinkTap, WAIT};
+use crate::runtime_support::{
+    actor_on, io_backend, link_tap, secret, session_shard, LinkTap, WAIT,
+};
 
 #[path = "../../src/bin/lobby/game.rs"]
 pub mod lobby;
@@ -36,6 +38,10 @@ pub mod lobby;
 pub enum Layout {
     /// Three nodes in the test process on one embedded store.
     Embedded,
+    /// The same with two shards per node, and the test's players on shard
+    /// 1 ([`Mesh::player`]), away from the links on shard 0: every record
+    /// between a link and a player crosses shards.
+    EmbeddedTwoShards,
     /// Three nodes in the test process, each with its own connection to one
     /// real Redis.
     Redis,
@@ -44,8 +50,9 @@ pub enum Layout {
 }
 
 /// Runs a multi-node contract test on every layout: `fn name(layout:
-/// Layout) { .. }` becomes the tests `name::embedded`, `name::redis` and
-/// `name::processes`, so `cargo test name` runs all three.
+/// Layout) { .. }` becomes the tests `name::embedded`,
+/// `name::embedded_two_shards`, `name::redis` and `name::processes`, so
+/// `cargo test name` runs them all.
 #[allow(unused_macros)]
 macro_rules! layout_matrix {
     ($(#[$meta:meta])* fn $name:ident($layout:ident: Layout $(,)?) $body:block) => {
@@ -62,6 +69,11 @@ macro_rules! layout_matrix {
             }
 
             #[test]
+            fn embedded_two_shards() {
+                run(Layout::EmbeddedTwoShards);
+            }
+
+            #[test]
             fn redis() {
                 run(Layout::Redis);
             }
@@ -75,6 +87,17 @@ macro_rules! layout_matrix {
 }
 #[allow(unused_imports)]
 pub(crate) use layout_matrix;
+
+impl Layout {
+    /// Shards per node.
+    pub fn shards(self) -> usize {
+        if self == Layout::EmbeddedTwoShards {
+            2
+        } else {
+            1
+        }
+    }
+}
 
 /// A node of the game in this process, with what its counters read.
 struct InProcess {
@@ -134,7 +157,8 @@ impl Mesh {
     }
 
     fn start_with(layout: Layout, name: &str, tapped: Option<(u64, u64)>) -> (Mesh, Option<LinkTap>) {
-        let redis = (layout != Layout::Embedded).then(|| RedisServer::start(Mode::Volatile));
+        let on_redis = matches!(layout, Layout::Redis | Layout::Processes);
+        let redis = on_redis.then(|| RedisServer::start(Mode::Volatile));
         let embedded = Arc::new(CountingStore::new(EmbeddedStore::new(
             MonotonicClock::new(),
             Duration::from_secs(60),
@@ -161,9 +185,10 @@ impl Mesh {
             let url = redis.as_ref().map(RedisServer::url);
             let url = || url.as_deref().expect("the Redis layouts start a Redis");
             let node = match layout {
-                Layout::Embedded => {
+                Layout::Embedded | Layout::EmbeddedTwoShards => {
                     let counts = Arc::clone(&embedded);
                     in_process(
+                        layout,
                         rid,
                         Arc::clone(&embedded) as Arc<dyn LocationStore>,
                         Arc::new(move || counts.counts().row_operations()),
@@ -177,6 +202,7 @@ impl Mesh {
                     ));
                     let counts = Arc::clone(&store);
                     in_process(
+                        layout,
                         rid,
                         store,
                         Arc::new(move || counts.counts().row_operations()),
@@ -221,6 +247,13 @@ impl Mesh {
             ),
             Started::Process(p) => p.wait_linked(peer),
         }
+    }
+
+    /// The name of a test player: `prefix`, or with two shards the first
+    /// `prefix-k` whose ActorId places it on the last shard.
+    pub fn player(&self, prefix: &str) -> String {
+        let shards = self.layout.shards();
+        actor_on(prefix, session_shard(shards), shards)
     }
 
     /// A new client of node `rid`.
@@ -288,6 +321,7 @@ impl Mesh {
 
 /// Starts node `rid` of the game in this process on `store`, dialing `peers`.
 fn in_process(
+    layout: Layout,
     rid: u64,
     store: Arc<dyn LocationStore>,
     row_operations: Arc<dyn Fn() -> u64 + Send + Sync>,
@@ -303,7 +337,7 @@ fn in_process(
         .location_store(store)
         .enable_actor_dispatch()
         .settings(NodeSettings {
-            shards: 1,
+            shards: layout.shards(),
             pin_cores: false,
             io_backend: io_backend(),
             ..NodeSettings::default()
