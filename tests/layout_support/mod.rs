@@ -217,7 +217,7 @@ impl Mesh {
             };
             let peer_addr = match &node {
                 Started::InProcess(n) => n.node.peer_addr().expect("the node accepts links"),
-                Started::Process(p) => p.peer,
+                Started::Process(p) => p.peer.expect("the node accepts links"),
             };
             started.push((rid, peer_addr, node));
         }

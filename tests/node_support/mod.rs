@@ -171,8 +171,8 @@ pub struct NodeProcess {
     pub seen: Vec<(Stream, String)>,
     /// From the ready line.
     pub stream: SocketAddr,
-    /// From the ready line: where peers link to it.
-    pub peer: SocketAddr,
+    /// From the ready line: where peers link to it, if they may.
+    pub peer: Option<SocketAddr>,
     pub node_generation: u64,
 }
 
@@ -180,7 +180,7 @@ impl NodeProcess {
     /// Starts the node on `config` and waits for its ready line.
     pub fn start(rid: u64, config: &Path) -> Self {
         let path = config.to_str().expect("a UTF-8 path");
-        let mut child = command(&["--config", path])
+        let mut child = command(&["--config", path, "--console"])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -210,16 +210,14 @@ impl NodeProcess {
             lines,
             seen: Vec::new(),
             stream: ([0, 0, 0, 0], 0).into(),
-            peer: ([0, 0, 0, 0], 0).into(),
+            peer: None,
             node_generation: 0,
         };
         let ready = node.wait_line(Stream::Out, "zlink-node ready:");
         node.stream = field(&ready, "stream")
             .parse()
             .unwrap_or_else(|_| panic!("a stream address in {ready:?}"));
-        node.peer = field(&ready, "peer")
-            .parse()
-            .unwrap_or_else(|_| panic!("a peer address in {ready:?}"));
+        node.peer = field(&ready, "peer").parse().ok();
         node.node_generation = field(&ready, "node_generation")
             .parse()
             .unwrap_or_else(|_| panic!("a node_generation in {ready:?}"));
@@ -232,7 +230,8 @@ impl NodeProcess {
         self.wait_line_from(0, stream, needle)
     }
 
-    /// Sends one console command and returns its answer (what follows
+    /// Sends one console command (the node runs with `--console`) and
+    /// returns its answer (what follows
     /// `zlink-node control: `). Commands are answered in order, and this
     /// waits for each, so the first answer line after the command is its.
     pub fn control(&mut self, command: &str) -> String {

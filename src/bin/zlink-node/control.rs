@@ -1,11 +1,11 @@
-//! The operator console: one command per line on zlink-node's stdin, one
-//! answer line per command on its stdout, in order, each starting with
-//! `zlink-node control: `. It is how an operator at a terminal (and the
+//! The operator console (`zlink-node --console`): one command per line on
+//! stdin, one answer line per command on stdout, in order, each starting
+//! with `zlink-node control: `. It is how an operator at a terminal (and the
 //! multi-process tests) moves an Actor by hand (§8: the relocation runtime
 //! moves Actors; an operator may hint the target, §2) and reads the node's
-//! diagnostics. Under a supervisor stdin is usually /dev/null: the console
-//! then reads end-of-file at once and stays idle (docs/store.md
-//! "zlink-node").
+//! diagnostics. It is off by default, since a node started in the
+//! background of an interactive shell would be stopped (SIGTTIN) for
+//! reading the terminal (docs/store.md "zlink-node").
 //!
 //! Commands:
 //! - `relocate <actor-id> [<rid>]`: `Node::relocate` of an Actor this node

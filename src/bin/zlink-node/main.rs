@@ -4,9 +4,9 @@
 //!
 //! It prints one `zlink-node ready: …` line with its addresses and
 //! NodeGeneration once it serves, and one `zlink-node stopped: …` line with
-//! the game's and the runtime's counts when it stops. Meanwhile it answers
-//! operator commands on stdin (`relocate <actor> [<rid>]`, `counters`: see
-//! control.rs). A config it refuses
+//! the game's and the runtime's counts when it stops. With `--console` it
+//! answers operator commands on stdin meanwhile (`relocate <actor> [<rid>]`,
+//! `counters`: see control.rs). A config it refuses
 //! exits with code 2 and a message naming the key (docs/store.md
 //! "zlink-node").
 
@@ -47,6 +47,11 @@ struct Args {
     /// The node's TOML config file.
     #[arg(long, short)]
     config: PathBuf,
+    /// Answer operator commands on stdin (`relocate <actor> [<rid>]`,
+    /// `counters`), one answer line each on stdout. Off by default: a node
+    /// started in the background of a terminal must not read it.
+    #[arg(long)]
+    console: bool,
     /// Refused: a secret on the command line shows in process lists.
     #[arg(long, hide = true)]
     secret: Option<String>,
@@ -77,7 +82,7 @@ fn main() -> ExitCode {
     // Before any thread starts, so every thread inherits the mask and the
     // stop signals wait for `wait_for_stop` here.
     let stop = signals::block_stop_signals();
-    run(&config, &stop)
+    run(&config, &stop, args.console)
 }
 
 /// Prints a refusal on stderr and returns the config exit code.
@@ -86,7 +91,7 @@ fn refuse(why: &str) -> ExitCode {
     ExitCode::from(EXIT_CONFIG)
 }
 
-fn run(config: &Config, stop: &signals::StopSignals) -> ExitCode {
+fn run(config: &Config, stop: &signals::StopSignals, console: bool) -> ExitCode {
     let secret = match config.secret.as_ref().map(read_secret).transpose() {
         Ok(secret) => secret,
         Err(why) => return refuse(&format!("config error: {why}")),
@@ -166,7 +171,11 @@ fn run(config: &Config, stop: &signals::StopSignals) -> ExitCode {
             game::report(&stats)
         )
     };
-    let signal = control::serve_until_stop(&node, &diagnostics, stop);
+    let signal = if console {
+        control::serve_until_stop(&node, &diagnostics, stop)
+    } else {
+        stop.wait_for_stop()
+    };
     println!("zlink-node stopping: {signal}");
     let _ = std::io::stdout().flush();
     let flow = node.flow_counters();
