@@ -107,7 +107,7 @@ struct InProcess {
 }
 
 enum Started {
-    InProcess(InProcess),
+    InProcess(Box<InProcess>),
     Process(NodeProcess),
 }
 
@@ -156,7 +156,11 @@ impl Mesh {
         (mesh, tap.expect("the tap"))
     }
 
-    fn start_with(layout: Layout, name: &str, tapped: Option<(u64, u64)>) -> (Mesh, Option<LinkTap>) {
+    fn start_with(
+        layout: Layout,
+        name: &str,
+        tapped: Option<(u64, u64)>,
+    ) -> (Mesh, Option<LinkTap>) {
         let on_redis = matches!(layout, Layout::Redis | Layout::Processes);
         let redis = on_redis.then(|| RedisServer::start(Mode::Volatile));
         let embedded = Arc::new(CountingStore::new(EmbeddedStore::new(
@@ -346,9 +350,9 @@ fn in_process(
     for &(peer, addr) in peers {
         builder = builder.peer(peer, addr);
     }
-    Started::InProcess(InProcess {
+    Started::InProcess(Box::new(InProcess {
         node: builder.start().expect("the game node starts"),
         stats,
         store: row_operations,
-    })
+    }))
 }

@@ -98,10 +98,8 @@ fn run(config: &Config, stop: &signals::StopSignals, console: bool) -> ExitCode 
     };
     let (store, store_counts, store_name) = match &config.store {
         StoreKind::Embedded => {
-            let (store, counts) = counted(EmbeddedStore::new(
-                MonotonicClock::new(),
-                config.lease_term,
-            ));
+            let (store, counts) =
+                counted(EmbeddedStore::new(MonotonicClock::new(), config.lease_term));
             (store, counts, "embedded".to_owned())
         }
         StoreKind::Redis(url) => {
