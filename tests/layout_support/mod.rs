@@ -125,6 +125,7 @@ pub struct Mesh {
 pub struct Counters(HashMap<String, u64>);
 
 impl Counters {
+    /// The count `name`; 0 when it is not listed.
     pub fn get(&self, name: &str) -> u64 {
         self.0.get(name).copied().unwrap_or(0)
     }
@@ -167,7 +168,7 @@ impl Mesh {
             MonotonicClock::new(),
             Duration::from_secs(60),
         )));
-        let dir = node_support::temp_dir(name);
+        let dir = (layout == Layout::Processes).then(|| node_support::temp_dir(name));
         let mut tap = None;
         // Highest RID first, so each node can be given the link addresses
         // of the nodes it dials.
@@ -215,7 +216,10 @@ impl Mesh {
                 }
                 Layout::Processes => {
                     let text = node_support::config(rid, url(), name, &Peers::Static(peers));
-                    let path = node_support::write_config(&dir, &format!("node-{rid}.toml"), &text);
+                    let dir = dir
+                        .as_deref()
+                        .expect("the processes layout has a config folder");
+                    let path = node_support::write_config(dir, &format!("node-{rid}.toml"), &text);
                     Started::Process(NodeProcess::start(rid, &path))
                 }
             };
