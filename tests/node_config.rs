@@ -74,6 +74,17 @@ fn node_config_a_good_config_starts_serves_and_stops_on_sigterm() {
         )
         .expect("MOVE is answered");
     assert_eq!(&moved[..], b"2,3");
+    // The console (--console) answers each command, a bad one with an
+    // error naming the commands; this node hosts p1 and has no peer to
+    // move it to.
+    let counters = node.control("counters");
+    assert!(
+        counters.starts_with("actors=1 store_row_operations=") && counters.contains(" moves=1 "),
+        "{counters}"
+    );
+    assert!(node.control("relocate p1").starts_with("error "));
+    assert!(node.control("relocate p1 x").contains("not a node rid"));
+    assert!(node.control("fly p1").contains("commands: relocate"));
     let (report, status) = node.terminate();
     assert!(status.success(), "{status:?}");
     assert_eq!(count(&report, "moves"), 1, "{report}");

@@ -1,8 +1,9 @@
-//! Three `zlink-node` processes on one real Redis (issue 6 items 3 and 4):
-//! the lobby game driven by blocking clients over loopback — a relay and a
-//! push across processes (R2), a login elsewhere replacing a session (P1),
-//! kill -9 of an Actor owner node under load, and a restart of a node with
-//! the same RID. A Redis that is missing is a clear failure (redis_support).
+//! Three `zlink-node` processes on one real Redis (issue 6 item 4): the
+//! lobby game driven by blocking clients over loopback — kill -9 of an
+//! Actor owner node under load, and a restart of a node with the same RID.
+//! The contract items across nodes (R2, P1, S3, L1, L2) run on this layout
+//! too, in tests/mesh_contract.rs. A Redis that is missing is a clear
+//! failure (redis_support).
 
 mod node_support;
 mod redis_support;
@@ -16,58 +17,15 @@ use redis_support::{Mode, RedisServer};
 use zlink::client::{Client, ClientError, ClientEvent};
 use zlink::error::Error;
 use zlink::ids::PacketKey;
-use zlink::wire::client::CloseReason;
 
 /// The lobby game's keys (src/bin/lobby/game.rs).
 const LOGIN: PacketKey = PacketKey(1);
 const MOVE: PacketKey = PacketKey(2);
-const TICK: PacketKey = PacketKey(100);
-const REPLACED_NOTICE: PacketKey = PacketKey(101);
-
-/// Shortened settings: leases of 3 s renewed every 200 ms, relays that end
-/// within 2 s, a quick shutdown.
-const LEASE_TERM_MS: u64 = 3_000;
-const RENEW_MS: u64 = 200;
 
 /// A client's own limit on one request: far past the relay deadline (2 s),
 /// so a request that gets no terminal from the node is a failure, not a
 /// slow reply.
 const REQUEST_WAIT: Duration = Duration::from_secs(15);
-
-fn config(rid: u64, redis: &RedisServer, cluster: &str) -> String {
-    format!(
-        r#"
-[node]
-rid = {rid}
-meshes = ["lobby"]
-log_level = "info"
-shards = 1
-pin_cores = false
-
-[listen]
-stream = "127.0.0.1:0"
-peer = "127.0.0.1:0"
-
-[peers]
-discover = true
-
-[secret]
-env = "{SECRET_ENV}"
-
-[store]
-url = "{url}"
-cluster = "{cluster}"
-lease_term_ms = {LEASE_TERM_MS}
-lease_renew_interval_ms = {RENEW_MS}
-
-[timeouts]
-relay_deadline_ms = 2000
-bind_timeout_ms = 2000
-shutdown_deadline_ms = 1000
-"#,
-        url = redis.url()
-    )
-}
 
 /// Three nodes on `redis`, each linked to the two others.
 struct Mesh {
@@ -84,7 +42,7 @@ impl Mesh {
                 let path = write_config(
                     &dir,
                     &format!("node-{rid}.toml"),
-                    &config(rid, redis, cluster),
+                    &config(rid, &redis.url(), cluster, &Peers::Discover),
                 );
                 NodeProcess::start(rid, &path)
             })
@@ -155,76 +113,6 @@ fn player_on(mesh: &mut Mesh, player: &str, owner: u64, session_node: u64) -> Cl
     let mut client = connect(mesh.node(session_node));
     login(&mut client, player).expect("the login elsewhere binds the same player");
     client
-}
-
-#[test]
-fn mesh3_r2_relay_and_push_to_an_actor_in_another_process() {
-    let redis = RedisServer::start(Mode::Volatile);
-    let mut mesh = Mesh::start(&redis, "r2");
-    // Given player "a" on node 2 and its session on node 1,
-    let mut client = player_on(&mut mesh, "a", 2, 1);
-    // when the client MOVEs it four times, each MOVE is relayed to node 2
-    // and answered from there (the position counts up by one each time),
-    for expected in 1..=4 {
-        assert_eq!(step(&mut client, "a").unwrap(), expected);
-    }
-    // and the player's fourth-move tick, pushed on node 2, reaches the
-    // client through node 1.
-    match next_push_or_close(&mut client) {
-        Some(ClientEvent::Push { key, payload }) => {
-            assert_eq!(key, TICK);
-            assert_eq!(&payload[..], b"tick 4");
-        }
-        other => panic!("expected the tick push, got {other:?}"),
-    }
-    // Node 2 handled every MOVE and pushed the tick; node 1 handled none.
-    let mut reports = Vec::new();
-    for node in &mut mesh.nodes {
-        let (report, status) = node.terminate();
-        assert!(status.success(), "{report}");
-        reports.push(report);
-    }
-    println!("{reports:#?}");
-    assert_eq!(count(&reports[1], "moves"), 4, "{}", reports[1]);
-    assert_eq!(count(&reports[1], "pushes"), 1, "{}", reports[1]);
-    assert_eq!(count(&reports[0], "moves"), 0, "{}", reports[0]);
-}
-
-#[test]
-fn mesh3_p1_a_login_in_another_process_replaces_the_session_and_pushes_follow() {
-    let redis = RedisServer::start(Mode::Volatile);
-    let mut mesh = Mesh::start(&redis, "p1");
-    // Given player "b" on node 2, bound from a session on node 3,
-    let mut old = player_on(&mut mesh, "b", 2, 3);
-    for expected in 1..=3 {
-        assert_eq!(step(&mut old, "b").unwrap(), expected);
-    }
-    // when a new session on node 1 logs the player in, the login completes,
-    let mut new = connect(mesh.node(1));
-    login(&mut new, "b").unwrap();
-    // the session on node 3 is told and closed,
-    assert_eq!(
-        next_push_or_close(&mut old),
-        Some(ClientEvent::Push {
-            key: REPLACED_NOTICE,
-            payload: Bytes::from_static(b"b")
-        })
-    );
-    assert_eq!(old.wait_closed(WAIT).unwrap(), Some(CloseReason::Replaced));
-    // and the next MOVE, from node 1, continues the same player's state and
-    // its tick arrives on the new session only.
-    assert_eq!(step(&mut new, "b").unwrap(), 4);
-    match next_push_or_close(&mut new) {
-        Some(ClientEvent::Push { key, payload }) => {
-            assert_eq!(key, TICK);
-            assert_eq!(&payload[..], b"tick 4");
-        }
-        other => panic!("expected the tick push on the new session, got {other:?}"),
-    }
-    for node in &mut mesh.nodes {
-        let (report, status) = node.terminate();
-        assert!(status.success(), "{report}");
-    }
 }
 
 /// What one client saw around the kill.

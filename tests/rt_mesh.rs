@@ -17,58 +17,10 @@ use zlink::net::handshake::{fresh_nonce, Dialer};
 use zlink::store::{CountingStore, EmbeddedStore, MonotonicClock};
 use zlink::wire::client::CloseReason;
 use zlink::wire::link::{LinkFrame, LinkIdentity};
-use zlink::wire::node::Command;
 use zlink::wire::DecodeLimits;
 
 fn id(name: &str) -> ActorId {
     ActorId::new(name).unwrap()
-}
-
-shard_matrix! {
-    fn r2_bind_relay_and_push_cross_the_link_as_records_38_24_36(shards: usize) {
-        let store = new_store();
-        let options = GameOptions {
-            shards,
-            ..GameOptions::default()
-        };
-        let actor_node = start_node(2, Arc::clone(&store), options.clone(), &[]);
-        let tap = link_tap(actor_node.node.peer_addr().unwrap());
-        let session_node = start_node(1, Arc::clone(&store), options, &[(2, tap.addr)]);
-        assert!(session_node.node.wait_linked(2, WAIT));
-        let player = actor_on("player-1", actor_shard(shards, false), shards);
-        actor_node.node.create_actor("player", &id(&player)).unwrap();
-
-        let mut client = login_on(&session_node, &player, session_shard(shards));
-        assert_eq!(
-            client.request(RELAY, payload(&player, "ping"), WAIT).unwrap(),
-            payload(&player, "ping")
-        );
-        assert_eq!(
-            client.request(PUSH, payload(&player, "tick"), WAIT).unwrap(),
-            Bytes::from_static(b"pushed")
-        );
-        assert_eq!(
-            client.next_event(WAIT).unwrap(),
-            Some(ClientEvent::Push {
-                key: PUSHED,
-                payload: payload(&player, "tick")
-            })
-        );
-        let seen = tap.commands.lock().unwrap().clone();
-        for command in [
-            Command::BoundSessionBind,
-            Command::ActorSend,
-            Command::BoundSessionSend,
-        ] {
-            assert!(
-                seen.contains(&command.code()),
-                "{command:?} did not cross the link: {seen:?}"
-            );
-        }
-        // The actor handler ran on the actor's node, not the session's.
-        assert_eq!(actor_node.observed.delivered.lock().unwrap().len(), 2);
-        assert!(session_node.observed.delivered.lock().unwrap().is_empty());
-    }
 }
 
 shard_matrix! {

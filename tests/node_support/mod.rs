@@ -1,13 +1,13 @@
 //! `zlink-node` processes for the tests: each [`NodeProcess`] is the built
 //! binary run on a config the test writes, its stdout and stderr read line by
 //! line by threads so a test waits on what the node prints (its ready line, a
-//! link coming up, its stop report), never on a sleep.
+//! link coming up, its stop report, a console answer), never on a sleep.
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
@@ -18,6 +18,69 @@ pub const WAIT: Duration = Duration::from_secs(20);
 /// The secret the test nodes share, passed in their environment.
 pub const SECRET_ENV: &str = "ZLINK_TEST_CLUSTER_SECRET";
 const SECRET: &str = "zlink-node-test-cluster-secret";
+
+/// The owner and membership lease term of the test meshes, shortened so a
+/// dead node's lease lapses within seconds.
+pub const LEASE_TERM_MS: u64 = 3_000;
+/// How often the test nodes renew their leases.
+pub const RENEW_MS: u64 = 200;
+
+/// How node `rid` of a test mesh finds its peers.
+pub enum Peers {
+    /// In the store's membership (`peers.discover`).
+    Discover,
+    /// At these link addresses (`peers.static`): the lower RID dials, so a
+    /// node lists the peers of higher RIDs only.
+    Static(Vec<(u64, SocketAddr)>),
+}
+
+/// The config of node `rid` of a test mesh in the "lobby" mesh on the
+/// Redis at `url` (keys under `cluster`): one unpinned shard, loopback
+/// ports picked by the kernel, shortened leases (3 s renewed every 200 ms),
+/// relays and binds that end within 2 s, a quick shutdown.
+pub fn config(rid: u64, url: &str, cluster: &str, peers: &Peers) -> String {
+    let peers = match peers {
+        Peers::Discover => "discover = true".to_owned(),
+        Peers::Static(list) => {
+            let list: Vec<String> = list
+                .iter()
+                .map(|(rid, address)| format!("{{ rid = {rid}, address = \"{address}\" }}"))
+                .collect();
+            format!("static = [{}]", list.join(", "))
+        }
+    };
+    format!(
+        r#"
+[node]
+rid = {rid}
+meshes = ["lobby"]
+log_level = "info"
+shards = 1
+pin_cores = false
+
+[listen]
+stream = "127.0.0.1:0"
+peer = "127.0.0.1:0"
+
+[peers]
+{peers}
+
+[secret]
+env = "{SECRET_ENV}"
+
+[store]
+url = "{url}"
+cluster = "{cluster}"
+lease_term_ms = {LEASE_TERM_MS}
+lease_renew_interval_ms = {RENEW_MS}
+
+[timeouts]
+relay_deadline_ms = 2000
+bind_timeout_ms = 2000
+shutdown_deadline_ms = 1000
+"#
+    )
+}
 
 /// A folder of its own for one test's configs.
 pub fn temp_dir(name: &str) -> PathBuf {
@@ -101,11 +164,15 @@ pub enum Stream {
 pub struct NodeProcess {
     pub rid: u64,
     child: Option<Child>,
+    /// The console (src/bin/zlink-node/control.rs).
+    console: Option<ChildStdin>,
     lines: Receiver<(Stream, String)>,
     /// Every line read so far, for failure messages and later searches.
     pub seen: Vec<(Stream, String)>,
     /// From the ready line.
     pub stream: SocketAddr,
+    /// From the ready line: where peers link to it, if they may.
+    pub peer: Option<SocketAddr>,
     pub node_generation: u64,
 }
 
@@ -113,7 +180,8 @@ impl NodeProcess {
     /// Starts the node on `config` and waits for its ready line.
     pub fn start(rid: u64, config: &Path) -> Self {
         let path = config.to_str().expect("a UTF-8 path");
-        let mut child = command(&["--config", path])
+        let mut child = command(&["--config", path, "--console"])
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -134,18 +202,22 @@ impl NodeProcess {
                 }
             });
         }
+        let console = child.stdin.take();
         let mut node = NodeProcess {
             rid,
             child: Some(child),
+            console,
             lines,
             seen: Vec::new(),
             stream: ([0, 0, 0, 0], 0).into(),
+            peer: None,
             node_generation: 0,
         };
         let ready = node.wait_line(Stream::Out, "zlink-node ready:");
         node.stream = field(&ready, "stream")
             .parse()
             .unwrap_or_else(|_| panic!("a stream address in {ready:?}"));
+        node.peer = field(&ready, "peer").parse().ok();
         node.node_generation = field(&ready, "node_generation")
             .parse()
             .unwrap_or_else(|_| panic!("a node_generation in {ready:?}"));
@@ -155,8 +227,30 @@ impl NodeProcess {
     /// Waits up to [`WAIT`] for a line on `stream` containing `needle`
     /// (also among the lines already read); returns it.
     pub fn wait_line(&mut self, stream: Stream, needle: &str) -> String {
-        if let Some((_, line)) = self
-            .seen
+        self.wait_line_from(0, stream, needle)
+    }
+
+    /// Sends one console command (the node runs with `--console`) and
+    /// returns its answer (what follows
+    /// `zlink-node control: `). Commands are answered in order, and this
+    /// waits for each, so the first answer line after the command is its.
+    pub fn control(&mut self, command: &str) -> String {
+        while let Ok(line) = self.lines.try_recv() {
+            self.seen.push(line);
+        }
+        let mark = self.seen.len();
+        let console = self.console.as_mut().expect("the node is running");
+        writeln!(console, "{command}").expect("the console takes a command");
+        console.flush().expect("the console takes a command");
+        let prefix = "zlink-node control: ";
+        let line = self.wait_line_from(mark, Stream::Out, prefix);
+        line.split_once(prefix)
+            .map_or(line.clone(), |(_, answer)| answer.to_owned())
+    }
+
+    /// [`NodeProcess::wait_line`] among the lines from the `from`th on.
+    fn wait_line_from(&mut self, from: usize, stream: Stream, needle: &str) -> String {
+        if let Some((_, line)) = self.seen[from.min(self.seen.len())..]
             .iter()
             .find(|(s, l)| *s == stream && l.contains(needle))
         {
@@ -188,6 +282,7 @@ impl NodeProcess {
     /// SIGKILL: the process ends at once, giving nothing back (its leases
     /// stay in the store until they lapse).
     pub fn kill9(&mut self) {
+        self.console = None;
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();

@@ -3,7 +3,12 @@
 //! lobby Spot. A client logs in (binds its player), moves it (the MOVE is
 //! relayed to the player, which answers with its new position) and receives
 //! a lobby "tick" push from its player on every fourth MOVE. A second login
-//! of the same player elsewhere replaces the first session (§6).
+//! of the same player elsewhere replaces the first session (§6). A client
+//! may also look a player up without binding it (LOOKUP, which creates the
+//! player on the node it asks when it does not exist yet), join it later
+//! with the ActorRef so found (JOIN, §1 step 3 with a reference that may
+//! have gone stale meanwhile, §12), and ask where its bound player is
+//! (LOCATE).
 //!
 //! Everything the game observes is counted per node in [`NodeStats`] so that
 //! a report can set the server's view beside the clients'. Each binary
@@ -18,7 +23,7 @@ use zlink::api::{
     Actor, ActorContext, ActorMessage, ExecutionMode, NodeBuilder, Packet, Session, Spot,
 };
 use zlink::error::{Error, Reason};
-use zlink::ids::{ActorId, PacketKey};
+use zlink::ids::{ActorId, ActorRef, PacketKey};
 
 /// Request: binds the player named by the payload; replies "welcome".
 pub const LOGIN: PacketKey = PacketKey(1);
@@ -28,6 +33,19 @@ pub const MOVE: PacketKey = PacketKey(2);
 /// Request `"<player>"`: relayed to the player, which replies with its
 /// position without moving (the clients' final check).
 pub const WHERE: PacketKey = PacketKey(3);
+/// Request `"<player>"`: looks the player up (or creates it on this node,
+/// §1 step 2) without binding it, and keeps the ActorRef for JOIN; replies
+/// "found".
+pub const LOOKUP: PacketKey = PacketKey(4);
+/// Request: binds the ActorRef the last LOOKUP of this session found,
+/// wherever the player is by now (§12: followed once if it moved, never
+/// looked up again); replies "welcome".
+pub const JOIN: PacketKey = PacketKey(5);
+/// Request `"<player>"` of a player bound to this session: replies
+/// `"<player>:<ObjectGeneration> at <location>"`, the location being the
+/// session's snapshot of where the player is (it changes when the player
+/// moves, §8.1; its text is for people, not to be parsed).
+pub const LOCATE: PacketKey = PacketKey(6);
 /// Push from a player to its session: `"tick <moves>"`.
 pub const TICK: PacketKey = PacketKey(100);
 /// Sent by the duplicate-connection callback to the replaced session.
@@ -153,6 +171,9 @@ fn parse_step(payload: &[u8]) -> Option<(i64, i64)> {
     Some((dx.parse().ok()?, dy.parse().ok()?))
 }
 
+/// The ActorRef the last LOOKUP of a session found (a session attribute).
+struct LookedUp(ActorRef);
+
 /// Relays a packet to the player it names, which must be bound to this
 /// session: the player answers the client directly (§5).
 async fn relay_to_player(session: Session, packet: Packet) -> Result<(), Error> {
@@ -165,8 +186,8 @@ async fn relay_to_player(session: Session, packet: Packet) -> Result<(), Error> 
 }
 
 /// Adds the game to `builder`: the "player" Actor type in the lobby (its
-/// Entry Spot), the SpotWide "room" Spot kind, the LOGIN, MOVE and WHERE
-/// handlers and the duplicate-connection callback, all counting into
+/// Entry Spot), the SpotWide "room" Spot kind, the LOGIN, MOVE, WHERE,
+/// LOOKUP, JOIN and LOCATE handlers and the duplicate-connection callback, all counting into
 /// `stats`. The caller sets the node's role, store, addresses and links.
 pub fn register(builder: NodeBuilder, stats: &Arc<NodeStats>) -> NodeBuilder {
     let lobby = Arc::new(Lobby {
@@ -198,6 +219,34 @@ pub fn register(builder: NodeBuilder, stats: &Arc<NodeStats>) -> NodeBuilder {
         })
         .on_packet(MOVE, relay_to_player)
         .on_packet(WHERE, relay_to_player)
+        .on_packet(LOOKUP, |session, packet| async move {
+            let id = player_of(&packet.payload)?;
+            let player = session.actor(PLAYER, &id).await?;
+            session.set_attribute(LookedUp(player));
+            session.reply(packet, Ok(Bytes::from_static(b"found")))
+        })
+        .on_packet(JOIN, |session, packet| async move {
+            let player = session
+                .attribute::<LookedUp>()
+                .ok_or(Error::new(Reason::SessionNotBound))?;
+            session.actors().bind(player.0.clone()).await?;
+            session.reply(packet, Ok(Bytes::from_static(b"welcome")))
+        })
+        .on_packet(LOCATE, |session, packet| async move {
+            let id = player_of(&packet.payload)?;
+            let bound = session
+                .actors()
+                .find(&id)
+                .ok_or(Error::new(Reason::SessionNotBound))?;
+            let actor = bound.actor();
+            let where_ = format!(
+                "{}:{} at {:?}",
+                actor.id,
+                actor.generation.0,
+                bound.location()
+            );
+            session.reply(packet, Ok(Bytes::from(where_)))
+        })
         .on_replaced(move |session, actor| {
             let stats = Arc::clone(&replaced_stats);
             async move {

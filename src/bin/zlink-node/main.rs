@@ -4,11 +4,14 @@
 //!
 //! It prints one `zlink-node ready: …` line with its addresses and
 //! NodeGeneration once it serves, and one `zlink-node stopped: …` line with
-//! the game's and the runtime's counts when it stops. A config it refuses
+//! the game's and the runtime's counts when it stops. With `--console` it
+//! answers operator commands on stdin meanwhile (`relocate <actor> [<rid>]`,
+//! `counters`: see control.rs). A config it refuses
 //! exits with code 2 and a message naming the key (docs/store.md
 //! "zlink-node").
 
 mod config;
+mod control;
 mod game;
 
 use std::io::Write as _;
@@ -20,7 +23,10 @@ use clap::Parser;
 use zlink::api::{NodeBuilder, ObjectRole, StartError};
 use zlink::ids::NodeGeneration;
 use zlink::net::handshake::ClusterSecret;
-use zlink::store::{EmbeddedStore, LocationStore, MonotonicClock, RedisStore, RedisStoreConfig};
+use zlink::store::{
+    CountingStore, EmbeddedStore, LocationStore, MonotonicClock, RedisStore, RedisStoreConfig,
+    StoreCounts,
+};
 
 use crate::config::{Config, SecretSource, StoreKind};
 
@@ -41,6 +47,11 @@ struct Args {
     /// The node's TOML config file.
     #[arg(long, short)]
     config: PathBuf,
+    /// Answer operator commands on stdin (`relocate <actor> [<rid>]`,
+    /// `counters`), one answer line each on stdout. Off by default: a node
+    /// started in the background of a terminal must not read it.
+    #[arg(long)]
+    console: bool,
     /// Refused: a secret on the command line shows in process lists.
     #[arg(long, hide = true)]
     secret: Option<String>,
@@ -71,7 +82,7 @@ fn main() -> ExitCode {
     // Before any thread starts, so every thread inherits the mask and the
     // stop signals wait for `wait_for_stop` here.
     let stop = signals::block_stop_signals();
-    run(&config, &stop)
+    run(&config, &stop, args.console)
 }
 
 /// Prints a refusal on stderr and returns the config exit code.
@@ -80,16 +91,17 @@ fn refuse(why: &str) -> ExitCode {
     ExitCode::from(EXIT_CONFIG)
 }
 
-fn run(config: &Config, stop: &signals::StopSignals) -> ExitCode {
+fn run(config: &Config, stop: &signals::StopSignals, console: bool) -> ExitCode {
     let secret = match config.secret.as_ref().map(read_secret).transpose() {
         Ok(secret) => secret,
         Err(why) => return refuse(&format!("config error: {why}")),
     };
-    let (store, store_name): (Arc<dyn LocationStore>, String) = match &config.store {
-        StoreKind::Embedded => (
-            Arc::new(EmbeddedStore::new(MonotonicClock::new(), config.lease_term)),
-            "embedded".to_owned(),
-        ),
+    let (store, store_counts, store_name) = match &config.store {
+        StoreKind::Embedded => {
+            let (store, counts) =
+                counted(EmbeddedStore::new(MonotonicClock::new(), config.lease_term));
+            (store, counts, "embedded".to_owned())
+        }
         StoreKind::Redis(url) => {
             let store_config = RedisStoreConfig {
                 url: url.clone(),
@@ -98,7 +110,10 @@ fn run(config: &Config, stop: &signals::StopSignals) -> ExitCode {
                 call_timeout: config.call_timeout,
             };
             match RedisStore::open(store_config, MonotonicClock::new()) {
-                Ok(store) => (Arc::new(store), url.clone()),
+                Ok(store) => {
+                    let (store, counts) = counted(store);
+                    (store, counts, url.clone())
+                }
                 Err(e) => return refuse(&format!("config error: {e}")),
             }
         }
@@ -147,7 +162,18 @@ fn run(config: &Config, stop: &signals::StopSignals) -> ExitCode {
         node.io_backend(),
     );
     let _ = std::io::stdout().flush();
-    let signal = stop.wait_for_stop();
+    let diagnostics = || {
+        format!(
+            "store_row_operations={} {}",
+            store_counts().row_operations(),
+            game::report(&stats)
+        )
+    };
+    let signal = if console {
+        control::serve_until_stop(&node, &diagnostics, stop)
+    } else {
+        stop.wait_for_stop()
+    };
     println!("zlink-node stopping: {signal}");
     let _ = std::io::stdout().flush();
     let flow = node.flow_counters();
@@ -164,6 +190,20 @@ fn run(config: &Config, stop: &signals::StopSignals) -> ExitCode {
     );
     let _ = std::io::stdout().flush();
     ExitCode::SUCCESS
+}
+
+/// Wraps the store to count its calls (the console's `counters` shows its
+/// row operations: §5, none on the bind, relay and push paths); returns it
+/// with a reader of the counts.
+fn counted<S: LocationStore + 'static>(
+    store: S,
+) -> (
+    Arc<dyn LocationStore>,
+    Box<dyn Fn() -> StoreCounts + Send + Sync>,
+) {
+    let store = Arc::new(CountingStore::new(store));
+    let counts = Arc::clone(&store);
+    (store, Box::new(move || counts.counts()))
 }
 
 /// The cluster secret from its file (trailing whitespace, such as the
@@ -187,7 +227,7 @@ fn read_secret(source: &SecretSource) -> Result<ClusterSecret, String> {
 }
 
 /// SIGINT and SIGTERM, blocked in every thread and taken by one `sigwait`.
-mod signals {
+pub(crate) mod signals {
     use std::mem::MaybeUninit;
 
     /// The blocked stop signals.
