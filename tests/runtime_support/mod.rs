@@ -910,6 +910,8 @@ pub enum TapAction {
 struct TapState {
     actions: HashMap<(Direction, u8), TapAction>,
     kept: Vec<(Direction, Vec<u8>)>,
+    /// Every record frame after the handshake, as it arrived.
+    frames: Vec<(Direction, Vec<u8>)>,
     writers: HashMap<Direction, Arc<Mutex<std::net::TcpStream>>>,
 }
 
@@ -942,6 +944,26 @@ impl LinkTap {
             .iter()
             .filter(|&&r| r == (direction, command))
             .count()
+    }
+
+    /// The frames (length prefix included) of `command` that arrived going
+    /// `direction`, in order, whatever the tap then did with them.
+    pub fn frames(&self, direction: Direction, command: u8) -> Vec<Vec<u8>> {
+        let state = self.state.lock().unwrap();
+        state
+            .frames
+            .iter()
+            .filter(|(d, f)| *d == direction && f[4] == command)
+            .map(|(_, f)| f.clone())
+            .collect()
+    }
+
+    /// Writes `frame` as is into the link going `direction`, as if the
+    /// sending node had written it.
+    pub fn inject(&self, direction: Direction, frame: &[u8]) {
+        use std::io::Write;
+        let writer = Arc::clone(&self.state.lock().unwrap().writers[&direction]);
+        writer.lock().unwrap().write_all(frame).unwrap();
     }
 
     /// Sends every kept copy again, in order; returns how many.
@@ -1026,6 +1048,7 @@ pub fn link_tap(target: SocketAddr) -> LinkTap {
                             seen.lock().unwrap().push(command);
                             records.lock().unwrap().push((direction, command));
                             let mut state = state.lock().unwrap();
+                            state.frames.push((direction, frame.clone()));
                             let action = state
                                 .actions
                                 .get(&(direction, command))
