@@ -68,6 +68,10 @@ pub const ENTER: PacketKey = PacketKey(15);
 /// Keeps the session's location snapshot of the actor named by the payload
 /// in [`Observed::locations`]; replies "located" (or "none").
 pub const LOCATE: PacketKey = PacketKey(16);
+/// Relays a `<actor>:<member>:<data>` payload; the actor pushes it (key
+/// PUSHED) to `<member>`'s bound session with `push_to_member`, then replies
+/// "pushed" or the error.
+pub const PUSH_MEMBER: PacketKey = PacketKey(17);
 /// The key of pushes from actors.
 pub const PUSHED: PacketKey = PacketKey(100);
 /// The key of the duplicate-connection notice.
@@ -278,6 +282,17 @@ impl Actor for Player {
         }
         if message.key == COUNT {
             return Some(Ok(Bytes::from(self.handled.to_string())));
+        }
+        if message.key == PUSH_MEMBER {
+            let text = String::from_utf8_lossy(&message.payload).into_owned();
+            let member = text.split(':').nth(1).unwrap_or_default();
+            let Ok(member) = ActorId::new(member) else {
+                return Some(Err(Reason::StaleLocation.into()));
+            };
+            if let Err(e) = ctx.push_to_member(&member, PUSHED, message.payload.clone()) {
+                return Some(Err(e));
+            }
+            return Some(Ok(Bytes::from_static(b"pushed")));
         }
         if message.key == PUSH {
             if let Err(e) = ctx.push(PUSHED, message.payload.clone()) {
@@ -544,6 +559,7 @@ pub fn start_node<S: LocationStore + 'static>(
         .on_packet(HOLD, relay_handler(Arc::clone(&observed)))
         .on_packet(COUNT, relay_handler(Arc::clone(&observed)))
         .on_packet(WORK, relay_handler(Arc::clone(&observed)))
+        .on_packet(PUSH_MEMBER, relay_handler(Arc::clone(&observed)))
         .on_packet(ENTER, move |session, packet| {
             let o = Arc::clone(&entering);
             async move {
