@@ -179,12 +179,7 @@ fn spotwide_actors_never_run_handlers_concurrently_and_keep_arrival_order() {
         shards: 2,
         ..GameOptions::default()
     });
-    let room = game.node.create_spot("room", &spot_id("room-1")).unwrap();
-    game.observed
-        .spots
-        .lock()
-        .unwrap()
-        .insert("room-1".to_owned(), room.clone());
+    let room = room(&game, "room-1");
     let names: Vec<String> = ["a", "b", "c", "d", "e", "f"]
         .iter()
         .map(|n| room.id().actor_id(n).unwrap().to_string())
@@ -359,12 +354,7 @@ fn room_with_two_members() -> (Game, SpotHandle, Client, Client) {
         shards: 2,
         ..GameOptions::default()
     });
-    let room = game.node.create_spot("room", &spot_id("room-1")).unwrap();
-    game.observed
-        .spots
-        .lock()
-        .unwrap()
-        .insert("room-1".to_owned(), room.clone());
+    let room = room(&game, "room-1");
     let mut a = client_on(&game, 0);
     assert_eq!(expect_reply(&mut a, ENTER, "room-1/a"), "bound");
     let mut b = client_on(&game, 1);

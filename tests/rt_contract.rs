@@ -396,15 +396,7 @@ fn w2_session_spot_and_actor_delivery_lanes_all_run_one_turn_at_a_time_in_order(
 
     // Spot lane (SpotWide): two Actors of one room, each bound from its own
     // session on its own shard, both sending at once.
-    let room = game
-        .node
-        .create_spot("room", &zlink::ids::SpotId::new("room-1").unwrap())
-        .unwrap();
-    game.observed
-        .spots
-        .lock()
-        .unwrap()
-        .insert("room-1".to_owned(), room.clone());
+    let room = room(&game, "room-1");
     let members: Vec<String> = ["a", "b"]
         .iter()
         .map(|n| room.id().actor_id(n).unwrap().to_string())

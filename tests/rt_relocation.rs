@@ -335,19 +335,29 @@ fn l3_without_44_the_session_closes_at_the_seal_timeout_and_held_messages_are_dr
         .contains(&payload("player-1", "held")));
 }
 
-#[test]
-fn l4_a_duplicate_44_changes_no_route_and_only_warns() {
+/// A quick-seal three-node move of player-1 from node 2 to node 3, its
+/// client bound on node 1; the 44 coming back to node 1 is handled by
+/// `route` when given.
+fn relocating(route: Option<TapAction>) -> (Moving, zlink::client::Client) {
     let m = moving(quick_seal());
-    let mut client = login(&m.session, "player-1");
-    m.session_target.set(
-        Direction::ToDialer,
-        Command::SessionRelocationRoute.code(),
-        TapAction::Keep,
-    );
+    let client = login(&m.session, "player-1");
+    if let Some(action) = route {
+        m.session_target.set(
+            Direction::ToDialer,
+            Command::SessionRelocationRoute.code(),
+            action,
+        );
+    }
     m.source
         .node
         .relocate(&id("player-1"), RelocateTo::Node(3))
         .unwrap();
+    (m, client)
+}
+
+#[test]
+fn l4_a_duplicate_44_changes_no_route_and_only_warns() {
+    let (m, mut client) = relocating(Some(TapAction::Keep));
     assert_eq!(
         client
             .request(RELAY, payload("player-1", "after"), WAIT)
@@ -382,18 +392,8 @@ fn l4_a_duplicate_44_changes_no_route_and_only_warns() {
 
 #[test]
 fn l4_a_44_after_the_seal_timeout_changes_no_route_and_only_warns() {
-    let m = moving(quick_seal());
-    let mut client = login(&m.session, "player-1");
     // The target's 44 commit is kept back until after the seal timeout.
-    m.session_target.set(
-        Direction::ToDialer,
-        Command::SessionRelocationRoute.code(),
-        TapAction::Hold,
-    );
-    m.source
-        .node
-        .relocate(&id("player-1"), RelocateTo::Node(3))
-        .unwrap();
+    let (m, mut client) = relocating(Some(TapAction::Hold));
     wait_until("the 44 reached the tap", || {
         m.session_target.count(Direction::ToDialer, 44) == 1
     });
@@ -428,12 +428,7 @@ fn l4_a_44_after_the_seal_timeout_changes_no_route_and_only_warns() {
 
 #[test]
 fn l7_43_has_no_sequence_44_gets_no_response_45_is_never_sent_and_refused() {
-    let m = moving(quick_seal());
-    let mut client = login(&m.session, "player-1");
-    m.source
-        .node
-        .relocate(&id("player-1"), RelocateTo::Node(3))
-        .unwrap();
+    let (m, mut client) = relocating(None);
     assert_eq!(
         client
             .request(RELAY, payload("player-1", "after"), WAIT)

@@ -802,6 +802,21 @@ fn relay_handler(
     }
 }
 
+/// Creates the SpotWide User Spot `room` of kind "room" and registers it
+/// in [`Observed::spots`], so that [`ENTER`] creates Actors into it.
+pub fn room(game: &Game, room: &str) -> SpotHandle {
+    let spot = game
+        .node
+        .create_spot("room", &SpotId::new(room).unwrap())
+        .unwrap();
+    game.observed
+        .spots
+        .lock()
+        .unwrap()
+        .insert(room.to_owned(), spot.clone());
+    spot
+}
+
 /// Logs in as `actor` on a fresh client.
 pub fn login<S: LocationStore>(game: &Game<S>, actor: &str) -> Client {
     let mut client = game.client();
