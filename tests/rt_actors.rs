@@ -7,7 +7,8 @@ mod runtime_support;
 use bytes::Bytes;
 use runtime_support::*;
 use zlink::api::ExecutionMode;
-use zlink::client::Client;
+use zlink::api::SpotHandle;
+use zlink::client::{Client, ClientEvent};
 use zlink::error::{ErrorKind, Reason};
 use zlink::ids::{Correlation, SpotId};
 
@@ -178,12 +179,7 @@ fn spotwide_actors_never_run_handlers_concurrently_and_keep_arrival_order() {
         shards: 2,
         ..GameOptions::default()
     });
-    let room = game.node.create_spot("room", &spot_id("room-1")).unwrap();
-    game.observed
-        .spots
-        .lock()
-        .unwrap()
-        .insert("room-1".to_owned(), room.clone());
+    let room = room(&game, "room-1");
     let names: Vec<String> = ["a", "b", "c", "d", "e", "f"]
         .iter()
         .map(|n| room.id().actor_id(n).unwrap().to_string())
@@ -349,4 +345,94 @@ fn a_lane_bound_the_engine_cannot_hold_fails_startup() {
         );
         assert_eq!(error.error().kind(), ErrorKind::Configuration);
     }
+}
+
+/// A SpotWide room "room-1" on a node with two shards, its Actors `a` and
+/// `b` each bound from a session on its own shard.
+fn room_with_two_members() -> (Game, SpotHandle, Client, Client) {
+    let game = start_game(GameOptions {
+        shards: 2,
+        ..GameOptions::default()
+    });
+    let room = room(&game, "room-1");
+    let mut a = client_on(&game, 0);
+    assert_eq!(expect_reply(&mut a, ENTER, "room-1/a"), "bound");
+    let mut b = client_on(&game, 1);
+    assert_eq!(expect_reply(&mut b, ENTER, "room-1/b"), "bound");
+    (game, room, a, b)
+}
+
+fn pushed(data: &str) -> Option<ClientEvent> {
+    Some(ClientEvent::Push {
+        key: PUSHED,
+        payload: Bytes::from(data.to_owned()),
+    })
+}
+
+#[test]
+fn push_to_member_goes_to_the_members_own_current_binding() {
+    // Given SpotWide members a and b, each bound from its own session.
+    let (game, _room, mut a, mut b) = room_with_two_members();
+
+    // When a's handler pushes on behalf of b, then on its own.
+    let tick = "room-1/a:room-1/b:tick";
+    assert_eq!(expect_reply(&mut a, PUSH_MEMBER, tick), "pushed");
+    assert_eq!(expect_reply(&mut a, PUSH, "room-1/a:own"), "pushed");
+
+    // Then b's session got the member push, and a's session only a's own.
+    assert_eq!(b.next_event(WAIT).unwrap(), pushed(tick));
+    assert_eq!(a.next_event(WAIT).unwrap(), pushed("room-1/a:own"));
+
+    // When b binds again from a new session (§6: the old one is replaced),
+    // a push on behalf of b follows b's current binding, judged as b's own
+    // push would be: the new session gets it, the old never does.
+    let mut b_again = client_on(&game, 0);
+    assert_eq!(expect_reply(&mut b_again, ENTER, "room-1/b"), "bound");
+    let after = "room-1/a:room-1/b:after";
+    assert_eq!(expect_reply(&mut a, PUSH_MEMBER, after), "pushed");
+    assert_eq!(b_again.next_event(WAIT).unwrap(), pushed(after));
+    loop {
+        match b.next_event(WAIT).unwrap() {
+            Some(ClientEvent::Push { key, .. }) if key == REPLACED_NOTICE => {}
+            Some(ClientEvent::Closed(_)) => break,
+            other => panic!("the replaced session saw {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn push_to_member_outside_the_spot_or_without_a_binding_ends_with_a_typed_error() {
+    let (game, room, mut a, _b) = room_with_two_members();
+    // A member with no bound session: session-not-bound (§12), as b's own
+    // push would end.
+    let c = room.id().actor_id("c").unwrap();
+    game.node.create_actor_in(&room, "player", &c).unwrap();
+    let unbound = expect_error(&mut a, PUSH_MEMBER, "room-1/a:room-1/c:x");
+    assert_eq!(
+        (unbound.kind(), unbound.reason()),
+        (ErrorKind::InvalidOperation, Reason::SessionNotBound)
+    );
+    // Not a proxy to an arbitrary session (§5): an Actor of the Entry Spot,
+    // a member of another SpotWide room, and an ActorId nobody hosts.
+    let other = game.node.create_spot("room", &spot_id("room-2")).unwrap();
+    let d = other.id().actor_id("d").unwrap();
+    game.node.create_actor_in(&other, "player", &d).unwrap();
+    let mut lobbyist = login(&game, "lobbyist");
+    for outside in ["lobbyist", "room-2/d", "nobody"] {
+        let refused = expect_error(&mut a, PUSH_MEMBER, &format!("room-1/a:{outside}:x"));
+        assert_eq!(
+            (refused.kind(), refused.reason()),
+            (ErrorKind::InvalidOperation, Reason::ActorInOtherSpot),
+            "a push to {outside}"
+        );
+    }
+    // And an Actor in no SpotWide Spot has no members to push for.
+    let refused = expect_error(&mut lobbyist, PUSH_MEMBER, "lobbyist:room-1/a:x");
+    assert_eq!(
+        (refused.kind(), refused.reason()),
+        (ErrorKind::InvalidOperation, Reason::ActorInOtherSpot)
+    );
+    // None of them reached a session: a's next event is its own push.
+    assert_eq!(expect_reply(&mut a, PUSH, "room-1/a:own"), "pushed");
+    assert_eq!(a.next_event(WAIT).unwrap(), pushed("room-1/a:own"));
 }

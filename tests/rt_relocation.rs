@@ -142,6 +142,8 @@ struct Moving {
     target: Game,
     session_target: LinkTap,
     source_target: LinkTap,
+    /// The session owner's link to the source (the coordinator).
+    session_source: LinkTap,
 }
 
 fn moving(settings: NodeSettings) -> Moving {
@@ -159,14 +161,12 @@ fn moving(settings: NodeSettings) -> Moving {
         options.clone(),
         &[(3, source_target.addr)],
     );
+    let session_source = link_tap(source.node.peer_addr().unwrap());
     let session = start_node(
         1,
         store,
         options,
-        &[
-            (2, source.node.peer_addr().unwrap()),
-            (3, session_target.addr),
-        ],
+        &[(2, session_source.addr), (3, session_target.addr)],
     );
     for (node, peers) in [(&session, [2, 3]), (&source, [1, 3]), (&target, [1, 2])] {
         for peer in peers {
@@ -184,6 +184,7 @@ fn moving(settings: NodeSettings) -> Moving {
         target,
         session_target,
         source_target,
+        session_source,
     }
 }
 
@@ -270,19 +271,29 @@ fn l3_without_44_the_session_closes_at_the_seal_timeout_and_held_messages_are_dr
         .contains(&payload("player-1", "held")));
 }
 
-#[test]
-fn l4_l7_a_duplicate_44_changes_no_route_and_nothing_answers_it_and_no_45_is_sent() {
+/// A quick-seal three-node move of player-1 from node 2 to node 3, its
+/// client bound on node 1; the 44 coming back to node 1 is handled by
+/// `route` when given.
+fn relocating(route: Option<TapAction>) -> (Moving, zlink::client::Client) {
     let m = moving(quick_seal());
-    let mut client = login(&m.session, "player-1");
-    m.session_target.set(
-        Direction::ToDialer,
-        Command::SessionRelocationRoute.code(),
-        TapAction::Keep,
-    );
+    let client = login(&m.session, "player-1");
+    if let Some(action) = route {
+        m.session_target.set(
+            Direction::ToDialer,
+            Command::SessionRelocationRoute.code(),
+            action,
+        );
+    }
     m.source
         .node
         .relocate(&id("player-1"), RelocateTo::Node(3))
         .unwrap();
+    (m, client)
+}
+
+#[test]
+fn l4_a_duplicate_44_changes_no_route_and_only_warns() {
+    let (m, mut client) = relocating(Some(TapAction::Keep));
     assert_eq!(
         client
             .request(RELAY, payload("player-1", "after"), WAIT)
@@ -292,7 +303,8 @@ fn l4_l7_a_duplicate_44_changes_no_route_and_nothing_answers_it_and_no_45_is_sen
     // When the 44 commit arrives again (a late duplicate).
     assert_eq!(m.session_target.replay(), 1);
     wait_counter(&m.session, FlowTrace::LateSessionRouteUpdate, 1);
-    // Then the route is unchanged: relay still reaches the target.
+    // Then the route is unchanged: relay still reaches the target, and the
+    // duplicate left the warning and nothing else.
     assert_eq!(
         client
             .request(RELAY, payload("player-1", "again"), WAIT)
@@ -304,21 +316,125 @@ fn l4_l7_a_duplicate_44_changes_no_route_and_nothing_answers_it_and_no_45_is_sen
         on_target,
         vec![payload("player-1", "after"), payload("player-1", "again")]
     );
-    // L7: from the session owner to the target only the two relays went —
-    // no answer to either 44 — and no 45 crossed any tapped link.
-    let to_target: Vec<u8> = m
-        .session_target
-        .records
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|(d, _)| *d == Direction::ToAcceptor)
-        .map(|(_, c)| *c)
-        .collect();
-    assert_eq!(to_target, vec![24, 24]);
-    for tap in [&m.session_target, &m.source_target] {
+    assert_eq!(
+        m.session
+            .node
+            .flow_counters()
+            .get(FlowTrace::LateSessionRouteUpdate),
+        1
+    );
+    assert!(!client.is_closed());
+}
+
+#[test]
+fn l4_a_44_after_the_seal_timeout_changes_no_route_and_only_warns() {
+    // The target's 44 commit is kept back until after the seal timeout.
+    let (m, mut client) = relocating(Some(TapAction::Hold));
+    wait_until("the 44 reached the tap", || {
+        m.session_target.count(Direction::ToDialer, 44) == 1
+    });
+    assert_eq!(
+        client.wait_closed(WAIT).unwrap(),
+        Some(CloseReason::SealTimeout)
+    );
+    wait_counter(&m.session, FlowTrace::SealTimeout, 1);
+    let sent_before = m.session_target.records.lock().unwrap().len();
+    // When the 44 arrives after the timeout.
+    assert_eq!(m.session_target.replay(), 1);
+    wait_counter(&m.session, FlowTrace::LateSessionRouteUpdate, 1);
+    // Then it installed no route: the session owner sent nothing in answer,
+    // and a new login finds the Actor through the store on the target, where
+    // it relays.
+    let mut again = login(&m.session, "player-1");
+    assert_eq!(
+        again
+            .request(RELAY, payload("player-1", "again"), WAIT)
+            .unwrap(),
+        payload("player-1", "again")
+    );
+    assert_eq!(
+        m.target.observed.delivered.lock().unwrap().clone(),
+        vec![payload("player-1", "again")]
+    );
+    // Nothing answered the late 44: the first record after it is the new
+    // login's bind (38).
+    let first_after = m.session_target.records.lock().unwrap()[sent_before];
+    assert_eq!(first_after, (Direction::ToAcceptor, 38));
+}
+
+#[test]
+fn l7_43_has_no_sequence_44_gets_no_response_45_is_never_sent_and_refused() {
+    let (m, mut client) = relocating(None);
+    assert_eq!(
+        client
+            .request(RELAY, payload("player-1", "after"), WAIT)
+            .unwrap(),
+        payload("player-1", "after")
+    );
+    // 43 on the wire: its body decodes to exactly the request id and the
+    // outcome, and encodes back to the same bytes (no sequence, no
+    // high-water, nothing trailing: the decoder refuses trailing bytes).
+    let sealed = m.session_source.frames(
+        Direction::ToAcceptor,
+        Command::SessionRelocationSealed.code(),
+    );
+    assert_eq!(sealed.len(), 1);
+    let record = NodeRecord::decode(
+        Bytes::copy_from_slice(&sealed[0][4..]),
+        &zlink::wire::DecodeLimits::default(),
+    )
+    .unwrap();
+    let NodeRecord::SessionRelocationSealed(body) = record else {
+        panic!("a 43 decoded as {record:?}");
+    };
+    assert_eq!(body.outcome, Ok(()));
+    let mut exact = bytes::BytesMut::new();
+    NodeRecord::SessionRelocationSealed(zlink::wire::node::SessionRelocationSealed {
+        request: body.request,
+        outcome: Ok(()),
+    })
+    .encode(&mut exact);
+    assert_eq!(&exact[..], &sealed[0][..]);
+    // 44 gets no response: after the 44 arrived, the session owner sent
+    // only the relay to the target and nothing more to the coordinator.
+    assert_eq!(m.session_target.count(Direction::ToDialer, 44), 1);
+    let from_session = |tap: &LinkTap| -> Vec<u8> {
+        tap.records
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(d, _)| *d == Direction::ToAcceptor)
+            .map(|(_, c)| *c)
+            .collect()
+    };
+    assert_eq!(from_session(&m.session_target), vec![24]);
+    let to_source = from_session(&m.session_source);
+    let after_43 = to_source.iter().position(|&c| c == 43).unwrap();
+    assert!(
+        to_source[after_43 + 1..].is_empty(),
+        "after its 43 the session owner sent the coordinator {:?}",
+        &to_source[after_43 + 1..]
+    );
+    // 45 is never sent on any link.
+    for tap in [&m.session_target, &m.source_target, &m.session_source] {
         assert!(!tap.commands.lock().unwrap().contains(&45));
     }
+    // And refused on receipt: a 45 from the target is dropped and counted,
+    // and the link keeps carrying the relay and its reply.
+    let dropped = m
+        .session
+        .node
+        .flow_counters()
+        .get(FlowTrace::MalformedRecordDropped);
+    m.session_target
+        .inject(Direction::ToDialer, &[0, 0, 0, 2, 45, 1]);
+    wait_counter(&m.session, FlowTrace::MalformedRecordDropped, dropped + 1);
+    assert_eq!(
+        client
+            .request(RELAY, payload("player-1", "still"), WAIT)
+            .unwrap(),
+        payload("player-1", "still")
+    );
     assert!(!client.is_closed());
 }
 

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use runtime_support::*;
+use zlink::api::NodeSettings;
 use zlink::client::{Client, ClientError, ClientEvent};
 use zlink::core::trace::FlowTrace;
 use zlink::error::{ErrorKind, Reason};
@@ -334,5 +335,165 @@ fn x15_closing_the_previous_connection_never_removes_the_new_binding() {
     assert_eq!(
         new.request(RELAY, payload("x", "relay"), WAIT).unwrap(),
         payload("x", "relay")
+    );
+}
+
+/// Node 1 holds the old session and reaches the Actor owner (node 2)
+/// through a fault proxy; node 3 holds the new session. Node 2's links are
+/// full at 64 KiB unsent and its 51 waits `send_timeout` (§6).
+struct Congested {
+    _old_owner: Game,
+    owner: Game,
+    new_owner: Game,
+    proxy: FaultProxy,
+    old: Client,
+}
+
+/// One-way PUSHes of this size, this many: the Actor owner pushes each back
+/// over the link to node 1 (36), far more than the two sockets' buffers
+/// hold while the proxy stalls the way back.
+const FLOOD_PUSH: usize = 60 * 1024;
+const FLOOD_COUNT: usize = 200;
+
+fn congested(send_timeout: Duration) -> Congested {
+    let store = new_store();
+    let options = |settings: NodeSettings| GameOptions {
+        settings: Some(settings),
+        ..GameOptions::default()
+    };
+    let new_owner = start_node(3, store.clone(), GameOptions::default(), &[]);
+    let owner = start_node(
+        2,
+        store.clone(),
+        options(NodeSettings {
+            outbound_max: 64 * 1024,
+            send_timeout,
+            ..NodeSettings::default()
+        }),
+        &[(3, new_owner.node.peer_addr().unwrap())],
+    );
+    let proxy = FaultProxy::start(owner.node.peer_addr().unwrap());
+    // Node 1's client queue takes the whole flood when it arrives.
+    let old_owner = start_node(
+        1,
+        store,
+        options(NodeSettings {
+            outbound_max: 64 << 20,
+            ..NodeSettings::default()
+        }),
+        &[(2, proxy.addr), (3, new_owner.node.peer_addr().unwrap())],
+    );
+    for (a, b) in [(&old_owner, 2), (&old_owner, 3), (&owner, 3)] {
+        assert!(a.node.wait_linked(b, WAIT));
+    }
+    owner.node.create_actor("player", &id("player-1")).unwrap();
+    let mut old = login(&old_owner, "player-1");
+    // Given the way back from the Actor owner stalled and its link to node 1
+    // full: every push of the flood was handled and queued there.
+    proxy.set_stalled_back(true);
+    let data = "x".repeat(FLOOD_PUSH);
+    for _ in 0..FLOOD_COUNT {
+        old.send(PUSH, payload("player-1", &data)).unwrap();
+    }
+    wait_until("the owner handled the flood", || {
+        owner.observed.delivered.lock().unwrap().len() == FLOOD_COUNT
+    });
+    Congested {
+        _old_owner: old_owner,
+        owner,
+        new_owner,
+        proxy,
+        old,
+    }
+}
+
+/// Reads the old session's events until the reply to a RELAY it sends after
+/// the flood; returns the pushes' keys other than the flood's, in order.
+fn old_session_notices(old: &mut Client) -> Vec<zlink::ids::PacketKey> {
+    let relay = old
+        .start_request(RELAY, payload("player-1", "after"))
+        .unwrap();
+    let mut flood = 0;
+    let mut notices = Vec::new();
+    loop {
+        match old.next_event(WAIT).unwrap() {
+            Some(ClientEvent::Push { key, .. }) if key == PUSHED => flood += 1,
+            Some(ClientEvent::Push { key, .. }) => notices.push(key),
+            Some(ClientEvent::Reply { correlation, .. }) if correlation == relay => break,
+            Some(ClientEvent::Closed(_)) | None => break,
+            other => panic!("the old session saw {other:?}"),
+        }
+    }
+    assert_eq!(flood, FLOOD_COUNT);
+    notices
+}
+
+#[test]
+fn x_51_to_a_full_link_ends_with_deadline_exceeded_at_the_send_timeout_never_sooner() {
+    let timeout = Duration::from_millis(500);
+    let mut c = congested(timeout);
+    // When player-1 is bound from node 3: the terminal is not delayed by
+    // the 51 that waits behind the full link.
+    let started = Instant::now();
+    let mut new = login(&c.new_owner, "player-1");
+    let counters = c.owner.node.flow_counters();
+    assert_eq!(counters.get(FlowTrace::BindingReplaced), 1);
+    assert_eq!(counters.get(FlowTrace::ReplacedNoticeDeadlineExceeded), 0);
+    // Then at the send timeout, never sooner, the 51 ends: DeadlineExceeded,
+    // dropped, counted.
+    wait_counter(&c.owner, FlowTrace::ReplacedNoticeDeadlineExceeded, 1);
+    let elapsed = started.elapsed();
+    assert!(elapsed >= timeout, "ended after {elapsed:?}");
+    // The new binding is untouched, and once the way back flows again the
+    // old session gets the flood and never the notice (no retry), while
+    // its relay with the retired binding is refused at the owner (§6).
+    assert_eq!(
+        new.request(RELAY, payload("player-1", "new"), WAIT)
+            .unwrap(),
+        payload("player-1", "new")
+    );
+    c.proxy.set_stalled_back(false);
+    assert_eq!(old_session_notices(&mut c.old), vec![]);
+    assert_eq!(
+        c.owner
+            .node
+            .flow_counters()
+            .get(FlowTrace::ReplacedNoticeDeadlineExceeded),
+        1
+    );
+}
+
+#[test]
+fn x_51_waiting_for_a_full_link_goes_out_once_the_link_drains_before_the_send_timeout() {
+    let mut c = congested(Duration::from_secs(30));
+    let _new = login(&c.new_owner, "player-1");
+    assert_eq!(
+        c.owner.node.flow_counters().get(FlowTrace::BindingReplaced),
+        1
+    );
+    // When the way back flows again well before the send timeout.
+    c.proxy.set_stalled_back(false);
+    // Then the 51 is admitted after the flood: the old session gets every
+    // push, then the duplicate-connection notice, then its close.
+    let mut flood = 0;
+    loop {
+        match c.old.next_event(WAIT).unwrap() {
+            Some(ClientEvent::Push { key, .. }) if key == PUSHED => flood += 1,
+            Some(ClientEvent::Push { key, .. }) if key == REPLACED_NOTICE => {
+                assert_eq!(flood, FLOOD_COUNT);
+            }
+            Some(ClientEvent::Closed(reason)) => {
+                assert_eq!(reason, Some(CloseReason::Replaced));
+                break;
+            }
+            other => panic!("the old session saw {other:?}"),
+        }
+    }
+    assert_eq!(
+        c.owner
+            .node
+            .flow_counters()
+            .get(FlowTrace::ReplacedNoticeDeadlineExceeded),
+        0
     );
 }

@@ -48,9 +48,18 @@ pub struct NodeSettings {
     pub disconnect_deadline: Duration,
     /// Deadline of a bind request (default 5,000 ms).
     pub bind_timeout: Duration,
+    /// §6 the send timeout of record 51 (default 5,000 ms): a
+    /// boundSessionReplaced offered to a full link (its unsent bytes at
+    /// `outbound_max`) waits for admission this long, then ends with
+    /// DeadlineExceeded (`replaced_notice_deadline_exceeded`, dropped, no
+    /// retry). It never delays the bind terminal (docs/threading.md
+    /// "Settings").
+    pub send_timeout: Duration,
     /// Deadline of a relayed request (default 5,000 ms).
     pub relay_deadline: Duration,
-    /// Bytes a client's outbound queue may hold before it is disconnected.
+    /// Bytes a client's outbound queue may hold before it is disconnected;
+    /// a node link's unsent bytes at this bound make the link full, so that
+    /// a 51 waits for admission (`send_timeout`, §6).
     pub outbound_max: usize,
     /// Packets a session's lane may hold before new ones are refused.
     pub session_queue_max: usize,
@@ -90,6 +99,7 @@ impl Default for NodeSettings {
             relocation_seal_timeout: Duration::from_millis(3_000),
             disconnect_deadline: Duration::from_millis(5_000),
             bind_timeout: Duration::from_millis(5_000),
+            send_timeout: Duration::from_millis(5_000),
             relay_deadline: Duration::from_millis(5_000),
             outbound_max: 4 << 20,
             session_queue_max: 1_024,

@@ -5,6 +5,7 @@
 //! docs/core.md says which state machine owns which rule of the spec.
 
 pub mod actor;
+pub mod admission;
 mod effects;
 pub mod lane;
 pub mod relocation;

@@ -48,6 +48,9 @@ flow_trace! {
     ReplacedNoticeMismatch => "replaced_notice_mismatch", debug;
     /// §6: record 51 for a binding already retired here (late or duplicate).
     ReplacedNoticeDuplicate => "replaced_notice_duplicate", debug;
+    /// §6: a record 51 not admitted to its full link before the send
+    /// timeout: it ended with DeadlineExceeded and was dropped (no retry).
+    ReplacedNoticeDeadlineExceeded => "replaced_notice_deadline_exceeded", warn;
     /// §6: the replacement callback reached no terminal in time.
     ReplacementCallbackTimeout => "replacement_callback_timeout", warn;
     /// §6: the 100 ms close timer found its target no longer current.

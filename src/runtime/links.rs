@@ -511,6 +511,13 @@ impl Links {
         self.up.get(&rid).map(|&(_, peer)| peer)
     }
 
+    /// Whether the link up to `to` has room below the outbound bound (§6:
+    /// a 51 waits for admission to a full link); `None` when there is none.
+    pub(crate) fn has_room(&self, reactor: &Reactor, to: NodeRid) -> Option<bool> {
+        let &(conn, _) = self.up.get(&to)?;
+        Some(reactor.outbound_room(conn) > 0)
+    }
+
     /// Encodes a record onto the link to `to`; `false` when there is none.
     pub(crate) fn send(&mut self, reactor: &mut Reactor, to: NodeRid, record: &NodeRecord) -> bool {
         let Some(&(conn, _)) = self.up.get(&to) else {

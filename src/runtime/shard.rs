@@ -33,6 +33,7 @@ use super::links::Links;
 use super::membership::Membership;
 use super::router::{Router, ShardMsg, LINK_SHARD};
 use super::{NodeCommand, NodeShared, PublishedCounters};
+use crate::core::admission::LinkAdmission;
 use crate::core::lane::{LaneEngine, LaneId, SessionLane};
 use crate::core::session::{BindStart, Ticket};
 use crate::core::shard::ShardCore;
@@ -52,6 +53,10 @@ const TASK_BUDGET: usize = 256;
 /// The longest a parked loop waits with no timer due (a safety net; every
 /// real wake-up is an event, a timer or a waker).
 const IDLE_WAIT_MAX: Duration = Duration::from_millis(100);
+
+/// How often a shard with a 51 waiting for room on a full link looks at the
+/// link again (§6 admission; its deadline wakes the loop in any case).
+const ADMISSION_POLL: Duration = Duration::from_millis(5);
 
 /// §10 host Shutdown in progress.
 struct Drain {
@@ -92,6 +97,8 @@ pub(crate) struct ShardState {
     /// The running turn of each busy session lane.
     running_turns: HashMap<LaneId, RunningTurn>,
     lifecycle_deadlines: LifecycleDeadlines,
+    /// (Link shard) the 51s waiting for room on a full link (§6).
+    admission: LinkAdmission,
     draining: Option<Drain>,
     bind_waiters: HashMap<Ticket, Completer<Result<ActorRef, Error>>>,
     /// Actor look-ups answered by the Actor's shard.
@@ -132,6 +139,7 @@ impl ShardState {
                 .expires_at
         });
         let lifecycle_deadlines = LifecycleDeadlines::new(node.settings.disconnect_deadline);
+        let admission = LinkAdmission::new(node.settings.send_timeout);
         Self {
             node,
             index,
@@ -151,6 +159,7 @@ impl ShardState {
             lane_sessions: HashMap::new(),
             running_turns: HashMap::new(),
             lifecycle_deadlines,
+            admission,
             draining: None,
             bind_waiters: HashMap::new(),
             actor_waiters: HashMap::new(),
@@ -300,21 +309,48 @@ impl ShardState {
     /// peer that restarted reuses its RequestIds and RelocationIds, and must
     /// never take an answer meant for its previous process as its own.
     fn transmit(&mut self, transmit: crate::core::Transmit) {
-        let crate::core::Transmit {
-            to,
-            lifecycle,
-            record,
-        } = transmit;
-        if let Some(lifecycle) = lifecycle {
+        if let Some(lifecycle) = transmit.lifecycle {
             if self
                 .links
-                .peer(to)
+                .peer(transmit.to)
                 .is_some_and(|p| p.generation != lifecycle)
             {
                 self.core.trace(FlowTrace::AnswerToPastLifecycleDropped);
                 return;
             }
         }
+        // §6: a 51 offered to a full link waits for admission (see
+        // `admit_waiting`); with no link at all it is unroutable below.
+        let full = self.links.has_room(&self.reactor, transmit.to) == Some(false);
+        let now = self.now();
+        if let Some(transmit) = self.admission.offer(now, transmit, full) {
+            self.write_record(transmit);
+        }
+    }
+
+    /// (Link shard) §6: ends the waiting 51s whose send timeout passed
+    /// (DeadlineExceeded, counted), then writes those whose link has room.
+    fn admit_waiting(&mut self) {
+        if self.admission.waiting() == 0 {
+            return;
+        }
+        let now = self.now();
+        for _ in 0..self.admission.expire(now) {
+            self.core.trace(FlowTrace::ReplacedNoticeDeadlineExceeded);
+        }
+        let (links, reactor) = (&self.links, &self.reactor);
+        let admitted = self
+            .admission
+            .admit(|to| links.has_room(reactor, to) == Some(true));
+        for transmit in admitted {
+            self.write_record(transmit);
+        }
+    }
+
+    /// A record onto the link to its node, or dropped and counted when there
+    /// is none (a request among them then ends with Unavailable).
+    fn write_record(&mut self, transmit: crate::core::Transmit) {
+        let crate::core::Transmit { to, record, .. } = transmit;
         let record = &record;
         if self.links.send(&mut self.reactor, to, record) {
             return;
@@ -648,6 +684,11 @@ pub(crate) fn run(
                 if let Some(deadline) = state.lifecycle_deadlines.next_in() {
                     wait = wait.min(deadline);
                 }
+                if let Some(deadline) = state.admission.next_deadline() {
+                    // A waiting 51 is admitted as its link drains: look
+                    // again at least every ADMISSION_POLL until its deadline.
+                    wait = wait.min(deadline - now).min(ADMISSION_POLL);
+                }
                 Some(wait)
             }
         };
@@ -665,6 +706,7 @@ pub(crate) fn run(
             let now = state.now();
             state.core.handle_timeout(now);
             state.expire_lifecycle_deadlines();
+            state.admit_waiting();
             backlog = state.run_actor_work();
         }
         shard.start_session_turns();

@@ -19,6 +19,9 @@ struct Faults {
     read_max: AtomicUsize,
     /// New connections are reset at once (the path is down).
     refusing: AtomicBool,
+    /// Bytes from the target are not read (the way back is stalled: what
+    /// the target sends fills its socket, then its own queue).
+    stalled_back: AtomicBool,
     /// Both halves of every live connection.
     live: Mutex<Vec<(TcpStream, TcpStream)>>,
     /// Connections accepted (and forwarded) so far.
@@ -58,8 +61,8 @@ impl FaultProxy {
                 };
                 shared.live.lock().unwrap().push((a, b));
                 shared.accepted.fetch_add(1, Ordering::SeqCst);
-                pipe(&shared, &inbound, &outbound);
-                pipe(&shared, &outbound, &inbound);
+                pipe(&shared, &inbound, &outbound, false);
+                pipe(&shared, &outbound, &inbound, true);
             }
         });
         FaultProxy { addr, faults }
@@ -80,6 +83,12 @@ impl FaultProxy {
     /// While `true`, new connections are reset as soon as they arrive.
     pub fn set_refusing(&self, refusing: bool) {
         self.faults.refusing.store(refusing, Ordering::SeqCst);
+    }
+
+    /// While `true`, nothing the target sends is read or forwarded; what
+    /// it sent meanwhile is forwarded, in order, once it is `false` again.
+    pub fn set_stalled_back(&self, stalled: bool) {
+        self.faults.stalled_back.store(stalled, Ordering::SeqCst);
     }
 
     /// Resets every live connection (RST both ways): what was in flight is
@@ -115,8 +124,9 @@ fn reset(stream: &TcpStream) {
     let _ = stream.shutdown(Shutdown::Both);
 }
 
-/// Copies `from` to `to` on a thread of its own, with the faults in force.
-fn pipe(faults: &Arc<Faults>, from: &TcpStream, to: &TcpStream) {
+/// Copies `from` to `to` on a thread of its own, with the faults in force;
+/// `back` is the direction from the target.
+fn pipe(faults: &Arc<Faults>, from: &TcpStream, to: &TcpStream, back: bool) {
     let (Ok(mut from), Ok(mut to)) = (from.try_clone(), to.try_clone()) else {
         return;
     };
@@ -124,6 +134,10 @@ fn pipe(faults: &Arc<Faults>, from: &TcpStream, to: &TcpStream) {
     std::thread::spawn(move || {
         let mut buf = vec![0u8; 16 * 1024];
         loop {
+            while back && faults.stalled_back.load(Ordering::SeqCst) {
+                // The proxy is the stalled network here; no test waits on it.
+                std::thread::sleep(Duration::from_millis(1));
+            }
             let max = match faults.read_max.load(Ordering::SeqCst) {
                 0 => buf.len(),
                 n => n.min(buf.len()),

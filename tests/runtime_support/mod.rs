@@ -68,6 +68,10 @@ pub const ENTER: PacketKey = PacketKey(15);
 /// Keeps the session's location snapshot of the actor named by the payload
 /// in [`Observed::locations`]; replies "located" (or "none").
 pub const LOCATE: PacketKey = PacketKey(16);
+/// Relays a `<actor>:<member>:<data>` payload; the actor pushes it (key
+/// PUSHED) to `<member>`'s bound session with `push_to_member`, then replies
+/// "pushed" or the error.
+pub const PUSH_MEMBER: PacketKey = PacketKey(17);
 /// The key of pushes from actors.
 pub const PUSHED: PacketKey = PacketKey(100);
 /// The key of the duplicate-connection notice.
@@ -278,6 +282,17 @@ impl Actor for Player {
         }
         if message.key == COUNT {
             return Some(Ok(Bytes::from(self.handled.to_string())));
+        }
+        if message.key == PUSH_MEMBER {
+            let text = String::from_utf8_lossy(&message.payload).into_owned();
+            let member = text.split(':').nth(1).unwrap_or_default();
+            let Ok(member) = ActorId::new(member) else {
+                return Some(Err(Reason::StaleLocation.into()));
+            };
+            if let Err(e) = ctx.push_to_member(&member, PUSHED, message.payload.clone()) {
+                return Some(Err(e));
+            }
+            return Some(Ok(Bytes::from_static(b"pushed")));
         }
         if message.key == PUSH {
             if let Err(e) = ctx.push(PUSHED, message.payload.clone()) {
@@ -544,6 +559,7 @@ pub fn start_node<S: LocationStore + 'static>(
         .on_packet(HOLD, relay_handler(Arc::clone(&observed)))
         .on_packet(COUNT, relay_handler(Arc::clone(&observed)))
         .on_packet(WORK, relay_handler(Arc::clone(&observed)))
+        .on_packet(PUSH_MEMBER, relay_handler(Arc::clone(&observed)))
         .on_packet(ENTER, move |session, packet| {
             let o = Arc::clone(&entering);
             async move {
@@ -786,6 +802,21 @@ fn relay_handler(
     }
 }
 
+/// Creates the SpotWide User Spot `room` of kind "room" and registers it
+/// in [`Observed::spots`], so that [`ENTER`] creates Actors into it.
+pub fn room(game: &Game, room: &str) -> SpotHandle {
+    let spot = game
+        .node
+        .create_spot("room", &SpotId::new(room).unwrap())
+        .unwrap();
+    game.observed
+        .spots
+        .lock()
+        .unwrap()
+        .insert(room.to_owned(), spot.clone());
+    spot
+}
+
 /// Logs in as `actor` on a fresh client.
 pub fn login<S: LocationStore>(game: &Game<S>, actor: &str) -> Client {
     let mut client = game.client();
@@ -910,6 +941,8 @@ pub enum TapAction {
 struct TapState {
     actions: HashMap<(Direction, u8), TapAction>,
     kept: Vec<(Direction, Vec<u8>)>,
+    /// Every record frame after the handshake, as it arrived.
+    frames: Vec<(Direction, Vec<u8>)>,
     writers: HashMap<Direction, Arc<Mutex<std::net::TcpStream>>>,
 }
 
@@ -942,6 +975,26 @@ impl LinkTap {
             .iter()
             .filter(|&&r| r == (direction, command))
             .count()
+    }
+
+    /// The frames (length prefix included) of `command` that arrived going
+    /// `direction`, in order, whatever the tap then did with them.
+    pub fn frames(&self, direction: Direction, command: u8) -> Vec<Vec<u8>> {
+        let state = self.state.lock().unwrap();
+        state
+            .frames
+            .iter()
+            .filter(|(d, f)| *d == direction && f[4] == command)
+            .map(|(_, f)| f.clone())
+            .collect()
+    }
+
+    /// Writes `frame` as is into the link going `direction`, as if the
+    /// sending node had written it.
+    pub fn inject(&self, direction: Direction, frame: &[u8]) {
+        use std::io::Write;
+        let writer = Arc::clone(&self.state.lock().unwrap().writers[&direction]);
+        writer.lock().unwrap().write_all(frame).unwrap();
     }
 
     /// Sends every kept copy again, in order; returns how many.
@@ -1026,6 +1079,7 @@ pub fn link_tap(target: SocketAddr) -> LinkTap {
                             seen.lock().unwrap().push(command);
                             records.lock().unwrap().push((direction, command));
                             let mut state = state.lock().unwrap();
+                            state.frames.push((direction, frame.clone()));
                             let action = state
                                 .actions
                                 .get(&(direction, command))

@@ -150,6 +150,7 @@ struct TimeoutsSection {
     session_relocation_seal_timeout_ms: u64,
     disconnect_deadline_ms: u64,
     bind_timeout_ms: u64,
+    send_timeout_ms: u64,
     relay_deadline_ms: u64,
     shutdown_deadline_ms: u64,
 }
@@ -162,6 +163,7 @@ impl Default for TimeoutsSection {
             session_relocation_seal_timeout_ms: ms(s.relocation_seal_timeout),
             disconnect_deadline_ms: ms(s.disconnect_deadline),
             bind_timeout_ms: ms(s.bind_timeout),
+            send_timeout_ms: ms(s.send_timeout),
             relay_deadline_ms: ms(s.relay_deadline),
             shutdown_deadline_ms: ms(s.shutdown_deadline),
         }
@@ -532,6 +534,7 @@ fn settings(
         )?,
         disconnect_deadline: positive("timeouts.disconnect_deadline_ms", t.disconnect_deadline_ms)?,
         bind_timeout: positive("timeouts.bind_timeout_ms", t.bind_timeout_ms)?,
+        send_timeout: positive("timeouts.send_timeout_ms", t.send_timeout_ms)?,
         relay_deadline: positive("timeouts.relay_deadline_ms", t.relay_deadline_ms)?,
         outbound_max: at_least_one("limits.outbound_max", l.outbound_max)?,
         session_queue_max: l.session_queue_max,

@@ -58,7 +58,7 @@ enum Gate {
 /// One lane: a bounded FIFO queue, an execution gate and policy state.
 ///
 /// This is the runtime's only type that pairs a queue with an execution gate
-/// (CONTRACT W2, checked by `w2_one_serial_execution_primitive`).
+/// (CONTRACT W2, checked by `core_w2_one_serial_execution_primitive`; through the runtime by tests/rt_contract.rs `w2_…`).
 #[derive(Debug)]
 struct Lane<P: LanePolicy, T> {
     generation: u64,

@@ -108,7 +108,7 @@ pub enum PolicyRefusal {
 /// sessions.set_state(id, SessionState::Closed);
 /// ```
 ///
-/// The unit test `w3_lane_policy_cannot_express_missing_states` checks the
+/// The unit test `core_w3_lane_policy_cannot_express_missing_states` checks the
 /// other half: each policy's [`LanePolicy::TABLE_STATES`] equals the table's
 /// "states it has" column, with exhaustive matches that stop compiling if a
 /// variant is added without updating the table.

@@ -203,7 +203,7 @@ fn removing_a_lane_during_its_turn_is_a_bug() {
 }
 
 #[test]
-fn w3_lane_policy_cannot_express_missing_states() {
+fn core_w3_lane_policy_cannot_express_missing_states() {
     // The compile_fail doctests under "W3" on `LanePolicy` show that the
     // missing states cannot be named. Here: what exists is exactly the §11
     // table ("states it has") plus `Open`, and the matches below are
@@ -414,7 +414,7 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 #[test]
-fn w2_heuristic_recognises_a_queue_with_a_gate() {
+fn core_w2_heuristic_recognises_a_queue_with_a_gate() {
     // Built at run time, so that this file's text holds no such struct.
     let keyword = "struct";
     let flagged = [
@@ -438,7 +438,7 @@ fn w2_heuristic_recognises_a_queue_with_a_gate() {
 }
 
 #[test]
-fn w2_one_serial_execution_primitive() {
+fn core_w2_one_serial_execution_primitive() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
     rust_files(&src, &mut files);
