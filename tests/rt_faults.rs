@@ -8,9 +8,9 @@ mod runtime_support;
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use rand_chacha::rand_core::{RngCore, SeedableRng};
@@ -319,6 +319,8 @@ struct FaultyNetwork {
     links: Vec<FaultProxy>,
     /// Before each node's client listener, in node order.
     clients: Vec<FaultProxy>,
+    /// When a link was last reset, cut or refused (set before the fault).
+    last_link_fault: Mutex<Option<Instant>>,
 }
 
 impl FaultyNetwork {
@@ -354,12 +356,17 @@ impl FaultyNetwork {
         let network = FaultyNetwork {
             links: vec![to_second, to_third],
             clients,
+            last_link_fault: Mutex::new(None),
         };
         (games, network)
     }
 
-    fn link_disruptions(&self) -> usize {
-        self.links.iter().map(FaultProxy::disruptions).sum()
+    /// Whether a link was reset, cut or refused at or after `since`.
+    fn link_fault_since(&self, since: Instant) -> bool {
+        self.last_link_fault
+            .lock()
+            .unwrap()
+            .is_some_and(|at| at >= since)
     }
 
     fn heal(&self) {
@@ -434,6 +441,7 @@ fn ended(result: Result<Bytes, ClientError>) -> Ended {
 /// its connection and reconnects, each step chosen by its seeded `rng`.
 struct Seat<'a> {
     network: &'a FaultyNetwork,
+    nodes: &'a [&'a Node],
     player: String,
     rng: ChaCha8Rng,
     conn: Option<Conn>,
@@ -444,6 +452,11 @@ struct Seat<'a> {
     /// Logins that may have bound (everything but a refusal before the
     /// request left): the upper bound on the player's bindings from here.
     login_attempts: usize,
+    /// Relays sent on a replaced session that stayed open: never processed.
+    retired: Vec<Bytes>,
+    /// Bindings seen replaced (their session closed with Replaced): they
+    /// ended without a disconnect callback (§6, §7).
+    replaced: usize,
 }
 
 impl Seat<'_> {
@@ -520,16 +533,29 @@ impl Seat<'_> {
         self.ended.push((data, end));
     }
 
+    /// Whether every node is linked to every other right now.
+    fn all_linked(&self) -> bool {
+        let rids = 1..=u64::try_from(self.nodes.len()).unwrap();
+        self.nodes.iter().zip(rids.clone()).all(|(node, rid)| {
+            rids.clone()
+                .filter(|&peer| peer != rid)
+                .all(|peer| node.wait_linked(peer, Duration::ZERO))
+        })
+    }
+
     /// A second login through another node replaces the current session:
     /// that one must close with Replaced, or with another reason, or be
-    /// cut by the network; or, when the link that carries its notice (51)
-    /// broke, stay open with its relays refused (§6: an undelivered notice
-    /// leaves the close to liveness, and the retired binding is rejected).
+    /// cut by the network; or, when a link was down or broke around the
+    /// replacement (its notice, 51, may have been lost), stay open with its
+    /// relays refused and never processed (§6: an undelivered notice leaves
+    /// the close to liveness, and the retired binding is rejected).
     fn replace(&mut self) {
         let Some(mut old) = self.conn.take() else {
             return;
         };
-        let links_before = self.network.link_disruptions();
+        // A reset link is seen down by its nodes a moment after the fault.
+        let start = Instant::now() - Duration::from_millis(200);
+        let links_up = self.all_linked();
         let via = (old.via + 1 + pick(&mut self.rng, 2)) % 3;
         let Some(new) = self.login(via) else {
             // The second login failed, but it may have bound: the old
@@ -539,15 +565,20 @@ impl Seat<'_> {
         };
         self.conn = Some(new);
         match old.client.wait_closed(Duration::from_secs(3)) {
-            Ok(Some(reason)) => self.tally.add(format!("replaced: closed {reason:?}")),
+            Ok(Some(reason)) => {
+                if reason == CloseReason::Replaced {
+                    self.replaced += 1;
+                }
+                self.tally.add(format!("replaced: closed {reason:?}"));
+            }
             Ok(None) | Err(ClientError::Io(_)) => {
                 self.assert_cut_by_proxy(&old, "a replaced session");
                 self.tally.add("replaced: cut by the network");
             }
             Err(ClientError::TimedOut) => {
                 assert!(
-                    self.network.link_disruptions() != links_before,
-                    "{}: a replaced session was not closed and no link broke",
+                    !links_up || self.network.link_fault_since(start),
+                    "{}: a replaced session was not closed and every link was up",
                     self.player
                 );
                 self.sent += 1;
@@ -559,6 +590,7 @@ impl Seat<'_> {
                     "{}: a retired binding relayed",
                     self.player
                 );
+                self.retired.push(data.clone());
                 self.ended.push((data, end));
                 self.tally.add("replaced: notice lost, relays refused");
             }
@@ -650,7 +682,12 @@ fn faults(network: &FaultyNetwork, seed: u64, rounds: usize) -> Tally {
     for _ in 0..rounds {
         thread::sleep(Duration::from_millis(100 + rng.next_u64() % 300));
         let (path, proxy) = proxies[pick(&mut rng, proxies.len())];
-        match pick(&mut rng, 6) {
+        let action = pick(&mut rng, 6);
+        let breaks = matches!(action, 0 | 1 | 2 | 5);
+        if path == "link" && breaks {
+            *network.last_link_fault.lock().unwrap() = Some(Instant::now());
+        }
+        match action {
             0 | 1 => {
                 proxy.reset_all();
                 tally.add(format!("{path} reset"));
@@ -672,6 +709,9 @@ fn faults(network: &FaultyNetwork, seed: u64, rounds: usize) -> Tally {
                 proxy.set_refusing(true);
                 thread::sleep(Duration::from_millis(50 + rng.next_u64() % 150));
                 proxy.set_refusing(false);
+                if path == "link" {
+                    *network.last_link_fault.lock().unwrap() = Some(Instant::now());
+                }
                 tally.add(format!("{path} refused"));
             }
         }
@@ -718,10 +758,11 @@ fn churn_through_faulty_links_and_connections_ends_every_request_once() {
             .iter()
             .enumerate()
             .map(|(i, player)| {
-                let (network, stop) = (&network, &stop);
+                let (network, stop, nodes) = (&network, &stop, &nodes[..]);
                 scope.spawn(move || {
                     let mut seat = Seat {
                         network,
+                        nodes,
                         player: player.clone(),
                         rng: ChaCha8Rng::seed_from_u64(seed ^ (i as u64 + 1)),
                         conn: None,
@@ -729,6 +770,8 @@ fn churn_through_faulty_links_and_connections_ends_every_request_once() {
                         ended: Vec::new(),
                         tally: Tally::default(),
                         login_attempts: 0,
+                        replaced: 0,
+                        retired: Vec::new(),
                     };
                     while !stop.load(Ordering::SeqCst) {
                         seat.step();
@@ -770,18 +813,25 @@ fn churn_through_faulty_links_and_connections_ends_every_request_once() {
             }
         }
     }
-    // No player's disconnect callback ran more often than it was bound.
+    for data in seats.iter().flat_map(|s| &s.retired) {
+        assert!(
+            !processed.contains(data),
+            "a retired binding's {data:?} was processed"
+        );
+    }
+    // No player's disconnect callback ran more often than it had bindings
+    // that did not end replaced (§7: at most once per binding).
     for seat in &seats {
         let disconnects = games
             .iter()
             .flat_map(|g| g.observed.disconnects.lock().unwrap().clone())
             .filter(|a| *a == seat.player)
             .count();
+        let bindings = seat.login_attempts - seat.replaced;
         assert!(
-            disconnects <= seat.login_attempts,
-            "{}: {disconnects} disconnect callbacks for {} bindings at most",
+            disconnects <= bindings,
+            "{}: {disconnects} disconnect callbacks for {bindings} bindings at most",
             seat.player,
-            seat.login_attempts
         );
     }
     for seat in seats {
@@ -809,7 +859,7 @@ fn churn_through_faulty_links_and_connections_ends_every_request_once() {
     wait_linked(&games);
     for (i, player) in players.iter().enumerate() {
         for via in 0..3 {
-            let deadline = std::time::Instant::now() + WAIT;
+            let deadline = Instant::now() + WAIT;
             loop {
                 let mut client = Client::connect(network.clients[via].addr).unwrap();
                 let login = ended(client.request(LOGIN, Bytes::from(player.clone()), WAIT));
@@ -820,7 +870,7 @@ fn churn_through_faulty_links_and_connections_ends_every_request_once() {
                     break;
                 }
                 assert!(
-                    std::time::Instant::now() < deadline,
+                    Instant::now() < deadline,
                     "seed {seed}: {player} is not served through node {} after the faults",
                     via + 1
                 );
