@@ -319,8 +319,8 @@ struct FaultyNetwork {
     links: Vec<FaultProxy>,
     /// Before each node's client listener, in node order.
     clients: Vec<FaultProxy>,
-    /// When a link was last reset, cut or refused (set before the fault).
-    last_link_fault: Mutex<Option<Instant>>,
+    /// When links were reset, cut or refused (each noted before the fault).
+    link_faults: Mutex<Vec<Instant>>,
 }
 
 impl FaultyNetwork {
@@ -356,17 +356,19 @@ impl FaultyNetwork {
         let network = FaultyNetwork {
             links: vec![to_second, to_third],
             clients,
-            last_link_fault: Mutex::new(None),
+            link_faults: Mutex::new(Vec::new()),
         };
         (games, network)
     }
 
-    /// Whether a link was reset, cut or refused at or after `since`.
-    fn link_fault_since(&self, since: Instant) -> bool {
-        self.last_link_fault
-            .lock()
-            .unwrap()
-            .is_some_and(|at| at >= since)
+    /// Whether a link was reset, cut or refused within `from..=to`.
+    fn link_fault_within(&self, from: Instant, to: Instant) -> bool {
+        let faults = self.link_faults.lock().unwrap();
+        faults.iter().any(|at| (from..=to).contains(at))
+    }
+
+    fn note_link_fault(&self) {
+        self.link_faults.lock().unwrap().push(Instant::now());
     }
 
     fn heal(&self) {
@@ -545,16 +547,19 @@ impl Seat<'_> {
 
     /// A second login through another node replaces the current session:
     /// that one must close with Replaced, or with another reason, or be
-    /// cut by the network; or, when a link was down or broke around the
-    /// replacement (its notice, 51, may have been lost), stay open with its
+    /// cut by the network; or, when a link was down or broke while the
+    /// second login bound (its notice to the old session, 51, goes out with
+    /// the bind's terminal and may have been lost), stay open with its
     /// relays refused and never processed (§6: an undelivered notice leaves
     /// the close to liveness, and the retired binding is rejected).
     fn replace(&mut self) {
         let Some(mut old) = self.conn.take() else {
             return;
         };
-        // A reset link is seen down by its nodes a moment after the fault.
-        let start = Instant::now() - Duration::from_millis(200);
+        // A broken link is seen down by its nodes, and a record in flight
+        // on it is lost, within a moment of the fault.
+        let moment = Duration::from_millis(200);
+        let start = Instant::now() - moment;
         let links_up = self.all_linked();
         let via = (old.via + 1 + pick(&mut self.rng, 2)) % 3;
         let Some(new) = self.login(via) else {
@@ -564,6 +569,7 @@ impl Seat<'_> {
             return;
         };
         self.conn = Some(new);
+        let bound = Instant::now() + moment;
         match old.client.wait_closed(Duration::from_secs(3)) {
             Ok(Some(reason)) => {
                 if reason == CloseReason::Replaced {
@@ -577,7 +583,7 @@ impl Seat<'_> {
             }
             Err(ClientError::TimedOut) => {
                 assert!(
-                    !links_up || self.network.link_fault_since(start),
+                    !links_up || self.network.link_fault_within(start, bound),
                     "{}: a replaced session was not closed and every link was up",
                     self.player
                 );
@@ -685,7 +691,7 @@ fn faults(network: &FaultyNetwork, seed: u64, rounds: usize) -> Tally {
         let action = pick(&mut rng, 6);
         let breaks = matches!(action, 0 | 1 | 2 | 5);
         if path == "link" && breaks {
-            *network.last_link_fault.lock().unwrap() = Some(Instant::now());
+            network.note_link_fault();
         }
         match action {
             0 | 1 => {
@@ -710,7 +716,7 @@ fn faults(network: &FaultyNetwork, seed: u64, rounds: usize) -> Tally {
                 thread::sleep(Duration::from_millis(50 + rng.next_u64() % 150));
                 proxy.set_refusing(false);
                 if path == "link" {
-                    *network.last_link_fault.lock().unwrap() = Some(Instant::now());
+                    network.note_link_fault();
                 }
                 tally.add(format!("{path} refused"));
             }
