@@ -17,7 +17,7 @@ use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use runtime_support::*;
 use zlink::api::{Node, NodeSettings, RelocateTo};
-use zlink::client::{Client, ClientError};
+use zlink::client::{Client, ClientError, ClientEvent};
 use zlink::error::ErrorKind;
 use zlink::wire::client::CloseReason;
 
@@ -423,8 +423,7 @@ struct Conn {
     opened_at: usize,
 }
 
-/// How one client call ended, with a close without a reason allowed only
-/// where the proxy broke the connection meanwhile.
+/// How one client call ended; a reset socket is a close without a reason.
 fn ended(result: Result<Bytes, ClientError>) -> Ended {
     match result {
         Ok(_) => Ended::Reply,
@@ -462,6 +461,31 @@ struct Seat<'a> {
 }
 
 impl Seat<'_> {
+    /// Waits up to `timeout` for `conn` to close; nothing it receives
+    /// meanwhile may be a reply (no request is waiting: it would be a
+    /// second terminal).
+    fn await_close(
+        &self,
+        conn: &mut Conn,
+        timeout: Duration,
+    ) -> Result<Option<CloseReason>, ClientError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match conn.client.next_event(left)? {
+                Some(ClientEvent::Closed(reason)) => return Ok(reason),
+                Some(ClientEvent::Push { .. }) => {}
+                Some(reply) => panic!("{}: a second terminal: {reply:?}", self.player),
+                None => return Err(ClientError::TimedOut),
+            }
+        }
+    }
+
+    /// Drops `conn` after checking what it received and nobody waited for.
+    fn drop_conn(&self, mut conn: Conn) {
+        let _ = self.await_close(&mut conn, Duration::ZERO);
+    }
+
     /// A close without a reason on `conn` is the proxy's doing.
     fn assert_cut_by_proxy(&self, conn: &Conn, what: &str) {
         assert!(
@@ -529,7 +553,9 @@ impl Seat<'_> {
                     self.assert_cut_by_proxy(conn, "a relay's session");
                 }
                 self.tally.add(format!("relay: closed {reason:?}"));
-                self.conn = None;
+                if let Some(conn) = self.conn.take() {
+                    self.drop_conn(conn);
+                }
             }
         }
         self.ended.push((data, end));
@@ -565,12 +591,12 @@ impl Seat<'_> {
         let Some(new) = self.login(via) else {
             // The second login failed, but it may have bound: the old
             // session is no longer trusted and goes.
-            drop(old);
+            self.drop_conn(old);
             return;
         };
         self.conn = Some(new);
         let bound = Instant::now() + moment;
-        match old.client.wait_closed(Duration::from_secs(3)) {
+        match self.await_close(&mut old, Duration::from_secs(3)) {
             Ok(Some(reason)) => {
                 if reason == CloseReason::Replaced {
                     self.replaced += 1;
@@ -615,7 +641,9 @@ impl Seat<'_> {
             0 => self.replace(),
             1 => {
                 // Disconnect and reconnect elsewhere.
-                self.conn = None;
+                if let Some(conn) = self.conn.take() {
+                    self.drop_conn(conn);
+                }
                 self.tally.add("disconnected");
             }
             _ => self.relay(),
