@@ -26,6 +26,9 @@ struct Faults {
     live: Mutex<Vec<(TcpStream, TcpStream)>>,
     /// Connections accepted (and forwarded) so far.
     accepted: AtomicUsize,
+    /// Times the proxy broke connections: each reset or cut of the live
+    /// ones, and each refused new one.
+    disruptions: AtomicUsize,
 }
 
 /// A running fault proxy; connect to [`FaultProxy::addr`] instead of the
@@ -47,6 +50,7 @@ impl FaultProxy {
             for inbound in listener.incoming() {
                 let Ok(inbound) = inbound else { return };
                 if shared.refusing.load(Ordering::SeqCst) {
+                    shared.disruptions.fetch_add(1, Ordering::SeqCst);
                     reset(&inbound);
                     continue;
                 }
@@ -94,6 +98,7 @@ impl FaultProxy {
     /// Resets every live connection (RST both ways): what was in flight is
     /// lost. Returns how many there were.
     pub fn reset_all(&self) -> usize {
+        self.faults.disruptions.fetch_add(1, Ordering::SeqCst);
         let live = std::mem::take(&mut *self.faults.live.lock().unwrap());
         for (a, b) in &live {
             reset(a);
@@ -104,12 +109,27 @@ impl FaultProxy {
 
     /// Closes every live connection in order (FIN both ways).
     pub fn cut_all(&self) -> usize {
+        self.faults.disruptions.fetch_add(1, Ordering::SeqCst);
         let live = std::mem::take(&mut *self.faults.live.lock().unwrap());
         for (a, b) in &live {
             let _ = a.shutdown(Shutdown::Both);
             let _ = b.shutdown(Shutdown::Both);
         }
         live.len()
+    }
+
+    /// Times the proxy has broken connections so far (counted before it
+    /// breaks them): a connection that closes without a reason is explained
+    /// by the network only if this changed since it was opened.
+    pub fn disruptions(&self) -> usize {
+        self.faults.disruptions.load(Ordering::SeqCst)
+    }
+
+    /// Ends every fault in force: no delay, whole reads, connections accepted.
+    pub fn heal(&self) {
+        self.set_delay(Duration::ZERO);
+        self.set_read_max(0);
+        self.set_refusing(false);
     }
 
     /// Connections forwarded so far (a reconnect adds one).
