@@ -26,7 +26,10 @@ cargo build --release --features bench --bin zlink-bench
 bench=target/release/zlink-bench
 scenario=(--system "$SYSTEM" --workload "$WORKLOAD" --sessions 64 --warmup 1 --duration 5 --json "$OUT/stat.json")
 
-messages() { python3 -c 'import json,sys; print(sum(s["messages"] for s in json.load(open(sys.argv[1]))["systems"]))' "$1"; }
+# Messages measured over every run and system of a report ({"runs": [{"systems": [..]}]}).
+messages() {
+  python3 -c 'import json,sys; print(sum(s["messages"] for r in json.load(open(sys.argv[1]))["runs"] for s in r["systems"]))' "$1"
+}
 
 events=cycles,instructions,task-clock,context-switches,raw_syscalls:sys_enter
 hardware=yes

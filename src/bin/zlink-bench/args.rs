@@ -92,6 +92,9 @@ pub struct Options {
     pub idle_sessions: Option<usize>,
     /// Set in the child process that measures one system's idle memory.
     pub idle_child: bool,
+    /// `--scale-report DIR`: no load; the table and plot of the sweep
+    /// scripts/scale.sh left in DIR ([`crate::scale`]).
+    pub scale_report: Option<PathBuf>,
 }
 
 /// The pinned placement `--compare` uses when `--pin` is not given: the
@@ -150,7 +153,7 @@ pub const USAGE: &str = "\
 usage: zlink-bench [--system S[,S..]] [--workload W] [--sessions N] [--in-flight N]
                    [--payload BYTES] [--warmup SECS] [--duration SECS] [--rounds N]
                    [--nodes N] [--shards N] [--pin C:S] [--rate R] [--compare [--full]]
-                   [--idle-sessions N] [--json FILE] [--out DIR]
+                   [--idle-sessions N] [--scale-report DIR] [--json FILE] [--out DIR]
 
 Starts each system on loopback, drives it with one shared load client (STREAM
 frames, the same payloads for every system), closed loop with N in flight per
@@ -178,6 +181,8 @@ message, lost and duplicated.
   --full         with --compare: every workload, floating and pinned
   --idle-sessions N  no load: bind N sessions on each system (zlink, tokio, ractor)
                  and report the resident memory each costs, one process per system
+  --scale-report DIR  no load: read the sweep scripts/scale.sh wrote in DIR
+                 (<axis>-<value>.json), print its table, write DIR/scale.svg
   --json FILE    also write the report as JSON
   --out DIR      write one .hgrm per system and latency.svg into DIR
   -h, --help     this text
@@ -252,6 +257,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, ArgsErro
         rate: None,
         idle_sessions: None,
         idle_child: false,
+        scale_report: None,
         nodes: 2,
         shards: 1,
         cores: std::thread::available_parallelism().map_or(1, usize::from),
@@ -304,6 +310,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, ArgsErro
             "--rounds" => options.rounds = number(&flag, &value, 1, MAX_ROUNDS)?,
             "--json" => options.json = Some(PathBuf::from(value)),
             "--out" => options.out_dir = Some(PathBuf::from(value)),
+            "--scale-report" => options.scale_report = Some(PathBuf::from(value)),
             "--nodes" => options.nodes = number(&flag, &value, 2, MAX_NODES)?,
             "--shards" => options.shards = number(&flag, &value, 1, MAX_SHARDS)?,
             "--pin" => pin = Some(placement(&value, options.cores)?),

@@ -16,6 +16,7 @@ mod client;
 mod idle;
 mod pause;
 mod report;
+mod scale;
 mod systems;
 
 use std::path::Path;
@@ -57,6 +58,10 @@ fn main() {
 }
 
 fn run(options: &args::Options) -> Result<bool, String> {
+    if let Some(dir) = &options.scale_report {
+        scale::report(dir)?;
+        return Ok(true);
+    }
     if let Some(sessions) = options.idle_sessions {
         if options.idle_child {
             idle::child(options, sessions)?;
