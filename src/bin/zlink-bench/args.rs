@@ -160,9 +160,10 @@ frames, the same payloads for every system), closed loop with N in flight per
 session or open loop at a fixed rate, and prints p50..max, messages/s, CPU per
 message, lost and duplicated.
 
-  --system S     zlink, raw-uring, raw-epoll, tokio, ractor, or all (default zlink)
-  --workload W   relay (all systems); push, mixed, churn (zlink, tokio, ractor);
-                 relocate (zlink only) (default relay)
+  --system S     zlink (shards on io_uring), zlink-epoll (shards on epoll),
+                 raw-uring, raw-epoll, tokio, ractor, or all (default zlink)
+  --workload W   relay (all systems); push, mixed, churn (zlink, zlink-epoll,
+                 tokio, ractor); relocate (zlink, zlink-epoll) (default relay)
   --sessions N   client sessions (default 64)
   --in-flight N  requests in flight per session, closed loop (default 1)
   --rate R       open loop: R messages/s over all sessions, latency from each
@@ -179,7 +180,7 @@ message, lost and duplicated.
                  (--pin, or client and system on core 1), interleaved, at least 3 rounds,
                  with ratios to raw-uring and raw-epoll
   --full         with --compare: every workload, floating and pinned
-  --idle-sessions N  no load: bind N sessions on each system (zlink, tokio, ractor)
+  --idle-sessions N  no load: bind N sessions on each system (zlink, zlink-epoll, tokio, ractor)
                  and report the resident memory each costs, one process per system
   --scale-report DIR  no load: read the sweep scripts/scale.sh wrote in DIR
                  (<axis>-<value>.json), print its table, write DIR/scale.svg
@@ -344,7 +345,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, ArgsErro
         options.systems.retain(|s| s.runs(Workload::Churn));
         if options.systems.is_empty() {
             return Err(invalid(
-                "--idle-sessions needs zlink, tokio or ractor: the raw forwarders bind nothing"
+                "--idle-sessions needs zlink, zlink-epoll, tokio or ractor: the raw forwarders bind nothing"
                     .to_owned(),
             ));
         }

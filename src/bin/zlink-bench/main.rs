@@ -153,6 +153,7 @@ fn run_rounds(
                 unpin_current(options.cores)?;
             }
             let system = systems::start(summary.system, &spec)?;
+            summary.io_stack = system.io_stack();
             let entry = system.entry();
             let client_core = run.pin.map(|p| p.client_core);
             let load_spec = spec.clone();

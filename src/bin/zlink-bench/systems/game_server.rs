@@ -231,6 +231,10 @@ impl Running for Server {
         self.entry
     }
 
+    fn io_stack(&self) -> &'static str {
+        "epoll (tokio)"
+    }
+
     fn stop(self: Box<Self>) -> Vec<super::Move> {
         let _ = self.stop.send(());
         let _ = self.thread.join();

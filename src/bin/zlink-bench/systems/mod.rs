@@ -13,13 +13,19 @@ mod zlink;
 use std::net::SocketAddr;
 use std::time::Instant;
 
+use ::zlink::api::IoBackend;
+
 use crate::args::Workload;
 use crate::client::LoadSpec;
 
 /// A system the bench can start.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SystemKind {
+    /// zlink with its shards on io_uring (issue 8: the default backend).
     Zlink,
+    /// zlink with its shards on epoll (issue 8: where io_uring is denied),
+    /// everything above the IO seam the same.
+    ZlinkEpoll,
     RawUring,
     RawEpoll,
     Tokio,
@@ -28,8 +34,9 @@ pub enum SystemKind {
 
 impl SystemKind {
     /// Every system, in the order `--compare` interleaves them.
-    pub const ALL: [SystemKind; 5] = [
+    pub const ALL: [SystemKind; 6] = [
         SystemKind::Zlink,
+        SystemKind::ZlinkEpoll,
         SystemKind::RawUring,
         SystemKind::RawEpoll,
         SystemKind::Tokio,
@@ -39,6 +46,7 @@ impl SystemKind {
     pub fn name(self) -> &'static str {
         match self {
             SystemKind::Zlink => "zlink",
+            SystemKind::ZlinkEpoll => "zlink-epoll",
             SystemKind::RawUring => "raw-uring",
             SystemKind::RawEpoll => "raw-epoll",
             SystemKind::Tokio => "tokio",
@@ -56,18 +64,23 @@ impl SystemKind {
         match self {
             SystemKind::RawUring | SystemKind::RawEpoll => workload == Workload::Relay,
             SystemKind::Tokio | SystemKind::Ractor => workload != Workload::Relocate,
-            SystemKind::Zlink => true,
+            SystemKind::Zlink | SystemKind::ZlinkEpoll => true,
         }
     }
+
 
     /// What the system is, in the report's words: its io stack and shape
     /// (zlink's from `--nodes` and `--shards`).
     pub fn describes(self, nodes: u64, shards: usize) -> String {
         let fixed = match self {
-            SystemKind::Zlink => {
+            SystemKind::Zlink | SystemKind::ZlinkEpoll => {
+                let backend = match self {
+                    SystemKind::Zlink => "io_uring",
+                    _ => "epoll",
+                };
                 return format!(
-                    "{nodes} zlink nodes, {shards} shard(s) each, io_uring reactor; sessions on node 1, players on nodes 2..={nodes}"
-                )
+                    "{nodes} zlink nodes, {shards} shard(s) each, shards on {backend} (io_backend); sessions on node 1, players on nodes 2..={nodes}"
+                );
             }
             SystemKind::RawUring => "two-hop forwarder on io_uring (zlink's net::Reactor: multishot recv, provided buffers, one submit per turn)",
             SystemKind::RawEpoll => "two-hop forwarder on tokio current-thread (epoll), one thread per hop",
@@ -93,6 +106,9 @@ pub struct Move {
 pub trait Running {
     /// Where the load client connects.
     fn entry(&self) -> SocketAddr;
+    /// The io stack the system's sockets run on, as it runs (zlink's: what
+    /// its nodes report, issue 8 item 2), for the report.
+    fn io_stack(&self) -> &'static str;
     /// Stops the system, joins its threads and hands back the relocations
     /// it made (none but zlink's under `relocate`).
     fn stop(self: Box<Self>) -> Vec<Move>;
@@ -101,7 +117,8 @@ pub trait Running {
 /// Starts `kind` ready for `spec`'s load.
 pub fn start(kind: SystemKind, spec: &LoadSpec) -> Result<Box<dyn Running>, String> {
     match kind {
-        SystemKind::Zlink => zlink::start(spec),
+        SystemKind::Zlink => zlink::start(spec, IoBackend::IoUring),
+        SystemKind::ZlinkEpoll => zlink::start(spec, IoBackend::Epoll),
         SystemKind::RawUring => raw_uring::start(),
         SystemKind::RawEpoll => raw_epoll::start(),
         SystemKind::Tokio => tokio_game::start(),

@@ -32,6 +32,10 @@ impl Running for Forwarder {
         self.entry
     }
 
+    fn io_stack(&self) -> &'static str {
+        "epoll (tokio)"
+    }
+
     fn stop(self: Box<Self>) -> Vec<super::Move> {
         for hop in self.hops {
             let _ = hop.stop.send(());

@@ -37,6 +37,10 @@ impl Running for Forwarder {
         self.entry
     }
 
+    fn io_stack(&self) -> &'static str {
+        "io_uring"
+    }
+
     fn stop(self: Box<Self>) -> Vec<super::Move> {
         self.stop.store(true, Ordering::Release);
         for hop in &self.hops {
