@@ -3,6 +3,7 @@
 //! connects to; all of them answer the client's LOGIN, RELAY and (where the
 //! system has a protocol) PUSH in the same framing.
 
+mod forward;
 mod game_server;
 mod ractor_game;
 mod raw_epoll;
@@ -82,8 +83,8 @@ impl SystemKind {
                     "{nodes} zlink nodes, {shards} shard(s) each, shards on {backend} (io_backend); sessions on node 1, players on nodes 2..={nodes}"
                 );
             }
-            SystemKind::RawUring => "two-hop forwarder on io_uring (zlink's net::Reactor: multishot recv, provided buffers, one submit per turn)",
-            SystemKind::RawEpoll => "two-hop forwarder on tokio current-thread (epoll), one thread per hop",
+            SystemKind::RawUring => "two-hop forwarder on io_uring (zlink's net::Reactor: multishot recv, provided buffers, one submit per turn), every client multiplexed on one A-B link",
+            SystemKind::RawEpoll => "two-hop forwarder on tokio current-thread (epoll), one thread per hop, every client multiplexed on one A-B link",
             SystemKind::Tokio => "one server on tokio multi-thread (2 workers): a task per session and per player, mpsc channels, HashMap of players",
             SystemKind::Ractor => "one server on tokio multi-thread (2 workers): a ractor actor per player, a task per session",
         };
