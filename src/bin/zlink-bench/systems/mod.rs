@@ -115,6 +115,21 @@ pub trait Running {
     fn stop(self: Box<Self>) -> Vec<Move>;
 }
 
+/// zlink's listen backlog (net::conn's LISTEN_BACKLOG): the tokio
+/// baselines listen with the same, not std's 128, which overflows when a
+/// run logs a thousand sessions in at once (each refused SYN costs its
+/// client a 1 s retransmit).
+const LISTEN_BACKLOG: u32 = 1024;
+
+/// A loopback listener on a free port for the tokio-based systems, with
+/// zlink's backlog; call it inside their runtime.
+pub fn listen_loopback() -> std::io::Result<tokio::net::TcpListener> {
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    socket.set_reuseaddr(true)?;
+    socket.bind(([127, 0, 0, 1], 0).into())?;
+    socket.listen(LISTEN_BACKLOG)
+}
+
 /// Starts `kind` ready for `spec`'s load.
 pub fn start(kind: SystemKind, spec: &LoadSpec) -> Result<Box<dyn Running>, String> {
     match kind {

@@ -19,7 +19,7 @@ use std::rc::Rc;
 use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio::sync::{oneshot, Notify};
 
 use super::{forward, Running};
@@ -266,7 +266,7 @@ fn spawn_hop(
             };
             let local = tokio::task::LocalSet::new();
             local.block_on(&runtime, async move {
-                let listener = match TcpListener::bind(("127.0.0.1", 0)).await {
+                let listener = match super::listen_loopback() {
                     Ok(listener) => listener,
                     Err(e) => {
                         let _ = tx.send(Err(format!("listen: {e}")));
