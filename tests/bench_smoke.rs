@@ -246,6 +246,13 @@ fn bench_idle_sessions_reports_memory_per_bound_session() {
         assert_eq!(system["bound"], 40, "{}", system["system"]);
         assert!(system["rss_bound_kib"].as_u64().unwrap() > 0);
         assert!(system["kib_per_session_binding"].as_f64().is_some());
+        for phase in ["start", "login", "measure", "stop"] {
+            assert!(
+                system["phase_seconds"][phase].as_f64().is_some(),
+                "{}: no {phase} time",
+                system["system"]
+            );
+        }
         assert!(stdout.contains(system["system"].as_str().unwrap()));
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -315,4 +322,71 @@ fn bench_raw_forwarders_refuse_the_push_workload() {
     assert!(
         String::from_utf8_lossy(&output.stderr).contains("no chosen system runs the push workload")
     );
+}
+
+/// `--messages N` ends each system's measured window after N messages,
+/// well before its `--duration`: exactly N are measured, none lost.
+#[test]
+fn bench_messages_bounds_the_measured_window_by_count() {
+    let dir = out_dir("messages");
+    let json = dir.join("messages.json");
+    let output = Command::new(env!("CARGO_BIN_EXE_zlink-bench"))
+        .args(["--system", "zlink-epoll,raw-epoll", "--messages", "300"])
+        .args(["--sessions", "4", "--in-flight", "2", "--warmup", "0.1"])
+        .args(["--duration", "30", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "zlink-bench failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let run = &report["runs"][0];
+    assert_eq!(run["messages_bound"], 300);
+    assert!(run["load"].as_str().unwrap().contains("at most 300 messages"));
+    for system in run["systems"].as_array().unwrap() {
+        assert_eq!(system["messages"], 300, "{}", system["system"]);
+        assert_eq!(system["lost"], 0, "{}", system["system"]);
+        // msg/s is over the window the count ended, not the 30 s asked.
+        assert!(system["messages_per_second"].as_f64().unwrap() > 10.0);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--scale-report` reads every point of a sweep (every run of each JSON)
+/// into one table and draws p99 and msg/s against each axis.
+#[test]
+fn bench_scale_report_tabulates_and_plots_every_point() {
+    let dir = out_dir("scale");
+    std::fs::create_dir_all(&dir).unwrap();
+    let point = |system: &str, p99: f64| {
+        serde_json::json!({ "runs": [{ "systems": [{
+            "system": system,
+            "latency_us": { "p50": 1.0, "p99": p99 },
+            "messages_per_second": 1000.0,
+        }]}]})
+        .to_string()
+    };
+    std::fs::write(dir.join("sessions-100.json"), point("zlink", 11.0)).unwrap();
+    std::fs::write(dir.join("sessions-1000.json"), point("zlink", 22.0)).unwrap();
+    std::fs::write(dir.join("nodes-3.json"), point("zlink-epoll", 33.0)).unwrap();
+    std::fs::write(dir.join("notes.json"), "not a point").unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_zlink-bench"))
+        .arg("--scale-report")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}");
+    for row in ["sessions=100", "sessions=1000", "nodes=3", "33.0"] {
+        assert!(stdout.contains(row), "no {row} in\n{stdout}");
+    }
+    let svg = std::fs::read_to_string(dir.join("scale.svg")).unwrap();
+    for label in ["p99 latency", "messages/s", "by sessions", "by nodes", "zlink-epoll"] {
+        assert!(svg.contains(label), "the plot has no {label}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -69,6 +69,9 @@ pub struct Options {
     pub warmup: Duration,
     /// The measured time.
     pub duration: Duration,
+    /// `--messages N`: the measured window also ends once N messages were
+    /// sent in it (whichever comes first; not for churn).
+    pub messages: Option<u64>,
     /// Rounds over `systems` (`--compare`: at least 3, interleaved).
     pub rounds: usize,
     /// Where the JSON report goes.
@@ -142,6 +145,7 @@ const MAX_IN_FLIGHT: usize = 1_024;
 const MAX_PAYLOAD: usize = 60 * 1024;
 const MAX_SECONDS: u64 = 600;
 const MAX_ROUNDS: usize = 100;
+const MAX_MESSAGES: u64 = 1_000_000_000;
 const MAX_NODES: u64 = 16;
 const MAX_SHARDS: usize = 16;
 /// Open-loop rates above this would only measure the client's queue.
@@ -151,7 +155,7 @@ pub const COMPARE_ROUNDS_MIN: usize = 3;
 
 pub const USAGE: &str = "\
 usage: zlink-bench [--system S[,S..]] [--workload W] [--sessions N] [--in-flight N]
-                   [--payload BYTES] [--warmup SECS] [--duration SECS] [--rounds N]
+                   [--payload BYTES] [--warmup SECS] [--duration SECS] [--messages N] [--rounds N]
                    [--nodes N] [--shards N] [--pin C:S] [--rate R] [--compare [--full]]
                    [--idle-sessions N] [--scale-report DIR] [--json FILE] [--out DIR]
 
@@ -171,6 +175,8 @@ message, lost and duplicated.
   --payload B    payload bytes per request (default 64)
   --warmup S     seconds of load before measuring (default 1; fractions allowed)
   --duration S   measured seconds (default 5)
+  --messages N   also end the measured window once N messages were sent in it,
+                 whichever comes first (not churn); msg/s is over the window
   --rounds N     rounds over the systems, interleaved (default 1)
   --nodes N      zlink nodes, 2 or more: sessions on node 1, players on the others (default 2)
   --shards N     shards per zlink node (default 1)
@@ -251,6 +257,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, ArgsErro
         payload_len: 64,
         warmup: Duration::from_secs(1),
         duration: Duration::from_secs(5),
+        messages: None,
         rounds: 1,
         json: None,
         out_dir: None,
@@ -308,6 +315,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, ArgsErro
             "--payload" => options.payload_len = number(&flag, &value, 8, MAX_PAYLOAD)?,
             "--warmup" => options.warmup = seconds(&flag, &value)?,
             "--duration" => options.duration = seconds(&flag, &value)?,
+            "--messages" => options.messages = Some(number(&flag, &value, 1, MAX_MESSAGES)?),
             "--rounds" => options.rounds = number(&flag, &value, 1, MAX_ROUNDS)?,
             "--json" => options.json = Some(PathBuf::from(value)),
             "--out" => options.out_dir = Some(PathBuf::from(value)),
@@ -367,6 +375,11 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, ArgsErro
     if options.rate.is_some() && options.workloads.contains(&Workload::Churn) && !compare {
         return Err(invalid(
             "--rate does not apply to churn: its operations follow each other".to_owned(),
+        ));
+    }
+    if options.messages.is_some() && options.workloads == [Workload::Churn] {
+        return Err(invalid(
+            "--messages does not apply to churn: it counts operations in time".to_owned(),
         ));
     }
     if options.duration.is_zero() {

@@ -65,6 +65,7 @@ pub fn child(options: &Options, sessions: usize) -> Result<(), String> {
         rate: None,
         nodes: options.nodes,
         shards: options.shards,
+        messages: None,
     };
     let before = rss_kib()?;
     let clock = Instant::now();

@@ -127,6 +127,9 @@ fn run_rounds(
             .filter(|_| run.workload != args::Workload::Churn),
         nodes: options.nodes,
         shards: options.shards,
+        messages: options
+            .messages
+            .filter(|_| run.workload != args::Workload::Churn),
     };
     let mut summaries = systems
         .iter()
@@ -177,7 +180,8 @@ fn run_rounds(
                 tally.lost,
                 tally.duplicated
             );
-            summary.add(tally, spec.duration.as_secs_f64())?;
+            let seconds = tally.measured_seconds;
+            summary.add(tally, seconds)?;
         }
     }
     Ok(summaries)

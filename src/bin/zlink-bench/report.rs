@@ -177,12 +177,18 @@ impl Summary {
 
 /// How the load was offered, in words.
 fn load_mode(options: &Options, workload: Workload) -> String {
-    match (workload, options.rate) {
+    let mode = match (workload, options.rate) {
         (Workload::Churn, _) => "churn: one operation at a time per session".to_owned(),
         (_, Some(rate)) => {
             format!("open loop at {rate} msg/s in total, latency from the intended send time")
         }
         (_, None) => format!("closed loop, {} in flight each", options.in_flight),
+    };
+    match options.messages {
+        Some(n) if workload != Workload::Churn => {
+            format!("{mode}, at most {n} messages measured per round")
+        }
+        _ => mode,
     }
 }
 
@@ -395,6 +401,7 @@ pub fn json(options: &Options, run: &Run, summaries: &[Summary]) -> serde_json::
         "payload_bytes": options.payload_len,
         "warmup_seconds": options.warmup.as_secs_f64(),
         "duration_seconds": options.duration.as_secs_f64(),
+        "messages_bound": options.messages,
         "rounds": options.rounds,
         "cores": options.cores,
         "zlink_nodes": options.nodes,
