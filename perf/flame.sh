@@ -14,12 +14,12 @@
 # Where the hardware counters are "not supported" (`perf stat -e
 # instructions true`, most VMs), the samples are taken on the cpu-clock
 # timer instead of cycles (coarser, still a CPU profile), and the script
-# also runs the scenario under `valgrind --tool=callgrind`: exact
-# instruction counts per function, stable on a noisy machine. Valgrind does
-# not drive io_uring, so that run puts zlink on its epoll backend
-# (`zlink-epoll`) and the raw forwarder on tokio (`raw-epoll`); read it in
-# perf-out/callgrind-annotate.txt (inclusive counts, the top functions) or
-# with `callgrind_annotate perf-out/callgrind.out.*`.
+# also runs perf/callgrind.sh: exact instruction counts per function under
+# `valgrind --tool=callgrind`, stable on a noisy machine. Valgrind does not
+# drive io_uring, so that run puts zlink on its epoll backend (`zlink-epoll`)
+# and the raw forwarder on tokio (`raw-epoll`); read it in
+# perf-out/callgrind-annotate.txt (inclusive counts) or with
+# `callgrind_annotate perf-out/callgrind.out.*`.
 #
 # usage: perf/flame.sh [SYSTEM] [WORKLOAD]   (defaults: zlink relay)
 #   env: DURATION=3 (measured seconds under perf), SESSIONS=64
@@ -69,19 +69,4 @@ echo "flamegraph: $OUT/flame-$SYSTEM-$WORKLOAD.svg ($(wc -l <"$OUT/flame-$SYSTEM
 [ "$hardware" = yes ] && exit 0
 
 echo "no hardware counters: instruction counts from callgrind instead" >&2
-if ! command -v valgrind >/dev/null 2>&1; then
-  echo "valgrind is missing: apt-get install valgrind" >&2
-  exit 1
-fi
-case "$SYSTEM" in
-  zlink) grind=zlink-epoll ;;
-  raw-uring) grind=raw-epoll ;;
-  *) grind=$SYSTEM ;;
-esac
-[ "$grind" != "$SYSTEM" ] && echo "callgrind runs $grind: valgrind does not drive io_uring" >&2
-short=(--system "$grind" --workload "$WORKLOAD" --sessions 8 --warmup 0.2 --duration 1)
-rm -f "$OUT"/callgrind.out.*
-timeout 600 valgrind --tool=callgrind --callgrind-out-file="$OUT/callgrind.out.%p" \
-  "$bench" "${short[@]}" >"$OUT/callgrind.txt" 2>"$OUT/callgrind.err"
-callgrind_annotate --inclusive=yes "$OUT"/callgrind.out.* 2>/dev/null | head -60 >"$OUT/callgrind-annotate.txt"
-echo "callgrind: $OUT/callgrind-annotate.txt (inclusive instruction counts of $grind $WORKLOAD, setup included)"
+BENCH=$bench perf/callgrind.sh "$SYSTEM" "$WORKLOAD"

@@ -8,9 +8,8 @@
 #
 # Where perf is missing or the hardware counters are "not supported" (most
 # VMs: then only task-clock, context switches and syscalls are counted), it
-# says so and falls back to `valgrind --tool=callgrind`: instruction counts
-# that are stable on a noisy machine, far slower, so it runs a short
-# scenario; read them with `callgrind_annotate perf-out/callgrind.out.*`.
+# says so and falls back to perf/callgrind.sh: instruction counts that are
+# stable on a noisy machine, far slower, so it runs a short scenario.
 # Valgrind does not drive io_uring (a run of zlink or raw-uring under it
 # hangs at the first turn), so the fallback runs zlink on its epoll backend
 # (zlink-epoll) and raw-uring's place is taken by raw-epoll, and says so.
@@ -49,19 +48,4 @@ fi
 [ "$hardware" = yes ] && exit 0
 
 echo "no hardware counters here (cycles, instructions): falling back to callgrind for instruction counts" >&2
-if ! command -v valgrind >/dev/null 2>&1; then
-  echo "valgrind is missing too: apt-get install valgrind" >&2
-  exit 1
-fi
-case "$SYSTEM" in
-  zlink) grind=zlink-epoll ;;
-  raw-uring) grind=raw-epoll ;;
-  *) grind=$SYSTEM ;;
-esac
-[ "$grind" != "$SYSTEM" ] && echo "callgrind runs $grind: valgrind does not drive io_uring" >&2
-short=(--system "$grind" --workload "$WORKLOAD" --sessions 8 --warmup 0.2 --duration 1 --json "$OUT/callgrind.json")
-rm -f "$OUT"/callgrind.out.*
-timeout 600 valgrind --tool=callgrind --callgrind-out-file="$OUT/callgrind.out.%p" "$bench" "${short[@]}" >"$OUT/callgrind.txt" 2>"$OUT/callgrind.err"
-n=$(messages "$OUT/callgrind.json")
-ir=$(grep -h '^summary:' "$OUT"/callgrind.out.* | awk '{ s += $2 } END { print s }')
-echo "$grind $WORKLOAD under callgrind: $n messages, $ir instructions in all, $(( ir / (n > 0 ? n : 1) )) per message (setup and warm-up included)"
+perf/callgrind.sh "$SYSTEM" "$WORKLOAD"
