@@ -346,7 +346,10 @@ fn bench_messages_bounds_the_measured_window_by_count() {
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let run = &report["runs"][0];
     assert_eq!(run["messages_bound"], 300);
-    assert!(run["load"].as_str().unwrap().contains("at most 300 messages"));
+    assert!(run["load"]
+        .as_str()
+        .unwrap()
+        .contains("at most 300 messages"));
     for system in run["systems"].as_array().unwrap() {
         assert_eq!(system["messages"], 300, "{}", system["system"]);
         assert_eq!(system["lost"], 0, "{}", system["system"]);
@@ -385,7 +388,13 @@ fn bench_scale_report_tabulates_and_plots_every_point() {
         assert!(stdout.contains(row), "no {row} in\n{stdout}");
     }
     let svg = std::fs::read_to_string(dir.join("scale.svg")).unwrap();
-    for label in ["p99 latency", "messages/s", "by sessions", "by nodes", "zlink-epoll"] {
+    for label in [
+        "p99 latency",
+        "messages/s",
+        "by sessions",
+        "by nodes",
+        "zlink-epoll",
+    ] {
         assert!(svg.contains(label), "the plot has no {label}");
     }
     let _ = std::fs::remove_dir_all(&dir);

@@ -50,17 +50,13 @@ fn points(axis: &'static str, value: f64, report: &serde_json::Value) -> Vec<Poi
 
 /// Reads the sweep in `dir`, prints its table and writes `scale.svg`.
 pub fn report(dir: &Path) -> Result<(), String> {
-    let entries =
-        std::fs::read_dir(dir).map_err(|e| format!("reading {}: {e}", dir.display()))?;
+    let entries = std::fs::read_dir(dir).map_err(|e| format!("reading {}: {e}", dir.display()))?;
     let mut all = Vec::new();
     for entry in entries {
         let path = entry
             .map_err(|e| format!("reading {}: {e}", dir.display()))?
             .path();
-        let Some((axis, value)) = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(point_of)
+        let Some((axis, value)) = path.file_name().and_then(|n| n.to_str()).and_then(point_of)
         else {
             continue;
         };

@@ -153,6 +153,9 @@ mod tests {
         let mut head = link.split_to(HEADER + 2);
         assert!(next_chunk(&mut head).is_none());
         head.unsplit(link);
-        assert_eq!(next_chunk(&mut head).map(|(t, b)| (t, b.to_vec())), Some((1, b"abcdef".to_vec())));
+        assert_eq!(
+            next_chunk(&mut head).map(|(t, b)| (t, b.to_vec())),
+            Some((1, b"abcdef".to_vec()))
+        );
     }
 }

@@ -69,7 +69,6 @@ impl SystemKind {
         }
     }
 
-
     /// What the system is, in the report's words: its io stack and shape
     /// (zlink's from `--nodes` and `--shards`).
     pub fn describes(self, nodes: u64, shards: usize) -> String {

@@ -245,10 +245,7 @@ async fn link_to(upstream: SocketAddr) -> Result<Rc<Hub>, String> {
 /// Starts a hop on its own current-thread runtime, each accepted
 /// connection in its own task: hop A (`upstream`: B's address) relays,
 /// hop B reflects.
-fn spawn_hop(
-    name: &str,
-    upstream: Option<SocketAddr>,
-) -> Result<(SocketAddr, HopThread), String> {
+fn spawn_hop(name: &str, upstream: Option<SocketAddr>) -> Result<(SocketAddr, HopThread), String> {
     let (tx, rx) = mpsc::channel();
     let (stop, stopped) = oneshot::channel::<()>();
     let thread = std::thread::Builder::new()

@@ -79,7 +79,7 @@ impl Relay {
     /// A client's bytes, as one chunk on the link. The forwarder never
     /// queues more than the reactor's bound: a client whose bytes find no
     /// room is closed instead of growing memory.
-    fn from_client(&mut self, reactor: &mut Reactor, conn: ConnId) {
+    fn uplink_client(&mut self, reactor: &mut Reactor, conn: ConnId) {
         let (Some(&tag), Some(link)) = (self.tags.get(&conn), self.link) else {
             return;
         };
@@ -96,7 +96,7 @@ impl Relay {
     }
 
     /// B's chunks, each to its client (one that has gone is skipped).
-    fn from_link(&mut self, reactor: &mut Reactor, link: ConnId) {
+    fn downlink(&mut self, reactor: &mut Reactor, link: ConnId) {
         let Some(mut inbound) = reactor.inbound(link).map(|b| b.split()) else {
             return;
         };
@@ -152,9 +152,9 @@ impl HopLogic for Relay {
                 self.clients.insert(tag, conn);
             }
             NetEvent::Received { conn } if Some(conn) == self.link => {
-                self.from_link(reactor, conn);
+                self.downlink(reactor, conn);
             }
-            NetEvent::Received { conn } => self.from_client(reactor, conn),
+            NetEvent::Received { conn } => self.uplink_client(reactor, conn),
             NetEvent::Closed { conn, .. } | NetEvent::ConnectFailed { conn, .. }
                 if Some(conn) == self.link =>
             {
