@@ -29,32 +29,12 @@ fn rss_kib() -> Result<u64, String> {
         .ok_or_else(|| "no VmRSS in /proc/self/status".to_owned())
 }
 
-/// Raises the soft file-descriptor limit to the hard one: N sessions hold
-/// 2N descriptors here (client and server ends).
-fn raise_fd_limit() -> Result<(), String> {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes one `rlimit` into the pointer, which points
-    // to a live value of that type.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
-        return Err(format!("getrlimit: {}", std::io::Error::last_os_error()));
-    }
-    limit.rlim_cur = limit.rlim_max;
-    // SAFETY: setrlimit only reads the `rlimit` the pointer points to.
-    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) } != 0 {
-        return Err(format!("setrlimit: {}", std::io::Error::last_os_error()));
-    }
-    Ok(())
-}
-
 /// The child: measures the one system of `options` and prints its line.
 pub fn child(options: &Options, sessions: usize) -> Result<(), String> {
     let &[system] = options.systems.as_slice() else {
         return Err("--idle-child measures exactly one system".to_owned());
     };
-    raise_fd_limit()?;
+    crate::ensure_descriptors(sessions)?;
     let spec = LoadSpec {
         workload: Workload::Relay,
         sessions,

@@ -69,6 +69,7 @@ fn run(options: &args::Options) -> Result<bool, String> {
         }
         return idle::run(options, sessions);
     }
+    ensure_descriptors(options.sessions)?;
     let mut reports = Vec::new();
     let mut clean = true;
     let started = Instant::now();
@@ -95,6 +96,43 @@ fn run(options: &args::Options) -> Result<bool, String> {
         write_json(path, &serde_json::json!({ "runs": reports }))?;
     }
     Ok(clean)
+}
+
+/// Descriptors a run needs beyond two per session: listeners, links,
+/// rings, runtimes, the store.
+const DESCRIPTORS_SPARE: u64 = 512;
+
+/// Makes room for `sessions` connections in this process, which holds both
+/// ends of each: raises the soft descriptor limit, and the hard one where
+/// it is allowed to (root); where it cannot, says so at once instead of
+/// letting the logins fail with EMFILE one by one.
+pub fn ensure_descriptors(sessions: usize) -> Result<(), String> {
+    let need = 2 * sessions as u64 + DESCRIPTORS_SPARE;
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one `rlimit` into the pointer, which points
+    // to a live value of that type.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return Err(format!("getrlimit: {}", std::io::Error::last_os_error()));
+    }
+    if limit.rlim_cur >= need {
+        return Ok(());
+    }
+    let raised = libc::rlimit {
+        rlim_cur: need.max(limit.rlim_cur),
+        rlim_max: need.max(limit.rlim_max),
+    };
+    // SAFETY: setrlimit only reads the `rlimit` the pointer points to.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
+        return Err(format!(
+            "{sessions} sessions need about {need} file descriptors (both ends of each connection are in this process); the limit is {} and could not be raised ({}): raise it (ulimit -n) or run fewer sessions",
+            limit.rlim_max,
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
 }
 
 /// Writes `value` as pretty JSON to `path`, creating its folder.
