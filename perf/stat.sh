@@ -8,12 +8,11 @@
 #
 # Where perf is missing or the hardware counters are "not supported" (most
 # VMs: then only task-clock, context switches and syscalls are counted), it
-# says so and falls back to `valgrind --tool=callgrind`: instruction counts
-# that are stable on a noisy machine, far slower, so it runs a short
-# scenario; read them with `callgrind_annotate perf-out/callgrind.out.*`.
-# Valgrind 3.19 does not drive io_uring (a run of zlink or raw-uring under
-# it hangs at the first turn), so the fallback covers raw-epoll, tokio and
-# ractor only and says so for the others.
+# says so and falls back to perf/callgrind.sh: instruction counts that are
+# stable on a noisy machine, far slower, so it runs a short scenario.
+# Valgrind does not drive io_uring (a run of zlink or raw-uring under it
+# hangs at the first turn), so the fallback runs zlink on its epoll backend
+# (zlink-epoll) and raw-uring's place is taken by raw-epoll, and says so.
 #
 # usage: perf/stat.sh [SYSTEM] [WORKLOAD]   (defaults: zlink relay)
 set -euo pipefail
@@ -26,7 +25,10 @@ cargo build --release --features bench --bin zlink-bench
 bench=target/release/zlink-bench
 scenario=(--system "$SYSTEM" --workload "$WORKLOAD" --sessions 64 --warmup 1 --duration 5 --json "$OUT/stat.json")
 
-messages() { python3 -c 'import json,sys; print(sum(s["messages"] for s in json.load(open(sys.argv[1]))["systems"]))' "$1"; }
+# Messages measured over every run and system of a report ({"runs": [{"systems": [..]}]}).
+messages() {
+  python3 -c 'import json,sys; print(sum(s["messages"] for r in json.load(open(sys.argv[1]))["runs"] for s in r["systems"]))' "$1"
+}
 
 events=cycles,instructions,task-clock,context-switches,raw_syscalls:sys_enter
 hardware=yes
@@ -46,18 +48,4 @@ fi
 [ "$hardware" = yes ] && exit 0
 
 echo "no hardware counters here (cycles, instructions): falling back to callgrind for instruction counts" >&2
-if ! command -v valgrind >/dev/null 2>&1; then
-  echo "valgrind is missing too: apt-get install valgrind" >&2
-  exit 1
-fi
-case "$SYSTEM" in
-  zlink|raw-uring)
-    echo "callgrind cannot run $SYSTEM: valgrind does not drive io_uring; use a machine with hardware counters" >&2
-    exit 1 ;;
-esac
-short=(--system "$SYSTEM" --workload "$WORKLOAD" --sessions 8 --warmup 0.2 --duration 1 --json "$OUT/callgrind.json")
-rm -f "$OUT"/callgrind.out.*
-timeout 600 valgrind --tool=callgrind --callgrind-out-file="$OUT/callgrind.out.%p" "$bench" "${short[@]}" >"$OUT/callgrind.txt" 2>"$OUT/callgrind.err"
-n=$(messages "$OUT/callgrind.json")
-ir=$(grep -h '^summary:' "$OUT"/callgrind.out.* | awk '{ s += $2 } END { print s }')
-echo "$SYSTEM $WORKLOAD under callgrind: $n messages, $ir instructions in all, $(( ir / (n > 0 ? n : 1) )) per message (setup and warm-up included)"
+perf/callgrind.sh "$SYSTEM" "$WORKLOAD"

@@ -63,6 +63,7 @@ fn smoke(workload: &str, systems: &[&str], extra: &[&str], kinds: &[&str]) -> se
     assert_eq!(listed, systems, "the systems that run {workload}");
     for system in report["systems"].as_array().unwrap() {
         let name = system["system"].as_str().unwrap();
+        assert_eq!(system["io_stack"], io_stack(name), "{name}: io stack");
         for field in LATENCY_FIELDS {
             let value = system["latency_us"][field].as_f64();
             assert!(
@@ -100,6 +101,12 @@ fn smoke(workload: &str, systems: &[&str], extra: &[&str], kinds: &[&str]) -> se
         );
         assert!(stdout.contains(name), "the table has no row for {name}");
     }
+    if systems.starts_with(&ZLINK) {
+        assert!(
+            stdout.contains("ratios to zlink ") && stdout.contains("shards on epoll"),
+            "the report compares zlink's backends:\n{stdout}"
+        );
+    }
     for printed in ["lost", "dup", "p99.99", "cpu µs/msg"] {
         assert!(
             stdout.contains(printed),
@@ -117,8 +124,26 @@ fn smoke(workload: &str, systems: &[&str], extra: &[&str], kinds: &[&str]) -> se
     report
 }
 
-const ALL: [&str; 5] = ["zlink", "raw-uring", "raw-epoll", "tokio", "ractor"];
-const WITH_PROTOCOL: [&str; 3] = ["zlink", "tokio", "ractor"];
+const ALL: [&str; 6] = [
+    "zlink",
+    "zlink-epoll",
+    "raw-uring",
+    "raw-epoll",
+    "tokio",
+    "ractor",
+];
+const WITH_PROTOCOL: [&str; 4] = ["zlink", "zlink-epoll", "tokio", "ractor"];
+const ZLINK: [&str; 2] = ["zlink", "zlink-epoll"];
+
+/// The io stack each system reports running on (issue 8 item 4: the report
+/// names the backend of every zlink row, as the nodes report it).
+fn io_stack(system: &str) -> &'static str {
+    match system {
+        "zlink" | "raw-uring" => "io_uring",
+        "zlink-epoll" => "epoll",
+        _ => "epoll (tokio)",
+    }
+}
 
 #[test]
 fn bench_relay_runs_on_every_system_with_nothing_lost() {
@@ -163,14 +188,16 @@ fn bench_churn_times_every_operation_kind_with_nothing_lost() {
 
 #[test]
 fn bench_relocate_runs_on_zlink_alone_and_reports_the_pause_per_move() {
-    let report = smoke("relocate", &["zlink"], &[], &["relay", "pause", "move"]);
-    let zlink = &report["systems"][0];
-    let count = |kind: &str| zlink["kinds_us"][kind]["count"].as_u64().unwrap();
-    assert!(
-        count("pause") <= count("move"),
-        "at most one pause per committed move"
-    );
-    assert!(zlink["move_failures"].as_u64().is_some());
+    let report = smoke("relocate", &ZLINK, &[], &["relay", "pause", "move"]);
+    for zlink in report["systems"].as_array().unwrap() {
+        let count = |kind: &str| zlink["kinds_us"][kind]["count"].as_u64().unwrap();
+        assert!(
+            count("pause") <= count("move"),
+            "{}: at most one pause per committed move",
+            zlink["system"]
+        );
+        assert!(zlink["move_failures"].as_u64().is_some());
+    }
 }
 
 #[test]
@@ -219,6 +246,13 @@ fn bench_idle_sessions_reports_memory_per_bound_session() {
         assert_eq!(system["bound"], 40, "{}", system["system"]);
         assert!(system["rss_bound_kib"].as_u64().unwrap() > 0);
         assert!(system["kib_per_session_binding"].as_f64().is_some());
+        for phase in ["start", "login", "measure", "stop"] {
+            assert!(
+                system["phase_seconds"][phase].as_f64().is_some(),
+                "{}: no {phase} time",
+                system["system"]
+            );
+        }
         assert!(stdout.contains(system["system"].as_str().unwrap()));
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -288,4 +322,80 @@ fn bench_raw_forwarders_refuse_the_push_workload() {
     assert!(
         String::from_utf8_lossy(&output.stderr).contains("no chosen system runs the push workload")
     );
+}
+
+/// `--messages N` ends each system's measured window after N messages,
+/// well before its `--duration`: exactly N are measured, none lost.
+#[test]
+fn bench_messages_bounds_the_measured_window_by_count() {
+    let dir = out_dir("messages");
+    let json = dir.join("messages.json");
+    let output = Command::new(env!("CARGO_BIN_EXE_zlink-bench"))
+        .args(["--system", "zlink-epoll,raw-epoll", "--messages", "300"])
+        .args(["--sessions", "4", "--in-flight", "2", "--warmup", "0.1"])
+        .args(["--duration", "30", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "zlink-bench failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let run = &report["runs"][0];
+    assert_eq!(run["messages_bound"], 300);
+    assert!(run["load"]
+        .as_str()
+        .unwrap()
+        .contains("at most 300 messages"));
+    for system in run["systems"].as_array().unwrap() {
+        assert_eq!(system["messages"], 300, "{}", system["system"]);
+        assert_eq!(system["lost"], 0, "{}", system["system"]);
+        // msg/s is over the window the count ended, not the 30 s asked.
+        assert!(system["messages_per_second"].as_f64().unwrap() > 10.0);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--scale-report` reads every point of a sweep (every run of each JSON)
+/// into one table and draws p99 and msg/s against each axis.
+#[test]
+fn bench_scale_report_tabulates_and_plots_every_point() {
+    let dir = out_dir("scale");
+    std::fs::create_dir_all(&dir).unwrap();
+    let point = |system: &str, p99: f64| {
+        serde_json::json!({ "runs": [{ "systems": [{
+            "system": system,
+            "latency_us": { "p50": 1.0, "p99": p99 },
+            "messages_per_second": 1000.0,
+        }]}]})
+        .to_string()
+    };
+    std::fs::write(dir.join("sessions-100.json"), point("zlink", 11.0)).unwrap();
+    std::fs::write(dir.join("sessions-1000.json"), point("zlink", 22.0)).unwrap();
+    std::fs::write(dir.join("nodes-3.json"), point("zlink-epoll", 33.0)).unwrap();
+    std::fs::write(dir.join("notes.json"), "not a point").unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_zlink-bench"))
+        .arg("--scale-report")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}");
+    for row in ["sessions=100", "sessions=1000", "nodes=3", "33.0"] {
+        assert!(stdout.contains(row), "no {row} in\n{stdout}");
+    }
+    let svg = std::fs::read_to_string(dir.join("scale.svg")).unwrap();
+    for label in [
+        "p99 latency",
+        "messages/s",
+        "by sessions",
+        "by nodes",
+        "zlink-epoll",
+    ] {
+        assert!(svg.contains(label), "the plot has no {label}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

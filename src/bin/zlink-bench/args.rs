@@ -69,6 +69,9 @@ pub struct Options {
     pub warmup: Duration,
     /// The measured time.
     pub duration: Duration,
+    /// `--messages N`: the measured window also ends once N messages were
+    /// sent in it (whichever comes first; not for churn).
+    pub messages: Option<u64>,
     /// Rounds over `systems` (`--compare`: at least 3, interleaved).
     pub rounds: usize,
     /// Where the JSON report goes.
@@ -92,6 +95,9 @@ pub struct Options {
     pub idle_sessions: Option<usize>,
     /// Set in the child process that measures one system's idle memory.
     pub idle_child: bool,
+    /// `--scale-report DIR`: no load; the table and plot of the sweep
+    /// scripts/scale.sh left in DIR ([`crate::scale`]).
+    pub scale_report: Option<PathBuf>,
 }
 
 /// The pinned placement `--compare` uses when `--pin` is not given: the
@@ -139,6 +145,7 @@ const MAX_IN_FLIGHT: usize = 1_024;
 const MAX_PAYLOAD: usize = 60 * 1024;
 const MAX_SECONDS: u64 = 600;
 const MAX_ROUNDS: usize = 100;
+const MAX_MESSAGES: u64 = 1_000_000_000;
 const MAX_NODES: u64 = 16;
 const MAX_SHARDS: usize = 16;
 /// Open-loop rates above this would only measure the client's queue.
@@ -148,18 +155,19 @@ pub const COMPARE_ROUNDS_MIN: usize = 3;
 
 pub const USAGE: &str = "\
 usage: zlink-bench [--system S[,S..]] [--workload W] [--sessions N] [--in-flight N]
-                   [--payload BYTES] [--warmup SECS] [--duration SECS] [--rounds N]
+                   [--payload BYTES] [--warmup SECS] [--duration SECS] [--messages N] [--rounds N]
                    [--nodes N] [--shards N] [--pin C:S] [--rate R] [--compare [--full]]
-                   [--idle-sessions N] [--json FILE] [--out DIR]
+                   [--idle-sessions N] [--scale-report DIR] [--json FILE] [--out DIR]
 
 Starts each system on loopback, drives it with one shared load client (STREAM
 frames, the same payloads for every system), closed loop with N in flight per
 session or open loop at a fixed rate, and prints p50..max, messages/s, CPU per
 message, lost and duplicated.
 
-  --system S     zlink, raw-uring, raw-epoll, tokio, ractor, or all (default zlink)
-  --workload W   relay (all systems); push, mixed, churn (zlink, tokio, ractor);
-                 relocate (zlink only) (default relay)
+  --system S     zlink (shards on io_uring), zlink-epoll (shards on epoll),
+                 raw-uring, raw-epoll, tokio, ractor, or all (default zlink)
+  --workload W   relay (all systems); push, mixed, churn (zlink, zlink-epoll,
+                 tokio, ractor); relocate (zlink, zlink-epoll) (default relay)
   --sessions N   client sessions (default 64)
   --in-flight N  requests in flight per session, closed loop (default 1)
   --rate R       open loop: R messages/s over all sessions, latency from each
@@ -167,6 +175,8 @@ message, lost and duplicated.
   --payload B    payload bytes per request (default 64)
   --warmup S     seconds of load before measuring (default 1; fractions allowed)
   --duration S   measured seconds (default 5)
+  --messages N   also end the measured window once N messages were sent in it,
+                 whichever comes first (not churn); msg/s is over the window
   --rounds N     rounds over the systems, interleaved (default 1)
   --nodes N      zlink nodes, 2 or more: sessions on node 1, players on the others (default 2)
   --shards N     shards per zlink node (default 1)
@@ -176,8 +186,10 @@ message, lost and duplicated.
                  (--pin, or client and system on core 1), interleaved, at least 3 rounds,
                  with ratios to raw-uring and raw-epoll
   --full         with --compare: every workload, floating and pinned
-  --idle-sessions N  no load: bind N sessions on each system (zlink, tokio, ractor)
+  --idle-sessions N  no load: bind N sessions on each system (zlink, zlink-epoll, tokio, ractor)
                  and report the resident memory each costs, one process per system
+  --scale-report DIR  no load: read the sweep scripts/scale.sh wrote in DIR
+                 (<axis>-<value>.json), print its table, write DIR/scale.svg
   --json FILE    also write the report as JSON
   --out DIR      write one .hgrm per system and latency.svg into DIR
   -h, --help     this text
@@ -245,6 +257,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, ArgsErro
         payload_len: 64,
         warmup: Duration::from_secs(1),
         duration: Duration::from_secs(5),
+        messages: None,
         rounds: 1,
         json: None,
         out_dir: None,
@@ -252,6 +265,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, ArgsErro
         rate: None,
         idle_sessions: None,
         idle_child: false,
+        scale_report: None,
         nodes: 2,
         shards: 1,
         cores: std::thread::available_parallelism().map_or(1, usize::from),
@@ -301,9 +315,11 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, ArgsErro
             "--payload" => options.payload_len = number(&flag, &value, 8, MAX_PAYLOAD)?,
             "--warmup" => options.warmup = seconds(&flag, &value)?,
             "--duration" => options.duration = seconds(&flag, &value)?,
+            "--messages" => options.messages = Some(number(&flag, &value, 1, MAX_MESSAGES)?),
             "--rounds" => options.rounds = number(&flag, &value, 1, MAX_ROUNDS)?,
             "--json" => options.json = Some(PathBuf::from(value)),
             "--out" => options.out_dir = Some(PathBuf::from(value)),
+            "--scale-report" => options.scale_report = Some(PathBuf::from(value)),
             "--nodes" => options.nodes = number(&flag, &value, 2, MAX_NODES)?,
             "--shards" => options.shards = number(&flag, &value, 1, MAX_SHARDS)?,
             "--pin" => pin = Some(placement(&value, options.cores)?),
@@ -337,7 +353,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, ArgsErro
         options.systems.retain(|s| s.runs(Workload::Churn));
         if options.systems.is_empty() {
             return Err(invalid(
-                "--idle-sessions needs zlink, tokio or ractor: the raw forwarders bind nothing"
+                "--idle-sessions needs zlink, zlink-epoll, tokio or ractor: the raw forwarders bind nothing"
                     .to_owned(),
             ));
         }
@@ -359,6 +375,11 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, ArgsErro
     if options.rate.is_some() && options.workloads.contains(&Workload::Churn) && !compare {
         return Err(invalid(
             "--rate does not apply to churn: its operations follow each other".to_owned(),
+        ));
+    }
+    if options.messages.is_some() && options.workloads == [Workload::Churn] {
+        return Err(invalid(
+            "--messages does not apply to churn: it counts operations in time".to_owned(),
         ));
     }
     if options.duration.is_zero() {

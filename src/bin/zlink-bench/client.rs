@@ -17,7 +17,7 @@
 //! corrupt. A `mixed` tick is tracked at every member of the room
 //! ([`Fanout`]). `churn` has its own driver ([`crate::churn`]).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -27,6 +27,7 @@ use bytes::{Bytes, BytesMut};
 use hdrhistogram::Histogram;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::sync::Notify;
 use zlink::ids::{Correlation, PacketKey};
 use zlink::wire::client::ClientFrame;
 use zlink::wire::DecodeLimits;
@@ -100,6 +101,63 @@ pub struct LoadSpec {
     /// The zlink system's mesh; the baselines have their fixed shape.
     pub nodes: u64,
     pub shards: usize,
+    /// `--messages N`: the measured window also ends once N messages were
+    /// sent in it (not `churn`).
+    pub messages: Option<u64>,
+}
+
+/// `--messages N`: how many messages the measured window may still send,
+/// shared by every session of the run, and when the last one was sent.
+/// Messages sent in the warm-up do not count.
+pub struct Budget {
+    left: Cell<Option<u64>>,
+    ended: Cell<Option<Instant>>,
+    spent: Notify,
+}
+
+impl Budget {
+    pub fn new(messages: Option<u64>) -> Self {
+        Self {
+            left: Cell::new(messages),
+            ended: Cell::new(None),
+            spent: Notify::new(),
+        }
+    }
+
+    /// Whether a message meant for `at` may be sent: before the window
+    /// always, inside it while the budget lasts, after it never. Takes one
+    /// from the budget.
+    fn take(&self, at: Instant, phases: &Phases) -> bool {
+        if at >= phases.measure_end {
+            return false;
+        }
+        if at < phases.warm_end {
+            return true;
+        }
+        match self.left.get() {
+            None => true,
+            Some(0) => false,
+            Some(n) => {
+                self.left.set(Some(n - 1));
+                if n == 1 {
+                    self.ended.set(Some(at));
+                    self.spent.notify_waiters();
+                }
+                true
+            }
+        }
+    }
+
+    /// Whether the window is still open at `at` (time and budget left).
+    fn open(&self, at: Instant, phases: &Phases) -> bool {
+        at < phases.measure_end && self.left.get() != Some(0)
+    }
+
+    /// When the measured window ended: the last budgeted send, else its
+    /// planned end.
+    pub fn window_end(&self, phases: &Phases) -> Instant {
+        self.ended.get().unwrap_or(phases.measure_end)
+    }
 }
 
 /// When the phases of a run end, fixed once every session is logged in.
@@ -138,6 +196,9 @@ pub struct Tally {
     pub move_failures: u64,
     /// When the phases of the run ended.
     pub phases: Option<Phases>,
+    /// The measured window's length: `--duration`, or less when
+    /// `--messages` ended it first.
+    pub measured_seconds: f64,
     /// CPU seconds (user + system, the whole process) and wall seconds
     /// between the two samples taken inside the measured window.
     pub cpu_seconds: f64,
@@ -162,6 +223,7 @@ impl Tally {
             timelines: Vec::new(),
             move_failures: 0,
             phases: None,
+            measured_seconds: 0.0,
             cpu_seconds: 0.0,
             cpu_wall_seconds: 0.0,
         })
@@ -222,7 +284,8 @@ async fn drive_all(
         measure_end: now + spec.warmup + spec.duration,
         drain_end: now + spec.warmup + spec.duration + DRAIN_WAIT,
     };
-    let cpu = tokio::task::spawn_local(sample_cpu(phases));
+    let budget = Rc::new(Budget::new(spec.messages));
+    let cpu = tokio::task::spawn_local(sample_cpu(phases, Rc::clone(&budget)));
     let fanout = Rc::new(RefCell::new(Fanout::new(spec.sessions)));
     fanout.borrow_mut().senders = streams.len();
     let drivers: Vec<_> = if spec.workload == Workload::Churn {
@@ -248,6 +311,7 @@ async fn drive_all(
                     phases,
                     Rc::clone(&tally),
                     Rc::clone(&fanout),
+                    Rc::clone(&budget),
                 ))
             })
             .collect()
@@ -263,6 +327,7 @@ async fn drive_all(
     t.cpu_seconds = cpu_seconds;
     t.cpu_wall_seconds = cpu_wall_seconds;
     t.phases = Some(phases);
+    t.measured_seconds = (budget.window_end(&phases) - phases.warm_end).as_secs_f64();
     Ok(())
 }
 
@@ -300,12 +365,19 @@ pub async fn login_all(
 }
 
 /// CPU time used by the whole process (client and system threads alike)
-/// from the start to the end of the measured window, and the wall time
-/// between the two samples (the sampler may wake late on a busy thread).
-async fn sample_cpu(phases: Phases) -> Result<(f64, f64), String> {
+/// from the start to the end of the measured window (its planned end, or
+/// the last send `--messages` allowed), and the wall time between the two
+/// samples (the sampler may wake late on a busy thread).
+async fn sample_cpu(phases: Phases, budget: Rc<Budget>) -> Result<(f64, f64), String> {
     tokio::time::sleep_until(phases.warm_end.into()).await;
     let (cpu_start, wall_start) = (crate::report::process_cpu_seconds()?, Instant::now());
-    tokio::time::sleep_until(phases.measure_end.into()).await;
+    let spent = budget.spent.notified();
+    if budget.open(Instant::now(), &phases) {
+        tokio::select! {
+            () = tokio::time::sleep_until(phases.measure_end.into()) => {}
+            () = spent => {}
+        }
+    }
     let (cpu_end, wall_end) = (crate::report::process_cpu_seconds()?, Instant::now());
     Ok((cpu_end - cpu_start, (wall_end - wall_start).as_secs_f64()))
 }
@@ -511,6 +583,7 @@ async fn drive(
     phases: Phases,
     tally: Rc<RefCell<Tally>>,
     fanout: Rc<RefCell<Fanout>>,
+    budget: Rc<Budget>,
 ) {
     let mut window = Window {
         index,
@@ -534,7 +607,10 @@ async fn drive(
     });
     if schedule.is_none() {
         for _ in 0..spec.in_flight {
-            window.queue(Instant::now(), &fanout);
+            let now = Instant::now();
+            if budget.take(now, &phases) {
+                window.queue(now, &fanout);
+            }
         }
     }
     let player = player_name(index);
@@ -542,7 +618,7 @@ async fn drive(
     let broke = loop {
         if let Some(s) = &mut schedule {
             let now = Instant::now();
-            while s.next <= now && s.next < phases.measure_end {
+            while s.next <= now && budget.take(s.next, &phases) {
                 window.queue(s.next, &fanout);
                 s.next += s.interval;
             }
@@ -554,8 +630,8 @@ async fn drive(
             window.outbound.clear();
         }
         let still = match &schedule {
-            Some(s) => s.next < phases.measure_end,
-            None => Instant::now() < phases.measure_end,
+            Some(s) => budget.open(s.next, &phases),
+            None => budget.open(Instant::now(), &phases),
         };
         if sending && !still {
             sending = false;
@@ -588,7 +664,7 @@ async fn drive(
             &phases,
             &tally,
             &fanout,
-            refill,
+            refill.then_some(&*budget),
         ) {
             break Some(format!("{player}: {why}"));
         }
@@ -607,8 +683,9 @@ async fn drive(
     }
 }
 
-/// Files every complete frame in `inbound`; closed loop (`refill`), each
-/// answer is replaced by a new message while the measured window is open.
+/// Files every complete frame in `inbound`; closed loop (`refill`: the
+/// budget), each answer is replaced by a new message while the measured
+/// window is open.
 fn file_frames(
     window: &mut Window,
     inbound: &mut BytesMut,
@@ -616,7 +693,7 @@ fn file_frames(
     phases: &Phases,
     tally: &Rc<RefCell<Tally>>,
     fanout: &RefCell<Fanout>,
-    refill: bool,
+    refill: Option<&Budget>,
 ) -> Result<(), String> {
     loop {
         let frame = ClientFrame::decode_from(inbound, limits)
@@ -693,7 +770,7 @@ fn file_frames(
             }
         }
         drop(t);
-        if refill && now < phases.measure_end {
+        if refill.is_some_and(|budget| budget.take(now, phases)) {
             window.queue(now, fanout);
         }
     }

@@ -5,12 +5,14 @@
 //! VmRSS (/proc/self/status) before the system starts, after it started
 //! (zlink's player Actors are created then, the baselines spawn theirs at
 //! login) and after N sessions connected and logged in (bound); it prints
-//! one JSON line. The load client runs in the same process: its side of
+//! one JSON line, with the wall time of each phase (start, login, measure,
+//! stop) so that a slow phase shows. The load client runs in the same process: its side of
 //! each connection (a tokio TcpStream, no buffers kept) is in the figure.
 
 use std::cell::RefCell;
 use std::process::Command;
 use std::rc::Rc;
+use std::time::Instant;
 
 use crate::args::{Options, Workload};
 use crate::client::{self, LoadSpec, Tally};
@@ -27,32 +29,12 @@ fn rss_kib() -> Result<u64, String> {
         .ok_or_else(|| "no VmRSS in /proc/self/status".to_owned())
 }
 
-/// Raises the soft file-descriptor limit to the hard one: N sessions hold
-/// 2N descriptors here (client and server ends).
-fn raise_fd_limit() -> Result<(), String> {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes one `rlimit` into the pointer, which points
-    // to a live value of that type.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
-        return Err(format!("getrlimit: {}", std::io::Error::last_os_error()));
-    }
-    limit.rlim_cur = limit.rlim_max;
-    // SAFETY: setrlimit only reads the `rlimit` the pointer points to.
-    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) } != 0 {
-        return Err(format!("setrlimit: {}", std::io::Error::last_os_error()));
-    }
-    Ok(())
-}
-
 /// The child: measures the one system of `options` and prints its line.
 pub fn child(options: &Options, sessions: usize) -> Result<(), String> {
     let &[system] = options.systems.as_slice() else {
         return Err("--idle-child measures exactly one system".to_owned());
     };
-    raise_fd_limit()?;
+    crate::ensure_descriptors(sessions)?;
     let spec = LoadSpec {
         workload: Workload::Relay,
         sessions,
@@ -63,9 +45,12 @@ pub fn child(options: &Options, sessions: usize) -> Result<(), String> {
         rate: None,
         nodes: options.nodes,
         shards: options.shards,
+        messages: None,
     };
     let before = rss_kib()?;
+    let clock = Instant::now();
     let running = systems::start(system, &spec)?;
+    let start_seconds = clock.elapsed().as_secs_f64();
     let started = rss_kib()?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -74,20 +59,33 @@ pub fn child(options: &Options, sessions: usize) -> Result<(), String> {
     let local = tokio::task::LocalSet::new();
     let tally = Rc::new(RefCell::new(Tally::new()?));
     let entry = running.entry();
+    let clock = Instant::now();
     let streams = local.block_on(&runtime, client::login_all(entry, &spec, &tally))?;
+    let login_seconds = clock.elapsed().as_secs_f64();
+    let clock = Instant::now();
     let bound_rss = rss_kib()?;
+    let measure_seconds = clock.elapsed().as_secs_f64();
+    let bound = streams.len();
+    let clock = Instant::now();
+    drop(streams);
+    running.stop();
+    let stop_seconds = clock.elapsed().as_secs_f64();
     let line = serde_json::json!({
         "system": system.name(),
         "sessions": sessions,
-        "bound": streams.len(),
+        "bound": bound,
         "failed": tally.borrow().failed_sessions,
         "notes": tally.borrow().notes,
         "rss_before_kib": before,
         "rss_started_kib": started,
         "rss_bound_kib": bound_rss,
+        "phase_seconds": {
+            "start": start_seconds,
+            "login": login_seconds,
+            "measure": measure_seconds,
+            "stop": stop_seconds,
+        },
     });
-    drop(streams);
-    running.stop();
     println!("{line}");
     Ok(())
 }
@@ -131,7 +129,7 @@ pub fn run(options: &Options, sessions: usize) -> Result<bool, String> {
         "zlink-bench: idle bound sessions, {sessions} per system, one process each; RSS from /proc/self/status (load client included)"
     );
     println!(
-        "{:<10} {:>7} {:>14} {:>22} {:>26}",
+        "{:<12} {:>7} {:>14} {:>22} {:>26}   seconds: start login measure stop",
         "system", "bound", "RSS started MiB", "KiB/session (binding)", "KiB/session (incl. start)"
     );
     for line in &lines {
@@ -140,13 +138,18 @@ pub fn run(options: &Options, sessions: usize) -> Result<bool, String> {
         let per =
             |from: &str| (kib(line, "rss_bound_kib") - kib(line, from)) / (bound.max(1) as f64);
         let (binding, total) = (per("rss_started_kib"), per("rss_before_kib"));
+        let phase = |p: &str| line["phase_seconds"][p].as_f64().unwrap_or(0.0);
         println!(
-            "{:<10} {:>7} {:>14.1} {:>22.2} {:>26.2}",
+            "{:<12} {:>7} {:>14.1} {:>22.2} {:>26.2}   {:>14.2} {:>5.2} {:>7.3} {:>4.2}",
             line["system"].as_str().unwrap_or("?"),
             bound,
             kib(line, "rss_started_kib") / 1024.0,
             binding,
-            total
+            total,
+            phase("start"),
+            phase("login"),
+            phase("measure"),
+            phase("stop")
         );
         let mut entry = line.clone();
         entry["kib_per_session_binding"] = binding.into();

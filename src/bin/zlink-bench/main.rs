@@ -16,6 +16,7 @@ mod client;
 mod idle;
 mod pause;
 mod report;
+mod scale;
 mod systems;
 
 use std::path::Path;
@@ -57,6 +58,10 @@ fn main() {
 }
 
 fn run(options: &args::Options) -> Result<bool, String> {
+    if let Some(dir) = &options.scale_report {
+        scale::report(dir)?;
+        return Ok(true);
+    }
     if let Some(sessions) = options.idle_sessions {
         if options.idle_child {
             idle::child(options, sessions)?;
@@ -64,6 +69,7 @@ fn run(options: &args::Options) -> Result<bool, String> {
         }
         return idle::run(options, sessions);
     }
+    ensure_descriptors(options.sessions)?;
     let mut reports = Vec::new();
     let mut clean = true;
     let started = Instant::now();
@@ -90,6 +96,43 @@ fn run(options: &args::Options) -> Result<bool, String> {
         write_json(path, &serde_json::json!({ "runs": reports }))?;
     }
     Ok(clean)
+}
+
+/// Descriptors a run needs beyond two per session: listeners, links,
+/// rings, runtimes, the store.
+const DESCRIPTORS_SPARE: u64 = 512;
+
+/// Makes room for `sessions` connections in this process, which holds both
+/// ends of each: raises the soft descriptor limit, and the hard one where
+/// it is allowed to (root); where it cannot, says so at once instead of
+/// letting the logins fail with EMFILE one by one.
+pub fn ensure_descriptors(sessions: usize) -> Result<(), String> {
+    let need = 2 * sessions as u64 + DESCRIPTORS_SPARE;
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one `rlimit` into the pointer, which points
+    // to a live value of that type.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return Err(format!("getrlimit: {}", std::io::Error::last_os_error()));
+    }
+    if limit.rlim_cur >= need {
+        return Ok(());
+    }
+    let raised = libc::rlimit {
+        rlim_cur: need.max(limit.rlim_cur),
+        rlim_max: need.max(limit.rlim_max),
+    };
+    // SAFETY: setrlimit only reads the `rlimit` the pointer points to.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
+        return Err(format!(
+            "{sessions} sessions need about {need} file descriptors (both ends of each connection are in this process); the limit is {} and could not be raised ({}): raise it (ulimit -n) or run fewer sessions",
+            limit.rlim_max,
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
 }
 
 /// Writes `value` as pretty JSON to `path`, creating its folder.
@@ -122,6 +165,9 @@ fn run_rounds(
             .filter(|_| run.workload != args::Workload::Churn),
         nodes: options.nodes,
         shards: options.shards,
+        messages: options
+            .messages
+            .filter(|_| run.workload != args::Workload::Churn),
     };
     let mut summaries = systems
         .iter()
@@ -148,6 +194,7 @@ fn run_rounds(
                 unpin_current(options.cores)?;
             }
             let system = systems::start(summary.system, &spec)?;
+            summary.io_stack = system.io_stack();
             let entry = system.entry();
             let client_core = run.pin.map(|p| p.client_core);
             let load_spec = spec.clone();
@@ -171,7 +218,8 @@ fn run_rounds(
                 tally.lost,
                 tally.duplicated
             );
-            summary.add(tally, spec.duration.as_secs_f64())?;
+            let seconds = tally.measured_seconds;
+            summary.add(tally, seconds)?;
         }
     }
     Ok(summaries)

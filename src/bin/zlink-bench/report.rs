@@ -68,6 +68,8 @@ pub fn process_cpu_seconds() -> Result<f64, String> {
 /// One system's rounds, merged.
 pub struct Summary {
     pub system: SystemKind,
+    /// The io stack the system ran on, as it reported ([`crate::systems::Running::io_stack`]).
+    pub io_stack: &'static str,
     pub latency: Histogram<u64>,
     pub measured: u64,
     /// Measured seconds over all rounds.
@@ -92,6 +94,7 @@ impl Summary {
     pub fn new(system: SystemKind, latency: Histogram<u64>) -> Self {
         Self {
             system,
+            io_stack: "",
             latency,
             measured: 0,
             seconds: 0.0,
@@ -174,12 +177,18 @@ impl Summary {
 
 /// How the load was offered, in words.
 fn load_mode(options: &Options, workload: Workload) -> String {
-    match (workload, options.rate) {
+    let mode = match (workload, options.rate) {
         (Workload::Churn, _) => "churn: one operation at a time per session".to_owned(),
         (_, Some(rate)) => {
             format!("open loop at {rate} msg/s in total, latency from the intended send time")
         }
         (_, None) => format!("closed loop, {} in flight each", options.in_flight),
+    };
+    match options.messages {
+        Some(n) if workload != Workload::Churn => {
+            format!("{mode}, at most {n} messages measured per round")
+        }
+        _ => mode,
     }
 }
 
@@ -203,7 +212,7 @@ pub fn render(options: &Options, run: &Run, summaries: &[Summary]) -> String {
         out,
         "latency in µs (all rounds merged); CPU is the whole process (client included)"
     );
-    let _ = write!(out, "{:<10}", "system");
+    let _ = write!(out, "{:<12} {:<13}", "system", "io");
     for (label, _) in QUANTILES {
         let _ = write!(out, " {label:>8}");
     }
@@ -213,7 +222,7 @@ pub fn render(options: &Options, run: &Run, summaries: &[Summary]) -> String {
         "max", "mean", "count", "msg/s", "msg/s/core", "cpu µs/msg", "lost", "dup", "bad"
     );
     for s in summaries {
-        let _ = write!(out, "{:<10}", s.system.name());
+        let _ = write!(out, "{:<12} {:<13}", s.system.name(), s.io_stack);
         for (_, q) in QUANTILES {
             let _ = write!(out, " {:>8.1}", s.us(q));
         }
@@ -237,16 +246,30 @@ pub fn render(options: &Options, run: &Run, summaries: &[Summary]) -> String {
             rounds.join(" ")
         );
     }
-    for base in [SystemKind::RawUring, SystemKind::RawEpoll] {
+    // Ratios to both raw forwarders for every system; then zlink on epoll
+    // against zlink on io_uring (issue 8 item 4), when both ran.
+    let bases = [
+        (SystemKind::RawUring, None),
+        (SystemKind::RawEpoll, None),
+        (SystemKind::Zlink, Some(SystemKind::ZlinkEpoll)),
+    ];
+    for (base, only) in bases {
         let Some(b) = summaries.iter().find(|s| s.system == base) else {
             continue;
         };
+        let rows: Vec<&Summary> = summaries
+            .iter()
+            .filter(|s| only.map_or(true, |o| s.system == o))
+            .collect();
+        if rows.is_empty() {
+            continue;
+        }
         let _ = writeln!(out, "\nratios to {} (p50, p99, p99.9: lower is better; msg/s: higher is better; cpu/msg: lower)", base.name());
-        for s in summaries {
+        for s in rows {
             let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
             let _ = writeln!(
                 out,
-                "  {:<10} p50 {:>5.2}x  p99 {:>5.2}x  p99.9 {:>5.2}x  msg/s {:>5.2}x  cpu/msg {:>5.2}x",
+                "  {:<12} p50 {:>5.2}x  p99 {:>5.2}x  p99.9 {:>5.2}x  msg/s {:>5.2}x  cpu/msg {:>5.2}x",
                 s.system.name(),
                 ratio(s.us(0.5), b.us(0.5)),
                 ratio(s.us(0.99), b.us(0.99)),
@@ -266,7 +289,7 @@ pub fn render(options: &Options, run: &Run, summaries: &[Summary]) -> String {
                 let q = |q: f64| h.value_at_quantile(q) as f64 / 1e3;
                 let _ = writeln!(
                     out,
-                    "  {:<10} {:<10} p50 {:>9.1} p99 {:>9.1} p99.9 {:>9.1} max {:>9.1} count {:>9} {:>9.0}/s",
+                    "  {:<12} {:<10} p50 {:>9.1} p99 {:>9.1} p99.9 {:>9.1} max {:>9.1} count {:>9} {:>9.0}/s",
                     s.system.name(),
                     kind,
                     q(0.5),
@@ -280,7 +303,7 @@ pub fn render(options: &Options, run: &Run, summaries: &[Summary]) -> String {
             if run.workload == Workload::Relocate {
                 let _ = writeln!(
                     out,
-                    "  {:<10} moves that did not commit: {}",
+                    "  {:<12} moves that did not commit: {}",
                     s.system.name(),
                     s.move_failures
                 );
@@ -297,12 +320,12 @@ pub fn render(options: &Options, run: &Run, summaries: &[Summary]) -> String {
     for s in summaries {
         let _ = writeln!(
             out,
-            "  {:<10} {}",
+            "  {:<12} {}",
             s.system.name(),
             s.system.describes(options.nodes, options.shards)
         );
         for note in s.notes.iter().take(4) {
-            let _ = writeln!(out, "             anomaly: {note}");
+            let _ = writeln!(out, "               anomaly: {note}");
         }
     }
     out
@@ -352,6 +375,7 @@ pub fn json(options: &Options, run: &Run, summaries: &[Summary]) -> serde_json::
             serde_json::json!({
                 "system": s.system.name(),
                 "describes": s.system.describes(options.nodes, options.shards),
+                "io_stack": s.io_stack,
                 "latency_us": latency,
                 "messages": s.measured,
                 "messages_per_second": s.messages_per_second(),
@@ -377,6 +401,7 @@ pub fn json(options: &Options, run: &Run, summaries: &[Summary]) -> serde_json::
         "payload_bytes": options.payload_len,
         "warmup_seconds": options.warmup.as_secs_f64(),
         "duration_seconds": options.duration.as_secs_f64(),
+        "messages_bound": options.messages,
         "rounds": options.rounds,
         "cores": options.cores,
         "zlink_nodes": options.nodes,

@@ -20,7 +20,7 @@ use std::thread::JoinHandle;
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedWriteHalf;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use zlink::ids::Correlation;
 use zlink::wire::client::ClientFrame;
@@ -231,6 +231,10 @@ impl Running for Server {
         self.entry
     }
 
+    fn io_stack(&self) -> &'static str {
+        "epoll (tokio)"
+    }
+
     fn stop(self: Box<Self>) -> Vec<super::Move> {
         let _ = self.stop.send(());
         let _ = self.thread.join();
@@ -258,7 +262,7 @@ pub fn start<D: Directory>(name: &str, directory: D) -> Result<Box<dyn Running>,
                 }
             };
             runtime.block_on(async move {
-                let listener = match TcpListener::bind(("127.0.0.1", 0)).await {
+                let listener = match super::listen_loopback() {
                     Ok(listener) => listener,
                     Err(e) => {
                         let _ = tx.send(Err(format!("listen: {e}")));

@@ -3,6 +3,7 @@
 //! connects to; all of them answer the client's LOGIN, RELAY and (where the
 //! system has a protocol) PUSH in the same framing.
 
+mod forward;
 mod game_server;
 mod ractor_game;
 mod raw_epoll;
@@ -13,13 +14,19 @@ mod zlink;
 use std::net::SocketAddr;
 use std::time::Instant;
 
+use ::zlink::api::IoBackend;
+
 use crate::args::Workload;
 use crate::client::LoadSpec;
 
 /// A system the bench can start.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SystemKind {
+    /// zlink with its shards on io_uring (issue 8: the default backend).
     Zlink,
+    /// zlink with its shards on epoll (issue 8: where io_uring is denied),
+    /// everything above the IO seam the same.
+    ZlinkEpoll,
     RawUring,
     RawEpoll,
     Tokio,
@@ -28,8 +35,9 @@ pub enum SystemKind {
 
 impl SystemKind {
     /// Every system, in the order `--compare` interleaves them.
-    pub const ALL: [SystemKind; 5] = [
+    pub const ALL: [SystemKind; 6] = [
         SystemKind::Zlink,
+        SystemKind::ZlinkEpoll,
         SystemKind::RawUring,
         SystemKind::RawEpoll,
         SystemKind::Tokio,
@@ -39,6 +47,7 @@ impl SystemKind {
     pub fn name(self) -> &'static str {
         match self {
             SystemKind::Zlink => "zlink",
+            SystemKind::ZlinkEpoll => "zlink-epoll",
             SystemKind::RawUring => "raw-uring",
             SystemKind::RawEpoll => "raw-epoll",
             SystemKind::Tokio => "tokio",
@@ -56,7 +65,7 @@ impl SystemKind {
         match self {
             SystemKind::RawUring | SystemKind::RawEpoll => workload == Workload::Relay,
             SystemKind::Tokio | SystemKind::Ractor => workload != Workload::Relocate,
-            SystemKind::Zlink => true,
+            SystemKind::Zlink | SystemKind::ZlinkEpoll => true,
         }
     }
 
@@ -64,13 +73,17 @@ impl SystemKind {
     /// (zlink's from `--nodes` and `--shards`).
     pub fn describes(self, nodes: u64, shards: usize) -> String {
         let fixed = match self {
-            SystemKind::Zlink => {
+            SystemKind::Zlink | SystemKind::ZlinkEpoll => {
+                let backend = match self {
+                    SystemKind::Zlink => "io_uring",
+                    _ => "epoll",
+                };
                 return format!(
-                    "{nodes} zlink nodes, {shards} shard(s) each, io_uring reactor; sessions on node 1, players on nodes 2..={nodes}"
-                )
+                    "{nodes} zlink nodes, {shards} shard(s) each, shards on {backend} (io_backend); sessions on node 1, players on nodes 2..={nodes}"
+                );
             }
-            SystemKind::RawUring => "two-hop forwarder on io_uring (zlink's net::Reactor: multishot recv, provided buffers, one submit per turn)",
-            SystemKind::RawEpoll => "two-hop forwarder on tokio current-thread (epoll), one thread per hop",
+            SystemKind::RawUring => "two-hop forwarder on io_uring (zlink's net::Reactor: multishot recv, provided buffers, one submit per turn), every client multiplexed on one A-B link",
+            SystemKind::RawEpoll => "two-hop forwarder on tokio current-thread (epoll), one thread per hop, every client multiplexed on one A-B link",
             SystemKind::Tokio => "one server on tokio multi-thread (2 workers): a task per session and per player, mpsc channels, HashMap of players",
             SystemKind::Ractor => "one server on tokio multi-thread (2 workers): a ractor actor per player, a task per session",
         };
@@ -93,15 +106,34 @@ pub struct Move {
 pub trait Running {
     /// Where the load client connects.
     fn entry(&self) -> SocketAddr;
+    /// The io stack the system's sockets run on, as it runs (zlink's: what
+    /// its nodes report, issue 8 item 2), for the report.
+    fn io_stack(&self) -> &'static str;
     /// Stops the system, joins its threads and hands back the relocations
     /// it made (none but zlink's under `relocate`).
     fn stop(self: Box<Self>) -> Vec<Move>;
 }
 
+/// zlink's listen backlog (net::conn's LISTEN_BACKLOG): the tokio
+/// baselines listen with the same, not std's 128, which overflows when a
+/// run logs a thousand sessions in at once (each refused SYN costs its
+/// client a 1 s retransmit).
+const LISTEN_BACKLOG: u32 = 1024;
+
+/// A loopback listener on a free port for the tokio-based systems, with
+/// zlink's backlog; call it inside their runtime.
+pub fn listen_loopback() -> std::io::Result<tokio::net::TcpListener> {
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    socket.set_reuseaddr(true)?;
+    socket.bind(([127, 0, 0, 1], 0).into())?;
+    socket.listen(LISTEN_BACKLOG)
+}
+
 /// Starts `kind` ready for `spec`'s load.
 pub fn start(kind: SystemKind, spec: &LoadSpec) -> Result<Box<dyn Running>, String> {
     match kind {
-        SystemKind::Zlink => zlink::start(spec),
+        SystemKind::Zlink => zlink::start(spec, IoBackend::IoUring),
+        SystemKind::ZlinkEpoll => zlink::start(spec, IoBackend::Epoll),
         SystemKind::RawUring => raw_uring::start(),
         SystemKind::RawEpoll => raw_epoll::start(),
         SystemKind::Tokio => tokio_game::start(),

@@ -1,11 +1,14 @@
-//! `raw-uring`: the limit of this design on this machine (issue 5 item 2). A
-//! two-hop forwarder with no protocol logic: node A copies bytes between
-//! each client connection and its own connection to node B; node B answers
-//! each request frame with a reply frame carrying the same correlation and
-//! payload. Both hops run zlink's own socket loop, [`zlink::net::Reactor`]
+//! `raw-uring`: the limit of this io stack on this machine (issue 5 item
+//! 2). A two-hop forwarder with no protocol logic (client → A → B → A →
+//! client): A multiplexes every client onto one link connection to B
+//! ([`super::forward`]: an 8-byte header per chunk, as zlink's nodes share
+//! one link), B answers each request frame with a reply frame. Both hops
+//! run zlink's own socket loop, [`zlink::net::Reactor`], on io_uring
 //! (multishot receive into one provided buffer ring, one `submit_and_wait`
-//! per turn, gathered sends), one thread each, so the difference to the
-//! `zlink` system is the protocol and runtime above the reactor.
+//! per turn, every connection's queued bytes sent once per turn), one
+//! thread each, TCP_NODELAY on every socket: one link send per turn carries
+//! every client's bytes of that turn. The difference to the `zlink` system
+//! is the protocol and runtime above the reactor.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -14,11 +17,9 @@ use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 
 use bytes::BytesMut;
-use zlink::net::{ConnId, NetEvent, Reactor, ReactorConfig, ReactorWaker};
-use zlink::wire::client::ClientFrame;
-use zlink::wire::DecodeLimits;
+use zlink::net::{ConnId, IoBackend, NetEvent, Reactor, ReactorConfig, ReactorWaker};
 
-use super::Running;
+use super::{forward, Running};
 
 /// One hop's thread, its waker and the flag that ends it.
 struct HopThread {
@@ -37,6 +38,10 @@ impl Running for Forwarder {
         self.entry
     }
 
+    fn io_stack(&self) -> &'static str {
+        "io_uring"
+    }
+
     fn stop(self: Box<Self>) -> Vec<super::Move> {
         self.stop.store(true, Ordering::Release);
         for hop in &self.hops {
@@ -51,101 +56,153 @@ impl Running for Forwarder {
 
 /// What a hop does with the bytes of one turn.
 trait HopLogic {
+    /// Runs once on the hop's thread before its first turn.
+    fn setup(&mut self, _reactor: &mut Reactor) -> Result<(), String> {
+        Ok(())
+    }
     fn on_event(&mut self, reactor: &mut Reactor, event: NetEvent);
 }
 
-/// Node A: copies bytes both ways between a client and its upstream.
+/// Node A: tags each client's bytes onto the link to B and copies B's
+/// chunks back to their clients.
 struct Relay {
     upstream: SocketAddr,
-    /// Each connection's partner, both directions.
-    pairs: HashMap<ConnId, ConnId>,
+    /// The link to B, connecting from the start (bytes queue until it is up).
+    link: Option<ConnId>,
+    /// Each client's tag on the link, both ways.
+    tags: HashMap<ConnId, u32>,
+    clients: HashMap<u32, ConnId>,
+    next_tag: u32,
 }
 
 impl Relay {
-    fn forward(&mut self, reactor: &mut Reactor, from: ConnId) {
-        let Some(&to) = self.pairs.get(&from) else {
+    /// A client's bytes, as one chunk on the link. The forwarder never
+    /// queues more than the reactor's bound: a client whose bytes find no
+    /// room is closed instead of growing memory.
+    fn uplink_client(&mut self, reactor: &mut Reactor, conn: ConnId) {
+        let (Some(&tag), Some(link)) = (self.tags.get(&conn), self.link) else {
             return;
         };
-        let Some(bytes) = reactor.inbound(from).map(|b| b.split()) else {
+        let Some(bytes) = reactor.inbound(conn).map(|b| b.split()) else {
             return;
         };
-        // The forwarder never queues more than the reactor's bound: a peer
-        // that stops reading loses its pair instead of growing memory.
-        if reactor.outbound_room(to) < bytes.len() {
-            reactor.close(from);
-            reactor.close(to);
+        if reactor.outbound_room(link) < bytes.len() + forward::HEADER {
+            reactor.close(conn);
             return;
         }
-        if let Some(out) = reactor.outbound(to) {
-            out.extend_from_slice(&bytes);
+        if let Some(out) = reactor.outbound(link) {
+            forward::push_chunk(out, tag, &bytes);
         }
+    }
+
+    /// B's chunks, each to its client (one that has gone is skipped).
+    fn downlink(&mut self, reactor: &mut Reactor, link: ConnId) {
+        let Some(mut inbound) = reactor.inbound(link).map(|b| b.split()) else {
+            return;
+        };
+        while let Some((tag, bytes)) = forward::next_chunk(&mut inbound) {
+            let Some(&client) = self.clients.get(&tag) else {
+                continue;
+            };
+            if reactor.outbound_room(client) < bytes.len() {
+                reactor.close(client);
+            } else if let Some(out) = reactor.outbound(client) {
+                out.extend_from_slice(&bytes);
+            }
+        }
+        // A partial chunk waits in front of any bytes that came since.
+        if !inbound.is_empty() {
+            if let Some(rest) = reactor.inbound(link) {
+                inbound.unsplit(rest.split());
+                *rest = inbound;
+            }
+        }
+    }
+
+    /// The link is gone (or never came up): every client with it; their
+    /// load client reports the closed sessions.
+    fn lose_link(&mut self, reactor: &mut Reactor) {
+        self.link = None;
+        for (_, client) in self.clients.drain() {
+            reactor.close(client);
+        }
+        self.tags.clear();
     }
 }
 
 impl HopLogic for Relay {
+    fn setup(&mut self, reactor: &mut Reactor) -> Result<(), String> {
+        let link = reactor
+            .connect(self.upstream)
+            .map_err(|e| format!("connecting to hop B: {e}"))?;
+        self.link = Some(link);
+        Ok(())
+    }
+
     fn on_event(&mut self, reactor: &mut Reactor, event: NetEvent) {
         match event {
-            NetEvent::Accepted { conn, .. } => match reactor.connect(self.upstream) {
-                Ok(up) => {
-                    self.pairs.insert(conn, up);
-                    self.pairs.insert(up, conn);
-                }
-                Err(_) => reactor.close(conn),
-            },
-            NetEvent::Received { conn } => self.forward(reactor, conn),
-            NetEvent::Closed { conn, .. } | NetEvent::ConnectFailed { conn, .. } => {
-                if let Some(other) = self.pairs.remove(&conn) {
-                    self.pairs.remove(&other);
-                    reactor.close(other);
-                }
-            }
-            NetEvent::Connected { .. } | NetEvent::Woken => {}
-        }
-    }
-}
-
-/// Node B: answers every request frame with its payload.
-struct Reflect {
-    limits: DecodeLimits,
-}
-
-impl Reflect {
-    fn answer(&mut self, reactor: &mut Reactor, conn: ConnId) {
-        let mut replies = BytesMut::new();
-        let Some(inbound) = reactor.inbound(conn) else {
-            return;
-        };
-        loop {
-            match ClientFrame::decode_from(inbound, &self.limits) {
-                Ok(Some(ClientFrame::Request {
-                    correlation,
-                    payload,
-                    ..
-                })) => ClientFrame::Reply {
-                    correlation,
-                    payload,
-                }
-                .encode(&mut replies),
-                Ok(Some(_)) => {}
-                Ok(None) => break,
-                Err(_) => {
+            NetEvent::Accepted { conn, .. } => {
+                if self.link.is_none() {
                     reactor.close(conn);
                     return;
                 }
+                let tag = self.next_tag;
+                self.next_tag = self.next_tag.wrapping_add(1);
+                self.tags.insert(conn, tag);
+                self.clients.insert(tag, conn);
             }
-        }
-        if reactor.outbound_room(conn) < replies.len() {
-            reactor.close(conn);
-        } else if let Some(out) = reactor.outbound(conn) {
-            out.extend_from_slice(&replies);
+            NetEvent::Received { conn } if Some(conn) == self.link => {
+                self.downlink(reactor, conn);
+            }
+            NetEvent::Received { conn } => self.uplink_client(reactor, conn),
+            NetEvent::Closed { conn, .. } | NetEvent::ConnectFailed { conn, .. }
+                if Some(conn) == self.link =>
+            {
+                self.lose_link(reactor);
+            }
+            NetEvent::Closed { conn, .. } => {
+                if let Some(tag) = self.tags.remove(&conn) {
+                    self.clients.remove(&tag);
+                    if let Some(out) = self.link.and_then(|l| reactor.outbound(l)) {
+                        forward::push_closed(out, tag);
+                    }
+                }
+            }
+            NetEvent::ConnectFailed { .. } | NetEvent::Connected { .. } | NetEvent::Woken => {}
         }
     }
+}
+
+/// Node B: answers every request frame on the link with its payload.
+#[derive(Default)]
+struct Reflect {
+    links: HashMap<ConnId, forward::Reflector>,
+    replies: BytesMut,
 }
 
 impl HopLogic for Reflect {
     fn on_event(&mut self, reactor: &mut Reactor, event: NetEvent) {
-        if let NetEvent::Received { conn } = event {
-            self.answer(reactor, conn);
+        match event {
+            NetEvent::Received { conn } => {
+                let Some(inbound) = reactor.inbound(conn) else {
+                    return;
+                };
+                let reflector = self.links.entry(conn).or_default();
+                if reflector.answer(inbound, &mut self.replies).is_err() {
+                    reactor.close(conn);
+                    return;
+                }
+                if reactor.outbound_room(conn) < self.replies.len() {
+                    reactor.close(conn);
+                } else if let Some(out) = reactor.outbound(conn) {
+                    out.extend_from_slice(&self.replies);
+                }
+                self.replies.clear();
+            }
+            NetEvent::Closed { conn, .. } => {
+                self.links.remove(&conn);
+            }
+            _ => {}
         }
     }
 }
@@ -161,12 +218,17 @@ fn spawn_hop<H: HopLogic + Send + 'static>(
     let thread = std::thread::Builder::new()
         .name(name.to_owned())
         .spawn(move || {
-            let setup = Reactor::new(ReactorConfig::default())
+            let config = ReactorConfig {
+                backend: IoBackend::IoUring,
+                ..ReactorConfig::default()
+            };
+            let setup = Reactor::new(config)
                 .map_err(|e| e.to_string())
                 .and_then(|mut r| {
                     let (_, addr) = r
                         .listen(([127, 0, 0, 1], 0).into())
                         .map_err(|e| e.to_string())?;
+                    hop.setup(&mut r)?;
                     Ok((r, addr))
                 });
             let mut reactor = match setup {
@@ -198,16 +260,13 @@ fn spawn_hop<H: HopLogic + Send + 'static>(
 
 pub fn start() -> Result<Box<dyn Running>, String> {
     let stop = Arc::new(AtomicBool::new(false));
-    let (b_addr, b) = spawn_hop(
-        "raw-uring-b",
-        Reflect {
-            limits: DecodeLimits::default(),
-        },
-        Arc::clone(&stop),
-    )?;
+    let (b_addr, b) = spawn_hop("raw-uring-b", Reflect::default(), Arc::clone(&stop))?;
     let relay = Relay {
         upstream: b_addr,
-        pairs: HashMap::new(),
+        link: None,
+        tags: HashMap::new(),
+        clients: HashMap::new(),
+        next_tag: 0,
     };
     let (entry, a) = spawn_hop("raw-uring-a", relay, Arc::clone(&stop))?;
     Ok(Box::new(Forwarder {

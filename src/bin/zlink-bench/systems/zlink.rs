@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use zlink::api::{
-    Actor, ActorContext, ActorMessage, ExecutionMode, Node, NodeBuilder, NodeSettings, ObjectRole,
-    Packet, RelocateTo, Session, SessionActor, Spot,
+    Actor, ActorContext, ActorMessage, ExecutionMode, IoBackend, Node, NodeBuilder, NodeSettings,
+    ObjectRole, Packet, RelocateTo, Session, SessionActor, Spot,
 };
 use zlink::error::{Error, Reason};
 use zlink::ids::{ActorId, SpotId};
@@ -147,6 +147,7 @@ fn start_node(
     rid: u64,
     sessions: usize,
     shards: usize,
+    io_backend: IoBackend,
     store: Arc<EmbeddedStore<MonotonicClock>>,
     secret: ClusterSecret,
     peers: &[(u64, SocketAddr)],
@@ -155,6 +156,7 @@ fn start_node(
     let settings = NodeSettings {
         shards,
         pin_cores: false,
+        io_backend,
         ..NodeSettings::default()
     };
     let mut builder = NodeBuilder::new(rid)
@@ -183,6 +185,8 @@ fn start_node(
 
 struct Mesh {
     entry: SocketAddr,
+    /// The backend the nodes report running on.
+    io_stack: &'static str,
     nodes: Arc<Vec<Node>>,
     mover: Option<Mover>,
 }
@@ -196,6 +200,10 @@ struct Mover {
 impl Running for Mesh {
     fn entry(&self) -> SocketAddr {
         self.entry
+    }
+
+    fn io_stack(&self) -> &'static str {
+        self.io_stack
     }
 
     fn stop(self: Box<Self>) -> Vec<Move> {
@@ -251,8 +259,10 @@ fn relocate_players(
 
 /// Starts nodes `nodes..=1`, highest RID first so that each new node dials
 /// the ones already up (the lower RID dials), waits for every link, and
-/// creates player `i` on node `2 + i % (nodes - 1)`.
-pub fn start(spec: &LoadSpec) -> Result<Box<dyn Running>, String> {
+/// creates player `i` on node `2 + i % (nodes - 1)`. Every node's shards
+/// run on `io_backend` (issue 8: `zlink` on io_uring, `zlink-epoll` on
+/// epoll); a backend that cannot run here is the start's error.
+pub fn start(spec: &LoadSpec, io_backend: IoBackend) -> Result<Box<dyn Running>, String> {
     let store = Arc::new(EmbeddedStore::new(MonotonicClock::new(), LEASE_TERM));
     let secret = ClusterSecret::new(b"zlink-bench-cluster-secret".to_vec())
         .map_err(|e| format!("cluster secret: {e}"))?;
@@ -270,6 +280,7 @@ pub fn start(spec: &LoadSpec) -> Result<Box<dyn Running>, String> {
             rid,
             spec.sessions,
             spec.shards,
+            io_backend,
             Arc::clone(&store),
             secret.clone(),
             &peers,
@@ -307,6 +318,11 @@ pub fn start(spec: &LoadSpec) -> Result<Box<dyn Running>, String> {
         placed.push(*rid);
     }
     let entry = started[0].1.stream_addr().ok_or("node 1 does not listen")?;
+    let io_stack = match started[0].1.io_backend() {
+        IoBackend::IoUring => "io_uring",
+        IoBackend::Epoll => "epoll",
+        IoBackend::Auto => "auto",
+    };
     let nodes = Arc::new(
         started
             .into_iter()
@@ -335,6 +351,7 @@ pub fn start(spec: &LoadSpec) -> Result<Box<dyn Running>, String> {
         .transpose()?;
     Ok(Box::new(Mesh {
         entry,
+        io_stack,
         nodes,
         mover,
     }))
