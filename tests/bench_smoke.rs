@@ -8,7 +8,7 @@
 
 #![cfg(feature = "bench")]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The figures every system's latency must report.
@@ -23,6 +23,25 @@ fn out_dir(workload: &str) -> PathBuf {
     ));
     let _ = std::fs::remove_dir_all(&dir);
     dir
+}
+
+/// Runs zlink-bench with `args` and `--json json`, requires success, and
+/// returns its stdout and the JSON report it wrote.
+fn run_bench(args: &[&str], json: &Path) -> (String, serde_json::Value) {
+    let output = Command::new(env!("CARGO_BIN_EXE_zlink-bench"))
+        .args(args)
+        .arg("--json")
+        .arg(json)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "zlink-bench failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report = serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    (stdout, report)
 }
 
 /// Runs one workload on every system that supports it (with `extra`
@@ -222,19 +241,7 @@ fn bench_open_loop_runs_at_a_fixed_rate_on_every_system() {
 fn bench_idle_sessions_reports_memory_per_bound_session() {
     let dir = out_dir("idle");
     let json = dir.join("idle.json");
-    let output = Command::new(env!("CARGO_BIN_EXE_zlink-bench"))
-        .args(["--system", "all", "--idle-sessions", "40", "--json"])
-        .arg(&json)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "zlink-bench failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let (stdout, report) = run_bench(&["--system", "all", "--idle-sessions", "40"], &json);
     let systems: Vec<&str> = report["systems"]
         .as_array()
         .unwrap()
@@ -264,20 +271,19 @@ fn bench_idle_sessions_reports_memory_per_bound_session() {
 fn bench_compare_full_runs_every_workload_in_both_placements() {
     let dir = out_dir("full");
     let json = dir.join("full.json");
-    let output = Command::new(env!("CARGO_BIN_EXE_zlink-bench"))
-        .args(["--system", "tokio", "--compare", "--full"])
-        .args(["--sessions", "4", "--warmup", "0", "--duration", "0.2"])
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "zlink-bench failed:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let args = [
+        "--system",
+        "tokio",
+        "--compare",
+        "--full",
+        "--sessions",
+        "4",
+        "--warmup",
+        "0",
+        "--duration",
+        "0.2",
+    ];
+    let (_, report) = run_bench(&args, &json);
     let runs: Vec<(String, bool)> = report["runs"]
         .as_array()
         .unwrap()
@@ -330,20 +336,21 @@ fn bench_raw_forwarders_refuse_the_push_workload() {
 fn bench_messages_bounds_the_measured_window_by_count() {
     let dir = out_dir("messages");
     let json = dir.join("messages.json");
-    let output = Command::new(env!("CARGO_BIN_EXE_zlink-bench"))
-        .args(["--system", "zlink-epoll,raw-epoll", "--messages", "300"])
-        .args(["--sessions", "4", "--in-flight", "2", "--warmup", "0.1"])
-        .args(["--duration", "30", "--json"])
-        .arg(&json)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "zlink-bench failed:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let args = [
+        "--system",
+        "zlink-epoll,raw-epoll",
+        "--messages",
+        "300",
+        "--sessions",
+        "4",
+        "--in-flight",
+        "2",
+        "--warmup",
+        "0.1",
+        "--duration",
+        "30",
+    ];
+    let (_, report) = run_bench(&args, &json);
     let run = &report["runs"][0];
     assert_eq!(run["messages_bound"], 300);
     assert!(run["load"]
