@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use runtime_support::*;
-use zlink::api::{Mesh, NodeBuilder, StartError};
+use zlink::api::{Mesh, NodeBuilder, RelocateTo, StartError};
 use zlink::client::{ClientError, ClientEvent};
 use zlink::core::trace::FlowTrace;
 use zlink::error::{ErrorKind, Reason};
@@ -147,6 +147,11 @@ fn a_node_in_two_meshes_reaches_actors_in_both_and_the_others_stay_apart() {
         a.node.flow_counters().get(FlowTrace::RecordFromOtherMesh),
         1
     );
+
+    // Node 1's Actors move only to peers of its home mesh, where their
+    // rows still name the mesh they are reached through.
+    let moved = a.node.relocate(&id("on-a"), RelocateTo::Node(3));
+    assert_eq!(moved.unwrap_err().reason(), Reason::RelocationTargetInvalid);
 }
 
 #[test]

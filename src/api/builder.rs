@@ -548,9 +548,10 @@ impl StartError {
 /// chooses; an operator or a test may hint).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RelocateTo {
-    /// The placement policy's choice: the linked peers in turn.
+    /// The placement policy's choice: the peers linked in the home mesh in
+    /// turn (an Actor stays reached through the mesh its row names).
     Any,
-    /// The node with this RID, if it is a linked peer.
+    /// The node with this RID, if it is a peer linked in the home mesh.
     Node(u64),
 }
 
@@ -664,10 +665,10 @@ impl Node {
     /// §8 live relocation: moves the Actor `id` that this node hosts to
     /// another node of the mesh while its bound session stays connected
     /// wherever it is (docs/relocation.md). The relocation runtime chooses
-    /// the target (§2): with [`RelocateTo::Any`] the next linked peer in
-    /// turn; with [`RelocateTo::Node`] the operator's hint, refused with
-    /// `InvalidOperation` (RelocationTargetInvalid) when it is not a linked
-    /// peer. Returns when the move committed (`Ok`), or with the typed error
+    /// the target (§2): with [`RelocateTo::Any`] the next peer linked in
+    /// the home mesh in turn; with [`RelocateTo::Node`] the operator's hint,
+    /// refused with `InvalidOperation` (RelocationTargetInvalid) when it is
+    /// not a peer linked in the home mesh. Returns when the move committed (`Ok`), or with the typed error
     /// of an abort (the Actor stays here, with nothing lost) or of a failure
     /// after relay-ready (no path reopens the source: the Actor is gone
     /// until it is created again, §8.1 L6). `DeadlineExceeded` when no
