@@ -351,8 +351,8 @@ impl Links {
 
     /// Our dial connected: send the Hello, in the dialled peer's mesh.
     pub(crate) fn connected(&mut self, reactor: &mut Reactor, conn: ConnId) {
-        let mesh = self.dials.iter().find(|d| d.conn == Some(conn));
-        let Some((secret, me)) = mesh.and_then(|d| self.config.as_ref()?.identity(d.mesh)) else {
+        let dial = self.dials.iter().find(|d| d.conn == Some(conn));
+        let Some((secret, me)) = dial.and_then(|d| self.config.as_ref()?.identity(d.mesh)) else {
             return;
         };
         let (dialer, hello) = Dialer::start(secret, me, fresh_nonce());
@@ -440,6 +440,7 @@ impl Links {
                 // authenticated in exactly one mesh of this node.
                 let named = match &frame {
                     LinkFrame::Hello { identity, .. } => config.mesh_index(&identity.mesh),
+                    // Not a Hello: the acceptor refuses it as unexpected.
                     _ => Some(0),
                 };
                 let Some((secret, me)) = named.and_then(|mesh| config.identity(mesh)) else {
