@@ -132,6 +132,10 @@ reasons! {
     /// The relocation was aborted before relay-ready, or its target's CAS
     /// found it recorded aborted (§8.1 durable abort); the source stays owner.
     RelocationAborted = 23 => Unavailable, "the relocation was aborted";
+    /// The Actor's route names a mesh this node is not in, or its owner is
+    /// reached from this node through another mesh than the one the route
+    /// names (§3, §4; docs/threading.md "Several meshes").
+    MeshUnreachable = 24 => Unavailable, "the actor's mesh is not one this node reaches its owner through";
     /// The deadline passed before the terminal (§12).
     Deadline = 30 => DeadlineExceeded, "the deadline passed";
     /// The caller cancelled (§12).

@@ -137,6 +137,37 @@ impl NodeSettings {
     }
 }
 
+/// A further mesh a node joins (§3), beside its home mesh
+/// ([`NodeBuilder::mesh`]): its name, the cluster secret its links
+/// authenticate with, and its peers. The node's Actors stay reached through
+/// the home mesh; through this one its sessions bind and relay to the Actors
+/// of its peers (docs/threading.md "Several meshes").
+#[derive(Clone, Debug)]
+pub struct Mesh {
+    name: String,
+    secret: ClusterSecret,
+    peers: Vec<(NodeRid, SocketAddr)>,
+}
+
+impl Mesh {
+    /// The mesh `name`, whose links authenticate with `secret`.
+    pub fn new(name: &str, secret: ClusterSecret) -> Self {
+        Self {
+            name: name.to_owned(),
+            secret,
+            peers: Vec::new(),
+        }
+    }
+
+    /// A peer node of this mesh and its link address; as with
+    /// [`NodeBuilder::peer`], the lower RID of a pair dials. A NodeRid names
+    /// one process in every mesh, so a peer is listed in one mesh of a node.
+    pub fn peer(mut self, rid: u64, addr: SocketAddr) -> Self {
+        self.peers.push((NodeRid(rid), addr));
+        self
+    }
+}
+
 /// Builds a node. Every check of §3 runs in [`NodeBuilder::start`].
 pub struct NodeBuilder {
     rid: NodeRid,
@@ -147,6 +178,7 @@ pub struct NodeBuilder {
     peers: Vec<(NodeRid, SocketAddr)>,
     discover: bool,
     secret: Option<ClusterSecret>,
+    joined: Vec<Mesh>,
     role: ObjectRole,
     store: Option<Arc<dyn LocationStore>>,
     dispatch: bool,
@@ -169,6 +201,7 @@ impl NodeBuilder {
             peers: Vec::new(),
             discover: false,
             secret: None,
+            joined: Vec::new(),
             role: ObjectRole::None,
             store: None,
             dispatch: false,
@@ -193,37 +226,47 @@ impl NodeBuilder {
         self
     }
 
-    /// A peer node of the mesh and its link address. Of each pair, the node
-    /// with the lower RID dials; the other waits for it.
+    /// A peer node of the home mesh and its link address. Of each pair, the
+    /// node with the lower RID dials; the other waits for it.
     pub fn peer(mut self, rid: u64, addr: SocketAddr) -> Self {
         self.peers.push((NodeRid(rid), addr));
         self
     }
 
-    /// Finds the mesh's peers in the Location Store instead of (or besides)
-    /// [`peer`](Self::peer): the node registers its lifecycle at its peer
-    /// address and follows the store's membership, dialling listed peers and
-    /// dropping, for good, those whose lease lapsed (docs/store.md
+    /// Finds the home mesh's peers in the Location Store instead of (or
+    /// besides) [`peer`](Self::peer): the node registers its lifecycle at its
+    /// peer address and follows the store's membership, dialling listed peers
+    /// and dropping, for good, those whose lease lapsed (docs/store.md
     /// "Membership"). Needs a Location Store, a cluster secret and a
-    /// [`peer_listen`](Self::peer_listen) address peers can reach.
+    /// [`peer_listen`](Self::peer_listen) address peers can reach. The
+    /// membership is the owner lease's, which is the home mesh's: peers of a
+    /// [`join_mesh`](Self::join_mesh) mesh are configured.
     pub fn discover_peers(mut self) -> Self {
         self.discover = true;
         self
     }
 
-    /// The cluster secret that authenticates node links (required with
-    /// links).
+    /// The cluster secret that authenticates the home mesh's links (required
+    /// with links).
     pub fn cluster_secret(mut self, secret: ClusterSecret) -> Self {
         self.secret = Some(secret);
         self
     }
 
-    /// The mesh this node's Actors are reached through and its links
-    /// authenticate (the default is "default"). §3 allows several meshes per
-    /// process; a node here is in one (links are keyed by NodeRid alone,
-    /// docs/threading.md "Node links"), so run one node per mesh.
+    /// The home mesh: the one this node's Actors are reached through (its
+    /// Location Store rows name it, §4) and its [`peer`](Self::peer)s link
+    /// in (the default is "default").
     pub fn mesh(mut self, mesh: &str) -> Self {
         mesh.clone_into(&mut self.mesh);
+        self
+    }
+
+    /// Joins a further mesh (§3: several meshes may be configured), with its
+    /// own secret and peers; needs the home mesh's
+    /// [`cluster_secret`](Self::cluster_secret). Two meshes of one name, or
+    /// a peer listed in two meshes, fail startup.
+    pub fn join_mesh(mut self, mesh: Mesh) -> Self {
+        self.joined.push(mesh);
         self
     }
 
@@ -391,6 +434,7 @@ impl NodeBuilder {
                 ));
             }
         }
+        let (meshes, peers) = link_meshes(&mesh, self.secret, self.peers, self.joined)?;
         let generation = self
             .generation
             .unwrap_or_else(NodeGeneration::from_wall_clock);
@@ -400,9 +444,9 @@ impl NodeBuilder {
             mesh,
             listen: self.listen,
             peer_listen: self.peer_listen,
-            peers: self.peers,
+            peers,
             discover: self.discover,
-            secret: self.secret,
+            meshes,
             hosts_actors: self.role == ObjectRole::Server,
             store,
             settings: self.settings,
@@ -413,6 +457,56 @@ impl NodeBuilder {
         let settings = config.settings.clone();
         runtime::start(config).map(|running| Node { running, settings })
     }
+}
+
+/// The meshes a node links in (its home mesh first) and every peer with the
+/// index of its mesh. A NodeRid names one process in every mesh
+/// (docs/threading.md "Several meshes"), so a peer listed in two meshes is a
+/// configuration error, as are two meshes of one name.
+type LinkMeshes = (
+    Vec<(MeshName, ClusterSecret)>,
+    Vec<(NodeRid, SocketAddr, usize)>,
+);
+
+fn link_meshes(
+    home: &MeshName,
+    secret: Option<ClusterSecret>,
+    peers: Vec<(NodeRid, SocketAddr)>,
+    joined: Vec<Mesh>,
+) -> Result<LinkMeshes, StartError> {
+    let Some(secret) = secret else {
+        if joined.is_empty() {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        return Err(StartError::Invalid(
+            "join_mesh needs the home mesh's cluster_secret".to_owned(),
+        ));
+    };
+    let mut meshes = vec![(home.clone(), secret)];
+    let mut all: Vec<(NodeRid, SocketAddr, usize)> = peers
+        .into_iter()
+        .map(|(rid, addr)| (rid, addr, 0))
+        .collect();
+    for mesh in joined {
+        let name = MeshName::new(&mesh.name)
+            .map_err(|e| StartError::Invalid(format!("mesh name: {e}")))?;
+        if meshes.iter().any(|(m, _)| *m == name) {
+            return Err(StartError::Invalid(format!("mesh {name} is joined twice")));
+        }
+        let index = meshes.len();
+        all.extend(mesh.peers.into_iter().map(|(rid, addr)| (rid, addr, index)));
+        meshes.push((name, mesh.secret));
+    }
+    for (i, &(rid, _, mesh)) in all.iter().enumerate() {
+        if let Some(&(_, _, other)) = all[..i].iter().find(|p| p.0 == rid && p.2 != mesh) {
+            return Err(StartError::Invalid(format!(
+                "peer {rid} is listed in meshes {} and {}: a NodeRid names one process, \
+                 linked in one mesh of this node",
+                meshes[other].0, meshes[mesh].0
+            )));
+        }
+    }
+    Ok((meshes, all))
 }
 
 /// Why a node did not start (§3): each is a configuration error.
@@ -454,9 +548,10 @@ impl StartError {
 /// chooses; an operator or a test may hint).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RelocateTo {
-    /// The placement policy's choice: the linked peers in turn.
+    /// The placement policy's choice: the peers linked in the home mesh in
+    /// turn (an Actor stays reached through the mesh its row names).
     Any,
-    /// The node with this RID, if it is a linked peer.
+    /// The node with this RID, if it is a peer linked in the home mesh.
     Node(u64),
 }
 
@@ -570,10 +665,10 @@ impl Node {
     /// §8 live relocation: moves the Actor `id` that this node hosts to
     /// another node of the mesh while its bound session stays connected
     /// wherever it is (docs/relocation.md). The relocation runtime chooses
-    /// the target (§2): with [`RelocateTo::Any`] the next linked peer in
-    /// turn; with [`RelocateTo::Node`] the operator's hint, refused with
-    /// `InvalidOperation` (RelocationTargetInvalid) when it is not a linked
-    /// peer. Returns when the move committed (`Ok`), or with the typed error
+    /// the target (§2): with [`RelocateTo::Any`] the next peer linked in
+    /// the home mesh in turn; with [`RelocateTo::Node`] the operator's hint,
+    /// refused with `InvalidOperation` (RelocationTargetInvalid) when it is
+    /// not a peer linked in the home mesh. Returns when the move committed (`Ok`), or with the typed error
     /// of an abort (the Actor stays here, with nothing lost) or of a failure
     /// after relay-ready (no path reopens the source: the Actor is gone
     /// until it is created again, §8.1 L6). `DeadlineExceeded` when no

@@ -124,6 +124,10 @@ flow_trace! {
     AnswerToPastLifecycleDropped => "answer_to_past_lifecycle_dropped", debug;
     /// A ROUTER link handshake failed (wrong secret, mesh, version).
     LinkHandshakeFailed => "link_handshake_failed", warn;
+    /// A record for this node's Actor owner arrived on a link of another
+    /// mesh than the home mesh its routes name: refused, a request with
+    /// `Unavailable` (MeshUnreachable) (docs/threading.md "Several meshes").
+    RecordFromOtherMesh => "record_from_other_mesh", warn;
     /// A link from a previous NodeGeneration of a peer was refused or closed.
     StaleLinkGeneration => "stale_link_generation", warn;
     /// A peer's lease lapsed (it left the store's membership): its links

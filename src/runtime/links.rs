@@ -12,17 +12,25 @@
 //! membership ([`Links::follow_members`], docs/store.md "Membership"), and a
 //! peer whose lease lapsed is dead to the mesh: its links are dropped and no
 //! link from that lifecycle, or an older one, is accepted again.
+//!
+//! A node may be in several meshes (§3, docs/threading.md "Several meshes"):
+//! each link is authenticated in exactly one of them (the acceptor takes the
+//! secret of the mesh the Hello names) and remembers it; a peer is in one
+//! mesh of this node for the node's whole lifecycle. Records for this node's
+//! Actors (its Actor owner role) arrive only on links of its home mesh, the
+//! mesh its Location Store rows name (§4): on a link of another mesh they are
+//! refused, a request with `Unavailable` (MeshUnreachable).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant as StdInstant};
 
-use crate::core::shard::ShardCore;
+use crate::core::shard::{record_role, RecordRole, ShardCore};
 use crate::core::trace::FlowTrace;
 use crate::error::{Error, Reason};
 use crate::ids::RequestId;
-use crate::ids::{NodeGeneration, NodeRid, Peer};
+use crate::ids::{MeshName, NodeGeneration, NodeRid, Peer};
 use crate::net::handshake::{fresh_nonce, Acceptor, ClusterSecret, Dialer};
 use crate::net::{ConnId, Reactor};
 use crate::store::Member;
@@ -36,43 +44,74 @@ use crate::wire::DecodeLimits;
 const BACKOFF_MIN: Duration = Duration::from_millis(50);
 const BACKOFF_MAX: Duration = Duration::from_secs(2);
 
-/// How a node joins the mesh.
+/// How a node joins its meshes.
 #[derive(Clone, Debug)]
 pub(crate) struct LinkConfig {
-    pub(crate) me: LinkIdentity,
-    pub(crate) secret: ClusterSecret,
-    /// Peers this node dials (those with a higher NodeRid).
-    pub(crate) dial: Vec<(NodeRid, SocketAddr)>,
+    pub(crate) rid: NodeRid,
+    pub(crate) generation: NodeGeneration,
+    /// Each mesh with the secret its links authenticate with; the home mesh
+    /// (the one the Actor owner's rows name) first.
+    pub(crate) meshes: Vec<(MeshName, ClusterSecret)>,
+    /// Every configured peer, its address and the index of its mesh (a peer
+    /// is in one mesh of this node; the builder checked). Those with a
+    /// higher NodeRid are dialled.
+    pub(crate) peers: Vec<(NodeRid, SocketAddr, usize)>,
 }
 
-/// Which peers are linked now, for `Node::wait_linked`.
+impl LinkConfig {
+    /// This node's identity in mesh `mesh`.
+    fn identity(&self, mesh: usize) -> Option<(ClusterSecret, LinkIdentity)> {
+        let (name, secret) = self.meshes.get(mesh)?;
+        let identity = LinkIdentity {
+            mesh: name.clone(),
+            rid: self.rid,
+            generation: self.generation,
+        };
+        Some((secret.clone(), identity))
+    }
+
+    /// The index of the mesh called `name`, if this node is in it.
+    fn mesh_index(&self, name: &MeshName) -> Option<usize> {
+        self.meshes.iter().position(|(mesh, _)| mesh == name)
+    }
+}
+
+/// Which peers are linked now, for `Node::wait_linked`, and whether in the
+/// home mesh, for the placement policy.
 #[derive(Default)]
 pub(crate) struct LinkStatus {
-    up: Mutex<HashSet<NodeRid>>,
+    up: Mutex<HashMap<NodeRid, bool>>,
     changed: Condvar,
 }
 
 impl LinkStatus {
-    fn set(&self, rid: NodeRid, up: bool) {
+    /// `rid` is linked in the home mesh (`Some(true)`), in another mesh
+    /// (`Some(false)`), or not (`None`).
+    fn set(&self, rid: NodeRid, home: Option<bool>) {
         let mut peers = self
             .up
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if up {
-            peers.insert(rid);
-        } else {
-            peers.remove(&rid);
-        }
+        match home {
+            Some(home) => peers.insert(rid, home),
+            None => peers.remove(&rid),
+        };
         self.changed.notify_all();
     }
 
-    /// The peers linked now, in RID order.
+    /// The peers linked now in the home mesh, in RID order: the only ones an
+    /// Actor of this node may move to and still be reached through the mesh
+    /// its rows name (docs/threading.md "Several meshes").
     pub(crate) fn up(&self) -> Vec<NodeRid> {
         let peers = self
             .up
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut up: Vec<NodeRid> = peers.iter().copied().collect();
+        let mut up: Vec<NodeRid> = peers
+            .iter()
+            .filter(|&(_, &home)| home)
+            .map(|(&rid, _)| rid)
+            .collect();
         up.sort_unstable_by_key(|rid| rid.0);
         up
     }
@@ -86,10 +125,10 @@ impl LinkStatus {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let waited = self
             .changed
-            .wait_timeout_while(peers, timeout, |peers| peers.contains(&rid) != up);
+            .wait_timeout_while(peers, timeout, |peers| peers.contains_key(&rid) != up);
         match waited {
-            Ok((peers, _)) => peers.contains(&rid) == up,
-            Err(poisoned) => poisoned.into_inner().0.contains(&rid) == up,
+            Ok((peers, _)) => peers.contains_key(&rid) == up,
+            Err(poisoned) => poisoned.into_inner().0.contains_key(&rid) == up,
         }
     }
 }
@@ -103,13 +142,16 @@ enum Phase {
     AwaitHello,
     /// Welcome sent; waiting for the Proof.
     AwaitProof(Acceptor),
-    /// Authenticated: records flow, attributed to this peer.
-    Up(Peer),
+    /// Authenticated in the mesh of this index: records flow, attributed to
+    /// this peer.
+    Up(Peer, usize),
 }
 
 struct Dial {
     rid: NodeRid,
     addr: SocketAddr,
+    /// The index of the mesh the link is authenticated in.
+    mesh: usize,
     conn: Option<ConnId>,
     next_at: StdInstant,
     backoff: Duration,
@@ -122,6 +164,9 @@ pub(crate) struct Links {
     links: HashMap<ConnId, Phase>,
     up: HashMap<NodeRid, (ConnId, Peer)>,
     dials: Vec<Dial>,
+    /// The mesh (index) each peer is in, as configured, listed or first
+    /// linked: a link from it in another mesh is refused.
+    meshes: HashMap<NodeRid, usize>,
     status: Arc<LinkStatus>,
     /// The lifecycle of each peer the membership last listed.
     listed: HashMap<NodeRid, NodeGeneration>,
@@ -137,12 +182,19 @@ impl Links {
         status: Arc<LinkStatus>,
     ) -> Self {
         let now = StdInstant::now();
-        let dials = config
-            .iter()
-            .flat_map(|c| c.dial.iter())
-            .map(|&(rid, addr)| Dial {
+        let peers = config.iter().flat_map(|c| {
+            c.peers
+                .iter()
+                .map(move |&(rid, addr, mesh)| (c.rid, rid, addr, mesh))
+        });
+        let meshes = peers.clone().map(|(_, rid, _, mesh)| (rid, mesh)).collect();
+        // One link per pair: the lower NodeRid dials (docs/threading.md).
+        let dials = peers
+            .filter(|&(me, rid, _, _)| rid > me)
+            .map(|(_, rid, addr, mesh)| Dial {
                 rid,
                 addr,
+                mesh,
                 conn: None,
                 next_at: now,
                 backoff: BACKOFF_MIN,
@@ -154,6 +206,7 @@ impl Links {
             links: HashMap::new(),
             up: HashMap::new(),
             dials,
+            meshes,
             status,
             listed: HashMap::new(),
             dead: HashMap::new(),
@@ -166,14 +219,16 @@ impl Links {
     /// dead to the mesh — its dial stops, its link is dropped, and links from
     /// that lifecycle are refused from now on. Every listed peer with a
     /// higher NodeRid is dialled at its listed address (the lower NodeRid
-    /// dials, as with configured peers).
+    /// dials, as with configured peers). The membership is the home mesh's
+    /// (the owner lease's): a listed peer this node has in another mesh is
+    /// left to that mesh.
     pub(crate) fn follow_members(
         &mut self,
         reactor: &mut Reactor,
         core: &mut ShardCore,
         live: &[Member],
     ) {
-        let Some(me) = self.config.as_ref().map(|c| c.me.rid) else {
+        let Some(me) = self.config.as_ref().map(|c| c.rid) else {
             return;
         };
         let lapsed: Vec<(NodeRid, NodeGeneration)> = self
@@ -194,6 +249,10 @@ impl Links {
             if self.is_dead(member.node, member.node_generation) {
                 continue;
             }
+            if self.meshes.get(&member.node).is_some_and(|&mesh| mesh != 0) {
+                continue;
+            }
+            self.meshes.insert(member.node, 0);
             self.listed.insert(member.node, member.node_generation);
             if member.node < me {
                 continue;
@@ -203,6 +262,7 @@ impl Links {
                 None => self.dials.push(Dial {
                     rid: member.node,
                     addr: member.address,
+                    mesh: 0,
                     conn: None,
                     next_at: now,
                     backoff: BACKOFF_MIN,
@@ -238,7 +298,7 @@ impl Links {
         if let Some(&(conn, peer)) = self.up.get(&rid) {
             if peer.generation <= generation {
                 self.up.remove(&rid);
-                self.status.set(rid, false);
+                self.status.set(rid, None);
                 dropped.push(conn);
             }
         }
@@ -289,13 +349,13 @@ impl Links {
             .min()
     }
 
-    /// Our dial connected: send the Hello.
+    /// Our dial connected: send the Hello, in the dialled peer's mesh.
     pub(crate) fn connected(&mut self, reactor: &mut Reactor, conn: ConnId) {
-        let Some(config) = &self.config else {
+        let dial = self.dials.iter().find(|d| d.conn == Some(conn));
+        let Some((secret, me)) = dial.and_then(|d| self.config.as_ref()?.identity(d.mesh)) else {
             return;
         };
-        let (dialer, hello) =
-            Dialer::start(config.secret.clone(), config.me.clone(), fresh_nonce());
+        let (dialer, hello) = Dialer::start(secret, me, fresh_nonce());
         if let Some(outbound) = reactor.outbound(conn) {
             hello.encode(outbound);
         }
@@ -305,10 +365,10 @@ impl Links {
     /// A link's connection ended (or never started): forget it, and redial
     /// with backoff if we are the dialing side.
     pub(crate) fn closed(&mut self, conn: ConnId) {
-        if let Some(Phase::Up(peer)) = self.links.remove(&conn) {
+        if let Some(Phase::Up(peer, _)) = self.links.remove(&conn) {
             if self.up.get(&peer.rid).is_some_and(|(c, _)| *c == conn) {
                 self.up.remove(&peer.rid);
-                self.status.set(peer.rid, false);
+                self.status.set(peer.rid, None);
                 tracing::info!(peer = %peer.rid, "link down");
             }
         }
@@ -335,9 +395,9 @@ impl Links {
             let Some(phase) = self.links.remove(&conn) else {
                 return;
             };
-            if let Phase::Up(peer) = phase {
-                self.links.insert(conn, Phase::Up(peer));
-                self.records(reactor, core, conn, peer, records);
+            if let Phase::Up(peer, mesh) = phase {
+                self.links.insert(conn, Phase::Up(peer, mesh));
+                self.records(reactor, core, conn, peer, mesh != 0, records);
                 return;
             }
             let Some(inbound) = reactor.inbound(conn) else {
@@ -376,7 +436,23 @@ impl Links {
         };
         match phase {
             Phase::AwaitHello => {
-                match Acceptor::on_hello(config.secret, config.me, fresh_nonce(), frame) {
+                // The secret of the mesh the Hello names: a link is
+                // authenticated in exactly one mesh of this node.
+                let named = match &frame {
+                    LinkFrame::Hello { identity, .. } => config.mesh_index(&identity.mesh),
+                    // Not a Hello: the acceptor refuses it as unexpected.
+                    _ => Some(0),
+                };
+                let Some((secret, me)) = named.and_then(|mesh| config.identity(mesh)) else {
+                    self.fail(
+                        reactor,
+                        core,
+                        conn,
+                        "the Hello names a mesh this node is not in",
+                    );
+                    return false;
+                };
+                match Acceptor::on_hello(secret, me, fresh_nonce(), frame) {
                     Ok((acceptor, welcome)) => {
                         if let Some(outbound) = reactor.outbound(conn) {
                             welcome.encode(outbound);
@@ -409,7 +485,7 @@ impl Links {
                     false
                 }
             },
-            Phase::Connecting | Phase::Up(_) => {
+            Phase::Connecting | Phase::Up(..) => {
                 self.fail(reactor, core, conn, "handshake frame out of order");
                 false
             }
@@ -436,6 +512,21 @@ impl Links {
             rid: identity.rid,
             generation: identity.generation,
         };
+        let mesh = self
+            .config
+            .as_ref()
+            .and_then(|c| c.mesh_index(&identity.mesh))
+            .unwrap_or(0);
+        if self.meshes.get(&peer.rid).is_some_and(|&m| m != mesh) {
+            // A NodeRid names one process in every mesh (docs/threading.md
+            // "Several meshes"): a peer is linked in one mesh of this node.
+            let why = format!(
+                "peer already in another mesh of this node than {}",
+                identity.mesh
+            );
+            self.fail(reactor, core, conn, &why);
+            return false;
+        }
         if self.is_dead(peer.rid, peer.generation) {
             core.trace(FlowTrace::StaleLinkGeneration);
             reactor.abort(conn);
@@ -453,27 +544,31 @@ impl Links {
             self.links.remove(&old_conn);
             reactor.abort(old_conn);
         }
-        self.links.insert(conn, Phase::Up(peer));
+        self.meshes.insert(peer.rid, mesh);
+        self.links.insert(conn, Phase::Up(peer, mesh));
         self.up.insert(peer.rid, (conn, peer));
         for dial in &mut self.dials {
             if dial.conn == Some(conn) {
                 dial.backoff = BACKOFF_MIN;
             }
         }
-        self.status.set(peer.rid, true);
-        tracing::info!(peer = %peer.rid, generation = %peer.generation, "link up");
+        self.status.set(peer.rid, Some(mesh == 0));
+        tracing::info!(peer = %peer.rid, generation = %peer.generation, mesh = %identity.mesh, "link up");
         true
     }
 
     /// Decodes every complete record. A malformed one is dropped and counted
     /// and the link stays usable (§6, X4); an oversized length prefix cannot
-    /// be skipped, so it closes the link.
+    /// be skipped, so it closes the link. On a link of another mesh than the
+    /// home mesh (`foreign`), a record for this node's Actor owner is refused
+    /// (docs/threading.md "Several meshes"): its route names the home mesh.
     fn records(
         &mut self,
         reactor: &mut Reactor,
         core: &mut ShardCore,
         conn: ConnId,
         peer: Peer,
+        foreign: bool,
         records: &mut Vec<(Peer, NodeRecord)>,
     ) {
         loop {
@@ -491,16 +586,25 @@ impl Links {
                     return;
                 }
             };
-            match NodeRecord::decode(body.clone(), &self.limits) {
-                Ok(record) => records.push((peer, record)),
+            let refused = match NodeRecord::decode(body.clone(), &self.limits) {
+                Ok(record) if foreign && record_role(&record) == RecordRole::ActorOwner => {
+                    tracing::debug!(peer = %peer.rid, "record for the Actor owner from another mesh");
+                    core.trace(FlowTrace::RecordFromOtherMesh);
+                    Reason::MeshUnreachable
+                }
+                Ok(record) => {
+                    records.push((peer, record));
+                    continue;
+                }
                 Err(error) => {
                     tracing::debug!(peer = %peer.rid, %error, "malformed record");
                     core.trace(FlowTrace::MalformedRecordDropped);
-                    if let Some(refusal) = NodeRecord::request_of(&body).map(malformed_reply) {
-                        if let Some(outbound) = reactor.outbound(conn) {
-                            refusal.encode(outbound);
-                        }
-                    }
+                    Reason::MalformedRecord
+                }
+            };
+            if let Some(refusal) = NodeRecord::request_of(&body).map(|r| refusal(r, refused)) {
+                if let Some(outbound) = reactor.outbound(conn) {
+                    refusal.encode(outbound);
                 }
             }
         }
@@ -533,10 +637,10 @@ impl Links {
     }
 }
 
-/// The typed error that answers a malformed request (§6): the terminal of
-/// its command, naming its RequestId.
-fn malformed_reply((command, request): (Command, RequestId)) -> NodeRecord {
-    let error = Error::new(Reason::MalformedRecord);
+/// The typed error that answers a refused request (§6: malformed, or from
+/// another mesh): the terminal of its command, naming its RequestId.
+fn refusal((command, request): (Command, RequestId), reason: Reason) -> NodeRecord {
+    let error = Error::new(reason);
     match command {
         Command::BoundSessionBind => {
             let terminal = BindTerminal {

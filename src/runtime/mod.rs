@@ -47,7 +47,6 @@ use self::router::{Router, ShardMsg, LINK_SHARD};
 use self::shard::ShardState;
 use crate::net::handshake::ClusterSecret;
 use crate::net::ListenerId;
-use crate::wire::link::LinkIdentity;
 
 type LocalResult = Pin<Box<dyn Future<Output = Result<(), Error>>>>;
 
@@ -91,14 +90,19 @@ pub(crate) struct SpotKind {
 pub(crate) struct NodeConfig {
     pub(crate) rid: NodeRid,
     pub(crate) generation: NodeGeneration,
+    /// The home mesh: the one the Actor owner's rows name and the owner
+    /// lease is taken in (§4).
     pub(crate) mesh: MeshName,
     pub(crate) listen: Option<SocketAddr>,
     pub(crate) peer_listen: Option<SocketAddr>,
-    pub(crate) peers: Vec<(NodeRid, SocketAddr)>,
-    /// Find peers in the store's membership and register there
-    /// (docs/store.md "Membership").
+    /// Every configured peer with the index of its mesh in `meshes`.
+    pub(crate) peers: Vec<(NodeRid, SocketAddr, usize)>,
+    /// Find peers of the home mesh in the store's membership and register
+    /// there (docs/store.md "Membership").
     pub(crate) discover: bool,
-    pub(crate) secret: Option<ClusterSecret>,
+    /// The meshes the node links in, each with its cluster secret, the home
+    /// mesh first; empty for a node without links.
+    pub(crate) meshes: Vec<(MeshName, ClusterSecret)>,
     pub(crate) hosts_actors: bool,
     pub(crate) store: Option<Arc<dyn LocationStore>>,
     pub(crate) settings: NodeSettings,
@@ -118,6 +122,9 @@ pub(crate) struct NodeShared {
     /// created (never on the bind, relay, push or disconnect paths).
     pub(crate) lease: Option<std::sync::Mutex<OwnerLease>>,
     pub(crate) hosts_actors: bool,
+    /// The meshes this node is in (§3): a bind to a route naming another
+    /// is refused before any record (docs/threading.md "Several meshes").
+    pub(crate) meshes: Vec<MeshName>,
     origin: std::time::Instant,
 }
 
@@ -594,20 +601,11 @@ pub(crate) fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
         rid: config.rid,
         generation: config.generation,
     };
-    let link_config = config.secret.clone().map(|secret| LinkConfig {
-        me: LinkIdentity {
-            mesh: config.mesh.clone(),
-            rid: config.rid,
-            generation: config.generation,
-        },
-        secret,
-        // One link per pair: the lower NodeRid dials (docs/threading.md).
-        dial: config
-            .peers
-            .iter()
-            .copied()
-            .filter(|(rid, _)| *rid > config.rid)
-            .collect(),
+    let link_config = (!config.meshes.is_empty()).then(|| LinkConfig {
+        rid: config.rid,
+        generation: config.generation,
+        meshes: config.meshes.clone(),
+        peers: config.peers.clone(),
     });
     let shared = Arc::new(NodeShared {
         settings: config.settings,
@@ -617,6 +615,11 @@ pub(crate) fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
         store: config.store,
         lease: lease.map(std::sync::Mutex::new),
         hosts_actors: config.hosts_actors,
+        meshes: if config.meshes.is_empty() {
+            vec![config.mesh.clone()]
+        } else {
+            config.meshes.iter().map(|(mesh, _)| mesh.clone()).collect()
+        },
         origin: std::time::Instant::now(),
     });
     let identity = ShardIdentity {

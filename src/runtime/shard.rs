@@ -569,6 +569,10 @@ impl ShardHandle {
         actor: ActorRef,
     ) -> Result<Completion<Result<ActorRef, Error>>, Error> {
         let mut state = self.state.borrow_mut();
+        // §3, §4: the route names the mesh its owner is reached through.
+        if !state.node.meshes.contains(&actor.location.mesh) {
+            return Err(Reason::MeshUnreachable.into());
+        }
         let now = state.now();
         let (completer, completion) = completion();
         match state.core.sessions(now).bind(rid, actor)? {

@@ -404,6 +404,8 @@ pub struct GameOptions {
     pub discover_peers: bool,
     /// A relocated player's restore fails on this node.
     pub failing_restore: bool,
+    /// Further builder settings, applied last (a node's meshes).
+    pub configure: Option<Arc<dyn Fn(NodeBuilder) -> NodeBuilder + Send + Sync>>,
 }
 
 /// A started game node, over any Location Store (the embedded one unless
@@ -534,6 +536,9 @@ pub fn start_node<S: LocationStore + 'static>(
     }
     if options.discover_peers {
         builder = builder.discover_peers();
+    }
+    if let Some(configure) = &options.configure {
+        builder = configure(builder);
     }
     // Tests run unpinned, one shard per node unless asked (DESIGN "Threads").
     let mut settings = options.settings.clone().unwrap_or_default();

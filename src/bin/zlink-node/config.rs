@@ -290,8 +290,9 @@ pub fn parse(text: &str, base: &Path) -> Result<Config, ConfigError> {
             return Err(bad(
                 "node.meshes",
                 format!(
-                    "{} meshes given, but a node runs in one mesh today (links are keyed by \
-                     NodeRid alone); run one zlink-node per mesh",
+                    "{} meshes given, but zlink-node's config takes one mesh (its secret and \
+                     peers are the node's); run one zlink-node per mesh, or embed the \
+                     library, whose NodeBuilder::join_mesh joins more",
                     more.len()
                 ),
             ))
