@@ -52,6 +52,12 @@ pub struct NodeSettings {
     pub relay_deadline: Duration,
     /// Bytes a client's outbound queue may hold before it is disconnected.
     pub outbound_max: usize,
+    /// Sessions the node holds at most, over all its shards (default
+    /// `usize::MAX`: no limit). A STREAM connection accepted beyond it is
+    /// closed at once with `CloseReason::SessionLimit` and counted
+    /// (`session_limit_refused`); a session counts from its accept until it
+    /// ended (its disconnect procedure done, §7).
+    pub max_sessions: usize,
     /// Packets a session's lane may hold before new ones are refused.
     pub session_queue_max: usize,
     /// Messages an Actor's lane may hold before new ones are refused.
@@ -92,6 +98,7 @@ impl Default for NodeSettings {
             bind_timeout: Duration::from_millis(5_000),
             relay_deadline: Duration::from_millis(5_000),
             outbound_max: 4 << 20,
+            max_sessions: usize::MAX,
             session_queue_max: 1_024,
             actor_queue_max: 4_096,
             spot_queue_max: 16_384,
@@ -365,6 +372,11 @@ impl NodeBuilder {
         let mesh = MeshName::new(&self.mesh)
             .map_err(|e| StartError::Invalid(format!("mesh name: {e}")))?;
         self.settings.check_lane_bounds()?;
+        if self.settings.max_sessions == 0 {
+            return Err(StartError::Invalid(
+                "max_sessions = 0: a node holds at least 1 session".to_owned(),
+            ));
+        }
         if self.dispatch && self.role == ObjectRole::None {
             return Err(StartError::NoObjectRole);
         }

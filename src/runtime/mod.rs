@@ -118,10 +118,29 @@ pub(crate) struct NodeShared {
     /// created (never on the bind, relay, push or disconnect paths).
     pub(crate) lease: Option<std::sync::Mutex<OwnerLease>>,
     pub(crate) hosts_actors: bool,
+    /// Sessions open on every shard, against `settings.max_sessions`.
+    pub(crate) sessions_open: std::sync::atomic::AtomicUsize,
     origin: std::time::Instant,
 }
 
 impl NodeShared {
+    /// Counts one more session unless the node holds `max_sessions`.
+    pub(crate) fn admit_session(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        let max = self.settings.max_sessions;
+        self.sessions_open
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |open| {
+                (open < max).then_some(open + 1)
+            })
+            .is_ok()
+    }
+
+    /// A session counted by [`NodeShared::admit_session`] ended.
+    pub(crate) fn session_ended(&self) {
+        self.sessions_open
+            .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+
     /// The core's time: microseconds since the node started.
     pub(crate) fn now(&self) -> Instant {
         let micros = self.origin.elapsed().as_micros();
@@ -617,6 +636,7 @@ pub(crate) fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
         store: config.store,
         lease: lease.map(std::sync::Mutex::new),
         hosts_actors: config.hosts_actors,
+        sessions_open: std::sync::atomic::AtomicUsize::new(0),
         origin: std::time::Instant::now(),
     });
     let identity = ShardIdentity {
