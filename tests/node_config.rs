@@ -117,6 +117,9 @@ fn node_config_a_bad_value_is_refused_by_name() {
         ("rid = 7", "rid = \"seven\"", "node.rid"),
         ("shards = 1", "shards = -1", "node.shards"),
         ("shards = 1", "shards = 1\nrole = \"boss\"", "node.role"),
+        ("shards = 1", "shards = 1\ncores = [100000]", "node.cores"),
+        ("shards = 1", "shards = 1\ncores = [-1]", "node.cores"),
+        ("shards = 1", "shards = 1\ncores = [0]", "node.cores"),
         (
             "log_level = \"warn\"",
             "log_level = \"loud\"",
@@ -256,8 +259,14 @@ fn node_config_two_meshes_are_refused_with_why() {
 #[test]
 fn node_config_role_and_max_sessions_reach_the_node() {
     let dir = temp_dir("role-limit");
-    // Given a node that holds at most one session,
-    let text = format!("{GOOD}\n[limits]\nmax_sessions = 1\n");
+    // Given a node that holds at most one session, its shard pinned to the
+    // first core this process may run on,
+    let core = core_affinity::get_core_ids().expect("the cores")[0].id;
+    let pinned = edit(
+        "pin_cores = false",
+        &format!("pin_cores = true\ncores = [{core}]"),
+    );
+    let text = format!("{pinned}\n[limits]\nmax_sessions = 1\n");
     let mut node = NodeProcess::start(7, &write_config(&dir, "one.toml", &text));
     let mut first = zlink::client::Client::connect(node.stream).expect("the node accepts");
     let login = first.request(

@@ -67,11 +67,17 @@ pub struct NodeSettings {
     pub spot_queue_max: usize,
     /// Frame and budget limits for decoding.
     pub decode_limits: DecodeLimits,
-    /// Shards (threads) the node runs; 0 means one per available core.
+    /// Shards (threads) the node runs; 0 means one per available core, or
+    /// one per listed core when `cores` lists some.
     pub shards: usize,
     /// Pin each shard's thread to its own core (core_affinity). Tests turn
     /// it off so several nodes share 2 cores without starving.
     pub pin_cores: bool,
+    /// The core ids the shards are pinned to, shard `i` to `cores[i %
+    /// len]`, when `pin_cores` is on (default empty: every core this
+    /// process may run on, in order). An id this process may not run on
+    /// fails startup.
+    pub cores: Vec<usize>,
     /// §10: how long Shutdown lets accepted work finish before it closes the
     /// sessions (default 5,000 ms).
     pub shutdown_deadline: Duration,
@@ -106,6 +112,7 @@ impl Default for NodeSettings {
             shutdown_deadline: Duration::from_millis(5_000),
             shards: 0,
             pin_cores: true,
+            cores: Vec::new(),
             lease_renew_interval: Duration::from_millis(1_000),
             relocation: RelocationConfig::default(),
             io_backend: IoBackend::Auto,

@@ -63,6 +63,8 @@ struct NodeSection {
     shards: usize,
     #[serde(default = "default_pin_cores")]
     pin_cores: bool,
+    #[serde(default)]
+    cores: Vec<usize>,
     #[serde(default = "default_io_backend")]
     io_backend: String,
     #[serde(default = "default_role")]
@@ -510,6 +512,25 @@ fn settings(
     io_backend: IoBackend,
     renew: Duration,
 ) -> Result<NodeSettings, ConfigError> {
+    if !file.node.cores.is_empty() && !file.node.pin_cores {
+        return Err(bad(
+            "node.cores",
+            "pins the shards to these cores, but node.pin_cores = false: set pin_cores = true \
+             or leave cores out",
+        ));
+    }
+    let available = core_affinity::get_core_ids().unwrap_or_default();
+    if let Some(id) = file
+        .node
+        .cores
+        .iter()
+        .find(|&&id| !available.iter().any(|core| core.id == id))
+    {
+        return Err(bad(
+            "node.cores",
+            format!("core {id} is not one this process may run on"),
+        ));
+    }
     let t = &file.timeouts;
     let r = &file.relocation;
     let l = &file.limits;
@@ -567,6 +588,7 @@ fn settings(
         decode_limits,
         shards: file.node.shards,
         pin_cores: file.node.pin_cores,
+        cores: file.node.cores.clone(),
         shutdown_deadline: positive("timeouts.shutdown_deadline_ms", t.shutdown_deadline_ms)?,
         lease_renew_interval: renew,
         relocation,
