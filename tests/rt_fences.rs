@@ -180,6 +180,66 @@ fn x19_after_a_session_owner_restart_a_smaller_binding_generation_is_accepted() 
 }
 
 #[test]
+fn rt_restart_with_the_same_rid_refuses_records_of_the_old_node_generation() {
+    // Given an Actor owner (node 2) and a session owner (node 1, lifecycle
+    // 100) linked through a tap, a session of node 1 bound to "hero",
+    let store = new_store();
+    let actors = start_node(2, store.clone(), GameOptions::default(), &[]);
+    actors.node.create_actor("player", &id("hero")).unwrap();
+    let tap = link_tap(actors.node.peer_addr().unwrap());
+    let sessions = |generation| GameOptions {
+        client_role: true,
+        node_generation: Some(generation),
+        ..GameOptions::default()
+    };
+    let first = start_node(1, store.clone(), sessions(100), &[(2, tap.addr)]);
+    assert!(first.node.wait_linked(2, WAIT));
+    // the bind (38) and a relay (24) of that lifecycle kept by the tap on
+    // their way to node 2,
+    let (bind, relay) = (Command::BoundSessionBind.code(), Command::ActorSend.code());
+    tap.set(Direction::ToAcceptor, bind, TapAction::Keep);
+    let mut client = first.client();
+    bind_from_store(&first, &mut client, "hero");
+    tap.set(Direction::ToAcceptor, bind, TapAction::Forward);
+    tap.set(Direction::ToAcceptor, relay, TapAction::Keep);
+    assert_eq!(
+        expect_reply(&mut client, RELAY, "hero:old"),
+        payload("hero", "old")
+    );
+    tap.set(Direction::ToAcceptor, relay, TapAction::Forward);
+    // when node 1 stops at once and starts again with the same RID
+    // (lifecycle 200) and links to node 2 through the tap again,
+    drop(first);
+    drop(client);
+    let second = start_node(1, store, sessions(200), &[(2, tap.addr)]);
+    assert!(second.node.wait_linked(2, WAIT));
+    assert!(actors.node.wait_linked(1, WAIT));
+    let delivered = || actors.observed.delivered.lock().unwrap().len();
+    let before = delivered();
+    let stale = actors
+        .node
+        .flow_counters()
+        .get(FlowTrace::StaleLifecycleRecord);
+    // then the old lifecycle's bind and relay, replayed on the new link,
+    // are refused and counted, and the relay never reaches the Actor;
+    assert_eq!(tap.replay(), 2);
+    wait_counter(&actors, FlowTrace::StaleLifecycleRecord, stale + 2);
+    assert_eq!(
+        delivered(),
+        before,
+        "the old lifecycle's relay was delivered"
+    );
+    // the new lifecycle is served.
+    let mut client = second.client();
+    bind_from_store(&second, &mut client, "hero");
+    assert_eq!(
+        expect_reply(&mut client, RELAY, "hero:new"),
+        payload("hero", "new")
+    );
+    assert_eq!(delivered(), before + 1);
+}
+
+#[test]
 fn x6_recreated_actor_never_revalidates_the_old_binding() {
     let mesh = start_mesh(2, GameOptions::default());
     let old = mesh[1].node.create_actor("player", &id("x")).unwrap();
