@@ -412,7 +412,7 @@ impl Actors<'_> {
     /// §5 bind admission on the three values, then registration, then the
     /// terminal, then 51 to a replaced session (§6).
     fn on_bind(&mut self, from: Peer, request: BindRequest) {
-        if self.from_past_lifecycle(from, &request.session) {
+        if self.refused_as_past_lifecycle(from, &request.session) {
             return;
         }
         let outcome = self.admit_bind(&request);
@@ -548,7 +548,7 @@ impl Actors<'_> {
         from: Peer,
         message: ActorMessage,
     ) -> Option<ActorEvent> {
-        if self.from_past_lifecycle(from, &message.tail.session) {
+        if self.refused_as_past_lifecycle(from, &message.tail.session) {
             return None;
         }
         let verdict = self.admit_message(&message);
@@ -604,7 +604,7 @@ impl Actors<'_> {
     /// the new lifecycle, which reuses request ids, must not get the answer.
     /// A record forwarded by another node (Message Follow) is judged by its
     /// binding as usual.
-    fn from_past_lifecycle(&mut self, from: Peer, session: &SessionRef) -> bool {
+    fn refused_as_past_lifecycle(&mut self, from: Peer, session: &SessionRef) -> bool {
         let past = session.owner == from.rid && session.lifecycle != from.generation;
         if past {
             self.fx.trace(FlowTrace::StaleLifecycleRecord);
