@@ -100,8 +100,8 @@ fn node_config_an_unknown_key_is_refused_by_name() {
     );
     refused(
         &dir,
-        &format!("{GOOD}\n[limits]\nmax_sessions = 10\n"),
-        &["limits.max_sessions", "unknown field"],
+        &format!("{GOOD}\n[limits]\nmax_players = 10\n"),
+        &["limits.max_players", "unknown field"],
     );
     refused(
         &dir,
@@ -116,6 +116,10 @@ fn node_config_a_bad_value_is_refused_by_name() {
     for (old, new, key) in [
         ("rid = 7", "rid = \"seven\"", "node.rid"),
         ("shards = 1", "shards = -1", "node.shards"),
+        ("shards = 1", "shards = 1\nrole = \"boss\"", "node.role"),
+        ("shards = 1", "shards = 1\ncores = [100000]", "node.cores"),
+        ("shards = 1", "shards = 1\ncores = [-1]", "node.cores"),
+        ("shards = 1", "shards = 1\ncores = [0]", "node.cores"),
         (
             "log_level = \"warn\"",
             "log_level = \"loud\"",
@@ -163,6 +167,8 @@ fn node_config_a_bad_value_is_refused_by_name() {
         ),
         ("limits", "frame_len_max = 0", "limits.frame_len_max"),
         ("limits", "session_queue_max = 0", "session_queue_max"),
+        ("limits", "max_sessions = 0", "limits.max_sessions"),
+        ("limits", "max_sessions = -1", "limits.max_sessions"),
     ] {
         refused(&dir, &format!("{GOOD}\n[{section}]\n{line}\n"), &[key]);
     }
@@ -248,4 +254,54 @@ fn node_config_two_meshes_are_refused_with_why() {
         &edit("meshes = [\"lobby\"]", "meshes = []"),
         &["node.meshes"],
     );
+}
+
+#[test]
+fn node_config_role_and_max_sessions_reach_the_node() {
+    let dir = temp_dir("role-limit");
+    // Given a node that holds at most one session, its shard pinned to the
+    // first core this process may run on,
+    let core = core_affinity::get_core_ids().expect("the cores")[0].id;
+    let pinned = edit(
+        "pin_cores = false",
+        &format!("pin_cores = true\ncores = [{core}]"),
+    );
+    let text = format!("{pinned}\n[limits]\nmax_sessions = 1\n");
+    let mut node = NodeProcess::start(7, &write_config(&dir, "one.toml", &text));
+    let mut first = zlink::client::Client::connect(node.stream).expect("the node accepts");
+    let login = first.request(
+        zlink::ids::PacketKey(1),
+        bytes::Bytes::from_static(b"p1"),
+        WAIT,
+    );
+    assert_eq!(&login.expect("LOGIN is answered")[..], b"welcome");
+    // a second client is told SessionLimit and closed, and it is counted.
+    let mut second = zlink::client::Client::connect(node.stream).expect("the node accepts");
+    match second.next_event(WAIT) {
+        Ok(Some(zlink::client::ClientEvent::Closed(Some(
+            zlink::wire::client::CloseReason::SessionLimit,
+        )))) => {}
+        other => panic!("the second connection got {other:?}"),
+    }
+    let counters = node.control("counters");
+    assert!(counters.contains(" session_limit_refused=1"), "{counters}");
+    let (_, status) = node.terminate();
+    assert!(status.success(), "{status:?}");
+
+    // Given a node with no object role (a STREAM-only node), the game's
+    // LOGIN, which needs Actor dispatch, ends with a typed error.
+    let text = edit("shards = 1", "shards = 1\nrole = \"none\"");
+    let mut node = NodeProcess::start(7, &write_config(&dir, "none.toml", &text));
+    let mut client = zlink::client::Client::connect(node.stream).expect("the node accepts");
+    match client.request(
+        zlink::ids::PacketKey(1),
+        bytes::Bytes::from_static(b"p1"),
+        WAIT,
+    ) {
+        // Today NotFound (NoActorFactory): no Actor type is dispatched here.
+        Err(zlink::client::ClientError::Remote(_)) => {}
+        other => panic!("LOGIN on a node without an object role got {other:?}"),
+    }
+    let (_, status) = node.terminate();
+    assert!(status.success(), "{status:?}");
 }

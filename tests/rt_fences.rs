@@ -180,6 +180,66 @@ fn x19_after_a_session_owner_restart_a_smaller_binding_generation_is_accepted() 
 }
 
 #[test]
+fn rt_restart_with_the_same_rid_refuses_records_of_the_old_node_generation() {
+    // Given an Actor owner (node 2) and a session owner (node 1, lifecycle
+    // 100) linked through a tap, a session of node 1 bound to "hero",
+    let store = new_store();
+    let actors = start_node(2, store.clone(), GameOptions::default(), &[]);
+    actors.node.create_actor("player", &id("hero")).unwrap();
+    let tap = link_tap(actors.node.peer_addr().unwrap());
+    let sessions = |generation| GameOptions {
+        client_role: true,
+        node_generation: Some(generation),
+        ..GameOptions::default()
+    };
+    let first = start_node(1, store.clone(), sessions(100), &[(2, tap.addr)]);
+    assert!(first.node.wait_linked(2, WAIT));
+    // the bind (38) and a relay (24) of that lifecycle kept by the tap on
+    // their way to node 2,
+    let (bind, relay) = (Command::BoundSessionBind.code(), Command::ActorSend.code());
+    tap.set(Direction::ToAcceptor, bind, TapAction::Keep);
+    let mut client = first.client();
+    bind_from_store(&first, &mut client, "hero");
+    tap.set(Direction::ToAcceptor, bind, TapAction::Forward);
+    tap.set(Direction::ToAcceptor, relay, TapAction::Keep);
+    assert_eq!(
+        expect_reply(&mut client, RELAY, "hero:old"),
+        payload("hero", "old")
+    );
+    tap.set(Direction::ToAcceptor, relay, TapAction::Forward);
+    // when node 1 stops at once and starts again with the same RID
+    // (lifecycle 200) and links to node 2 through the tap again,
+    drop(first);
+    drop(client);
+    let second = start_node(1, store, sessions(200), &[(2, tap.addr)]);
+    assert!(second.node.wait_linked(2, WAIT));
+    assert!(actors.node.wait_linked(1, WAIT));
+    let delivered = || actors.observed.delivered.lock().unwrap().len();
+    let before = delivered();
+    let stale = actors
+        .node
+        .flow_counters()
+        .get(FlowTrace::StaleLifecycleRecord);
+    // then the old lifecycle's bind and relay, replayed on the new link,
+    // are refused and counted, and the relay never reaches the Actor;
+    assert_eq!(tap.replay(), 2);
+    wait_counter(&actors, FlowTrace::StaleLifecycleRecord, stale + 2);
+    assert_eq!(
+        delivered(),
+        before,
+        "the old lifecycle's relay was delivered"
+    );
+    // the new lifecycle is served.
+    let mut client = second.client();
+    bind_from_store(&second, &mut client, "hero");
+    assert_eq!(
+        expect_reply(&mut client, RELAY, "hero:new"),
+        payload("hero", "new")
+    );
+    assert_eq!(delivered(), before + 1);
+}
+
+#[test]
 fn x6_recreated_actor_never_revalidates_the_old_binding() {
     let mesh = start_mesh(2, GameOptions::default());
     let old = mesh[1].node.create_actor("player", &id("x")).unwrap();
@@ -216,13 +276,14 @@ fn x6_recreated_actor_never_revalidates_the_old_binding() {
 }
 
 /// Forwards to a store and remembers the newest lease its node was given and
-/// how many renewals failed, so that a test knows the `expires_at` the node
-/// fences at. Once `cut`, renewals and membership registrations fail as if
+/// how many renewals failed and succeeded, so that a test knows the
+/// `expires_at` the node fences at and sees renewals resume. Once `cut`, renewals and membership registrations fail as if
 /// this node alone lost the store (its lease then lapses while it runs).
 struct LeaseWatch<S> {
     inner: S,
     latest: Mutex<Option<OwnerLease>>,
     failed_renewals: AtomicU64,
+    renewals: AtomicU64,
     cut: AtomicBool,
 }
 
@@ -232,6 +293,7 @@ impl<S: LocationStore> LeaseWatch<S> {
             inner,
             latest: Mutex::new(None),
             failed_renewals: AtomicU64::new(0),
+            renewals: AtomicU64::new(0),
             cut: AtomicBool::new(false),
         }
     }
@@ -294,6 +356,9 @@ impl<S: LocationStore> LocationStore for LeaseWatch<S> {
         let renewed = self
             .check_cut()
             .and_then(|()| self.inner.renew_lease(lease));
+        if renewed.is_ok() {
+            self.renewals.fetch_add(1, Ordering::SeqCst);
+        }
         self.keep(renewed)
     }
     fn lease(&self, node: NodeRid) -> Result<Option<OwnerLease>, StoreError> {
@@ -317,11 +382,198 @@ impl<S: LocationStore> LocationStore for LeaseWatch<S> {
 
 type Watched = CountingStore<LeaseWatch<RedisStore>>;
 
+/// A client that relays PUSH to its bound `actor` over and over, each
+/// answered by the push and then the reply, until `stop`; it counts the
+/// round trips done and keeps the first failure.
+struct Load {
+    done: Arc<AtomicU64>,
+    failure: Arc<Mutex<Option<String>>>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Load {
+    fn start(mut client: Client, actor: &'static str, stop: Arc<AtomicBool>) -> Self {
+        let done = Arc::new(AtomicU64::new(0));
+        let failure = Arc::new(Mutex::new(None));
+        let (count, failed) = (Arc::clone(&done), Arc::clone(&failure));
+        let thread = std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !stop.load(Ordering::SeqCst) {
+                let sent = payload(actor, &n.to_string());
+                let outcome = client
+                    .request(PUSH, sent.clone(), WAIT)
+                    .map_err(|e| format!("{actor}: PUSH {n}: {e:?}"))
+                    .and_then(|reply| match client.next_event(WAIT) {
+                        Ok(Some(ClientEvent::Push { key, payload }))
+                            if reply == "pushed" && key == PUSHED && payload == sent =>
+                        {
+                            Ok(())
+                        }
+                        other => Err(format!("{actor}: PUSH {n}: {reply:?} then {other:?}")),
+                    });
+                if let Err(error) = outcome {
+                    *failed.lock().unwrap() = Some(error);
+                    return;
+                }
+                n += 1;
+                count.store(n, Ordering::SeqCst);
+            }
+        });
+        Load {
+            done,
+            failure,
+            thread,
+        }
+    }
+
+    /// Waits until this client did one more round trip than now.
+    fn wait_progress(&self, what: &str) {
+        let from = self.done.load(Ordering::SeqCst);
+        wait_until(what, || {
+            self.failure.lock().unwrap().is_some() || self.done.load(Ordering::SeqCst) > from
+        });
+        self.check();
+    }
+
+    fn check(&self) {
+        if let Some(error) = self.failure.lock().unwrap().as_ref() {
+            panic!("a relay or push failed: {error}");
+        }
+    }
+}
+
+#[test]
+fn x21_store_outage_within_the_lease_keeps_relay_push_and_binds_and_logins_return_with_redis() {
+    // Given three linked nodes on one durable Redis (the append-only file a
+    // production store runs with, docs/store.md "Durability"), leases of
+    // 6 s renewed every 100 ms (shortened settings; the outage below lasts
+    // a few store calls),
+    let mut redis = redis_support::RedisServer::start(redis_support::Mode::Durable);
+    let store = || -> Arc<Watched> {
+        let mut config = RedisStoreConfig::new(redis.url(), "outage");
+        config.lease_term = Duration::from_secs(6);
+        config.call_timeout = Duration::from_secs(5);
+        let redis = RedisStore::open(config, MonotonicClock::new()).unwrap();
+        Arc::new(CountingStore::new(LeaseWatch::new(redis)))
+    };
+    let options = GameOptions {
+        settings: Some(NodeSettings {
+            lease_renew_interval: Duration::from_millis(100),
+            ..NodeSettings::default()
+        }),
+        ..GameOptions::default()
+    };
+    let three = start_node(3, store(), options.clone(), &[]);
+    let two = start_node(
+        2,
+        store(),
+        options.clone(),
+        &[(3, three.node.peer_addr().unwrap())],
+    );
+    let peers = [
+        (2, two.node.peer_addr().unwrap()),
+        (3, three.node.peer_addr().unwrap()),
+    ];
+    let one = start_node(1, store(), options, &peers);
+    assert!(one.node.wait_linked(2, WAIT) && one.node.wait_linked(3, WAIT));
+    assert!(two.node.wait_linked(3, WAIT));
+    let mesh = [&one, &two, &three];
+    // one client per node bound to a player of the next node, relaying
+    // PUSH (the player pushes, then replies) in a loop,
+    let players = [("ann", &two), ("bob", &three), ("cat", &one)];
+    let stop = Arc::new(AtomicBool::new(false));
+    let load: Vec<Load> = mesh
+        .iter()
+        .zip(players)
+        .map(|(session_node, (player, owner))| {
+            owner.node.create_actor("player", &id(player)).unwrap();
+            let mut client = session_node.client();
+            assert_eq!(expect_reply(&mut client, LOGIN, player), "bound");
+            Load::start(client, player, Arc::clone(&stop))
+        })
+        .collect();
+    for client in &load {
+        client.wait_progress("the load before the outage");
+    }
+    // players not bound yet, and node 1 holding the ActorRef of one of them.
+    for (player, owner) in [("dan", &two), ("eve", &three)] {
+        owner.node.create_actor("player", &id(player)).unwrap();
+    }
+    let mut holder = one.client();
+    assert_eq!(expect_reply(&mut holder, STASH, "dan"), "stashed");
+    let leases_at_kill: Vec<_> = mesh
+        .iter()
+        .map(|game| game.store.inner().latest.lock().unwrap().clone().unwrap())
+        .collect();
+
+    // When Redis is killed under that load,
+    redis.kill();
+    for game in mesh {
+        let failed = &game.store.inner().failed_renewals;
+        let at_kill = failed.load(Ordering::SeqCst);
+        wait_until("a renewal failing on every node", || {
+            failed.load(Ordering::SeqCst) > at_kill
+        });
+    }
+    // Then relay and push keep working through the outage,
+    for client in &load {
+        client.wait_progress("the load during the outage");
+    }
+    // a bind with the ActorRef in hand succeeds (it reads no store),
+    assert_eq!(expect_reply(&mut holder, BIND_STASHED, ""), "bound");
+    // and a login that needs the store — a lookup of an existing player or
+    // the creation of a new one — ends with Unavailable.
+    for player in ["eve", "fay"] {
+        let mut late = one.client();
+        let error = expect_error(&mut late, LOGIN, player);
+        assert_eq!(error.kind(), ErrorKind::Unavailable, "{player}: {error:?}");
+    }
+    for (game, lease) in mesh.iter().zip(&leases_at_kill) {
+        assert!(
+            game.store.now() < lease.expires_at,
+            "the outage outlasted the lease: the test's settings are too short for this machine"
+        );
+    }
+
+    // When Redis comes back with its data,
+    redis.restart();
+    // Then logins that look up or create succeed again,
+    for player in ["eve", "fay"] {
+        let mut late = one.client();
+        assert_eq!(expect_reply(&mut late, LOGIN, player), "bound", "{player}");
+    }
+    // the leases are renewed in the lifecycle that held them (same
+    // generation, a later expiry), and the nodes serve past the expiry
+    // they had when the store went down.
+    for (game, lease) in mesh.iter().zip(&leases_at_kill) {
+        let watch = game.store.inner();
+        let renewed = || watch.latest.lock().unwrap().clone().unwrap();
+        wait_until("a renewal after Redis returned", || {
+            renewed().expires_at > lease.expires_at
+        });
+        assert_eq!(renewed().generation, lease.generation);
+        assert_eq!(renewed().node_generation, lease.node_generation);
+    }
+    let last_expiry = leases_at_kill.iter().map(|l| l.expires_at).max().unwrap();
+    wait_until("the leases of the outage's start to pass", || {
+        one.store.now() > last_expiry
+    });
+    for client in &load {
+        client.wait_progress("the load past the lease the outage began in");
+    }
+    stop.store(true, Ordering::SeqCst);
+    for client in load {
+        assert!(client.thread.join().is_ok());
+        let failure = client.failure.lock().unwrap().take();
+        assert!(failure.is_none(), "a relay or push failed: {failure:?}");
+    }
+}
+
 #[test]
 fn x21_store_outage_past_the_lease_makes_relay_unavailable() {
-    // Given two nodes on one Redis store, leases of 2 s renewed every 100 ms
-    // (shortened settings),
-    let mut redis = redis_support::RedisServer::start(redis_support::Mode::Volatile);
+    // Given two nodes on one durable Redis store, leases of 2 s renewed
+    // every 100 ms (shortened settings),
+    let mut redis = redis_support::RedisServer::start(redis_support::Mode::Durable);
     let term = Duration::from_secs(2);
     let store = || -> Arc<Watched> {
         let mut config = RedisStoreConfig::new(redis.url(), "x21");
@@ -422,6 +674,27 @@ fn x21_store_outage_past_the_lease_makes_relay_unavailable() {
     let error = expect_error(&mut later, BIND_STASHED, "");
     assert_eq!(error.kind(), ErrorKind::Unavailable, "{error:?}");
     assert_eq!(rows(), rows_at_kill, "a bind or relay read the store");
+
+    // When Redis comes back with its data, the fenced lifecycle stays
+    // fenced (docs/store.md "Leases": it renews no more and must restart):
+    // relay still ends with Unavailable, never the old route, and so does
+    // a bind with the ActorRef in hand.
+    redis.restart();
+    wait_until("node 2's store answering again", || {
+        two.store.inner().inner.lease(NodeRid(2)).is_ok()
+    });
+    let renewed = two.store.inner().renewals.load(Ordering::SeqCst);
+    let error = expect_error(&mut client, RELAY, "hero:after");
+    assert_eq!(error.kind(), ErrorKind::Unavailable, "{error:?}");
+    assert_eq!(error.reason(), Reason::LeaseExpired);
+    let mut again = one.client();
+    let error = expect_error(&mut again, BIND_STASHED, "");
+    assert_eq!(error.kind(), ErrorKind::Unavailable, "{error:?}");
+    assert_eq!(
+        two.store.inner().renewals.load(Ordering::SeqCst),
+        renewed,
+        "a fenced lifecycle renewed its lease"
+    );
 }
 
 #[test]

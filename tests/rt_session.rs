@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use runtime_support::*;
 use zlink::api::{Node, NodeBuilder, NodeSettings};
+use zlink::core::trace::FlowTrace;
 use zlink::error::{Error, Reason};
 use zlink::ids::{Correlation, PacketKey};
 use zlink::wire::client::{ClientFrame, CloseReason};
@@ -239,4 +240,55 @@ fn spot_callbacks_run_while_on_disconnect_awaits_forever_and_it_is_dropped_at_th
         expect_reply(&mut again, RELAY, "player-a:still"),
         payload("player-a", "still")
     );
+}
+
+#[test]
+fn a_connection_over_max_sessions_is_closed_with_session_limit_and_counted() {
+    // Given a node of two shards that holds at most 2 sessions, over both,
+    let game = start_game(GameOptions {
+        settings: Some(NodeSettings {
+            max_sessions: 2,
+            ..NodeSettings::default()
+        }),
+        shards: 2,
+        ..GameOptions::default()
+    });
+    // with two sessions open (each answered, so each was accepted),
+    let mut open: Vec<zlink::client::Client> = (0..2)
+        .map(|_| {
+            let mut client = game.client();
+            expect_reply(&mut client, SHARD, "");
+            client
+        })
+        .collect();
+    // When a third client connects, Then it is told SessionLimit and closed,
+    let mut third = game.client();
+    match third.next_event(WAIT) {
+        Ok(Some(zlink::client::ClientEvent::Closed(Some(CloseReason::SessionLimit)))) => {}
+        other => panic!("the third connection got {other:?}"),
+    }
+    // the refusal is counted, and the open sessions are served as before.
+    wait_counter(&game, FlowTrace::SessionLimitRefused, 1);
+    for client in &mut open {
+        expect_reply(client, SHARD, "");
+    }
+    // When one session ends, a new client is admitted once its disconnect
+    // procedure is done (until then it is refused like the third).
+    drop(open.pop());
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let mut client = game.client();
+        match client.request(SHARD, Bytes::new(), WAIT) {
+            Ok(_) => break,
+            Err(zlink::client::ClientError::Closed(Some(CloseReason::SessionLimit)))
+            | Err(zlink::client::ClientError::Io(_)) => {
+                assert!(
+                    Instant::now() < deadline,
+                    "no session admitted after one ended"
+                );
+            }
+            Err(other) => panic!("a client after the end of a session got {other:?}"),
+        }
+    }
+    expect_reply(&mut open[0], SHARD, "");
 }

@@ -19,7 +19,7 @@ use wire_support::{
     assert_total_and_canonical, edits, error, frame_and_body, payload,
 };
 
-const CLOSE_REASONS: [CloseReason; 8] = [
+const CLOSE_REASONS: [CloseReason; 9] = [
     CloseReason::Replaced,
     CloseReason::SealTimeout,
     CloseReason::ActorRequested,
@@ -28,6 +28,7 @@ const CLOSE_REASONS: [CloseReason; 8] = [
     CloseReason::KeepaliveTimeout,
     CloseReason::Application,
     CloseReason::AuthenticationFailed,
+    CloseReason::SessionLimit,
 ];
 
 /// Every frame kind.
@@ -193,7 +194,7 @@ fn a_bad_error_or_close_code_is_refused() {
             reason: Reason::Deadline
         })
     );
-    for code in [0u8, 9, 255] {
+    for code in [0u8, 10, 255] {
         assert_eq!(
             decode(&[6, 0, code]),
             Err(WireError::UnknownCloseReason(code))

@@ -89,6 +89,7 @@ fn close_reason() -> impl Strategy<Value = CloseReason> {
         CloseReason::KeepaliveTimeout,
         CloseReason::Application,
         CloseReason::AuthenticationFailed,
+        CloseReason::SessionLimit,
     ])
 }
 
@@ -1024,7 +1025,7 @@ fn a_bad_tombstone_cause_or_close_reason_is_refused() {
         );
     }
     let mut close = body_of(&samples()[5]).to_vec();
-    for code in [0, 9, 255] {
+    for code in [0, 10, 255] {
         *close.last_mut().unwrap() = code;
         assert_eq!(decode(&close), Err(WireError::UnknownCloseReason(code)));
     }

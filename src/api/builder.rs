@@ -61,6 +61,12 @@ pub struct NodeSettings {
     /// a node link's unsent bytes at this bound make the link full, so that
     /// a 51 waits for admission (`send_timeout`, §6).
     pub outbound_max: usize,
+    /// Sessions the node holds at most, over all its shards (default
+    /// `usize::MAX`: no limit). A STREAM connection accepted beyond it is
+    /// closed at once with `CloseReason::SessionLimit` and counted
+    /// (`session_limit_refused`); a session counts from its accept until it
+    /// ended (its disconnect procedure done, §7).
+    pub max_sessions: usize,
     /// Packets a session's lane may hold before new ones are refused.
     pub session_queue_max: usize,
     /// Messages an Actor's lane may hold before new ones are refused.
@@ -70,11 +76,17 @@ pub struct NodeSettings {
     pub spot_queue_max: usize,
     /// Frame and budget limits for decoding.
     pub decode_limits: DecodeLimits,
-    /// Shards (threads) the node runs; 0 means one per available core.
+    /// Shards (threads) the node runs; 0 means one per available core, or
+    /// one per listed core when `cores` lists some.
     pub shards: usize,
     /// Pin each shard's thread to its own core (core_affinity). Tests turn
     /// it off so several nodes share 2 cores without starving.
     pub pin_cores: bool,
+    /// The core ids the shards are pinned to, shard `i` to `cores[i %
+    /// len]`, when `pin_cores` is on (default empty: every core this
+    /// process may run on, in order). An id this process may not run on
+    /// fails startup.
+    pub cores: Vec<usize>,
     /// §10: how long Shutdown lets accepted work finish before it closes the
     /// sessions (default 5,000 ms).
     pub shutdown_deadline: Duration,
@@ -102,6 +114,7 @@ impl Default for NodeSettings {
             send_timeout: Duration::from_millis(5_000),
             relay_deadline: Duration::from_millis(5_000),
             outbound_max: 4 << 20,
+            max_sessions: usize::MAX,
             session_queue_max: 1_024,
             actor_queue_max: 4_096,
             spot_queue_max: 16_384,
@@ -109,6 +122,7 @@ impl Default for NodeSettings {
             shutdown_deadline: Duration::from_millis(5_000),
             shards: 0,
             pin_cores: true,
+            cores: Vec::new(),
             lease_renew_interval: Duration::from_millis(1_000),
             relocation: RelocationConfig::default(),
             io_backend: IoBackend::Auto,
@@ -418,6 +432,11 @@ impl NodeBuilder {
         let mesh = MeshName::new(&self.mesh)
             .map_err(|e| StartError::Invalid(format!("mesh name: {e}")))?;
         self.settings.check_lane_bounds()?;
+        if self.settings.max_sessions == 0 {
+            return Err(StartError::Invalid(
+                "max_sessions = 0: a node holds at least 1 session".to_owned(),
+            ));
+        }
         if self.dispatch && self.role == ObjectRole::None {
             return Err(StartError::NoObjectRole);
         }

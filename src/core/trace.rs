@@ -133,6 +133,10 @@ flow_trace! {
     /// A peer's lease lapsed (it left the store's membership): its links
     /// were dropped and its lifecycle fenced (docs/store.md "Membership").
     PeerLeaseLapsed => "peer_lease_lapsed", warn;
+    /// A STREAM connection accepted while the node held its most sessions
+    /// (`NodeSettings::max_sessions`): closed at once with
+    /// `CloseReason::SessionLimit`.
+    SessionLimitRefused => "session_limit_refused", warn;
     /// §6: a malformed control or one-way record, dropped and counted.
     MalformedRecordDropped => "malformed_record_dropped", warn;
 }

@@ -125,10 +125,29 @@ pub(crate) struct NodeShared {
     /// The meshes this node is in (§3): a bind to a route naming another
     /// is refused before any record (docs/threading.md "Several meshes").
     pub(crate) meshes: Vec<MeshName>,
+    /// Sessions open on every shard, against `settings.max_sessions`.
+    pub(crate) sessions_open: std::sync::atomic::AtomicUsize,
     origin: std::time::Instant,
 }
 
 impl NodeShared {
+    /// Counts one more session unless the node holds `max_sessions`.
+    pub(crate) fn admit_session(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        let max = self.settings.max_sessions;
+        self.sessions_open
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |open| {
+                (open < max).then_some(open + 1)
+            })
+            .is_ok()
+    }
+
+    /// A session counted by [`NodeShared::admit_session`] ended.
+    pub(crate) fn session_ended(&self) {
+        self.sessions_open
+            .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+
     /// The core's time: microseconds since the node started.
     pub(crate) fn now(&self) -> Instant {
         let micros = self.origin.elapsed().as_micros();
@@ -579,7 +598,7 @@ struct ShardReady {
 /// STREAM port (SO_REUSEPORT spreads accepted sessions), and finally running
 /// its loop once every shard's inbox is known (docs/threading.md).
 pub(crate) fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
-    let shards = shard_count(config.settings.shards)?;
+    let shards = shard_count(config.settings.shards, config.settings.cores.len())?;
     // Resolved once for all shards, so that `Auto` warns once (issue 8).
     let io_backend = config
         .settings
@@ -620,6 +639,7 @@ pub(crate) fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
         } else {
             config.meshes.iter().map(|(mesh, _)| mesh.clone()).collect()
         },
+        sessions_open: std::sync::atomic::AtomicUsize::new(0),
         origin: std::time::Instant::now(),
     });
     let identity = ShardIdentity {
@@ -629,7 +649,7 @@ pub(crate) fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
     };
     let stop = Arc::new(AtomicBool::new(false));
     let link_status = Arc::new(LinkStatus::default());
-    let cores = core_affinity::get_core_ids().unwrap_or_default();
+    let cores = pinned_cores(&shared.settings.cores)?;
     let mut threads = Vec::new();
     let mut routers = Vec::new();
     let mut wakers = Vec::new();
@@ -710,12 +730,36 @@ pub(crate) fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
     })
 }
 
-/// `0` means one shard per available core.
-fn shard_count(setting: usize) -> Result<u16, StartError> {
-    let count = if setting == 0 {
-        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
-    } else {
-        setting
+/// The cores the shards are pinned to, in order: the listed ids, each one
+/// this process may run on, or every core it may run on.
+fn pinned_cores(listed: &[usize]) -> Result<Vec<core_affinity::CoreId>, StartError> {
+    let available = core_affinity::get_core_ids().unwrap_or_default();
+    if listed.is_empty() {
+        return Ok(available);
+    }
+    listed
+        .iter()
+        .map(|&id| {
+            available
+                .iter()
+                .find(|core| core.id == id)
+                .copied()
+                .ok_or_else(|| {
+                    StartError::Invalid(format!(
+                        "cores: core {id} is not one this process may run on"
+                    ))
+                })
+        })
+        .collect()
+}
+
+/// `0` means one shard per listed core, or per available core when none is
+/// listed.
+fn shard_count(setting: usize, listed_cores: usize) -> Result<u16, StartError> {
+    let count = match (setting, listed_cores) {
+        (0, 0) => std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
+        (0, listed) => listed,
+        (set, _) => set,
     };
     u16::try_from(count)
         .ok()

@@ -26,12 +26,19 @@
 //!   [`StoreError::Unavailable`]; the connection is dropped and the next call
 //!   connects again. Every call has a timeout (connect, read and write).
 //! - The store is off every hot path (bind, relay, push and disconnect never
-//!   call it), so one connection behind a mutex serves the process.
+//!   call it), so one connection serves the process. It lives on a thread
+//!   of its own that makes every socket call, and a caller waits for its
+//!   answer: a shard's io_uring flags its thread as signalled when a
+//!   completion arrives, and a socket read with a timeout made on that
+//!   thread would fail with EINTR under load (a spurious `Unavailable`,
+//!   `x21_store_outage_within_the_lease_…` in tests/rt_fences.rs), while
+//!   waiting for the answer retries the interrupted wait.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::str::FromStr;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::mpsc::{channel, sync_channel, Sender, SyncSender};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use super::{
@@ -87,6 +94,9 @@ pub enum RedisConfigError {
     /// The URL does not parse as a Redis URL.
     #[error("store.url: {0}")]
     Url(String),
+    /// The thread that owns the connection could not be started.
+    #[error("store: no thread for the redis connection: {0}")]
+    Thread(String),
     /// The cluster name is empty, too long or has a character keys cannot carry.
     #[error("store.cluster {0:?}: 1 to 64 ASCII letters, digits, '.', '_' or '-'")]
     Cluster(String),
@@ -98,8 +108,8 @@ pub enum RedisConfigError {
 /// A [`LocationStore`] kept in Redis (module doc). Leases are stamped by
 /// `clock`, the frame of every [`OwnerLease::expires_at`] it returns.
 pub struct RedisStore<C: Clock = MonotonicClock> {
-    client: ::redis::Client,
-    connection: Mutex<Option<::redis::Connection>>,
+    /// Hands each call to the connection thread ([`Connection::serve`]).
+    calls: Mutex<Sender<Call>>,
     prefix: String,
     clock: C,
     lease_term: Duration,
@@ -122,16 +132,16 @@ impl<C: Clock> std::fmt::Debug for RedisStore<C> {
 }
 
 struct Scripts {
-    lookup: ::redis::Script,
-    create: ::redis::Script,
-    cas: ::redis::Script,
-    abort: ::redis::Script,
-    remove: ::redis::Script,
-    acquire: ::redis::Script,
-    renew: ::redis::Script,
-    read_lease: ::redis::Script,
-    register_member: ::redis::Script,
-    members: ::redis::Script,
+    lookup: Arc<::redis::Script>,
+    create: Arc<::redis::Script>,
+    cas: Arc<::redis::Script>,
+    abort: Arc<::redis::Script>,
+    remove: Arc<::redis::Script>,
+    acquire: Arc<::redis::Script>,
+    renew: Arc<::redis::Script>,
+    read_lease: Arc<::redis::Script>,
+    register_member: Arc<::redis::Script>,
+    members: Arc<::redis::Script>,
 }
 
 /// A script is its prelude and its body. The `#!lua` shebang opts into
@@ -140,12 +150,12 @@ struct Scripts {
 /// Cluster run of the test suite proves each script stays in one slot.
 macro_rules! script {
     ($prelude:literal, $body:literal) => {
-        ::redis::Script::new(concat!(
+        Arc::new(::redis::Script::new(concat!(
             "#!lua\n",
             include_str!($prelude),
             "\n",
             include_str!($body)
-        ))
+        )))
     };
 }
 
@@ -203,6 +213,72 @@ impl LeaseRecord {
 /// What a row script may be told about a lease: `[owner, generation, until]`.
 type Fact = [String; 3];
 
+/// One script call for the connection thread, and where its answer goes.
+struct Call {
+    script: Arc<::redis::Script>,
+    key: String,
+    args: Vec<String>,
+    answer: SyncSender<Result<Vec<String>, StoreError>>,
+}
+
+/// The store's one connection, owned by its own thread (module doc).
+struct Connection {
+    client: ::redis::Client,
+    call_timeout: Duration,
+    open: Option<::redis::Connection>,
+}
+
+impl Connection {
+    /// Answers calls in order until the store is dropped.
+    fn serve(mut self, queue: &std::sync::mpsc::Receiver<Call>) {
+        while let Ok(call) = queue.recv() {
+            let answer = self.invoke(&call.script, &call.key, &call.args);
+            // The caller waits for the answer; it cannot have gone.
+            let _ = call.answer.send(answer);
+        }
+    }
+
+    /// Runs `script` on `key` with `args`, connecting first if there is no
+    /// connection. Any failure drops the connection (its state is unknown
+    /// after a timeout), so the next call starts afresh.
+    fn invoke(
+        &mut self,
+        script: &::redis::Script,
+        key: &str,
+        args: &[String],
+    ) -> Result<Vec<String>, StoreError> {
+        let connection = match &mut self.open {
+            Some(connection) => connection,
+            None => self.open.insert(self.connect()?),
+        };
+        let mut invocation = script.prepare_invoke();
+        invocation.key(key);
+        for arg in args {
+            invocation.arg(arg.as_str());
+        }
+        let reply = invocation.invoke::<Vec<String>>(connection);
+        reply.map_err(|error| {
+            self.open = None;
+            StoreError::Unavailable(format!("redis: {error}"))
+        })
+    }
+
+    fn connect(&self) -> Result<::redis::Connection, StoreError> {
+        let unavailable = |error: ::redis::RedisError| StoreError::Unavailable(error.to_string());
+        let connection = self
+            .client
+            .get_connection_with_timeout(self.call_timeout)
+            .map_err(unavailable)?;
+        connection
+            .set_read_timeout(Some(self.call_timeout))
+            .map_err(unavailable)?;
+        connection
+            .set_write_timeout(Some(self.call_timeout))
+            .map_err(unavailable)?;
+        Ok(connection)
+    }
+}
+
 impl<C: Clock> RedisStore<C> {
     /// A store for `config`; nothing is connected until the first call.
     pub fn open(config: RedisStoreConfig, clock: C) -> Result<Self, RedisConfigError> {
@@ -223,9 +299,18 @@ impl<C: Clock> RedisStore<C> {
         }
         let client = ::redis::Client::open(config.url.as_str())
             .map_err(|e| RedisConfigError::Url(e.to_string()))?;
-        Ok(Self {
+        let (calls, queue) = channel();
+        let connection = Connection {
             client,
-            connection: Mutex::new(None),
+            call_timeout: config.call_timeout,
+            open: None,
+        };
+        std::thread::Builder::new()
+            .name("zlink-redis".into())
+            .spawn(move || connection.serve(&queue))
+            .map_err(|e| RedisConfigError::Thread(e.to_string()))?;
+        Ok(Self {
+            calls: Mutex::new(calls),
             prefix: format!("zlink:{}:", config.cluster),
             clock,
             lease_term: config.lease_term,
@@ -255,56 +340,29 @@ impl<C: Clock> RedisStore<C> {
             .to_string()
     }
 
-    /// Runs `script` on `key` with `args` over the connection, connecting
-    /// first if there is none. Any failure drops the connection (its state
-    /// is unknown after a timeout), so the next call starts afresh.
+    /// Runs `script` on `key` with `args` on the connection thread and
+    /// waits for its answer (module doc: no socket call on the caller's
+    /// thread).
     fn invoke(
         &self,
-        script: &::redis::Script,
+        script: &Arc<::redis::Script>,
         key: &str,
         args: &[&str],
     ) -> Result<Vec<String>, StoreError> {
-        let mut slot = self.connection_slot();
-        let connection = match &mut *slot {
-            Some(connection) => connection,
-            None => slot.insert(self.connect()?),
+        let (answer, answered) = sync_channel(1);
+        let call = Call {
+            script: Arc::clone(script),
+            key: key.to_owned(),
+            args: args.iter().map(|arg| (*arg).to_owned()).collect(),
+            answer,
         };
-        let mut invocation = script.prepare_invoke();
-        invocation.key(key);
-        for arg in args {
-            invocation.arg(*arg);
-        }
-        let reply = invocation.invoke::<Vec<String>>(connection);
-        reply.map_err(|error| {
-            *slot = None;
-            StoreError::Unavailable(format!("redis: {error}"))
-        })
-    }
-
-    /// The connection slot. A panic while it was held leaves the connection
-    /// mid-protocol: it is dropped, and the next call connects again.
-    fn connection_slot(&self) -> MutexGuard<'_, Option<::redis::Connection>> {
-        self.connection.lock().unwrap_or_else(|poisoned| {
-            let mut slot = poisoned.into_inner();
-            *slot = None;
-            self.connection.clear_poison();
-            slot
-        })
-    }
-
-    fn connect(&self) -> Result<::redis::Connection, StoreError> {
-        let unavailable = |error: ::redis::RedisError| StoreError::Unavailable(error.to_string());
-        let connection = self
-            .client
-            .get_connection_with_timeout(self.call_timeout)
-            .map_err(unavailable)?;
-        connection
-            .set_read_timeout(Some(self.call_timeout))
-            .map_err(unavailable)?;
-        connection
-            .set_write_timeout(Some(self.call_timeout))
-            .map_err(unavailable)?;
-        Ok(connection)
+        let gone = || StoreError::Unavailable("the redis connection thread ended".into());
+        self.calls
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .send(call)
+            .map_err(|_| gone())?;
+        answered.recv().map_err(|_| gone())?
     }
 
     fn known(&self) -> MutexGuard<'_, HashMap<NodeRid, KnownLease>> {
@@ -381,7 +439,7 @@ impl<C: Clock> RedisStore<C> {
     /// arguments, when there is a claim, come last.
     fn run_row(
         &self,
-        script: &::redis::Script,
+        script: &Arc<::redis::Script>,
         actor: &ActorId,
         args: &[&str],
         claim: Option<&OwnerClaim>,
@@ -420,7 +478,7 @@ impl<C: Clock> RedisStore<C> {
     /// the request left.
     fn lease_call(
         &self,
-        script: &::redis::Script,
+        script: &Arc<::redis::Script>,
         node: NodeRid,
         args: &[&str],
     ) -> Result<(Vec<String>, Instant), StoreError> {

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
-use zlink::api::NodeSettings;
+use zlink::api::{NodeSettings, ObjectRole};
 use zlink::core::relocation::RelocationConfig;
 use zlink::net::IoBackend;
 use zlink::wire::DecodeLimits;
@@ -63,8 +63,16 @@ struct NodeSection {
     shards: usize,
     #[serde(default = "default_pin_cores")]
     pin_cores: bool,
+    #[serde(default)]
+    cores: Vec<usize>,
     #[serde(default = "default_io_backend")]
     io_backend: String,
+    #[serde(default = "default_role")]
+    role: String,
+}
+
+fn default_role() -> String {
+    "server".to_owned()
 }
 
 fn default_log_level() -> String {
@@ -207,6 +215,8 @@ struct LimitsSection {
     handoff_state_len_max: u32,
     saved_work_count_max: u16,
     outbound_max: usize,
+    /// Left out: no limit (`NodeSettings::max_sessions`' default).
+    max_sessions: Option<usize>,
     session_queue_max: usize,
     actor_queue_max: usize,
     spot_queue_max: usize,
@@ -221,6 +231,7 @@ impl Default for LimitsSection {
             handoff_state_len_max: s.decode_limits.handoff_state_len_max,
             saved_work_count_max: s.decode_limits.saved_work_count_max,
             outbound_max: s.outbound_max,
+            max_sessions: None,
             session_queue_max: s.session_queue_max,
             actor_queue_max: s.actor_queue_max,
             spot_queue_max: s.spot_queue_max,
@@ -253,6 +264,8 @@ pub struct Config {
     pub rid: u64,
     pub mesh: String,
     pub log_level: tracing::level_filters::LevelFilter,
+    /// The node's object role (`NodeBuilder::object_role`, §3).
+    pub role: ObjectRole,
     pub stream: SocketAddr,
     pub peer: Option<SocketAddr>,
     pub discover: bool,
@@ -316,6 +329,17 @@ pub fn parse(text: &str, base: &Path) -> Result<Config, ConfigError> {
             return Err(bad(
                 "node.io_backend",
                 format!("{other:?} is not one of auto, io_uring, epoll"),
+            ))
+        }
+    };
+    let role = match file.node.role.as_str() {
+        "server" => ObjectRole::Server,
+        "client" => ObjectRole::Client,
+        "none" => ObjectRole::None,
+        other => {
+            return Err(bad(
+                "node.role",
+                format!("{other:?} is not one of server, client, none"),
             ))
         }
     };
@@ -390,6 +414,7 @@ pub fn parse(text: &str, base: &Path) -> Result<Config, ConfigError> {
         rid: file.node.rid,
         mesh,
         log_level,
+        role,
         stream: file.listen.stream,
         peer: file.listen.peer,
         discover: file.peers.discover,
@@ -490,6 +515,25 @@ fn settings(
     io_backend: IoBackend,
     renew: Duration,
 ) -> Result<NodeSettings, ConfigError> {
+    if !file.node.cores.is_empty() && !file.node.pin_cores {
+        return Err(bad(
+            "node.cores",
+            "pins the shards to these cores, but node.pin_cores = false: set pin_cores = true \
+             or leave cores out",
+        ));
+    }
+    let available = core_affinity::get_core_ids().unwrap_or_default();
+    if let Some(id) = file
+        .node
+        .cores
+        .iter()
+        .find(|&&id| !available.iter().any(|core| core.id == id))
+    {
+        return Err(bad(
+            "node.cores",
+            format!("core {id} is not one this process may run on"),
+        ));
+    }
     let t = &file.timeouts;
     let r = &file.relocation;
     let l = &file.limits;
@@ -538,12 +582,17 @@ fn settings(
         send_timeout: positive("timeouts.send_timeout_ms", t.send_timeout_ms)?,
         relay_deadline: positive("timeouts.relay_deadline_ms", t.relay_deadline_ms)?,
         outbound_max: at_least_one("limits.outbound_max", l.outbound_max)?,
+        max_sessions: match l.max_sessions {
+            Some(max) => at_least_one("limits.max_sessions", max)?,
+            None => NodeSettings::default().max_sessions,
+        },
         session_queue_max: l.session_queue_max,
         actor_queue_max: l.actor_queue_max,
         spot_queue_max: l.spot_queue_max,
         decode_limits,
         shards: file.node.shards,
         pin_cores: file.node.pin_cores,
+        cores: file.node.cores.clone(),
         shutdown_deadline: positive("timeouts.shutdown_deadline_ms", t.shutdown_deadline_ms)?,
         lease_renew_interval: renew,
         relocation,

@@ -126,10 +126,14 @@ fn run(config: &Config, stop: &signals::StopSignals, console: bool) -> ExitCode 
         .node_generation(generation.0)
         .mesh(&config.mesh)
         .listen(config.stream)
-        .object_role(ObjectRole::Server)
+        .object_role(config.role)
         .location_store(store)
-        .enable_actor_dispatch()
         .settings(config.settings.clone());
+    // §3: a node without an object role takes no part in Actor dispatch
+    // (a STREAM-only node: its game's logins end with a typed error).
+    if config.role != ObjectRole::None {
+        builder = builder.enable_actor_dispatch();
+    }
     if let Some(peer) = config.peer {
         builder = builder.peer_listen(peer);
     }

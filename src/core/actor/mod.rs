@@ -412,6 +412,9 @@ impl Actors<'_> {
     /// §5 bind admission on the three values, then registration, then the
     /// terminal, then 51 to a replaced session (§6).
     fn on_bind(&mut self, from: Peer, request: BindRequest) {
+        if self.refused_as_past_lifecycle(from, &request.session) {
+            return;
+        }
         let outcome = self.admit_bind(&request);
         let replaced = match outcome {
             Ok(replaced) => replaced,
@@ -545,6 +548,9 @@ impl Actors<'_> {
         from: Peer,
         message: ActorMessage,
     ) -> Option<ActorEvent> {
+        if self.refused_as_past_lifecycle(from, &message.tail.session) {
+            return None;
+        }
         let verdict = self.admit_message(&message);
         let request = message.request;
         if let Err(error) = verdict {
@@ -589,6 +595,21 @@ impl Actors<'_> {
             }
         };
         Some(event)
+    }
+
+    /// §4, issue 6 "node failure": a record of a session owned by the
+    /// sending node but naming another of its lifecycles than the link's
+    /// (one sent before a restart, replayed or late on the new link) is
+    /// refused and counted, and not answered: its requester is gone, and
+    /// the new lifecycle, which reuses request ids, must not get the answer.
+    /// A record forwarded by another node (Message Follow) is judged by its
+    /// binding as usual.
+    fn refused_as_past_lifecycle(&mut self, from: Peer, session: &SessionRef) -> bool {
+        let past = session.owner == from.rid && session.lifecycle != from.generation;
+        if past {
+            self.fx.trace(FlowTrace::StaleLifecycleRecord);
+        }
+        past
     }
 
     fn admit_message(&mut self, message: &ActorMessage) -> Result<(), Error> {

@@ -141,6 +141,18 @@ impl ShardState {
             self.reactor.close(conn);
             return;
         }
+        if !self.node.admit_session() {
+            self.core
+                .trace(crate::core::trace::FlowTrace::SessionLimitRefused);
+            self.write_frame(
+                conn,
+                &ClientFrame::Close {
+                    reason: CloseReason::SessionLimit,
+                },
+            );
+            self.reactor.close(conn);
+            return;
+        }
         let now = self.now();
         let rid = self.core.sessions(now).open_session();
         let lane = self
@@ -334,6 +346,7 @@ impl ShardState {
                 self.connection_ended(session);
                 if let Some(entry) = self.sessions.remove(&session) {
                     self.conns.remove(&entry.conn);
+                    self.node.session_ended();
                 }
             }
         }

@@ -91,6 +91,9 @@ pub enum CloseReason {
     /// The connect callback refused the client's hello (§1 step 1: the
     /// session callback authenticates the client).
     AuthenticationFailed = 8,
+    /// The node already holds its most sessions (`NodeSettings::max_sessions`):
+    /// the connection was closed as soon as it was accepted.
+    SessionLimit = 9,
 }
 
 impl CloseReason {
@@ -110,6 +113,7 @@ impl CloseReason {
             6 => Self::KeepaliveTimeout,
             7 => Self::Application,
             8 => Self::AuthenticationFailed,
+            9 => Self::SessionLimit,
             _ => return None,
         })
     }
