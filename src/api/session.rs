@@ -194,8 +194,10 @@ pub struct SessionActor {
 }
 
 impl SessionActor {
-    /// The bound Actor: ActorId and ObjectGeneration, unchanged by relocation.
-    pub fn actor(&self) -> ActorHandle {
+    /// §13 SessionActor.ActorRef: the bound Actor's ActorId and
+    /// ObjectGeneration, unchanged by relocation (the location is
+    /// [`SessionActor::location`], an opaque snapshot, §1).
+    pub fn actor_ref(&self) -> ActorHandle {
         ActorHandle {
             id: self.actor.id.clone(),
             generation: self.actor.generation,

@@ -692,7 +692,7 @@ fn stash_handlers(builder: NodeBuilder, observed: &Arc<Observed>) -> NodeBuilder
         async move {
             let stashed = o.stash.lock().unwrap().clone().expect("a stashed ActorRef");
             let bound = session.actors().bind_or_get(stashed).await?;
-            session.reply(packet, Ok(Bytes::from(describe(&bound.actor()))))
+            session.reply(packet, Ok(Bytes::from(describe(&bound.actor_ref()))))
         }
     });
     let builder = builder.on_packet(FIND, |session, packet| async move {
@@ -700,7 +700,7 @@ fn stash_handlers(builder: NodeBuilder, observed: &Arc<Observed>) -> NodeBuilder
         let found = session
             .actors()
             .find(&id)
-            .map_or_else(|| "none".to_owned(), |b| describe(&b.actor()));
+            .map_or_else(|| "none".to_owned(), |b| describe(&b.actor_ref()));
         session.reply(packet, Ok(Bytes::from(found)))
     });
     let builder = builder.on_packet(BOUND, |session, packet| async move {
@@ -708,7 +708,7 @@ fn stash_handlers(builder: NodeBuilder, observed: &Arc<Observed>) -> NodeBuilder
             .actors()
             .bound()
             .iter()
-            .map(|b| describe(&b.actor()))
+            .map(|b| describe(&b.actor_ref()))
             .collect();
         all.sort();
         session.reply(packet, Ok(Bytes::from(all.join(","))))

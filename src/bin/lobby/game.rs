@@ -238,7 +238,7 @@ pub fn register(builder: NodeBuilder, stats: &Arc<NodeStats>) -> NodeBuilder {
                 .actors()
                 .find(&id)
                 .ok_or(Error::new(Reason::SessionNotBound))?;
-            let actor = bound.actor();
+            let actor = bound.actor_ref();
             let where_ = format!(
                 "{}:{} at {:?}",
                 actor.id,
