@@ -242,18 +242,61 @@ fn node_config_a_secret_on_the_command_line_or_as_a_literal_is_refused() {
 }
 
 #[test]
-fn node_config_two_meshes_are_refused_with_why() {
+fn node_config_several_meshes_each_with_its_secret_and_peers() {
     let dir = temp_dir("meshes");
+    std::fs::write(dir.join("lobby.secret"), "lobby-secret-0123456789\n").unwrap();
+    std::fs::write(dir.join("arena.secret"), "arena-secret-0123456789\n").unwrap();
+    let two = edit("meshes = [\"lobby\"]", "meshes = [\"lobby\", \"arena\"]").replacen(
+        "stream = \"127.0.0.1:0\"",
+        "stream = \"127.0.0.1:0\"\npeer = \"127.0.0.1:0\"",
+        1,
+    ) + "\n[secret]\nfile = \"lobby.secret\"\n";
+    let arena = "\n[mesh.arena]\nsecret = { file = \"arena.secret\" }\n\
+                 static = [{ rid = 9, address = \"127.0.0.1:9\" }]\n";
+
+    // Each mistake is refused by its key: a joined mesh without its table,
+    // a table for a mesh not listed after the home one, a mesh listed
+    // twice, none at all, a literal secret, a peer listed in two meshes.
+    refused(&dir, &two, &["mesh.arena", "secret"]);
     refused(
         &dir,
-        &edit("meshes = [\"lobby\"]", "meshes = [\"lobby\", \"arena\"]"),
-        &["node.meshes", "one mesh", "one zlink-node per mesh"],
+        &format!("{two}{arena}\n[mesh.other]\nsecret = {{ env = \"X\" }}\n"),
+        &["mesh.other", "node.meshes"],
+    );
+    refused(
+        &dir,
+        &edit("meshes = [\"lobby\"]", "meshes = [\"lobby\", \"lobby\"]"),
+        &["node.meshes", "twice"],
     );
     refused(
         &dir,
         &edit("meshes = [\"lobby\"]", "meshes = []"),
         &["node.meshes"],
     );
+    refused(
+        &dir,
+        &format!("{two}\n[mesh.arena]\nsecret = \"arena-secret-0123456789\"\n"),
+        &["mesh.arena.secret", "literal"],
+    );
+    refused(
+        &dir,
+        &format!("{two}{arena}\n[peers]\nstatic = [{{ rid = 9, address = \"127.0.0.1:9\" }}]\n"),
+        &["peer 9", "lobby", "arena"],
+    );
+
+    // And a node in two meshes, each with its own secret and peers, starts
+    // and serves its game.
+    let config = write_config(&dir, "two.toml", &format!("{two}{arena}"));
+    let mut node = NodeProcess::start(7, &config);
+    let mut client = zlink::client::Client::connect(node.stream).expect("the node accepts");
+    let login = client.request(
+        zlink::ids::PacketKey(1),
+        bytes::Bytes::from_static(b"p1"),
+        WAIT,
+    );
+    assert_eq!(&login.expect("LOGIN is answered")[..], b"welcome");
+    let (_, status) = node.terminate();
+    assert!(status.success(), "{status:?}");
 }
 
 #[test]

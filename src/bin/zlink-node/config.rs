@@ -50,6 +50,20 @@ struct File {
     relocation: RelocationSection,
     #[serde(default)]
     limits: LimitsSection,
+    /// `[mesh.<name>]`: each mesh after the first of `node.meshes`, with
+    /// its own secret and static peers (§3; docs/store.md "zlink-node").
+    #[serde(default)]
+    mesh: std::collections::BTreeMap<String, JoinedSection>,
+}
+
+/// A mesh this node joins besides its home mesh.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JoinedSection {
+    /// A table (`file` or `env`), as the home mesh's `[secret]`.
+    secret: toml::Value,
+    #[serde(default, rename = "static")]
+    peers: Vec<StaticPeer>,
 }
 
 #[derive(Deserialize)]
@@ -262,7 +276,11 @@ pub enum StoreKind {
 #[derive(Debug)]
 pub struct Config {
     pub rid: u64,
+    /// The home mesh: the first of `node.meshes`; `[secret]` and `[peers]`
+    /// are its, and the Actor owner's store rows name it.
     pub mesh: String,
+    /// The other meshes of `node.meshes` (`NodeBuilder::join_mesh`).
+    pub joined: Vec<JoinedMesh>,
     pub log_level: tracing::level_filters::LevelFilter,
     /// The node's object role (`NodeBuilder::object_role`, §3).
     pub role: ObjectRole,
@@ -276,6 +294,16 @@ pub struct Config {
     pub lease_term: Duration,
     pub call_timeout: Duration,
     pub settings: NodeSettings,
+}
+
+/// A mesh the node joins besides its home mesh: its name, its secret and
+/// its static peers (discovery covers the home mesh only,
+/// docs/threading.md "Several meshes").
+#[derive(Debug)]
+pub struct JoinedMesh {
+    pub name: String,
+    pub secret: SecretSource,
+    pub peers: Vec<(u64, SocketAddr)>,
 }
 
 /// Reads and checks the config at `path`.
@@ -296,22 +324,7 @@ pub fn parse(text: &str, base: &Path) -> Result<Config, ConfigError> {
             .unwrap_or_else(|| "config".to_owned());
         ConfigError(format!("{key}: {}\n{e}", e.message()))
     })?;
-    let mesh = match file.node.meshes.as_slice() {
-        [one] => one.clone(),
-        [] => return Err(bad("node.meshes", "name the one mesh this node is in")),
-        more => {
-            return Err(bad(
-                "node.meshes",
-                format!(
-                    "{} meshes given, but zlink-node's config takes one mesh (its secret and \
-                     peers are the node's); run one zlink-node per mesh, or embed the \
-                     library, whose NodeBuilder::join_mesh joins more",
-                    more.len()
-                ),
-            ))
-        }
-    };
-    zlink::ids::MeshName::new(&mesh).map_err(|e| bad("node.meshes", e))?;
+    let (mesh, joined) = meshes(&file, base)?;
     let log_level = file.node.log_level.parse().map_err(|_| {
         bad(
             "node.log_level",
@@ -346,7 +359,7 @@ pub fn parse(text: &str, base: &Path) -> Result<Config, ConfigError> {
     let secret = file
         .secret
         .clone()
-        .map(|value| secret_source(value, base))
+        .map(|value| secret_source(value, base, "secret"))
         .transpose()?;
     let store = if file.store.url == "embedded" {
         StoreKind::Embedded
@@ -382,16 +395,7 @@ pub fn parse(text: &str, base: &Path) -> Result<Config, ConfigError> {
              this node",
         ));
     }
-    let mut peers = Vec::with_capacity(file.peers.fixed.len());
-    for peer in &file.peers.fixed {
-        if peer.rid == file.node.rid {
-            return Err(bad(
-                "peers.static",
-                format!("rid {} is this node's own rid", peer.rid),
-            ));
-        }
-        peers.push((peer.rid, peer.address));
-    }
+    let peers = static_peers(&file.peers.fixed, file.node.rid, "peers.static")?;
     let store_section = &file.store;
     let lease_term = positive("store.lease_term_ms", store_section.lease_term_ms)?;
     let renew = positive(
@@ -413,6 +417,7 @@ pub fn parse(text: &str, base: &Path) -> Result<Config, ConfigError> {
     Ok(Config {
         rid: file.node.rid,
         mesh,
+        joined,
         log_level,
         role,
         stream: file.listen.stream,
@@ -476,22 +481,98 @@ fn key_at(text: &str, at: usize) -> Option<String> {
 }
 
 /// The `[secret]` table: exactly one of `file` and `env`.
-fn secret_source(value: toml::Value, base: &Path) -> Result<SecretSource, ConfigError> {
+/// The secret source of the table at `key` (`secret`, or
+/// `mesh.<name>.secret`).
+fn secret_source(value: toml::Value, base: &Path, key: &str) -> Result<SecretSource, ConfigError> {
     if value.is_str() {
         return Err(bad(
-            "secret",
-            "a literal secret in the config is refused: put it in a file (secret.file) or \
-             an environment variable (secret.env)",
+            key,
+            format!(
+                "a literal secret in the config is refused: put it in a file ({key}.file) or \
+                 an environment variable ({key}.env)"
+            ),
         ));
     }
-    let section = SecretSection::deserialize(value).map_err(|e| bad("secret", e))?;
+    let section = SecretSection::deserialize(value).map_err(|e| bad(key, e))?;
     match (section.file, section.env) {
         (Some(file), None) => Ok(SecretSource::File(base.join(file))),
         (None, Some(env)) if !env.is_empty() => Ok(SecretSource::Env(env)),
-        (None, Some(_)) => Err(bad("secret.env", "name an environment variable")),
-        (Some(_), Some(_)) => Err(bad("secret", "give one of file and env, not both")),
-        (None, None) => Err(bad("secret", "give secret.file or secret.env")),
+        (None, Some(_)) => Err(bad(&format!("{key}.env"), "name an environment variable")),
+        (Some(_), Some(_)) => Err(bad(key, "give one of file and env, not both")),
+        (None, None) => Err(bad(key, format!("give {key}.file or {key}.env"))),
     }
+}
+
+/// The static peers at `key`, none of them this node.
+fn static_peers(
+    peers: &[StaticPeer],
+    me: u64,
+    key: &str,
+) -> Result<Vec<(u64, SocketAddr)>, ConfigError> {
+    peers
+        .iter()
+        .map(|peer| {
+            if peer.rid == me {
+                return Err(bad(key, format!("rid {} is this node's own rid", peer.rid)));
+            }
+            Ok((peer.rid, peer.address))
+        })
+        .collect()
+}
+
+/// `node.meshes`: the home mesh (the first) and the meshes joined besides
+/// it, each with its `[mesh.<name>]` table (§3: several meshes configured
+/// is not an error).
+fn meshes(file: &File, base: &Path) -> Result<(String, Vec<JoinedMesh>), ConfigError> {
+    let Some((home, others)) = file.node.meshes.split_first() else {
+        return Err(bad(
+            "node.meshes",
+            "name the meshes this node is in; the first is its home mesh",
+        ));
+    };
+    let mut seen = std::collections::HashSet::new();
+    for name in &file.node.meshes {
+        zlink::ids::MeshName::new(name).map_err(|e| bad("node.meshes", e))?;
+        if !seen.insert(name) {
+            return Err(bad("node.meshes", format!("{name:?} is listed twice")));
+        }
+    }
+    if let Some(name) = file.mesh.keys().find(|name| !others.contains(name)) {
+        return Err(bad(
+            &format!("mesh.{name}"),
+            "names no mesh after the first of node.meshes (the home mesh's secret and peers \
+             are [secret] and [peers])",
+        ));
+    }
+    let mut joined = Vec::with_capacity(others.len());
+    for name in others {
+        let key = format!("mesh.{name}");
+        let Some(section) = file.mesh.get(name) else {
+            return Err(bad(
+                &key,
+                "missing: each mesh after the first of node.meshes needs its own secret \
+                 (and its static peers)",
+            ));
+        };
+        joined.push(JoinedMesh {
+            name: name.clone(),
+            secret: secret_source(section.secret.clone(), base, &format!("{key}.secret"))?,
+            peers: static_peers(&section.peers, file.node.rid, &format!("{key}.static"))?,
+        });
+    }
+    if !joined.is_empty() && file.listen.peer.is_none() {
+        return Err(bad(
+            "listen.peer",
+            "required with several meshes: the address their peers link to",
+        ));
+    }
+    if !joined.is_empty() && file.secret.is_none() {
+        return Err(bad(
+            "secret",
+            "required with several meshes: the home mesh's links are authenticated too",
+        ));
+    }
+    Ok((home.clone(), joined))
 }
 
 fn positive(key: &str, value: u64) -> Result<Duration, ConfigError> {

@@ -20,7 +20,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::Parser;
-use zlink::api::{NodeBuilder, ObjectRole, StartError};
+use zlink::api::{Mesh, NodeBuilder, ObjectRole, StartError};
 use zlink::ids::NodeGeneration;
 use zlink::net::handshake::ClusterSecret;
 use zlink::store::{
@@ -92,7 +92,12 @@ fn refuse(why: &str) -> ExitCode {
 }
 
 fn run(config: &Config, stop: &signals::StopSignals, console: bool) -> ExitCode {
-    let secret = match config.secret.as_ref().map(read_secret).transpose() {
+    let secret = match config
+        .secret
+        .as_ref()
+        .map(|source| read_secret(source, "secret"))
+        .transpose()
+    {
         Ok(secret) => secret,
         Err(why) => return refuse(&format!("config error: {why}")),
     };
@@ -145,6 +150,19 @@ fn run(config: &Config, stop: &signals::StopSignals, console: bool) -> ExitCode 
     }
     if config.discover {
         builder = builder.discover_peers();
+    }
+    for joined in &config.joined {
+        let secret = match read_secret(&joined.secret, &format!("mesh.{}.secret", joined.name)) {
+            Ok(secret) => secret,
+            Err(why) => return refuse(&format!("config error: {why}")),
+        };
+        let mesh = joined
+            .peers
+            .iter()
+            .fold(Mesh::new(&joined.name, secret), |mesh, &(rid, address)| {
+                mesh.peer(rid, address)
+            });
+        builder = builder.join_mesh(mesh);
     }
     let node = match game::register(builder, &stats).start() {
         Ok(node) => node,
@@ -212,19 +230,21 @@ fn counted<S: LocationStore + 'static>(
 
 /// The cluster secret from its file (trailing whitespace, such as the
 /// newline an editor adds, is not part of it) or its environment variable.
-fn read_secret(source: &SecretSource) -> Result<ClusterSecret, String> {
+/// `key` names the secret's table in the config (`secret`, or
+/// `mesh.<name>.secret`).
+fn read_secret(source: &SecretSource, key: &str) -> Result<ClusterSecret, String> {
     let (key, bytes) = match source {
         SecretSource::File(path) => {
             let mut bytes = std::fs::read(path)
-                .map_err(|e| format!("secret.file: cannot read {}: {e}", path.display()))?;
+                .map_err(|e| format!("{key}.file: cannot read {}: {e}", path.display()))?;
             let kept = bytes.trim_ascii_end().len();
             bytes.truncate(kept);
-            ("secret.file", bytes)
+            (format!("{key}.file"), bytes)
         }
         SecretSource::Env(name) => {
             let value = std::env::var_os(name)
-                .ok_or_else(|| format!("secret.env: the environment variable {name} is not set"))?;
-            ("secret.env", value.into_encoded_bytes())
+                .ok_or_else(|| format!("{key}.env: the environment variable {name} is not set"))?;
+            (format!("{key}.env"), value.into_encoded_bytes())
         }
     };
     ClusterSecret::new(bytes).map_err(|e| format!("{key}: {e}"))
