@@ -256,7 +256,11 @@ fn targets(value: &str) -> Result<Vec<SocketAddr>, ArgsError> {
                 .to_socket_addrs()
                 .ok()
                 .and_then(|mut found| found.next())
-                .ok_or_else(|| invalid(format!("--target wants HOST:PORT addresses, not {address:?}")))
+                .ok_or_else(|| {
+                    invalid(format!(
+                        "--target wants HOST:PORT addresses, not {address:?}"
+                    ))
+                })
         })
         .collect()
 }
