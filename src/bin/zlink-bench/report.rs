@@ -197,16 +197,26 @@ fn load_mode(options: &Options, workload: Workload) -> String {
     }
 }
 
+/// What each request carries, in words: `--payload` bytes, or a
+/// `--target` mesh's MOVE text (`--payload` does not apply there).
+fn payload(options: &Options) -> String {
+    if options.target.is_empty() {
+        format!("{} B payload", options.payload_len)
+    } else {
+        "lobby MOVE \"<player>:1,0\" requests".to_owned()
+    }
+}
+
 /// The readable table, ratios and anomalies.
 pub fn render(options: &Options, run: &Run, summaries: &[Summary]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "zlink-bench: workload {}, {} sessions, {}, {} B payload, {:.1} s warm-up + {:.1} s measured, {} round(s) interleaved, {} cores",
+        "zlink-bench: workload {}, {} sessions, {}, {}, {:.1} s warm-up + {:.1} s measured, {} round(s) interleaved, {} cores",
         run.workload.name(),
         options.sessions,
         load_mode(options, run.workload),
-        options.payload_len,
+        payload(options),
         options.warmup.as_secs_f64(),
         options.duration.as_secs_f64(),
         options.rounds,
