@@ -8,8 +8,12 @@
 
 #![cfg(feature = "bench")]
 
+mod node_support;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+use node_support::{config, temp_dir, write_config, NodeProcess, Peers};
 
 /// The figures every system's latency must report.
 const LATENCY_FIELDS: [&str; 8] = [
@@ -405,4 +409,70 @@ fn bench_scale_report_tabulates_and_plots_every_point() {
         assert!(svg.contains(label), "the plot has no {label}");
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--target` (issue 5 item 1, "or one given by address"): a zlink-node
+/// process on an embedded store, started by the test, is driven by address
+/// with the lobby game's LOGIN and MOVE; every MOVE reply's position is the
+/// player's MOVE count, so nothing was lost or applied twice. Its CPU is
+/// another process's: reported as not available.
+#[test]
+fn bench_target_drives_a_running_node_by_address_with_nothing_lost() {
+    let dir = temp_dir("bench-target");
+    let text = config(1, "embedded", "bench-target", &Peers::Static(Vec::new()));
+    let mut node = NodeProcess::start(1, &write_config(&dir, "node.toml", &text));
+    let target = node.stream.to_string();
+    let json = dir.join("report.json");
+    let (stdout, runs) = run_bench(
+        &[
+            "--target",
+            &target,
+            "--sessions",
+            "4",
+            "--in-flight",
+            "2",
+            "--warmup",
+            "0.2",
+            "--duration",
+            "1",
+        ],
+        &json,
+    );
+    let report = &runs["runs"][0];
+    assert_eq!(report["workload"], "relay");
+    assert_eq!(report["target"], serde_json::json!([target]));
+    let system = &report["systems"][0];
+    assert_eq!(system["system"], "zlink@target", "{stdout}");
+    assert!(system["describes"].as_str().unwrap().contains(&target));
+    assert!(system["messages"].as_u64().unwrap() > 0, "{stdout}");
+    for field in ["lost", "duplicated", "corrupt", "errors", "failed_sessions"] {
+        assert_eq!(system[field], 0, "{field}:\n{stdout}");
+    }
+    assert!(system["cpu_us_per_message"].is_null(), "{stdout}");
+    assert!(stdout.contains("n/a"), "{stdout}");
+    let (stop, _) = node.terminate();
+    assert!(stop.contains("zlink-node stopped:"), "{stop}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// What `--target` cannot do is refused before anything runs, exit 2.
+#[test]
+fn bench_target_refuses_what_a_running_mesh_cannot_do() {
+    let cases: [(&[&str], &str); 5] = [
+        (&["--workload", "push"], "relay workload only"),
+        (&["--compare"], "--compare"),
+        (&["--system", "tokio"], "--system must be zlink"),
+        (&["--nodes", "3"], "--nodes shapes a system"),
+        (&["--pin", "0:0"], "--pin shapes a system"),
+    ];
+    for (extra, needle) in cases {
+        let output = Command::new(env!("CARGO_BIN_EXE_zlink-bench"))
+            .args(["--target", "127.0.0.1:1"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{extra:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(needle), "{extra:?}: {stderr}");
+    }
 }

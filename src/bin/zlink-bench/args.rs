@@ -3,6 +3,7 @@
 //! a warm-up, a measured duration and a bounded drain.
 
 use std::fmt;
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -98,6 +99,10 @@ pub struct Options {
     /// `--scale-report DIR`: no load; the table and plot of the sweep
     /// scripts/scale.sh left in DIR ([`crate::scale`]).
     pub scale_report: Option<PathBuf>,
+    /// `--target ADDR[,ADDR..]`: drive the zlink mesh already running at
+    /// these stream addresses instead of starting systems here (issue 5
+    /// item 1); empty when the systems start here.
+    pub target: Vec<SocketAddr>,
 }
 
 /// The pinned placement `--compare` uses when `--pin` is not given: the
@@ -157,7 +162,8 @@ pub const USAGE: &str = "\
 usage: zlink-bench [--system S[,S..]] [--workload W] [--sessions N] [--in-flight N]
                    [--payload BYTES] [--warmup SECS] [--duration SECS] [--messages N] [--rounds N]
                    [--nodes N] [--shards N] [--pin C:S] [--rate R] [--compare [--full]]
-                   [--idle-sessions N] [--scale-report DIR] [--json FILE] [--out DIR]
+                   [--idle-sessions N] [--scale-report DIR] [--target ADDR[,ADDR..]]
+                   [--json FILE] [--out DIR]
 
 Starts each system on loopback, drives it with one shared load client (STREAM
 frames, the same payloads for every system), closed loop with N in flight per
@@ -190,6 +196,12 @@ message, lost and duplicated.
                  and report the resident memory each costs, one process per system
   --scale-report DIR  no load: read the sweep scripts/scale.sh wrote in DIR
                  (<axis>-<value>.json), print its table, write DIR/scale.svg
+  --target ADDR[,ADDR..]  start nothing: drive the zlink mesh already running at these
+                 stream addresses (zlink-node's lobby game), sessions round-robin over
+                 them, each logged in as a player unique to the run, relay as MOVE
+                 requests; reported as zlink@target, CPU/msg n/a (another process's).
+                 Relay only; not with --compare, --nodes, --shards, --pin or a
+                 --system other than zlink
   --json FILE    also write the report as JSON
   --out DIR      write one .hgrm per system and latency.svg into DIR
   -h, --help     this text
@@ -235,6 +247,24 @@ fn seconds(flag: &str, value: &str) -> Result<Duration, ArgsError> {
     Ok(Duration::from_secs_f64(secs))
 }
 
+/// `--target`'s addresses: `host:port`, comma-separated.
+fn targets(value: &str) -> Result<Vec<SocketAddr>, ArgsError> {
+    value
+        .split(',')
+        .map(|address| {
+            address
+                .to_socket_addrs()
+                .ok()
+                .and_then(|mut found| found.next())
+                .ok_or_else(|| {
+                    invalid(format!(
+                        "--target wants HOST:PORT addresses, not {address:?}"
+                    ))
+                })
+        })
+        .collect()
+}
+
 fn systems(value: &str) -> Result<Vec<SystemKind>, ArgsError> {
     if value == "all" {
         return Ok(SystemKind::ALL.to_vec());
@@ -245,6 +275,35 @@ fn systems(value: &str) -> Result<Vec<SystemKind>, ArgsError> {
             SystemKind::parse(name).ok_or_else(|| invalid(format!("unknown system {name:?}")))
         })
         .collect()
+}
+
+/// `--target`: the one run that can drive a mesh this process did not
+/// start: zlink's lobby game, relay as MOVE, no shape or placement of its
+/// own to choose, nothing to compare side by side.
+fn target(mut options: Options, compare: bool, shaped: &[String]) -> Result<Options, ArgsError> {
+    let refuse = |why: &str| Err(invalid(format!("--target: {why}")));
+    if compare {
+        return refuse("--compare starts every system here; a running mesh is measured alone");
+    }
+    if let Some(flag) = shaped.first() {
+        return refuse(&format!(
+            "{flag} shapes a system this process starts; the running mesh has its own"
+        ));
+    }
+    if options.systems != [SystemKind::Zlink] {
+        return refuse("the running mesh is zlink; --system must be zlink (or left out)");
+    }
+    if options.workloads != [Workload::Relay] {
+        return refuse("the lobby game runs the relay workload only (as MOVE requests)");
+    }
+    if options.idle_sessions.is_some() || options.scale_report.is_some() {
+        return refuse("--idle-sessions and --scale-report start or read no mesh");
+    }
+    if options.duration.is_zero() {
+        return Err(invalid("--duration must be positive".to_owned()));
+    }
+    options.systems = vec![SystemKind::ZlinkTarget];
+    Ok(options)
 }
 
 /// Parses the arguments after the program name.
@@ -266,6 +325,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, ArgsErro
         idle_sessions: None,
         idle_child: false,
         scale_report: None,
+        target: Vec::new(),
         nodes: 2,
         shards: 1,
         cores: std::thread::available_parallelism().map_or(1, usize::from),
@@ -275,6 +335,8 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, ArgsErro
     let mut systems_given = false;
     let mut workload_given = false;
     let mut pin = None;
+    // Flags that shape a system this process starts: refused with --target.
+    let mut shaped = Vec::new();
     let mut args = args.into_iter();
     while let Some(flag) = args.next() {
         if flag == "-h" || flag == "--help" {
@@ -320,13 +382,26 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, ArgsErro
             "--json" => options.json = Some(PathBuf::from(value)),
             "--out" => options.out_dir = Some(PathBuf::from(value)),
             "--scale-report" => options.scale_report = Some(PathBuf::from(value)),
-            "--nodes" => options.nodes = number(&flag, &value, 2, MAX_NODES)?,
-            "--shards" => options.shards = number(&flag, &value, 1, MAX_SHARDS)?,
-            "--pin" => pin = Some(placement(&value, options.cores)?),
+            "--nodes" => {
+                options.nodes = number(&flag, &value, 2, MAX_NODES)?;
+                shaped.push(flag);
+            }
+            "--shards" => {
+                options.shards = number(&flag, &value, 1, MAX_SHARDS)?;
+                shaped.push(flag);
+            }
+            "--pin" => {
+                pin = Some(placement(&value, options.cores)?);
+                shaped.push(flag);
+            }
+            "--target" => options.target = targets(&value)?,
             other => return Err(invalid(format!("unknown flag {other}"))),
         }
     }
     options.placements = vec![pin];
+    if !options.target.is_empty() {
+        return target(options, compare, &shaped);
+    }
     if full && !compare {
         return Err(invalid("--full goes with --compare".to_owned()));
     }

@@ -104,6 +104,57 @@ pub struct LoadSpec {
     /// `--messages N`: the measured window also ends once N messages were
     /// sent in it (not `churn`).
     pub messages: Option<u64>,
+    /// `--target`: the running mesh to drive instead of a system started
+    /// here.
+    pub target: Option<Target>,
+}
+
+/// `--target`: a zlink mesh already running at `addresses`, playing the
+/// lobby game (src/bin/lobby/game.rs). Session `i` connects to address
+/// `i % n`, logs in as player `<tag>-<i>` (`tag` unique to the run, so a
+/// rerun meets fresh players at 0,0) and sends MOVE `"<player>:1,0"`
+/// requests: the player's reply `"<x>,0"` must be its MOVE count, so a MOVE
+/// the mesh lost or applied twice shows in the next reply's position.
+#[derive(Clone, Debug)]
+pub struct Target {
+    pub addresses: Vec<SocketAddr>,
+    pub tag: String,
+}
+
+impl Target {
+    /// A target run with a tag no earlier run used: this process's id and
+    /// the wall clock in nanoseconds.
+    pub fn new(addresses: Vec<SocketAddr>) -> Self {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        Self {
+            addresses,
+            tag: format!("bench-{}-{nanos}", std::process::id()),
+        }
+    }
+
+    fn player(&self, index: usize) -> String {
+        format!("{}-{index}", self.tag)
+    }
+
+    fn address(&self, index: usize, fallback: SocketAddr) -> SocketAddr {
+        match self.addresses.len() {
+            0 => fallback,
+            n => self.addresses[index % n],
+        }
+    }
+}
+
+/// The lobby game's push every fourth MOVE (`"tick <moves>"`), which a
+/// `--target` session receives and ignores.
+const LOBBY_TICK: PacketKey = PacketKey(100);
+
+/// A `--target` session's player and how far its position is from its
+/// MOVE count so far (MOVEs lost, negative, or applied twice, positive).
+struct Mover {
+    player: String,
+    offset: i64,
 }
 
 /// `--messages N`: how many messages the measured window may still send,
@@ -340,7 +391,10 @@ pub async fn login_all(
 ) -> Result<Vec<(usize, TcpStream)>, String> {
     let logins: Vec<_> = (0..spec.sessions)
         .map(|index| {
-            let payload = login_payload(index, spec.workload);
+            let (entry, payload) = match &spec.target {
+                Some(target) => (target.address(index, entry), target.player(index)),
+                None => (entry, login_payload(index, spec.workload)),
+            };
             tokio::task::spawn_local(async move {
                 login(entry, &payload).await.map(|stream| (index, stream))
             })
@@ -532,6 +586,8 @@ struct Window {
     outbound: BytesMut,
     /// `relocate`: the measured requests' (intended send time, latency).
     timeline: Vec<(Instant, u64)>,
+    /// `--target`: the requests are the lobby game's MOVEs.
+    mover: Option<Mover>,
 }
 
 impl Window {
@@ -540,6 +596,16 @@ impl Window {
     fn queue(&mut self, intended: Instant, fanout: &RefCell<Fanout>) {
         self.next_seq = self.next_seq.wrapping_add(1).max(1);
         let seq = self.next_seq;
+        if let Some(mover) = &self.mover {
+            ClientFrame::Request {
+                key: RELAY,
+                correlation: Correlation(seq),
+                payload: Bytes::from(format!("{}:1,0", mover.player)),
+            }
+            .encode(&mut self.outbound);
+            self.outstanding.insert(seq, intended);
+            return;
+        }
         let mut payload = BytesMut::zeroed(self.payload_len);
         payload[..4].copy_from_slice(&seq.to_le_bytes());
         let sender = u32::try_from(self.index).unwrap_or(u32::MAX);
@@ -560,6 +626,44 @@ impl Window {
         frame.encode(&mut self.outbound);
         self.outstanding.insert(seq, intended);
     }
+}
+
+/// Checks a `--target` MOVE reply: after MOVE number `seq` (the session's
+/// first is 1) the player stands at `seq,0`. A position further on than
+/// the last reply's offset says MOVEs were applied twice; one behind says
+/// MOVEs were lost; a reply that is no position is corrupt.
+fn check_move(mover: &mut Mover, seq: u32, payload: &[u8], t: &mut Tally) {
+    let x = std::str::from_utf8(payload)
+        .ok()
+        .and_then(|text| text.split_once(','))
+        .filter(|(_, y)| *y == "0")
+        .and_then(|(x, _)| x.parse::<i64>().ok());
+    let Some(x) = x else {
+        t.corrupt += 1;
+        t.note(format!(
+            "{}: the reply to MOVE {seq} is no position: {:?}",
+            mover.player,
+            String::from_utf8_lossy(payload)
+        ));
+        return;
+    };
+    let offset = x - i64::from(seq);
+    let change = offset - mover.offset;
+    if change == 0 {
+        return;
+    }
+    mover.offset = offset;
+    if change > 0 {
+        t.duplicated += change.unsigned_abs();
+    } else {
+        t.lost += change.unsigned_abs();
+    }
+    t.note(format!(
+        "{}: MOVE {seq} answered at x = {x}: {} MOVE(s) {}",
+        mover.player,
+        change.unsigned_abs(),
+        if change > 0 { "applied twice" } else { "lost" }
+    ));
 }
 
 /// The sequence number and the sender a payload carries.
@@ -593,6 +697,10 @@ async fn drive(
         outstanding: HashMap::with_capacity(spec.in_flight),
         outbound: BytesMut::with_capacity(4096),
         timeline: Vec::new(),
+        mover: spec.target.as_ref().map(|target| Mover {
+            player: target.player(index),
+            offset: 0,
+        }),
     };
     let limits = DecodeLimits::default();
     let mut inbound = BytesMut::with_capacity(16 * 1024);
@@ -613,7 +721,10 @@ async fn drive(
             }
         }
     }
-    let player = player_name(index);
+    let player = spec
+        .target
+        .as_ref()
+        .map_or_else(|| player_name(index), |t| t.player(index));
     let mut sending = true;
     let broke = loop {
         if let Some(s) = &mut schedule {
@@ -741,6 +852,9 @@ fn file_frames(
                 window.outstanding.remove(&correlation.0);
                 continue;
             }
+            (_, ClientFrame::Push { key, .. }) if key == LOBBY_TICK && window.mover.is_some() => {
+                continue;
+            }
             (_, ClientFrame::Ping { nonce }) => {
                 ClientFrame::Pong { nonce }.encode(&mut window.outbound);
                 continue;
@@ -757,8 +871,11 @@ fn file_frames(
             t.note(format!("an answer for {seq}, which is not outstanding"));
             continue;
         };
-        let carried = seq_of(&payload);
-        if payload.len() != window.payload_len || carried != Some((seq, window.index)) {
+        if let Some(mover) = &mut window.mover {
+            check_move(mover, seq, &payload, &mut t);
+        } else if payload.len() != window.payload_len
+            || seq_of(&payload) != Some((seq, window.index))
+        {
             t.corrupt += 1;
             t.note(format!("the answer to {seq} carries another payload"));
         }

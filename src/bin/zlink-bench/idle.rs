@@ -46,6 +46,7 @@ pub fn child(options: &Options, sessions: usize) -> Result<(), String> {
         nodes: options.nodes,
         shards: options.shards,
         messages: None,
+        target: None,
     };
     let before = rss_kib()?;
     let clock = Instant::now();

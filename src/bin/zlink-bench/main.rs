@@ -4,7 +4,9 @@
 //! driven (closed or open loop) for a warm-up and a bounded measured
 //! window, and is stopped before the next starts; `--compare` interleaves
 //! the systems over at least three rounds, for each workload and placement
-//! asked. `--idle-sessions` measures memory instead ([`idle`]). It exits 1
+//! asked. `--target` drives a zlink mesh already running elsewhere instead
+//! ([`client::Target`]). `--idle-sessions` measures memory instead
+//! ([`idle`]). It exits 1
 //! when any message was lost, duplicated or corrupted.
 //!
 //! `cargo run --release --features bench --bin zlink-bench -- --help`
@@ -24,7 +26,7 @@ use std::time::Instant;
 
 use hdrhistogram::Histogram;
 
-use crate::client::LoadSpec;
+use crate::client::{LoadSpec, Target};
 use crate::report::{Run, Summary};
 
 /// DESIGN: the library sets no global allocator; the binaries use mimalloc.
@@ -168,6 +170,7 @@ fn run_rounds(
         messages: options
             .messages
             .filter(|_| run.workload != args::Workload::Churn),
+        target: None,
     };
     let mut summaries = systems
         .iter()
@@ -192,6 +195,11 @@ fn run_rounds(
                 pin_current(pin.system_core)?;
             } else {
                 unpin_current(options.cores)?;
+            }
+            let mut spec = spec.clone();
+            if !options.target.is_empty() {
+                // Fresh players every round: a player keeps its position.
+                spec.target = Some(Target::new(options.target.clone()));
             }
             let system = systems::start(summary.system, &spec)?;
             summary.io_stack = system.io_stack();

@@ -150,14 +150,19 @@ impl Summary {
         }
     }
 
-    /// CPU µs per message: CPU per wall second over messages per second.
-    pub fn cpu_us_per_message(&self) -> f64 {
+    /// CPU µs per message: CPU per wall second over messages per second;
+    /// `None` for a `--target` mesh, whose CPU is other processes' (this
+    /// one's getrusage would count the client alone).
+    pub fn cpu_us_per_message(&self) -> Option<f64> {
+        if self.system == SystemKind::ZlinkTarget {
+            return None;
+        }
         let rate = self.messages_per_second();
-        if rate > 0.0 && self.cpu_wall_seconds > 0.0 {
+        Some(if rate > 0.0 && self.cpu_wall_seconds > 0.0 {
             self.cpu_seconds / self.cpu_wall_seconds / rate * 1e6
         } else {
             0.0
-        }
+        })
     }
 
     fn us(&self, quantile: f64) -> f64 {
@@ -192,16 +197,26 @@ fn load_mode(options: &Options, workload: Workload) -> String {
     }
 }
 
+/// What each request carries, in words: `--payload` bytes, or a
+/// `--target` mesh's MOVE text (`--payload` does not apply there).
+fn payload(options: &Options) -> String {
+    if options.target.is_empty() {
+        format!("{} B payload", options.payload_len)
+    } else {
+        "lobby MOVE \"<player>:1,0\" requests".to_owned()
+    }
+}
+
 /// The readable table, ratios and anomalies.
 pub fn render(options: &Options, run: &Run, summaries: &[Summary]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "zlink-bench: workload {}, {} sessions, {}, {} B payload, {:.1} s warm-up + {:.1} s measured, {} round(s) interleaved, {} cores",
+        "zlink-bench: workload {}, {} sessions, {}, {}, {:.1} s warm-up + {:.1} s measured, {} round(s) interleaved, {} cores",
         run.workload.name(),
         options.sessions,
         load_mode(options, run.workload),
-        options.payload_len,
+        payload(options),
         options.warmup.as_secs_f64(),
         options.duration.as_secs_f64(),
         options.rounds,
@@ -233,13 +248,14 @@ pub fn render(options: &Options, run: &Run, summaries: &[Summary]) -> String {
             .collect();
         let _ = writeln!(
             out,
-            " {:>8.1} {:>8.1} {:>10} {:>10.0} {:>9.0} {:>9.2} {:>5} {:>5} {:>5}  {}",
+            " {:>8.1} {:>8.1} {:>10} {:>10.0} {:>9.0} {:>9} {:>5} {:>5} {:>5}  {}",
             s.latency.max() as f64 / 1e3,
             s.latency.mean() / 1e3,
             s.latency.len(),
             s.messages_per_second(),
             s.messages_per_second() / options.cores as f64,
-            s.cpu_us_per_message(),
+            s.cpu_us_per_message()
+                .map_or("n/a".to_owned(), |us| format!("{us:.2}")),
             s.lost,
             s.duplicated,
             s.corrupt + s.errors + s.failed_sessions,
@@ -275,7 +291,10 @@ pub fn render(options: &Options, run: &Run, summaries: &[Summary]) -> String {
                 ratio(s.us(0.99), b.us(0.99)),
                 ratio(s.us(0.999), b.us(0.999)),
                 ratio(s.messages_per_second(), b.messages_per_second()),
-                ratio(s.cpu_us_per_message(), b.cpu_us_per_message())
+                ratio(
+                    s.cpu_us_per_message().unwrap_or(0.0),
+                    b.cpu_us_per_message().unwrap_or(0.0)
+                )
             );
         }
     }
@@ -322,7 +341,7 @@ pub fn render(options: &Options, run: &Run, summaries: &[Summary]) -> String {
             out,
             "  {:<12} {}",
             s.system.name(),
-            s.system.describes(options.nodes, options.shards)
+            s.system.describes(options)
         );
         for note in s.notes.iter().take(4) {
             let _ = writeln!(out, "               anomaly: {note}");
@@ -374,7 +393,7 @@ pub fn json(options: &Options, run: &Run, summaries: &[Summary]) -> serde_json::
                 .collect();
             serde_json::json!({
                 "system": s.system.name(),
-                "describes": s.system.describes(options.nodes, options.shards),
+                "describes": s.system.describes(options),
                 "io_stack": s.io_stack,
                 "latency_us": latency,
                 "messages": s.measured,
@@ -398,6 +417,7 @@ pub fn json(options: &Options, run: &Run, summaries: &[Summary]) -> serde_json::
         "in_flight": options.in_flight,
         "rate_per_second": options.rate,
         "load": load_mode(options, run.workload),
+        "target": options.target.iter().map(ToString::to_string).collect::<Vec<_>>(),
         "payload_bytes": options.payload_len,
         "warmup_seconds": options.warmup.as_secs_f64(),
         "duration_seconds": options.duration.as_secs_f64(),

@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use ::zlink::api::IoBackend;
 
-use crate::args::Workload;
+use crate::args::{Options, Workload};
 use crate::client::LoadSpec;
 
 /// A system the bench can start.
@@ -31,6 +31,10 @@ pub enum SystemKind {
     RawEpoll,
     Tokio,
     Ractor,
+    /// `--target`: an already running zlink mesh given by address (issue 5
+    /// item 1), playing the lobby game; not started here, so not in
+    /// [`SystemKind::ALL`].
+    ZlinkTarget,
 }
 
 impl SystemKind {
@@ -52,6 +56,7 @@ impl SystemKind {
             SystemKind::RawEpoll => "raw-epoll",
             SystemKind::Tokio => "tokio",
             SystemKind::Ractor => "ractor",
+            SystemKind::ZlinkTarget => "zlink@target",
         }
     }
 
@@ -63,16 +68,27 @@ impl SystemKind {
     /// zlink can move a live actor, so `relocate` is its alone.
     pub fn runs(self, workload: Workload) -> bool {
         match self {
-            SystemKind::RawUring | SystemKind::RawEpoll => workload == Workload::Relay,
+            SystemKind::RawUring | SystemKind::RawEpoll | SystemKind::ZlinkTarget => {
+                workload == Workload::Relay
+            }
             SystemKind::Tokio | SystemKind::Ractor => workload != Workload::Relocate,
             SystemKind::Zlink | SystemKind::ZlinkEpoll => true,
         }
     }
 
     /// What the system is, in the report's words: its io stack and shape
-    /// (zlink's from `--nodes` and `--shards`).
-    pub fn describes(self, nodes: u64, shards: usize) -> String {
+    /// (zlink's from `--nodes` and `--shards`; a target's addresses).
+    pub fn describes(self, options: &Options) -> String {
+        let (nodes, shards) = (options.nodes, options.shards);
         let fixed = match self {
+            SystemKind::ZlinkTarget => {
+                let addresses: Vec<String> =
+                    options.target.iter().map(ToString::to_string).collect();
+                return format!(
+                    "a running zlink mesh at {} (the lobby game: LOGIN, then MOVE relayed to the player), sessions round-robin over the addresses; its CPU is another process's: not measured",
+                    addresses.join(", ")
+                );
+            }
             SystemKind::Zlink | SystemKind::ZlinkEpoll => {
                 let backend = match self {
                     SystemKind::Zlink => "io_uring",
@@ -129,6 +145,25 @@ pub fn listen_loopback() -> std::io::Result<tokio::net::TcpListener> {
     socket.listen(LISTEN_BACKLOG)
 }
 
+/// `--target`: the mesh runs elsewhere; there is nothing to start or stop,
+/// and the load client connects to the addresses its [`LoadSpec`] carries.
+/// Its entry is the first address.
+struct Remote(SocketAddr);
+
+impl Running for Remote {
+    fn entry(&self) -> SocketAddr {
+        self.0
+    }
+
+    fn io_stack(&self) -> &'static str {
+        "remote"
+    }
+
+    fn stop(self: Box<Self>) -> Vec<Move> {
+        Vec::new()
+    }
+}
+
 /// Starts `kind` ready for `spec`'s load.
 pub fn start(kind: SystemKind, spec: &LoadSpec) -> Result<Box<dyn Running>, String> {
     match kind {
@@ -138,5 +173,11 @@ pub fn start(kind: SystemKind, spec: &LoadSpec) -> Result<Box<dyn Running>, Stri
         SystemKind::RawEpoll => raw_epoll::start(),
         SystemKind::Tokio => tokio_game::start(),
         SystemKind::Ractor => ractor_game::start(),
+        SystemKind::ZlinkTarget => spec
+            .target
+            .as_ref()
+            .and_then(|t| t.addresses.first())
+            .map(|&address| Box::new(Remote(address)) as Box<dyn Running>)
+            .ok_or_else(|| "zlink@target runs only with --target".to_owned()),
     }
 }
