@@ -382,6 +382,36 @@ impl<S: LocationStore> LocationStore for LeaseWatch<S> {
 
 type Watched = CountingStore<LeaseWatch<RedisStore>>;
 
+/// A node's own connection to the Redis at `url` (keys under `cluster`,
+/// leases of `term`, each call bounded by `call_timeout` when given), its
+/// lease watched and its calls counted.
+fn watched_store(
+    url: &str,
+    cluster: &str,
+    term: Duration,
+    call_timeout: Option<Duration>,
+) -> Arc<Watched> {
+    let mut config = RedisStoreConfig::new(url.to_owned(), cluster);
+    config.lease_term = term;
+    if let Some(timeout) = call_timeout {
+        config.call_timeout = timeout;
+    }
+    let redis = RedisStore::open(config, MonotonicClock::new()).unwrap();
+    Arc::new(CountingStore::new(LeaseWatch::new(redis)))
+}
+
+/// Game options whose lease renews every 100 ms (shortened settings).
+fn renewing_every_100ms(discover_peers: bool) -> GameOptions {
+    GameOptions {
+        settings: Some(NodeSettings {
+            lease_renew_interval: Duration::from_millis(100),
+            ..NodeSettings::default()
+        }),
+        discover_peers,
+        ..GameOptions::default()
+    }
+}
+
 /// A client that relays PUSH to its bound `actor` over and over, each
 /// answered by the push and then the reply, until `stop`; it counts the
 /// round trips done and keeps the first failure.
@@ -449,20 +479,16 @@ fn x21_store_outage_within_the_lease_keeps_relay_push_and_binds_and_logins_retur
     // 6 s renewed every 100 ms (shortened settings; the outage below lasts
     // a few store calls),
     let mut redis = redis_support::RedisServer::start(redis_support::Mode::Durable);
-    let store = || -> Arc<Watched> {
-        let mut config = RedisStoreConfig::new(redis.url(), "outage");
-        config.lease_term = Duration::from_secs(6);
-        config.call_timeout = Duration::from_secs(5);
-        let redis = RedisStore::open(config, MonotonicClock::new()).unwrap();
-        Arc::new(CountingStore::new(LeaseWatch::new(redis)))
+    let url = redis.url();
+    let store = || {
+        watched_store(
+            &url,
+            "outage",
+            Duration::from_secs(6),
+            Some(Duration::from_secs(5)),
+        )
     };
-    let options = GameOptions {
-        settings: Some(NodeSettings {
-            lease_renew_interval: Duration::from_millis(100),
-            ..NodeSettings::default()
-        }),
-        ..GameOptions::default()
-    };
+    let options = renewing_every_100ms(false);
     let three = start_node(3, store(), options.clone(), &[]);
     let two = start_node(
         2,
@@ -575,19 +601,9 @@ fn x21_store_outage_past_the_lease_makes_relay_unavailable() {
     // every 100 ms (shortened settings),
     let mut redis = redis_support::RedisServer::start(redis_support::Mode::Durable);
     let term = Duration::from_secs(2);
-    let store = || -> Arc<Watched> {
-        let mut config = RedisStoreConfig::new(redis.url(), "x21");
-        config.lease_term = term;
-        let redis = RedisStore::open(config, MonotonicClock::new()).unwrap();
-        Arc::new(CountingStore::new(LeaseWatch::new(redis)))
-    };
-    let options = GameOptions {
-        settings: Some(NodeSettings {
-            lease_renew_interval: Duration::from_millis(100),
-            ..NodeSettings::default()
-        }),
-        ..GameOptions::default()
-    };
+    let url = redis.url();
+    let store = || watched_store(&url, "x21", term, None);
+    let options = renewing_every_100ms(false);
     let two = start_node(2, store(), options.clone(), &[]);
     let one = start_node(1, store(), options, &[(2, two.node.peer_addr().unwrap())]);
     assert!(one.node.wait_linked(2, WAIT));
@@ -703,20 +719,9 @@ fn rt_membership_peers_found_in_the_store_and_a_lapsed_node_dropped_and_refused(
     // find each other in the store's membership (leases of 2 s renewed, and
     // the membership followed, every 100 ms: shortened settings),
     let redis = redis_support::RedisServer::start(redis_support::Mode::Volatile);
-    let store = || -> Arc<Watched> {
-        let mut config = RedisStoreConfig::new(redis.url(), "membership");
-        config.lease_term = Duration::from_secs(2);
-        let redis = RedisStore::open(config, MonotonicClock::new()).unwrap();
-        Arc::new(CountingStore::new(LeaseWatch::new(redis)))
-    };
-    let options = GameOptions {
-        settings: Some(NodeSettings {
-            lease_renew_interval: Duration::from_millis(100),
-            ..NodeSettings::default()
-        }),
-        discover_peers: true,
-        ..GameOptions::default()
-    };
+    let url = redis.url();
+    let store = || watched_store(&url, "membership", Duration::from_secs(2), None);
+    let options = renewing_every_100ms(true);
     let mesh: Vec<Game<LeaseWatch<RedisStore>>> = (1..=3)
         .map(|rid| start_node(rid, store(), options.clone(), &[]))
         .collect();
@@ -824,20 +829,9 @@ fn rt_membership_a_restarted_node_is_found_in_its_new_lifecycle_at_its_new_addre
     // Given three nodes on one Redis store finding each other there (leases
     // of 2 s renewed every 100 ms: shortened settings),
     let redis = redis_support::RedisServer::start(redis_support::Mode::Volatile);
-    let store = || -> Arc<Watched> {
-        let mut config = RedisStoreConfig::new(redis.url(), "restart");
-        config.lease_term = Duration::from_secs(2);
-        let redis = RedisStore::open(config, MonotonicClock::new()).unwrap();
-        Arc::new(CountingStore::new(LeaseWatch::new(redis)))
-    };
-    let options = GameOptions {
-        settings: Some(NodeSettings {
-            lease_renew_interval: Duration::from_millis(100),
-            ..NodeSettings::default()
-        }),
-        discover_peers: true,
-        ..GameOptions::default()
-    };
+    let url = redis.url();
+    let store = || watched_store(&url, "restart", Duration::from_secs(2), None);
+    let options = renewing_every_100ms(true);
     let mut mesh: Vec<Game<LeaseWatch<RedisStore>>> = (1..=3)
         .map(|rid| start_node(rid, store(), options.clone(), &[]))
         .collect();
