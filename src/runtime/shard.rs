@@ -319,6 +319,11 @@ impl ShardState {
                 return;
             }
         }
+        // Every record but a 51 goes out at once: the relay path pays no
+        // clock read and no link-room look-up for the admission rule.
+        if !LinkAdmission::waits(&transmit.record) {
+            return self.write_record(transmit);
+        }
         // §6: a 51 offered to a full link waits for admission (see
         // `admit_waiting`); with no link at all it is unroutable below.
         let full = self.links.has_room(&self.reactor, transmit.to) == Some(false);
