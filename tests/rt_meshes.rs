@@ -7,7 +7,7 @@ mod runtime_support;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use runtime_support::*;
@@ -61,15 +61,6 @@ fn single(mesh: &'static str, secret: ClusterSecret) -> impl Fn(NodeBuilder) -> 
 
 fn id(name: &str) -> ActorId {
     ActorId::new(name).unwrap()
-}
-
-/// Waits until `game` counted `trace` at least `at_least` times.
-fn wait_counted(game: &Game, trace: FlowTrace, at_least: u64) {
-    let deadline = Instant::now() + WAIT;
-    while game.node.flow_counters().get(trace) < at_least {
-        assert!(Instant::now() < deadline, "{trace:?} was never counted");
-        std::thread::sleep(Duration::from_millis(5));
-    }
 }
 
 fn refused(result: Result<Bytes, ClientError>) -> Reason {
@@ -142,7 +133,7 @@ fn a_node_in_two_meshes_reaches_actors_in_both_and_the_others_stay_apart() {
     let mut on_d = d.client();
     let reason = refused(on_d.request(LOGIN, Bytes::from_static(b"on-a"), WAIT));
     assert_eq!(reason, Reason::MeshUnreachable);
-    wait_counted(&a, FlowTrace::RecordFromOtherMesh, 1);
+    wait_counter(&a, FlowTrace::RecordFromOtherMesh, 1);
     assert_eq!(
         a.node.flow_counters().get(FlowTrace::RecordFromOtherMesh),
         1
@@ -166,7 +157,7 @@ fn a_link_with_the_wrong_mesh_secret_is_refused_and_counted() {
             .cluster_secret(lobby_secret())
             .join_mesh(Mesh::new("battle", battle_secret()).peer(5, e_addr))
     });
-    wait_counted(&a, FlowTrace::LinkHandshakeFailed, 1);
+    wait_counter(&a, FlowTrace::LinkHandshakeFailed, 1);
     assert!(!a.node.wait_linked(5, Duration::ZERO));
     assert!(!e.node.wait_linked(1, Duration::ZERO));
 }
@@ -199,7 +190,7 @@ fn a_peer_is_linked_in_one_mesh_of_a_node() {
             .peer(2, a_addr)
             .node_generation(2)
     });
-    wait_counted(&a, FlowTrace::LinkHandshakeFailed, 1);
+    wait_counter(&a, FlowTrace::LinkHandshakeFailed, 1);
     assert!(a.node.wait_linked(1, Duration::ZERO));
     assert!(in_battle.node.wait_linked(2, Duration::ZERO));
     assert_eq!(
