@@ -1,22 +1,34 @@
 //! `--idle-sessions N` (issue 5 item 3): the resident memory an idle bound
-//! session costs. Each system is measured in a fresh child process of this
-//! binary (`--idle-child`), so that no earlier system's freed pages, kept
-//! by the allocator, hide a later one's growth. The child samples its
-//! VmRSS (/proc/self/status) before the system starts, after it started
-//! (zlink's player Actors are created then, the baselines spawn theirs at
-//! login) and after N sessions connected and logged in (bound); it prints
-//! one JSON line, with the wall time of each phase (start, login, measure,
-//! stop) so that a slow phase shows. The load client runs in the same process: its side of
-//! each connection (a tokio TcpStream, no buffers kept) is in the figure.
+//! session costs. Each system runs in a fresh child process of this binary
+//! (`--idle-child`), so that no earlier system's freed pages, kept by the
+//! allocator, hide a later one's growth, and the load client stays in the
+//! parent: the child's figure is the system's alone, and each process
+//! holds one end of each connection, so 10,000 sessions fit under a
+//! descriptor limit of 20,000 (the machine's hard limit here).
+//!
+//! The two talk over the child's stdin and stdout, one line at a time: the
+//! child samples its VmRSS (/proc/self/status) before the system starts
+//! and after it started (zlink's player Actors are created then, the
+//! baselines spawn theirs at login), and prints its entry address; the
+//! parent connects and logs every session in (bound), then writes
+//! `measure`; the child samples again and prints its figures; the parent
+//! closes the sessions and its end of stdin; the child stops the system
+//! and prints how long that took. The wall time of each phase (start,
+//! login, measure, stop) is reported so that a slow phase shows.
 
 use std::cell::RefCell;
-use std::process::Command;
+use std::io::{BufRead, BufReader, Lines, Write};
+use std::net::SocketAddr;
+use std::process::{ChildStdin, ChildStdout, Command, Stdio};
 use std::rc::Rc;
 use std::time::Instant;
 
 use crate::args::{Options, Workload};
 use crate::client::{self, LoadSpec, Tally};
-use crate::systems;
+use crate::systems::{self, SystemKind};
+
+/// The line the parent writes once every session is logged in.
+const MEASURE: &str = "measure";
 
 /// VmRSS of this process in KiB.
 fn rss_kib() -> Result<u64, String> {
@@ -29,13 +41,10 @@ fn rss_kib() -> Result<u64, String> {
         .ok_or_else(|| "no VmRSS in /proc/self/status".to_owned())
 }
 
-/// The child: measures the one system of `options` and prints its line.
-pub fn child(options: &Options, sessions: usize) -> Result<(), String> {
-    let &[system] = options.systems.as_slice() else {
-        return Err("--idle-child measures exactly one system".to_owned());
-    };
-    crate::ensure_descriptors(sessions)?;
-    let spec = LoadSpec {
+/// The idle load: `sessions` sessions, each logged in (bound) and then
+/// left alone.
+fn idle_spec(options: &Options, sessions: usize) -> LoadSpec {
+    LoadSpec {
         workload: Workload::Relay,
         sessions,
         in_flight: 1,
@@ -47,87 +56,181 @@ pub fn child(options: &Options, sessions: usize) -> Result<(), String> {
         shards: options.shards,
         messages: None,
         target: None,
+    }
+}
+
+/// Prints one JSON line to the parent at once (stdout is a pipe, so it
+/// would otherwise wait in a buffer).
+fn tell_parent(line: &serde_json::Value) -> Result<(), String> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{line}")
+        .and_then(|()| out.flush())
+        .map_err(|e| format!("writing to the parent: {e}"))
+}
+
+/// The child: starts the one system of `options`, and measures it while
+/// the parent's sessions are bound (the module's steps).
+pub fn child(options: &Options, sessions: usize) -> Result<(), String> {
+    let &[system] = options.systems.as_slice() else {
+        return Err("--idle-child measures exactly one system".to_owned());
     };
+    crate::ensure_descriptors(sessions, 1)?;
     let before = rss_kib()?;
     let clock = Instant::now();
-    let running = systems::start(system, &spec)?;
+    let running = systems::start(system, &idle_spec(options, sessions))?;
     let start_seconds = clock.elapsed().as_secs_f64();
     let started = rss_kib()?;
+    tell_parent(&serde_json::json!({ "entry": running.entry().to_string() }))?;
+    let mut parent = std::io::stdin().lock();
+    let mut line = String::new();
+    parent
+        .read_line(&mut line)
+        .map_err(|e| format!("reading from the parent: {e}"))?;
+    if line.trim() != MEASURE {
+        running.stop();
+        return Err("the parent ended before its sessions were bound".to_owned());
+    }
+    let clock = Instant::now();
+    let bound_rss = rss_kib()?;
+    let measure_seconds = clock.elapsed().as_secs_f64();
+    tell_parent(&serde_json::json!({
+        "rss_before_kib": before,
+        "rss_started_kib": started,
+        "rss_bound_kib": bound_rss,
+        "start_seconds": start_seconds,
+        "measure_seconds": measure_seconds,
+    }))?;
+    // Until the parent has closed its sessions and its end of the pipe.
+    while parent.read_line(&mut line).is_ok_and(|n| n > 0) {}
+    let clock = Instant::now();
+    running.stop();
+    tell_parent(&serde_json::json!({ "stop_seconds": clock.elapsed().as_secs_f64() }))
+}
+
+/// The next JSON line the child printed; when it printed none, why (its
+/// own error went to the shared stderr).
+fn next_line(
+    lines: &mut Lines<BufReader<ChildStdout>>,
+    system: SystemKind,
+) -> Result<serde_json::Value, String> {
+    let line = lines
+        .next()
+        .ok_or_else(|| {
+            format!(
+                "the {} child ended early (its error is above)",
+                system.name()
+            )
+        })?
+        .map_err(|e| format!("reading the {} child: {e}", system.name()))?;
+    serde_json::from_str(&line)
+        .map_err(|e| format!("the {} child printed {line:?}: {e}", system.name()))
+}
+
+/// Runs one system's child and binds `sessions` sessions to it from this
+/// process ([`drive`]).
+fn measure(
+    exe: &std::path::Path,
+    options: &Options,
+    system: SystemKind,
+    sessions: usize,
+) -> Result<serde_json::Value, String> {
+    let mut child = Command::new(exe)
+        .args(["--idle-child", "--idle-sessions", &sessions.to_string()])
+        .args(["--system", system.name()])
+        .args(["--nodes", &options.nodes.to_string()])
+        .args(["--shards", &options.shards.to_string()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("running the {} child: {e}", system.name()))?;
+    let (Some(to_child), Some(from_child)) = (child.stdin.take(), child.stdout.take()) else {
+        return Err("the child's pipes were not made".to_owned());
+    };
+    let result = drive(
+        BufReader::new(from_child).lines(),
+        to_child,
+        options,
+        system,
+        sessions,
+    );
+    // Whatever went wrong in it, the child is waited for: it stops once
+    // its stdin closes.
+    let status = child
+        .wait()
+        .map_err(|e| format!("waiting for the {} child: {e}", system.name()))?;
+    let line = result?;
+    if !status.success() {
+        return Err(format!("the {} child ended with {status}", system.name()));
+    }
+    Ok(line)
+}
+
+/// The parent's side of one child's run (the module's steps): binds the
+/// sessions, has the child measure, closes them; the child's figures with
+/// the login's, in one JSON object.
+fn drive(
+    mut lines: Lines<BufReader<ChildStdout>>,
+    mut to_child: ChildStdin,
+    options: &Options,
+    system: SystemKind,
+    sessions: usize,
+) -> Result<serde_json::Value, String> {
+    let ready = next_line(&mut lines, system)?;
+    let entry: SocketAddr = ready["entry"]
+        .as_str()
+        .and_then(|a| a.parse().ok())
+        .ok_or_else(|| format!("the {} child named no entry: {ready}", system.name()))?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| format!("client runtime: {e}"))?;
     let local = tokio::task::LocalSet::new();
     let tally = Rc::new(RefCell::new(Tally::new()?));
-    let entry = running.entry();
+    let spec = idle_spec(options, sessions);
     let clock = Instant::now();
     let streams = local.block_on(&runtime, client::login_all(entry, &spec, &tally))?;
     let login_seconds = clock.elapsed().as_secs_f64();
-    let clock = Instant::now();
-    let bound_rss = rss_kib()?;
-    let measure_seconds = clock.elapsed().as_secs_f64();
+    writeln!(to_child, "{MEASURE}")
+        .and_then(|()| to_child.flush())
+        .map_err(|e| format!("writing to the {} child: {e}", system.name()))?;
+    let mut line = next_line(&mut lines, system)?;
     let bound = streams.len();
-    let clock = Instant::now();
     drop(streams);
-    running.stop();
-    let stop_seconds = clock.elapsed().as_secs_f64();
-    let line = serde_json::json!({
-        "system": system.name(),
-        "sessions": sessions,
-        "bound": bound,
-        "failed": tally.borrow().failed_sessions,
-        "notes": tally.borrow().notes,
-        "rss_before_kib": before,
-        "rss_started_kib": started,
-        "rss_bound_kib": bound_rss,
-        "phase_seconds": {
-            "start": start_seconds,
-            "login": login_seconds,
-            "measure": measure_seconds,
-            "stop": stop_seconds,
-        },
+    drop(to_child);
+    let stopped = next_line(&mut lines, system)?;
+    let tally = tally.borrow();
+    line["system"] = system.name().into();
+    line["sessions"] = sessions.into();
+    line["bound"] = bound.into();
+    line["failed"] = tally.failed_sessions.into();
+    line["notes"] = tally.notes.clone().into();
+    line["phase_seconds"] = serde_json::json!({
+        "start": line["start_seconds"],
+        "login": login_seconds,
+        "measure": line["measure_seconds"],
+        "stop": stopped["stop_seconds"],
     });
-    println!("{line}");
-    Ok(())
+    Ok(line)
 }
 
 /// The parent: one child per system, then the table (and the JSON when
 /// asked). `false` when a session could not be bound.
 pub fn run(options: &Options, sessions: usize) -> Result<bool, String> {
+    crate::ensure_descriptors(sessions, 1)?;
     let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
     let mut lines = Vec::new();
-    for system in &options.systems {
+    for &system in &options.systems {
         eprintln!(
             "zlink-bench: idle memory, {}, {sessions} sessions",
             system.name()
         );
-        let output = Command::new(&exe)
-            .args(["--idle-child", "--idle-sessions", &sessions.to_string()])
-            .args(["--system", system.name()])
-            .args(["--nodes", &options.nodes.to_string()])
-            .args(["--shards", &options.shards.to_string()])
-            .output()
-            .map_err(|e| format!("running the {} child: {e}", system.name()))?;
-        if !output.status.success() {
-            return Err(format!(
-                "the {} child failed: {}",
-                system.name(),
-                String::from_utf8_lossy(&output.stderr)
-            ));
-        }
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        let line: serde_json::Value = stdout
-            .lines()
-            .last()
-            .and_then(|l| serde_json::from_str(l).ok())
-            .ok_or_else(|| format!("the {} child printed no report", system.name()))?;
-        lines.push(line);
+        lines.push(measure(&exe, options, system, sessions)?);
     }
     let kib = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap_or(0.0);
     let mut clean = true;
     let mut systems = Vec::new();
     println!(
-        "zlink-bench: idle bound sessions, {sessions} per system, one process each; RSS from /proc/self/status (load client included)"
+        "zlink-bench: idle bound sessions, {sessions} per system, each in its own process; RSS from /proc/self/status (the system's alone: the load client runs in the parent)"
     );
     println!(
         "{:<12} {:>7} {:>14} {:>22} {:>26}   seconds: start login measure stop",

@@ -71,7 +71,7 @@ fn run(options: &args::Options) -> Result<bool, String> {
         }
         return idle::run(options, sessions);
     }
-    ensure_descriptors(options.sessions)?;
+    ensure_descriptors(options.sessions, BOTH_ENDS)?;
     let mut reports = Vec::new();
     let mut clean = true;
     let started = Instant::now();
@@ -100,16 +100,22 @@ fn run(options: &args::Options) -> Result<bool, String> {
     Ok(clean)
 }
 
-/// Descriptors a run needs beyond two per session: listeners, links,
+/// Descriptors a run needs beyond those of its sessions: listeners, links,
 /// rings, runtimes, the store.
 const DESCRIPTORS_SPARE: u64 = 512;
 
-/// Makes room for `sessions` connections in this process, which holds both
-/// ends of each: raises the soft descriptor limit, and the hard one where
-/// it is allowed to (root); where it cannot, says so at once instead of
-/// letting the logins fail with EMFILE one by one.
-pub fn ensure_descriptors(sessions: usize) -> Result<(), String> {
-    let need = 2 * sessions as u64 + DESCRIPTORS_SPARE;
+/// A load run holds both ends of every session's connection: the client's
+/// and the system's.
+pub const BOTH_ENDS: u64 = 2;
+
+/// Makes room for `sessions` connections of which this process holds
+/// `ends` ends each ([`BOTH_ENDS`] when the client and the system share
+/// it, one when `--idle-sessions` splits them): raises the soft descriptor
+/// limit, and the hard one where it is allowed to (root); where it cannot,
+/// says so at once instead of letting the logins fail with EMFILE one by
+/// one.
+pub fn ensure_descriptors(sessions: usize, ends: u64) -> Result<(), String> {
+    let need = ends * sessions as u64 + DESCRIPTORS_SPARE;
     let mut limit = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -129,7 +135,7 @@ pub fn ensure_descriptors(sessions: usize) -> Result<(), String> {
     // SAFETY: setrlimit only reads the `rlimit` the pointer points to.
     if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
         return Err(format!(
-            "{sessions} sessions need about {need} file descriptors (both ends of each connection are in this process); the limit is {} and could not be raised ({}): raise it (ulimit -n) or run fewer sessions",
+            "{sessions} sessions need about {need} file descriptors ({ends} end(s) of each connection in this process); the limit is {} and could not be raised ({}): raise it (ulimit -n) or run fewer sessions",
             limit.rlim_max,
             std::io::Error::last_os_error()
         ));
