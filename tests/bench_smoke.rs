@@ -9,11 +9,13 @@
 #![cfg(feature = "bench")]
 
 mod node_support;
+mod redis_support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use node_support::{config, temp_dir, write_config, NodeProcess, Peers};
+use node_support::{config, count, temp_dir, write_config, NodeProcess, Peers};
+use redis_support::{Mode, RedisServer};
 
 /// The figures every system's latency must report.
 const LATENCY_FIELDS: [&str; 8] = [
@@ -452,6 +454,59 @@ fn bench_target_drives_a_running_node_by_address_with_nothing_lost() {
     assert!(stdout.contains("n/a"), "{stdout}");
     let (stop, _) = node.terminate();
     assert!(stop.contains("zlink-node stopped:"), "{stop}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--target` with two nodes of one mesh (two `zlink-node` processes on a
+/// real Redis): each session's player is created on the other node, so
+/// every MOVE crosses the link both ways, as the local systems' RELAY does.
+/// The nodes' own counts show it: the one session is on node 1, and every
+/// MOVE was handled on node 2, none lost or applied twice.
+#[test]
+fn bench_target_on_two_nodes_relays_every_move_to_the_other_node() {
+    let redis = RedisServer::start(Mode::Volatile);
+    let dir = temp_dir("bench-target-two");
+    let mut nodes: Vec<NodeProcess> = (1..=2)
+        .map(|rid| {
+            let text = config(rid, &redis.url(), "bench-target-two", &Peers::Discover);
+            NodeProcess::start(rid, &write_config(&dir, &format!("node-{rid}.toml"), &text))
+        })
+        .collect();
+    nodes[0].wait_linked(2);
+    nodes[1].wait_linked(1);
+    let target = format!("{},{}", nodes[0].stream, nodes[1].stream);
+    let json = dir.join("report.json");
+    let (stdout, runs) = run_bench(
+        &[
+            "--target",
+            &target,
+            "--sessions",
+            "1",
+            "--in-flight",
+            "2",
+            "--warmup",
+            "0.2",
+            "--duration",
+            "1",
+        ],
+        &json,
+    );
+    let system = &runs["runs"][0]["systems"][0];
+    for field in ["lost", "duplicated", "corrupt", "errors", "failed_sessions"] {
+        assert_eq!(system[field], 0, "{field}:\n{stdout}");
+    }
+    let answered = system["messages"].as_u64().unwrap();
+    assert!(answered > 0, "{stdout}");
+    let moves: Vec<u64> = nodes
+        .iter_mut()
+        .map(|node| count(&node.terminate().0, "moves"))
+        .collect();
+    assert_eq!(moves[0], 0, "node 1 hosts the session, not its player");
+    assert!(
+        moves[1] >= answered,
+        "node 2 handled {} MOVEs, {answered} answered",
+        moves[1]
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -198,8 +198,8 @@ message, lost and duplicated.
                  (<axis>-<value>.json), print its table, write DIR/scale.svg
   --target ADDR[,ADDR..]  start nothing: drive the zlink mesh already running at these
                  stream addresses (zlink-node's lobby game), sessions round-robin over
-                 them, each logged in as a player unique to the run, relay as MOVE
-                 requests; reported as zlink@target, CPU/msg n/a (another process's).
+                 them, each logged in as a player unique to the run and created on the
+                 next address (LOOKUP), relay as MOVE requests; reported as zlink@target, CPU/msg n/a (another process's).
                  Relay only; not with --compare, --nodes, --shards, --pin or a
                  --system other than zlink
   --json FILE    also write the report as JSON

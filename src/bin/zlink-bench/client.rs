@@ -111,7 +111,9 @@ pub struct LoadSpec {
 
 /// `--target`: a zlink mesh already running at `addresses`, playing the
 /// lobby game (src/bin/lobby/game.rs). Session `i` connects to address
-/// `i % n`, logs in as player `<tag>-<i>` (`tag` unique to the run, so a
+/// `i % n`; with two or more addresses its player is first created on
+/// address `(i + 1) % n` (LOOKUP), so that its MOVEs cross a link as the
+/// local RELAY does. The session logs in as player `<tag>-<i>` (`tag` unique to the run, so a
 /// rerun meets fresh players at 0,0) and sends MOVE `"<player>:1,0"`
 /// requests: the player's reply `"<x>,0"` must be its MOVE count, so a MOVE
 /// the mesh lost or applied twice shows in the next reply's position.
@@ -144,7 +146,22 @@ impl Target {
             n => self.addresses[index % n],
         }
     }
+
+    /// Where session `index`'s player is created: the next address after
+    /// its session's, so that with two or more addresses every MOVE crosses
+    /// a link both ways, as the local systems' RELAY does (§3, §4); `None`
+    /// with one address (the player then lives on the session's node).
+    fn player_host(&self, index: usize) -> Option<SocketAddr> {
+        match self.addresses.len() {
+            0 | 1 => None,
+            n => Some(self.addresses[(index + 1) % n]),
+        }
+    }
 }
+
+/// The lobby game's LOOKUP `"<player>"`: creates the player on the node
+/// asked when it does not exist yet (§1 step 2), without binding it.
+const LOBBY_LOOKUP: PacketKey = PacketKey(4);
 
 /// The lobby game's push every fourth MOVE (`"tick <moves>"`), which a
 /// `--target` session receives and ignores.
@@ -391,11 +408,20 @@ pub async fn login_all(
 ) -> Result<Vec<(usize, TcpStream)>, String> {
     let logins: Vec<_> = (0..spec.sessions)
         .map(|index| {
-            let (entry, payload) = match &spec.target {
-                Some(target) => (target.address(index, entry), target.player(index)),
-                None => (entry, login_payload(index, spec.workload)),
+            let (entry, payload, host) = match &spec.target {
+                Some(target) => (
+                    target.address(index, entry),
+                    target.player(index),
+                    target.player_host(index),
+                ),
+                None => (entry, login_payload(index, spec.workload), None),
             };
             tokio::task::spawn_local(async move {
+                if let Some(host) = host {
+                    // Placed by a connection of its own, which then closes:
+                    // a LOOKUP binds nothing, so the player stays.
+                    ask(host, (LOBBY_LOOKUP, "lookup"), &payload).await?;
+                }
                 login(entry, &payload).await.map(|stream| (index, stream))
             })
         })
@@ -440,6 +466,16 @@ async fn sample_cpu(phases: Phases, budget: Rc<Budget>) -> Result<(f64, f64), St
 /// `mixed`): the LOGIN request binds the session to the player. Returns the
 /// connection once the LOGIN is answered.
 pub async fn login(entry: SocketAddr, payload: &str) -> Result<TcpStream, String> {
+    ask(entry, (LOGIN, "login"), payload).await
+}
+
+/// Connects and sends one request `key` (named `what` in errors) with
+/// `payload`; returns the connection once it is answered.
+async fn ask(
+    entry: SocketAddr,
+    (key, what): (PacketKey, &str),
+    payload: &str,
+) -> Result<TcpStream, String> {
     let mut stream = TcpStream::connect(entry)
         .await
         .map_err(|e| format!("{payload}: connect: {e}"))?;
@@ -448,7 +484,7 @@ pub async fn login(entry: SocketAddr, payload: &str) -> Result<TcpStream, String
         .map_err(|e| format!("{payload}: nodelay: {e}"))?;
     let mut out = BytesMut::new();
     ClientFrame::Request {
-        key: LOGIN,
+        key,
         correlation: Correlation(0),
         payload: Bytes::from(payload.to_owned().into_bytes()),
     }
@@ -456,10 +492,10 @@ pub async fn login(entry: SocketAddr, payload: &str) -> Result<TcpStream, String
     stream
         .write_all(&out)
         .await
-        .map_err(|e| format!("{payload}: login write: {e}"))?;
+        .map_err(|e| format!("{payload}: {what} write: {e}"))?;
     match answer(&mut stream, Correlation(0)).await {
         Ok(_) => Ok(stream),
-        Err(why) => Err(format!("{payload}: login: {why}")),
+        Err(why) => Err(format!("{payload}: {what}: {why}")),
     }
 }
 

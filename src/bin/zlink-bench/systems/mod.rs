@@ -85,7 +85,7 @@ impl SystemKind {
                 let addresses: Vec<String> =
                     options.target.iter().map(ToString::to_string).collect();
                 return format!(
-                    "a running zlink mesh at {} (the lobby game: LOGIN, then MOVE relayed to the player), sessions round-robin over the addresses; its CPU is another process's: not measured",
+                    "a running zlink mesh at {} (the lobby game: LOGIN, then MOVE relayed to the player), sessions round-robin over the addresses, each player created on the address after its session's (with two or more, every MOVE crosses a link); its CPU is another process's: not measured",
                     addresses.join(", ")
                 );
             }
