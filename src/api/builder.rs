@@ -1,6 +1,6 @@
 //! The node builder and the running node (§3 startup conditions).
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -14,9 +14,9 @@
 //! new session with none (§9: nothing of a previous connection is carried
 //! over).
 
+use foldhash::HashMap;
 use std::any::{Any, TypeId};
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::rc::Rc;
 
 use bytes::Bytes;

@@ -15,7 +15,9 @@
 //!
 //! Sans-IO: time is the core's [`Instant`], so a test drives it virtually.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use foldhash::{HashMap, HashMapExt};
 use std::time::Duration;
 
 use super::effects::Transmit;

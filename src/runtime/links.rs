@@ -21,7 +21,7 @@
 //! mesh its Location Store rows name (§4): on a link of another mesh they are
 //! refused, a request with `Unavailable` (MeshUnreachable).
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 use std::net::SocketAddr;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant as StdInstant};

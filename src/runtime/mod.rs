@@ -13,7 +13,7 @@ mod shard;
 
 pub(crate) use shard::ShardHandle;
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;

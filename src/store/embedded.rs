@@ -9,7 +9,9 @@
 //! or disconnect paths (§5, module doc of [`crate::store`]), so the lock is
 //! held briefly and rarely.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use foldhash::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;

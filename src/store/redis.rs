@@ -34,7 +34,9 @@
 //!   `x21_store_outage_within_the_lease_…` in tests/rt_fences.rs), while
 //!   waiting for the answer retries the interrupted wait.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use foldhash::{HashMap, HashMapExt};
 use std::net::SocketAddr;
 use std::str::FromStr;
 use std::sync::mpsc::{channel, sync_channel, Sender, SyncSender};

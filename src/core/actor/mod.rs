@@ -12,7 +12,7 @@
 //!   or ended identity is refused as a stale binding (§6, §12).
 //! - Destroy ends the incarnation's binding for good (§4).
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 
 use bytes::Bytes;
 

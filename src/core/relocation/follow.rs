@@ -16,7 +16,9 @@
 //!   the Location Store or judges the record (§2: Message Follow revalidates
 //!   nothing).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use foldhash::HashMap;
 
 use super::{Origin, RelocationTimer, Relocations};
 use crate::core::timer::TimerKey;

@@ -27,7 +27,7 @@ mod follow;
 mod proxy;
 mod target;
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 use std::time::Duration;
 
 use bytes::Bytes;

@@ -9,7 +9,7 @@
 //! exactly once: with the target's answer, or at its deadline with
 //! `DeadlineExceeded`, or with `PeerUnreachable` when the link is gone.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 use crate::core::actor::ReplyTicket;
 use crate::core::timer::TimerKey;

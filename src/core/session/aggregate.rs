@@ -8,7 +8,7 @@
 //! sealed for a relocation and what it holds (§8.1), and whether the session
 //! is open, replacing or closed.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 
 use crate::core::timer::TimerKey;
 use crate::error::Reason;

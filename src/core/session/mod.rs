@@ -23,7 +23,7 @@ mod seal;
 
 pub use aggregate::SessionBindingAggregate;
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 use std::time::Duration;
 
 use bytes::Bytes;

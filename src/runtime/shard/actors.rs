@@ -24,7 +24,7 @@
 //!   refused request gets a typed error, a refused one-way message is
 //!   counted.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 use std::sync::Arc;
 
 use bytes::Bytes;

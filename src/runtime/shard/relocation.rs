@@ -20,7 +20,7 @@
 //!   its first arrival, so only one node's Spot lane ever dispatches. The
 //!   Actors of a PerActor User Spot do not move (`NotRelocatable`).
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -60,7 +60,7 @@ pub(super) struct Moves {
     /// Actors opens: a restore that fails or is discarded takes such a Spot
     /// away again once no Actor is in it, so a failed move leaves no empty
     /// Spot at the target.
-    arrived_spots: std::collections::HashSet<SpotId>,
+    arrived_spots: foldhash::HashSet<SpotId>,
 }
 
 impl Moves {
