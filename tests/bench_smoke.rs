@@ -176,6 +176,20 @@ fn bench_relay_runs_on_every_system_with_nothing_lost() {
     assert!(report["load"].as_str().unwrap().starts_with("closed loop"));
 }
 
+/// `--actors` beyond the sessions (issue 5 item 1): each system hosts the
+/// whole population, as it counts it itself (8 players bound and driven,
+/// 292 idle), and the driven ones lose and duplicate nothing.
+#[test]
+fn bench_actors_beyond_the_sessions_are_hosted_with_nothing_lost() {
+    let systems = ["zlink", "tokio", "ractor"];
+    let extra = ["--system", "zlink,tokio,ractor", "--actors", "300"];
+    let report = smoke("relay", &systems, &extra, &["relay"]);
+    assert_eq!(report["actors"], 300);
+    for system in report["systems"].as_array().unwrap() {
+        assert_eq!(system["actors"], 300, "{}: actors hosted", system["system"]);
+    }
+}
+
 #[test]
 fn bench_push_runs_on_the_systems_with_a_protocol_with_nothing_lost() {
     smoke("push", &WITH_PROTOCOL, &[], &["push"]);

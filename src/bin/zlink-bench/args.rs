@@ -62,6 +62,11 @@ pub struct Options {
     pub workloads: Vec<Workload>,
     /// Client sessions (connections), one player each.
     pub sessions: usize,
+    /// `--actors N`: the player actors (game entities) each system hosts,
+    /// at least the sessions (`--idle-sessions` under that mode): players
+    /// `0..sessions` are bound and driven, the rest exist idle
+    /// ([`crate::client::LoadSpec::idle_players`]). Default: the sessions.
+    pub actors: usize,
     /// Requests (or pushes) each session keeps in flight: closed loop.
     pub in_flight: usize,
     /// Bytes of payload in each request.
@@ -146,6 +151,9 @@ fn placement(value: &str, cores: usize) -> Result<Placement, ArgsError> {
 }
 
 const MAX_SESSIONS: usize = 10_000;
+/// `--actors`: zlink creates its players one by one at start; beyond this a
+/// run's start-up dwarfs its measured window.
+const MAX_ACTORS: usize = 200_000;
 const MAX_IN_FLIGHT: usize = 1_024;
 const MAX_PAYLOAD: usize = 60 * 1024;
 const MAX_SECONDS: u64 = 600;
@@ -161,7 +169,7 @@ pub const COMPARE_ROUNDS_MIN: usize = 3;
 pub const USAGE: &str = "\
 usage: zlink-bench [--system S[,S..]] [--workload W] [--sessions N] [--in-flight N]
                    [--payload BYTES] [--warmup SECS] [--duration SECS] [--messages N] [--rounds N]
-                   [--nodes N] [--shards N] [--pin C:S] [--rate R] [--compare [--full]]
+                   [--actors N] [--nodes N] [--shards N] [--pin C:S] [--rate R] [--compare [--full]]
                    [--idle-sessions N] [--scale-report DIR] [--target ADDR[,ADDR..]]
                    [--json FILE] [--out DIR]
 
@@ -175,6 +183,11 @@ message, lost and duplicated.
   --workload W   relay (all systems); push, mixed, churn (zlink, zlink-epoll,
                  tokio, ractor); relocate (zlink, zlink-epoll) (default relay)
   --sessions N   client sessions (default 64)
+  --actors N     player actors each system hosts (zlink, zlink-epoll, tokio, ractor),
+                 at least the sessions (with --idle-sessions, at least those): one
+                 bound per session and driven, the rest idle, created at start (NPCs,
+                 offline players). A session cannot share a player: a second binding
+                 replaces the first (§7). Default: the sessions; at most 200000
   --in-flight N  requests in flight per session, closed loop (default 1)
   --rate R       open loop: R messages/s over all sessions, latency from each
                  message's intended send time (not with churn)
@@ -200,7 +213,7 @@ message, lost and duplicated.
                  stream addresses (zlink-node's lobby game), sessions round-robin over
                  them, each logged in as a player unique to the run and created on the
                  next address (LOOKUP), relay as MOVE requests; reported as zlink@target, CPU/msg n/a (another process's).
-                 Relay only; not with --compare, --nodes, --shards, --pin or a
+                 Relay only; not with --compare, --actors, --nodes, --shards, --pin or a
                  --system other than zlink
   --json FILE    also write the report as JSON
   --out DIR      write one .hgrm per system and latency.svg into DIR
@@ -312,6 +325,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, ArgsErro
         systems: vec![SystemKind::Zlink],
         workloads: vec![Workload::Relay],
         sessions: 64,
+        actors: 64,
         in_flight: 1,
         payload_len: 64,
         warmup: Duration::from_secs(1),
@@ -335,6 +349,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, ArgsErro
     let mut systems_given = false;
     let mut workload_given = false;
     let mut pin = None;
+    let mut actors = None;
     // Flags that shape a system this process starts: refused with --target.
     let mut shaped = Vec::new();
     let mut args = args.into_iter();
@@ -369,6 +384,10 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, ArgsErro
                 workload_given = true;
             }
             "--sessions" => options.sessions = number(&flag, &value, 1, MAX_SESSIONS)?,
+            "--actors" => {
+                actors = Some(number(&flag, &value, 1, MAX_ACTORS)?);
+                shaped.push(flag);
+            }
             "--rate" => options.rate = Some(number(&flag, &value, 1, MAX_RATE)?),
             "--idle-sessions" => {
                 options.idle_sessions = Some(number(&flag, &value, 1, MAX_SESSIONS)?);
@@ -399,8 +418,16 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, ArgsErro
         }
     }
     options.placements = vec![pin];
+    let sessions = options.idle_sessions.unwrap_or(options.sessions);
+    options.actors = actors.unwrap_or(sessions);
     if !options.target.is_empty() {
         return target(options, compare, &shaped);
+    }
+    if options.actors < sessions {
+        return Err(invalid(format!(
+            "--actors {} is fewer than the {sessions} sessions: each session binds a player of its own (§7: a second session binding a player replaces the first), so the actors must be at least the sessions",
+            options.actors
+        )));
     }
     if full && !compare {
         return Err(invalid("--full goes with --compare".to_owned()));
@@ -461,4 +488,56 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, ArgsErro
         return Err(invalid("--duration must be positive".to_owned()));
     }
     Ok(options)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_args(args: &[&str]) -> Result<Options, ArgsError> {
+        parse(args.iter().map(|a| (*a).to_owned()))
+    }
+
+    /// The sentence a refused command line prints.
+    fn refusal(args: &[&str]) -> String {
+        match parse_args(args) {
+            Err(ArgsError::Invalid(why)) => why,
+            other => panic!("{args:?} was not refused: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn actors_default_to_the_sessions_of_the_mode() {
+        assert_eq!(parse_args(&["--sessions", "8"]).unwrap().actors, 8);
+        assert_eq!(parse_args(&["--idle-sessions", "40"]).unwrap().actors, 40);
+    }
+
+    #[test]
+    fn actors_beyond_the_sessions_are_hosted_idle() {
+        let options = parse_args(&["--sessions", "8", "--actors", "1000"]).unwrap();
+        assert_eq!((options.sessions, options.actors), (8, 1000));
+        let idle = parse_args(&["--idle-sessions", "40", "--actors", "40"]).unwrap();
+        assert_eq!(idle.actors, 40);
+    }
+
+    /// §7: a second session binding a player replaces the first, so fewer
+    /// players than sessions cannot be driven.
+    #[test]
+    fn fewer_actors_than_sessions_are_refused() {
+        let why = refusal(&["--sessions", "8", "--actors", "7"]);
+        assert!(
+            why.contains("--actors 7 is fewer than the 8 sessions"),
+            "{why}"
+        );
+        let why = refusal(&["--idle-sessions", "40", "--actors", "39"]);
+        assert!(why.contains("fewer than the 40 sessions"), "{why}");
+        let why = refusal(&["--actors", "200001"]);
+        assert!(why.contains("between 1 and 200000"), "{why}");
+    }
+
+    #[test]
+    fn a_target_refuses_actors() {
+        let why = refusal(&["--target", "127.0.0.1:1", "--actors", "100"]);
+        assert!(why.contains("--actors shapes a system"), "{why}");
+    }
 }

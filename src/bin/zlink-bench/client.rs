@@ -20,6 +20,7 @@
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
+use std::ops::Range;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -92,6 +93,9 @@ pub fn login_names(text: &str) -> (&str, Option<&str>) {
 pub struct LoadSpec {
     pub workload: Workload,
     pub sessions: usize,
+    /// `--actors`: the player actors the system hosts, `sessions` or more;
+    /// see [`LoadSpec::idle_players`].
+    pub actors: usize,
     pub in_flight: usize,
     pub payload_len: usize,
     pub warmup: Duration,
@@ -107,6 +111,17 @@ pub struct LoadSpec {
     /// `--target`: the running mesh to drive instead of a system started
     /// here.
     pub target: Option<Target>,
+}
+
+impl LoadSpec {
+    /// The players no session binds (`sessions..actors`): the NPCs and
+    /// offline players a game server keeps hosting. Every system creates
+    /// them at start, idle, as plain players (`p-i`, in no room); players
+    /// `0..sessions` are bound one to a session, since a second session
+    /// binding the same player replaces the first (§7).
+    pub fn idle_players(&self) -> Range<usize> {
+        self.sessions..self.actors
+    }
 }
 
 /// `--target`: a zlink mesh already running at `addresses`, playing the

@@ -47,6 +47,7 @@ fn idle_spec(options: &Options, sessions: usize) -> LoadSpec {
     LoadSpec {
         workload: Workload::Relay,
         sessions,
+        actors: options.actors,
         in_flight: 1,
         payload_len: options.payload_len,
         warmup: options.warmup,
@@ -137,6 +138,7 @@ fn measure(
     let mut child = Command::new(exe)
         .args(["--idle-child", "--idle-sessions", &sessions.to_string()])
         .args(["--system", system.name()])
+        .args(["--actors", &options.actors.to_string()])
         .args(["--nodes", &options.nodes.to_string()])
         .args(["--shards", &options.shards.to_string()])
         .stdin(Stdio::piped())
@@ -230,7 +232,8 @@ pub fn run(options: &Options, sessions: usize) -> Result<bool, String> {
     let mut clean = true;
     let mut systems = Vec::new();
     println!(
-        "zlink-bench: idle bound sessions, {sessions} per system, each in its own process; RSS from /proc/self/status (the system's alone: the load client runs in the parent)"
+        "zlink-bench: idle bound sessions, {sessions} per system, {} player actors each, each in its own process; RSS from /proc/self/status (the system's alone: the load client runs in the parent)",
+        options.actors
     );
     println!(
         "{:<12} {:>7} {:>14} {:>22} {:>26}   seconds: start login measure stop",
@@ -261,7 +264,7 @@ pub fn run(options: &Options, sessions: usize) -> Result<bool, String> {
         systems.push(entry);
     }
     if let Some(path) = &options.json {
-        let report = serde_json::json!({ "idle_sessions": sessions, "systems": systems });
+        let report = serde_json::json!({ "idle_sessions": sessions, "actors": options.actors, "systems": systems });
         crate::write_json(path, &report)?;
     }
     Ok(clean)

@@ -164,6 +164,7 @@ fn run_rounds(
     let spec = LoadSpec {
         workload: run.workload,
         sessions: options.sessions,
+        actors: options.actors,
         in_flight: options.in_flight,
         payload_len: options.payload_len,
         warmup: options.warmup,
@@ -222,6 +223,7 @@ fn run_rounds(
             let tally = load
                 .join()
                 .map_err(|_| format!("{name}: the load client panicked"))?;
+            summary.actors = system.actors();
             let moves = system.stop();
             let mut tally = tally.map_err(|why| format!("{name}: {why}"))?;
             pause::record(&mut tally, &moves);

@@ -88,6 +88,9 @@ pub struct Summary {
     pub kinds: BTreeMap<&'static str, Histogram<u64>>,
     /// `relocate`: moves that did not commit.
     pub move_failures: u64,
+    /// The player actors the system counted itself after the last round's
+    /// load ([`crate::systems::Running::actors`]); `None`: it has none.
+    pub actors: Option<usize>,
 }
 
 impl Summary {
@@ -109,6 +112,7 @@ impl Summary {
             notes: Vec::new(),
             kinds: BTreeMap::new(),
             move_failures: 0,
+            actors: None,
         }
     }
 
@@ -197,6 +201,21 @@ fn load_mode(options: &Options, workload: Workload) -> String {
     }
 }
 
+/// The sessions, and the player actors each system hosts (`--actors`),
+/// in words; a `--target` mesh's own actors are not this run's to say.
+fn population(options: &Options) -> String {
+    let sessions = format!("{} sessions", options.sessions);
+    if !options.target.is_empty() {
+        return sessions;
+    }
+    format!(
+        "{sessions}, {} player actors per system ({} bound, {} idle; the raw forwarders host none)",
+        options.actors,
+        options.sessions,
+        options.actors - options.sessions
+    )
+}
+
 /// What each request carries, in words: `--payload` bytes, or a
 /// `--target` mesh's MOVE text (`--payload` does not apply there).
 fn payload(options: &Options) -> String {
@@ -212,9 +231,9 @@ pub fn render(options: &Options, run: &Run, summaries: &[Summary]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "zlink-bench: workload {}, {} sessions, {}, {}, {:.1} s warm-up + {:.1} s measured, {} round(s) interleaved, {} cores",
+        "zlink-bench: workload {}, {}, {}, {}, {:.1} s warm-up + {:.1} s measured, {} round(s) interleaved, {} cores",
         run.workload.name(),
-        options.sessions,
+        population(options),
         load_mode(options, run.workload),
         payload(options),
         options.warmup.as_secs_f64(),
@@ -337,9 +356,12 @@ pub fn render(options: &Options, run: &Run, summaries: &[Summary]) -> String {
     }
     let _ = writeln!(out, "\nsystems:");
     for s in summaries {
+        let actors = s
+            .actors
+            .map_or("n/a".to_owned(), |n| format!("{n} (its own count)"));
         let _ = writeln!(
             out,
-            "  {:<12} {}",
+            "  {:<12} {}; actors {actors}",
             s.system.name(),
             s.system.describes(options)
         );
@@ -406,6 +428,7 @@ pub fn json(options: &Options, run: &Run, summaries: &[Summary]) -> serde_json::
                 "errors": s.errors,
                 "failed_sessions": s.failed_sessions,
                 "move_failures": s.move_failures,
+                "actors": s.actors,
                 "kinds_us": kinds,
                 "round_p50_us": s.round_p50_ns.iter().map(|ns| *ns as f64 / 1e3).collect::<Vec<_>>(),
             })
@@ -414,6 +437,7 @@ pub fn json(options: &Options, run: &Run, summaries: &[Summary]) -> serde_json::
     serde_json::json!({
         "workload": run.workload.name(),
         "sessions": options.sessions,
+        "actors": options.target.is_empty().then_some(options.actors),
         "in_flight": options.in_flight,
         "rate_per_second": options.rate,
         "load": load_mode(options, run.workload),

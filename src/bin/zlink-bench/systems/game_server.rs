@@ -8,7 +8,9 @@
 //! it; RELAY goes to the player, which replies; PUSH goes to the player,
 //! which pushes it back. For `mixed` a LOGIN also names the player's room,
 //! an entity of the same directory (a task or an actor) that the session
-//! joins; a TICK goes to the room, which pushes it to every member. No
+//! joins; a TICK goes to the room, which pushes it to every member. The
+//! players no session binds (`--actors` beyond the sessions) are spawned
+//! into the directory at start and stay idle. No
 //! second node: the player lives in the same process as the session
 //! (docs/PERFORMANCE.md says so).
 
@@ -27,7 +29,7 @@ use zlink::wire::client::ClientFrame;
 use zlink::wire::DecodeLimits;
 
 use super::Running;
-use crate::client::{login_names, LOGIN, PUSH, RELAY, TICK};
+use crate::client::{login_names, player_name, LoadSpec, LOGIN, PUSH, RELAY, TICK};
 
 /// Frames queued for one session's writer; a full queue makes the player
 /// wait (backpressure), as a bounded mpsc does for a user.
@@ -115,6 +117,10 @@ pub trait Directory: Send + Sync + 'static {
         &self,
         name: &str,
     ) -> impl Future<Output = Result<Self::Player, String>> + Send;
+    /// How many entities the directory holds (players, and under `mixed`
+    /// the rooms, each a task or actor of its own); `None` while it is
+    /// locked.
+    fn hosted(&self) -> Option<usize>;
     /// Sends `message` to `player`.
     fn deliver(
         player: &Self::Player,
@@ -222,6 +228,8 @@ async fn session<D: Directory>(stream: TcpStream, directory: Arc<D>) {
 
 struct Server {
     entry: SocketAddr,
+    /// The directory's [`Directory::hosted`].
+    hosted: Box<dyn Fn() -> Option<usize> + Send>,
     thread: JoinHandle<()>,
     stop: oneshot::Sender<()>,
 }
@@ -235,6 +243,10 @@ impl Running for Server {
         "epoll (tokio)"
     }
 
+    fn actors(&self) -> Option<usize> {
+        (self.hosted)()
+    }
+
     fn stop(self: Box<Self>) -> Vec<super::Move> {
         let _ = self.stop.send(());
         let _ = self.thread.join();
@@ -242,11 +254,19 @@ impl Running for Server {
     }
 }
 
-/// Starts the server on its own thread with `directory` for its players.
-pub fn start<D: Directory>(name: &str, directory: D) -> Result<Box<dyn Running>, String> {
+/// Starts the server on its own thread with `directory` for its players,
+/// and spawns `spec`'s idle players into it before it listens.
+pub fn start<D: Directory>(
+    name: &str,
+    directory: D,
+    spec: &LoadSpec,
+) -> Result<Box<dyn Running>, String> {
     let (tx, rx) = std_mpsc::channel();
     let (stop, stopped) = oneshot::channel::<()>();
     let directory = Arc::new(directory);
+    let counted = Arc::clone(&directory);
+    let hosted = Box::new(move || counted.hosted());
+    let idle = spec.idle_players();
     let thread = std::thread::Builder::new()
         .name(name.to_owned())
         .spawn(move || {
@@ -262,6 +282,12 @@ pub fn start<D: Directory>(name: &str, directory: D) -> Result<Box<dyn Running>,
                 }
             };
             runtime.block_on(async move {
+                for index in idle {
+                    if let Err(e) = directory.find_or_spawn(&player_name(index)).await {
+                        let _ = tx.send(Err(e));
+                        return;
+                    }
+                }
                 let listener = match super::listen_loopback() {
                     Ok(listener) => listener,
                     Err(e) => {
@@ -289,6 +315,7 @@ pub fn start<D: Directory>(name: &str, directory: D) -> Result<Box<dyn Running>,
         .map_err(|_| format!("{name} ended during setup"))??;
     Ok(Box::new(Server {
         entry,
+        hosted,
         thread,
         stop,
     }))

@@ -125,6 +125,13 @@ pub trait Running {
     /// The io stack the system's sockets run on, as it runs (zlink's: what
     /// its nodes report, issue 8 item 2), for the report.
     fn io_stack(&self) -> &'static str;
+    /// The player actors the system hosts, as it counts them itself (so a
+    /// report shows that `--actors` took effect), sampled when the load has
+    /// ended; `None` for a system with no actors (the raw forwarders) or
+    /// whose count is not this process's (a target).
+    fn actors(&self) -> Option<usize> {
+        None
+    }
     /// Stops the system, joins its threads and hands back the relocations
     /// it made (none but zlink's under `relocate`).
     fn stop(self: Box<Self>) -> Vec<Move>;
@@ -171,8 +178,8 @@ pub fn start(kind: SystemKind, spec: &LoadSpec) -> Result<Box<dyn Running>, Stri
         SystemKind::ZlinkEpoll => zlink::start(spec, IoBackend::Epoll),
         SystemKind::RawUring => raw_uring::start(),
         SystemKind::RawEpoll => raw_epoll::start(),
-        SystemKind::Tokio => tokio_game::start(),
-        SystemKind::Ractor => ractor_game::start(),
+        SystemKind::Tokio => tokio_game::start(spec),
+        SystemKind::Ractor => ractor_game::start(spec),
         SystemKind::ZlinkTarget => spec
             .target
             .as_ref()

@@ -9,6 +9,7 @@ use tokio::sync::Mutex;
 
 use super::game_server::{self, Directory, PlayerState, ToPlayer};
 use super::Running;
+use crate::client::LoadSpec;
 
 /// The player actor; its state is the shared [`PlayerState`].
 struct Player;
@@ -58,6 +59,10 @@ impl Directory for Players {
         Ok(player)
     }
 
+    fn hosted(&self) -> Option<usize> {
+        self.by_name.try_lock().ok().map(|by_name| by_name.len())
+    }
+
     async fn deliver(player: &Self::Player, message: ToPlayer) -> Result<(), String> {
         player
             .send_message(message)
@@ -65,6 +70,6 @@ impl Directory for Players {
     }
 }
 
-pub fn start() -> Result<Box<dyn Running>, String> {
-    game_server::start("ractor-game", Players::default())
+pub fn start(spec: &LoadSpec) -> Result<Box<dyn Running>, String> {
+    game_server::start("ractor-game", Players::default(), spec)
 }

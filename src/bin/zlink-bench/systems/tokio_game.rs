@@ -9,6 +9,7 @@ use tokio::sync::mpsc;
 
 use super::game_server::{self, Directory, PlayerState, ToPlayer};
 use super::Running;
+use crate::client::LoadSpec;
 
 /// Messages queued for one player; a full mailbox makes the session wait.
 const MAILBOX_MAX: usize = 1_024;
@@ -37,6 +38,10 @@ impl Directory for Players {
         Ok(tx)
     }
 
+    fn hosted(&self) -> Option<usize> {
+        self.by_name.lock().ok().map(|by_name| by_name.len())
+    }
+
     async fn deliver(player: &Self::Player, message: ToPlayer) -> Result<(), String> {
         player
             .send(message)
@@ -45,6 +50,6 @@ impl Directory for Players {
     }
 }
 
-pub fn start() -> Result<Box<dyn Running>, String> {
-    game_server::start("tokio-game", Players::default())
+pub fn start(spec: &LoadSpec) -> Result<Box<dyn Running>, String> {
+    game_server::start("tokio-game", Players::default(), spec)
 }

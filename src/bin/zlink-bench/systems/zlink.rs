@@ -10,7 +10,7 @@
 //! players are its Actors (`room-k/p-i`, §5: they share the room's gate);
 //! a player's TICK is pushed to every member's bound session
 //! ([`ActorContext::push_to_member`]). `relocate`: a mover thread moves the
-//! players one after the other between all the nodes through
+//! bound players one after the other between all the nodes through
 //! [`Node::relocate`] (§8) while the load runs, and records each move.
 
 use std::net::SocketAddr;
@@ -206,6 +206,10 @@ impl Running for Mesh {
         self.io_stack
     }
 
+    fn actors(&self) -> Option<usize> {
+        Some(self.nodes.iter().map(Node::actor_count).sum())
+    }
+
     fn stop(self: Box<Self>) -> Vec<Move> {
         let moves = self.mover.map_or_else(Vec::new, |mover| {
             mover.stop.store(true, Ordering::Release);
@@ -259,7 +263,9 @@ fn relocate_players(
 
 /// Starts nodes `nodes..=1`, highest RID first so that each new node dials
 /// the ones already up (the lower RID dials), waits for every link, and
-/// creates player `i` on node `2 + i % (nodes - 1)`. Every node's shards
+/// creates player `i` on node `2 + i % (nodes - 1)`, for every one of
+/// `spec.actors`: the idle ones ([`LoadSpec::idle_players`]) as plain
+/// players in no room, which `relocate` leaves where they are. Every node's shards
 /// run on `io_backend` (issue 8: `zlink` on io_uring, `zlink-epoll` on
 /// epoll); a backend that cannot run here is the start's error.
 pub fn start(spec: &LoadSpec, io_backend: IoBackend) -> Result<Box<dyn Running>, String> {
@@ -297,8 +303,9 @@ pub fn start(spec: &LoadSpec, io_backend: IoBackend) -> Result<Box<dyn Running>,
     }
     let hosts = &started[1..];
     let mut placed = Vec::with_capacity(spec.sessions);
-    for index in 0..spec.sessions {
-        if spec.workload == Workload::Mixed {
+    for index in 0..spec.actors {
+        let bound = index < spec.sessions;
+        if bound && spec.workload == Workload::Mixed {
             // A room's players live with their room (its gate, §5).
             let room = index / ROOM_SIZE;
             let (rid, host) = &hosts[room % hosts.len()];
@@ -315,7 +322,9 @@ pub fn start(spec: &LoadSpec, io_backend: IoBackend) -> Result<Box<dyn Running>,
         let (rid, host) = &hosts[index % hosts.len()];
         host.create_actor(PLAYER, &id)
             .map_err(|e| format!("creating {id} on node {rid}: {e}"))?;
-        placed.push(*rid);
+        if bound {
+            placed.push(*rid);
+        }
     }
     let entry = started[0].1.stream_addr().ok_or("node 1 does not listen")?;
     let io_stack = match started[0].1.io_backend() {
