@@ -8,8 +8,9 @@
 //!
 //! The two talk over the child's stdin and stdout, one line at a time: the
 //! child samples its VmRSS (/proc/self/status) before the system starts
-//! and after it started (zlink's player Actors are created then, the
-//! baselines spawn theirs at login), and prints its entry address; the
+//! and after it started (zlink's player Actors are created then; the
+//! baselines spawn the bound players at login and the idle ones of
+//! `--actors` at start), and prints its entry address; the
 //! parent connects and logs every session in (bound), then writes
 //! `measure`; the child samples again and prints its figures; the parent
 //! closes the sessions and its end of stdin; the child stops the system
