@@ -338,15 +338,21 @@ impl Tally {
     }
 }
 
-/// Runs the load against `entry` on this thread and returns what it saw.
-pub fn run(entry: SocketAddr, spec: &LoadSpec) -> Result<Tally, String> {
+/// Runs the load against `entry` on this thread and returns what it saw;
+/// signals `bound` (when given) once every session is bound, before the
+/// warm-up ([`crate::systems::Running::bound_signal`]).
+pub fn run(
+    entry: SocketAddr,
+    spec: &LoadSpec,
+    bound: Option<std::sync::mpsc::Sender<()>>,
+) -> Result<Tally, String> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| format!("client runtime: {e}"))?;
     let local = tokio::task::LocalSet::new();
     let tally = Rc::new(RefCell::new(Tally::new()?));
-    local.block_on(&runtime, drive_all(entry, spec, Rc::clone(&tally)))?;
+    local.block_on(&runtime, drive_all(entry, spec, bound, Rc::clone(&tally)))?;
     Rc::try_unwrap(tally)
         .map(RefCell::into_inner)
         .map_err(|_| "a session task outlived the run".to_owned())
@@ -355,11 +361,16 @@ pub fn run(entry: SocketAddr, spec: &LoadSpec) -> Result<Tally, String> {
 async fn drive_all(
     entry: SocketAddr,
     spec: &LoadSpec,
+    bound: Option<std::sync::mpsc::Sender<()>>,
     tally: Rc<RefCell<Tally>>,
 ) -> Result<(), String> {
     let mut streams = Vec::with_capacity(spec.sessions);
     if spec.workload != Workload::Churn {
         streams = login_all(entry, spec, &tally).await?;
+    }
+    if let Some(bound) = bound {
+        // A system gone meanwhile has nothing to start: its stop reports.
+        let _ = bound.send(());
     }
     let now = Instant::now();
     let phases = Phases {

@@ -211,13 +211,14 @@ fn run_rounds(
             let system = systems::start(summary.system, &spec)?;
             summary.io_stack = system.io_stack();
             let entry = system.entry();
+            let bound = system.bound_signal();
             let client_core = run.pin.map(|p| p.client_core);
             let load_spec = spec.clone();
             let load = std::thread::Builder::new()
                 .name("load-client".to_owned())
                 .spawn(move || {
                     client_core.map_or(Ok(()), pin_current)?;
-                    client::run(entry, &load_spec)
+                    client::run(entry, &load_spec, bound)
                 })
                 .map_err(|e| format!("spawning the load client: {e}"))?;
             let tally = load

@@ -12,6 +12,7 @@ mod tokio_game;
 mod zlink;
 
 use std::net::SocketAddr;
+use std::sync::mpsc;
 use std::time::Instant;
 
 use ::zlink::api::IoBackend;
@@ -130,6 +131,14 @@ pub trait Running {
     /// ended; `None` for a system with no actors (the raw forwarders) or
     /// whose count is not this process's (a target).
     fn actors(&self) -> Option<usize> {
+        None
+    }
+    /// A sender the load client signals on once every session is bound,
+    /// before the warm-up; `None` for a system that does not wait for it.
+    /// zlink's `relocate` mover starts moving only then: a LOGIN that meets
+    /// its player's move is refused (`Unavailable`, §8), which is right of
+    /// the engine but would make the bench's login fail, not measure it.
+    fn bound_signal(&self) -> Option<mpsc::Sender<()>> {
         None
     }
     /// Stops the system, joins its threads and hands back the relocations

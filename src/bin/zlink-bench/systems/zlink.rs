@@ -15,7 +15,7 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -194,6 +194,9 @@ struct Mesh {
 /// `relocate`'s mover thread and what it recorded.
 struct Mover {
     stop: Arc<AtomicBool>,
+    /// Cloned for the load client, which signals once every session is
+    /// bound; the mover waits for it before its first move.
+    bound: mpsc::Sender<()>,
     thread: JoinHandle<Vec<Move>>,
 }
 
@@ -208,6 +211,10 @@ impl Running for Mesh {
 
     fn actors(&self) -> Option<usize> {
         Some(self.nodes.iter().map(Node::actor_count).sum())
+    }
+
+    fn bound_signal(&self) -> Option<mpsc::Sender<()>> {
+        self.mover.as_ref().map(|mover| mover.bound.clone())
     }
 
     fn stop(self: Box<Self>) -> Vec<Move> {
@@ -225,15 +232,25 @@ impl Running for Mesh {
     }
 }
 
-/// Moves the players one after the other, each to the next node after the
-/// one hosting it (node RIDs are 1..=nodes, `nodes[rid - 1]`), until told
-/// to stop; `hosts[i]` is player `i`'s node at the start.
+/// Once every session is bound (`bound`), moves the players one after the
+/// other, each to the next node after the one hosting it (node RIDs are
+/// 1..=nodes, `nodes[rid - 1]`), until told to stop; `hosts[i]` is player
+/// `i`'s node at the start.
 fn relocate_players(
     nodes: &[Node],
     mut hosts: Vec<u64>,
+    bound: &mpsc::Receiver<()>,
     stop: &AtomicBool,
 ) -> Result<Vec<Move>, String> {
     let mut moves = Vec::new();
+    loop {
+        match bound.recv_timeout(MOVE_GAP) {
+            Ok(()) => break,
+            Err(mpsc::RecvTimeoutError::Timeout) if !stop.load(Ordering::Acquire) => {}
+            // Stopped (or the system is gone) before the load was bound.
+            Err(_) => return Ok(moves),
+        }
+    }
     let count = nodes.len() as u64;
     let mut player = 0;
     while !stop.load(Ordering::Acquire) && !hosts.is_empty() {
@@ -341,11 +358,12 @@ pub fn start(spec: &LoadSpec, io_backend: IoBackend) -> Result<Box<dyn Running>,
     let mover = (spec.workload == Workload::Relocate)
         .then(|| {
             let stop = Arc::new(AtomicBool::new(false));
+            let (bound, bound_rx) = mpsc::channel();
             let (nodes, stopped) = (Arc::clone(&nodes), Arc::clone(&stop));
             std::thread::Builder::new()
                 .name("zlink-mover".to_owned())
                 .spawn(move || {
-                    relocate_players(&nodes, placed, &stopped).unwrap_or_else(|why| {
+                    relocate_players(&nodes, placed, &bound_rx, &stopped).unwrap_or_else(|why| {
                         vec![Move {
                             player: 0,
                             start: Instant::now(),
@@ -354,7 +372,11 @@ pub fn start(spec: &LoadSpec, io_backend: IoBackend) -> Result<Box<dyn Running>,
                         }]
                     })
                 })
-                .map(|thread| Mover { stop, thread })
+                .map(|thread| Mover {
+                    stop,
+                    bound,
+                    thread,
+                })
                 .map_err(|e| format!("spawning the mover: {e}"))
         })
         .transpose()?;
