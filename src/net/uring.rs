@@ -48,6 +48,27 @@ const SEND_LEN_MAX: usize = 1 << 30;
 const DROP_WAIT_ROUNDS: u32 = 50;
 const DROP_WAIT_STEP: Duration = Duration::from_millis(20);
 
+/// Sets up the ring. One thread submits and reaps (the reactor's, see its
+/// doc), so the kernel may keep completions as task work of that thread
+/// until the turn's enter asks for them (DEFER_TASKRUN, which needs
+/// SINGLE_ISSUER; COOP_TASKRUN: no interrupt to run it; TASKRUN_FLAG: the
+/// ring says when such work waits, see `enter`) instead of interrupting the
+/// thread, possibly on another vCPU, for each one (docs/threading.md "The
+/// socket loop"). DEFER_TASKRUN is Linux 6.1: on 6.0, which refuses the
+/// flags (EINVAL), the ring is set up without them.
+fn build_ring(entries: u32) -> io::Result<IoUring> {
+    let deferred = IoUring::builder()
+        .setup_single_issuer()
+        .setup_defer_taskrun()
+        .setup_coop_taskrun()
+        .setup_taskrun_flag()
+        .build(entries);
+    match deferred {
+        Err(err) if err.raw_os_error() == Some(libc::EINVAL) => IoUring::new(entries),
+        built => built,
+    }
+}
+
 #[derive(Debug)]
 struct Listener {
     socket: Socket,
@@ -96,9 +117,7 @@ impl UringReactor {
                 "ring_entries must be between 1 and 32768",
             ));
         }
-        let ring = IoUring::builder()
-            .build(config.ring_entries)
-            .map_err(setup_error)?;
+        let ring = build_ring(config.ring_entries).map_err(setup_error)?;
         check_features(&ring)?;
         let buf_ring = BufRing::new(config.buffer_count, config.buffer_size)?;
         buf_ring.register(&ring, BUF_GROUP)?;
@@ -373,7 +392,13 @@ impl UringReactor {
     fn enter(&mut self, timeout: Option<Duration>) -> io::Result<()> {
         let block = self.conns.events.is_empty() && timeout != Some(Duration::ZERO);
         if !block || !self.parker.park() {
-            if !self.ring.submission().is_empty() {
+            // Deferred completions reach the queue only through an enter
+            // that asks for events: `submit` asks when the ring's taskrun
+            // flag says some wait.
+            let sq = self.ring.submission();
+            let pending = !sq.is_empty() || sq.taskrun();
+            drop(sq);
+            if pending {
                 self.ring.submit()?;
             }
             return Ok(());
