@@ -85,6 +85,37 @@ async fn log_in(
     Ok(stream)
 }
 
+/// Ephemeral ports churn wants from the machine.
+const PORTS_WANTED: u32 = 50_000;
+
+/// A warning for the report when this machine's ephemeral port range is
+/// small for churn, `None` when it is wide enough or cannot be read. Every
+/// operation opens a connection that the client closes first, so its
+/// TIME_WAIT holds a client port for 60 s; at churn's 15–25k connections
+/// per second the default range (32768–60999) fills, and the kernel's
+/// `connect` then scans it on the load client's one thread, stalling every
+/// session at once for tens of ms, whatever system runs (measured on
+/// zlink and tokio: p99.9 104 ms, and 10.6 ms with 10000–65535;
+/// docs/PERFORMANCE.md "churn and the ephemeral ports").
+pub fn port_range_warning() -> Option<String> {
+    let text = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
+    range_warning(&text)
+}
+
+/// [`port_range_warning`] for the file's `text` ("low high").
+fn range_warning(text: &str) -> Option<String> {
+    let mut bounds = text.split_whitespace().map(str::parse::<u32>);
+    let (Some(Ok(low)), Some(Ok(high))) = (bounds.next(), bounds.next()) else {
+        return None;
+    };
+    let ports = high.checked_sub(low)? + 1;
+    (ports < PORTS_WANTED).then(|| {
+        format!(
+            "the ephemeral port range is {low}-{high} ({ports} ports): churn's closed connections fill it (TIME_WAIT), and the load client's connect then stalls every session; widen it for churn: sysctl -w net.ipv4.ip_local_port_range='10000 65535'"
+        )
+    })
+}
+
 /// Records `kind` begun at `start` when it began inside the measured window.
 fn measure(tally: &RefCell<Tally>, phases: &Phases, kind: &'static str, start: Instant) {
     if start >= phases.warm_end && start < phases.measure_end {
@@ -145,5 +176,24 @@ pub async fn drive(
             t.failed_sessions += 1;
             t.note(format!("{player}: {why}"));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::range_warning;
+
+    #[test]
+    fn the_default_port_range_is_warned_about_and_a_wide_one_is_not() {
+        let warning = range_warning("32768\t60999\n").expect("a warning");
+        assert!(warning.contains("32768-60999 (28232 ports)"), "{warning}");
+        assert!(range_warning("10000 65535").is_none());
+    }
+
+    #[test]
+    fn an_unreadable_port_range_gives_no_warning() {
+        assert!(range_warning("").is_none());
+        assert!(range_warning("low high").is_none());
+        assert!(range_warning("60999 32768").is_none());
     }
 }

@@ -84,7 +84,16 @@ fn run(options: &args::Options) -> Result<bool, String> {
                 .copied()
                 .filter(|s| s.runs(workload))
                 .collect();
+            let warning = (workload == args::Workload::Churn)
+                .then(churn::port_range_warning)
+                .flatten();
+            if let Some(warning) = &warning {
+                eprintln!("zlink-bench: warning: {warning}");
+            }
             let summaries = run_rounds(options, &run, &systems, started)?;
+            if let Some(warning) = &warning {
+                println!("warning: {warning}");
+            }
             print!("{}", report::render(options, &run, &summaries));
             println!();
             if let Some(dir) = &options.out_dir {
