@@ -12,6 +12,7 @@
 //! [`Reactor::backend`] for diagnostics.
 
 use std::io;
+use std::marker::PhantomData;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -158,11 +159,14 @@ impl std::str::FromStr for IoBackend {
 /// A shard's socket loop: the backend chosen at startup behind one
 /// interface (module doc).
 ///
-/// Build it on the thread that runs it (io_uring ties operations to the
-/// submitting thread).
+/// Build it, run it and drop it on one thread: the io_uring backend's ring
+/// is single-issuer (an enter from another thread fails), so the type is
+/// neither `Send` nor `Sync`.
 #[derive(Debug)]
 pub struct Reactor {
     backend: Backend,
+    /// Keeps the reactor on the thread that built it (above).
+    _one_thread: PhantomData<*const ()>,
 }
 
 /// The backend behind a [`Reactor`]; boxed once at startup so that the two
@@ -200,7 +204,10 @@ impl Reactor {
             IoBackend::Epoll => Backend::Epoll(Box::new(EpollReactor::new(config)?)),
             _ => Backend::IoUring(Box::new(UringReactor::new(config)?)),
         };
-        Ok(Self { backend })
+        Ok(Self {
+            backend,
+            _one_thread: PhantomData,
+        })
     }
 
     /// Which backend runs (never `Auto`): for diagnostics.

@@ -76,9 +76,11 @@ struct Listener {
 
 /// A shard's socket loop on io_uring; see the module doc for a turn.
 ///
-/// Build it on the thread that runs it: the kernel ties an operation to the
-/// thread that submitted it and cancels it if that thread exits (the reactor
-/// then re-arms what a live connection needs).
+/// Build it, run it and drop it on one thread ([`super::Reactor`] is not
+/// `Send`): the ring is single-issuer on Linux 6.1+, where an enter from
+/// another thread fails. On 6.0 (the plain ring, `build_ring`) the kernel
+/// ties an operation to the thread that submitted it and cancels it if that
+/// thread exits; the re-arms below then recover a live connection.
 pub(super) struct UringReactor {
     ring: IoUring,
     buf_ring: Option<BufRing>,

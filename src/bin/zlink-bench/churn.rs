@@ -88,27 +88,37 @@ async fn log_in(
 /// Ephemeral ports churn wants from the machine.
 const PORTS_WANTED: u32 = 50_000;
 
-/// A warning for the report when this machine's ephemeral port range is
-/// small for churn, `None` when it is wide enough or cannot be read. Every
+/// A warning for the report when this machine's ephemeral ports are
+/// short for churn, `None` when they are not or cannot be read. Every
 /// operation opens a connection that the client closes first, so its
-/// TIME_WAIT holds a client port for 60 s; at churn's 15–25k connections
-/// per second the default range (32768–60999) fills, and the kernel's
-/// `connect` then scans it on the load client's one thread, stalling every
-/// session at once for tens of ms, whatever system runs (measured on
-/// zlink and tokio: p99.9 104 ms, and 10.6 ms with 10000–65535;
-/// docs/PERFORMANCE.md "churn and the ephemeral ports").
+/// TIME_WAIT holds the client's port until the kernel reuses it for a new
+/// connect (loopback reuse, `tcp_tw_reuse` 1 or 2) or for 60 s (0). At
+/// churn's 15–25k connections per second the default range (32768–60999)
+/// fills, and `connect` then scans it on the load client's one thread,
+/// stalling every session at once for tens of ms whatever system runs
+/// (measured on zlink and tokio: p99.9 104 ms, and 10.6 ms with
+/// 10000–65535; docs/PERFORMANCE.md "churn and the ephemeral ports").
 pub fn port_range_warning() -> Option<String> {
-    let text = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
-    range_warning(&text)
+    let read = |name: &str| std::fs::read_to_string(format!("/proc/sys/net/ipv4/{name}")).ok();
+    ports_warning(
+        &read("ip_local_port_range")?,
+        read("tcp_tw_reuse").as_deref(),
+    )
 }
 
-/// [`port_range_warning`] for the file's `text` ("low high").
-fn range_warning(text: &str) -> Option<String> {
-    let mut bounds = text.split_whitespace().map(str::parse::<u32>);
+/// [`port_range_warning`] for the files' texts: the range ("low high") and
+/// `tcp_tw_reuse` ("0", "1" or "2"), when readable.
+fn ports_warning(range: &str, tw_reuse: Option<&str>) -> Option<String> {
+    let mut bounds = range.split_whitespace().map(str::parse::<u32>);
     let (Some(Ok(low)), Some(Ok(high))) = (bounds.next(), bounds.next()) else {
         return None;
     };
     let ports = high.checked_sub(low)? + 1;
+    if tw_reuse.map(str::trim) == Some("0") {
+        return Some(format!(
+            "tcp_tw_reuse is 0: churn's closed connections keep their client ports for 60 s and fill the ephemeral range ({low}-{high}, {ports} ports) within seconds, and the load client's connect then stalls every session; for churn: sysctl -w net.ipv4.tcp_tw_reuse=2 net.ipv4.ip_local_port_range='10000 65535'"
+        ));
+    }
     (ports < PORTS_WANTED).then(|| {
         format!(
             "the ephemeral port range is {low}-{high} ({ports} ports): churn's closed connections fill it (TIME_WAIT), and the load client's connect then stalls every session; widen it for churn: sysctl -w net.ipv4.ip_local_port_range='10000 65535'"
@@ -181,19 +191,26 @@ pub async fn drive(
 
 #[cfg(test)]
 mod tests {
-    use super::range_warning;
+    use super::ports_warning;
 
     #[test]
     fn the_default_port_range_is_warned_about_and_a_wide_one_is_not() {
-        let warning = range_warning("32768\t60999\n").expect("a warning");
+        let warning = ports_warning("32768\t60999\n", Some("2\n")).expect("a warning");
         assert!(warning.contains("32768-60999 (28232 ports)"), "{warning}");
-        assert!(range_warning("10000 65535").is_none());
+        assert!(ports_warning("10000 65535", Some("2")).is_none());
+        assert!(ports_warning("10000 65535", None).is_none());
+    }
+
+    #[test]
+    fn no_time_wait_reuse_is_warned_about_even_with_a_wide_range() {
+        let warning = ports_warning("10000 65535", Some("0\n")).expect("a warning");
+        assert!(warning.contains("tcp_tw_reuse is 0"), "{warning}");
     }
 
     #[test]
     fn an_unreadable_port_range_gives_no_warning() {
-        assert!(range_warning("").is_none());
-        assert!(range_warning("low high").is_none());
-        assert!(range_warning("60999 32768").is_none());
+        assert!(ports_warning("", Some("0")).is_none());
+        assert!(ports_warning("low high", None).is_none());
+        assert!(ports_warning("60999 32768", None).is_none());
     }
 }

@@ -100,7 +100,11 @@ fn run(options: &args::Options) -> Result<bool, String> {
                 write_files(dir, options, &run, &summaries)?;
             }
             clean &= summaries.iter().all(Summary::clean);
-            reports.push(report::json(options, &run, &summaries));
+            let mut report = report::json(options, &run, &summaries);
+            if let (Some(warning), Some(fields)) = (&warning, report.as_object_mut()) {
+                fields.insert("warning".to_owned(), serde_json::json!(warning));
+            }
+            reports.push(report);
         }
     }
     if let Some(path) = &options.json {
