@@ -195,7 +195,8 @@ struct Mesh {
 struct Mover {
     stop: Arc<AtomicBool>,
     /// Cloned for the load client, which signals once every session is
-    /// bound; the mover waits for it before its first move.
+    /// bound; the mover waits for it before its first move, and ends
+    /// without moving when every sender is gone unsent.
     bound: mpsc::Sender<()>,
     thread: JoinHandle<Vec<Move>>,
 }
@@ -219,8 +220,16 @@ impl Running for Mesh {
 
     fn stop(self: Box<Self>) -> Vec<Move> {
         let moves = self.mover.map_or_else(Vec::new, |mover| {
-            mover.stop.store(true, Ordering::Release);
-            mover.thread.join().unwrap_or_default()
+            let Mover {
+                stop,
+                bound,
+                thread,
+            } = mover;
+            stop.store(true, Ordering::Release);
+            // The load client (and its clone) is done: a mover still waiting
+            // for the signal sees the channel close and ends.
+            drop(bound);
+            thread.join().unwrap_or_default()
         });
         // The mover is joined: the nodes have no other owner.
         if let Ok(nodes) = Arc::try_unwrap(self.nodes) {
@@ -243,13 +252,9 @@ fn relocate_players(
     stop: &AtomicBool,
 ) -> Result<Vec<Move>, String> {
     let mut moves = Vec::new();
-    loop {
-        match bound.recv_timeout(MOVE_GAP) {
-            Ok(()) => break,
-            Err(mpsc::RecvTimeoutError::Timeout) if !stop.load(Ordering::Acquire) => {}
-            // Stopped (or the system is gone) before the load was bound.
-            Err(_) => return Ok(moves),
-        }
+    if bound.recv().is_err() {
+        // Stopped (or the system is gone) before the load was bound.
+        return Ok(moves);
     }
     let count = nodes.len() as u64;
     let mut player = 0;
