@@ -109,6 +109,10 @@ flow_trace! {
     /// incarnation it no longer hosts (lost after relay-ready): the row was
     /// removed and a new incarnation created in its place.
     LostIncarnationReplaced => "lost_incarnation_replaced", warn;
+    /// A Location Store operation offered to the node's full store queue:
+    /// refused at once with Unavailable (StoreUnavailable), never queued
+    /// without bound (docs/threading.md "Never block a shard").
+    StoreQueueFull => "store_queue_full", warn;
     /// §9: a record for a moved Actor was forwarded once over Message Follow.
     MessageFollowed => "message_followed", debug;
     /// A well-formed record this node has no handler for (a later feature).

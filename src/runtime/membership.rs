@@ -33,26 +33,51 @@ impl Membership {
         }
     }
 
-    /// One round: registers `lease`'s lifecycle (none once the node fenced
-    /// itself: a lapsed lifecycle does not rejoin) and lists the mesh. A
-    /// failed registration leaves the listing as the store has it; the
-    /// lease's own renewal decides whether the node fences.
-    pub(crate) fn poll(
-        &mut self,
+    /// What a lease round needs to register and list, off the shard.
+    pub(crate) fn registration(&self) -> Registration {
+        Registration {
+            mesh: self.mesh.clone(),
+            address: self.address,
+        }
+    }
+
+    /// A round's listing (`None`: it could not be read): followed, or else
+    /// the last one is.
+    pub(crate) fn listed(&mut self, listed: Option<Vec<Member>>) -> &[Member] {
+        if let Some(members) = listed {
+            self.last = members;
+        }
+        &self.last
+    }
+}
+
+/// One membership round, run by a store worker (never on a shard thread).
+pub(crate) struct Registration {
+    mesh: MeshName,
+    address: SocketAddr,
+}
+
+impl Registration {
+    /// Registers `lease`'s lifecycle (none once the node fenced itself: a
+    /// lapsed lifecycle does not rejoin) and lists the mesh; `None` when the
+    /// listing failed. A failed registration leaves the listing as the store
+    /// has it; the lease's own renewal decides whether the node fences.
+    pub(crate) fn round(
+        &self,
         store: &dyn LocationStore,
         lease: Option<&OwnerLease>,
-    ) -> &[Member] {
+    ) -> Option<Vec<Member>> {
         if let Some(lease) = lease {
             if let Err(error) = store.register_member(lease, self.address) {
                 tracing::warn!(%error, "membership registration failed");
             }
         }
         match store.members(&self.mesh) {
-            Ok(members) => self.last = members,
+            Ok(members) => Some(members),
             Err(error) => {
-                tracing::warn!(%error, "membership listing failed: following the last one")
+                tracing::warn!(%error, "membership listing failed: following the last one");
+                None
             }
         }
-        &self.last
     }
 }

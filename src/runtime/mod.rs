@@ -10,6 +10,7 @@ mod links;
 mod membership;
 mod router;
 mod shard;
+mod store_effects;
 
 pub(crate) use shard::ShardHandle;
 
@@ -118,6 +119,9 @@ pub(crate) struct NodeShared {
     pub(crate) actor_types: HashMap<String, ActorType>,
     pub(crate) spot_kinds: HashMap<String, SpotKind>,
     pub(crate) store: Option<Arc<dyn LocationStore>>,
+    /// Where the shards' store operations run (never on a shard thread:
+    /// docs/threading.md "Never block a shard").
+    pub(crate) store_workers: Option<store_effects::StoreWorkers>,
     /// The owner lease, renewed by the shard loop; read when an Actor is
     /// created (never on the bind, relay, push or disconnect paths).
     pub(crate) lease: Option<std::sync::Mutex<OwnerLease>>,
@@ -631,6 +635,13 @@ pub(crate) fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
         handlers: config.handlers,
         actor_types: config.actor_types,
         spot_kinds: config.spot_kinds,
+        store_workers: match &config.store {
+            Some(store) => Some(
+                store_effects::StoreWorkers::start(Arc::clone(store), &config.rid.to_string())
+                    .map_err(|e| StartError::Io(e.to_string()))?,
+            ),
+            None => None,
+        },
         store: config.store,
         lease: lease.map(std::sync::Mutex::new),
         hosts_actors: config.hosts_actors,
@@ -798,6 +809,8 @@ fn run_shard(
     ready: &mpsc::Sender<Result<ShardReady, StartError>>,
     router: &mpsc::Receiver<Arc<Router>>,
 ) {
+    // No Location Store call from here on (debug builds check it).
+    crate::store::mark_shard_thread();
     if let Some(core) = plan.core {
         if !core_affinity::set_for_current(core) {
             tracing::warn!(shard = plan.index, "could not pin the shard to its core");

@@ -38,6 +38,9 @@ pub(crate) enum ShardMsg {
         token: u64,
         outcome: Result<ActorRef, Error>,
     },
+    /// A store operation this shard asked for has ended (docs/threading.md
+    /// "Never block a shard").
+    Store(super::store_effects::StoreAnswer),
     /// §5: the owner lease was lost; fence this shard's Actor owner.
     Fence,
     /// A request this shard sent could not go out: there is no link to `to`.

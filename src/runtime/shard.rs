@@ -25,13 +25,14 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use self::actors::ActorHost;
+use self::actors::{ActorHost, HostRequest, HostWaiter};
 use self::relocation::Moves;
 use self::session::{LaneSession, LifecycleDeadlines, RunningTurn, SessionWork};
 use super::executor::{completion, Completer, Completion, Executor, Spawner};
 use super::links::Links;
 use super::membership::Membership;
 use super::router::{Router, ShardMsg, LINK_SHARD};
+use super::store_effects::StoreAnswer;
 use super::{NodeCommand, NodeShared, PublishedCounters};
 use crate::core::admission::LinkAdmission;
 use crate::core::lane::{LaneEngine, LaneId, SessionLane};
@@ -43,7 +44,7 @@ use crate::core::CoreEvent;
 use crate::error::{Error, Reason};
 use crate::ids::{ActorId, ActorRef, Correlation, PacketKey, Peer, SessionRid};
 use crate::net::{ConnId, ListenerId, NetEvent, Reactor};
-use crate::store::StoreError;
+use crate::store::{LocationStore, OwnerLease, StoreError};
 use crate::wire::client::{ClientFrame, CloseReason};
 
 /// How many ready tasks one loop turn polls before it looks at the sockets
@@ -111,6 +112,8 @@ pub(crate) struct ShardState {
     /// §5: this node's Actor owner fenced itself (shard 0 sets it once; a
     /// lapsed lifecycle stays dead, so the lease is not renewed again).
     lease_fenced: bool,
+    /// (Link shard) a lease round is with the store workers.
+    lease_round_in_flight: bool,
 }
 
 /// The shard as its tasks see it: shared, shard-local, never `Send`.
@@ -167,6 +170,7 @@ impl ShardState {
             notify_waiters: HashMap::new(),
             lease_expires_at,
             lease_fenced: false,
+            lease_round_in_flight: false,
         }
     }
 
@@ -390,13 +394,21 @@ impl ShardState {
                     spot,
                     reply,
                 }) => {
-                    let _ = reply.send(self.host_or_get(&actor_type, &id, spot.as_ref()));
+                    let waiter = HostWaiter::Command(reply);
+                    self.host_or_get(
+                        id,
+                        HostRequest {
+                            actor_type,
+                            spot,
+                            waiter,
+                        },
+                    );
                 }
                 ShardMsg::Command(NodeCommand::CreateSpot { kind, id, reply }) => {
                     let _ = reply.send(self.create_spot(&kind, &id));
                 }
                 ShardMsg::Command(NodeCommand::DestroyActor { id, reply }) => {
-                    let _ = reply.send(self.destroy(&id));
+                    self.destroy(id, reply);
                 }
                 ShardMsg::Command(NodeCommand::RelocateSpot { id, target, reply }) => {
                     self.start_spot_relocation(&id, target, reply);
@@ -414,10 +426,17 @@ impl ShardState {
                     origin,
                     token,
                 } => {
-                    let outcome = self.host_or_get(&actor_type, &id, spot.as_ref());
-                    self.router
-                        .send(origin, ShardMsg::ActorCreated { token, outcome });
+                    let waiter = HostWaiter::Shard { origin, token };
+                    self.host_or_get(
+                        id,
+                        HostRequest {
+                            actor_type,
+                            spot,
+                            waiter,
+                        },
+                    );
                 }
+                ShardMsg::Store(answer) => self.store_answered(answer),
                 ShardMsg::ActorCreated { token, outcome } => {
                     if let Some(waiter) = self.actor_waiters.remove(&token) {
                         waiter.complete(outcome);
@@ -462,45 +481,66 @@ impl ShardState {
         }
     }
 
-    /// §5: renews the owner lease. A store that cannot be reached leaves
-    /// the lease as it was: the owner keeps serving until its `expires_at`
-    /// and fences itself then ([`Self::fence_if_lapsed`], X21), so an outage
-    /// neither extends the lease nor cuts it short. A store that says the
-    /// lease lapsed fences the owner at once.
-    fn renew_lease(&mut self) {
-        let (Some(store), Some(lease)) = (&self.node.store, &self.node.lease) else {
-            return;
+    /// Hands a store operation to the node's store workers; its answer
+    /// comes back to this shard's inbox (docs/threading.md "Never block a
+    /// shard"). A full queue refuses it at once: `Unavailable`, counted.
+    pub(super) fn store_effect(
+        &mut self,
+        op: impl FnOnce(&dyn LocationStore) -> StoreAnswer + Send + 'static,
+    ) -> Result<(), Error> {
+        let Some(workers) = &self.node.store_workers else {
+            return Err(Reason::StoreUnavailable.into());
         };
-        if self.lease_fenced {
-            return;
-        }
-        let mut lease = lease
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        match store.renew_lease(&lease) {
-            Ok(renewed) => {
-                self.lease_expires_at = Some(renewed.expires_at);
-                *lease = renewed;
+        let (router, shard) = (Arc::clone(&self.router), self.index);
+        let submitted = workers.submit(move |store| {
+            let answer = op(store);
+            router.send(shard, ShardMsg::Store(answer));
+        });
+        submitted.map_err(|_| {
+            self.core.trace(FlowTrace::StoreQueueFull);
+            Error::new(Reason::StoreUnavailable)
+        })
+    }
+
+    /// A store operation this shard asked for has ended.
+    fn store_answered(&mut self, answer: StoreAnswer) {
+        match answer {
+            StoreAnswer::Host { id, outcome } => self.host_answered(id, outcome),
+            StoreAnswer::Replace { id, outcome } => self.replace_answered(id, outcome),
+            StoreAnswer::Destroy { id, outcome, reply } => {
+                self.destroy_answered(&id, outcome, &reply)
             }
-            Err(StoreError::Unavailable(detail)) => {
-                tracing::warn!(%detail, expires_at = ?lease.expires_at,
-                    "owner lease not renewed: the store is unavailable");
+            StoreAnswer::Cas { relocation, answer } => {
+                let now = self.now();
+                self.core.relocations(now).cas_done(relocation, answer);
             }
-            Err(error) => {
-                drop(lease);
-                self.fence_owner(&error);
+            StoreAnswer::Abort { relocation, answer } => {
+                let now = self.now();
+                self.core.relocations(now).abort_done(relocation, answer);
+            }
+            StoreAnswer::LeaseRound { renewed, listed } => {
+                self.lease_round_in_flight = false;
+                if let Some(renewed) = renewed {
+                    self.lease_renewed(renewed);
+                }
+                if let Some(membership) = &mut self.membership {
+                    let live = membership.listed(listed);
+                    self.links
+                        .follow_members(&mut self.reactor, &mut self.core, live);
+                }
             }
         }
     }
 
-    /// Registers this lifecycle in the store's membership while its lease
-    /// is not fenced, and follows the listing: new peers are dialled, peers
-    /// whose lease lapsed are dropped and fenced (docs/store.md
-    /// "Membership"). Runs after each renewal, on shard 0.
-    fn follow_membership(&mut self) {
-        let (Some(store), Some(membership)) = (&self.node.store, &mut self.membership) else {
+    /// §5, docs/store.md "Membership": one lease round as a store effect
+    /// (at most one in flight) — the owner lease renewed, then this
+    /// lifecycle registered in the membership while its lease is not
+    /// fenced, and the mesh listed. Runs on shard 0 every renewal interval;
+    /// the answer comes back to [`Self::store_answered`].
+    fn lease_round(&mut self) {
+        if self.lease_round_in_flight || self.node.store.is_none() {
             return;
-        };
+        }
         let lease = match (&self.node.lease, self.lease_fenced) {
             (Some(lease), false) => Some(
                 lease
@@ -510,9 +550,53 @@ impl ShardState {
             ),
             _ => None,
         };
-        let live = membership.poll(store.as_ref(), lease.as_ref());
-        self.links
-            .follow_members(&mut self.reactor, &mut self.core, live);
+        let register = self.membership.as_ref().map(Membership::registration);
+        if lease.is_none() && register.is_none() {
+            return;
+        }
+        let asked = self.store_effect(move |store| {
+            let renewed = lease.as_ref().map(|lease| store.renew_lease(lease));
+            let current = match &renewed {
+                Some(Ok(renewed)) => Some(renewed),
+                // Unreachable: the lease stands until it lapses (§5).
+                Some(Err(StoreError::Unavailable(_))) => lease.as_ref(),
+                _ => None,
+            };
+            let listed = register.and_then(|register| register.round(store, current));
+            StoreAnswer::LeaseRound { renewed, listed }
+        });
+        self.lease_round_in_flight = asked.is_ok();
+    }
+
+    /// §5: the renewal's outcome. A store that could not be reached leaves
+    /// the lease as it was: the owner keeps serving until its `expires_at`
+    /// and fences itself then ([`Self::fence_if_lapsed`], X21), so an outage
+    /// neither extends the lease nor cuts it short. A store that says the
+    /// lease lapsed fences the owner at once.
+    fn lease_renewed(&mut self, renewed: Result<OwnerLease, StoreError>) {
+        let Some(lease) = &self.node.lease else {
+            return;
+        };
+        if self.lease_fenced {
+            return;
+        }
+        let mut lease = lease
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match renewed {
+            Ok(renewed) => {
+                self.lease_expires_at = Some(renewed.expires_at);
+                *lease = renewed;
+            }
+            Err(StoreError::Unavailable(detail)) => {
+                tracing::warn!(%detail, lease_left_ms = ?self.lease_left().map(|l| l.as_millis()),
+                    "owner lease not renewed: the store is unavailable");
+            }
+            Err(error) => {
+                drop(lease);
+                self.fence_owner(&error);
+            }
+        }
     }
 
     /// How long the owner lease has left by the store's clock (the frame of
@@ -725,8 +809,7 @@ pub(crate) fn run(
             let mut state = shard.state.borrow_mut();
             backlog |= state.run_actor_work();
             if state.index == LINK_SHARD && std::time::Instant::now() >= next_renewal {
-                state.renew_lease();
-                state.follow_membership();
+                state.lease_round();
                 next_renewal = std::time::Instant::now() + state.node.settings.lease_renew_interval;
             }
             state.advance_drain();

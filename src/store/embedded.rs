@@ -75,6 +75,7 @@ impl<C: Clock> EmbeddedStore<C> {
     /// holding it; the store cannot vouch for rows it may have half written,
     /// so it answers `Unavailable` from then on rather than serving them.
     fn lock(&self) -> Result<MutexGuard<'_, State>, StoreError> {
+        super::assert_off_shard("embedded store");
         self.state.lock().map_err(|_| {
             StoreError::Unavailable("the embedded store was poisoned by a panic".into())
         })

@@ -55,12 +55,14 @@
 mod clock;
 mod counting;
 mod embedded;
+mod guard;
 mod redis;
 
 pub use self::redis::{RedisConfigError, RedisStore, RedisStoreConfig, CLUSTER_LEN_MAX};
 pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use counting::{CountingStore, StoreCounts};
 pub use embedded::EmbeddedStore;
+pub(crate) use guard::{assert_off_shard, mark_shard_thread};
 
 use std::net::SocketAddr;
 

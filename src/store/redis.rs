@@ -351,6 +351,7 @@ impl<C: Clock> RedisStore<C> {
         key: &str,
         args: &[&str],
     ) -> Result<Vec<String>, StoreError> {
+        super::assert_off_shard(key);
         let (answer, answered) = sync_channel(1);
         let call = Call {
             script: Arc::clone(script),

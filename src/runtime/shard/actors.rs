@@ -40,9 +40,10 @@ use crate::core::time::Instant;
 use crate::core::trace::FlowTrace;
 use crate::error::{Error, Reason};
 use crate::ids::{ActorId, ActorRef, ObjectGeneration, PacketKey, SpotId};
-use crate::runtime::executor::{completion, Completion};
+use crate::runtime::executor::{completion, Completer, Completion};
 use crate::runtime::router::ShardMsg;
-use crate::store::{Created, LocationRow, OwnerClaim, RemoveOutcome, RowVersion};
+use crate::runtime::store_effects::{HostRow, Replaced, StoreAnswer};
+use crate::store::{Created, LocationRow, OwnerClaim, RemoveOutcome, RowVersion, StoreError};
 use crate::wire::client::CloseReason;
 
 /// One item on an Actor's lane: work for one incarnation of one Actor, as
@@ -110,6 +111,8 @@ pub(super) struct ActorHost {
     pub(super) spot_lanes: LaneEngine<SpotLane, ActorTurn>,
     pub(super) actors: HashMap<ActorId, HostedActor>,
     pub(super) spots: HashMap<SpotId, UserSpot>,
+    /// BindOrGets waiting on the store for an Actor, first asked first.
+    pub(super) hosting: HashMap<ActorId, Vec<HostRequest>>,
     /// Instances a relocation's target restored, waiting for the CAS
     /// (`RelocationEvent::Opened`) or a discard (§8.1).
     pub(super) restored: HashMap<ActorId, HostedActor>,
@@ -122,6 +125,7 @@ impl ActorHost {
             spot_lanes: LaneEngine::new(),
             actors: HashMap::new(),
             spots: HashMap::new(),
+            hosting: HashMap::new(),
             restored: HashMap::new(),
         }
     }
@@ -154,64 +158,216 @@ impl ActorHost {
     }
 }
 
+/// Who waits for a BindOrGet on this shard (§1 step 2).
+pub(in crate::runtime) enum HostWaiter {
+    /// A session turn on this shard.
+    Local(Completer<Result<ActorRef, Error>>),
+    /// A session turn on shard `origin`, answered with `ActorCreated`.
+    Shard { origin: u16, token: u64 },
+    /// The embedding application.
+    Command(std::sync::mpsc::Sender<Result<ActorRef, Error>>),
+}
+
+/// One BindOrGet asked of this shard.
+pub(in crate::runtime) struct HostRequest {
+    pub(in crate::runtime) actor_type: String,
+    /// Create a new Actor into this User Spot; an existing one must be in it.
+    pub(in crate::runtime) spot: Option<SpotHandle>,
+    pub(in crate::runtime) waiter: HostWaiter,
+}
+
 impl ShardState {
     /// §1 step 2 on the Actor's own shard: the hosted Actor, or the Location
-    /// Store's row for it — created here (with `actor_type`'s factory) when
-    /// absent and this node hosts Actors. With `spot`, a new Actor is created
-    /// into that User Spot, and an existing one must already belong to it.
-    pub(super) fn host_or_get(
-        &mut self,
-        actor_type: &str,
+    /// Store's row for it — created here (with the request's factory) when
+    /// absent and this node hosts Actors. With a Spot, a new Actor is
+    /// created into that User Spot, and an existing one must already belong
+    /// to it.
+    ///
+    /// What needs the store is an effect (docs/threading.md "Never block a
+    /// shard"): the request waits for its answer in [`ActorHost::hosting`],
+    /// and so do later requests for the same Actor, which are answered in
+    /// order once the first is (one store operation per Actor at a time, so
+    /// two answers can never race each other into two instances).
+    pub(in crate::runtime) fn host_or_get(&mut self, id: ActorId, request: HostRequest) {
+        if let Some(waiting) = self.host.hosting.get_mut(&id) {
+            waiting.push(request);
+            return;
+        }
+        match self.host_without_store(&id, &request) {
+            Some(outcome) => self.answer_host(request.waiter, outcome),
+            None => self.ask_store_to_host(id, request),
+        }
+    }
+
+    /// What BindOrGet decides without the store: the Spot rules, and an
+    /// Actor this shard hosts. `None`: the store must be asked.
+    fn host_without_store(
+        &self,
         id: &ActorId,
-        spot: Option<&SpotHandle>,
-    ) -> Result<ActorRef, Error> {
-        if let Some(spot) = spot {
+        request: &HostRequest,
+    ) -> Option<Result<ActorRef, Error>> {
+        if let Some(spot) = &request.spot {
             if spot.mode == ExecutionMode::SpotWide && !id.is_under(&spot.id) {
-                return Err(Reason::NotPlacedWithSpot.into());
+                return Some(Err(Reason::NotPlacedWithSpot.into()));
             }
             // A Spot moving as one unit takes no new Actor: it would be
             // left behind, a second gate (docs/relocation.md).
             if self.moves.spot_moving(&spot.id) {
-                return Err(Reason::RelocationSealed.into());
+                return Some(Err(Reason::RelocationSealed.into()));
             }
         }
         if let Some(actor_ref) = self.core.actor_owner().actor_ref(id) {
             let member = self.host.actors.get(id).map(|a| a.user_spot.as_ref());
-            return match (spot, member) {
+            return Some(match (&request.spot, member) {
                 (Some(spot), Some(Some(current))) if *current == spot.id => Ok(actor_ref),
                 (Some(_), _) => Err(Reason::ActorInOtherSpot.into()),
                 (None, _) => Ok(actor_ref),
-            };
+            });
         }
-        let Some(store) = self.node.store.clone() else {
-            return Err(Reason::NoActorFactory.into());
-        };
-        let lease = self.node.lease.as_ref().map(|lease| {
+        if self.node.store.is_none() {
+            return Some(Err(Reason::NoActorFactory.into()));
+        }
+        None
+    }
+
+    /// This node's lease claim, when it may create `actor_type` here.
+    fn claim_for(&self, actor_type: &str) -> Option<OwnerClaim> {
+        let can_host = self.node.hosts_actors && self.node.actor_types.contains_key(actor_type);
+        let lease = self.node.lease.as_ref().filter(|_| can_host)?;
+        Some(
             lease
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .claim()
+                .claim(),
+        )
+    }
+
+    /// BindOrGet's store step as an effect: create-if-absent when this node
+    /// may host the Actor, else a look-up of the incarnation elsewhere.
+    fn ask_store_to_host(&mut self, id: ActorId, request: HostRequest) {
+        let claim = self.claim_for(&request.actor_type);
+        let for_store = id.clone();
+        let asked = self.store_effect(move |store| {
+            let outcome = match claim {
+                Some(claim) => store.create(&for_store, &claim).map(HostRow::Created),
+                None => store.lookup(&for_store).map(HostRow::Looked),
+            };
+            StoreAnswer::Host {
+                id: for_store,
+                outcome,
+            }
         });
-        let can_host = self.node.hosts_actors && self.node.actor_types.contains_key(actor_type);
-        let elsewhere = |row: LocationRow| match spot {
+        match asked {
+            Ok(()) => {
+                self.host.hosting.insert(id, vec![request]);
+            }
+            Err(error) => self.answer_host(request.waiter, Err(error)),
+        }
+    }
+
+    /// The store answered BindOrGet's step for `id`: the first request is
+    /// decided on it (unless the Actor was hosted meanwhile), the others
+    /// start again in order.
+    pub(in crate::runtime) fn host_answered(
+        &mut self,
+        id: ActorId,
+        outcome: Result<HostRow, StoreError>,
+    ) {
+        let Some((first, rest)) = self.first_waiting(&id) else {
+            return;
+        };
+        let decided = match self.host_without_store(&id, &first) {
+            Some(outcome) => Some(outcome),
+            None => self.host_row(&id, &first, outcome),
+        };
+        self.settle_hosting(id, first, rest, decided);
+    }
+
+    /// The store answered a lost incarnation's replacement for `id`.
+    pub(in crate::runtime) fn replace_answered(
+        &mut self,
+        id: ActorId,
+        outcome: Result<Replaced, StoreError>,
+    ) {
+        let Some((first, rest)) = self.first_waiting(&id) else {
+            return;
+        };
+        let decided = self.host_without_store(&id, &first).unwrap_or_else(|| {
+            let me = self.me.rid;
+            match outcome? {
+                // Someone changed the row meanwhile: it is theirs to host.
+                Replaced::Conflict(current) if current.location.owner != me => {
+                    Ok(current.actor_ref())
+                }
+                Replaced::Conflict(_) => Err(Reason::StaleLocation.into()),
+                Replaced::Created(Created::New(row)) => {
+                    self.core.trace(FlowTrace::LostIncarnationReplaced);
+                    self.host(&first.actor_type, &row, first.spot.as_ref())
+                }
+                Replaced::Created(Created::Existing(row)) if row.location.owner != me => {
+                    Ok(row.actor_ref())
+                }
+                Replaced::Created(Created::Existing(_)) => Err(Reason::StaleLocation.into()),
+            }
+        });
+        self.settle_hosting(id, first, rest, Some(decided));
+    }
+
+    /// The requests waiting on `id`'s store answer: the first, and the rest.
+    fn first_waiting(&mut self, id: &ActorId) -> Option<(HostRequest, Vec<HostRequest>)> {
+        let mut waiting = self.host.hosting.remove(id)?.into_iter();
+        let first = waiting.next()?;
+        Some((first, waiting.collect()))
+    }
+
+    /// Answers the first request with `decided`, or keeps it waiting (with
+    /// the rest behind it) when another store answer is due; the rest then
+    /// start again, in order: most find the Actor hosted now.
+    fn settle_hosting(
+        &mut self,
+        id: ActorId,
+        first: HostRequest,
+        rest: Vec<HostRequest>,
+        decided: Option<Result<ActorRef, Error>>,
+    ) {
+        let Some(outcome) = decided else {
+            let waiting = self.host.hosting.entry(id).or_default();
+            waiting.insert(0, first);
+            waiting.extend(rest);
+            return;
+        };
+        self.answer_host(first.waiter, outcome);
+        for request in rest {
+            self.host_or_get(id.clone(), request);
+        }
+    }
+
+    /// Decides a request on the store's answer; `None` when a further store
+    /// operation was started for it (a lost incarnation's replacement).
+    fn host_row(
+        &mut self,
+        id: &ActorId,
+        request: &HostRequest,
+        outcome: Result<HostRow, StoreError>,
+    ) -> Option<Result<ActorRef, Error>> {
+        let elsewhere = |row: LocationRow| match request.spot {
             // It lives on another node: not in a Spot of this one (§1).
             Some(_) => Err(Reason::ActorInOtherSpot.into()),
             None => Ok(row.actor_ref()),
         };
-        let Some(claim) = lease.filter(|_| can_host) else {
-            // This node cannot create it: bind the incarnation elsewhere, if any.
-            return match store.lookup(id)? {
-                Some(row) => elsewhere(row),
-                None => Err(Reason::NoActorFactory.into()),
-            };
-        };
-        match store.create(id, &claim)? {
-            Created::New(row) => self.host(actor_type, &row, spot),
-            Created::Existing(row) if row.location.owner == self.me.rid => {
-                self.own_row_unhosted(actor_type, row, spot, &claim)
+        let row = match outcome {
+            Err(error) => return Some(Err(error.into())),
+            Ok(HostRow::Looked(Some(row))) => return Some(elsewhere(row)),
+            Ok(HostRow::Looked(None)) => return Some(Err(Reason::NoActorFactory.into())),
+            Ok(HostRow::Created(Created::New(row))) => {
+                return Some(self.host(&request.actor_type, &row, request.spot.as_ref()))
             }
-            Created::Existing(row) => elsewhere(row),
-        }
+            Ok(HostRow::Created(Created::Existing(row))) if row.location.owner != self.me.rid => {
+                return Some(elsewhere(row))
+            }
+            Ok(HostRow::Created(Created::Existing(row))) => row,
+        };
+        self.own_row_unhosted(id, request, row)
     }
 
     /// The live row names this node, but the core hosts no such Actor. The
@@ -223,39 +379,55 @@ impl ShardState {
     ///   committed (docs/relocation.md).
     /// - Otherwise the incarnation was lost after relay-ready (L6): the row
     ///   is removed at its version, and a new incarnation created, which old
-    ///   ActorRefs and bindings never resolve to. A target's CAS still in
-    ///   flight loses to the removal at the store.
+    ///   ActorRefs and bindings never resolve to (one store effect, answered
+    ///   by [`Self::replace_answered`]). A target's CAS still in flight
+    ///   loses to the removal at the store.
     fn own_row_unhosted(
         &mut self,
-        actor_type: &str,
+        id: &ActorId,
+        request: &HostRequest,
         row: LocationRow,
-        spot: Option<&SpotHandle>,
-        claim: &OwnerClaim,
-    ) -> Result<ActorRef, Error> {
+    ) -> Option<Result<ActorRef, Error>> {
         if self.core.relocation().is_relocating(&row.actor) {
-            return match spot {
+            return Some(match request.spot {
                 Some(_) => Err(Reason::RelocationSealed.into()),
                 None => Ok(row.actor_ref()),
-            };
+            });
         }
-        let Some(store) = self.node.store.clone() else {
-            return Err(Reason::NoActorFactory.into());
+        let Some(claim) = self.claim_for(&request.actor_type) else {
+            return Some(Err(Reason::NoActorFactory.into()));
         };
-        match store.remove(&row.actor, row.version())? {
-            RemoveOutcome::Removed | RemoveOutcome::Absent => {}
-            // Someone changed the row meanwhile: it is theirs to host.
-            RemoveOutcome::Conflict { current } if current.location.owner != self.me.rid => {
-                return Ok(current.actor_ref());
+        let for_store = id.clone();
+        let asked = self.store_effect(move |store| {
+            let replaced = || -> Result<Replaced, StoreError> {
+                match store.remove(&row.actor, row.version())? {
+                    RemoveOutcome::Removed | RemoveOutcome::Absent => {}
+                    RemoveOutcome::Conflict { current } => return Ok(Replaced::Conflict(current)),
+                }
+                Ok(Replaced::Created(store.create(&row.actor, &claim)?))
+            };
+            StoreAnswer::Replace {
+                id: for_store,
+                outcome: replaced(),
             }
-            RemoveOutcome::Conflict { .. } => return Err(Reason::StaleLocation.into()),
+        });
+        match asked {
+            Ok(()) => None,
+            Err(error) => Some(Err(error)),
         }
-        match store.create(&row.actor, claim)? {
-            Created::New(row) => {
-                self.core.trace(FlowTrace::LostIncarnationReplaced);
-                self.host(actor_type, &row, spot)
+    }
+
+    /// Gives a BindOrGet its outcome.
+    fn answer_host(&mut self, waiter: HostWaiter, outcome: Result<ActorRef, Error>) {
+        match waiter {
+            HostWaiter::Local(completer) => completer.complete(outcome),
+            HostWaiter::Shard { origin, token } => {
+                self.router
+                    .send(origin, ShardMsg::ActorCreated { token, outcome });
             }
-            Created::Existing(row) if row.location.owner != self.me.rid => Ok(row.actor_ref()),
-            Created::Existing(_) => Err(Reason::StaleLocation.into()),
+            HostWaiter::Command(reply) => {
+                let _ = reply.send(outcome);
+            }
         }
     }
 
@@ -363,28 +535,60 @@ impl ShardState {
     }
 
     /// Ends the incarnation of a hosted Actor (§1, §4): the Location Store
-    /// row goes first (only the row of this incarnation, by its version), so
-    /// no lookup returns it once the call returned; then the core forgets
-    /// the incarnation and its binding for good (a later message for it is
+    /// row goes first (only the row of this incarnation, by its version;
+    /// a store effect, answered in [`Self::destroy_answered`]), so no
+    /// lookup returns it once the call returned; then the core forgets the
+    /// incarnation and its binding for good (a later message for it is
     /// refused as stale, X6) and the instance is dropped. Work still queued
     /// for it ends with `Unavailable` rather than silently: at once on its
     /// own lane, at its turn on a Spot lane (which it shares). While the
     /// Actor is relocating, `Unavailable` (RelocationSealed).
-    pub(super) fn destroy(&mut self, id: &ActorId) -> Result<(), Error> {
-        let Some(actor_ref) = self.core.actor_owner().actor_ref(id) else {
-            return Err(Reason::StaleLocation.into());
+    pub(in crate::runtime) fn destroy(
+        &mut self,
+        id: ActorId,
+        reply: std::sync::mpsc::Sender<Result<(), Error>>,
+    ) {
+        let Some(actor_ref) = self.core.actor_owner().actor_ref(&id) else {
+            let _ = reply.send(Err(Reason::StaleLocation.into()));
+            return;
         };
         // A move decides first where the Actor lives (docs/relocation.md).
-        if self.core.relocation().is_relocating(id) {
-            return Err(Reason::RelocationSealed.into());
+        if self.core.relocation().is_relocating(&id) {
+            let _ = reply.send(Err(Reason::RelocationSealed.into()));
+            return;
         }
-        if let Some(store) = self.node.store.clone() {
-            let expected = RowVersion {
-                owner: actor_ref.location.owner,
-                authority: actor_ref.location.authority,
-            };
-            store.remove(id, expected)?;
+        if self.node.store.is_none() {
+            let _ = reply.send(self.forget(&id));
+            return;
         }
+        let expected = RowVersion {
+            owner: actor_ref.location.owner,
+            authority: actor_ref.location.authority,
+        };
+        let (for_store, answer) = (id.clone(), reply.clone());
+        let asked = self.store_effect(move |store| StoreAnswer::Destroy {
+            outcome: store.remove(&for_store, expected).map(drop),
+            id: for_store,
+            reply: answer,
+        });
+        if let Err(error) = asked {
+            let _ = reply.send(Err(error));
+        }
+    }
+
+    /// The store answered a destroy's removal: the incarnation ends here.
+    pub(in crate::runtime) fn destroy_answered(
+        &mut self,
+        id: &ActorId,
+        outcome: Result<(), StoreError>,
+        reply: &std::sync::mpsc::Sender<Result<(), Error>>,
+    ) {
+        let outcome = outcome.map_err(Error::from).and_then(|()| self.forget(id));
+        let _ = reply.send(outcome);
+    }
+
+    /// The core forgets the incarnation; its instance and lane go.
+    fn forget(&mut self, id: &ActorId) -> Result<(), Error> {
         let now = self.now();
         self.core.actors(now).destroy(id)?;
         if let Some(hosted) = self.host.actors.remove(id) {
@@ -585,7 +789,12 @@ impl ShardHandle {
         let mut state = self.state.borrow_mut();
         let shard = id.shard(state.router.shards());
         if shard == state.index {
-            completer.complete(state.host_or_get(actor_type, id, spot));
+            let request = HostRequest {
+                actor_type: actor_type.to_owned(),
+                spot: spot.cloned(),
+                waiter: HostWaiter::Local(completer),
+            };
+            state.host_or_get(id.clone(), request);
         } else {
             state.next_actor_token += 1;
             let token = state.next_actor_token;

@@ -33,6 +33,7 @@ use crate::core::lane::{LaneId, SpotState};
 use crate::core::relocation::{Capture, RelocationEvent, StoreOp};
 use crate::error::{Error, Reason};
 use crate::ids::{ActorId, ActorRef, NodeRid, ObjectGeneration, RelocationId, SpotId};
+use crate::runtime::store_effects::StoreAnswer;
 use crate::store::{AbortOutcome, CasOutcome};
 
 type Reply = crate::runtime::MoveReply;
@@ -400,47 +401,48 @@ impl ShardState {
         self.host.actors.insert(actor.id.clone(), hosted);
     }
 
-    /// A Location Store operation of the relocation. Like the other rare
-    /// control operations it runs on the shard thread (docs/store.md).
+    /// A Location Store operation of the relocation, as an effect: a
+    /// store worker makes it and the answer comes back to the core by
+    /// `cas_done` or `abort_done` (docs/threading.md "Never block a
+    /// shard"). Refused at once (no store, a full queue): answered now with
+    /// `Unavailable`, which the core handles as any unreachable store.
     fn store_op(&mut self, relocation: RelocationId, op: StoreOp) {
-        let now = self.now();
-        let Some(store) = self.node.store.clone() else {
-            let unavailable = Error::new(Reason::StoreUnavailable);
-            match op {
-                StoreOp::TakeAuthority { .. } => self
-                    .core
-                    .relocations(now)
-                    .cas_done(relocation, Err(unavailable)),
-                StoreOp::AbortRelocation { .. } => self
-                    .core
-                    .relocations(now)
-                    .abort_done(relocation, Err(unavailable)),
-            }
-            return;
-        };
-        match op {
-            StoreOp::TakeAuthority { actor, expected } => {
-                let claim = self.node.lease.as_ref().map(|lease| {
-                    lease
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .claim()
-                });
-                let answer = match claim {
+        let claim = self.node.lease.as_ref().map(|lease| {
+            lease
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .claim()
+        });
+        let is_cas = matches!(op, StoreOp::TakeAuthority { .. });
+        let asked = self.store_effect(move |store| match op {
+            StoreOp::TakeAuthority { actor, expected } => StoreAnswer::Cas {
+                relocation,
+                answer: match claim {
                     Some(claim) => store
                         .compare_and_set(&actor, expected.into(), relocation, &claim)
                         .map(|outcome: CasOutcome| outcome.into())
                         .map_err(Error::from),
                     None => Err(Reason::NoActorFactory.into()),
-                };
-                self.core.relocations(now).cas_done(relocation, answer);
-            }
-            StoreOp::AbortRelocation { actor, expected } => {
-                let answer = store
+                },
+            },
+            StoreOp::AbortRelocation { actor, expected } => StoreAnswer::Abort {
+                relocation,
+                answer: store
                     .abort_relocation(&actor, expected.into(), relocation)
                     .map(|outcome: AbortOutcome| outcome.into())
-                    .map_err(Error::from);
-                self.core.relocations(now).abort_done(relocation, answer);
+                    .map_err(Error::from),
+            },
+        });
+        if let Err(refused) = asked {
+            let now = self.now();
+            if is_cas {
+                self.core
+                    .relocations(now)
+                    .cas_done(relocation, Err(refused));
+            } else {
+                self.core
+                    .relocations(now)
+                    .abort_done(relocation, Err(refused));
             }
         }
     }

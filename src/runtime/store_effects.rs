@@ -1,0 +1,142 @@
+//! Location Store operations as effects: no shard thread ever waits on the
+//! store (issue 19 item 1, docs/threading.md "Never block a shard").
+//!
+//! A shard that needs the store (BindOrGet's create or look-up, §1 step 2;
+//! a lost incarnation's replacement; an Actor's destruction; the
+//! relocation's CAS and durable abort, §8.1; the owner lease's renewal and
+//! the membership, §5) hands the operation to [`StoreWorkers`] and goes on
+//! with its loop turn. A worker thread makes the call — one round trip with
+//! Redis, bounded by its call timeout — and sends the outcome back to the
+//! shard's inbox as a [`StoreAnswer`], which wakes the shard. Meanwhile only
+//! what waits on that one answer waits: the session turn that logs in, the
+//! relocation in its phase. Relays, pushes and disconnects never touch the
+//! store (§5), so a store that hangs for seconds leaves them as they were.
+//!
+//! The queue is bounded ([`QUEUE_MAX`]): an operation offered to a full
+//! queue is refused at once (`Unavailable`, StoreUnavailable; counted as
+//! `StoreQueueFull`), so a login storm against a hung store costs memory
+//! in proportion to the queue, never to the storm.
+//!
+//! Several workers ([`WORKERS`]) keep several operations in flight, so one
+//! slow call (a timeout) does not hold the others back behind it.
+
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use crate::core::relocation::{AbortAnswer, CasAnswer};
+use crate::error::Error;
+use crate::ids::{ActorId, RelocationId};
+use crate::store::{Created, LocationRow, LocationStore, Member, OwnerLease, StoreError};
+
+/// Worker threads per node: operations in flight at once.
+pub(crate) const WORKERS: usize = 4;
+
+/// Operations waiting for a worker, at most.
+pub(crate) const QUEUE_MAX: usize = 1024;
+
+/// One store operation, run on a worker thread; it sends its own answer.
+type StoreJob = Box<dyn FnOnce(&dyn LocationStore) + Send>;
+
+/// The store queue was full: the operation was not made.
+#[derive(Debug)]
+pub(crate) struct QueueFull;
+
+/// The node's store workers (module doc). Dropping it ends them once the
+/// jobs already queued are done.
+pub(crate) struct StoreWorkers {
+    jobs: SyncSender<StoreJob>,
+}
+
+impl StoreWorkers {
+    /// Starts [`WORKERS`] threads calling `store`.
+    pub(crate) fn start(store: Arc<dyn LocationStore>, name: &str) -> std::io::Result<Self> {
+        let (jobs, queue) = sync_channel::<StoreJob>(QUEUE_MAX);
+        let queue = Arc::new(Mutex::new(queue));
+        for index in 0..WORKERS {
+            let (store, queue) = (Arc::clone(&store), Arc::clone(&queue));
+            std::thread::Builder::new()
+                .name(format!("zlink-{name}-store-{index}"))
+                .spawn(move || serve(store.as_ref(), &queue))?;
+        }
+        Ok(Self { jobs })
+    }
+
+    /// Queues `job` without waiting; a full queue refuses it.
+    pub(crate) fn submit(
+        &self,
+        job: impl FnOnce(&dyn LocationStore) + Send + 'static,
+    ) -> Result<(), QueueFull> {
+        match self.jobs.try_send(Box::new(job)) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => Err(QueueFull),
+        }
+    }
+}
+
+/// A worker: takes the next job (one worker waits on the queue at a time)
+/// and runs it, until the node drops its [`StoreWorkers`].
+fn serve(store: &dyn LocationStore, queue: &Mutex<Receiver<StoreJob>>) {
+    loop {
+        let job = {
+            let queue = queue.lock().unwrap_or_else(PoisonError::into_inner);
+            queue.recv()
+        };
+        match job {
+            Ok(job) => job(store),
+            Err(_) => return,
+        }
+    }
+}
+
+/// What BindOrGet's store step found (§1 step 2).
+pub(crate) enum HostRow {
+    /// This node may host the Actor: the outcome of its create-if-absent.
+    Created(Created),
+    /// This node cannot host it: the live row, if any.
+    Looked(Option<LocationRow>),
+}
+
+/// What replacing a lost incarnation found (docs/relocation.md, L6).
+pub(crate) enum Replaced {
+    /// The row changed meanwhile: this is the row now.
+    Conflict(LocationRow),
+    /// The old row is gone; the create's outcome.
+    Created(Created),
+}
+
+/// A store operation's outcome, back on the shard that asked for it.
+pub(crate) enum StoreAnswer {
+    /// BindOrGet's create or look-up for `id`.
+    Host {
+        id: ActorId,
+        outcome: Result<HostRow, StoreError>,
+    },
+    /// The removal and re-creation of a lost incarnation of `id`.
+    Replace {
+        id: ActorId,
+        outcome: Result<Replaced, StoreError>,
+    },
+    /// The row of a destroyed Actor removed (or not).
+    Destroy {
+        id: ActorId,
+        outcome: Result<(), StoreError>,
+        reply: std::sync::mpsc::Sender<Result<(), Error>>,
+    },
+    /// The target's CAS (§8.1).
+    Cas {
+        relocation: RelocationId,
+        answer: Result<CasAnswer, Error>,
+    },
+    /// The coordinator's durable abort (§8.1).
+    Abort {
+        relocation: RelocationId,
+        answer: Result<AbortAnswer, Error>,
+    },
+    /// (Link shard) one lease round: the renewal's outcome (`None` when
+    /// none was asked) and the membership as listed (`None` when it was not
+    /// asked or could not be read).
+    LeaseRound {
+        renewed: Option<Result<OwnerLease, StoreError>>,
+        listed: Option<Vec<Member>>,
+    },
+}
