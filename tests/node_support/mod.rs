@@ -39,6 +39,19 @@ pub enum Peers {
 /// ports picked by the kernel, shortened leases (3 s renewed every 200 ms),
 /// relays and binds that end within 2 s, a quick shutdown.
 pub fn config(rid: u64, url: &str, cluster: &str, peers: &Peers) -> String {
+    config_with_lease(rid, url, cluster, peers, LEASE_TERM_MS)
+}
+
+/// [`config`] with an owner and membership lease of `lease_term_ms`
+/// (still renewed every [`RENEW_MS`]): a test of a store outage that the
+/// lease must outlive by a wide margin.
+pub fn config_with_lease(
+    rid: u64,
+    url: &str,
+    cluster: &str,
+    peers: &Peers,
+    lease_term_ms: u64,
+) -> String {
     let peers = match peers {
         Peers::Discover => "discover = true".to_owned(),
         Peers::Static(list) => {
@@ -71,7 +84,7 @@ env = "{SECRET_ENV}"
 [store]
 url = "{url}"
 cluster = "{cluster}"
-lease_term_ms = {LEASE_TERM_MS}
+lease_term_ms = {lease_term_ms}
 lease_renew_interval_ms = {RENEW_MS}
 
 [timeouts]
@@ -176,9 +189,38 @@ pub struct NodeProcess {
     pub node_generation: u64,
 }
 
+/// A start that ended before the node printed its ready line: how the
+/// process exited and everything it printed (a refused config or lease
+/// exits with code 2 and says why on stderr).
+pub struct StartFailure {
+    pub status: ExitStatus,
+    pub printed: Vec<(Stream, String)>,
+}
+
+impl std::fmt::Debug for StartFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "exited with {} before its ready line; it printed:",
+            self.status
+        )?;
+        for (stream, line) in &self.printed {
+            write!(f, "\n  {stream:?}: {line}")?;
+        }
+        Ok(())
+    }
+}
+
 impl NodeProcess {
     /// Starts the node on `config` and waits for its ready line.
     pub fn start(rid: u64, config: &Path) -> Self {
+        Self::try_start(rid, config).unwrap_or_else(|failure| panic!("node {rid}: {failure:?}"))
+    }
+
+    /// Starts the node on `config` and waits up to [`WAIT`] for its ready
+    /// line; `Err` with its exit status and output if the process exits
+    /// first (panics if it neither prints the line nor exits in time).
+    pub fn try_start(rid: u64, config: &Path) -> Result<Self, StartFailure> {
         let path = config.to_str().expect("a UTF-8 path");
         let mut child = command(&["--config", path, "--console"])
             .stdin(Stdio::piped())
@@ -202,6 +244,9 @@ impl NodeProcess {
                 }
             });
         }
+        // Only the readers send: once both pipes close (the process
+        // exited), a wait ends at once instead of at its timeout.
+        drop(tx);
         let console = child.stdin.take();
         let mut node = NodeProcess {
             rid,
@@ -213,7 +258,16 @@ impl NodeProcess {
             peer: None,
             node_generation: 0,
         };
-        let ready = node.wait_line(Stream::Out, "zlink-node ready:");
+        let ready = match node.next_match(0, |s, l| {
+            s == Stream::Out && l.contains("zlink-node ready:")
+        }) {
+            Ok((_, line)) => line,
+            Err(RecvTimeoutError::Disconnected) => return Err(node.exited()),
+            Err(RecvTimeoutError::Timeout) => panic!(
+                "node {rid}: no ready line within {WAIT:?}; it printed {:#?}",
+                node.seen
+            ),
+        };
         node.stream = field(&ready, "stream")
             .parse()
             .unwrap_or_else(|_| panic!("a stream address in {ready:?}"));
@@ -221,13 +275,66 @@ impl NodeProcess {
         node.node_generation = field(&ready, "node_generation")
             .parse()
             .unwrap_or_else(|_| panic!("a node_generation in {ready:?}"));
-        node
+        Ok(node)
+    }
+
+    /// The exit of a process whose pipes closed: its status (waited for up
+    /// to [`WAIT`]) and everything it printed.
+    fn exited(&mut self) -> StartFailure {
+        while let Ok(line) = self.lines.try_recv() {
+            self.seen.push(line);
+        }
+        self.console = None;
+        let mut child = self.child.take().expect("the node was started");
+        let pid = child.id();
+        let (tx, done) = channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(child.wait());
+        });
+        match done.recv_timeout(WAIT) {
+            Ok(status) => StartFailure {
+                status: status.expect("the node is waited for"),
+                printed: std::mem::take(&mut self.seen),
+            },
+            Err(_) => {
+                sigkill(pid);
+                panic!(
+                    "node {}: closed its output but did not exit; it printed {:#?}",
+                    self.rid, self.seen
+                );
+            }
+        }
     }
 
     /// Waits up to [`WAIT`] for a line on `stream` containing `needle`
     /// (also among the lines already read); returns it.
     pub fn wait_line(&mut self, stream: Stream, needle: &str) -> String {
         self.wait_line_from(0, stream, needle)
+    }
+
+    /// [`NodeProcess::wait_line`] on either stream (a log line on stderr or
+    /// a printed one on stdout); returns the stream and the line.
+    pub fn wait_line_anywhere(&mut self, needle: &str) -> (Stream, String) {
+        self.next_match(0, |_, l| l.contains(needle))
+            .unwrap_or_else(|_| {
+                panic!(
+                    "node {}: no line with {needle:?}; it printed {:#?}",
+                    self.rid, self.seen
+                )
+            })
+    }
+
+    /// Reads every line the node printed so far (without waiting) into
+    /// [`NodeProcess::seen`]; returns those containing `needle`.
+    pub fn lines_with(&mut self, needle: &str) -> Vec<(Stream, String)> {
+        while let Ok(line) = self.lines.try_recv() {
+            self.seen.push(line);
+        }
+        self.seen
+            .iter()
+            .filter(|(_, l)| l.contains(needle))
+            .cloned()
+            .collect()
     }
 
     /// Sends one console command (the node runs with `--console`) and
@@ -250,26 +357,36 @@ impl NodeProcess {
 
     /// [`NodeProcess::wait_line`] among the lines from the `from`th on.
     fn wait_line_from(&mut self, from: usize, stream: Stream, needle: &str) -> String {
-        if let Some((_, line)) = self.seen[from.min(self.seen.len())..]
+        match self.next_match(from, |s, l| s == stream && l.contains(needle)) {
+            Ok((_, line)) => line,
+            Err(_) => panic!(
+                "node {}: no {stream:?} line with {needle:?}; it printed {:#?}",
+                self.rid, self.seen
+            ),
+        }
+    }
+
+    /// The first line from the `from`th on (already read, or read within
+    /// [`WAIT`]) that `matches`; `Err` at the timeout, or once the process
+    /// closed its output without printing one.
+    fn next_match(
+        &mut self,
+        from: usize,
+        matches: impl Fn(Stream, &str) -> bool,
+    ) -> Result<(Stream, String), RecvTimeoutError> {
+        if let Some(found) = self.seen[from.min(self.seen.len())..]
             .iter()
-            .find(|(s, l)| *s == stream && l.contains(needle))
+            .find(|(s, l)| matches(*s, l))
         {
-            return line.clone();
+            return Ok(found.clone());
         }
         let deadline = Instant::now() + WAIT;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok((s, line)) => {
-                    self.seen.push((s, line.clone()));
-                    if s == stream && line.contains(needle) {
-                        return line;
-                    }
-                }
-                Err(RecvTimeoutError::Timeout) | Err(RecvTimeoutError::Disconnected) => panic!(
-                    "node {}: no {stream:?} line with {needle:?}; it printed {:#?}",
-                    self.rid, self.seen
-                ),
+            let (s, line) = self.lines.recv_timeout(left)?;
+            self.seen.push((s, line.clone()));
+            if matches(s, &line) {
+                return Ok((s, line));
             }
         }
     }

@@ -75,6 +75,27 @@ impl RedisServer {
         }
     }
 
+    /// SIGSTOP: the server hangs as a whole (connections stay open and
+    /// new ones are accepted by the kernel, but nothing is answered) until
+    /// [`RedisServer::resume`]. Dropping a stopped server still kills it.
+    pub fn pause(&self) {
+        self.signal(libc::SIGSTOP, "SIGSTOP");
+    }
+
+    /// SIGCONT: a server stopped by [`RedisServer::pause`] answers again.
+    pub fn resume(&self) {
+        self.signal(libc::SIGCONT, "SIGCONT");
+    }
+
+    fn signal(&self, signal: libc::c_int, name: &str) {
+        let child = self.child.as_ref().expect("redis-server is running");
+        let pid = libc::pid_t::try_from(child.id()).expect("a pid");
+        // SAFETY: kill(2) only signals the redis-server child this test
+        // started and still owns (not yet waited for, so the pid is its).
+        let rc = unsafe { libc::kill(pid, signal) };
+        assert_eq!(rc, 0, "{name} to redis-server on port {}", self.port);
+    }
+
     /// Starts the server again on the same port (and, when durable, with
     /// the same data).
     pub fn restart(&mut self) {
