@@ -361,6 +361,9 @@ impl<S: LocationStore> LocationStore for LeaseWatch<S> {
         }
         self.keep(renewed)
     }
+    fn release_lease(&self, lease: &OwnerLease) -> Result<(), StoreError> {
+        self.inner.release_lease(lease)
+    }
     fn lease(&self, node: NodeRid) -> Result<Option<OwnerLease>, StoreError> {
         self.inner.lease(node)
     }

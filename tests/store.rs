@@ -36,6 +36,11 @@ trait Harness {
     fn term(&self) -> Duration;
     /// Lets time pass by about `by` (virtual time, or the real clock).
     fn pass(&self, by: Duration);
+    /// Whether a row of a released lease stops being live at the release
+    /// (the embedded store), rather than by the expiry the lease had then at
+    /// the latest (Redis: rows cache a bound of their owner's lease,
+    /// docs/store.md "Clean stop: releasing the lease").
+    fn ends_released_rows_at_once(&self) -> bool;
 
     /// Lets `lease` (the latest one its holder got) lapse, and checks the
     /// store's promise: it never treats the lease as gone before the
@@ -85,6 +90,9 @@ impl Harness for Embedded {
     }
     fn pass(&self, by: Duration) {
         self.clock.advance(by);
+    }
+    fn ends_released_rows_at_once(&self) -> bool {
+        true
     }
 }
 
@@ -138,6 +146,9 @@ impl Harness for Redis {
         // Real time has no other way to pass: the server's clock decides.
         std::thread::sleep(by);
     }
+    fn ends_released_rows_at_once(&self) -> bool {
+        false
+    }
 }
 
 /// The semantic suite: each body once per store. The one-node Redis Cluster
@@ -188,6 +199,9 @@ suite!(
     a_claim_that_is_not_the_live_lease_is_refused,
     members_are_the_registered_nodes_whose_leases_live,
     a_restarted_node_replaces_its_old_lifecycle_in_the_membership,
+    release_lease_lets_a_new_lifecycle_acquire_at_once,
+    release_lease_is_idempotent_and_never_ends_a_newer_lease,
+    a_row_of_a_released_lease_is_not_live,
 );
 
 fn mesh() -> MeshName {
@@ -775,6 +789,281 @@ fn a_restarted_node_replaces_its_old_lifecycle_in_the_membership(h: &impl Harnes
         Err(StoreError::LeaseExpired { node: NodeRid(1) })
     );
     assert_eq!(listed(&h.client().members(&mesh()).unwrap()), expected);
+}
+
+fn release_lease_lets_a_new_lifecycle_acquire_at_once(h: &impl Harness) {
+    // Given a node in its lifecycle 5, leased and registered, and a peer,
+    let store = h.store();
+    let old = lease(store, 1, 5);
+    let peer = lease(store, 2, 1);
+    store.register_member(&old, address(7001)).unwrap();
+    store.register_member(&peer, address(7002)).unwrap();
+    // renewed since it registered, and read by another client (which then
+    // remembers a bound of the lease later than the registration's),
+    h.pass(h.term() / 10);
+    let old = store.renew_lease(&old).unwrap();
+    let other = h.client();
+    assert_eq!(
+        other.lease(NodeRid(1)).unwrap().map(|l| l.generation),
+        Some(old.generation)
+    );
+    let both = vec![
+        (NodeRid(1), NodeGeneration(5), old.generation, address(7001)),
+        (
+            NodeRid(2),
+            NodeGeneration(1),
+            peer.generation,
+            address(7002),
+        ),
+    ];
+    assert_eq!(listed(&other.members(&mesh()).unwrap()), both);
+
+    // when the lifecycle stops cleanly and gives its lease back,
+    store.release_lease(&old).unwrap();
+
+    // then the lease is over for every client at once: not the node's lease,
+    // not in the membership,
+    assert_eq!(store.lease(NodeRid(1)).unwrap(), None);
+    assert_eq!(other.lease(NodeRid(1)).unwrap(), None);
+    for client in [store, &*other, &*h.client()] {
+        assert_eq!(listed(&client.members(&mesh()).unwrap()), both[1..]);
+    }
+    // the released lifecycle is dead: no renewal, no re-acquire, no
+    // registration, no row,
+    let expired = Err(StoreError::LeaseExpired { node: NodeRid(1) });
+    assert_eq!(store.renew_lease(&old), expired);
+    assert_eq!(
+        store.acquire_lease(NodeRid(1), NodeGeneration(5), &mesh()),
+        expired
+    );
+    assert_eq!(
+        store.register_member(&old, address(7001)).map(drop),
+        expired.clone().map(drop)
+    );
+    assert_eq!(
+        other.register_member(&old, address(7001)).map(drop),
+        expired.clone().map(drop),
+        "not even through a client that read the lease before the release"
+    );
+    assert_eq!(
+        store.create(&actor("player-1"), &old.claim()).map(drop),
+        expired.clone().map(drop)
+    );
+    // an older lifecycle is still stale (the node's newest is remembered),
+    assert_eq!(
+        store.acquire_lease(NodeRid(1), NodeGeneration(4), &mesh()),
+        Err(StoreError::StaleNodeGeneration {
+            node: NodeRid(1),
+            offered: NodeGeneration(4),
+            latest: NodeGeneration(5),
+        })
+    );
+    // and the next lifecycle acquires at once — no waiting out the released
+    // lease — with a greater lease generation, and joins the mesh.
+    let new = other
+        .acquire_lease(NodeRid(1), NodeGeneration(6), &mesh())
+        .unwrap();
+    assert!(
+        store.now() < old.expires_at,
+        "the new lifecycle did not wait out the released lease"
+    );
+    assert!(new.generation > old.generation);
+    assert_eq!(
+        store
+            .lease(NodeRid(1))
+            .unwrap()
+            .map(|l| (l.node_generation, l.generation)),
+        Some((NodeGeneration(6), new.generation))
+    );
+    other.register_member(&new, address(7101)).unwrap();
+    assert_eq!(
+        listed(&store.members(&mesh()).unwrap()),
+        vec![
+            (NodeRid(1), NodeGeneration(6), new.generation, address(7101)),
+            both[1],
+        ]
+    );
+    assert_eq!(
+        store.acquire_lease(NodeRid(1), NodeGeneration(5), &mesh()),
+        Err(StoreError::StaleNodeGeneration {
+            node: NodeRid(1),
+            offered: NodeGeneration(5),
+            latest: NodeGeneration(6),
+        })
+    );
+}
+
+fn release_lease_is_idempotent_and_never_ends_a_newer_lease(h: &impl Harness) {
+    let store = h.store();
+    // Given a lease that lapsed, releasing it is Ok and changes nothing: its
+    // lifecycle stays dead and the next one still goes past it.
+    let lapsed = lease(store, 2, 1);
+    h.lapse(&lapsed);
+    store.release_lease(&lapsed).unwrap();
+    assert_eq!(store.lease(NodeRid(2)).unwrap(), None);
+    assert_eq!(
+        store.acquire_lease(NodeRid(2), NodeGeneration(1), &mesh()),
+        Err(StoreError::LeaseExpired { node: NodeRid(2) })
+    );
+    assert!(lease(store, 2, 2).generation > lapsed.generation);
+
+    // Given a lease released once, releasing it again changes nothing,
+    let first = lease(store, 1, 1);
+    store.release_lease(&first).unwrap();
+    store.release_lease(&first).unwrap();
+    assert_eq!(store.lease(NodeRid(1)).unwrap(), None);
+    // and once a newer lifecycle holds the node's lease, lives in the
+    // membership and owns a row,
+    let second = lease(store, 1, 2);
+    assert!(second.generation > first.generation);
+    store.register_member(&second, address(7002)).unwrap();
+    let player = actor("player-1");
+    let row = store.create(&player, &second.claim()).unwrap().into_row();
+    // a late release of the old lease, from any client, and of leases the
+    // store never gave (another lease generation or lifecycle of the node),
+    let never_given = [
+        OwnerLease {
+            generation: second.generation.next(),
+            ..second.clone()
+        },
+        OwnerLease {
+            node_generation: NodeGeneration(3),
+            ..second.clone()
+        },
+        OwnerLease {
+            node_generation: NodeGeneration(1),
+            generation: second.generation,
+            ..second.clone()
+        },
+    ];
+    store.release_lease(&first).unwrap();
+    h.client().release_lease(&first).unwrap();
+    for forged in &never_given {
+        store.release_lease(forged).unwrap();
+    }
+    // never ends the newer lease: it stays the node's, renews, keeps its
+    // membership and its row, and still holds the node against a third
+    // lifecycle.
+    assert_eq!(
+        store
+            .lease(NodeRid(1))
+            .unwrap()
+            .map(|l| (l.node_generation, l.generation)),
+        Some((NodeGeneration(2), second.generation))
+    );
+    assert_eq!(
+        store.renew_lease(&second).unwrap().generation,
+        second.generation
+    );
+    assert_eq!(
+        listed(&h.client().members(&mesh()).unwrap()),
+        vec![(
+            NodeRid(1),
+            NodeGeneration(2),
+            second.generation,
+            address(7002)
+        )]
+    );
+    assert_eq!(h.client().lookup(&player).unwrap(), Some(row.clone()));
+    assert!(matches!(
+        store.acquire_lease(NodeRid(1), NodeGeneration(3), &mesh()),
+        Err(StoreError::LeaseHeld {
+            holder: NodeGeneration(2),
+            ..
+        })
+    ));
+    assert_eq!(
+        store.remove(&player, row.version()).unwrap(),
+        RemoveOutcome::Removed
+    );
+}
+
+fn a_row_of_a_released_lease_is_not_live(h: &impl Harness) {
+    // Given an owner with two rows: one its clean stop removes at its
+    // version before releasing the lease, one whose remove failed,
+    let store = h.store();
+    let owner = lease(store, 1, 1);
+    let target = lease(store, 2, 1);
+    let player = actor("player-1");
+    let row = store.create(&player, &owner.claim()).unwrap().into_row();
+    let gone = actor("player-2");
+    let removed = store.create(&gone, &owner.claim()).unwrap().into_row();
+    assert_eq!(
+        store.remove(&gone, removed.version()).unwrap(),
+        RemoveOutcome::Removed
+    );
+    assert_eq!(h.client().lookup(&player).unwrap(), Some(row.clone()));
+
+    // when the owner releases its lease,
+    store.release_lease(&owner).unwrap();
+
+    // then at once it can own no row, and its next lifecycle starts,
+    let expired: Result<(), StoreError> = Err(StoreError::LeaseExpired { node: NodeRid(1) });
+    assert_eq!(
+        store.create(&actor("player-3"), &owner.claim()).map(drop),
+        expired
+    );
+    assert_eq!(
+        store
+            .compare_and_set(&player, row.version(), relocation(1), &owner.claim())
+            .map(drop),
+        expired
+    );
+    let mut restarted = lease(store, 1, 2);
+    // and the row left behind is not live: at the release in the embedded
+    // store,
+    if h.ends_released_rows_at_once() {
+        assert_eq!(store.lookup(&player).unwrap(), None);
+        assert_eq!(
+            store
+                .compare_and_set(&player, row.version(), relocation(1), &target.claim())
+                .unwrap(),
+            CasOutcome::Absent
+        );
+    }
+    // and in every store by the expiry the lease had at the release (the
+    // owner's `expires_at`, give or take a round trip and scheduling).
+    let mut target = target;
+    while store.lookup(&player).unwrap().is_some() {
+        assert!(
+            store.now() < owner.expires_at + h.term(),
+            "a row of the released lease outlived the lease's expiry"
+        );
+        h.pass(h.term() / 20);
+        restarted = store.renew_lease(&restarted).unwrap();
+        target = store.renew_lease(&target).unwrap();
+    }
+    let other = h.client();
+    assert_eq!(other.lookup(&player).unwrap(), None);
+    assert_eq!(
+        other
+            .compare_and_set(&player, row.version(), relocation(1), &target.claim())
+            .unwrap(),
+        CasOutcome::Absent
+    );
+    assert_eq!(
+        other
+            .abort_relocation(&player, row.version(), relocation(1))
+            .unwrap(),
+        AbortOutcome::Absent
+    );
+    assert_eq!(
+        other.remove(&player, row.version()).unwrap(),
+        RemoveOutcome::Absent
+    );
+    // The next create, by the restarted lifecycle, makes a new incarnation
+    // that no binding of the old one resolves to; the removed row's next
+    // incarnation also goes past it.
+    let Created::New(again) = store.create(&player, &restarted.claim()).unwrap() else {
+        panic!("a released owner's actor is created anew");
+    };
+    assert!(again.object > row.object);
+    assert!(again.location.authority > row.location.authority);
+    assert_eq!(again.location.lease, restarted.generation);
+    let Created::New(back) = other.create(&gone, &target.claim()).unwrap() else {
+        panic!("a removed actor is created anew");
+    };
+    assert!(back.object > removed.object);
 }
 
 /// Connection loss: every call is `Unavailable` while the server is down,

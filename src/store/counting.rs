@@ -27,6 +27,7 @@ pub struct CountingStore<S: LocationStore> {
     remove: AtomicU64,
     acquire_lease: AtomicU64,
     renew_lease: AtomicU64,
+    release_lease: AtomicU64,
     lease: AtomicU64,
     register_member: AtomicU64,
     members: AtomicU64,
@@ -49,6 +50,8 @@ pub struct StoreCounts {
     pub acquire_lease: u64,
     /// Calls to [`LocationStore::renew_lease`].
     pub renew_lease: u64,
+    /// Calls to [`LocationStore::release_lease`].
+    pub release_lease: u64,
     /// Calls to [`LocationStore::lease`].
     pub lease: u64,
     /// Calls to [`LocationStore::register_member`].
@@ -79,6 +82,7 @@ impl<S: LocationStore> CountingStore<S> {
             remove: AtomicU64::new(0),
             acquire_lease: AtomicU64::new(0),
             renew_lease: AtomicU64::new(0),
+            release_lease: AtomicU64::new(0),
             lease: AtomicU64::new(0),
             register_member: AtomicU64::new(0),
             members: AtomicU64::new(0),
@@ -103,6 +107,7 @@ impl<S: LocationStore> CountingStore<S> {
             remove: read(&self.remove),
             acquire_lease: read(&self.acquire_lease),
             renew_lease: read(&self.renew_lease),
+            release_lease: read(&self.release_lease),
             lease: read(&self.lease),
             register_member: read(&self.register_member),
             members: read(&self.members),
@@ -169,6 +174,11 @@ impl<S: LocationStore> LocationStore for CountingStore<S> {
         self.inner.renew_lease(lease)
     }
 
+    fn release_lease(&self, lease: &OwnerLease) -> Result<(), StoreError> {
+        count(&self.release_lease);
+        self.inner.release_lease(lease)
+    }
+
     fn lease(&self, node: NodeRid) -> Result<Option<OwnerLease>, StoreError> {
         count(&self.lease);
         self.inner.lease(node)
@@ -232,6 +242,9 @@ mod tests {
         store.members(&mesh).unwrap();
         clock.advance(Duration::from_secs(10));
         assert!(store.renew_lease(&lease).is_err());
+        // A release of the lapsed lease is Ok and changes nothing, but is
+        // counted like every other call.
+        store.release_lease(&lease).unwrap();
 
         let counts = store.counts();
         assert_eq!(
@@ -244,6 +257,7 @@ mod tests {
                 remove: 1,
                 acquire_lease: 1,
                 renew_lease: 1,
+                release_lease: 1,
                 lease: 1,
                 register_member: 1,
                 members: 1,

@@ -333,6 +333,26 @@ impl<C: Clock> LocationStore for EmbeddedStore<C> {
         }
     }
 
+    fn release_lease(&self, lease: &OwnerLease) -> Result<(), StoreError> {
+        let mut state = self.lock()?;
+        let now = self.clock.now();
+        if let Some(held) = state.leases.get_mut(&lease.node) {
+            if held.node_generation == lease.node_generation
+                && held.generation == lease.generation
+                && held.is_live_at(now)
+            {
+                // Lapsed from now on (`is_live_at(now)` is false), so its
+                // rows and membership end with it. The record stays: it keeps
+                // the node's newest NodeGeneration and OwnerLeaseGeneration,
+                // which the next lifecycle's must go past.
+                held.expires_at = now;
+            }
+        }
+        // Anything else — lapsed, released, replaced, never given — is
+        // already over, and another lifecycle's lease is not this one's to end.
+        Ok(())
+    }
+
     fn lease(&self, node: NodeRid) -> Result<Option<OwnerLease>, StoreError> {
         let state = self.lock()?;
         let now = self.clock.now();
@@ -446,6 +466,9 @@ mod tests {
         Restart {
             node: usize,
         },
+        Release {
+            node: usize,
+        },
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -457,6 +480,7 @@ mod tests {
             2 => (0..3usize, any::<bool>()).prop_map(|(actor, stale)| Op::Remove { actor, stale }),
             1 => (1..12u64).prop_map(|secs| Op::Advance { secs }),
             1 => (0..3usize).prop_map(|node| Op::Restart { node }),
+            1 => (0..3usize).prop_map(|node| Op::Release { node }),
         ]
     }
 
@@ -493,6 +517,9 @@ mod tests {
             let mut leases: Vec<Option<OwnerLease>> = (0..3)
                 .map(|n| Some(lease(&store, n as u64, 1)))
                 .collect();
+            // Each node's newest lease generation, whether live or not.
+            let mut lease_generations: Vec<OwnerLeaseGeneration> =
+                leases.iter().flatten().map(|l| l.generation).collect();
             let mut seen: Vec<Seen> = (0..3).map(|_| Seen::default()).collect();
             let mut relocations = 0u64;
 
@@ -588,14 +615,28 @@ mod tests {
                     Op::Restart { node } => {
                         node_generations[node] += 1;
                         let generation = NodeGeneration(node_generations[node]);
-                        let previous = leases[node].as_ref().map(|l| l.generation);
                         match store.acquire_lease(NodeRid(node as u64), generation, &mesh()) {
                             Ok(new) => {
-                                prop_assert!(previous.map_or(true, |p| new.generation > p));
+                                prop_assert!(new.generation > lease_generations[node]);
+                                lease_generations[node] = new.generation;
                                 leases[node] = Some(new);
                             }
-                            Err(StoreError::LeaseHeld { .. }) => {}
+                            Err(StoreError::LeaseHeld { .. }) => {
+                                prop_assert!(leases[node].is_some(), "only a live lease is held");
+                            }
                             Err(other) => prop_assert!(false, "unexpected {other:?}"),
+                        }
+                    }
+                    Op::Release { node } => {
+                        // A clean stop: the lease ends now, and with it every
+                        // row it owns (the next create goes past their
+                        // generations, checked by `Create`).
+                        let Some(held) = leases[node].take() else { continue };
+                        store.release_lease(&held).unwrap();
+                        prop_assert_eq!(store.lease(held.node).unwrap(), None);
+                        for a in &actors {
+                            let row = store.lookup(a).unwrap();
+                            prop_assert!(row.map_or(true, |r| r.location.owner != held.node));
                         }
                     }
                 }

@@ -38,7 +38,8 @@
 //!
 //! Per NodeRid: an [`OwnerLeaseGeneration`] for each process lifecycle
 //! ([`NodeGeneration`]) that acquires a lease; renewal keeps it (§5
-//! "distinguishes the current owner host process lifecycle").
+//! "distinguishes the current owner host process lifecycle"), and neither
+//! a lapse nor a release ([`LocationStore::release_lease`]) forgets it.
 //!
 //! # Leases and liveness
 //!
@@ -48,7 +49,8 @@
 //! generations, issue 6 "node failure"). The owner fences itself at
 //! [`OwnerLease::expires_at`] (§5: "Even if the Location Store is temporarily
 //! unavailable, this lease or deadline isn't extended"); a store outage makes
-//! renewal fail, never succeed late.
+//! renewal fail, never succeed late. A clean stop ends its lease early with
+//! [`LocationStore::release_lease`], after removing its rows.
 //!
 //! docs/store.md describes the semantics in prose.
 
@@ -175,6 +177,48 @@ pub trait LocationStore: Send + Sync {
     /// was replaced: the owner must then fence itself (stop admitting relay
     /// for its actors), because its rows are no longer live.
     fn renew_lease(&self, lease: &OwnerLease) -> Result<OwnerLease, StoreError>;
+
+    /// A clean stop gives its lease back (docs/store.md "Clean stop:
+    /// releasing the lease"): the lease ends now instead of at its
+    /// `expires_at`, so the node's next process lifecycle need not wait out a
+    /// term before it may acquire (§5: the lease distinguishes the current
+    /// owner host process lifecycle).
+    ///
+    /// If `lease` is the node's live lease (same NodeRid, NodeGeneration and
+    /// OwnerLeaseGeneration), it ends at once and for good, as if it had
+    /// lapsed (§5): [`lease`](Self::lease) returns `None`,
+    /// [`members`](Self::members) no longer lists the node,
+    /// [`renew_lease`](Self::renew_lease) of it, an `acquire_lease` by the
+    /// same lifecycle, a registration and a claim under it fail with
+    /// [`StoreError::LeaseExpired`] (a lapsed lifecycle stays dead), and the
+    /// next `acquire_lease` by a newer lifecycle succeeds at once — no
+    /// [`StoreError::LeaseHeld`] — with a greater OwnerLeaseGeneration. The
+    /// node's latest NodeGeneration is kept, so an older one still gets
+    /// [`StoreError::StaleNodeGeneration`]. The caller behaves as fenced from
+    /// the call on: it owns nothing any more.
+    ///
+    /// Idempotent: releasing a lease that already lapsed, was released, or
+    /// was replaced by a newer lifecycle's (or one the store never gave) is
+    /// `Ok(())` and changes nothing; it never ends another lifecycle's lease.
+    ///
+    /// Rows: a row lives only while the lease it names does (§5), so a row
+    /// of the released lease ends with it — in the [`EmbeddedStore`], at the
+    /// release. The [`RedisStore`] caches in each row a bound until which its
+    /// owner's lease is known live, and a release cannot reach rows in other
+    /// hash slots: a row naming the released lease may still be taken as
+    /// live, by any client, until the expiry the lease had when it was
+    /// released at the latest (the moment it would have lapsed had its holder
+    /// crashed instead; plus the clock skew between two Cluster primaries),
+    /// never later. The same bound holds for a claim under the released lease
+    /// sent through another client that remembers a bound of it (the
+    /// releasing client forgets its own). The caller removes its rows at
+    /// their versions *before* it releases the lease, so this window only
+    /// concerns rows whose remove failed.
+    ///
+    /// [`StoreError::Unavailable`] leaves it unknown whether the lease ended
+    /// (and, with Redis, whether the membership forgot the node): the caller
+    /// may retry, or leave the lease to lapse at its `expires_at`.
+    fn release_lease(&self, lease: &OwnerLease) -> Result<(), StoreError>;
 
     /// The node's current lease, if it is live.
     fn lease(&self, node: NodeRid) -> Result<Option<OwnerLease>, StoreError>;

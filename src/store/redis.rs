@@ -12,12 +12,22 @@
 //!   key is its own hash slot, so the scripts run on Redis Cluster.
 //! - A row's liveness depends on its owner's lease, which lives in another
 //!   slot. A row caches a bound, `lease_until`: the server time until which
-//!   the lease it names is known live. A lease is never shortened and a
-//!   lapsed one never comes back, so "lease G of node N is live until T" and
-//!   "lease G lapsed" stay true once read. When the cached bound is past, the
-//!   script answers `need`; the client reads the owner's lease and runs the
-//!   script again with that fact. Only the lease's own key ever decides that
-//!   a lease lapsed (docs/store.md "Rows and leases in different slots").
+//!   the lease it names is known live. A lapsed lease never comes back, so
+//!   "lease G lapsed" stays true once read; a lease is never shortened
+//!   except by its holder's release, so "lease G of node N is live until T"
+//!   stays true unless G is released before T. When the cached bound is
+//!   past, the script answers `need`; the client reads the owner's lease and
+//!   runs the script again with that fact. Only the lease's own key ever
+//!   decides that a lease lapsed (docs/store.md "Rows and leases in
+//!   different slots").
+//! - A release ([`LocationStore::release_lease`]) ends the lease on its own
+//!   key at once, and marks the membership entry released. It cannot reach
+//!   the rows (other slots), so their cached bounds may still say live; but
+//!   every bound anyone holds was read from the lease key before the
+//!   release, when the lease was live, so none is later than the expiry
+//!   the lease had at the release: that is the window in which a row of a
+//!   released lease may still be taken as live (docs/store.md "Clean stop:
+//!   releasing the lease"). The releasing client forgets its own bound.
 //! - Lease expiry is the server's clock (TIME inside the script). The
 //!   [`OwnerLease::expires_at`] a caller gets is the store's [`Clock`] read
 //!   *before* the request was sent plus the term, so it is never later than
@@ -57,6 +67,11 @@ use crate::ids::{
 /// lease fact it asks for, and once to refresh the claimant's lease. More
 /// means other clients kept changing the row's owner under it.
 const ATTEMPTS_MAX: usize = 8;
+
+/// A membership entry's `until` once its lifecycle released the lease it
+/// registered under (`release_member.lua`); a registered bound is always a
+/// server time in the future, never 0.
+const RELEASED: u64 = 0;
 
 /// Longest cluster name, in bytes.
 pub const CLUSTER_LEN_MAX: usize = 64;
@@ -142,7 +157,9 @@ struct Scripts {
     acquire: Arc<::redis::Script>,
     renew: Arc<::redis::Script>,
     read_lease: Arc<::redis::Script>,
+    release: Arc<::redis::Script>,
     register_member: Arc<::redis::Script>,
+    release_member: Arc<::redis::Script>,
     members: Arc<::redis::Script>,
 }
 
@@ -172,7 +189,9 @@ impl Scripts {
             acquire: script!("redis/lease.lua", "redis/acquire.lua"),
             renew: script!("redis/lease.lua", "redis/renew.lua"),
             read_lease: script!("redis/lease.lua", "redis/read_lease.lua"),
+            release: script!("redis/lease.lua", "redis/release.lua"),
             register_member: script!("redis/member.lua", "redis/register_member.lua"),
+            release_member: script!("redis/member.lua", "redis/release_member.lua"),
             members: script!("redis/member.lua", "redis/members.lua"),
         }
     }
@@ -384,6 +403,18 @@ impl<C: Clock> RedisStore<C> {
         });
         if newer {
             known.insert(node, record.lease.clone());
+        }
+    }
+
+    /// Forgets this client's bound of `lease` once it was released: read
+    /// before the release, the bound is no longer a fact (module doc).
+    fn forget(&self, lease: &OwnerLease) {
+        let mut known = self.known();
+        let same = known.get(&lease.node).is_some_and(|known| {
+            known.node_generation == lease.node_generation && known.generation == lease.generation
+        });
+        if same {
+            known.remove(&lease.node);
         }
     }
 
@@ -741,6 +772,33 @@ impl<C: Clock> LocationStore for RedisStore<C> {
         }
     }
 
+    /// Two one-key scripts: `release.lua` ends the lease on its own key
+    /// (what acquire, renew, `lease` and every lease read go by), then
+    /// `release_member.lua` marks the node's membership entry released, so
+    /// no client lists it on a bound it remembers. Rows are not reached
+    /// (other slots): a row naming the lease may be taken as live by its
+    /// cached bound until the expiry the lease had at the release (module
+    /// doc, docs/store.md "Clean stop: releasing the lease"). Both scripts
+    /// are idempotent, so a retry after `Unavailable` completes the release.
+    fn release_lease(&self, lease: &OwnerLease) -> Result<(), StoreError> {
+        let node_generation = padded(lease.node_generation.0);
+        let generation = lease.generation.0.to_string();
+        let args = [&*node_generation, &*generation];
+        let reply = self.invoke(&self.scripts.release, &self.lease_key(lease.node), &args)?;
+        match tag(&reply)? {
+            "released" | "over" => {}
+            other => return Err(malformed(other)),
+        }
+        self.forget(lease);
+        let node = lease.node.0.to_string();
+        let args = [&*node, &*node_generation, &*generation];
+        let reply = self.invoke(&self.scripts.release_member, &self.members_key(), &args)?;
+        match tag(&reply)? {
+            "released" | "over" => Ok(()),
+            other => Err(malformed(other)),
+        }
+    }
+
     fn lease(&self, node: NodeRid) -> Result<Option<OwnerLease>, StoreError> {
         let sent = self.clock.now();
         Ok(self
@@ -814,7 +872,10 @@ impl<C: Clock> LocationStore for RedisStore<C> {
             ) else {
                 return Err(malformed("member entry"));
             };
-            if &entry_mesh != mesh {
+            if &entry_mesh != mesh || until == RELEASED {
+                // Another mesh's, or a lifecycle that released its lease
+                // (a fact that stays true, like a lapse): whatever bound of
+                // it this client remembers, it is not live.
                 continue;
             }
             let member = |expires_at| Member {

@@ -9,6 +9,11 @@ if held[1] and ARGV[2] < held[1] then
   -- A newer lifecycle registered: an older one never comes back.
   return {'stale'}
 end
+if held[1] == ARGV[2] and held[2] == ARGV[3] and held[3] == '0' then
+  -- This lifecycle released this lease (release_member.lua): it never
+  -- comes back either, even with a bound a client read before the release.
+  return {'stale'}
+end
 local until_text = ARGV[6]
 if held[1] == ARGV[2] and held[2] == ARGV[3] and (tonumber(held[3]) or 0) > tonumber(ARGV[6]) then
   -- Both bounds are true facts of the same lease: keep the later.
