@@ -594,6 +594,25 @@ pub enum RelocationUnit {
     Spot(SpotId),
 }
 
+/// Waits for a node's owner lease to lapse ([`Node::lease_watch`]).
+#[derive(Clone)]
+pub struct LeaseWatch(Arc<crate::runtime::lease::LeaseLapse>);
+
+impl LeaseWatch {
+    /// Blocks until the lease lapsed (at once if it already did).
+    pub fn wait(&self) {
+        self.0.wait();
+    }
+}
+
+impl std::fmt::Debug for LeaseWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaseWatch")
+            .field("lapsed", &self.0.is_set())
+            .finish()
+    }
+}
+
 /// A running node.
 pub struct Node {
     running: RunningNode,
@@ -759,6 +778,22 @@ impl Node {
     /// The flow-trace counters of every shard, summed (diagnostics).
     pub fn flow_counters(&self) -> FlowCounters {
         self.running.flow_counters()
+    }
+
+    /// §5: whether this node's owner lease lapsed (it could not be renewed
+    /// in time, e.g. the process was paused past it): the node then fenced
+    /// its Actors and this process lifecycle is dead to the mesh for good.
+    /// It should stop ([`Node::shutdown`] closes its sessions with a
+    /// reason) and start again as a new lifecycle (docs/store.md "A lapsed
+    /// lease").
+    pub fn lease_lapsed(&self) -> bool {
+        self.running.lease_lapsed()
+    }
+
+    /// A handle another thread can block on until the owner lease lapses
+    /// ([`Node::lease_lapsed`]), e.g. to stop the node then.
+    pub fn lease_watch(&self) -> LeaseWatch {
+        LeaseWatch(self.running.lease_lapse())
     }
 
     /// §10 Shutdown (X7): first refuses new sessions and bindings, then

@@ -57,7 +57,8 @@ pub mod spot;
 pub use crate::net::IoBackend;
 pub use actor::{Actor, ActorContext, ActorMessage};
 pub use builder::{
-    Mesh, Node, NodeBuilder, NodeSettings, ObjectRole, RelocateTo, RelocationUnit, StartError,
+    LeaseWatch, Mesh, Node, NodeBuilder, NodeSettings, ObjectRole, RelocateTo, RelocationUnit,
+    StartError,
 };
 pub use session::{ActorHandle, LocationSnapshot, Packet, Session, SessionActor, SessionActors};
 pub use spot::{ExecutionMode, Spot, SpotHandle};

@@ -1,11 +1,22 @@
 //! The node runtime: shards on threads, each running a [`ShardCore`] on a
-//! reactor (io_uring or epoll, chosen at startup), with the application's Actors and session callbacks
-//! (docs/threading.md).
+//! reactor (io_uring or epoll, chosen at startup), with the application's
+//! Actors and session callbacks (docs/threading.md).
 //!
-//! This slice runs one shard per node; records for another node wait for the
-//! ROUTER links (their requests end at their deadlines with typed errors).
+//! # Never block a shard
+//!
+//! A shard thread makes no blocking call: no Location Store round trip, no
+//! wait on a synchronous channel, no sleep. Anything slow is an effect whose
+//! answer comes back as an input: the store operations run on the node's
+//! store workers ([`store_effects`]) and come back through the shard's inbox.
+//! Debug builds check the store half of the rule: every store round trip
+//! panics on a thread that [`run_shard`] marked as a shard.
+//!
+//! Blocking belongs to the embedder's threads: [`start`] waits out a
+//! crashed predecessor's lease, and a clean stop removes the rows left and
+//! releases the lease once the shards stopped ([`lease`]).
 
 mod executor;
+pub(crate) mod lease;
 mod links;
 mod membership;
 mod router;
@@ -131,6 +142,12 @@ pub(crate) struct NodeShared {
     pub(crate) meshes: Vec<MeshName>,
     /// Sessions open on every shard, against `settings.max_sessions`.
     pub(crate) sessions_open: std::sync::atomic::AtomicUsize,
+    /// §5: the owner lease lapsed and the node fenced its Actors: this
+    /// lifecycle is dead to the mesh (set once, by shard 0).
+    pub(crate) lease_lapsed: Arc<lease::LeaseLapse>,
+    /// The rows of the Actors each shard still hosted when it stopped, for
+    /// a clean stop to remove ([`lease::release`]).
+    pub(crate) left_rows: std::sync::Mutex<Vec<lease::LeftRow>>,
     origin: std::time::Instant,
 }
 
@@ -265,6 +282,7 @@ pub(crate) struct RunningNode {
     /// The placement policy's turn: linked peers are chosen in turn.
     placement_turn: AtomicUsize,
     io_backend: IoBackend,
+    shared: Arc<NodeShared>,
 }
 
 impl RunningNode {
@@ -572,6 +590,42 @@ impl RunningNode {
             }
         }
         self.stop_and_join();
+        self.release_lease();
+    }
+
+    /// §5: whether the owner lease lapsed, so that this lifecycle fenced
+    /// its Actors and is dead to the mesh (docs/store.md "A lapsed lease").
+    pub(crate) fn lease_lapsed(&self) -> bool {
+        self.shared.lease_lapsed.is_set()
+    }
+
+    /// Waits on the lease's lapse from another thread.
+    pub(crate) fn lease_lapse(&self) -> Arc<lease::LeaseLapse> {
+        Arc::clone(&self.shared.lease_lapsed)
+    }
+
+    /// A clean stop's last step, once the shards stopped: the rows left
+    /// behind are removed and the lease given back ([`lease::release`]).
+    /// A lease that lapsed is not this lifecycle's to give back.
+    fn release_lease(&self) {
+        let (Some(store), Some(lease)) = (&self.shared.store, &self.shared.lease) else {
+            return;
+        };
+        if self.lease_lapsed() {
+            return;
+        }
+        let lease = lease
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        let rows = std::mem::take(
+            &mut *self
+                .shared
+                .left_rows
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        lease::release(store.as_ref(), &lease, &rows);
     }
 
     fn stop_and_join(&mut self) {
@@ -612,11 +666,12 @@ pub(crate) fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
     // A discovering node needs a lease even without Actors: membership
     // lasts exactly as long as it (docs/store.md "Membership").
     let lease = match (&config.store, config.hosts_actors || config.discover) {
-        (Some(store), true) => Some(
-            store
-                .acquire_lease(config.rid, config.generation, &config.mesh)
-                .map_err(|e| StartError::Lease(e.to_string()))?,
-        ),
+        (Some(store), true) => Some(lease::acquire(
+            store.as_ref(),
+            config.rid,
+            config.generation,
+            &config.mesh,
+        )?),
         _ => None,
     };
     let lease_generation = lease.as_ref().map(|l| l.generation).unwrap_or_default();
@@ -651,6 +706,8 @@ pub(crate) fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
             config.meshes.iter().map(|(mesh, _)| mesh.clone()).collect()
         },
         sessions_open: std::sync::atomic::AtomicUsize::new(0),
+        lease_lapsed: Arc::default(),
+        left_rows: std::sync::Mutex::new(Vec::new()),
         origin: std::time::Instant::now(),
     });
     let identity = ShardIdentity {
@@ -738,6 +795,7 @@ pub(crate) fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
         link_status,
         placement_turn: AtomicUsize::new(0),
         io_backend,
+        shared,
     })
 }
 

@@ -621,11 +621,31 @@ impl ShardState {
         }
     }
 
+    /// The shard stopped: the rows of the Actors it still hosts go to the
+    /// clean stop, which removes them at their versions (docs/store.md
+    /// "Clean stop").
+    fn leave_rows(&self) {
+        let rows = self.host.actors.keys().filter_map(|id| {
+            let actor_ref = self.core.actor_owner().actor_ref(id)?;
+            let version = crate::store::RowVersion {
+                owner: actor_ref.location.owner,
+                authority: actor_ref.location.authority,
+            };
+            Some((id.clone(), version))
+        });
+        self.node
+            .left_rows
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .extend(rows);
+    }
+
     /// Fences every shard's Actor owner: every later bind and relay ends
     /// with Unavailable (§5).
     fn fence_owner(&mut self, why: &dyn std::fmt::Display) {
         tracing::error!(%why, "fencing this node's actors");
         self.lease_fenced = true;
+        self.node.lease_lapsed.set();
         // This shard at once, before it handles another record; the others
         // at their next inbox drain.
         let now = self.now();
@@ -821,6 +841,7 @@ pub(crate) fn run(
         // now, so the next wait does not park over it.
         shard.start_session_turns();
     }
+    shard.state.borrow().leave_rows();
     // Tasks hold the shard's handle: drop them (started or not) so the
     // shard's sockets close with it.
     drop(executor);

@@ -140,3 +140,50 @@ pub(crate) enum StoreAnswer {
         listed: Option<Vec<Member>>,
     },
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{EmbeddedStore, MonotonicClock};
+    use std::sync::mpsc::channel;
+    use std::time::Duration;
+
+    #[test]
+    fn a_full_queue_refuses_at_once_and_every_queued_job_still_runs() {
+        let store = Arc::new(EmbeddedStore::new(
+            MonotonicClock::new(),
+            Duration::from_secs(60),
+        ));
+        let workers = StoreWorkers::start(store, "test").unwrap();
+        // Every worker held inside a job, then the queue filled,
+        let (release, held) = channel::<()>();
+        let held = Arc::new(Mutex::new(held));
+        let (started, running) = channel();
+        for _ in 0..WORKERS {
+            let (held, started) = (Arc::clone(&held), started.clone());
+            workers
+                .submit(move |_| {
+                    started.send(()).unwrap();
+                    let _ = held.lock().unwrap().recv();
+                })
+                .unwrap();
+        }
+        for _ in 0..WORKERS {
+            running.recv_timeout(Duration::from_secs(10)).unwrap();
+        }
+        let (done, finished) = channel();
+        for _ in 0..QUEUE_MAX {
+            let done = done.clone();
+            workers.submit(move |_| done.send(()).unwrap()).unwrap();
+        }
+        // one more is refused without waiting,
+        assert!(workers.submit(|_| {}).is_err());
+        // and once the workers are free, every queued job runs.
+        for _ in 0..WORKERS {
+            release.send(()).unwrap();
+        }
+        for _ in 0..QUEUE_MAX {
+            finished.recv_timeout(Duration::from_secs(10)).unwrap();
+        }
+    }
+}

@@ -17,12 +17,11 @@
 //! It is **never** called on the bind, relay, push or disconnect paths: a
 //! binding stores the route verified at bind time and uses it for every
 //! message (§1 table, §5 "the Location Store isn't queried again on every
-//! message send", §7). The trait is synchronous. Today the runtime calls it
-//! on the shard thread for the rare control operations (create, look up or
-//! destroy an Actor, renew the lease): an uncontended mutex with the
-//! embedded store, one round trip bounded by its call timeout with the
-//! [`RedisStore`] (moving those calls to a store worker thread is still to
-//! do, docs/store.md). [`CountingStore`] lets tests prove that bind, relay, push
+//! message send", §7). The trait is synchronous, and no shard thread ever
+//! calls it: the runtime runs each operation on a store worker thread and
+//! hands the answer back to the shard (docs/threading.md "Never block a
+//! shard"); in debug builds a store call on a shard thread panics
+//! (`store::guard`). [`CountingStore`] lets tests prove that bind, relay, push
 //! and disconnect never call it (CONTRACT R1, X10).
 //!
 //! # Generations the store keeps
@@ -457,7 +456,7 @@ pub enum StoreError {
         node: NodeRid,
     },
     /// Another process lifecycle of the node holds a live lease.
-    #[error("node {node} is leased by its lifecycle {holder} until {expires_at:?}")]
+    #[error("node {node} is leased by its lifecycle {holder}, which has not lapsed")]
     LeaseHeld {
         /// The node.
         node: NodeRid,

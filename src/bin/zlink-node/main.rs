@@ -34,6 +34,10 @@ use crate::config::{Config, SecretSource, StoreKind};
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// Exit code of a lifecycle that stopped because its owner lease lapsed
+/// (§5): restart it; nothing is wrong with its configuration.
+const LEASE_LAPSED_EXIT: u8 = 3;
+
 /// Exit code of a refused config or command line (clap's own, too).
 const EXIT_CONFIG: u8 = 2;
 
@@ -191,6 +195,24 @@ fn run(config: &Config, stop: &signals::StopSignals, console: bool) -> ExitCode 
             game::report(&stats)
         )
     };
+    // §5: a lifecycle whose owner lease lapsed is dead to the mesh for
+    // good: it stops (its sessions closed with a reason) and exits with
+    // LEASE_LAPSED_EXIT, so a supervisor starts a new lifecycle
+    // (docs/store.md "A lapsed lease"). The watcher wakes the stop wait as
+    // a SIGTERM would.
+    let watch = node.lease_watch();
+    let _ = std::thread::Builder::new()
+        .name("zlink-node-lease".to_owned())
+        .spawn(move || {
+            watch.wait();
+            eprintln!("zlink-node: the owner lease lapsed: this lifecycle is fenced; stopping");
+            // SAFETY: kill with this process's own id and a valid signal
+            // number has no memory effects; SIGTERM is blocked in every
+            // thread and taken by the main thread's sigwait.
+            unsafe {
+                libc::kill(libc::getpid(), libc::SIGTERM);
+            }
+        });
     let signal = if console {
         control::serve_until_stop(&node, &diagnostics, stop)
     } else {
@@ -200,6 +222,7 @@ fn run(config: &Config, stop: &signals::StopSignals, console: bool) -> ExitCode 
     let _ = std::io::stdout().flush();
     let flow = node.flow_counters();
     let actors = node.actor_count();
+    let lapsed = node.lease_lapsed();
     node.shutdown();
     let mut counts = String::new();
     for (event, n) in flow.nonzero() {
@@ -211,6 +234,9 @@ fn run(config: &Config, stop: &signals::StopSignals, console: bool) -> ExitCode 
         game::report(&stats),
     );
     let _ = std::io::stdout().flush();
+    if lapsed {
+        return ExitCode::from(LEASE_LAPSED_EXIT);
+    }
     ExitCode::SUCCESS
 }
 

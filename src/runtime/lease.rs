@@ -1,0 +1,140 @@
+//! The owner lease's lifecycle around a process (§5; docs/store.md "Owner
+//! leases", "Clean stop"): taken at start — waiting out a crashed
+//! predecessor's lease rather than failing — and given back at a clean stop,
+//! so a restart straight after it comes up at once.
+//!
+//! Both run on the embedder's thread, before the shards start and after
+//! they stopped: never on a shard thread.
+
+use std::time::Duration;
+
+use crate::api::StartError;
+use crate::ids::{MeshName, NodeGeneration, NodeRid};
+use crate::store::{LocationStore, OwnerLease, StoreError};
+
+/// How long past a predecessor's expiry a start tries again: the store's
+/// clock and this process's sleep are not the same clock.
+const AFTER_EXPIRY: Duration = Duration::from_millis(50);
+
+/// How far a predecessor's expiry may seem to move between two reads
+/// without a renewal: the store derives it from a round trip's timing. A
+/// renewal moves it by what passed since the last one, which after a
+/// wait is most of a lease term.
+const EXPIRY_JITTER: Duration = Duration::from_millis(250);
+
+/// Acquires `node`'s owner lease for the lifecycle `generation`.
+///
+/// A lease still held by a previous lifecycle of the node (a process that
+/// was killed, or paused, without giving it back) is waited out: one log
+/// line says for how long, in seconds, then the start tries again once it
+/// lapsed. It is not a configuration error. The holder renewing it while
+/// this start waits is: then another live process runs with this NodeRid,
+/// and two processes must never both own the node's Actors (§3, §5).
+pub(crate) fn acquire(
+    store: &dyn LocationStore,
+    node: NodeRid,
+    generation: NodeGeneration,
+    mesh: &MeshName,
+) -> Result<OwnerLease, StartError> {
+    let mut waited_for = None;
+    loop {
+        let (holder, expires_at) = match store.acquire_lease(node, generation, mesh) {
+            Ok(lease) => return Ok(lease),
+            Err(StoreError::LeaseHeld {
+                holder, expires_at, ..
+            }) => (holder, expires_at),
+            Err(error) => return Err(StartError::Lease(error.to_string())),
+        };
+        match waited_for {
+            // The same expiry again: the clocks differ a little; try again.
+            Some((seen, until)) if seen == holder && expires_at <= until + EXPIRY_JITTER => {}
+            Some(_) => {
+                return Err(StartError::Lease(format!(
+                    "node {node} is leased by its lifecycle {holder}, which keeps renewing \
+                     the lease: another live process runs with this NodeRid"
+                )))
+            }
+            None => {
+                let left = expires_at.saturating_duration_since(store.now());
+                tracing::warn!(
+                    %node, previous_lifecycle = %holder, wait_s = left.as_secs_f64(),
+                    "waiting for the owner lease held by this node's previous lifecycle \
+                     to lapse, then starting"
+                );
+                waited_for = Some((holder, expires_at));
+            }
+        }
+        let left = expires_at.saturating_duration_since(store.now());
+        std::thread::sleep(left + AFTER_EXPIRY);
+    }
+}
+
+/// A clean stop's last step (§5, docs/store.md "Clean stop"): the rows of
+/// the Actors that were still hosted here when the shards stopped (those
+/// no move took away) are removed at their versions, so no lookup sends a
+/// login to a process that is gone; then the lease is given back, which
+/// also ends the node's membership. A restart straight after comes up at
+/// once. Each step is bounded by the store's call timeout; a store that
+/// cannot be reached leaves the rest to lapse with the lease (at most one
+/// term), as after a crash.
+pub(crate) fn release(store: &dyn LocationStore, lease: &OwnerLease, rows: &[LeftRow]) {
+    let mut removed = 0;
+    for (actor, version) in rows {
+        match store.remove(actor, *version) {
+            Ok(_) => removed += 1,
+            Err(error) => {
+                tracing::warn!(%error, left = rows.len() - removed,
+                    "clean stop: Actor rows not removed; they lapse with the lease");
+                break;
+            }
+        }
+    }
+    match store.release_lease(lease) {
+        Ok(()) => tracing::info!(node = %lease.node, removed, "clean stop: owner lease released"),
+        Err(error) => tracing::warn!(%error, node = %lease.node,
+            "clean stop: the owner lease was not released; it lapses within one term"),
+    }
+}
+
+/// The row of an Actor a stopping shard still hosted, at its version.
+pub(crate) type LeftRow = (crate::ids::ActorId, crate::store::RowVersion);
+
+/// §5: that this lifecycle's owner lease lapsed, for whoever waits on it
+/// (a supervisor thread of the embedder): set once, by the shard that
+/// fenced the node, never cleared (a lapsed lifecycle stays dead).
+#[derive(Default)]
+pub(crate) struct LeaseLapse {
+    lapsed: std::sync::Mutex<bool>,
+    changed: std::sync::Condvar,
+}
+
+impl LeaseLapse {
+    /// Records the lapse and wakes every waiter (a brief lock, no wait).
+    pub(crate) fn set(&self) {
+        *self
+            .lapsed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = true;
+        self.changed.notify_all();
+    }
+
+    /// Whether the lease lapsed.
+    pub(crate) fn is_set(&self) -> bool {
+        *self
+            .lapsed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Blocks the calling thread (never a shard) until the lease lapsed.
+    pub(crate) fn wait(&self) {
+        let lapsed = self
+            .lapsed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let _lapsed = self
+            .changed
+            .wait_while(lapsed, |lapsed| !*lapsed)
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+    }
+}

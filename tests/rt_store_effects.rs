@@ -1,0 +1,174 @@
+//! Never block a shard (docs/threading.md): a Location Store call that
+//! hangs holds only what waits on its answer, over real sockets.
+//!
+//! A relay never reads the store (§5: the route verified at bind time is
+//! used for every message), so it must keep flowing while a login on the
+//! same shard waits on a store that does not answer. The store here is
+//! gated: its create and look-up block until the test opens the gate, and
+//! the test opens it only after the relays were answered — with the old
+//! shape (the store called on the shard thread) the shard would sit in the
+//! create and the relays would get no reply at all.
+
+mod runtime_support;
+
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use runtime_support::*;
+use zlink::ids::{ActorId, MeshName, NodeGeneration, NodeRid, RelocationId};
+use zlink::store::{
+    AbortOutcome, CasOutcome, CountingStore, Created, EmbeddedStore, LocationRow, LocationStore,
+    Member, MonotonicClock, OwnerClaim, OwnerLease, RemoveOutcome, RowVersion, StoreError,
+};
+
+/// An embedded store whose create and look-up wait while its gate is
+/// closed, counting the calls that entered.
+struct GatedStore {
+    inner: EmbeddedStore,
+    gate: Mutex<Gate>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct Gate {
+    closed: bool,
+    entered: usize,
+}
+
+impl GatedStore {
+    fn new() -> Self {
+        Self {
+            inner: EmbeddedStore::new(MonotonicClock::new(), Duration::from_secs(60)),
+            gate: Mutex::new(Gate::default()),
+            changed: Condvar::new(),
+        }
+    }
+
+    fn close(&self) {
+        self.gate.lock().unwrap().closed = true;
+    }
+
+    fn open(&self) {
+        self.gate.lock().unwrap().closed = false;
+        self.changed.notify_all();
+    }
+
+    /// Waits (bounded) until `n` gated calls entered the store.
+    fn wait_entered(&self, n: usize) {
+        let gate = self.gate.lock().unwrap();
+        let (gate, timeout) = self
+            .changed
+            .wait_timeout_while(gate, WAIT, |g| g.entered < n)
+            .unwrap();
+        assert!(
+            !timeout.timed_out(),
+            "{} of {n} store calls entered",
+            gate.entered
+        );
+    }
+
+    /// A gated call: waits while the gate is closed (bounded, so a test
+    /// that forgets to open it still ends).
+    fn pass(&self) {
+        let mut gate = self.gate.lock().unwrap();
+        gate.entered += 1;
+        self.changed.notify_all();
+        let _ = self
+            .changed
+            .wait_timeout_while(gate, Duration::from_secs(30), |g| g.closed)
+            .unwrap();
+    }
+}
+
+impl LocationStore for GatedStore {
+    fn lookup(&self, actor: &ActorId) -> Result<Option<LocationRow>, StoreError> {
+        self.pass();
+        self.inner.lookup(actor)
+    }
+    fn create(&self, actor: &ActorId, owner: &OwnerClaim) -> Result<Created, StoreError> {
+        self.pass();
+        self.inner.create(actor, owner)
+    }
+    fn compare_and_set(
+        &self,
+        actor: &ActorId,
+        expected: RowVersion,
+        relocation: RelocationId,
+        new_owner: &OwnerClaim,
+    ) -> Result<CasOutcome, StoreError> {
+        self.inner
+            .compare_and_set(actor, expected, relocation, new_owner)
+    }
+    fn abort_relocation(
+        &self,
+        actor: &ActorId,
+        expected: RowVersion,
+        relocation: RelocationId,
+    ) -> Result<AbortOutcome, StoreError> {
+        self.inner.abort_relocation(actor, expected, relocation)
+    }
+    fn remove(&self, actor: &ActorId, expected: RowVersion) -> Result<RemoveOutcome, StoreError> {
+        self.inner.remove(actor, expected)
+    }
+    fn acquire_lease(
+        &self,
+        node: NodeRid,
+        node_generation: NodeGeneration,
+        mesh: &MeshName,
+    ) -> Result<OwnerLease, StoreError> {
+        self.inner.acquire_lease(node, node_generation, mesh)
+    }
+    fn renew_lease(&self, lease: &OwnerLease) -> Result<OwnerLease, StoreError> {
+        self.inner.renew_lease(lease)
+    }
+    fn release_lease(&self, lease: &OwnerLease) -> Result<(), StoreError> {
+        self.inner.release_lease(lease)
+    }
+    fn lease(&self, node: NodeRid) -> Result<Option<OwnerLease>, StoreError> {
+        self.inner.lease(node)
+    }
+    fn register_member(
+        &self,
+        lease: &OwnerLease,
+        address: std::net::SocketAddr,
+    ) -> Result<Member, StoreError> {
+        self.inner.register_member(lease, address)
+    }
+    fn members(&self, mesh: &MeshName) -> Result<Vec<Member>, StoreError> {
+        self.inner.members(mesh)
+    }
+    fn now(&self) -> zlink::core::time::Instant {
+        self.inner.now()
+    }
+}
+
+#[test]
+fn a_login_waiting_on_a_hung_store_stalls_no_relay_of_its_shard() {
+    // Given one shard, and player "a" bound to an established session,
+    let store = Arc::new(CountingStore::new(GatedStore::new()));
+    let game = start_node(1, Arc::clone(&store), GameOptions::default(), &[]);
+    let mut established = login(&game, "a");
+    // when the store stops answering and a second login waits on it,
+    store.inner().close();
+    let waiting_login = {
+        let mut client = game.client();
+        std::thread::spawn(move || client.request(LOGIN, Bytes::from_static(b"b"), WAIT))
+    };
+    store.inner().wait_entered(1);
+    // then the established session's relays are answered while the store
+    // still hangs (the gate opens only after them),
+    for n in 1..=20u32 {
+        let reply = established
+            .request(COUNT, payload("a", "count"), WAIT)
+            .expect("a relay answered while a login waits on the store");
+        assert_eq!(reply, Bytes::from(n.to_string()));
+    }
+    // and once the store answers, the waiting login completes.
+    store.inner().open();
+    let reply = waiting_login
+        .join()
+        .unwrap()
+        .expect("the login completes once the store answers");
+    assert_eq!(reply, Bytes::from_static(b"bound"));
+}
