@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use node_support::*;
 use redis_support::{Mode, RedisServer};
-use zlink::client::{Client, ClientError};
+use zlink::client::{Client, ClientError, ClientEvent};
 use zlink::ids::PacketKey;
 
 /// The lobby game's keys (src/bin/lobby/game.rs).
@@ -573,4 +573,34 @@ fn a_start_that_meets_a_live_predecessor_lease_waits_it_out() {
     );
     let (report, _) = mesh.node(1).terminate();
     eprintln!("{report}");
+}
+
+#[test]
+fn a_node_paused_past_its_lease_closes_its_sessions_and_exits_3() {
+    let redis = RedisServer::start(Mode::Volatile);
+    // A 3 s lease (node_support's LEASE_TERM_MS), renewed every 200 ms.
+    let mut mesh = Mesh::start(&redis, "paused", 1, LEASE_TERM_MS);
+    // Given a node with a player logged in and moving,
+    let mut client = session(&mut mesh, "z", 1, 1);
+    assert_eq!(step(&mut client, "z").unwrap(), 1);
+    // when the process is frozen (SIGSTOP) past its lease and then goes on,
+    mesh.node(1).freeze(true);
+    std::thread::sleep(Duration::from_millis(LEASE_TERM_MS + 1_000));
+    mesh.node(1).freeze(false);
+    // then it says its lease lapsed (§5: the lifecycle is dead to the mesh),
+    mesh.node(1).wait_line_anywhere("the owner lease lapsed");
+    // its session is closed (not left open with every request failing),
+    let closed = loop {
+        match client.next_event(WAIT) {
+            Ok(Some(ClientEvent::Closed(reason))) => break format!("{reason:?}"),
+            Ok(Some(_)) => continue,
+            Ok(None) => panic!("the session stayed open after the lease lapsed"),
+            Err(error) => break format!("{error}"),
+        }
+    };
+    // and it exits with the lapsed-lease code, so a supervisor restarts it
+    // as a new lifecycle (docs/store.md).
+    let status = mesh.node(1).wait_exit();
+    eprintln!("paused past its lease: session closed ({closed}), exit {status}");
+    assert_eq!(status.code(), Some(3), "exit status after the lease lapsed");
 }

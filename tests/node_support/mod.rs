@@ -406,6 +406,34 @@ impl NodeProcess {
         }
     }
 
+    /// SIGSTOP (`true`) or SIGCONT (`false`): the process freezes, or goes on.
+    pub fn freeze(&mut self, frozen: bool) {
+        let child = self.child.as_ref().expect("the node is running");
+        let pid = libc::pid_t::try_from(child.id()).expect("a pid");
+        let signal = if frozen { libc::SIGSTOP } else { libc::SIGCONT };
+        // SAFETY: kill(2) with a valid signal number only sends a signal to
+        // the child this test started and still owns (not yet waited for).
+        let rc = unsafe { libc::kill(pid, signal) };
+        assert_eq!(rc, 0, "signal {signal} to node {}", self.rid);
+    }
+
+    /// Waits (bounded) for the process to exit on its own; its status.
+    pub fn wait_exit(&mut self) -> ExitStatus {
+        let mut child = self.child.take().expect("the node is running");
+        let pid = child.id();
+        let (tx, done) = channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(child.wait());
+        });
+        match done.recv_timeout(WAIT) {
+            Ok(status) => status.expect("the node is waited for"),
+            Err(_) => {
+                sigkill(pid);
+                panic!("node {} did not exit within {WAIT:?}", self.rid);
+            }
+        }
+    }
+
     /// SIGTERM, then waits for the stop report and the exit; returns the
     /// report line and the exit status.
     pub fn terminate(&mut self) -> (String, ExitStatus) {
