@@ -376,6 +376,53 @@ fn core_relocation_cas_failure_after_relay_ready_never_reopens_the_source() {
 }
 
 #[test]
+fn core_relocation_a_cas_whose_outcome_is_unknown_is_made_again_and_the_instance_kept() {
+    // Given a relocation past relay-ready whose target CAS cannot reach the
+    // store (its outcome unknown: issue 19 item 3),
+    let (mut mesh, _, source, target, a) = three_nodes();
+    mesh.set_store(StoreBehavior::Down);
+    let relocation = relocate(&mut mesh, source, "a", target);
+    let cas_ops = |mesh: &Mesh| {
+        store_ops(mesh)
+            .iter()
+            .filter(|(_, op, _)| matches!(op, StoreOp::TakeAuthority { .. }))
+            .count()
+    };
+    assert_eq!(cas_ops(&mesh), 1);
+    // then the target neither serves nor drops the handed-over instance: no
+    // 65, no completion at the source, nothing hosted, the state kept,
+    assert_eq!(commands(&mesh, target, source), vec![61]);
+    assert_eq!(finished(&mesh, source, relocation), None);
+    assert_eq!(
+        mesh.node(target).core().actor_owner().actor_ref(&a.id),
+        None
+    );
+    assert_eq!(count(&mesh, target, FlowTrace::RelocationStoreRetry), 1);
+    // and makes the CAS again after the store retry interval, never sooner,
+    mesh.advance(Duration::from_millis(200) - MICRO);
+    assert_eq!(cas_ops(&mesh), 1);
+    mesh.advance(MICRO);
+    assert_eq!(cas_ops(&mesh), 2);
+    assert_eq!(count(&mesh, target, FlowTrace::RelocationStoreRetry), 2);
+    // until the store answers: the move commits at the target, with the
+    // incarnation it was handed.
+    mesh.set_store(StoreBehavior::Immediate);
+    mesh.advance(Duration::from_millis(200));
+    mesh.run();
+    assert_eq!(cas_ops(&mesh), 3);
+    let moved = mesh
+        .node(target)
+        .core()
+        .actor_owner()
+        .actor_ref(&a.id)
+        .expect("the target hosts the Actor once the CAS swapped");
+    assert_eq!(moved.generation, a.generation);
+    assert_eq!(commands(&mesh, target, source), vec![61, 65]);
+    assert!(matches!(finished(&mesh, source, relocation), Some(Ok(_))));
+    assert_eq!(count(&mesh, source, FlowTrace::RelocationFailed), 0);
+}
+
+#[test]
 fn core_relocation_late_target_cas_after_a_durable_abort_fails() {
     // Given a target that restores slowly and never hears the 64.
     let (mut mesh, _, source, target, a) = three_nodes();

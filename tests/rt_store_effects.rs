@@ -16,6 +16,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use runtime_support::*;
+use zlink::api::RelocateTo;
+use zlink::core::trace::FlowTrace;
 use zlink::ids::{ActorId, MeshName, NodeGeneration, NodeRid, RelocationId};
 use zlink::store::{
     AbortOutcome, CasOutcome, CountingStore, Created, EmbeddedStore, LocationRow, LocationStore,
@@ -34,6 +36,17 @@ struct GatedStore {
 struct Gate {
     closed: bool,
     entered: usize,
+    /// Faults for the next compare-and-sets, in order.
+    cas_faults: std::collections::VecDeque<CasFault>,
+}
+
+/// How one compare-and-set fails, as a hung or dropped Redis makes it.
+#[derive(Clone, Copy, Debug)]
+enum CasFault {
+    /// The store never got it: `Unavailable`, nothing applied.
+    Unreachable,
+    /// Applied, and its answer lost on the way back: `Unavailable`.
+    LoseReply,
 }
 
 impl GatedStore {
@@ -47,6 +60,10 @@ impl GatedStore {
 
     fn close(&self) {
         self.gate.lock().unwrap().closed = true;
+    }
+
+    fn fail_next_cas(&self, fault: CasFault) {
+        self.gate.lock().unwrap().cas_faults.push_back(fault);
     }
 
     fn open(&self) {
@@ -97,8 +114,23 @@ impl LocationStore for GatedStore {
         relocation: RelocationId,
         new_owner: &OwnerClaim,
     ) -> Result<CasOutcome, StoreError> {
-        self.inner
-            .compare_and_set(actor, expected, relocation, new_owner)
+        let fault = self.gate.lock().unwrap().cas_faults.pop_front();
+        let lost = || {
+            Err(StoreError::Unavailable(
+                "injected: the answer was lost".into(),
+            ))
+        };
+        match fault {
+            None => self
+                .inner
+                .compare_and_set(actor, expected, relocation, new_owner),
+            Some(CasFault::Unreachable) => lost(),
+            Some(CasFault::LoseReply) => {
+                self.inner
+                    .compare_and_set(actor, expected, relocation, new_owner)?;
+                lost()
+            }
+        }
     }
     fn abort_relocation(
         &self,
@@ -171,4 +203,65 @@ fn a_login_waiting_on_a_hung_store_stalls_no_relay_of_its_shard() {
         .unwrap()
         .expect("the login completes once the store answers");
     assert_eq!(reply, Bytes::from_static(b"bound"));
+}
+
+/// Two nodes on one gated store, linked; node 1's clients log in there.
+fn two_nodes() -> (
+    Arc<CountingStore<GatedStore>>,
+    Game<GatedStore>,
+    Game<GatedStore>,
+) {
+    let store = Arc::new(CountingStore::new(GatedStore::new()));
+    let second = start_node(2, Arc::clone(&store), GameOptions::default(), &[]);
+    let peers = [(2, second.node.peer_addr().unwrap())];
+    let first = start_node(1, Arc::clone(&store), GameOptions::default(), &peers);
+    assert!(first.node.wait_linked(2, WAIT), "link 1 -> 2");
+    assert!(second.node.wait_linked(1, WAIT), "link 2 -> 1");
+    (store, first, second)
+}
+
+/// A move whose CAS fails with `fault` once still ends with the player
+/// served at the target, with its state, over the session it had (issue
+/// 19 item 3): the target makes the CAS again rather than drop the only
+/// instance, and a CAS it already won counts as won.
+fn a_move_survives_a_cas_whose_outcome_was_unknown(fault: CasFault) {
+    let (store, first, second) = two_nodes();
+    // Given player "p" on node 1, bound from a session there, with state,
+    let mut client = login(&first, "p");
+    let count = |client: &mut zlink::client::Client| {
+        client
+            .request(COUNT, payload("p", "count"), WAIT)
+            .expect("a relay to p is answered")
+    };
+    assert_eq!(count(&mut client), Bytes::from_static(b"1"));
+    // when it moves to node 2 and the target's first CAS fails so,
+    store.inner().fail_next_cas(fault);
+    first
+        .node
+        .relocate(&id("p"), RelocateTo::Node(2))
+        .unwrap_or_else(|e| panic!("{fault:?}: the move ended {e}"));
+    // then it is hosted at node 2 alone, keeps its state, and the session
+    // reaches it there; a login from node 2 binds the same incarnation.
+    assert_eq!(
+        (first.node.actor_count(), second.node.actor_count()),
+        (0, 1)
+    );
+    assert_eq!(count(&mut client), Bytes::from_static(b"2"));
+    let mut again = login(&second, "p");
+    assert_eq!(count(&mut again), Bytes::from_static(b"3"));
+    let retried = second
+        .node
+        .flow_counters()
+        .get(FlowTrace::RelocationStoreRetry);
+    assert_eq!(retried, 1, "{fault:?}: the target retried its CAS once");
+}
+
+#[test]
+fn a_move_whose_cas_never_reached_the_store_commits_on_the_retry() {
+    a_move_survives_a_cas_whose_outcome_was_unknown(CasFault::Unreachable);
+}
+
+#[test]
+fn a_move_whose_cas_answer_was_lost_commits_as_the_cas_it_was() {
+    a_move_survives_a_cas_whose_outcome_was_unknown(CasFault::LoseReply);
 }

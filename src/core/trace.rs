@@ -103,7 +103,8 @@ flow_trace! {
     /// A relocation record or answer (43, 60–65, a proxied reply, a runtime
     /// answer) that names no relocation in that state: late or duplicate, ignored.
     RelocationRecordStale => "relocation_record_stale", warn;
-    /// §8.1: the durable abort could not reach the Location Store; retried.
+    /// §8.1: the durable abort, or the target's CAS, could not reach the
+    /// Location Store (its outcome unknown); retried.
     RelocationStoreRetry => "relocation_store_retry", warn;
     /// §1, L6: a create found the store row naming this node for an
     /// incarnation it no longer hosts (lost after relay-ready): the row was

@@ -255,6 +255,8 @@ pub enum RelocationTimer {
     FinishWait(RelocationId),
     /// Retry the durable abort.
     AbortRetry(RelocationId),
+    /// Make the target's CAS again: its outcome was unknown.
+    CasRetry(RelocationId),
     /// §8.1: 1,000 ms after the target's relay-ready reply.
     CutoverFallback(RelocationId),
     /// A committed handoff stops accepting late ingress hold items.
@@ -431,6 +433,7 @@ impl Relocations<'_> {
             RelocationTimer::PrepareReply(id) => self.on_prepare_deadline(id),
             RelocationTimer::FinishWait(id) => self.on_finish_deadline(id),
             RelocationTimer::AbortRetry(id) => self.on_abort_retry(id),
+            RelocationTimer::CasRetry(id) => self.on_cas_retry(id),
             RelocationTimer::CutoverFallback(id) => self.on_cutover_fallback(id),
             RelocationTimer::TargetLinger(id) => self.on_target_linger(id),
             RelocationTimer::ProxyDeadline(id) => {

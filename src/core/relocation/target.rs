@@ -54,10 +54,22 @@ pub(super) struct TargetHandoff {
 
 #[derive(Debug)]
 enum TargetPhase {
-    Restoring { request: RequestId },
-    Ready { fallback: TimerKey },
+    Restoring {
+        request: RequestId,
+    },
+    Ready {
+        fallback: TimerKey,
+    },
     Committing,
-    Committed { linger: TimerKey },
+    /// The CAS's outcome is unknown (the store could not be reached or its
+    /// answer was lost): the CAS is made again at `retry`. Meanwhile the
+    /// restored instance is kept, neither served nor dropped: past
+    /// relay-ready it is the only one (issue 19 item 3, docs/relocation.md
+    /// "An unknown CAS outcome").
+    CasRetry,
+    Committed {
+        linger: TimerKey,
+    },
 }
 
 impl TargetHandoff {
@@ -279,6 +291,12 @@ impl Relocations<'_> {
             Ok(CasAnswer::Conflict) => Reason::StaleAuthority.into(),
             Ok(CasAnswer::Absent) => Reason::StaleLocation.into(),
             Ok(CasAnswer::RelocationAborted) => Reason::RelocationAborted.into(),
+            // Unknown: the CAS may or may not have been applied. Only the
+            // store decides authority (§8.1), so it is asked again; the
+            // runtime answers a CAS this lifecycle already won as swapped.
+            Err(error) if error.reason() == Reason::StoreUnavailable => {
+                return self.retry_cas(handoff);
+            }
             Err(error) => error,
         };
         // L6: no 44 (the session owner's seal timeout cleans up); the
@@ -289,6 +307,32 @@ impl Relocations<'_> {
         self.answer_queue(&handoff, error);
         self.discard(handoff);
         self.send_finished(source, relocation, &actor, Err(error));
+    }
+
+    /// An unknown CAS outcome: the CAS is made again after the store retry
+    /// interval, never sooner, for as long as the store cannot answer. The
+    /// handoff is kept as it is: its queue keeps taking ingress hold items,
+    /// and nothing of it runs until the store decides.
+    fn retry_cas(&mut self, mut handoff: TargetHandoff) {
+        self.fx.trace(FlowTrace::RelocationStoreRetry);
+        let retry_after = self.state.config.store_retry;
+        let relocation = handoff.relocation;
+        // Nothing cancels it: the handoff leaves this phase only by it.
+        let _ = self.arm(retry_after, RelocationTimer::CasRetry(relocation));
+        handoff.phase = TargetPhase::CasRetry;
+        self.state.targets.insert(relocation, handoff);
+    }
+
+    /// The CAS retry interval passed: the CAS again.
+    pub(super) fn on_cas_retry(&mut self, relocation: RelocationId) {
+        let waiting = self
+            .state
+            .targets
+            .get(&relocation)
+            .is_some_and(|h| matches!(h.phase, TargetPhase::CasRetry));
+        if waiting {
+            self.take_authority(relocation);
+        }
     }
 
     /// 64: the coordinator confirmed a durable abort; drop what was
@@ -314,7 +358,7 @@ impl Relocations<'_> {
                     self.discard(handoff);
                 }
             }
-            TargetPhase::Committing | TargetPhase::Committed { .. } => {
+            TargetPhase::Committing | TargetPhase::CasRetry | TargetPhase::Committed { .. } => {
                 self.fx.trace(FlowTrace::RelocationRecordStale)
             }
         }
