@@ -37,6 +37,15 @@ impl ConnId {
     pub(super) fn generation(self) -> u32 {
         self.generation
     }
+
+    /// A made-up id, for unit tests of the layers above.
+    #[cfg(test)]
+    pub(crate) fn for_tests(slot: u32) -> Self {
+        Self {
+            slot,
+            generation: 0,
+        }
+    }
 }
 
 /// One listening socket of a reactor.

@@ -213,6 +213,11 @@ impl Acceptor {
         ))
     }
 
+    /// The identity the Hello claimed, not yet proved: for log lines only.
+    pub fn claimed(&self) -> &LinkIdentity {
+        &self.peer
+    }
+
     /// Checks the Proof; returns the authenticated peer.
     pub fn on_proof(self, frame: LinkFrame) -> Result<LinkIdentity, HandshakeError> {
         let LinkFrame::Proof { proof: theirs } = frame else {

@@ -43,6 +43,11 @@ use crate::wire::DecodeLimits;
 
 const BACKOFF_MIN: Duration = Duration::from_millis(50);
 const BACKOFF_MAX: Duration = Duration::from_secs(2);
+/// A link that stayed up this long was healthy: its next dial after it
+/// breaks starts again from `BACKOFF_MIN`. One that broke sooner (a peer
+/// that accepts the handshake and then drops the link, a lifecycle it
+/// refuses) keeps backing off, so no pair of nodes cycles at the minimum.
+const STABLE_UP: Duration = Duration::from_secs(1);
 
 /// How a node joins its meshes.
 #[derive(Clone, Debug)]
@@ -155,10 +160,65 @@ struct Dial {
     conn: Option<ConnId>,
     next_at: StdInstant,
     backoff: Duration,
+    /// When the dialled link came up, while it is up.
+    up_since: Option<StdInstant>,
+}
+
+impl Dial {
+    /// Schedules the next dial: after the current backoff with jitter (a
+    /// uniform draw between its half and all of it, so that nodes that lost
+    /// one another together do not redial in step), then doubles the
+    /// backoff, up to `BACKOFF_MAX`.
+    fn back_off(&mut self, now: StdInstant) {
+        let mut draw = [0u8; 4];
+        // Without randomness the full backoff is used: still bounded.
+        let fraction = match getrandom::fill(&mut draw) {
+            Ok(()) => f64::from(u32::from_le_bytes(draw)) / f64::from(u32::MAX),
+            Err(_) => 1.0,
+        };
+        self.next_at = now + self.backoff.mul_f64(0.5 + fraction / 2.0);
+        self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
+    }
+}
+
+/// At most this many handshake warnings a second (see `Links::fail`).
+const WARN_BURST: u32 = 10;
+
+/// A per-second budget for warnings a peer can trigger.
+struct WarnBudget {
+    window: StdInstant,
+    used: u32,
+    suppressed: u64,
+}
+
+impl WarnBudget {
+    fn new() -> Self {
+        Self {
+            window: StdInstant::now(),
+            used: 0,
+            suppressed: 0,
+        }
+    }
+
+    /// `Some(suppressed since the last one)` when a warning may be logged.
+    fn admit(&mut self, now: StdInstant) -> Option<u64> {
+        if now.duration_since(self.window) >= Duration::from_secs(1) {
+            self.window = now;
+            self.used = 0;
+        }
+        if self.used >= WARN_BURST {
+            self.suppressed += 1;
+            return None;
+        }
+        self.used += 1;
+        Some(std::mem::take(&mut self.suppressed))
+    }
 }
 
 /// The links of one shard.
 pub(crate) struct Links {
+    /// The handshake warnings' budget.
+    warnings: WarnBudget,
     config: Option<LinkConfig>,
     limits: DecodeLimits,
     links: HashMap<ConnId, Phase>,
@@ -198,9 +258,11 @@ impl Links {
                 conn: None,
                 next_at: now,
                 backoff: BACKOFF_MIN,
+                up_since: None,
             })
             .collect();
         Self {
+            warnings: WarnBudget::new(),
             config,
             limits,
             links: HashMap::new(),
@@ -266,6 +328,7 @@ impl Links {
                     conn: None,
                     next_at: now,
                     backoff: BACKOFF_MIN,
+                    up_since: None,
                 }),
             }
         }
@@ -332,8 +395,7 @@ impl Links {
                 }
                 Err(error) => {
                     tracing::debug!(peer = %dial.rid, %error, "dial failed");
-                    dial.next_at = now + dial.backoff;
-                    dial.backoff = (dial.backoff * 2).min(BACKOFF_MAX);
+                    dial.back_off(now);
                 }
             }
         }
@@ -376,8 +438,10 @@ impl Links {
         for dial in &mut self.dials {
             if dial.conn == Some(conn) {
                 dial.conn = None;
-                dial.next_at = now + dial.backoff;
-                dial.backoff = (dial.backoff * 2).min(BACKOFF_MAX);
+                if dial.up_since.take().is_some_and(|up| now - up >= STABLE_UP) {
+                    dial.backoff = BACKOFF_MIN;
+                }
+                dial.back_off(now);
             }
         }
     }
@@ -411,7 +475,8 @@ impl Links {
                     return;
                 }
                 Err(error) => {
-                    self.fail(reactor, core, conn, &error.to_string());
+                    let peer = self.phase_peer(conn, &phase);
+                    self.fail(reactor, core, conn, peer, &error.to_string());
                     return;
                 }
             };
@@ -434,6 +499,10 @@ impl Links {
             reactor.abort(conn);
             return false;
         };
+        let peer = match (&phase, &frame) {
+            (Phase::AwaitHello, LinkFrame::Hello { identity, .. }) => Some(identity.rid),
+            _ => self.phase_peer(conn, &phase),
+        };
         match phase {
             Phase::AwaitHello => {
                 // The secret of the mesh the Hello names: a link is
@@ -448,6 +517,7 @@ impl Links {
                         reactor,
                         core,
                         conn,
+                        peer,
                         "the Hello names a mesh this node is not in",
                     );
                     return false;
@@ -461,7 +531,7 @@ impl Links {
                         true
                     }
                     Err(error) => {
-                        self.fail(reactor, core, conn, &error.to_string());
+                        self.fail(reactor, core, conn, peer, &error.to_string());
                         false
                     }
                 }
@@ -474,28 +544,57 @@ impl Links {
                     self.link_up(reactor, core, conn, peer)
                 }
                 Err(error) => {
-                    self.fail(reactor, core, conn, &error.to_string());
+                    self.fail(reactor, core, conn, peer, &error.to_string());
                     false
                 }
             },
             Phase::AwaitProof(acceptor) => match acceptor.on_proof(frame) {
                 Ok(peer) => self.link_up(reactor, core, conn, peer),
                 Err(error) => {
-                    self.fail(reactor, core, conn, &error.to_string());
+                    self.fail(reactor, core, conn, peer, &error.to_string());
                     false
                 }
             },
             Phase::Connecting | Phase::Up(..) => {
-                self.fail(reactor, core, conn, "handshake frame out of order");
+                self.fail(reactor, core, conn, peer, "handshake frame out of order");
                 false
             }
         }
     }
 
-    fn fail(&mut self, reactor: &mut Reactor, core: &mut ShardCore, conn: ConnId, why: &str) {
-        tracing::warn!(?conn, why, "link handshake failed");
+    /// A handshake failed: the connection is aborted and counted, and a
+    /// warning names the peer (as far as it is known: the dialled one, or
+    /// the one a Hello claimed) — at most `WARN_BURST` a second, since any
+    /// process that reaches the peer port can trigger it; the rest are
+    /// counted (`link_handshake_failed`) and summed in the next line.
+    fn fail(
+        &mut self,
+        reactor: &mut Reactor,
+        core: &mut ShardCore,
+        conn: ConnId,
+        peer: Option<NodeRid>,
+        why: &str,
+    ) {
         core.trace(FlowTrace::LinkHandshakeFailed);
         reactor.abort(conn);
+        if let Some(suppressed) = self.warnings.admit(StdInstant::now()) {
+            let peer = peer.map_or_else(|| "unknown".to_owned(), |rid| rid.to_string());
+            tracing::warn!(%peer, ?conn, why, suppressed, "link handshake failed");
+        }
+    }
+
+    /// The peer a connection in `phase` is with, as far as it is known.
+    fn phase_peer(&self, conn: ConnId, phase: &Phase) -> Option<NodeRid> {
+        match phase {
+            Phase::Up(peer, _) => Some(peer.rid),
+            Phase::AwaitProof(acceptor) => Some(acceptor.claimed().rid),
+            Phase::AwaitWelcome(_) | Phase::Connecting => self
+                .dials
+                .iter()
+                .find(|d| d.conn == Some(conn))
+                .map(|d| d.rid),
+            Phase::AwaitHello => None,
+        }
     }
 
     /// The handshake succeeded. A link from an older NodeGeneration of the
@@ -524,7 +623,7 @@ impl Links {
                 "peer already in another mesh of this node than {}",
                 identity.mesh
             );
-            self.fail(reactor, core, conn, &why);
+            self.fail(reactor, core, conn, Some(peer.rid), &why);
             return false;
         }
         if self.is_dead(peer.rid, peer.generation) {
@@ -549,7 +648,7 @@ impl Links {
         self.up.insert(peer.rid, (conn, peer));
         for dial in &mut self.dials {
             if dial.conn == Some(conn) {
-                dial.backoff = BACKOFF_MIN;
+                dial.up_since = Some(StdInstant::now());
             }
         }
         self.status.set(peer.rid, Some(mesh == 0));
@@ -664,5 +763,77 @@ fn refusal((command, request): (Command, RequestId), reason: Reason) -> NodeReco
             request,
             outcome: Err(error),
         })),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dial() -> Dial {
+        Dial {
+            rid: NodeRid(2),
+            addr: "127.0.0.1:1".parse().unwrap(),
+            mesh: 0,
+            conn: None,
+            next_at: StdInstant::now(),
+            backoff: BACKOFF_MIN,
+            up_since: None,
+        }
+    }
+
+    #[test]
+    fn redials_back_off_with_jitter_doubling_up_to_the_cap() {
+        let mut dial = dial();
+        let now = StdInstant::now();
+        let mut expected = BACKOFF_MIN;
+        for _ in 0..10 {
+            dial.back_off(now);
+            let wait = dial.next_at - now;
+            assert!(
+                wait >= expected / 2 && wait <= expected,
+                "{wait:?} for {expected:?}"
+            );
+            expected = (expected * 2).min(BACKOFF_MAX);
+            assert_eq!(dial.backoff, expected);
+        }
+        assert_eq!(dial.backoff, BACKOFF_MAX);
+    }
+
+    #[test]
+    fn only_a_link_that_stayed_up_resets_the_backoff() {
+        let mut links = Links::new(None, DecodeLimits::default(), Arc::default());
+        let conn = ConnId::for_tests(7);
+        let mut short = dial();
+        short.backoff = BACKOFF_MAX;
+        short.conn = Some(conn);
+        short.up_since = Some(StdInstant::now());
+        links.dials.push(short);
+        links.closed(conn);
+        assert_eq!(
+            links.dials[0].backoff, BACKOFF_MAX,
+            "a link up for a moment"
+        );
+        let stable = StdInstant::now().checked_sub(STABLE_UP).unwrap();
+        links.dials[0].conn = Some(conn);
+        links.dials[0].up_since = Some(stable);
+        links.closed(conn);
+        assert_eq!(
+            links.dials[0].backoff,
+            BACKOFF_MIN * 2,
+            "a link up past STABLE_UP"
+        );
+    }
+
+    #[test]
+    fn peer_triggered_warnings_are_rate_limited_and_the_rest_counted() {
+        let mut budget = WarnBudget::new();
+        let start = StdInstant::now();
+        for _ in 0..WARN_BURST {
+            assert_eq!(budget.admit(start), Some(0));
+        }
+        assert_eq!(budget.admit(start), None);
+        assert_eq!(budget.admit(start), None);
+        assert_eq!(budget.admit(start + Duration::from_secs(1)), Some(2));
     }
 }
