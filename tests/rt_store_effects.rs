@@ -24,8 +24,8 @@ use zlink::store::{
     Member, MonotonicClock, OwnerClaim, OwnerLease, RemoveOutcome, RowVersion, StoreError,
 };
 
-/// An embedded store whose create and look-up wait while its gate is
-/// closed, counting the calls that entered.
+/// An embedded store whose create, look-up and remove wait while its gate
+/// is closed, counting the calls that entered.
 struct GatedStore {
     inner: EmbeddedStore,
     gate: Mutex<Gate>,
@@ -141,6 +141,7 @@ impl LocationStore for GatedStore {
         self.inner.abort_relocation(actor, expected, relocation)
     }
     fn remove(&self, actor: &ActorId, expected: RowVersion) -> Result<RemoveOutcome, StoreError> {
+        self.pass();
         self.inner.remove(actor, expected)
     }
     fn acquire_lease(
@@ -264,4 +265,29 @@ fn a_move_whose_cas_never_reached_the_store_commits_on_the_retry() {
 #[test]
 fn a_move_whose_cas_answer_was_lost_commits_as_the_cas_it_was() {
     a_move_survives_a_cas_whose_outcome_was_unknown(CasFault::LoseReply);
+}
+
+#[test]
+fn an_actor_whose_row_removal_waits_on_the_store_does_not_start_a_move() {
+    let (store, first, _second) = two_nodes();
+    // Given player "d" hosted on node 1 (one gated call: its create),
+    let _client = login(&first, "d");
+    // when its destroy waits on a store that does not answer,
+    store.inner().close();
+    let destroyed = std::thread::scope(|scope| {
+        let destroy = scope.spawn(|| first.node.destroy_actor(&id("d")));
+        store.inner().wait_entered(2);
+        // then a move of it is refused at once (it is ending), not started
+        // beside a removal that would leave the moved Actor without a row,
+        let refused = first
+            .node
+            .relocate(&id("d"), RelocateTo::Node(2))
+            .expect_err("a move of an Actor being destroyed");
+        assert_eq!(refused.reason(), zlink::error::Reason::StaleLocation);
+        // and once the store answers, the destroy completes.
+        store.inner().open();
+        destroy.join().unwrap()
+    });
+    destroyed.expect("the destroy completes once the store answers");
+    assert_eq!(first.node.actor_count(), 0);
 }

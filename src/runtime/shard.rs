@@ -488,14 +488,29 @@ impl ShardState {
         &mut self,
         op: impl FnOnce(&dyn LocationStore) -> StoreAnswer + Send + 'static,
     ) -> Result<(), Error> {
+        self.store_effect_on(false, op)
+    }
+
+    /// [`Self::store_effect`] on the general lane, or on the lease lane
+    /// (`lease`: a lease round, which must not wait behind logins).
+    fn store_effect_on(
+        &mut self,
+        lease: bool,
+        op: impl FnOnce(&dyn LocationStore) -> StoreAnswer + Send + 'static,
+    ) -> Result<(), Error> {
         let Some(workers) = &self.node.store_workers else {
             return Err(Reason::StoreUnavailable.into());
         };
         let (router, shard) = (Arc::clone(&self.router), self.index);
-        let submitted = workers.submit(move |store| {
+        let job = move |store: &dyn LocationStore| {
             let answer = op(store);
             router.send(shard, ShardMsg::Store(answer));
-        });
+        };
+        let submitted = if lease {
+            workers.submit_lease(job)
+        } else {
+            workers.submit(job)
+        };
         submitted.map_err(|_| {
             self.core.trace(FlowTrace::StoreQueueFull);
             Error::new(Reason::StoreUnavailable)
@@ -554,7 +569,7 @@ impl ShardState {
         if lease.is_none() && register.is_none() {
             return;
         }
-        let asked = self.store_effect(move |store| {
+        let asked = self.store_effect_on(true, move |store| {
             let renewed = lease.as_ref().map(|lease| store.renew_lease(lease));
             let current = match &renewed {
                 Some(Ok(renewed)) => Some(renewed),

@@ -34,6 +34,10 @@ pub(crate) const WORKERS: usize = 4;
 /// Operations waiting for a worker, at most.
 pub(crate) const QUEUE_MAX: usize = 1024;
 
+/// Lease rounds waiting for the lease worker, at most (one is in flight
+/// at a time per node, so this is slack).
+const LEASE_QUEUE_MAX: usize = 4;
+
 /// One store operation, run on a worker thread; it sends its own answer.
 type StoreJob = Box<dyn FnOnce(&dyn LocationStore) + Send>;
 
@@ -45,6 +49,8 @@ pub(crate) struct QueueFull;
 /// jobs already queued are done.
 pub(crate) struct StoreWorkers {
     jobs: SyncSender<StoreJob>,
+    /// The lease rounds' own lane and worker (see [`StoreWorkers::submit_lease`]).
+    lease: SyncSender<StoreJob>,
 }
 
 impl StoreWorkers {
@@ -58,7 +64,26 @@ impl StoreWorkers {
                 .name(format!("zlink-{name}-store-{index}"))
                 .spawn(move || serve(store.as_ref(), &queue))?;
         }
-        Ok(Self { jobs })
+        let (lease, lease_queue) = sync_channel::<StoreJob>(LEASE_QUEUE_MAX);
+        let lease_queue = Mutex::new(lease_queue);
+        std::thread::Builder::new()
+            .name(format!("zlink-{name}-store-lease"))
+            .spawn(move || serve(store.as_ref(), &lease_queue))?;
+        Ok(Self { jobs, lease })
+    }
+
+    /// Queues a lease round on its own lane and worker, so that it never
+    /// waits behind a storm of logins queued against a slow store: their
+    /// call timeouts, one after another, could otherwise outlast the lease
+    /// (§5) and fence a node whose store came back long before.
+    pub(crate) fn submit_lease(
+        &self,
+        job: impl FnOnce(&dyn LocationStore) + Send + 'static,
+    ) -> Result<(), QueueFull> {
+        match self.lease.try_send(Box::new(job)) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => Err(QueueFull),
+        }
     }
 
     /// Queues `job` without waiting; a full queue refuses it.

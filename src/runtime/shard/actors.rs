@@ -113,6 +113,9 @@ pub(super) struct ActorHost {
     pub(super) spots: HashMap<SpotId, UserSpot>,
     /// BindOrGets waiting on the store for an Actor, first asked first.
     pub(super) hosting: HashMap<ActorId, Vec<HostRequest>>,
+    /// Actors whose row removal is with the store (a destroy): no move
+    /// starts for them meanwhile, and no second destroy.
+    pub(super) destroying: foldhash::HashSet<ActorId>,
     /// Instances a relocation's target restored, waiting for the CAS
     /// (`RelocationEvent::Opened`) or a discard (§8.1).
     pub(super) restored: HashMap<ActorId, HostedActor>,
@@ -126,6 +129,7 @@ impl ActorHost {
             actors: HashMap::new(),
             spots: HashMap::new(),
             hosting: HashMap::new(),
+            destroying: foldhash::HashSet::default(),
             restored: HashMap::new(),
         }
     }
@@ -557,6 +561,10 @@ impl ShardState {
             let _ = reply.send(Err(Reason::RelocationSealed.into()));
             return;
         }
+        if self.host.destroying.contains(&id) {
+            let _ = reply.send(Err(Reason::StaleLocation.into()));
+            return;
+        }
         if self.node.store.is_none() {
             let _ = reply.send(self.forget(&id));
             return;
@@ -571,8 +579,13 @@ impl ShardState {
             id: for_store,
             reply: answer,
         });
-        if let Err(error) = asked {
-            let _ = reply.send(Err(error));
+        match asked {
+            Ok(()) => {
+                self.host.destroying.insert(id);
+            }
+            Err(error) => {
+                let _ = reply.send(Err(error));
+            }
         }
     }
 
@@ -583,6 +596,7 @@ impl ShardState {
         outcome: Result<(), StoreError>,
         reply: &std::sync::mpsc::Sender<Result<(), Error>>,
     ) {
+        self.host.destroying.remove(id);
         let outcome = outcome.map_err(Error::from).and_then(|()| self.forget(id));
         let _ = reply.send(outcome);
     }

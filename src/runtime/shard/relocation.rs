@@ -95,7 +95,13 @@ impl ShardState {
     /// The state envelope of a hosted Actor, or why it cannot move: a
     /// member of a User Spot moves only with its Spot (`with_spot`).
     fn relocation_envelope(&self, id: &ActorId, with_spot: bool) -> Result<Bytes, Error> {
-        let Some(hosted) = self.host.actors.get(id) else {
+        // An Actor whose row is being removed is ending: nothing to move.
+        let hosted = self
+            .host
+            .actors
+            .get(id)
+            .filter(|_| !self.host.destroying.contains(id));
+        let Some(hosted) = hosted else {
             return Err(Reason::StaleLocation.into());
         };
         let spot = match &hosted.user_spot {
