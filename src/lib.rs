@@ -26,4 +26,5 @@ pub mod net;
 mod runtime;
 pub mod sim;
 pub mod store;
+pub mod time;
 pub mod wire;

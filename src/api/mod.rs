@@ -49,16 +49,12 @@
 //! node.create_actor_in(&room, "player", &monster).unwrap();
 //! ```
 
-pub mod actor;
 mod builder;
-pub mod session;
-pub mod spot;
+pub use crate::runtime::app::{actor, session, spot};
+pub use crate::runtime::app::{NodeSettings, RelocationUnit, StartError};
 
 pub use crate::net::IoBackend;
 pub use actor::{Actor, ActorContext, ActorMessage};
-pub use builder::{
-    LeaseWatch, Mesh, Node, NodeBuilder, NodeSettings, ObjectRole, RelocateTo, RelocationUnit,
-    StartError,
-};
+pub use builder::{LeaseWatch, Mesh, Node, NodeBuilder, ObjectRole, RelocateTo};
 pub use session::{ActorHandle, LocationSnapshot, Packet, Session, SessionActor, SessionActors};
 pub use spot::{ExecutionMode, Spot, SpotHandle};

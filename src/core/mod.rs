@@ -11,7 +11,8 @@ pub mod lane;
 pub mod relocation;
 pub mod session;
 pub mod shard;
-pub mod time;
+/// Time as the core counts it (kept below the core and the store: both use it).
+pub use crate::time;
 pub mod timer;
 pub mod trace;
 

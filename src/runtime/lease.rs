@@ -8,8 +8,8 @@
 
 use std::time::Duration;
 
-use crate::api::StartError;
 use crate::ids::{MeshName, NodeGeneration, NodeRid};
+use crate::runtime::app::StartError;
 use crate::store::{LocationStore, OwnerLease, StoreError};
 
 /// How long past a predecessor's expiry a start tries again: the store's

@@ -15,6 +15,7 @@
 //! crashed predecessor's lease, and a clean stop removes the rows left and
 //! releases the lease once the shards stopped ([`lease`]).
 
+pub(crate) mod app;
 mod executor;
 pub(crate) mod lease;
 mod links;
@@ -33,10 +34,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 
-use crate::api::actor::Actor;
-use crate::api::session::{Packet, Session};
-use crate::api::spot::{ExecutionMode, Spot, SpotHandle};
-use crate::api::{NodeSettings, RelocationUnit, StartError};
 use crate::core::actor::ActorOwnerIdentity;
 use crate::core::relocation::RelocationConfig;
 use crate::core::session::{SessionOwnerConfig, SessionOwnerIdentity};
@@ -50,6 +47,10 @@ use crate::ids::{
     SessionOwnerId, SpotId,
 };
 use crate::net::{IoBackend, Reactor, ReactorConfig, ReactorError, ReactorWaker};
+use crate::runtime::app::actor::Actor;
+use crate::runtime::app::session::{Packet, Session};
+use crate::runtime::app::spot::{ExecutionMode, Spot, SpotHandle};
+use crate::runtime::app::{NodeSettings, RelocationUnit, StartError};
 use crate::store::{LocationStore, OwnerLease};
 
 use self::executor::{Executor, Unpark};

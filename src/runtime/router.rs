@@ -7,10 +7,10 @@
 use crossbeam_queue::SegQueue;
 
 use super::NodeCommand;
-use crate::api::spot::SpotHandle;
 use crate::error::Error;
 use crate::ids::{ActorId, ActorRef, NodeRid, Peer};
 use crate::net::ReactorWaker;
+use crate::runtime::app::spot::SpotHandle;
 use crate::wire::node::NodeRecord;
 
 /// The shard that owns every node link.

@@ -23,10 +23,13 @@
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::core::relocation::{AbortAnswer, CasAnswer};
+use crate::core::relocation::{AbortAnswer, CasAnswer, ExpectedOwner};
 use crate::error::Error;
 use crate::ids::{ActorId, RelocationId};
-use crate::store::{Created, LocationRow, LocationStore, Member, OwnerLease, StoreError};
+use crate::store::{
+    AbortOutcome, CasOutcome, Created, LocationRow, LocationStore, Member, OwnerLease, RowVersion,
+    StoreError,
+};
 
 /// Worker threads per node: operations in flight at once.
 pub(crate) const WORKERS: usize = 4;
@@ -164,6 +167,50 @@ pub(crate) enum StoreAnswer {
         renewed: Option<Result<OwnerLease, StoreError>>,
         listed: Option<Vec<Member>>,
     },
+}
+
+// The bridge between the two layers beside each other: the store knows
+// nothing of the relocation core and the core nothing of the store, so
+// their vocabularies meet here, in the runtime that carries one's effects
+// to the other.
+
+/// The relocation core's expectation is the row version (§8.1 "the
+/// expected source owner and generation").
+impl From<ExpectedOwner> for RowVersion {
+    fn from(expected: ExpectedOwner) -> Self {
+        RowVersion {
+            owner: expected.owner,
+            authority: expected.authority,
+        }
+    }
+}
+
+/// What the target's core needs of a CAS answer: the new authority owner
+/// generation, or which way it failed.
+impl From<CasOutcome> for CasAnswer {
+    fn from(outcome: CasOutcome) -> Self {
+        match outcome {
+            CasOutcome::Swapped(row) => CasAnswer::Swapped {
+                authority: row.location.authority,
+            },
+            CasOutcome::Conflict { .. } => CasAnswer::Conflict,
+            CasOutcome::Absent => CasAnswer::Absent,
+            CasOutcome::RelocationAborted => CasAnswer::RelocationAborted,
+        }
+    }
+}
+
+/// What the coordinator's core needs of a durable abort's answer.
+impl From<AbortOutcome> for AbortAnswer {
+    fn from(outcome: AbortOutcome) -> Self {
+        match outcome {
+            AbortOutcome::Aborted => AbortAnswer::Aborted,
+            AbortOutcome::Conflict { current } => AbortAnswer::Moved {
+                owner: current.location.owner,
+            },
+            AbortOutcome::Absent => AbortAnswer::Absent,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::core::time::Instant;
+use crate::time::Instant;
 
 /// A source of monotonic time for a store (§5 leases).
 pub trait Clock: Send + Sync {

@@ -13,8 +13,8 @@ use super::{
     AbortOutcome, CasOutcome, Created, LocationRow, LocationStore, Member, OwnerClaim, OwnerLease,
     RemoveOutcome, RowVersion, StoreError,
 };
-use crate::core::time::Instant;
 use crate::ids::{ActorId, MeshName, NodeGeneration, NodeRid, RelocationId};
+use crate::time::Instant;
 
 /// Wraps a store and counts every call to it, per operation.
 #[derive(Debug)]

@@ -20,11 +20,11 @@ use super::{
     AbortOutcome, CasOutcome, Clock, Created, LocationRow, LocationStore, Member, MonotonicClock,
     OwnerClaim, OwnerLease, RemoveOutcome, RowVersion, StoreError,
 };
-use crate::core::time::Instant;
 use crate::ids::{
     ActorId, ActorLocation, AuthorityOwnerGeneration, MeshName, NodeGeneration, NodeRid,
     ObjectGeneration, OwnerLeaseGeneration, RelocationId,
 };
+use crate::time::Instant;
 
 /// An in-process [`LocationStore`] for a mesh whose nodes share one process
 /// (the demo, the tests). Leases expire by the injected [`Clock`]: the

@@ -67,13 +67,12 @@ pub(crate) use guard::{assert_off_shard, mark_shard_thread};
 
 use std::net::SocketAddr;
 
-use crate::core::relocation::{AbortAnswer, CasAnswer, ExpectedOwner};
-use crate::core::time::Instant;
 use crate::error::{Error, Reason};
 use crate::ids::{
     ActorId, ActorLocation, ActorRef, AuthorityOwnerGeneration, MeshName, NodeGeneration, NodeRid,
     ObjectGeneration, OwnerLeaseGeneration, RelocationId,
 };
+use crate::time::Instant;
 
 /// The Location Store: the shared authority over Actor ownership and owner
 /// leases (§1, §5, §8.1).
@@ -476,45 +475,6 @@ pub enum StoreError {
         /// The newest generation the store has seen for the node.
         latest: NodeGeneration,
     },
-}
-
-/// The relocation core's expectation is the row version (§8.1 "the
-/// expected source owner and generation").
-impl From<ExpectedOwner> for RowVersion {
-    fn from(expected: ExpectedOwner) -> Self {
-        RowVersion {
-            owner: expected.owner,
-            authority: expected.authority,
-        }
-    }
-}
-
-/// What the target's core needs of a CAS answer: the new authority owner
-/// generation, or which way it failed.
-impl From<CasOutcome> for CasAnswer {
-    fn from(outcome: CasOutcome) -> Self {
-        match outcome {
-            CasOutcome::Swapped(row) => CasAnswer::Swapped {
-                authority: row.location.authority,
-            },
-            CasOutcome::Conflict { .. } => CasAnswer::Conflict,
-            CasOutcome::Absent => CasAnswer::Absent,
-            CasOutcome::RelocationAborted => CasAnswer::RelocationAborted,
-        }
-    }
-}
-
-/// What the coordinator's core needs of a durable abort's answer.
-impl From<AbortOutcome> for AbortAnswer {
-    fn from(outcome: AbortOutcome) -> Self {
-        match outcome {
-            AbortOutcome::Aborted => AbortAnswer::Aborted,
-            AbortOutcome::Conflict { current } => AbortAnswer::Moved {
-                owner: current.location.owner,
-            },
-            AbortOutcome::Absent => AbortAnswer::Absent,
-        }
-    }
 }
 
 impl From<StoreError> for Error {

@@ -57,11 +57,11 @@ use super::{
     AbortOutcome, CasOutcome, Clock, Created, LocationRow, LocationStore, Member, MonotonicClock,
     OwnerClaim, OwnerLease, RemoveOutcome, RowVersion, StoreError,
 };
-use crate::core::time::Instant;
 use crate::ids::{
     ActorId, ActorLocation, AuthorityOwnerGeneration, MeshName, NodeGeneration, NodeRid,
     ObjectGeneration, OwnerLeaseGeneration, RelocationId,
 };
+use crate::time::Instant;
 
 /// How many times a row script is run again for one operation: once per
 /// lease fact it asks for, and once to refresh the claimant's lease. More

@@ -27,12 +27,12 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use super::actors::{ActorLane, HostedActor};
 use super::ShardState;
-use crate::api::spot::ExecutionMode;
 use crate::core::actor::ActorEvent;
 use crate::core::lane::{LaneId, SpotState};
 use crate::core::relocation::{Capture, CasAnswer, RelocationEvent, StoreOp};
 use crate::error::{Error, Reason};
 use crate::ids::{ActorId, ActorRef, NodeRid, ObjectGeneration, RelocationId, SpotId};
+use crate::runtime::app::spot::ExecutionMode;
 use crate::runtime::store_effects::StoreAnswer;
 use crate::store::{AbortOutcome, CasOutcome, OwnerClaim};
 

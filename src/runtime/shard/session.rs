@@ -31,12 +31,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant as WallInstant};
 
 use super::{ShardHandle, ShardState};
-use crate::api::session::{Attributes, Dispatch, Packet, Session};
 use crate::core::lane::{LaneId, LaneRefusal, SessionClass, SessionState};
 use crate::core::session::{SessionEvent, Ticket};
 use crate::error::{Error, Reason};
 use crate::ids::{ActorId, Correlation, PacketKey, SessionRid};
 use crate::net::{CloseCause, ConnId};
+use crate::runtime::app::session::{Attributes, Dispatch, Packet, Session};
 use crate::runtime::executor::{completion, or_abort, Completer, Completion};
 use crate::runtime::PacketHandler;
 use crate::wire::client::{ClientFrame, CloseReason};

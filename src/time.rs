@@ -1,4 +1,4 @@
-//! Time as the core sees it: a value passed in, never read from a clock.
+//! Time as the core and the Location Store see it: a value passed in, never read from a clock.
 //!
 //! [`Instant`] counts microseconds from an origin the caller chooses (the
 //! runtime: its start; the simulator: zero). Inputs never go backwards in

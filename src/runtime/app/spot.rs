@@ -19,10 +19,10 @@
 //! any node routes a record to them by the ActorId alone
 //! (docs/threading.md "Placement").
 //!
-//! [`NodeBuilder::actor_type`]: super::NodeBuilder::actor_type
-//! [`NodeBuilder::spot_kind`]: super::NodeBuilder::spot_kind
-//! [`Node::create_spot`]: super::Node::create_spot
-//! [`Node::create_actor_in`]: super::Node::create_actor_in
+//! [`NodeBuilder::actor_type`]: crate::api::NodeBuilder::actor_type
+//! [`NodeBuilder::spot_kind`]: crate::api::NodeBuilder::spot_kind
+//! [`Node::create_spot`]: crate::api::Node::create_spot
+//! [`Node::create_actor_in`]: crate::api::Node::create_actor_in
 
 use std::sync::Arc;
 
@@ -57,8 +57,8 @@ pub enum ExecutionMode {
 /// [`Node::create_actor_in`] to create Actors into it. Cheap to clone and
 /// `Send`, so the application may keep it where its game logic needs it.
 ///
-/// [`Node::create_spot`]: super::Node::create_spot
-/// [`Node::create_actor_in`]: super::Node::create_actor_in
+/// [`Node::create_spot`]: crate::api::Node::create_spot
+/// [`Node::create_actor_in`]: crate::api::Node::create_actor_in
 #[derive(Clone)]
 pub struct SpotHandle {
     pub(crate) id: SpotId,

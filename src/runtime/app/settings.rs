@@ -1,0 +1,174 @@
+//! What an application hands the runtime besides its callbacks: the node's
+//! settings, and the vocabulary of start failures and relocation units.
+//! They live in the runtime, which reads them; `api` re-exports them.
+
+use std::time::Duration;
+
+use crate::core::lane::{ActorDeliveryLane, LaneEngine};
+use crate::core::relocation::RelocationConfig;
+use crate::error::{Error, Reason};
+use crate::ids::{ActorId, PacketKey, SpotId};
+use crate::net::IoBackend;
+use crate::wire::DecodeLimits;
+
+/// Settings of a node, with the spec's defaults where it gives one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeSettings {
+    /// §6 SessionReplacementCallbackTimeout (default 30,000 ms).
+    pub replacement_callback_timeout: Duration,
+    /// §8.1 SessionRelocationSealTimeout (default 3,000 ms).
+    pub relocation_seal_timeout: Duration,
+    /// §7 lifecycle deadline (default 5,000 ms): how long a disconnect
+    /// notification waits for `on_disconnect_actor`, and how long each
+    /// session callback still running after its connection ended (the
+    /// session's `on_disconnect` included) may take before it is dropped.
+    pub disconnect_deadline: Duration,
+    /// Deadline of a bind request (default 5,000 ms).
+    pub bind_timeout: Duration,
+    /// §6 the send timeout of record 51 (default 5,000 ms): a
+    /// boundSessionReplaced offered to a full link (its unsent bytes at
+    /// `outbound_max`) waits for admission this long, then ends with
+    /// DeadlineExceeded (`replaced_notice_deadline_exceeded`, dropped, no
+    /// retry). It never delays the bind terminal (docs/threading.md
+    /// "Settings").
+    pub send_timeout: Duration,
+    /// Deadline of a relayed request (default 5,000 ms).
+    pub relay_deadline: Duration,
+    /// Bytes a client's outbound queue may hold before it is disconnected;
+    /// a node link's unsent bytes at this bound make the link full, so that
+    /// a 51 waits for admission (`send_timeout`, §6).
+    pub outbound_max: usize,
+    /// Sessions the node holds at most, over all its shards (default
+    /// `usize::MAX`: no limit). A STREAM connection accepted beyond it is
+    /// closed at once with `CloseReason::SessionLimit` and counted
+    /// (`session_limit_refused`); a session counts from its accept until it
+    /// ended (its disconnect procedure done, §7).
+    pub max_sessions: usize,
+    /// Packets a session's lane may hold before new ones are refused.
+    pub session_queue_max: usize,
+    /// Messages an Actor's lane may hold before new ones are refused.
+    pub actor_queue_max: usize,
+    /// Messages a SpotWide Spot's gate (its one Spot lane, shared by all its
+    /// Actors, §5) may hold before new ones are refused (default 16,384).
+    pub spot_queue_max: usize,
+    /// Frame and budget limits for decoding.
+    pub decode_limits: DecodeLimits,
+    /// Shards (threads) the node runs; 0 means one per available core, or
+    /// one per listed core when `cores` lists some.
+    pub shards: usize,
+    /// Pin each shard's thread to its own core (core_affinity). Tests turn
+    /// it off so several nodes share 2 cores without starving.
+    pub pin_cores: bool,
+    /// The core ids the shards are pinned to, shard `i` to `cores[i %
+    /// len]`, when `pin_cores` is on (default empty: every core this
+    /// process may run on, in order). An id this process may not run on
+    /// fails startup.
+    pub cores: Vec<usize>,
+    /// §10: how long Shutdown lets accepted work finish before it closes the
+    /// sessions (default 5,000 ms).
+    pub shutdown_deadline: Duration,
+    /// How often the owner lease is renewed; the store's lease term must be
+    /// several times longer (default 1,000 ms).
+    pub lease_renew_interval: Duration,
+    /// The Actor owner's relocation settings: the coordinator's bounded
+    /// waits, Message Follow's lifetime and bounds (docs/relocation.md
+    /// "Settings"). Their `limits` are always the node's `decode_limits`.
+    pub relocation: RelocationConfig,
+    /// Which system interface runs the shards' socket loops (issue 8;
+    /// docs/threading.md "Choosing a backend"). `Auto` (the default) runs on
+    /// io_uring where it is permitted and on epoll, with one warning, where
+    /// it is not; `IoUring` where it is not permitted fails startup.
+    pub io_backend: IoBackend,
+}
+
+impl Default for NodeSettings {
+    fn default() -> Self {
+        Self {
+            replacement_callback_timeout: Duration::from_millis(30_000),
+            relocation_seal_timeout: Duration::from_millis(3_000),
+            disconnect_deadline: Duration::from_millis(5_000),
+            bind_timeout: Duration::from_millis(5_000),
+            send_timeout: Duration::from_millis(5_000),
+            relay_deadline: Duration::from_millis(5_000),
+            outbound_max: 4 << 20,
+            max_sessions: usize::MAX,
+            session_queue_max: 1_024,
+            actor_queue_max: 4_096,
+            spot_queue_max: 16_384,
+            decode_limits: DecodeLimits::default(),
+            shutdown_deadline: Duration::from_millis(5_000),
+            shards: 0,
+            pin_cores: true,
+            cores: Vec::new(),
+            lease_renew_interval: Duration::from_millis(1_000),
+            relocation: RelocationConfig::default(),
+            io_backend: IoBackend::Auto,
+        }
+    }
+}
+
+impl NodeSettings {
+    /// Every lane bound is one the one lane engine can hold (§11): at least
+    /// one item and at most `LaneEngine::CAPACITY_MAX`, so a bad setting
+    /// fails startup rather than a shard at its first session or Actor.
+    pub(crate) fn check_lane_bounds(&self) -> Result<(), StartError> {
+        let max = LaneEngine::<ActorDeliveryLane, ()>::CAPACITY_MAX;
+        for (name, value) in [
+            ("session_queue_max", self.session_queue_max),
+            ("actor_queue_max", self.actor_queue_max),
+            ("spot_queue_max", self.spot_queue_max),
+        ] {
+            if !(1..=max).contains(&value) {
+                return Err(StartError::Invalid(format!(
+                    "{name} = {value}: a lane holds 1 to {max} items"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Why a node did not start (§3): each is a configuration error.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartError {
+    /// Actor dispatch is enabled but the process has no object role.
+    #[error("configuration error: actor dispatch needs an object role (client or server)")]
+    NoObjectRole,
+    /// Actor dispatch is enabled but no Location Store is configured.
+    #[error("configuration error: actor dispatch needs a Location Store; none is configured")]
+    NoLocationStore,
+    /// Two handlers were registered for one packet key.
+    #[error("configuration error: two handlers for packet key {}", .0 .0)]
+    DuplicatePacketHandler(PacketKey),
+    /// `IoBackend::IoUring` was demanded and io_uring is not permitted or
+    /// not supported here; the message says why and how to enable it.
+    #[error("configuration error: {0}")]
+    IoUring(String),
+    /// The Location Store refused the owner lease.
+    #[error("configuration error: the Location Store refused the owner lease: {0}")]
+    Lease(String),
+    /// Another setting is invalid.
+    #[error("configuration error: {0}")]
+    Invalid(String),
+    /// A socket could not be set up.
+    #[error("could not start: {0}")]
+    Io(String),
+}
+
+impl StartError {
+    /// Every start failure is a configuration error in the closed vocabulary.
+    pub fn error(&self) -> Error {
+        Error::new(Reason::InvalidConfiguration)
+    }
+}
+
+/// What [`Node::relocate_all`](crate::api::Node::relocate_all) moves: an Actor alone, or a SpotWide Spot
+/// with its Actors.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RelocationUnit {
+    /// An Actor of its type's Entry Spot, or of a PerActor User Spot.
+    Actor(ActorId),
+    /// A SpotWide User Spot.
+    Spot(SpotId),
+}
