@@ -5,13 +5,15 @@
 //! global [`ids::ActorId`]. The contract is spec/02 "Session and Actor
 //! Binding"; each module cites the section it implements.
 //!
-//! Layers (DESIGN "Layers"): [`wire`] (frames and records), [`core`] (the
-//! sans-IO state machines), [`sim`] (an in-memory mesh of cores with virtual
-//! time, used by the tests), [`store`] (the Location Store trait and its
-//! embedded implementation), [`net`] (the io_uring socket loop; the only
-//! layer allowed `unsafe`, in the files that hand memory to the kernel), the
-//! node runtime (shards on threads) and [`api`] (the public surface), and
-//! [`client`] (a STREAM client).
+//! The public surface is [`api`] (build and run a node: the Actor and Spot
+//! traits, sessions, settings), [`client`] (a STREAM client), [`ids`],
+//! [`error`] and [`store`] (the Location Store trait and its stores). The
+//! layers below — `wire` (frames and records), `core` (the sans-IO state
+//! machines), `time`, `net` (the socket loops; the only layer allowed
+//! `unsafe`) and `sim` (an in-memory mesh of cores with virtual time) — are
+//! internal: reachable for the crate's own tests, benches and tools, hidden
+//! from the documentation, and without stability promises. docs/core.md
+//! "Layers" lists which layer may use which; tests/layering.rs enforces it.
 
 #![deny(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
@@ -19,12 +21,17 @@
 
 pub mod api;
 pub mod client;
+#[doc(hidden)]
 pub mod core;
 pub mod error;
 pub mod ids;
+#[doc(hidden)]
 pub mod net;
 mod runtime;
+#[doc(hidden)]
 pub mod sim;
 pub mod store;
+#[doc(hidden)]
 pub mod time;
+#[doc(hidden)]
 pub mod wire;

@@ -53,7 +53,11 @@ mod builder;
 pub use crate::runtime::app::{actor, session, spot};
 pub use crate::runtime::app::{NodeSettings, RelocationUnit, StartError};
 
+pub use crate::core::relocation::RelocationConfig;
+pub use crate::core::trace::{FlowCounters, FlowTrace};
+pub use crate::net::handshake::ClusterSecret;
 pub use crate::net::IoBackend;
+pub use crate::wire::DecodeLimits;
 pub use actor::{Actor, ActorContext, ActorMessage};
 pub use builder::{LeaseWatch, Mesh, Node, NodeBuilder, ObjectRole, RelocateTo};
 pub use session::{ActorHandle, LocationSnapshot, Packet, Session, SessionActor, SessionActors};

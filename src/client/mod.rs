@@ -16,7 +16,8 @@ use bytes::{Bytes, BytesMut};
 
 use crate::error::Error;
 use crate::ids::{Correlation, PacketKey};
-use crate::wire::client::{ClientFrame, CloseReason};
+use crate::wire::client::ClientFrame;
+pub use crate::wire::client::CloseReason;
 use crate::wire::{DecodeLimits, WireError};
 
 /// Why a client call failed.

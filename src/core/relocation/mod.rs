@@ -18,7 +18,7 @@
 //!   first, then the source queue is restored, then 44 abort, then 64. After
 //!   relay-ready is accepted no path reopens the source route (§8.1, L6).
 //! - Every request handed across (saved work, ingress hold, Message Follow)
-//!   is answered exactly once, through the source ([`proxy`]).
+//!   is answered exactly once, through the source (`proxy`).
 //! - Everything is bounded: saved work by the decode limits, the ingress
 //!   hold and the proxies by `proxy_max`, follow entries by `follow_max`.
 

@@ -88,7 +88,7 @@ pub enum SavedWork {
 }
 
 /// Command 60: the coordinator asks the target to install a temporary queue
-/// and Restore the Actor without dispatch (§8.1 diagram, "[request] install
+/// and Restore the Actor without dispatch (§8.1 diagram, "\[request\] install
 /// temporary queue, Restore, prepare relay without dispatch").
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RelocationPrepare {
@@ -136,7 +136,7 @@ pub struct RelocationIngressHold {
     pub work: SavedWork,
 }
 
-/// Command 63: cutover, the ingress hold is complete (§8.1 "[send] cutover ·
+/// Command 63: cutover, the ingress hold is complete (§8.1 "\[send\] cutover ·
 /// pre-boundary relay sent").
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RelocationCutover {
