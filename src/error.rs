@@ -94,6 +94,10 @@ reasons! {
     NotSupported = 4 => InvalidOperation, "the receiving node does not support this operation";
     /// A peer's request record did not decode (§6: a typed error, not silence).
     MalformedRecord = 6 => InvalidOperation, "the request record is malformed";
+    /// A reply or push is larger than a client frame may carry: it would
+    /// have broken the client's connection, so it is refused at its sender
+    /// (docs/wire.md "Limits").
+    MessageTooLarge = 25 => InvalidOperation, "the message is larger than a client frame may carry";
     /// The Actor's state and queued work do not fit one handoff record (60).
     HandoffTooLarge = 7 => InvalidOperation, "the actor's state and queued work do not fit one handoff record";
     /// The relocation target is the Actor's own node, or already hosts it.

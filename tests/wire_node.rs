@@ -1207,7 +1207,45 @@ fn state_offset(record: &NodeRecord) -> usize {
 
 // ---- properties -------------------------------------------------------------
 
+/// The payload bytes a record carries (client or Actor payloads, the only
+/// fields whose size the other side chooses).
+fn payload_len(record: &NodeRecord) -> usize {
+    let work = |work: &SavedWork| match work {
+        SavedWork::Deliver { payload, .. } => payload.len(),
+        _ => 0,
+    };
+    match record {
+        NodeRecord::ActorSend(ActorSend::Message(ActorMessage {
+            body: ActorSendBody::Payload { payload, .. },
+            ..
+        })) => payload.len(),
+        NodeRecord::ActorSend(ActorSend::Reply(ActorReply {
+            outcome: Ok(payload),
+            ..
+        })) => payload.len(),
+        NodeRecord::BoundSessionSend(BoundSessionSend {
+            body: BoundSessionBody::Push { payload, .. },
+            ..
+        }) => payload.len(),
+        NodeRecord::RelocationIngressHold(hold) => work(&hold.work),
+        _ => 0,
+    }
+}
+
 proptest! {
+    /// docs/wire.md "Limits": a record adds at most RECORD_ENVELOPE_MAX
+    /// bytes to the payload it carries, so any client frame fits a link.
+    #[test]
+    fn a_record_adds_at_most_the_envelope_to_its_payload(record in node_record()) {
+        prop_assume!(!matches!(record, NodeRecord::RelocationPrepare(_)));
+        let (frame, _) = frame_and_body(&record, NodeRecord::encode);
+        let envelope = frame.len() - 4 - payload_len(&record);
+        prop_assert!(
+            envelope <= DecodeLimits::RECORD_ENVELOPE_MAX as usize,
+            "{envelope} bytes around the payload of {:?}", record.command()
+        );
+    }
+
     #[test]
     fn every_record_round_trips(record in node_record()) {
         let limits = DecodeLimits::default();

@@ -123,6 +123,15 @@ flow_trace! {
     /// A record for a node this node has no link to: dropped; a request
     /// among them ends at its deadline with a typed error.
     RecordUnroutable => "record_unroutable", warn;
+    /// A record larger than a link frame may be (an Actor's reply or push
+    /// over the limits): not sent, so the peer never drops the link for it;
+    /// a reply among them is answered with MessageTooLarge instead, a
+    /// request ends as unroutable (docs/wire.md "Limits").
+    RecordTooLarge => "record_too_large", warn;
+    /// A link frame whose length prefix is over the link limit: the stream
+    /// cannot be resynchronised, so the link was closed. No record this
+    /// node or a client produces can cause it (docs/wire.md "Limits").
+    LinkFrameTooLong => "link_frame_too_long", warn;
     /// An answer (a reply, a terminal, 43, 61, 65) to a request of a peer's
     /// previous NodeGeneration: dropped, never given to the peer's new
     /// lifecycle, whose own requests reuse the ids (§4).

@@ -680,7 +680,7 @@ impl Links {
                 Err(error) => {
                     // An oversized length prefix cannot be skipped.
                     tracing::warn!(peer = %peer.rid, %error, "closing link");
-                    core.trace(FlowTrace::MalformedRecordDropped);
+                    core.trace(FlowTrace::LinkFrameTooLong);
                     reactor.abort(conn);
                     return;
                 }
@@ -722,18 +722,36 @@ impl Links {
     }
 
     /// Encodes a record onto the link to `to`; `false` when there is none.
-    pub(crate) fn send(&mut self, reactor: &mut Reactor, to: NodeRid, record: &NodeRecord) -> bool {
+    pub(crate) fn send(&mut self, reactor: &mut Reactor, to: NodeRid, record: &NodeRecord) -> Sent {
         let Some(&(conn, _)) = self.up.get(&to) else {
-            return false;
+            return Sent::NoLink;
         };
-        match reactor.outbound(conn) {
-            Some(outbound) => {
-                record.encode(outbound);
-                true
-            }
-            None => false,
+        let Some(outbound) = reactor.outbound(conn) else {
+            return Sent::NoLink;
+        };
+        let before = outbound.len();
+        record.encode(outbound);
+        // A record the peer's decoder would refuse would make it drop the
+        // whole link: it is taken back instead (docs/wire.md "Limits").
+        // Client frames always fit (DecodeLimits::for_links); this guards
+        // what the node itself produces.
+        if outbound.len() - before - 4 > self.limits.frame_len_max as usize {
+            outbound.truncate(before);
+            return Sent::TooLarge;
         }
+        Sent::Written
     }
+}
+
+/// What became of a record offered to a link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Sent {
+    /// It is in the link's outbound buffer.
+    Written,
+    /// There is no link to its node.
+    NoLink,
+    /// It is larger than a link frame may be; nothing was written.
+    TooLarge,
 }
 
 /// The typed error that answers a refused request (§6: malformed, or from

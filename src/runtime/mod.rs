@@ -923,14 +923,16 @@ fn run_shard(
             relocation_seal_timeout: shared.settings.relocation_seal_timeout,
         },
         relocation: RelocationConfig {
-            limits: shared.settings.decode_limits,
+            limits: shared.settings.decode_limits.for_links(),
             ..shared.settings.relocation.clone()
         },
     };
     let core = ShardCore::new(config, shared.now());
     let executor = Executor::new(WakeReactor(waker));
     let spawner = executor.spawner();
-    let links = Links::new(plan.links, shared.settings.decode_limits, plan.link_status);
+    // A link carries any client frame inside a record (docs/wire.md "Limits").
+    let link_limits = shared.settings.decode_limits.for_links();
+    let links = Links::new(plan.links, link_limits, plan.link_status);
     let state = ShardState::new(
         Arc::clone(&shared),
         plan.index,

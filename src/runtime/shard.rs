@@ -29,7 +29,7 @@ use self::actors::{ActorHost, HostRequest, HostWaiter};
 use self::relocation::Moves;
 use self::session::{LaneSession, LifecycleDeadlines, RunningTurn, SessionWork};
 use super::executor::{completion, Completer, Completion, Executor, Spawner};
-use super::links::Links;
+use super::links::{Links, Sent};
 use super::membership::Membership;
 use super::router::{Router, ShardMsg, LINK_SHARD};
 use super::store_effects::StoreAnswer;
@@ -46,6 +46,7 @@ use crate::ids::{ActorId, ActorRef, Correlation, PacketKey, Peer, SessionRid};
 use crate::net::{ConnId, ListenerId, NetEvent, Reactor};
 use crate::store::{LocationStore, OwnerLease, StoreError};
 use crate::wire::client::{ClientFrame, CloseReason};
+use crate::wire::node::{ActorReply, ActorSend, NodeRecord};
 
 /// How many ready tasks one loop turn polls before it looks at the sockets
 /// again, so one busy callback cannot starve keepalive (§5).
@@ -361,12 +362,24 @@ impl ShardState {
     fn write_record(&mut self, transmit: crate::core::Transmit) {
         let crate::core::Transmit { to, record, .. } = transmit;
         let record = &record;
-        if self.links.send(&mut self.reactor, to, record) {
-            return;
+        match self.links.send(&mut self.reactor, to, record) {
+            Sent::Written => return,
+            // No link: the record is dropped and counted, and a request
+            // among them ends now with Unavailable on the shard that sent it.
+            Sent::NoLink => self.core.trace(FlowTrace::RecordUnroutable),
+            Sent::TooLarge => {
+                self.core.trace(FlowTrace::RecordTooLarge);
+                // A reply too large to cross still ends its request, typed.
+                if let NodeRecord::ActorSend(ActorSend::Reply(reply)) = record {
+                    let refused = NodeRecord::ActorSend(ActorSend::Reply(ActorReply {
+                        request: reply.request,
+                        outcome: Err(Reason::MessageTooLarge.into()),
+                    }));
+                    let _ = self.links.send(&mut self.reactor, to, &refused);
+                    return;
+                }
+            }
         }
-        // No link: the record is dropped and counted, and a request among
-        // them ends now with Unavailable on the shard that sent it.
-        self.core.trace(FlowTrace::RecordUnroutable);
         if let Some(request) = record.request_id() {
             let owner = request.owner().0;
             if owner == self.index {

@@ -46,6 +46,27 @@ impl DecodeLimits {
     pub const SAVED_WORK_COUNT_MAX_DEFAULT: u16 = 1_024;
 }
 
+impl DecodeLimits {
+    /// The most bytes a node record adds around the payloads it carries:
+    /// its header, command and variant, fixed-width ids and generations,
+    /// the request header, and the longest names (an ActorId of 255 bytes,
+    /// a MeshName). `tests/wire_node.rs` checks every record but the
+    /// prepare (60, bounded on its own) against it.
+    pub const RECORD_ENVELOPE_MAX: u32 = 4 * 1024;
+
+    /// The limits for node links, given these for clients: a link frame may
+    /// be [`Self::RECORD_ENVELOPE_MAX`] longer than a client frame, so that
+    /// every client frame a node accepts can cross a link inside its record
+    /// and no client can make a peer drop a link (docs/wire.md "Limits").
+    /// The other bounds are the same.
+    pub fn for_links(self) -> Self {
+        Self {
+            frame_len_max: self.frame_len_max.saturating_add(Self::RECORD_ENVELOPE_MAX),
+            ..self
+        }
+    }
+}
+
 // The state limit leaves room in a default frame for the rest of the record.
 const _: () =
     assert!(DecodeLimits::HANDOFF_STATE_LEN_MAX_DEFAULT < DecodeLimits::FRAME_LEN_MAX_DEFAULT);

@@ -73,6 +73,10 @@ pub const LOCATE: PacketKey = PacketKey(16);
 /// "pushed" or the error.
 pub const PUSH_MEMBER: PacketKey = PacketKey(17);
 /// The key of pushes from actors.
+/// Request: the player replies with its payload twice over.
+pub const GROW_REPLY: PacketKey = PacketKey(18);
+/// Request: the player pushes its payload twice over, then replies "pushed".
+pub const GROW_PUSH: PacketKey = PacketKey(19);
 pub const PUSHED: PacketKey = PacketKey(100);
 /// The key of the duplicate-connection notice.
 pub const REPLACED_NOTICE: PacketKey = PacketKey(101);
@@ -296,6 +300,16 @@ impl Actor for Player {
         }
         if message.key == PUSH {
             if let Err(e) = ctx.push(PUSHED, message.payload.clone()) {
+                return Some(Err(e));
+            }
+            return Some(Ok(Bytes::from_static(b"pushed")));
+        }
+        let twice = || Bytes::from([&message.payload[..], &message.payload[..]].concat());
+        if message.key == GROW_REPLY {
+            return Some(Ok(twice()));
+        }
+        if message.key == GROW_PUSH {
+            if let Err(e) = ctx.push(PUSHED, twice()) {
                 return Some(Err(e));
             }
             return Some(Ok(Bytes::from_static(b"pushed")));
@@ -565,6 +579,8 @@ pub fn start_node<S: LocationStore + 'static>(
         .on_packet(COUNT, relay_handler(Arc::clone(&observed)))
         .on_packet(WORK, relay_handler(Arc::clone(&observed)))
         .on_packet(PUSH_MEMBER, relay_handler(Arc::clone(&observed)))
+        .on_packet(GROW_REPLY, relay_handler(Arc::clone(&observed)))
+        .on_packet(GROW_PUSH, relay_handler(Arc::clone(&observed)))
         .on_packet(ENTER, move |session, packet| {
             let o = Arc::clone(&entering);
             async move {

@@ -44,7 +44,8 @@ use crate::runtime::executor::{completion, Completer, Completion};
 use crate::runtime::router::ShardMsg;
 use crate::runtime::store_effects::{HostRow, Replaced, StoreAnswer};
 use crate::store::{Created, LocationRow, OwnerClaim, RemoveOutcome, RowVersion, StoreError};
-use crate::wire::client::CloseReason;
+use crate::wire::client::{ClientFrame, CloseReason};
+use crate::wire::DecodeLimits;
 
 /// One item on an Actor's lane: work for one incarnation of one Actor, as
 /// the core asked for it. A Spot lane carries the turns of several Actors,
@@ -712,8 +713,10 @@ impl ShardState {
             self.refuse_actor_work(event, Reason::QueueFull);
             return;
         };
+        let limits = self.node.settings.decode_limits;
         let mut ctx = TurnContext {
             core: &mut self.core,
+            limits,
             now,
             actor: &actor,
             hosted: &self.host.actors,
@@ -733,7 +736,14 @@ impl ShardState {
                 };
                 let outcome = instance.handle(&mut ctx, message);
                 if let Some(ticket) = reply {
-                    let outcome = outcome.unwrap_or_else(|| Ok(Bytes::new()));
+                    let outcome = match outcome.unwrap_or_else(|| Ok(Bytes::new())) {
+                        // It could not reach the client as a frame
+                        // (docs/wire.md "Limits"): the request ends typed.
+                        Ok(payload) if !ClientFrame::payload_fits(true, payload.len(), &limits) => {
+                            Err(Reason::MessageTooLarge.into())
+                        }
+                        outcome => outcome,
+                    };
                     self.core.actors(now).reply(ticket, outcome);
                 }
             }
@@ -749,11 +759,25 @@ impl ShardState {
 /// The runtime side of [`ActorContext`] for one handler turn.
 struct TurnContext<'a> {
     core: &'a mut ShardCore,
+    /// The client frame limits: a push that a client would refuse is
+    /// refused here, to the Actor (docs/wire.md "Limits").
+    limits: DecodeLimits,
     now: Instant,
     actor: &'a ActorId,
     /// The shard's Actors: [`ActorContext::push_to_member`] checks that the
     /// member shares this Actor's SpotWide gate.
     hosted: &'a HashMap<ActorId, HostedActor>,
+}
+
+impl TurnContext<'_> {
+    /// A push payload that fits a client frame, or `MessageTooLarge`.
+    fn fits(&self, payload: &Bytes) -> Result<(), Error> {
+        if ClientFrame::payload_fits(false, payload.len(), &self.limits) {
+            Ok(())
+        } else {
+            Err(Reason::MessageTooLarge.into())
+        }
+    }
 }
 
 impl ActorContext for TurnContext<'_> {
@@ -762,6 +786,7 @@ impl ActorContext for TurnContext<'_> {
     }
 
     fn push(&mut self, key: PacketKey, payload: Bytes) -> Result<(), Error> {
+        self.fits(&payload)?;
         self.core.actors(self.now).push(self.actor, key, payload)
     }
 
@@ -777,6 +802,7 @@ impl ActorContext for TurnContext<'_> {
         };
         match (gate(self.actor), gate(member)) {
             (Some(mine), Some(theirs)) if mine == theirs => {
+                self.fits(&payload)?;
                 self.core.actors(self.now).push(member, key, payload)
             }
             _ => Err(Reason::ActorInOtherSpot.into()),

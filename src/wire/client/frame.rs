@@ -158,6 +158,24 @@ impl ClientFrame {
         }
     }
 
+    /// The bytes a Reply frame adds around its payload after the length
+    /// prefix: kind, flags, correlation, payload length.
+    pub const REPLY_OVERHEAD: usize = 2 + 4 + 4;
+    /// The bytes a Push frame adds around its payload after the length
+    /// prefix: kind, flags, packet key, payload length.
+    pub const PUSH_OVERHEAD: usize = 2 + 2 + 4;
+
+    /// Whether a Reply (`reply`) or Push of `payload` bytes fits a frame of
+    /// `limits`: what the receiving client accepts (docs/wire.md "Limits").
+    pub fn payload_fits(reply: bool, payload: usize, limits: &DecodeLimits) -> bool {
+        let overhead = if reply {
+            Self::REPLY_OVERHEAD
+        } else {
+            Self::PUSH_OVERHEAD
+        };
+        payload.saturating_add(overhead) <= limits.frame_len_max as usize
+    }
+
     /// Appends the whole length-prefixed frame to `dst`.
     pub fn encode(&self, dst: &mut BytesMut) {
         codec::put_frame(dst, |dst| {
@@ -258,5 +276,50 @@ impl ClientFrame {
             None => Ok(None),
             Some(frame) => Self::decode(frame, limits).map(Some),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_overheads_are_what_an_empty_reply_and_push_encode_to() {
+        let mut reply = BytesMut::new();
+        ClientFrame::Reply {
+            correlation: Correlation(7),
+            payload: Bytes::new(),
+        }
+        .encode(&mut reply);
+        assert_eq!(reply.len() - 4, ClientFrame::REPLY_OVERHEAD);
+        let mut push = BytesMut::new();
+        ClientFrame::Push {
+            key: PacketKey(1),
+            payload: Bytes::new(),
+        }
+        .encode(&mut push);
+        assert_eq!(push.len() - 4, ClientFrame::PUSH_OVERHEAD);
+        let limits = DecodeLimits::default();
+        let max = limits.frame_len_max as usize;
+        assert!(ClientFrame::payload_fits(
+            true,
+            max - ClientFrame::REPLY_OVERHEAD,
+            &limits
+        ));
+        assert!(!ClientFrame::payload_fits(
+            true,
+            max - ClientFrame::REPLY_OVERHEAD + 1,
+            &limits
+        ));
+        assert!(ClientFrame::payload_fits(
+            false,
+            max - ClientFrame::PUSH_OVERHEAD,
+            &limits
+        ));
+        assert!(!ClientFrame::payload_fits(
+            false,
+            max - ClientFrame::PUSH_OVERHEAD + 1,
+            &limits
+        ));
     }
 }

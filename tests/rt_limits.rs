@@ -1,0 +1,103 @@
+//! Limits that compose (docs/wire.md "Limits"), over real sockets: every
+//! client frame a node accepts crosses a node link inside its record, and
+//! no client can make a peer drop a link. A reply or push an Actor makes
+//! that no client frame could carry is refused at its sender, typed.
+
+mod runtime_support;
+
+use bytes::Bytes;
+use runtime_support::*;
+use zlink::client::{ClientError, CloseReason};
+use zlink::core::trace::FlowTrace;
+use zlink::error::Reason;
+use zlink::wire::DecodeLimits;
+
+/// What a client Request frame adds around its payload after the length
+/// prefix: kind, flags, packet key, correlation, payload length.
+const REQUEST_OVERHEAD: usize = 2 + 2 + 4 + 4;
+
+/// A payload for `actor` (the relay handler reads its name first) of
+/// exactly `len` bytes.
+fn sized(actor: &str, len: usize) -> Bytes {
+    let head = format!("{actor}:");
+    Bytes::from(head.clone() + &"x".repeat(len - head.len()))
+}
+
+/// Node 1 holds a session bound to player `actor`, hosted on node 2.
+fn bound_across(mesh: &[Game], actor: &str) -> zlink::client::Client {
+    let _first = login(&mesh[1], actor);
+    login(&mesh[0], actor)
+}
+
+/// The counters that would show a link closed for a frame too long, or a
+/// record refused as too large, on every node.
+fn link_damage(mesh: &[Game]) -> Vec<(u64, u64, u64)> {
+    mesh.iter()
+        .map(|game| {
+            let counters = game.node.flow_counters();
+            (
+                counters.get(FlowTrace::LinkFrameTooLong),
+                counters.get(FlowTrace::RecordTooLarge),
+                counters.get(FlowTrace::MalformedRecordDropped),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_client_frame_of_exactly_the_limit_crosses_a_link_and_back() {
+    let mesh = start_mesh(2, GameOptions::default());
+    let mut client = bound_across(&mesh, "big");
+    let limit = DecodeLimits::default().frame_len_max as usize;
+    // Given requests of exactly the client frame limit, relayed to a player
+    // on another node, each is answered with its payload (the echo), many
+    // times over on the same link,
+    let at_limit = sized("big", limit - REQUEST_OVERHEAD);
+    for _ in 0..20 {
+        let reply = client
+            .request(RELAY, at_limit.clone(), WAIT)
+            .expect("a frame at the limit is relayed and answered");
+        assert_eq!(reply, at_limit);
+    }
+    // and the link never closed (a record over the peer's limit would have
+    // made it drop the link, and counted it).
+    assert_eq!(link_damage(&mesh), vec![(0, 0, 0), (0, 0, 0)]);
+    assert!(mesh[0].node.wait_linked(2, WAIT));
+    // A frame one byte over the limit closes only its own session, with a
+    // reason; the link and the other sessions are untouched.
+    let mut other = bound_across(&mesh, "small");
+    let over = sized("big", limit - REQUEST_OVERHEAD + 1);
+    match client.request(RELAY, over, WAIT) {
+        Err(ClientError::Closed(reason)) => {
+            assert_eq!(reason, Some(CloseReason::ProtocolError))
+        }
+        other => panic!("a frame over the limit got {other:?}"),
+    }
+    let reply = other.request(RELAY, payload("small", "still"), WAIT);
+    assert_eq!(reply.unwrap(), payload("small", "still"));
+    assert_eq!(link_damage(&mesh), vec![(0, 0, 0), (0, 0, 0)]);
+}
+
+#[test]
+fn a_reply_or_push_no_client_frame_could_carry_is_refused_typed_at_its_sender() {
+    let mesh = start_mesh(2, GameOptions::default());
+    let mut client = bound_across(&mesh, "grow");
+    let limit = DecodeLimits::default().frame_len_max as usize;
+    // Given a player that answers with twice its payload (or pushes that),
+    // a payload at half the limit makes a reply, and a push, that no client
+    // frame could carry:
+    let half = sized("grow", limit / 2 + 16);
+    for key in [GROW_REPLY, GROW_PUSH] {
+        match client.request(key, half.clone(), WAIT) {
+            Err(ClientError::Remote(error)) => {
+                assert_eq!(error.reason(), Reason::MessageTooLarge, "{key:?}")
+            }
+            other => panic!("{key:?}: an oversized answer got {other:?}"),
+        }
+    }
+    // the session and the link stay up: a small one still works both ways.
+    let small = sized("grow", 64);
+    let grown = client.request(GROW_REPLY, small.clone(), WAIT).unwrap();
+    assert_eq!(grown.len(), 128);
+    assert_eq!(link_damage(&mesh), vec![(0, 0, 0), (0, 0, 0)]);
+}
