@@ -279,6 +279,34 @@ fn core_relocation_abort_when_the_target_is_unreachable_before_relay_ready() {
 }
 
 #[test]
+fn core_relocation_a_link_that_drops_before_relay_ready_aborts_the_move_at_once() {
+    // Given a move whose 60 reached the target, which has not answered yet
+    // (its restore is held),
+    let (mut mesh, _, source, target, a) = three_nodes();
+    mesh.set_restore(target, RestoreBehavior::Hold);
+    let relocation = relocate(&mut mesh, source, "a", target);
+    assert_eq!(commands(&mesh, source, target), vec![60]);
+    assert!(store_ops(&mesh).is_empty());
+    // when the link between them goes down (issue 20 item 4),
+    mesh.set_linked(source, target, false);
+    mesh.run();
+    // then the move aborts now, not at the prepare deadline: the durable
+    // abort first, then the source reopens and the caller gets the error.
+    let ops = store_ops(&mesh);
+    assert_eq!(ops.len(), 1);
+    assert_eq!(ops[0].2, StoreDone::Abort(Ok(AbortAnswer::Aborted)));
+    assert_eq!(
+        finished(&mesh, source, relocation),
+        Some(Err(error(Reason::PeerUnreachable)))
+    );
+    assert_eq!(
+        mesh.node(source).core().actor_owner().actor_ref(&a.id),
+        Some(a.clone())
+    );
+    assert_eq!(mesh.node(source).core().armed_timers(), 0);
+}
+
+#[test]
 fn core_relocation_cutover_fallback_at_exactly_1000_ms_with_a_warning() {
     // Given a relocation whose cutover (63) is lost on the way.
     let (mut mesh, _, source, target, a) = three_nodes();

@@ -18,7 +18,7 @@ use rand_chacha::ChaCha8Rng;
 use runtime_support::*;
 use zlink::api::{Node, NodeSettings, RelocateTo};
 use zlink::client::{Client, ClientError, ClientEvent};
-use zlink::error::ErrorKind;
+use zlink::error::{ErrorKind, Reason};
 use zlink::wire::client::CloseReason;
 
 fn fast_settings() -> NodeSettings {
@@ -900,4 +900,50 @@ fn churn_through_faulty_links_and_connections_ends_every_request_once() {
             }
         }
     }
+}
+
+/// A move whose target's link drops before relay-ready aborts at once
+/// (issue 20 item 4; docs/relocation.md "A dropped link"): its durable abort
+/// first, then the source reopens and the Actor serves there, with its
+/// state. It does not wait for the prepare deadline (1.5 s), which would
+/// end it `DeadlineExceeded` instead.
+#[test]
+fn a_link_that_drops_mid_prepare_aborts_the_move_at_once() {
+    let store = new_store();
+    let target = start_node(2, Arc::clone(&store), GameOptions::default(), &[]);
+    let tap = link_tap(target.node.peer_addr().unwrap());
+    let source = start_node(1, store, GameOptions::default(), &[(2, tap.addr)]);
+    assert!(source.node.wait_linked(2, WAIT) && target.node.wait_linked(1, WAIT));
+    // Given player "m" on node 1 with state, and a target that will never
+    // answer the prepare (its 61 is lost: the source dials, so the answer
+    // goes to the dialer),
+    let mut client = login(&source, "m");
+    let count = |client: &mut Client| client.request(COUNT, payload("m", "n"), WAIT).unwrap();
+    assert_eq!(count(&mut client), Bytes::from_static(b"1"));
+    tap.set(Direction::ToDialer, 61, TapAction::Drop);
+    let (outcome, after_cut) = thread::scope(|scope| {
+        let mover = scope.spawn(|| source.node.relocate(&id("m"), RelocateTo::Node(2)));
+        // when the prepare (60) has crossed and the link then drops,
+        wait_until("the prepare crossed", || {
+            tap.count(Direction::ToAcceptor, 60) == 1
+        });
+        let cut = Instant::now();
+        tap.cut();
+        let outcome = mover.join().unwrap();
+        (outcome, cut.elapsed())
+    });
+    // then the move ends at once with PeerUnreachable (not DeadlineExceeded
+    // at the prepare deadline),
+    let error = outcome.expect_err("a move whose link dropped");
+    assert_eq!(error.reason(), Reason::PeerUnreachable, "{error}");
+    assert!(
+        after_cut < Duration::from_millis(1_000),
+        "{after_cut:?} after the cut"
+    );
+    // and the player serves at the source with its state.
+    assert_eq!(
+        (source.node.actor_count(), target.node.actor_count()),
+        (1, 0)
+    );
+    assert_eq!(count(&mut client), Bytes::from_static(b"2"));
 }

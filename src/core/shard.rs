@@ -198,6 +198,14 @@ impl ShardCore {
         }
     }
 
+    /// The link to `peer` went down: what waits on it and cannot succeed
+    /// without it ends now (a move to it before relay-ready aborts,
+    /// [`crate::core::relocation::Relocations`]). Requests whose records
+    /// may have arrived keep their deadlines.
+    pub fn handle_peer_down(&mut self, now: Instant, peer: NodeRid) {
+        self.relocations(now).peer_down(peer);
+    }
+
     /// Fires every timer due at `now`. A timer never fires before its time.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.fx.advance(now);

@@ -426,12 +426,15 @@ impl Links {
 
     /// A link's connection ended (or never started): forget it, and redial
     /// with backoff if we are the dialing side.
-    pub(crate) fn closed(&mut self, conn: ConnId) {
+    /// Returns the peer whose link went down, if one did.
+    pub(crate) fn closed(&mut self, conn: ConnId) -> Option<NodeRid> {
+        let mut down = None;
         if let Some(Phase::Up(peer, _)) = self.links.remove(&conn) {
             if self.up.get(&peer.rid).is_some_and(|(c, _)| *c == conn) {
                 self.up.remove(&peer.rid);
                 self.status.set(peer.rid, None);
                 tracing::info!(peer = %peer.rid, "link down");
+                down = Some(peer.rid);
             }
         }
         let now = StdInstant::now();
@@ -444,6 +447,7 @@ impl Links {
                 dial.back_off(now);
             }
         }
+        down
     }
 
     /// Bytes arrived on a link: advance the handshake, or collect every
@@ -827,7 +831,7 @@ mod tests {
         short.conn = Some(conn);
         short.up_since = Some(StdInstant::now());
         links.dials.push(short);
-        links.closed(conn);
+        let _ = links.closed(conn);
         assert_eq!(
             links.dials[0].backoff, BACKOFF_MAX,
             "a link up for a moment"
@@ -835,7 +839,7 @@ mod tests {
         let stable = StdInstant::now().checked_sub(STABLE_UP).unwrap();
         links.dials[0].conn = Some(conn);
         links.dials[0].up_since = Some(stable);
-        links.closed(conn);
+        let _ = links.closed(conn);
         assert_eq!(
             links.dials[0].backoff,
             BACKOFF_MIN * 2,

@@ -43,6 +43,8 @@ pub(crate) enum ShardMsg {
     Store(super::store_effects::StoreAnswer),
     /// §5: the owner lease was lost; fence this shard's Actor owner.
     Fence,
+    /// The link to this node went down (the link shard saw it).
+    PeerDown(NodeRid),
     /// A request this shard sent could not go out: there is no link to `to`.
     Unreachable {
         to: NodeRid,

@@ -42,7 +42,7 @@ use crate::core::time::Instant;
 use crate::core::trace::FlowTrace;
 use crate::core::CoreEvent;
 use crate::error::{Error, Reason};
-use crate::ids::{ActorId, ActorRef, Correlation, PacketKey, Peer, SessionRid};
+use crate::ids::{ActorId, ActorRef, Correlation, NodeRid, PacketKey, Peer, SessionRid};
 use crate::net::{ConnId, ListenerId, NetEvent, Reactor};
 use crate::store::{LocationStore, OwnerLease, StoreError};
 use crate::wire::client::{ClientFrame, CloseReason};
@@ -199,10 +199,16 @@ impl ShardState {
                     self.link_records = records;
                 }
                 NetEvent::Received { conn } => self.received(conn),
-                NetEvent::Closed { conn, .. } if self.links.owns(conn) => self.links.closed(conn),
+                NetEvent::Closed { conn, .. } if self.links.owns(conn) => {
+                    if let Some(peer) = self.links.closed(conn) {
+                        self.peer_down(peer);
+                    }
+                }
                 NetEvent::Closed { conn, cause } => self.conn_closed(conn, cause),
                 NetEvent::Connected { conn } => self.links.connected(&mut self.reactor, conn),
-                NetEvent::ConnectFailed { conn, .. } => self.links.closed(conn),
+                NetEvent::ConnectFailed { conn, .. } => {
+                    let _ = self.links.closed(conn);
+                }
                 NetEvent::Woken => {}
             }
         }
@@ -392,6 +398,17 @@ impl ShardState {
         }
     }
 
+    /// (Link shard) the link to `peer` went down: every shard's core learns
+    /// it, so that a move to that peer before relay-ready aborts at once
+    /// (issue 20 item 4) instead of at its prepare deadline.
+    fn peer_down(&mut self, peer: NodeRid) {
+        let now = self.now();
+        self.core.handle_peer_down(now, peer);
+        for shard in (0..self.router.shards()).filter(|&s| s != self.index) {
+            self.router.send(shard, ShardMsg::PeerDown(peer));
+        }
+    }
+
     /// Everything other shards and the application handed this shard.
     fn process_inbox(&mut self) {
         while let Some(msg) = self.router.receive(self.index) {
@@ -458,6 +475,10 @@ impl ShardState {
                 ShardMsg::Fence => {
                     let now = self.now();
                     self.core.actors(now).fence();
+                }
+                ShardMsg::PeerDown(peer) => {
+                    let now = self.now();
+                    self.core.handle_peer_down(now, peer);
                 }
                 ShardMsg::Unreachable { to, request } => {
                     let now = self.now();

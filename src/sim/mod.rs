@@ -398,12 +398,28 @@ impl Mesh {
     /// gives it back: a request sent while there is none ends at once with
     /// `PeerUnreachable` on its sender, as the runtime does
     /// (`ShardCore::handle_unreachable`); other records are lost.
+    ///
+    /// Taking it away tells both cores the peer is down, as the runtime's
+    /// link shard does when a link closes (`ShardCore::handle_peer_down`).
     pub fn set_linked(&mut self, a: NodeRid, b: NodeRid, linked: bool) {
         for pair in [(a, b), (b, a)] {
             if linked {
                 self.unlinked.remove(&pair);
             } else {
                 self.unlinked.insert(pair);
+            }
+        }
+        if !linked {
+            self.peer_down(a, b);
+        }
+    }
+
+    /// Tells each node of the pair that its link to the other went down.
+    fn peer_down(&mut self, a: NodeRid, b: NodeRid) {
+        let now = self.now;
+        for (node, peer) in [(a, b), (b, a)] {
+            if let Some(sim) = self.nodes.get_mut(&node) {
+                sim.core.handle_peer_down(now, peer);
             }
         }
     }
@@ -855,6 +871,8 @@ impl Mesh {
             !((from == a && to == b) || (from == b && to == a))
         });
         self.lost += (before - self.in_flight.len()) as u64;
+        // The runtime sees the connection close before the redial.
+        self.peer_down(a, b);
     }
 
     /// Destroys an Actor as a node's runtime does: the core ends the

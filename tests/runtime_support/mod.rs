@@ -988,6 +988,15 @@ impl LinkTap {
             .insert((direction, command), action);
     }
 
+    /// Closes the tapped link both ways (FIN to both nodes), as a peer
+    /// process that dies does: each node sees its link go down.
+    pub fn cut(&self) {
+        let state = self.state.lock().unwrap();
+        for writer in state.writers.values() {
+            let _ = writer.lock().unwrap().shutdown(std::net::Shutdown::Both);
+        }
+    }
+
     /// How many records of `command` crossed (or were dropped) going `direction`.
     pub fn count(&self, direction: Direction, command: u8) -> usize {
         self.records

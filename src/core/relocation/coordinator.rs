@@ -1041,6 +1041,22 @@ impl Relocations<'_> {
         }
     }
 
+    /// The requests coordinators here wait on from `peer`: a 42 to the
+    /// session owner there, a 60 to the target there.
+    pub(super) fn coordinator_requests_to(&self, peer: NodeRid) -> Vec<RequestId> {
+        self.state
+            .coordinators
+            .values()
+            .filter_map(|c| match c.phase {
+                Phase::Sealing { request, .. } if c.seal.map(|s| s.session.owner) == Some(peer) => {
+                    Some(request)
+                }
+                Phase::Preparing { request, .. } if c.target == peer => Some(request),
+                _ => None,
+            })
+            .collect()
+    }
+
     fn coordinator_by_request(&self, request: RequestId) -> Option<RelocationId> {
         self.state
             .coordinators

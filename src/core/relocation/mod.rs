@@ -464,6 +464,17 @@ impl Relocations<'_> {
         self.coordinator_unreachable(to, request);
     }
 
+    /// The link to `peer` went down (issue 20 item 4): a move to it that
+    /// has not reached relay-ready aborts now — its durable abort first,
+    /// then its 44 abort (§8.1) — rather than at its prepare deadline, and
+    /// a seal asked of it unwinds; the same as a request that could not be
+    /// sent. After relay-ready the spec's cleanup applies (docs/relocation.md).
+    pub(crate) fn peer_down(&mut self, peer: NodeRid) {
+        for request in self.coordinator_requests_to(peer) {
+            self.coordinator_unreachable(peer, request);
+        }
+    }
+
     /// Re-issues a request under a proxy id of the source's: the answer
     /// from `peer` comes back here and goes to `origin`. `None` at the
     /// `proxy_max` limit (the caller refuses the request).
