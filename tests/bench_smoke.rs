@@ -545,3 +545,102 @@ fn bench_target_refuses_what_a_running_mesh_cannot_do() {
         assert!(stderr.contains(needle), "{extra:?}: {stderr}");
     }
 }
+
+/// `--store-axis` (issue 19 item 7) with tiny windows: the four phases
+/// (storm at +0 ms and at +1 ms store latency, baseline, a 300 ms store
+/// hang) each have their row in the table and the JSON, the two ratios are
+/// printed, the storm logged players in, and no request of an established
+/// session failed (the run would exit 1). It asserts no speed: the ratios
+/// are reported, not judged, here.
+fn store_axis_smoke(store: &str) {
+    let dir = out_dir(&format!("store-axis-{store}"));
+    let json = dir.join("store-axis.json");
+    let started = std::time::Instant::now();
+    let (stdout, report) = run_bench(
+        &[
+            "--store-axis",
+            "--store",
+            store,
+            "--sessions",
+            "4",
+            "--warmup",
+            "0.1",
+            "--duration",
+            "0.3",
+            "--store-hang",
+            "300",
+        ],
+        &json,
+    );
+    eprintln!(
+        "store axis on {store}: {:.1} s\n{stdout}",
+        started.elapsed().as_secs_f64()
+    );
+    for row in [
+        "A store +0 ms, storm",
+        "B store +1 ms, storm",
+        "C store +0 ms, no storm",
+        "D store +0 ms, no storm, hung 300 ms",
+        "p99(B) / p99(A) = ",
+        "longest gap(D) - longest gap(C) = ",
+    ] {
+        assert!(stdout.contains(row), "no {row:?} in\n{stdout}");
+    }
+    assert!(!stdout.contains("FAILED"), "{stdout}");
+    assert_eq!(report["mode"], "store-axis");
+    assert_eq!(report["store"], store);
+    let phases = report["phases"].as_array().unwrap();
+    let names: Vec<&str> = phases
+        .iter()
+        .map(|p| p["phase"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["A", "B", "C", "D"]);
+    for phase in phases {
+        let name = &phase["phase"];
+        assert!(phase["relays"].as_u64().unwrap() > 0, "{name}: no relays");
+        assert_eq!(phase["errors"], serde_json::json!([]), "{name}");
+        for field in ["p50", "p99", "p99.9", "max"] {
+            assert!(
+                phase["latency_us"][field].as_f64().unwrap() > 0.0,
+                "{name}: {field}"
+            );
+        }
+        assert!(phase["longest_gap_ms"].as_f64().unwrap() > 0.0, "{name}");
+        let storm = name == "A" || name == "B";
+        assert_eq!(phase["logins"].is_object(), storm, "{name}: logins");
+        if storm {
+            assert!(
+                phase["logins"]["ok"].as_u64().unwrap() > 0,
+                "{name}: no login"
+            );
+        }
+        assert_eq!(phase["hung_seconds"].is_array(), name == "D", "{name}");
+    }
+    assert!(report["p99_b_over_a"].as_f64().is_some());
+    assert!(report["gap_d_minus_c_ms"].as_f64().is_some());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// On a real redis-server the bench starts (and kills) itself, behind its
+/// delay proxy, hung by SIGSTOP.
+#[test]
+fn bench_store_axis_on_redis_reports_every_phase_with_no_established_request_failed() {
+    store_axis_smoke("redis");
+}
+
+/// On the embedded store behind the bench's in-process gate.
+#[test]
+fn bench_store_axis_on_the_embedded_store_reports_every_phase() {
+    store_axis_smoke("embedded");
+}
+
+/// What `--store-axis` would ignore is refused before anything runs, exit 2.
+#[test]
+fn bench_store_axis_refuses_the_flags_it_would_ignore() {
+    let output = Command::new(env!("CARGO_BIN_EXE_zlink-bench"))
+        .args(["--store-axis", "--workload", "push"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--workload does not apply"));
+}

@@ -108,6 +108,61 @@ pub struct Options {
     /// these stream addresses instead of starting systems here (issue 5
     /// item 1); empty when the systems start here.
     pub target: Vec<SocketAddr>,
+    /// `--store-axis`: no load client; the store axis's phases instead
+    /// ([`crate::store_axis`], issue 19 item 7).
+    pub store_axis: Option<StoreAxis>,
+}
+
+/// Which Location Store the store axis runs zlink on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreKind {
+    /// A real redis-server child behind the bench's delay proxy: the store
+    /// a mesh of processes uses, with its network round trip.
+    Redis,
+    /// The embedded store behind an in-process gate that adds the same
+    /// delay and hang: what zlink does apart from Redis and TCP.
+    Embedded,
+}
+
+impl StoreKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            StoreKind::Redis => "redis",
+            StoreKind::Embedded => "embedded",
+        }
+    }
+}
+
+/// `--store-axis`: how the store is slowed and hung (issue 19 item 7).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StoreAxis {
+    pub store: StoreKind,
+    /// Added to every store round trip in phase B (`--store-latency`).
+    pub latency: Duration,
+    /// How long the store hangs in phase D (`--store-hang`).
+    pub hang: Duration,
+    /// Logins per second the storm offers in phases A and B, in total
+    /// (`--storm-rate`); 0: each storm thread logs in again as soon as
+    /// the last login is answered.
+    pub storm_rate: u64,
+}
+
+impl Default for StoreAxis {
+    /// Redis, +1 ms, a 3 s hang: the figures the issue names (a store one
+    /// millisecond away; a hang shorter than the 10 s lease, so that it
+    /// does not fence the nodes). The storm offers 500 logins/s in A and in
+    /// B alike, a rate the storm threads keep up with on the slower store
+    /// too (docs/PERFORMANCE.md "Store axis"): unpaced, the faster store
+    /// of A would get more logins than B's and load the machine more, and
+    /// p99(B)/p99(A) would compare two loads, not two stores.
+    fn default() -> Self {
+        Self {
+            store: StoreKind::Redis,
+            latency: Duration::from_millis(1),
+            hang: Duration::from_secs(3),
+            storm_rate: 500,
+        }
+    }
 }
 
 /// The pinned placement `--compare` uses when `--pin` is not given: the
@@ -165,6 +220,31 @@ const MAX_SHARDS: usize = 16;
 const MAX_RATE: u64 = 10_000_000;
 /// `--compare` runs interleaved rounds: at least this many (issue 5 item 2).
 pub const COMPARE_ROUNDS_MIN: usize = 3;
+/// `--store-axis` runs one thread per session: beyond this the threads,
+/// not the store, would set the figures.
+const MAX_STORE_AXIS_SESSIONS: usize = 256;
+/// `--store-axis`'s sessions when `--sessions` is not given.
+const STORE_AXIS_SESSIONS: usize = 8;
+/// `--store-latency` above this is an outage, which `--store-hang` is for.
+const MAX_STORE_LATENCY_MS: f64 = 1_000.0;
+/// `--store-hang` above this outlives the 10 s lease: the nodes would fence
+/// themselves, which tests/node_store.rs covers and this mode does not.
+const MAX_STORE_HANG_MS: f64 = 8_000.0;
+/// `--storm-rate`: far above what a few blocking login threads can do.
+const MAX_STORM_RATE: u64 = 100_000;
+/// The flags `--store-axis` takes; it starts its own mesh and load, so the
+/// others would be silently ignored.
+const STORE_AXIS_FLAGS: [&str; 9] = [
+    "--store",
+    "--store-latency",
+    "--store-hang",
+    "--storm-rate",
+    "--sessions",
+    "--payload",
+    "--warmup",
+    "--duration",
+    "--json",
+];
 
 pub const USAGE: &str = "\
 usage: zlink-bench [--system S[,S..]] [--workload W] [--sessions N] [--in-flight N]
@@ -172,6 +252,8 @@ usage: zlink-bench [--system S[,S..]] [--workload W] [--sessions N] [--in-flight
                    [--actors N] [--nodes N] [--shards N] [--pin C:S] [--rate R] [--compare [--full]]
                    [--idle-sessions N] [--scale-report DIR] [--target ADDR[,ADDR..]]
                    [--json FILE] [--out DIR]
+       zlink-bench --store-axis [--store redis|embedded] [--store-latency MS] [--store-hang MS]
+                   [--storm-rate R] [--sessions N] [--payload BYTES] [--warmup SECS] [--duration SECS] [--json FILE]
 
 Starts each system on loopback, drives it with one shared load client (STREAM
 frames, the same payloads for every system), closed loop with N in flight per
@@ -218,6 +300,25 @@ message, lost and duplicated.
   --json FILE    also write the report as JSON
   --out DIR      write one .hgrm per system and latency.svg into DIR
   -h, --help     this text
+
+  --store-axis   no load client: 2 zlink nodes (shards on io_uring) on a real Location
+                 Store; established sessions (--sessions, default 8, one thread each)
+                 relay closed loop to players on the other node while the phases run,
+                 each --warmup then --duration: (A) a login storm (2 threads, a new
+                 player per login: a store create each) at +0 ms store latency, (B) the
+                 storm at +--store-latency, (C) no storm, (D) no storm, the store hung
+                 for --store-hang mid-window (the window grows to hold it). Reports relays/s,
+                 p50/p99/p99.9/max, the longest gap between replies, logins, and the
+                 ratios p99(B)/p99(A) (goal <= 1.2x) and gap(D) - gap(C) (goal < 50 ms);
+                 exits 1 if an established request failed
+  --store S      redis (default): a redis-server child on a free port, reached through
+                 a delay proxy, SIGSTOP for the hang; embedded: the embedded store
+                 behind an in-process gate that adds the delay and the hang
+  --store-latency MS  one-way delay added to every store round trip in (B) (default 1)
+  --store-hang MS     how long the store hangs in (D) (default 3000, at most 8000:
+                 the 10 s lease must outlive it)
+  --storm-rate R the logins/s the storm offers in (A) and (B) alike (default 500);
+                 0: each storm thread logs in again as soon as answered (unpaced)
 ";
 
 /// Why the command line was refused.
@@ -253,6 +354,12 @@ where
         return Err(invalid(format!("{flag} must be between {min} and {max}")));
     }
     Ok(n)
+}
+
+/// A duration given in milliseconds, fractions allowed.
+fn millis(flag: &str, value: &str, max: f64) -> Result<Duration, ArgsError> {
+    let ms: f64 = number(flag, value, 0.0, max)?;
+    Ok(Duration::from_secs_f64(ms / 1e3))
 }
 
 fn seconds(flag: &str, value: &str) -> Result<Duration, ArgsError> {
@@ -319,6 +426,38 @@ fn target(mut options: Options, compare: bool, shaped: &[String]) -> Result<Opti
     Ok(options)
 }
 
+/// `--store-axis`: refuses the flags it would ignore (`given`, every flag
+/// of the command line), runs `--sessions` or its own default, and keeps
+/// the store's knobs (`axis`).
+fn store_axis(
+    mut options: Options,
+    axis: StoreAxis,
+    given: &[String],
+    sessions_given: bool,
+) -> Result<Options, ArgsError> {
+    if let Some(flag) = given
+        .iter()
+        .find(|flag| !STORE_AXIS_FLAGS.contains(&flag.as_str()))
+    {
+        return Err(invalid(format!(
+            "--store-axis: {flag} does not apply (it starts its own 2-node zlink mesh and drives it itself)"
+        )));
+    }
+    if !sessions_given {
+        options.sessions = STORE_AXIS_SESSIONS;
+    } else if options.sessions > MAX_STORE_AXIS_SESSIONS {
+        return Err(invalid(format!(
+            "--store-axis runs one thread per session: at most {MAX_STORE_AXIS_SESSIONS} sessions"
+        )));
+    }
+    if options.duration.is_zero() {
+        return Err(invalid("--duration must be positive".to_owned()));
+    }
+    options.actors = options.sessions;
+    options.store_axis = Some(axis);
+    Ok(options)
+}
+
 /// Parses the arguments after the program name.
 pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, ArgsError> {
     let mut options = Options {
@@ -340,6 +479,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, ArgsErro
         idle_child: false,
         scale_report: None,
         target: Vec::new(),
+        store_axis: None,
         nodes: 2,
         shards: 1,
         cores: std::thread::available_parallelism().map_or(1, usize::from),
@@ -350,6 +490,12 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, ArgsErro
     let mut workload_given = false;
     let mut pin = None;
     let mut actors = None;
+    let mut sessions_given = false;
+    let mut axis = StoreAxis::default();
+    let mut store_axis_asked = false;
+    // Every flag given, in order: `--store-axis` refuses those it ignores,
+    // and the store flags are refused without it.
+    let mut given = Vec::new();
     // Flags that shape a system this process starts: refused with --target.
     let mut shaped = Vec::new();
     let mut args = args.into_iter();
@@ -359,10 +505,16 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, ArgsErro
         }
         if flag == "--compare" {
             compare = true;
+            given.push(flag);
             continue;
         }
         if flag == "--full" {
             full = true;
+            given.push(flag);
+            continue;
+        }
+        if flag == "--store-axis" {
+            store_axis_asked = true;
             continue;
         }
         if flag == "--idle-child" {
@@ -372,6 +524,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, ArgsErro
         let value = args
             .next()
             .ok_or_else(|| invalid(format!("{flag} needs a value")))?;
+        given.push(flag.clone());
         match flag.as_str() {
             "--system" => {
                 options.systems = systems(&value)?;
@@ -383,7 +536,10 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, ArgsErro
                 options.workloads = vec![workload];
                 workload_given = true;
             }
-            "--sessions" => options.sessions = number(&flag, &value, 1, MAX_SESSIONS)?,
+            "--sessions" => {
+                options.sessions = number(&flag, &value, 1, MAX_SESSIONS)?;
+                sessions_given = true;
+            }
             "--actors" => {
                 actors = Some(number(&flag, &value, 1, MAX_ACTORS)?);
                 shaped.push(flag);
@@ -414,10 +570,33 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, ArgsErro
                 shaped.push(flag);
             }
             "--target" => options.target = targets(&value)?,
+            "--store" => {
+                axis.store = match value.as_str() {
+                    "redis" => StoreKind::Redis,
+                    "embedded" => StoreKind::Embedded,
+                    _ => {
+                        return Err(invalid(format!(
+                            "--store wants redis or embedded, not {value:?}"
+                        )))
+                    }
+                }
+            }
+            "--store-latency" => axis.latency = millis(&flag, &value, MAX_STORE_LATENCY_MS)?,
+            "--store-hang" => axis.hang = millis(&flag, &value, MAX_STORE_HANG_MS)?,
+            "--storm-rate" => axis.storm_rate = number(&flag, &value, 0, MAX_STORM_RATE)?,
             other => return Err(invalid(format!("unknown flag {other}"))),
         }
     }
     options.placements = vec![pin];
+    if store_axis_asked {
+        return store_axis(options, axis, &given, sessions_given);
+    }
+    if let Some(flag) = given
+        .iter()
+        .find(|flag| flag.starts_with("--store") || *flag == "--storm-rate")
+    {
+        return Err(invalid(format!("{flag} goes with --store-axis")));
+    }
     let sessions = options.idle_sessions.unwrap_or(options.sessions);
     options.actors = actors.unwrap_or(sessions);
     if !options.target.is_empty() {
@@ -533,6 +712,57 @@ mod tests {
         assert!(why.contains("fewer than the 40 sessions"), "{why}");
         let why = refusal(&["--actors", "200001"]);
         assert!(why.contains("between 1 and 200000"), "{why}");
+    }
+
+    #[test]
+    fn the_store_axis_has_its_own_defaults() {
+        let options = parse_args(&["--store-axis"]).unwrap();
+        assert_eq!(options.store_axis, Some(StoreAxis::default()));
+        assert_eq!(options.sessions, 8);
+        let options = parse_args(&[
+            "--store-axis",
+            "--store",
+            "embedded",
+            "--store-latency",
+            "2.5",
+            "--store-hang",
+            "300",
+            "--storm-rate",
+            "0",
+            "--sessions",
+            "3",
+        ])
+        .unwrap();
+        assert_eq!(
+            options.store_axis,
+            Some(StoreAxis {
+                store: StoreKind::Embedded,
+                latency: Duration::from_micros(2_500),
+                hang: Duration::from_millis(300),
+                storm_rate: 0,
+            })
+        );
+        assert_eq!(options.sessions, 3);
+    }
+
+    /// What the store axis would ignore is refused, and its flags are
+    /// refused without it.
+    #[test]
+    fn the_store_axis_refuses_what_it_would_ignore() {
+        let why = refusal(&["--store-axis", "--system", "tokio"]);
+        assert!(why.contains("--system does not apply"), "{why}");
+        let why = refusal(&["--store-axis", "--compare"]);
+        assert!(why.contains("--compare does not apply"), "{why}");
+        let why = refusal(&["--store-hang", "100"]);
+        assert!(why.contains("--store-hang goes with --store-axis"), "{why}");
+        let why = refusal(&["--storm-rate", "100"]);
+        assert!(why.contains("--storm-rate goes with --store-axis"), "{why}");
+        let why = refusal(&["--store-axis", "--store", "memcached"]);
+        assert!(why.contains("redis or embedded"), "{why}");
+        let why = refusal(&["--store-axis", "--store-hang", "9000"]);
+        assert!(why.contains("between 0 and 8000"), "{why}");
+        let why = refusal(&["--store-axis", "--sessions", "257"]);
+        assert!(why.contains("at most 256 sessions"), "{why}");
     }
 
     #[test]

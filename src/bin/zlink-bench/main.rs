@@ -6,8 +6,10 @@
 //! the systems over at least three rounds, for each workload and placement
 //! asked. `--target` drives a zlink mesh already running elsewhere instead
 //! ([`client::Target`]). `--idle-sessions` measures memory instead
-//! ([`idle`]). It exits 1
-//! when any message was lost, duplicated or corrupted.
+//! ([`idle`]). `--store-axis` measures what a slow or hung Location Store
+//! costs established sessions instead ([`store_axis`]). It exits 1
+//! when any message was lost, duplicated or corrupted, or (store axis) an
+//! established request failed.
 //!
 //! `cargo run --release --features bench --bin zlink-bench -- --help`
 //! lists the flags.
@@ -19,6 +21,7 @@ mod idle;
 mod pause;
 mod report;
 mod scale;
+mod store_axis;
 mod systems;
 
 use std::path::Path;
@@ -45,10 +48,24 @@ fn main() {
             std::process::exit(2);
         }
     };
-    match run(&options) {
-        Ok(clean) => {
+    let outcome = match &options.store_axis {
+        Some(axis) => store_axis::run(&options, axis).map(|clean| {
+            (
+                clean,
+                "an established session's request ended in an error (see the report)",
+            )
+        }),
+        None => run(&options).map(|clean| {
+            (
+                clean,
+                "messages were lost, duplicated or corrupted (see the table)",
+            )
+        }),
+    };
+    match outcome {
+        Ok((clean, failure)) => {
             if !clean {
-                eprintln!("zlink-bench: FAILED: messages were lost, duplicated or corrupted (see the table)");
+                eprintln!("zlink-bench: FAILED: {failure}");
                 std::process::exit(1);
             }
         }

@@ -9,7 +9,7 @@ mod ractor_game;
 mod raw_epoll;
 mod raw_uring;
 mod tokio_game;
-mod zlink;
+pub(crate) mod zlink;
 
 use std::net::SocketAddr;
 use std::sync::mpsc;

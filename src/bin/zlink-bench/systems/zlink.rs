@@ -27,7 +27,7 @@ use zlink::api::{
 use zlink::error::{Error, Reason};
 use zlink::ids::{ActorId, SpotId};
 use zlink::net::handshake::ClusterSecret;
-use zlink::store::{EmbeddedStore, MonotonicClock};
+use zlink::store::{EmbeddedStore, LocationStore, MonotonicClock};
 
 use super::{Move, Running};
 use crate::args::Workload;
@@ -36,7 +36,7 @@ use crate::client::{
 };
 
 /// The Actor type of every player.
-const PLAYER: &str = "player";
+pub const PLAYER: &str = "player";
 /// The Spot kind of `mixed`'s rooms.
 const ROOM: &str = "room";
 /// `relocate`: the pause between two moves, so that the mover does not
@@ -44,7 +44,7 @@ const ROOM: &str = "room";
 const MOVE_GAP: Duration = Duration::from_millis(10);
 /// Owner leases outlive any run's stalls; the runtime renews them every
 /// second (NodeSettings::lease_renew_interval).
-const LEASE_TERM: Duration = Duration::from_secs(10);
+pub const LEASE_TERM: Duration = Duration::from_secs(10);
 /// How long the link between the two nodes may take to come up.
 const LINK_WAIT: Duration = Duration::from_secs(10);
 
@@ -143,12 +143,16 @@ async fn relay(session: Session, packet: Packet) -> Result<(), Error> {
     bound.relay(packet)
 }
 
+/// Starts node `rid` of the lobby game on loopback, linked to `peers`, on
+/// `store`: any Location Store, so that the store axis
+/// ([`crate::store_axis`]) runs the same game on Redis that the load runs
+/// on the embedded store, instead of a copy of it.
 fn start_node(
     rid: u64,
     sessions: usize,
     shards: usize,
     io_backend: IoBackend,
-    store: Arc<EmbeddedStore<MonotonicClock>>,
+    store: Arc<dyn LocationStore>,
     secret: ClusterSecret,
     peers: &[(u64, SocketAddr)],
 ) -> Result<Node, String> {
@@ -283,19 +287,23 @@ fn relocate_players(
     Ok(moves)
 }
 
-/// Starts nodes `nodes..=1`, highest RID first so that each new node dials
-/// the ones already up (the lower RID dials), waits for every link, and
-/// creates player `i` on node `2 + i % (nodes - 1)`, for every one of
-/// `spec.actors`: the idle ones ([`LoadSpec::idle_players`]) as plain
-/// players in no room, which `relocate` leaves where they are. Every node's shards
-/// run on `io_backend` (issue 8: `zlink` on io_uring, `zlink-epoll` on
-/// epoll); a backend that cannot run here is the start's error.
-pub fn start(spec: &LoadSpec, io_backend: IoBackend) -> Result<Box<dyn Running>, String> {
-    let store = Arc::new(EmbeddedStore::new(MonotonicClock::new(), LEASE_TERM));
+/// Starts the lobby game on nodes `count..=1`, highest RID first so that
+/// each new node dials the ones already up (the lower RID dials), each on
+/// the store `store(rid)` gives it (one shared embedded store, or one
+/// Redis client per node as separate processes would have), and waits for
+/// every link. The nodes come back in RID order, `[(1, node 1), ..]`; on an
+/// error the ones already started are dropped, which stops them.
+pub fn start_linked(
+    count: u64,
+    sessions: usize,
+    shards: usize,
+    io_backend: IoBackend,
+    mut store: impl FnMut(u64) -> Result<Arc<dyn LocationStore>, String>,
+) -> Result<Vec<(u64, Node)>, String> {
     let secret = ClusterSecret::new(b"zlink-bench-cluster-secret".to_vec())
         .map_err(|e| format!("cluster secret: {e}"))?;
     let mut started: Vec<(u64, Node)> = Vec::new();
-    for rid in (1..=spec.nodes).rev() {
+    for rid in (1..=count).rev() {
         let peers = started
             .iter()
             .map(|(peer, node)| {
@@ -306,10 +314,10 @@ pub fn start(spec: &LoadSpec, io_backend: IoBackend) -> Result<Box<dyn Running>,
             .collect::<Result<Vec<_>, _>>()?;
         let node = start_node(
             rid,
-            spec.sessions,
-            spec.shards,
+            sessions,
+            shards,
             io_backend,
-            Arc::clone(&store),
+            store(rid)?,
             secret.clone(),
             &peers,
         )?;
@@ -323,6 +331,22 @@ pub fn start(spec: &LoadSpec, io_backend: IoBackend) -> Result<Box<dyn Running>,
             }
         }
     }
+    Ok(started)
+}
+
+/// Starts `spec.nodes` linked nodes on one embedded store
+/// ([`start_linked`]) and creates player `i` on node
+/// `2 + i % (nodes - 1)`, for every one of
+/// `spec.actors`: the idle ones ([`LoadSpec::idle_players`]) as plain
+/// players in no room, which `relocate` leaves where they are. Every node's shards
+/// run on `io_backend` (issue 8: `zlink` on io_uring, `zlink-epoll` on
+/// epoll); a backend that cannot run here is the start's error.
+pub fn start(spec: &LoadSpec, io_backend: IoBackend) -> Result<Box<dyn Running>, String> {
+    let store: Arc<dyn LocationStore> =
+        Arc::new(EmbeddedStore::new(MonotonicClock::new(), LEASE_TERM));
+    let started = start_linked(spec.nodes, spec.sessions, spec.shards, io_backend, |_| {
+        Ok(Arc::clone(&store))
+    })?;
     let hosts = &started[1..];
     let mut placed = Vec::with_capacity(spec.sessions);
     for index in 0..spec.actors {
