@@ -32,6 +32,7 @@ use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
+use super::accept_pause::{self, AcceptPause};
 use super::conn::{listen_socket, peer_of, CloseCause, Conn, ConnId, Conns, ListenerId, Phase};
 use super::probe::ReactorError;
 use super::reactor::{NetEvent, ReactorConfig};
@@ -47,6 +48,8 @@ const _: () = assert!(usize::BITS >= 64);
 #[derive(Debug)]
 struct Listener {
     socket: Socket,
+    /// Paused after running out of descriptors (`accept_pause`).
+    pause: AcceptPause,
 }
 
 /// A shard's socket loop on epoll; see the module doc for a turn.
@@ -125,7 +128,10 @@ impl EpollReactor {
             mio_token(OpKind::Accept, index, 0),
             Interest::READABLE,
         )?;
-        self.listeners.push(Listener { socket });
+        self.listeners.push(Listener {
+            socket,
+            pause: AcceptPause::new(),
+        });
         Ok((ListenerId(index), bound))
     }
 
@@ -177,6 +183,7 @@ impl EpollReactor {
         self.turn_count += 1;
         self.gather_sends();
         self.release_endings();
+        let timeout = self.resume_listeners(timeout)?;
         let pending = !self.conns.events.is_empty() || !self.unread.is_empty();
         let wait = if pending || timeout == Some(Duration::ZERO) || !self.parker.park() {
             Some(Duration::ZERO)
@@ -298,6 +305,31 @@ impl EpollReactor {
         Ok(())
     }
 
+    /// Accepts again on every paused listener whose pause is over (its
+    /// readiness edge has passed, so nothing else would); the wait of the
+    /// turn ends no later than the next pause does.
+    fn resume_listeners(&mut self, timeout: Option<Duration>) -> io::Result<Option<Duration>> {
+        let now = std::time::Instant::now();
+        let mut wait = timeout;
+        for index in 0..self.listeners.len() {
+            let index = u32::try_from(index).unwrap_or(u32::MAX);
+            let Some(listener) = self.listeners.get_mut(index as usize) else {
+                continue;
+            };
+            if listener.pause.resume_if_due(now) {
+                self.accept_all(index)?;
+            }
+            if let Some(left) = self
+                .listeners
+                .get(index as usize)
+                .and_then(|l| l.pause.left(now))
+            {
+                wait = Some(wait.map_or(left, |w| w.min(left)));
+            }
+        }
+        Ok(wait)
+    }
+
     /// Accepts until the listener would block (its readiness is an edge).
     fn accept_all(&mut self, index: u32) -> io::Result<()> {
         loop {
@@ -305,14 +337,29 @@ impl EpollReactor {
                 return Ok(());
             };
             match listener.socket.accept() {
-                Ok((socket, _)) => self.adopt(ListenerId(index), socket)?,
+                Ok((socket, _)) => {
+                    if let Some(listener) = self.listeners.get_mut(index as usize) {
+                        listener.pause.accepted();
+                    }
+                    self.adopt(ListenerId(index), socket)?
+                }
                 Err(err) if err.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                 Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
                 // ECONNABORTED and the like concern one connection only.
                 Err(err) if err.kind() == io::ErrorKind::ConnectionAborted => {}
                 Err(err) => {
-                    // EMFILE and the like: the next connection's edge retries.
-                    tracing::warn!(%err, "accept failed");
+                    let errno = err.raw_os_error().unwrap_or_default();
+                    if accept_pause::is_exhaustion(errno) {
+                        // Out of descriptors: pause; `resume_listeners`
+                        // accepts again (the backlog keeps what waits).
+                        if let Some(listener) = self.listeners.get_mut(index as usize) {
+                            listener
+                                .pause
+                                .failed(std::time::Instant::now(), index, errno);
+                        }
+                    } else {
+                        tracing::debug!(%err, "accept failed");
+                    }
                     return Ok(());
                 }
             }

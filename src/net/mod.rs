@@ -20,6 +20,7 @@
 //! - `unsafe` lives only in the files that hand memory to the kernel, each
 //!   block with a `SAFETY:` comment.
 
+mod accept_pause;
 mod buf_ring;
 mod conn;
 mod epoll;

@@ -30,6 +30,7 @@ use io_uring::types::{CancelBuilder, Fd, SubmitArgs, Timespec};
 use io_uring::{cqueue, opcode, squeue, IoUring};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
+use super::accept_pause::{self, AcceptPause};
 use super::buf_ring::BufRing;
 use super::conn::{
     listen_socket, peer_of, CloseCause, Conn, ConnId, Conns, ListenerId, Phase, SendState,
@@ -72,6 +73,8 @@ fn build_ring(entries: u32) -> io::Result<IoUring> {
 #[derive(Debug)]
 struct Listener {
     socket: Socket,
+    /// Paused after running out of descriptors (`accept_pause`).
+    pause: AcceptPause,
 }
 
 /// A shard's socket loop on io_uring; see the module doc for a turn.
@@ -147,7 +150,10 @@ impl UringReactor {
         let index = u32::try_from(self.listeners.len())
             .map_err(|_| io::Error::other("too many listeners"))?;
         let fd = socket.as_raw_fd();
-        self.listeners.push(Listener { socket });
+        self.listeners.push(Listener {
+            socket,
+            pause: AcceptPause::new(),
+        });
         if let Err(err) = self.arm_accept(index, fd) {
             self.listeners.pop();
             return Err(err);
@@ -192,6 +198,7 @@ impl UringReactor {
         self.turn_count += 1;
         self.gather_sends()?;
         self.advance_endings()?;
+        let timeout = self.resume_listeners(timeout)?;
         let entered = self.enter(timeout);
         let woken = self.parker.take_wake();
         entered?;
@@ -485,6 +492,23 @@ impl UringReactor {
         }
     }
 
+    /// Re-arms every paused listener whose pause is over; the wait of the
+    /// turn ends no later than the next pause does.
+    fn resume_listeners(&mut self, timeout: Option<Duration>) -> io::Result<Option<Duration>> {
+        let now = std::time::Instant::now();
+        let mut wait = timeout;
+        for index in 0..self.listeners.len() {
+            let listener = &mut self.listeners[index];
+            if listener.pause.resume_if_due(now) {
+                let fd = listener.socket.as_raw_fd();
+                self.arm_accept(u32::try_from(index).unwrap_or(u32::MAX), fd)?;
+            } else if let Some(left) = listener.pause.left(now) {
+                wait = Some(wait.map_or(left, |w| w.min(left)));
+            }
+        }
+        Ok(wait)
+    }
+
     fn complete_accept(&mut self, index: u32, res: i32, flags: u32) -> io::Result<()> {
         let Some(fd) = self
             .listeners
@@ -494,15 +518,32 @@ impl UringReactor {
             return Ok(());
         };
         let adopted = if res >= 0 {
+            if let Some(listener) = self.listeners.get_mut(index as usize) {
+                listener.pause.accepted();
+            }
             // SAFETY: a non-negative accept result is a new descriptor that
             // nothing else owns.
             let socket = Socket::from(unsafe { OwnedFd::from_raw_fd(res) });
             self.adopt(ListenerId(index), socket)
+        } else if accept_pause::is_exhaustion(-res) {
+            // Out of descriptors: pause, re-armed by `resume_listeners`
+            // (a multishot accept that failed has ended).
+            if let Some(listener) = self.listeners.get_mut(index as usize) {
+                listener
+                    .pause
+                    .failed(std::time::Instant::now(), index, -res);
+            }
+            Ok(())
         } else {
-            tracing::warn!(errno = -res, "accept failed; re-arming");
+            // ECONNABORTED and the like concern one connection only.
+            tracing::debug!(errno = -res, "accept failed; re-arming");
             Ok(())
         };
-        if !cqueue::more(flags) {
+        let paused = self
+            .listeners
+            .get(index as usize)
+            .is_some_and(|l| l.pause.paused());
+        if !cqueue::more(flags) && !paused {
             self.arm_accept(index, fd)?;
         }
         adopted

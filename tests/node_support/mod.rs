@@ -221,8 +221,38 @@ impl NodeProcess {
     /// line; `Err` with its exit status and output if the process exits
     /// first (panics if it neither prints the line nor exits in time).
     pub fn try_start(rid: u64, config: &Path) -> Result<Self, StartFailure> {
+        Self::try_start_with(rid, config, None)
+    }
+
+    /// [`NodeProcess::start`] with the process's descriptor limit
+    /// (RLIMIT_NOFILE, soft and hard) set to `nofile` before it runs.
+    pub fn start_with_nofile(rid: u64, config: &Path, nofile: u64) -> Self {
+        Self::try_start_with(rid, config, Some(nofile))
+            .unwrap_or_else(|failure| panic!("node {rid} did not start: {failure:?}"))
+    }
+
+    fn try_start_with(rid: u64, config: &Path, nofile: Option<u64>) -> Result<Self, StartFailure> {
         let path = config.to_str().expect("a UTF-8 path");
-        let mut child = command(&["--config", path, "--console"])
+        let mut command = command(&["--config", path, "--console"]);
+        if let Some(nofile) = nofile {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: setrlimit is async-signal-safe and touches only the
+            // child's own limits, between fork and exec.
+            unsafe {
+                command.pre_exec(move || {
+                    let limit = libc::rlimit {
+                        rlim_cur: nofile,
+                        rlim_max: nofile,
+                    };
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0 {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::last_os_error())
+                    }
+                });
+            }
+        }
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
