@@ -227,4 +227,10 @@ fn a_duplicate_mesh_or_a_peer_in_two_meshes_fails_startup() {
     );
     let no_home = start_error(NodeBuilder::new(1).join_mesh(Mesh::new("battle", battle_secret())));
     assert!(no_home.contains("join_mesh needs"), "{no_home}");
+    // A peer without a secret: a node that would start and never link.
+    let no_secret = start_error(NodeBuilder::new(1).peer(2, addr));
+    assert!(
+        no_secret.contains("peer 2 needs the home mesh's cluster_secret"),
+        "{no_secret}"
+    );
 }

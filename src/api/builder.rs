@@ -375,6 +375,14 @@ fn link_meshes(
     joined: Vec<Mesh>,
 ) -> Result<LinkMeshes, StartError> {
     let Some(secret) = secret else {
+        // A peer with no secret to authenticate the link would be a node
+        // that starts and then never links, silently (issue 20 item 6).
+        if let Some((rid, _)) = peers.first() {
+            return Err(StartError::Invalid(format!(
+                "peer {rid} needs the home mesh's cluster_secret: without it no link can be \
+                 authenticated"
+            )));
+        }
         if joined.is_empty() {
             return Ok((Vec::new(), Vec::new()));
         }
