@@ -132,6 +132,10 @@ flow_trace! {
     /// cannot be resynchronised, so the link was closed. No record this
     /// node or a client produces can cause it (docs/wire.md "Limits").
     LinkFrameTooLong => "link_frame_too_long", warn;
+    /// A client frame that had begun did not arrive whole within the
+    /// client frame deadline (a slow writer): the session was closed with
+    /// ProtocolError (docs/threading.md "Timeouts on the edges").
+    ClientFrameTimeout => "client_frame_timeout", debug;
     /// An answer (a reply, a terminal, 43, 61, 65) to a request of a peer's
     /// previous NodeGeneration: dropped, never given to the peer's new
     /// lifecycle, whose own requests reuse the ids (§4).

@@ -26,6 +26,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant as StdInstant};
 
+use super::deadlines::FifoDeadlines;
 use crate::core::shard::{record_role, RecordRole, ShardCore};
 use crate::core::trace::FlowTrace;
 use crate::error::{Error, Reason};
@@ -219,6 +220,9 @@ impl WarnBudget {
 pub(crate) struct Links {
     /// The handshake warnings' budget.
     warnings: WarnBudget,
+    /// Link connections whose handshake has not finished, each with the
+    /// link handshake deadline (docs/threading.md "Timeouts on the edges").
+    handshakes: FifoDeadlines<ConnId>,
     config: Option<LinkConfig>,
     limits: DecodeLimits,
     links: HashMap<ConnId, Phase>,
@@ -240,6 +244,7 @@ impl Links {
         config: Option<LinkConfig>,
         limits: DecodeLimits,
         status: Arc<LinkStatus>,
+        handshake_deadline: Duration,
     ) -> Self {
         let now = StdInstant::now();
         let peers = config.iter().flat_map(|c| {
@@ -263,6 +268,7 @@ impl Links {
             .collect();
         Self {
             warnings: WarnBudget::new(),
+            handshakes: FifoDeadlines::new(handshake_deadline),
             config,
             limits,
             links: HashMap::new(),
@@ -379,6 +385,33 @@ impl Links {
     /// A peer connected to our node listener.
     pub(crate) fn accepted(&mut self, conn: ConnId) {
         self.links.insert(conn, Phase::AwaitHello);
+        self.handshakes.arm(conn, StdInstant::now());
+    }
+
+    /// Closes every link connection whose handshake did not finish within
+    /// the link handshake deadline (a slow or silent peer, on either side).
+    pub(crate) fn expire_handshakes(
+        &mut self,
+        reactor: &mut Reactor,
+        core: &mut ShardCore,
+        now: StdInstant,
+    ) {
+        for conn in self.handshakes.expire(now) {
+            let Some(phase) = self.links.remove(&conn) else {
+                continue;
+            };
+            if matches!(phase, Phase::Up(..)) {
+                self.links.insert(conn, phase);
+                continue;
+            }
+            let peer = self.phase_peer(conn, &phase);
+            self.fail(reactor, core, conn, peer, "the handshake deadline passed");
+        }
+    }
+
+    /// Time until the next handshake deadline, if one is armed.
+    pub(crate) fn next_handshake_in(&self, now: StdInstant) -> Option<Duration> {
+        self.handshakes.next_in(now)
     }
 
     /// Starts every dial that is due.
@@ -392,6 +425,7 @@ impl Links {
                 Ok(conn) => {
                     dial.conn = Some(conn);
                     self.links.insert(conn, Phase::Connecting);
+                    self.handshakes.arm(conn, now);
                 }
                 Err(error) => {
                     tracing::debug!(peer = %dial.rid, %error, "dial failed");
@@ -429,6 +463,7 @@ impl Links {
     /// Returns the peer whose link went down, if one did.
     pub(crate) fn closed(&mut self, conn: ConnId) -> Option<NodeRid> {
         let mut down = None;
+        self.handshakes.disarm(conn);
         if let Some(Phase::Up(peer, _)) = self.links.remove(&conn) {
             if self.up.get(&peer.rid).is_some_and(|(c, _)| *c == conn) {
                 self.up.remove(&peer.rid);
@@ -647,6 +682,7 @@ impl Links {
             self.links.remove(&old_conn);
             reactor.abort(old_conn);
         }
+        self.handshakes.disarm(conn);
         self.meshes.insert(peer.rid, mesh);
         self.links.insert(conn, Phase::Up(peer, mesh));
         self.up.insert(peer.rid, (conn, peer));
@@ -824,7 +860,12 @@ mod tests {
 
     #[test]
     fn only_a_link_that_stayed_up_resets_the_backoff() {
-        let mut links = Links::new(None, DecodeLimits::default(), Arc::default());
+        let mut links = Links::new(
+            None,
+            DecodeLimits::default(),
+            Arc::default(),
+            Duration::from_secs(5),
+        );
         let conn = ConnId::for_tests(7);
         let mut short = dial();
         short.backoff = BACKOFF_MAX;

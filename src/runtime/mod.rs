@@ -16,6 +16,7 @@
 //! releases the lease once the shards stopped ([`lease`]).
 
 pub(crate) mod app;
+pub(crate) mod deadlines;
 mod executor;
 pub(crate) mod lease;
 mod links;
@@ -932,7 +933,12 @@ fn run_shard(
     let spawner = executor.spawner();
     // A link carries any client frame inside a record (docs/wire.md "Limits").
     let link_limits = shared.settings.decode_limits.for_links();
-    let links = Links::new(plan.links, link_limits, plan.link_status);
+    let links = Links::new(
+        plan.links,
+        link_limits,
+        plan.link_status,
+        shared.settings.link_handshake_deadline,
+    );
     let state = ShardState::new(
         Arc::clone(&shared),
         plan.index,

@@ -28,6 +28,7 @@ use bytes::Bytes;
 use self::actors::{ActorHost, HostRequest, HostWaiter};
 use self::relocation::Moves;
 use self::session::{LaneSession, LifecycleDeadlines, RunningTurn, SessionWork};
+use super::deadlines::FifoDeadlines;
 use super::executor::{completion, Completer, Completion, Executor, Spawner};
 use super::links::{Links, Sent};
 use super::membership::Membership;
@@ -115,6 +116,8 @@ pub(crate) struct ShardState {
     lease_fenced: bool,
     /// (Link shard) a lease round is with the store workers.
     lease_round_in_flight: bool,
+    /// Client connections with a frame begun and not yet whole.
+    partial_frames: FifoDeadlines<ConnId>,
 }
 
 /// The shard as its tasks see it: shared, shard-local, never `Send`.
@@ -143,6 +146,7 @@ impl ShardState {
                 .expires_at
         });
         let lifecycle_deadlines = LifecycleDeadlines::new(node.settings.disconnect_deadline);
+        let partial_frames = FifoDeadlines::new(node.settings.client_frame_deadline);
         let admission = LinkAdmission::new(node.settings.send_timeout);
         Self {
             node,
@@ -172,6 +176,7 @@ impl ShardState {
             lease_expires_at,
             lease_fenced: false,
             lease_round_in_flight: false,
+            partial_frames,
         }
     }
 
@@ -232,7 +237,16 @@ impl ShardState {
             };
             let frame = match ClientFrame::decode_from(inbound, &limits) {
                 Ok(Some(frame)) => frame,
-                Ok(None) => return,
+                Ok(None) => {
+                    // A frame begun and not whole must be whole within the
+                    // client frame deadline (a slow writer is closed then).
+                    if inbound.is_empty() {
+                        self.partial_frames.disarm(conn);
+                    } else {
+                        self.partial_frames.arm(conn, std::time::Instant::now());
+                    }
+                    return;
+                }
                 Err(error) => {
                     tracing::debug!(?rid, %error, "malformed client frame");
                     self.close_with(rid, conn, CloseReason::ProtocolError);
@@ -255,6 +269,18 @@ impl ShardState {
                     self.close_with(rid, conn, CloseReason::ProtocolError);
                     return;
                 }
+            }
+        }
+    }
+
+    /// Closes every session whose begun frame did not arrive whole within
+    /// the client frame deadline: `ProtocolError`, counted.
+    fn expire_partial_frames(&mut self) {
+        for conn in self.partial_frames.expire(std::time::Instant::now()) {
+            if let Some(&rid) = self.conns.get(&conn) {
+                tracing::debug!(?rid, "client frame deadline passed: closing");
+                self.core.trace(FlowTrace::ClientFrameTimeout);
+                self.close_with(rid, conn, CloseReason::ProtocolError);
             }
         }
     }
@@ -846,6 +872,13 @@ pub(crate) fn run(
                 if let Some(deadline) = state.lifecycle_deadlines.next_in() {
                     wait = wait.min(deadline);
                 }
+                let wall = std::time::Instant::now();
+                if let Some(deadline) = state.partial_frames.next_in(wall) {
+                    wait = wait.min(deadline);
+                }
+                if let Some(deadline) = state.links.next_handshake_in(wall) {
+                    wait = wait.min(deadline);
+                }
                 if let Some(deadline) = state.admission.next_deadline() {
                     // A waiting 51 is admitted as its link drains: look
                     // again at least every ADMISSION_POLL until its deadline.
@@ -868,6 +901,16 @@ pub(crate) fn run(
             let now = state.now();
             state.core.handle_timeout(now);
             state.expire_lifecycle_deadlines();
+            state.expire_partial_frames();
+            {
+                let ShardState {
+                    links,
+                    reactor,
+                    core,
+                    ..
+                } = &mut *state;
+                links.expire_handshakes(reactor, core, std::time::Instant::now());
+            }
             state.admit_waiting();
             backlog = state.run_actor_work();
         }

@@ -175,6 +175,8 @@ struct TimeoutsSection {
     send_timeout_ms: u64,
     relay_deadline_ms: u64,
     shutdown_deadline_ms: u64,
+    client_frame_deadline_ms: u64,
+    link_handshake_deadline_ms: u64,
 }
 
 impl Default for TimeoutsSection {
@@ -188,6 +190,8 @@ impl Default for TimeoutsSection {
             send_timeout_ms: ms(s.send_timeout),
             relay_deadline_ms: ms(s.relay_deadline),
             shutdown_deadline_ms: ms(s.shutdown_deadline),
+            client_frame_deadline_ms: ms(s.client_frame_deadline),
+            link_handshake_deadline_ms: ms(s.link_handshake_deadline),
         }
     }
 }
@@ -662,6 +666,14 @@ fn settings(
         bind_timeout: positive("timeouts.bind_timeout_ms", t.bind_timeout_ms)?,
         send_timeout: positive("timeouts.send_timeout_ms", t.send_timeout_ms)?,
         relay_deadline: positive("timeouts.relay_deadline_ms", t.relay_deadline_ms)?,
+        client_frame_deadline: positive(
+            "timeouts.client_frame_deadline_ms",
+            t.client_frame_deadline_ms,
+        )?,
+        link_handshake_deadline: positive(
+            "timeouts.link_handshake_deadline_ms",
+            t.link_handshake_deadline_ms,
+        )?,
         outbound_max: at_least_one("limits.outbound_max", l.outbound_max)?,
         max_sessions: match l.max_sessions {
             Some(max) => at_least_one("limits.max_sessions", max)?,

@@ -34,6 +34,16 @@ pub struct NodeSettings {
     pub send_timeout: Duration,
     /// Deadline of a relayed request (default 5,000 ms).
     pub relay_deadline: Duration,
+    /// How long a client frame that has begun may take to arrive whole
+    /// (default 10,000 ms). A client that sends part of a frame and stops
+    /// (a slow writer, "slowloris") is closed with `ProtocolError` then,
+    /// counted as `client_frame_timeout` (docs/threading.md "Timeouts on
+    /// the edges"). A quiet client between frames is not affected.
+    pub client_frame_deadline: Duration,
+    /// How long a node link connection may take to finish its handshake
+    /// (default 5,000 ms), on either side; one that has not is closed and
+    /// counted as `link_handshake_failed`.
+    pub link_handshake_deadline: Duration,
     /// Bytes a client's outbound queue may hold before it is disconnected;
     /// a node link's unsent bytes at this bound make the link full, so that
     /// a 51 waits for admission (`send_timeout`, §6).
@@ -90,6 +100,8 @@ impl Default for NodeSettings {
             bind_timeout: Duration::from_millis(5_000),
             send_timeout: Duration::from_millis(5_000),
             relay_deadline: Duration::from_millis(5_000),
+            client_frame_deadline: Duration::from_millis(10_000),
+            link_handshake_deadline: Duration::from_millis(5_000),
             outbound_max: 4 << 20,
             max_sessions: usize::MAX,
             session_queue_max: 1_024,

@@ -175,6 +175,7 @@ impl ShardState {
     }
 
     pub(super) fn conn_closed(&mut self, conn: ConnId, cause: CloseCause) {
+        self.partial_frames.disarm(conn);
         let Some(rid) = self.conns.remove(&conn) else {
             return;
         };
@@ -188,6 +189,7 @@ impl ShardState {
     /// hello): the client is told why, then the ordinary disconnect
     /// procedure runs (§7).
     pub(super) fn close_with(&mut self, rid: SessionRid, conn: ConnId, reason: CloseReason) {
+        self.partial_frames.disarm(conn);
         self.write_frame(conn, &ClientFrame::Close { reason });
         self.reactor.close(conn);
         self.conns.remove(&conn);

@@ -1,0 +1,91 @@
+//! Timeouts on the edges (issue 20 item 2; docs/threading.md "Timeouts on
+//! the edges"), over real sockets: a client that begins a frame and stops
+//! is closed at the client frame deadline, and a connection to the peer
+//! port that does not finish its handshake is closed at the link handshake
+//! deadline — never sooner, within a generous bound. A quiet client between
+//! frames is left alone.
+
+mod runtime_support;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use runtime_support::*;
+use zlink::api::NodeSettings;
+use zlink::core::trace::FlowTrace;
+
+const DEADLINE: Duration = Duration::from_millis(300);
+
+fn game() -> Game {
+    start_game(GameOptions {
+        settings: Some(NodeSettings {
+            client_frame_deadline: DEADLINE,
+            link_handshake_deadline: DEADLINE,
+            pin_cores: false,
+            ..NodeSettings::default()
+        }),
+        ..GameOptions::default()
+    })
+}
+
+/// Reads until the peer closes; how long that took from `since`.
+fn closed_after(mut stream: TcpStream, since: Instant) -> Duration {
+    stream.set_read_timeout(Some(WAIT)).unwrap();
+    let mut buf = [0u8; 256];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return since.elapsed(),
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return since.elapsed(),
+            Err(e) => panic!("the connection was not closed within {WAIT:?}: {e}"),
+        }
+    }
+}
+
+#[test]
+fn a_client_that_stops_mid_frame_is_closed_at_the_frame_deadline_and_a_quiet_one_is_not() {
+    let game = game();
+    // Given a client that logged in and then stays quiet between frames,
+    let mut quiet = login(&game, "q");
+    // when another sends the first bytes of a frame and nothing more,
+    let mut slow = TcpStream::connect(game.addr()).unwrap();
+    let started = Instant::now();
+    slow.write_all(&[0, 0, 0, 12, 1]).unwrap();
+    // then it is closed at the deadline, not sooner,
+    let after = closed_after(slow, started);
+    assert!(
+        after >= DEADLINE,
+        "closed after {after:?}, before the deadline"
+    );
+    assert_eq!(
+        game.node.flow_counters().get(FlowTrace::ClientFrameTimeout),
+        1
+    );
+    // while the quiet one, idle for longer than the deadline, still plays.
+    let reply = quiet.request(RELAY, payload("q", "still"), WAIT).unwrap();
+    assert_eq!(reply, payload("q", "still"));
+}
+
+#[test]
+fn a_peer_port_connection_that_never_finishes_its_handshake_is_closed_at_the_deadline() {
+    let game = game();
+    let peer_port = game.node.peer_addr().expect("the node listens for peers");
+    // A connection that sends nothing, and one that sends part of a Hello.
+    for first in [&[][..], &[0, 0, 0, 40, 1][..]] {
+        let mut silent = TcpStream::connect(peer_port).unwrap();
+        let started = Instant::now();
+        silent.write_all(first).unwrap();
+        let after = closed_after(silent, started);
+        assert!(
+            after >= DEADLINE,
+            "closed after {after:?}, before the deadline"
+        );
+    }
+    assert!(
+        game.node
+            .flow_counters()
+            .get(FlowTrace::LinkHandshakeFailed)
+            >= 2
+    );
+}
