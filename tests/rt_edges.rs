@@ -89,3 +89,57 @@ fn a_peer_port_connection_that_never_finishes_its_handshake_is_closed_at_the_dea
             >= 2
     );
 }
+
+#[test]
+fn a_hello_from_a_past_lifecycle_of_a_linked_peer_gets_no_welcome() {
+    use zlink::ids::{MeshName, NodeGeneration, NodeRid};
+    use zlink::wire::link::{LinkFrame, LinkIdentity, LINK_VERSION, NONCE_LEN};
+    let generation = |g: u64| {
+        let settings = NodeSettings {
+            pin_cores: false,
+            ..NodeSettings::default()
+        };
+        GameOptions {
+            settings: Some(settings),
+            node_generation: Some(g),
+            ..GameOptions::default()
+        }
+    };
+    // Given node 1 (lifecycle 5) linked to node 2,
+    let store = new_store();
+    let two = start_node(2, std::sync::Arc::clone(&store), generation(1), &[]);
+    let peer_port = two.node.peer_addr().unwrap();
+    let one = start_node(1, store, generation(5), &[(2, peer_port)]);
+    assert!(one.node.wait_linked(2, WAIT) && two.node.wait_linked(1, WAIT));
+    let refused_before = two.node.flow_counters().get(FlowTrace::StaleLinkGeneration);
+    // when a Hello claims to be node 1 in an older lifecycle (4),
+    let mesh = MeshName::new("default").unwrap();
+    let hello = LinkFrame::Hello {
+        version: LINK_VERSION,
+        identity: LinkIdentity {
+            mesh,
+            rid: NodeRid(1),
+            generation: NodeGeneration(4),
+        },
+        nonce: [7; NONCE_LEN],
+    };
+    let mut frame = bytes::BytesMut::new();
+    hello.encode(&mut frame);
+    let mut stale = TcpStream::connect(peer_port).unwrap();
+    stale.write_all(&frame).unwrap();
+    // then the connection is closed with no Welcome (no byte at all),
+    stale.set_read_timeout(Some(WAIT)).unwrap();
+    let mut answer = Vec::new();
+    let read = stale.read_to_end(&mut answer);
+    assert!(
+        answer.is_empty(),
+        "{} bytes answered a stale Hello ({read:?})",
+        answer.len()
+    );
+    assert_eq!(
+        two.node.flow_counters().get(FlowTrace::StaleLinkGeneration),
+        refused_before + 1
+    );
+    // and the real node 1 stays linked.
+    assert!(two.node.wait_linked(1, Duration::ZERO));
+}

@@ -561,6 +561,20 @@ impl Links {
                     );
                     return false;
                 };
+                // A lifecycle this node knows to be over (its lease lapsed,
+                // or a newer one of the same node is linked) gets no
+                // Welcome: it would only be refused after its proof.
+                if let LinkFrame::Hello { identity, .. } = &frame {
+                    let superseded = self
+                        .up
+                        .get(&identity.rid)
+                        .is_some_and(|(_, linked)| linked.generation > identity.generation);
+                    if self.is_dead(identity.rid, identity.generation) || superseded {
+                        core.trace(FlowTrace::StaleLinkGeneration);
+                        self.fail(reactor, core, conn, peer, "a Hello from a past lifecycle");
+                        return false;
+                    }
+                }
                 match Acceptor::on_hello(secret, me, fresh_nonce(), frame) {
                     Ok((acceptor, welcome)) => {
                         if let Some(outbound) = reactor.outbound(conn) {
