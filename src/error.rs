@@ -98,6 +98,9 @@ reasons! {
     /// have broken the client's connection, so it is refused at its sender
     /// (docs/wire.md "Limits").
     MessageTooLarge = 25 => InvalidOperation, "the message is larger than a client frame may carry";
+    /// The session sent faster than its rate limit allows; the packet was
+    /// refused at ingress (`NodeSettings::session_rate`).
+    RateLimited = 26 => Unavailable, "the session sends faster than its rate limit";
     /// The Actor's state and queued work do not fit one handoff record (60).
     HandoffTooLarge = 7 => InvalidOperation, "the actor's state and queued work do not fit one handoff record";
     /// The relocation target is the Actor's own node, or already hosts it.

@@ -143,3 +143,53 @@ fn a_hello_from_a_past_lifecycle_of_a_linked_peer_gets_no_welcome() {
     // and the real node 1 stays linked.
     assert!(two.node.wait_linked(1, Duration::ZERO));
 }
+
+#[test]
+fn a_session_over_its_rate_gets_typed_refusals_and_every_request_ends() {
+    let game = start_game(GameOptions {
+        settings: Some(NodeSettings {
+            session_rate: 50,
+            session_burst: 10,
+            pin_cores: false,
+            ..NodeSettings::default()
+        }),
+        ..GameOptions::default()
+    });
+    // Given a client logged in (one packet of its burst),
+    let mut client = login(&game, "r");
+    // when it sends 40 requests back to back, far over 10 at once and
+    // 50 a second,
+    let mut replies = 0;
+    let mut limited = 0;
+    for n in 0..40 {
+        match client.request(RELAY, payload("r", &n.to_string()), WAIT) {
+            Ok(reply) => {
+                assert_eq!(reply, payload("r", &n.to_string()));
+                replies += 1;
+            }
+            Err(zlink::client::ClientError::Remote(error)) => {
+                assert_eq!(error.reason(), zlink::error::Reason::RateLimited);
+                limited += 1;
+            }
+            Err(other) => panic!("request {n} ended without a terminal: {other}"),
+        }
+    }
+    // then every request ended, some with RateLimited, counted, and the
+    // session stays open: once the bucket refills it is served again.
+    assert_eq!(replies + limited, 40);
+    assert!(
+        limited > 0 && replies >= 9,
+        "{replies} replies, {limited} limited"
+    );
+    assert_eq!(
+        game.node.flow_counters().get(FlowTrace::SessionRateLimited),
+        limited
+    );
+    let deadline = Instant::now() + WAIT;
+    loop {
+        assert!(Instant::now() < deadline, "never served again");
+        if client.request(RELAY, payload("r", "again"), WAIT).is_ok() {
+            break;
+        }
+    }
+}

@@ -136,6 +136,9 @@ flow_trace! {
     /// client frame deadline (a slow writer): the session was closed with
     /// ProtocolError (docs/threading.md "Timeouts on the edges").
     ClientFrameTimeout => "client_frame_timeout", debug;
+    /// A client packet over its session's rate limit: a request ended
+    /// RateLimited, a one-way message was dropped (this counts both).
+    SessionRateLimited => "session_rate_limited", debug;
     /// An answer (a reply, a terminal, 43, 61, 65) to a request of a peer's
     /// previous NodeGeneration: dropped, never given to the peer's new
     /// lifecycle, whose own requests reuse the ids (§4).

@@ -12,8 +12,12 @@ use foldhash::{HashMap, HashMapExt};
 /// Armed deadlines of length `after`, keyed by connection.
 pub(crate) struct FifoDeadlines<K> {
     after: Duration,
-    queue: VecDeque<(Instant, K)>,
-    armed: HashMap<K, Instant>,
+    /// (deadline, arming number, key), in arming order.
+    queue: VecDeque<(Instant, u64, K)>,
+    /// The arming number of each armed key: an entry whose number is not
+    /// its key's is stale.
+    armed: HashMap<K, u64>,
+    next: u64,
 }
 
 impl<K: Copy + Eq + Hash> FifoDeadlines<K> {
@@ -22,6 +26,7 @@ impl<K: Copy + Eq + Hash> FifoDeadlines<K> {
             after,
             queue: VecDeque::new(),
             armed: HashMap::new(),
+            next: 0,
         }
     }
 
@@ -30,15 +35,16 @@ impl<K: Copy + Eq + Hash> FifoDeadlines<K> {
         if self.armed.contains_key(&key) {
             return;
         }
-        let at = now + self.after;
-        self.armed.insert(key, at);
-        self.queue.push_back((at, key));
+        self.next += 1;
+        self.armed.insert(key, self.next);
+        self.queue.push_back((now + self.after, self.next, key));
         // Entries of disarmed keys wait in the queue until their time: keep
         // it within twice the armed ones, so arming and disarming at a high
         // rate cannot grow it without bound.
         if self.queue.len() > 2 * self.armed.len() + 64 {
             let armed = &self.armed;
-            self.queue.retain(|(at, key)| armed.get(key) == Some(at));
+            self.queue
+                .retain(|(_, number, key)| armed.get(key) == Some(number));
         }
     }
 
@@ -50,12 +56,12 @@ impl<K: Copy + Eq + Hash> FifoDeadlines<K> {
     /// The keys whose deadline passed by `now`, disarmed, oldest first.
     pub(crate) fn expire(&mut self, now: Instant) -> Vec<K> {
         let mut expired = Vec::new();
-        while let Some(&(at, key)) = self.queue.front() {
+        while let Some(&(at, number, key)) = self.queue.front() {
             if at > now {
                 break;
             }
             self.queue.pop_front();
-            if self.armed.get(&key) == Some(&at) {
+            if self.armed.get(&key) == Some(&number) {
                 self.armed.remove(&key);
                 expired.push(key);
             }
@@ -66,7 +72,7 @@ impl<K: Copy + Eq + Hash> FifoDeadlines<K> {
     /// Time until the earliest queued deadline (perhaps of a disarmed key:
     /// an early wake-up is harmless).
     pub(crate) fn next_in(&self, now: Instant) -> Option<Duration> {
-        let &(at, _) = self.queue.front()?;
+        let &(at, _, _) = self.queue.front()?;
         Some(at.saturating_duration_since(now))
     }
 }
@@ -100,6 +106,10 @@ mod tests {
             deadlines.arm(7, now);
             deadlines.disarm(7);
         }
-        assert!(deadlines.queue.len() <= 64 + 1, "{}", deadlines.queue.len());
+        assert!(
+            deadlines.queue.len() <= 2 + 64 + 1,
+            "{}",
+            deadlines.queue.len()
+        );
     }
 }

@@ -21,6 +21,7 @@ mod executor;
 pub(crate) mod lease;
 mod links;
 mod membership;
+mod rate_limit;
 mod router;
 mod shard;
 mod store_effects;

@@ -71,6 +71,8 @@ struct Drain {
 struct SessionEntry {
     conn: ConnId,
     lane: LaneId,
+    /// Its inbound rate limit (`rate_limit`).
+    bucket: super::rate_limit::TokenBucket,
 }
 
 /// Everything a shard owns, behind the one `RefCell` of [`ShardHandle`].

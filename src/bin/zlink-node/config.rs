@@ -238,6 +238,9 @@ struct LimitsSection {
     session_queue_max: usize,
     actor_queue_max: usize,
     spot_queue_max: usize,
+    /// Packets a session may send a second (0: no limit).
+    session_rate: u32,
+    session_burst: u32,
 }
 
 impl Default for LimitsSection {
@@ -253,6 +256,8 @@ impl Default for LimitsSection {
             session_queue_max: s.session_queue_max,
             actor_queue_max: s.actor_queue_max,
             spot_queue_max: s.spot_queue_max,
+            session_rate: s.session_rate,
+            session_burst: s.session_burst,
         }
     }
 }
@@ -682,6 +687,8 @@ fn settings(
         session_queue_max: l.session_queue_max,
         actor_queue_max: l.actor_queue_max,
         spot_queue_max: l.spot_queue_max,
+        session_rate: l.session_rate,
+        session_burst: l.session_burst,
         decode_limits,
         shards: file.node.shards,
         pin_cores: file.node.pin_cores,

@@ -40,6 +40,14 @@ pub struct NodeSettings {
     /// counted as `client_frame_timeout` (docs/threading.md "Timeouts on
     /// the edges"). A quiet client between frames is not affected.
     pub client_frame_deadline: Duration,
+    /// Packets a session may send a second, over any stretch of time
+    /// (default 10,000; 0: no limit). A game client sends tens a second:
+    /// the default only stops a flood. A packet over the rate is refused
+    /// at ingress (a request ends `RateLimited`, a one-way message is
+    /// dropped and counted).
+    pub session_rate: u32,
+    /// Packets a session may send at once above its rate (default 10,000).
+    pub session_burst: u32,
     /// How long a node link connection may take to finish its handshake
     /// (default 5,000 ms), on either side; one that has not is closed and
     /// counted as `link_handshake_failed`.
@@ -101,6 +109,8 @@ impl Default for NodeSettings {
             send_timeout: Duration::from_millis(5_000),
             relay_deadline: Duration::from_millis(5_000),
             client_frame_deadline: Duration::from_millis(10_000),
+            session_rate: 10_000,
+            session_burst: 10_000,
             link_handshake_deadline: Duration::from_millis(5_000),
             outbound_max: 4 << 20,
             max_sessions: usize::MAX,

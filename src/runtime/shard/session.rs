@@ -33,11 +33,13 @@ use std::time::{Duration, Instant as WallInstant};
 use super::{ShardHandle, ShardState};
 use crate::core::lane::{LaneId, LaneRefusal, SessionClass, SessionState};
 use crate::core::session::{SessionEvent, Ticket};
+use crate::core::trace::FlowTrace;
 use crate::error::{Error, Reason};
 use crate::ids::{ActorId, Correlation, PacketKey, SessionRid};
 use crate::net::{CloseCause, ConnId};
 use crate::runtime::app::session::{Attributes, Dispatch, Packet, Session};
 use crate::runtime::executor::{completion, or_abort, Completer, Completion};
+use crate::runtime::rate_limit::TokenBucket;
 use crate::runtime::PacketHandler;
 use crate::wire::client::{ClientFrame, CloseReason};
 
@@ -158,8 +160,14 @@ impl ShardState {
         let lane = self
             .session_lanes
             .add_lane(self.node.settings.session_queue_max);
-        self.sessions
-            .insert(rid, super::SessionEntry { conn, lane });
+        self.sessions.insert(
+            rid,
+            super::SessionEntry {
+                conn,
+                lane,
+                bucket: TokenBucket::new(WallInstant::now(), self.node.settings.session_burst),
+            },
+        );
         let phase = if self.node.handlers.on_connect.is_some() {
             ConnectionPhase::AwaitingHello
         } else {
@@ -244,6 +252,21 @@ impl ShardState {
         correlation: Option<Correlation>,
         payload: bytes::Bytes,
     ) {
+        let (rate, burst) = (
+            self.node.settings.session_rate,
+            self.node.settings.session_burst,
+        );
+        let within_rate = self.sessions.get_mut(&rid).map_or(true, |entry| {
+            entry.bucket.take(WallInstant::now(), rate, burst)
+        });
+        if !within_rate {
+            self.core.trace(FlowTrace::SessionRateLimited);
+            if let Some(correlation) = correlation {
+                let error = Error::new(Reason::RateLimited);
+                self.write_frame(conn, &ClientFrame::Error { correlation, error });
+            }
+            return;
+        }
         let lane = self.sessions.get(&rid).map(|entry| entry.lane);
         let phase = lane.and_then(|lane| self.lane_sessions.get(&lane).map(|s| s.phase));
         let refusal = match (lane, phase) {

@@ -161,6 +161,9 @@ fn start_node(
         shards,
         pin_cores: false,
         io_backend,
+        // The baselines limit no session's rate: neither does zlink here,
+        // so a closed-loop session at tens of thousands a second compares.
+        session_rate: 0,
         ..NodeSettings::default()
     };
     let mut builder = NodeBuilder::new(rid)
