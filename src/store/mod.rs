@@ -59,7 +59,9 @@ mod embedded;
 mod guard;
 mod redis;
 
-pub use self::redis::{RedisConfigError, RedisStore, RedisStoreConfig, CLUSTER_LEN_MAX};
+pub use self::redis::{
+    RedisConfigError, RedisPassword, RedisStore, RedisStoreConfig, CLUSTER_LEN_MAX,
+};
 pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use counting::{CountingStore, StoreCounts};
 pub use embedded::EmbeddedStore;

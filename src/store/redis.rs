@@ -90,6 +90,22 @@ pub struct RedisStoreConfig {
     /// The limit of each connect, write and read (default 500 ms): a hung
     /// server makes a call fail with `Unavailable`, never block for long.
     pub call_timeout: Duration,
+    /// The ACL user to authenticate as (Redis 6+); `None`: the default user.
+    pub username: Option<String>,
+    /// The password (Redis `requirepass` or the ACL user's), read by the
+    /// caller from a file or an environment variable, never from config
+    /// text; `None`: no AUTH. Debug output shows only whether one is set.
+    pub password: Option<RedisPassword>,
+}
+
+/// A Redis password: kept out of logs (its Debug form is `***`).
+#[derive(Clone, PartialEq, Eq)]
+pub struct RedisPassword(pub String);
+
+impl std::fmt::Debug for RedisPassword {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("***")
+    }
 }
 
 impl RedisStoreConfig {
@@ -100,6 +116,8 @@ impl RedisStoreConfig {
             cluster: cluster.into(),
             lease_term: Duration::from_secs(10),
             call_timeout: Duration::from_millis(500),
+            username: None,
+            password: None,
         }
     }
 }
@@ -318,8 +336,18 @@ impl<C: Clock> RedisStore<C> {
         if config.call_timeout.is_zero() {
             return Err(RedisConfigError::Zero("call_timeout"));
         }
-        let client = ::redis::Client::open(config.url.as_str())
+        let mut info = ::redis::IntoConnectionInfo::into_connection_info(config.url.as_str())
             .map_err(|e| RedisConfigError::Url(e.to_string()))?;
+        // Credentials given apart from the URL win over any in it: the URL
+        // lives in config text, the password in a file or the environment.
+        if let Some(username) = &config.username {
+            info.redis.username = Some(username.clone());
+        }
+        if let Some(password) = &config.password {
+            info.redis.password = Some(password.0.clone());
+        }
+        let client =
+            ::redis::Client::open(info).map_err(|e| RedisConfigError::Url(e.to_string()))?;
         let (calls, queue) = channel();
         let connection = Connection {
             client,

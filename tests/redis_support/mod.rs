@@ -32,12 +32,23 @@ pub struct RedisServer {
     mode: Mode,
     dir: PathBuf,
     child: Option<Child>,
+    /// `--requirepass`, when the server demands a password.
+    password: Option<String>,
 }
 
 impl RedisServer {
     /// Starts a server and waits until it answers PING. Panics with how to
     /// install it when redis-server is missing: no test is skipped silently.
     pub fn start(mode: Mode) -> Self {
+        Self::start_with(mode, None)
+    }
+
+    /// A volatile server that demands `password` (`--requirepass`).
+    pub fn start_with_password(password: &str) -> Self {
+        Self::start_with(Mode::Volatile, Some(password.to_owned()))
+    }
+
+    fn start_with(mode: Mode, password: Option<String>) -> Self {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let dir = std::env::temp_dir().join(format!(
             "zlink-redis-{}-{}",
@@ -51,6 +62,7 @@ impl RedisServer {
                 mode,
                 dir: dir.clone(),
                 child: None,
+                password: password.clone(),
             };
             if server.launch() {
                 if mode == Mode::Cluster {
@@ -119,6 +131,9 @@ impl RedisServer {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
+        if let Some(password) = &self.password {
+            command.args(["--requirepass", password]);
+        }
         match self.mode {
             Mode::Volatile => command.args(["--appendonly", "no"]),
             Mode::Durable => command.args(["--appendonly", "yes", "--appendfsync", "always"]),
@@ -150,7 +165,7 @@ impl RedisServer {
             }
             if self
                 .command(&["PING"])
-                .is_some_and(|r| r.starts_with("+PONG"))
+                .is_some_and(|r| r.starts_with("+PONG") || r.starts_with("-NOAUTH"))
             {
                 return true;
             }

@@ -619,6 +619,8 @@ impl Backend {
                     cluster: cluster.clone(),
                     lease_term: LEASE_TERM,
                     call_timeout: CALL_TIMEOUT,
+                    username: None,
+                    password: None,
                 };
                 let store = RedisStore::open(config, MonotonicClock::new())
                     .map_err(|e| format!("node {rid}'s Redis store: {e}"))?;

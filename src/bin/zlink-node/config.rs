@@ -143,6 +143,10 @@ struct StoreSection {
     lease_renew_interval_ms: u64,
     #[serde(default = "default_call_timeout_ms")]
     call_timeout_ms: u64,
+    /// The ACL user (Redis 6+).
+    username: Option<String>,
+    /// The password: a table with `file` or `env`, like the cluster secret.
+    password: Option<toml::Value>,
 }
 
 fn default_cluster() -> String {
@@ -302,6 +306,10 @@ pub struct Config {
     pub cluster: String,
     pub lease_term: Duration,
     pub call_timeout: Duration,
+    /// The Redis ACL user, if any.
+    pub store_username: Option<String>,
+    /// Where the Redis password is read from, if the store needs one.
+    pub store_password: Option<SecretSource>,
     pub settings: NodeSettings,
 }
 
@@ -369,6 +377,12 @@ pub fn parse(text: &str, base: &Path) -> Result<Config, ConfigError> {
         .secret
         .clone()
         .map(|value| secret_source(value, base, "secret"))
+        .transpose()?;
+    let store_password = file
+        .store
+        .password
+        .clone()
+        .map(|value| secret_source(value, base, "store.password"))
         .transpose()?;
     let store = if file.store.url == "embedded" {
         StoreKind::Embedded
@@ -438,6 +452,8 @@ pub fn parse(text: &str, base: &Path) -> Result<Config, ConfigError> {
         cluster: file.store.cluster,
         lease_term,
         call_timeout,
+        store_username: file.store.username.clone(),
+        store_password,
         settings,
     })
 }

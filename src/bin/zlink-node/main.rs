@@ -24,8 +24,8 @@ use zlink::api::{Mesh, NodeBuilder, ObjectRole, StartError};
 use zlink::ids::NodeGeneration;
 use zlink::net::handshake::ClusterSecret;
 use zlink::store::{
-    CountingStore, EmbeddedStore, LocationStore, MonotonicClock, RedisStore, RedisStoreConfig,
-    StoreCounts,
+    CountingStore, EmbeddedStore, LocationStore, MonotonicClock, RedisPassword, RedisStore,
+    RedisStoreConfig, StoreCounts,
 };
 
 use crate::config::{Config, SecretSource, StoreKind};
@@ -112,11 +112,22 @@ fn run(config: &Config, stop: &signals::StopSignals, console: bool) -> ExitCode 
             (store, counts, "embedded".to_owned())
         }
         StoreKind::Redis(url) => {
+            let password = match config
+                .store_password
+                .as_ref()
+                .map(read_password)
+                .transpose()
+            {
+                Ok(password) => password,
+                Err(why) => return refuse(&format!("config error: {why}")),
+            };
             let store_config = RedisStoreConfig {
                 url: url.clone(),
                 cluster: config.cluster.clone(),
                 lease_term: config.lease_term,
                 call_timeout: config.call_timeout,
+                username: config.store_username.clone(),
+                password,
             };
             match RedisStore::open(store_config, MonotonicClock::new()) {
                 Ok(store) => {
@@ -252,6 +263,32 @@ fn counted<S: LocationStore + 'static>(
     let store = Arc::new(CountingStore::new(store));
     let counts = Arc::clone(&store);
     (store, Box::new(move || counts.counts()))
+}
+
+/// The Redis password from its file or environment variable (trailing
+/// whitespace, such as an editor's newline, is not part of it).
+fn read_password(source: &SecretSource) -> Result<RedisPassword, String> {
+    let (key, bytes) = match source {
+        SecretSource::File(path) => (
+            "store.password.file",
+            std::fs::read(path)
+                .map_err(|e| format!("store.password.file: cannot read {}: {e}", path.display()))?,
+        ),
+        SecretSource::Env(name) => (
+            "store.password.env",
+            std::env::var_os(name)
+                .ok_or_else(|| {
+                    format!("store.password.env: the environment variable {name} is not set")
+                })?
+                .into_encoded_bytes(),
+        ),
+    };
+    let text = String::from_utf8(bytes).map_err(|_| format!("{key}: not UTF-8"))?;
+    let password = text.trim_end();
+    if password.is_empty() {
+        return Err(format!("{key}: empty"));
+    }
+    Ok(RedisPassword(password.to_owned()))
 }
 
 /// The cluster secret from its file (trailing whitespace, such as the
