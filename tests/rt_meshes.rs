@@ -233,4 +233,11 @@ fn a_duplicate_mesh_or_a_peer_in_two_meshes_fails_startup() {
         no_secret.contains("peer 2 needs the home mesh's cluster_secret"),
         "{no_secret}"
     );
+    // A peer at the node's own peer address: a link to itself.
+    let own: SocketAddr = "127.0.0.1:7201".parse().unwrap();
+    let itself = start_error(home().peer_listen(own).peer(2, own));
+    assert!(
+        itself.contains("this node's own peer_listen address"),
+        "{itself}"
+    );
 }

@@ -335,6 +335,16 @@ impl NodeBuilder {
             }
         }
         let (meshes, peers) = link_meshes(&mesh, self.secret, self.peers, self.joined)?;
+        // A peer at this node's own peer address would be a link to itself
+        // (issue 20 item 6): a dead end, refused here rather than retried.
+        if let Some(&(rid, addr, _)) = peers
+            .iter()
+            .find(|(_, addr, _)| Some(*addr) == self.peer_listen && addr.port() != 0)
+        {
+            return Err(StartError::Invalid(format!(
+                "peer {rid} is at {addr}, this node's own peer_listen address"
+            )));
+        }
         let generation = self
             .generation
             .unwrap_or_else(NodeGeneration::from_wall_clock);
