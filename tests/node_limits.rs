@@ -12,10 +12,6 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use node_support::*;
 use zlink::client::Client;
-use zlink::ids::PacketKey;
-
-const LOGIN: PacketKey = PacketKey(1);
-const MOVE: PacketKey = PacketKey(2);
 
 /// The descriptor limit the node runs under: its own (ring, eventfds,
 /// listeners, logs) plus a few dozen connections.

@@ -11,21 +11,10 @@ mod redis_support;
 use std::sync::mpsc::channel;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use node_support::*;
 use redis_support::{Mode, RedisServer};
 use zlink::client::{Client, ClientError, ClientEvent};
 use zlink::error::Error;
-use zlink::ids::PacketKey;
-
-/// The lobby game's keys (src/bin/lobby/game.rs).
-const LOGIN: PacketKey = PacketKey(1);
-const MOVE: PacketKey = PacketKey(2);
-
-/// A client's own limit on one request: far past the relay deadline (2 s),
-/// so a request that gets no terminal from the node is a failure, not a
-/// slow reply.
-const REQUEST_WAIT: Duration = Duration::from_secs(15);
 
 /// Three nodes on `redis`, each linked to the two others.
 struct Mesh {
@@ -74,25 +63,6 @@ impl Mesh {
     }
 }
 
-fn connect(node: &NodeProcess) -> Client {
-    Client::connect(node.stream).expect("the node accepts clients")
-}
-
-fn login(client: &mut Client, player: &str) -> Result<(), ClientError> {
-    let reply = client.request(LOGIN, Bytes::from(player.to_owned()), REQUEST_WAIT)?;
-    assert_eq!(&reply[..], b"welcome");
-    Ok(())
-}
-
-/// MOVE `player` by (1, 0); its new x.
-fn step(client: &mut Client, player: &str) -> Result<i64, ClientError> {
-    let reply = client.request(MOVE, Bytes::from(format!("{player}:1,0")), REQUEST_WAIT)?;
-    let text = std::str::from_utf8(&reply).expect("a UTF-8 position");
-    let (x, y) = text.split_once(',').expect("a position x,y");
-    assert_eq!(y, "0", "only x moves");
-    Ok(x.parse().expect("a whole x"))
-}
-
 /// Waits for the next event that is not a reply; `None` at the timeout.
 fn next_push_or_close(client: &mut Client) -> Option<ClientEvent> {
     loop {
@@ -108,9 +78,9 @@ fn next_push_or_close(client: &mut Client) -> Option<ClientEvent> {
 /// `session_node`: the player stays on `owner`, the new session's binding
 /// is remote, and the first session is replaced. Returns the new client.
 fn player_on(mesh: &mut Mesh, player: &str, owner: u64, session_node: u64) -> Client {
-    let mut first = connect(mesh.node(owner));
+    let mut first = connect(mesh.node(owner).stream);
     login(&mut first, player).expect("the first login creates the player on its node");
-    let mut client = connect(mesh.node(session_node));
+    let mut client = connect(mesh.node(session_node).stream);
     login(&mut client, player).expect("the login elsewhere binds the same player");
     client
 }
@@ -145,7 +115,7 @@ fn mesh3_kill9_of_an_actor_owner_under_load_brings_its_actors_back_elsewhere() {
             (player, client, session_node)
         })
         .collect();
-    let mut on_owner = connect(mesh.node(2));
+    let mut on_owner = connect(mesh.node(2).stream);
     login(&mut on_owner, "w").unwrap();
     let addresses = [mesh.node(1).stream, mesh.node(3).stream];
     // when every client MOVEs in a loop and node 2 is killed (SIGKILL) once
@@ -321,7 +291,7 @@ fn mesh3_a_restarted_node_gets_a_new_generation_and_its_old_lifecycle_is_refused
         other => panic!("the old binding answered {other:?}"),
     }
     // and a new login gets a new incarnation (its position starts again).
-    let mut again = connect(mesh.node(1));
+    let mut again = connect(mesh.node(1).stream);
     login(&mut again, "r").unwrap();
     assert_eq!(step(&mut again, "r").unwrap(), 1);
     // The peers counted the old lifecycle's burial; the restarted node

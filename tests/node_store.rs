@@ -48,17 +48,8 @@ use bytes::Bytes;
 use node_support::*;
 use redis_support::{Mode, RedisServer};
 use zlink::client::{Client, ClientError, ClientEvent};
-use zlink::ids::{Correlation, PacketKey};
+use zlink::ids::Correlation;
 use zlink::wire::client::CloseReason;
-
-/// The lobby game's keys (src/bin/lobby/game.rs).
-const LOGIN: PacketKey = PacketKey(1);
-const MOVE: PacketKey = PacketKey(2);
-
-/// A client's own limit on one request: far past the relay deadline (2 s),
-/// so a request that gets no terminal from the node is a failure, not a
-/// slow reply.
-const REQUEST_WAIT: Duration = Duration::from_secs(15);
 
 /// The lease of the tests that must outlive a store hang, or show that a
 /// restart did not wait one out: far longer than either.
@@ -104,25 +95,6 @@ impl Mesh {
     fn config_path(&self, rid: u64) -> PathBuf {
         self.dir.join(format!("node-{rid}.toml"))
     }
-}
-
-fn connect(address: SocketAddr) -> Client {
-    Client::connect(address).expect("the node accepts clients")
-}
-
-fn login(client: &mut Client, player: &str) -> Result<(), ClientError> {
-    let reply = client.request(LOGIN, Bytes::from(player.to_owned()), REQUEST_WAIT)?;
-    assert_eq!(&reply[..], b"welcome");
-    Ok(())
-}
-
-/// MOVE `player` by (1, 0); its new x.
-fn step(client: &mut Client, player: &str) -> Result<i64, ClientError> {
-    let reply = client.request(MOVE, Bytes::from(format!("{player}:1,0")), REQUEST_WAIT)?;
-    let text = std::str::from_utf8(&reply).expect("a UTF-8 position");
-    let (x, y) = text.split_once(',').expect("a position x,y");
-    assert_eq!(y, "0", "only x moves");
-    Ok(x.parse().expect("a whole x"))
 }
 
 /// A session on `session_node` bound to `player`, hosted on `owner`: a
@@ -500,27 +472,15 @@ fn restart_straight_after_sigterm_comes_up_at_once() {
     assert!(node.node_generation > old_generation);
     let address = node.stream;
     *mesh.node(1) = node;
-    let login = login_by(address, "t2", started + BOUND);
-    let took = started.elapsed();
-    eprintln!(
-        "restart after SIGTERM: ready after {} ms, login after {} ms ({login:?})",
-        ready_after.as_millis(),
-        took.as_millis()
+    serves_a_login_within(
+        &mut mesh,
+        address,
+        "t2",
+        started,
+        BOUND,
+        "after SIGTERM",
+        ready_after,
     );
-    if let Err(refusals) = login {
-        panic!(
-            "the restarted node refused logins for {} ms: {refusals:?}",
-            took.as_millis()
-        );
-    }
-    assert!(
-        took < BOUND,
-        "the restarted node took {} ms to accept a login, not under {} ms",
-        took.as_millis(),
-        BOUND.as_millis()
-    );
-    let (report, _) = mesh.node(1).terminate();
-    eprintln!("{report}");
 }
 
 #[test]
@@ -565,25 +525,48 @@ fn a_start_that_meets_a_live_predecessor_lease_waits_it_out() {
     );
     // and accepts a login, all within the term and a generous margin.
     let address = mesh.node(1).stream;
-    let login = login_by(address, "k2", killed + BOUND);
-    let took = killed.elapsed();
+    eprintln!("restart after SIGKILL: {stream:?} {waiting:?}");
+    serves_a_login_within(
+        &mut mesh,
+        address,
+        "k2",
+        killed,
+        BOUND,
+        "after SIGKILL",
+        ready_after,
+    );
+}
+
+/// The restarted node 1 at `address` accepts a login of `player` within
+/// `bound` of `since` (the stop or the kill); prints the figures, then
+/// stops the node.
+fn serves_a_login_within(
+    mesh: &mut Mesh,
+    address: SocketAddr,
+    player: &str,
+    since: Instant,
+    bound: Duration,
+    what: &str,
+    ready_after: Duration,
+) {
+    let login = login_by(address, player, since + bound);
+    let took = since.elapsed();
     eprintln!(
-        "restart after SIGKILL: {stream:?} {waiting:?}; ready after {} ms, login after {} ms \
-         ({login:?})",
+        "restart {what}: ready after {} ms, login after {} ms ({login:?})",
         ready_after.as_millis(),
         took.as_millis()
     );
     if let Err(refusals) = login {
         panic!(
-            "the restarted node refused logins for {} ms after the kill: {refusals:?}",
+            "the node restarted {what} refused logins for {} ms: {refusals:?}",
             took.as_millis()
         );
     }
     assert!(
-        took < BOUND,
-        "the restarted node took {} ms after the kill to accept a login, not under {} ms",
+        took < bound,
+        "the node restarted {what} took {} ms to accept a login, not under {} ms",
         took.as_millis(),
-        BOUND.as_millis()
+        bound.as_millis()
     );
     let (report, _) = mesh.node(1).terminate();
     eprintln!("{report}");

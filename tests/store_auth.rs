@@ -7,11 +7,9 @@
 mod node_support;
 mod redis_support;
 
-use bytes::Bytes;
 use node_support::*;
 use redis_support::RedisServer;
-use zlink::client::Client;
-use zlink::ids::{MeshName, NodeGeneration, NodeRid, PacketKey};
+use zlink::ids::{MeshName, NodeGeneration, NodeRid};
 use zlink::store::{
     LocationStore, MonotonicClock, RedisPassword, RedisStore, RedisStoreConfig, StoreError,
 };
@@ -74,11 +72,8 @@ fn zlink_node_reads_the_store_password_from_a_file_and_refuses_to_start_without_
     let path = write_config(&dir, "with.toml", &with);
     let mut node = NodeProcess::start(1, &path);
     // then it starts and serves a login (a create in the store),
-    let mut client = Client::connect(node.stream).unwrap();
-    let reply = client
-        .request(PacketKey(1), Bytes::from_static(b"p"), WAIT)
-        .expect("a login with the store's password");
-    assert_eq!(&reply[..], b"welcome");
+    let mut client = connect(node.stream);
+    login(&mut client, "p").expect("a login with the store's password");
     let (report, status) = node.terminate();
     assert!(status.success(), "{report}");
     // while one without it refuses to start, naming the store's refusal.

@@ -275,10 +275,20 @@ impl ShardState {
         }
     }
 
-    /// Closes every session whose begun frame did not arrive whole within
-    /// the client frame deadline: `ProtocolError`, counted.
-    fn expire_partial_frames(&mut self) {
-        for conn in self.partial_frames.expire(std::time::Instant::now()) {
+    /// The edge deadlines that passed (docs/threading.md "Timeouts on the
+    /// edges"), on one read of the clock: a session whose begun frame did
+    /// not arrive whole is closed with `ProtocolError`, counted; a link
+    /// connection whose handshake did not finish is closed, counted.
+    fn expire_edge_deadlines(&mut self) {
+        let now = std::time::Instant::now();
+        let ShardState {
+            links,
+            reactor,
+            core,
+            ..
+        } = self;
+        links.expire_handshakes(reactor, core, now);
+        for conn in self.partial_frames.expire(now) {
             if let Some(&rid) = self.conns.get(&conn) {
                 tracing::debug!(?rid, "client frame deadline passed: closing");
                 self.core.trace(FlowTrace::ClientFrameTimeout);
@@ -704,11 +714,7 @@ impl ShardState {
     fn leave_rows(&self) {
         let rows = self.host.actors.keys().filter_map(|id| {
             let actor_ref = self.core.actor_owner().actor_ref(id)?;
-            let version = crate::store::RowVersion {
-                owner: actor_ref.location.owner,
-                authority: actor_ref.location.authority,
-            };
-            Some((id.clone(), version))
+            Some((id.clone(), (&actor_ref.location).into()))
         });
         self.node
             .left_rows
@@ -903,16 +909,7 @@ pub(crate) fn run(
             let now = state.now();
             state.core.handle_timeout(now);
             state.expire_lifecycle_deadlines();
-            state.expire_partial_frames();
-            {
-                let ShardState {
-                    links,
-                    reactor,
-                    core,
-                    ..
-                } = &mut *state;
-                links.expire_handshakes(reactor, core, std::time::Instant::now());
-            }
+            state.expire_edge_deadlines();
             state.admit_waiting();
             backlog = state.run_actor_work();
         }

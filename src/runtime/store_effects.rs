@@ -83,10 +83,7 @@ impl StoreWorkers {
         &self,
         job: impl FnOnce(&dyn LocationStore) + Send + 'static,
     ) -> Result<(), QueueFull> {
-        match self.lease.try_send(Box::new(job)) {
-            Ok(()) => Ok(()),
-            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => Err(QueueFull),
-        }
+        offer(&self.lease, Box::new(job))
     }
 
     /// Queues `job` without waiting; a full queue refuses it.
@@ -94,11 +91,15 @@ impl StoreWorkers {
         &self,
         job: impl FnOnce(&dyn LocationStore) + Send + 'static,
     ) -> Result<(), QueueFull> {
-        match self.jobs.try_send(Box::new(job)) {
-            Ok(()) => Ok(()),
-            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => Err(QueueFull),
-        }
+        offer(&self.jobs, Box::new(job))
     }
+}
+
+/// Queues `job` on `queue` without waiting; full (or ended) refuses it.
+fn offer(queue: &SyncSender<StoreJob>, job: StoreJob) -> Result<(), QueueFull> {
+    queue.try_send(job).map_err(|refused| match refused {
+        TrySendError::Full(_) | TrySendError::Disconnected(_) => QueueFull,
+    })
 }
 
 /// A worker: takes the next job (one worker waits on the queue at a time)

@@ -339,10 +339,7 @@ pub struct LocationRow {
 impl LocationRow {
     /// The version a compare-and-set or remove of this row expects.
     pub fn version(&self) -> RowVersion {
-        RowVersion {
-            owner: self.location.owner,
-            authority: self.location.authority,
-        }
+        RowVersion::from(&self.location)
     }
 
     /// The row as the Ready ActorRef a bind is given (§1 step 2, §5 "bind at
@@ -366,6 +363,17 @@ pub struct RowVersion {
     pub owner: NodeRid,
     /// The expected authority owner generation.
     pub authority: AuthorityOwnerGeneration,
+}
+
+/// The version of a row at `location`: what a remove or CAS of the
+/// incarnation an ActorRef names expects.
+impl From<&ActorLocation> for RowVersion {
+    fn from(location: &ActorLocation) -> Self {
+        RowVersion {
+            owner: location.owner,
+            authority: location.authority,
+        }
+    }
 }
 
 /// The answer to a create-if-absent.

@@ -148,6 +148,23 @@ pub fn run_to_exit(args: &[&str]) -> Exited {
     }
 }
 
+/// Waits up to [`WAIT`] for `child` to exit; `None` (after a SIGKILL)
+/// when it did not.
+fn wait_child(mut child: Child) -> Option<ExitStatus> {
+    let pid = child.id();
+    let (tx, done) = channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait());
+    });
+    match done.recv_timeout(WAIT) {
+        Ok(status) => Some(status.expect("the node is waited for")),
+        Err(_) => {
+            sigkill(pid);
+            None
+        }
+    }
+}
+
 /// Sends SIGKILL to a child that did not exit in time.
 fn sigkill(pid: u32) {
     if let Ok(pid) = libc::pid_t::try_from(pid) {
@@ -315,24 +332,16 @@ impl NodeProcess {
             self.seen.push(line);
         }
         self.console = None;
-        let mut child = self.child.take().expect("the node was started");
-        let pid = child.id();
-        let (tx, done) = channel();
-        std::thread::spawn(move || {
-            let _ = tx.send(child.wait());
-        });
-        match done.recv_timeout(WAIT) {
-            Ok(status) => StartFailure {
-                status: status.expect("the node is waited for"),
+        let child = self.child.take().expect("the node was started");
+        match wait_child(child) {
+            Some(status) => StartFailure {
+                status,
                 printed: std::mem::take(&mut self.seen),
             },
-            Err(_) => {
-                sigkill(pid);
-                panic!(
-                    "node {}: closed its output but did not exit; it printed {:#?}",
-                    self.rid, self.seen
-                );
-            }
+            None => panic!(
+                "node {}: closed its output but did not exit; it printed {:#?}",
+                self.rid, self.seen
+            ),
         }
     }
 
@@ -438,9 +447,13 @@ impl NodeProcess {
 
     /// SIGSTOP (`true`) or SIGCONT (`false`): the process freezes, or goes on.
     pub fn freeze(&mut self, frozen: bool) {
+        self.signal(if frozen { libc::SIGSTOP } else { libc::SIGCONT });
+    }
+
+    /// Sends `signal` to the running node.
+    fn signal(&self, signal: libc::c_int) {
         let child = self.child.as_ref().expect("the node is running");
         let pid = libc::pid_t::try_from(child.id()).expect("a pid");
-        let signal = if frozen { libc::SIGSTOP } else { libc::SIGCONT };
         // SAFETY: kill(2) with a valid signal number only sends a signal to
         // the child this test started and still owns (not yet waited for).
         let rc = unsafe { libc::kill(pid, signal) };
@@ -449,44 +462,20 @@ impl NodeProcess {
 
     /// Waits (bounded) for the process to exit on its own; its status.
     pub fn wait_exit(&mut self) -> ExitStatus {
-        let mut child = self.child.take().expect("the node is running");
-        let pid = child.id();
-        let (tx, done) = channel();
-        std::thread::spawn(move || {
-            let _ = tx.send(child.wait());
-        });
-        match done.recv_timeout(WAIT) {
-            Ok(status) => status.expect("the node is waited for"),
-            Err(_) => {
-                sigkill(pid);
-                panic!("node {} did not exit within {WAIT:?}", self.rid);
-            }
-        }
+        let child = self.child.take().expect("the node is running");
+        wait_child(child)
+            .unwrap_or_else(|| panic!("node {} did not exit within {WAIT:?}", self.rid))
     }
 
     /// SIGTERM, then waits for the stop report and the exit; returns the
     /// report line and the exit status.
     pub fn terminate(&mut self) -> (String, ExitStatus) {
-        let child = self.child.as_mut().expect("the node is running");
-        let pid = libc::pid_t::try_from(child.id()).expect("a pid");
-        // SAFETY: kill(2) with a valid signal number only sends a signal to
-        // the child this test started and still owns (not yet waited for).
-        let rc = unsafe { libc::kill(pid, libc::SIGTERM) };
-        assert_eq!(rc, 0, "SIGTERM to node {}", self.rid);
+        self.signal(libc::SIGTERM);
         let report = self.wait_line(Stream::Out, "zlink-node stopped:");
-        let mut child = self.child.take().expect("the node is running");
-        let pid = child.id();
-        let (tx, done) = channel();
-        std::thread::spawn(move || {
-            let _ = tx.send(child.wait());
-        });
-        match done.recv_timeout(WAIT) {
-            Ok(status) => (report, status.expect("the node is waited for")),
-            Err(_) => {
-                sigkill(pid);
-                panic!("node {} did not exit after its stop report", self.rid);
-            }
-        }
+        let child = self.child.take().expect("the node is running");
+        let status = wait_child(child)
+            .unwrap_or_else(|| panic!("node {} did not exit after its stop report", self.rid));
+        (report, status)
     }
 }
 
@@ -512,4 +501,44 @@ pub fn count(report: &str, name: &str) -> u64 {
         .split_whitespace()
         .find_map(|word| word.strip_prefix(key.as_str()))
         .map_or(0, |n| n.parse().expect("a count"))
+}
+
+// ---- the lobby game's client side (src/bin/lobby/game.rs) -------------------
+
+/// LOGIN: binds the named player (created on first login).
+pub const LOGIN: zlink::ids::PacketKey = zlink::ids::PacketKey(1);
+/// MOVE `"<player>:<dx>,<dy>"`: the reply is the player's new position.
+pub const MOVE: zlink::ids::PacketKey = zlink::ids::PacketKey(2);
+
+/// A client's own limit on one request: far past the relay deadline (2 s),
+/// so a request that gets no terminal from the node is a failure, not a
+/// slow reply.
+pub const REQUEST_WAIT: Duration = Duration::from_secs(15);
+
+/// A client of the node at `address`.
+pub fn connect(address: SocketAddr) -> zlink::client::Client {
+    zlink::client::Client::connect(address).expect("the node accepts clients")
+}
+
+/// Logs `player` in; the lobby answers "welcome".
+pub fn login(
+    client: &mut zlink::client::Client,
+    player: &str,
+) -> Result<(), zlink::client::ClientError> {
+    let reply = client.request(LOGIN, bytes::Bytes::from(player.to_owned()), REQUEST_WAIT)?;
+    assert_eq!(&reply[..], b"welcome");
+    Ok(())
+}
+
+/// MOVE `player` by (1, 0); its new x.
+pub fn step(
+    client: &mut zlink::client::Client,
+    player: &str,
+) -> Result<i64, zlink::client::ClientError> {
+    let payload = bytes::Bytes::from(format!("{player}:1,0"));
+    let reply = client.request(MOVE, payload, REQUEST_WAIT)?;
+    let text = std::str::from_utf8(&reply).expect("a UTF-8 position");
+    let (x, y) = text.split_once(',').expect("a position x,y");
+    assert_eq!(y, "0", "only x moves");
+    Ok(x.parse().expect("a whole x"))
 }

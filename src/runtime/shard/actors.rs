@@ -570,10 +570,7 @@ impl ShardState {
             let _ = reply.send(self.forget(&id));
             return;
         }
-        let expected = RowVersion {
-            owner: actor_ref.location.owner,
-            authority: actor_ref.location.authority,
-        };
+        let expected = RowVersion::from(&actor_ref.location);
         let (for_store, answer) = (id.clone(), reply.clone());
         let asked = self.store_effect(move |store| StoreAnswer::Destroy {
             outcome: store.remove(&for_store, expected).map(drop),
