@@ -696,6 +696,7 @@ fn sealed_shard() -> (ShardCore, SessionRid, RouteCommit, Instant) {
         },
         sessions: SessionOwnerConfig::default(),
         relocation: zlink::core::relocation::RelocationConfig::default(),
+        send_timeout: std::time::Duration::from_millis(3_000),
     };
     let mut core = ShardCore::new(config, Instant::ZERO);
     let source = Peer {

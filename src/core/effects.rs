@@ -41,6 +41,9 @@ pub enum CoreTimer {
     Session(SessionTimer),
     /// A relocation timer (coordinator, target, proxies, follow entries).
     Relocation(RelocationTimer),
+    /// §6: a 51 waiting for admission to a full link reaches its send
+    /// timeout ([`super::admission::LinkAdmission`]).
+    Admission,
 }
 
 /// An event for the shard to carry out.
@@ -127,6 +130,12 @@ impl Effects {
     /// Arms a timer `after` from now. It never fires sooner.
     pub(crate) fn arm(&mut self, after: Duration, timer: CoreTimer) -> TimerKey {
         self.timers.insert(self.now + after, timer)
+    }
+
+    /// Arms a timer at `deadline` (now, if it has passed). It never fires
+    /// sooner.
+    pub(crate) fn arm_at(&mut self, deadline: Instant, timer: CoreTimer) -> TimerKey {
+        self.timers.insert(deadline.max(self.now), timer)
     }
 
     pub(crate) fn cancel(&mut self, key: TimerKey) {

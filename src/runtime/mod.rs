@@ -174,7 +174,13 @@ impl NodeShared {
 
     /// The core's time: microseconds since the node started.
     pub(crate) fn now(&self) -> Instant {
-        let micros = self.origin.elapsed().as_micros();
+        self.instant_at(std::time::Instant::now())
+    }
+
+    /// `wall` in the core's time (microseconds since the node started): one
+    /// clock read serves both (docs/threading.md "One clock per turn").
+    pub(crate) fn instant_at(&self, wall: std::time::Instant) -> Instant {
+        let micros = wall.saturating_duration_since(self.origin).as_micros();
         Instant::from_micros(u64::try_from(micros).unwrap_or(u64::MAX))
     }
 }
@@ -573,7 +579,7 @@ impl RunningNode {
             self.router.send(
                 shard,
                 ShardMsg::Drain {
-                    deadline: until,
+                    deadline: self.shared.instant_at(until),
                     done,
                 },
             );
@@ -923,11 +929,13 @@ fn run_shard(
             bind_timeout: shared.settings.bind_timeout,
             disconnect_deadline: shared.settings.disconnect_deadline,
             relocation_seal_timeout: shared.settings.relocation_seal_timeout,
+            client_frame_deadline: shared.settings.client_frame_deadline,
         },
         relocation: RelocationConfig {
             limits: shared.settings.decode_limits.for_links(),
             ..shared.settings.relocation.clone()
         },
+        send_timeout: shared.settings.send_timeout,
     };
     let core = ShardCore::new(config, shared.now());
     let executor = Executor::new(WakeReactor(waker));
@@ -939,6 +947,7 @@ fn run_shard(
         link_limits,
         plan.link_status,
         shared.settings.link_handshake_deadline,
+        std::time::Instant::now(),
     );
     let state = ShardState::new(
         Arc::clone(&shared),

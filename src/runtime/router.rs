@@ -54,7 +54,8 @@ pub(crate) enum ShardMsg {
     /// until `deadline`, then close every session; report on `done` once no
     /// session is left.
     Drain {
-        deadline: std::time::Instant,
+        /// In the core's time (`NodeShared::now`).
+        deadline: crate::time::Instant,
         done: std::sync::mpsc::Sender<()>,
     },
 }

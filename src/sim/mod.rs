@@ -304,6 +304,7 @@ impl Mesh {
             },
             sessions: config,
             relocation: self.relocation.clone(),
+            send_timeout: Duration::from_millis(3_000),
         };
         let node = SimNode {
             core: ShardCore::new(config, self.now),
