@@ -990,6 +990,7 @@ fn core_relocation_records_reach_the_actor_owner_side_on_the_actors_shard() {
                 binding: None,
                 state: bytes::Bytes::new(),
                 saved: Vec::new(),
+                timers: zlink::wire::node::TimersHandoff::default(),
             }),
             RecordRole::ActorOwner,
             home,

@@ -55,10 +55,11 @@ pub use crate::runtime::app::{NodeSettings, RelocationUnit, StartError};
 
 pub use crate::core::relocation::RelocationConfig;
 pub use crate::core::trace::{FlowCounters, FlowTrace};
+pub use crate::ids::TimerId;
 pub use crate::net::handshake::ClusterSecret;
 pub use crate::net::IoBackend;
 pub use crate::wire::DecodeLimits;
-pub use actor::{Actor, ActorContext, ActorMessage};
+pub use actor::{Actor, ActorContext, ActorMessage, TimerTick};
 pub use builder::{LeaseWatch, Mesh, Node, NodeBuilder, ObjectRole, RelocateTo};
 pub use session::{ActorHandle, LocationSnapshot, Packet, Session, SessionActor, SessionActors};
 pub use spot::{ExecutionMode, Spot, SpotHandle};

@@ -44,6 +44,8 @@ pub enum CoreTimer {
     /// §6: a 51 waiting for admission to a full link reaches its send
     /// timeout ([`super::admission::LinkAdmission`]).
     Admission,
+    /// A tick of an Actor's timer is due (docs/actors.md "Timers").
+    Actor(super::actor::ActorTimerFire),
 }
 
 /// An event for the shard to carry out.

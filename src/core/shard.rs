@@ -251,6 +251,7 @@ impl ShardCore {
             match timer {
                 CoreTimer::Session(timer) => self.sessions(now).handle_timer(timer),
                 CoreTimer::Relocation(timer) => self.relocations(now).handle_timer(timer),
+                CoreTimer::Actor(fire) => self.actors(now).fire_timer(&fire),
                 CoreTimer::Admission => {
                     // §6: not admitted by its send timeout: DeadlineExceeded,
                     // dropped and counted, never retried.

@@ -1146,6 +1146,7 @@ fn echo(actors: &mut Actors<'_>, event: &ActorEvent) {
             ..
         } => actors.reply(*ticket, Ok(payload.clone())),
         ActorEvent::Disconnect { ticket, .. } => actors.disconnect_done(*ticket, Ok(())),
+        ActorEvent::Timer { actor, timer, .. } => actors.timer_done(actor, *timer),
         ActorEvent::Deliver { reply: None, .. } | ActorEvent::Bound { .. } => {}
     }
 }
