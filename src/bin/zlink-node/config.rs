@@ -803,5 +803,51 @@ mod tests {
         );
         assert_eq!(config.secret, None);
         assert_eq!(config.store, StoreKind::Embedded);
+        assert_eq!(config.store_tls, None);
+    }
+
+    fn with_store(store: &str) -> Result<Config, ConfigError> {
+        let text = format!(
+            "[node]\nrid = 1\nmeshes = [\"m\"]\n[listen]\nstream = \"127.0.0.1:0\"\n{store}"
+        );
+        parse(&text, Path::new("/etc/zlink"))
+    }
+
+    /// `[store.tls]` goes with a rediss:// URL, its paths taken from the
+    /// config's folder; what cannot work is refused by its key.
+    #[test]
+    fn store_tls_needs_a_rediss_url_and_a_client_certificate_its_key() {
+        let config = with_store(
+            "[store]\nurl = \"rediss://redis.internal:6380/\"\n\
+             [store.tls]\nca_file = \"ca.pem\"\ncert_file = \"node.pem\"\nkey_file = \"/k.pem\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            config.store,
+            StoreKind::Redis("rediss://redis.internal:6380/".into())
+        );
+        assert_eq!(
+            config.store_tls,
+            Some(zlink::store::RedisTls {
+                ca_file: Some("/etc/zlink/ca.pem".into()),
+                cert_file: Some("/etc/zlink/node.pem".into()),
+                key_file: Some("/k.pem".into()),
+            })
+        );
+        // No table: rediss:// alone trusts the public roots.
+        let config = with_store("[store]\nurl = \"rediss://r:6380/\"\n").unwrap();
+        assert_eq!(config.store_tls, None);
+        let refused = |store: &str| with_store(store).unwrap_err().0;
+        let plaintext =
+            refused("[store]\nurl = \"redis://r:6379/\"\n[store.tls]\nca_file = \"ca.pem\"\n");
+        assert!(plaintext.starts_with("store.tls: "), "{plaintext}");
+        let no_key =
+            refused("[store]\nurl = \"rediss://r/\"\n[store.tls]\ncert_file = \"n.pem\"\n");
+        assert!(no_key.starts_with("store.tls.key_file: "), "{no_key}");
+        let no_cert =
+            refused("[store]\nurl = \"rediss://r/\"\n[store.tls]\nkey_file = \"k.pem\"\n");
+        assert!(no_cert.starts_with("store.tls.cert_file: "), "{no_cert}");
+        let unknown = refused("[store]\nurl = \"rediss://r/\"\n[store.tls]\ninsecure = true\n");
+        assert!(unknown.starts_with("store.tls.insecure: "), "{unknown}");
     }
 }
