@@ -241,16 +241,19 @@ fn tls_settings_that_cannot_work_are_refused_before_connecting_naming_the_settin
     let pki = Pki::new(&dir, "ca");
     // Nothing listens here: every refusal below comes from `open`.
     let url = "rediss://127.0.0.1:1/";
-    let setting = |result: Result<RedisStore, RedisConfigError>| match result {
+    let setting = |case: &str, result: Result<RedisStore, RedisConfigError>| match result {
         Err(RedisConfigError::Tls { setting, detail }) => (setting, detail),
-        Err(other) => panic!("not a TLS refusal: {other}"),
-        Ok(_) => panic!("a TLS config that cannot work was accepted"),
+        Err(other) => panic!("{case}: not a TLS refusal: {other}"),
+        Ok(_) => panic!("{case}: a TLS config that cannot work was accepted"),
     };
     // TLS files with a plaintext URL: the link would silently be unencrypted.
-    let (key, _) = setting(open("redis://127.0.0.1:1/", Some(pki.trust())));
+    let (key, _) = setting(
+        "TLS files on redis://",
+        open("redis://127.0.0.1:1/", Some(pki.trust())),
+    );
     assert_eq!(key, "store.url");
     // A URL that asks to skip verifying the server.
-    let (key, detail) = setting(open("rediss://127.0.0.1:1/#insecure", None));
+    let (key, detail) = setting("#insecure", open("rediss://127.0.0.1:1/#insecure", None));
     assert_eq!(key, "store.url");
     assert!(detail.contains("insecure"), "{detail}");
     // A CA file that is missing, empty, or not a certificate.
@@ -258,7 +261,7 @@ fn tls_settings_that_cannot_work_are_refused_before_connecting_naming_the_settin
         ca_file: Some(dir.join("nowhere.pem")),
         ..RedisTls::default()
     };
-    let (key, detail) = setting(open(url, Some(missing)));
+    let (key, detail) = setting("a missing CA file", open(url, Some(missing)));
     assert_eq!(key, "store.tls.ca_file");
     assert!(detail.contains("nowhere.pem"), "{detail}");
     let empty = dir.join("empty.pem");
@@ -267,9 +270,12 @@ fn tls_settings_that_cannot_work_are_refused_before_connecting_naming_the_settin
         ca_file: Some(ca.to_owned()),
         ..RedisTls::default()
     };
-    let (key, _) = setting(open(url, Some(with_ca(&empty))));
+    let (key, _) = setting("an empty CA file", open(url, Some(with_ca(&empty))));
     assert_eq!(key, "store.tls.ca_file");
-    let (key, _) = setting(open(url, Some(with_ca(&pki.client_key))));
+    let (key, _) = setting(
+        "a key as CA file",
+        open(url, Some(with_ca(&pki.client_key))),
+    );
     assert_eq!(key, "store.tls.ca_file");
     // A client certificate without its key, or with another's.
     let without_key = RedisTls {
@@ -277,7 +283,11 @@ fn tls_settings_that_cannot_work_are_refused_before_connecting_naming_the_settin
         ..pki.trust_with_client_cert()
     };
     assert_eq!(
-        setting(open(url, Some(without_key))).0,
+        setting(
+            "a certificate without its key",
+            open(url, Some(without_key))
+        )
+        .0,
         "store.tls.key_file"
     );
     let other = Pki::new(&dir, "other");
@@ -285,7 +295,10 @@ fn tls_settings_that_cannot_work_are_refused_before_connecting_naming_the_settin
         key_file: Some(other.client_key.clone()),
         ..pki.trust_with_client_cert()
     };
-    assert_eq!(setting(open(url, Some(wrong_key))).0, "store.tls.key_file");
+    assert_eq!(
+        setting("another's key", open(url, Some(wrong_key))).0,
+        "store.tls.key_file"
+    );
     // And the key file's contents never show in a config's debug form.
     let key_text = std::fs::read_to_string(&pki.client_key).unwrap();
     let shown = format!("{:?}", pki.trust_with_client_cert());
@@ -303,14 +316,16 @@ fn zlink_node_serves_over_a_tls_store_and_refuses_to_start_with_another_ca() {
     let redis = pki.server(true);
     let peers = Peers::Static(Vec::new());
     let base = config(1, &redis.url(), "tls", &peers);
-    let tls_table = |pki: &Pki| {
+    // The client certificate is always the right one: only the CA trusted
+    // for the server's certificate changes.
+    let tls_table = |ca: &Path| {
         format!(
             "[store.tls]\nca_file = {:?}\ncert_file = {:?}\nkey_file = {:?}\n\n[timeouts]\n",
-            pki.ca, pki.client_cert, pki.client_key
+            ca, pki.client_cert, pki.client_key
         )
     };
     // Given a node whose [store.tls] names the CA and its client certificate,
-    let with = base.replace("[timeouts]\n", &tls_table(&pki));
+    let with = base.replace("[timeouts]\n", &tls_table(&pki.ca));
     let mut node = NodeProcess::start(1, &write_config(&dir, "with.toml", &with));
     // then it starts and serves a login (a create in the store),
     let mut client = connect(node.stream);
@@ -320,7 +335,7 @@ fn zlink_node_serves_over_a_tls_store_and_refuses_to_start_with_another_ca() {
     // while one that trusts another CA refuses to start, saying why;
     let wrong = base
         .replace("rid = 1", "rid = 2")
-        .replace("[timeouts]\n", &tls_table(&other));
+        .replace("[timeouts]\n", &tls_table(&other.ca));
     let refused = |name: &str, text: &str| {
         let path = write_config(&dir, name, text);
         match NodeProcess::try_start(2, &path) {
@@ -333,7 +348,7 @@ fn zlink_node_serves_over_a_tls_store_and_refuses_to_start_with_another_ca() {
     };
     let printed = refused("wrong-ca.toml", &wrong);
     assert!(
-        printed.contains("TLS") && printed.contains("certificate"),
+        printed.contains("TLS: the server's certificate was refused"),
         "{printed}"
     );
     // and a CA file that is not there is refused by its key.
