@@ -403,74 +403,78 @@ fn tls_client(
     }
     install_crypto_provider();
     let tls = tls.cloned().unwrap_or_default();
-    let root_cert = tls
-        .ca_file
-        .as_deref()
-        .map(|path| read_certificates(path, "store.tls.ca_file"))
-        .transpose()?;
-    if let Some((_, certificates)) = &root_cert {
-        let mut roots = rustls::RootCertStore::empty();
-        for certificate in certificates {
-            roots
-                .add(certificate.clone())
-                .map_err(|e| RedisConfigError::Tls {
-                    setting: "store.tls.ca_file",
-                    detail: format!("not a usable CA certificate: {e}"),
-                })?;
-        }
-    }
-    let client_tls =
-        match (&tls.cert_file, &tls.key_file) {
-            (None, None) => None,
-            (Some(_), None) => {
-                return Err(refused(
-                    "store.tls.key_file",
-                    "missing: store.tls.cert_file needs the private key it was issued for",
-                ))
-            }
-            (None, Some(_)) => return Err(refused(
-                "store.tls.cert_file",
-                "missing: store.tls.key_file is the key of a client certificate, which is not set",
-            )),
-            (Some(cert_file), Some(key_file)) => {
-                let (client_cert, chain) = read_certificates(cert_file, "store.tls.cert_file")?;
-                let client_key = read_file(key_file, "store.tls.key_file")?;
-                let key = {
-                    use rustls::pki_types::pem::PemObject;
-                    rustls::pki_types::PrivateKeyDer::from_pem_slice(&client_key).map_err(|e| {
-                        RedisConfigError::Tls {
-                            setting: "store.tls.key_file",
-                            detail: format!(
-                                "no PEM private key (PKCS#8, PKCS#1 or SEC1) in {}: {e}",
-                                key_file.display()
-                            ),
-                        }
-                    })?
-                };
-                // The key must be one rustls can sign with and match the
-                // certificate; checked here rather than at the first connect.
-                let roots = rustls::RootCertStore::empty();
-                rustls::ClientConfig::builder()
-                    .with_root_certificates(roots)
-                    .with_client_auth_cert(chain, key)
-                    .map_err(|e| RedisConfigError::Tls {
-                        setting: "store.tls.key_file",
-                        detail: format!("does not go with store.tls.cert_file: {e}"),
-                    })?;
-                Some(::redis::ClientTlsConfig {
-                    client_cert,
-                    client_key,
-                })
-            }
-        };
     let certificates = ::redis::TlsCertificates {
-        client_tls,
-        root_cert: root_cert.map(|(pem, _)| pem),
+        client_tls: client_certificate(&tls)?,
+        root_cert: tls.ca_file.as_deref().map(read_ca).transpose()?,
     };
     ::redis::Client::build_with_tls(info, certificates).map_err(|e| RedisConfigError::Tls {
         setting: "store.tls",
         detail: e.to_string(),
     })
+}
+
+/// The CA file's PEM text, once each certificate in it is known to be a
+/// usable trust anchor.
+fn read_ca(path: &Path) -> Result<Vec<u8>, RedisConfigError> {
+    let (pem, certificates) = read_certificates(path, "store.tls.ca_file")?;
+    let mut roots = rustls::RootCertStore::empty();
+    for certificate in certificates {
+        roots.add(certificate).map_err(|e| RedisConfigError::Tls {
+            setting: "store.tls.ca_file",
+            detail: format!("{}: not a usable CA certificate: {e}", path.display()),
+        })?;
+    }
+    Ok(pem)
+}
+
+/// The client certificate and key of `tls`, if any: both or neither, the
+/// key one rustls can sign with and the certificate's own (checked here
+/// rather than at the first connect, so a wrong pair is a startup error).
+fn client_certificate(
+    tls: &RedisTls,
+) -> Result<Option<::redis::ClientTlsConfig>, RedisConfigError> {
+    use rustls::pki_types::pem::PemObject;
+    let missing = |setting, detail: &str| RedisConfigError::Tls {
+        setting,
+        detail: detail.to_owned(),
+    };
+    let (cert_file, key_file) =
+        match (&tls.cert_file, &tls.key_file) {
+            (None, None) => return Ok(None),
+            (Some(_), None) => {
+                return Err(missing(
+                    "store.tls.key_file",
+                    "missing: store.tls.cert_file needs the private key it was issued for",
+                ))
+            }
+            (None, Some(_)) => return Err(missing(
+                "store.tls.cert_file",
+                "missing: store.tls.key_file is the key of a client certificate, which is not set",
+            )),
+            (Some(cert_file), Some(key_file)) => (cert_file, key_file),
+        };
+    let (client_cert, chain) = read_certificates(cert_file, "store.tls.cert_file")?;
+    let client_key = read_file(key_file, "store.tls.key_file")?;
+    let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(&client_key).map_err(|e| {
+        RedisConfigError::Tls {
+            setting: "store.tls.key_file",
+            detail: format!(
+                "no PEM private key (PKCS#8, PKCS#1 or SEC1) in {}: {e}",
+                key_file.display()
+            ),
+        }
+    })?;
+    rustls::ClientConfig::builder()
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_client_auth_cert(chain, key)
+        .map_err(|e| RedisConfigError::Tls {
+            setting: "store.tls.key_file",
+            detail: format!("does not go with store.tls.cert_file: {e}"),
+        })?;
+    Ok(Some(::redis::ClientTlsConfig {
+        client_cert,
+        client_key,
+    }))
 }
 
 /// Makes ring rustls's process-wide crypto provider unless one is already
