@@ -128,6 +128,7 @@ fn run(config: &Config, stop: &signals::StopSignals, console: bool) -> ExitCode 
                 call_timeout: config.call_timeout,
                 username: config.store_username.clone(),
                 password,
+                tls: config.store_tls.clone(),
             };
             match RedisStore::open(store_config, MonotonicClock::new()) {
                 Ok(store) => {
