@@ -21,6 +21,7 @@ mod executor;
 pub(crate) mod lease;
 mod links;
 mod membership;
+pub(crate) mod metrics;
 mod rate_limit;
 mod router;
 mod shard;
@@ -145,6 +146,10 @@ pub(crate) struct NodeShared {
     pub(crate) meshes: Vec<MeshName>,
     /// Sessions open on every shard, against `settings.max_sessions`.
     pub(crate) sessions_open: std::sync::atomic::AtomicUsize,
+    /// §10 Shutdown began: the node is not ready for traffic any more
+    /// (`/readyz`, [`metrics::NodeMetrics::readiness`]). Set once, by the
+    /// embedder's thread that stops the node; read by scrapes only.
+    pub(crate) draining: AtomicBool,
     /// §5: the owner lease lapsed and the node fenced its Actors: this
     /// lifecycle is dead to the mesh (set once, by shard 0).
     pub(crate) lease_lapsed: Arc<lease::LeaseLapse>,
@@ -286,9 +291,15 @@ pub(crate) struct RunningNode {
     placement_turn: AtomicUsize,
     io_backend: IoBackend,
     shared: Arc<NodeShared>,
+    metrics: metrics::NodeMetrics,
 }
 
 impl RunningNode {
+    /// The node's metrics and readiness (src/runtime/metrics.rs).
+    pub(crate) fn metrics(&self) -> metrics::NodeMetrics {
+        self.metrics.clone()
+    }
+
     pub(crate) fn io_backend(&self) -> IoBackend {
         self.io_backend
     }
@@ -565,6 +576,10 @@ impl RunningNode {
         cleanup: std::time::Duration,
         relocation_wait: std::time::Duration,
     ) {
+        // Not ready from here on (a probe's /readyz), before anything
+        // else: a load balancer stops sending clients while the drain runs.
+        self.shared.draining.store(true, Ordering::Release);
+        tracing::info!("shutdown: draining; the node is not ready any more");
         let until = std::time::Instant::now() + deadline;
         let moves_until = std::time::Instant::now() + deadline.max(relocation_wait);
         let (done, drained) = mpsc::channel();
@@ -660,6 +675,18 @@ struct ShardReady {
 /// its loop once every shard's inbox is known (docs/threading.md).
 pub(crate) fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
     let shards = shard_count(config.settings.shards, config.settings.cores.len())?;
+    // Every store call of the node is timed from here on (its store workers,
+    // the lease's start and release): all of them off the shards.
+    let store_metrics = config
+        .store
+        .as_ref()
+        .map(|_| Arc::new(metrics::StoreMetrics::new()));
+    let mut config = config;
+    if let (Some(store), Some(measured)) = (config.store.take(), &store_metrics) {
+        let wrapped: Arc<dyn LocationStore> =
+            Arc::new(metrics::MeasuredStore::new(store, Arc::clone(measured)));
+        config.store = Some(wrapped);
+    }
     // Resolved once for all shards, so that `Auto` warns once (issue 8).
     let io_backend = config
         .settings
@@ -678,6 +705,7 @@ pub(crate) fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
         _ => None,
     };
     let lease_generation = lease.as_ref().map(|l| l.generation).unwrap_or_default();
+    let leased = lease.is_some();
     let me = Peer {
         rid: config.rid,
         generation: config.generation,
@@ -709,6 +737,7 @@ pub(crate) fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
             config.meshes.iter().map(|(mesh, _)| mesh.clone()).collect()
         },
         sessions_open: std::sync::atomic::AtomicUsize::new(0),
+        draining: AtomicBool::new(false),
         lease_lapsed: Arc::default(),
         left_rows: std::sync::Mutex::new(Vec::new()),
         origin: std::time::Instant::now(),
@@ -788,6 +817,16 @@ pub(crate) fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
     for tx in routers {
         let _ = tx.send(Arc::clone(&router));
     }
+    let metrics = metrics::NodeMetrics::new(
+        me.rid,
+        me.generation,
+        Arc::clone(&shared),
+        counters.clone(),
+        Arc::clone(&router),
+        Arc::clone(&stop),
+        leased,
+        store_metrics,
+    );
     Ok(RunningNode {
         stop,
         router,
@@ -799,6 +838,7 @@ pub(crate) fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
         placement_turn: AtomicUsize::new(0),
         io_backend,
         shared,
+        metrics,
     })
 }
 

@@ -267,6 +267,18 @@ impl SessionOwner {
         self.sessions.len()
     }
 
+    /// How many sessions have at least one binding the application sees
+    /// (§13 `Bound` not empty), and how many such bindings there are in
+    /// all. O(sessions + bindings): for a metrics scrape, not a hot path.
+    pub fn bound_counts(&self) -> (usize, usize) {
+        self.sessions
+            .values()
+            .fold((0, 0), |(sessions, bindings), s| {
+                let bound = s.bindings.values().filter(|b| b.is_bound()).count();
+                (sessions + usize::from(bound > 0), bindings + bound)
+            })
+    }
+
     /// How many requests are in flight.
     pub fn pending_count(&self) -> usize {
         self.pending.len()
