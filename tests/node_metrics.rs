@@ -81,7 +81,7 @@ fn config_with_metrics(rid: u64, redis: &RedisServer, cluster: &str, limits: &st
 }
 
 #[test]
-fn a_scrape_shows_the_link_a_login_and_a_refused_session() {
+fn a_scrape_shows_links_sessions_relays_moves_and_refusals() {
     let redis = RedisServer::start(Mode::Volatile);
     let dir = temp_dir("metrics");
     let one = write_config(
@@ -157,6 +157,42 @@ fn a_scrape_shows_the_link_a_login_and_a_refused_session() {
     assert!(
         lookups_and_creates(&after) > store_before,
         "the login's BindOrGet called the store:\n{after}"
+    );
+    assert_line(&after, r#"zlink_relay_duration_seconds_count{node="1"} 0"#);
+
+    // Relayed MOVEs: each one's latency recorded, and one Actor turn in 64
+    // timed (the login's join turn and these 64).
+    for _ in 0..64 {
+        step(&mut client, "alice").expect("a MOVE is answered");
+    }
+    let moved = scrape(&node);
+    assert_line(&moved, r#"zlink_relay_duration_seconds_count{node="1"} 64"#);
+    assert_line(
+        &moved,
+        r#"zlink_relay_duration_seconds_bucket{node="1",le="+Inf"} 64"#,
+    );
+    let turns = sample(
+        &moved,
+        r#"zlink_actor_turn_duration_seconds_count{node="1"}"#,
+    );
+    assert!(turns >= 1.0, "one Actor turn in 64 is timed: {turns}");
+
+    // A live move to the peer: its duration recorded as committed, and the
+    // next MOVE relayed across the link is measured as well.
+    assert_eq!(node.control("relocate alice 2"), "ok");
+    step(&mut client, "alice").expect("a MOVE after the move is answered");
+    let relocated = scrape(&node);
+    assert_line(
+        &relocated,
+        r#"zlink_relocation_duration_seconds_count{node="1",unit="actor",outcome="committed"} 1"#,
+    );
+    assert_line(
+        &relocated,
+        r#"zlink_relocation_duration_seconds_count{node="1",unit="actor",outcome="failed"} 0"#,
+    );
+    assert_line(
+        &relocated,
+        r#"zlink_relay_duration_seconds_count{node="1"} 65"#,
     );
 
     // A second client is over limits.max_sessions = 1: closed at once and

@@ -36,7 +36,7 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant as StdInstant};
 
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, NoLabelSet};
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::Histogram;
@@ -45,8 +45,10 @@ use prometheus_client::registry::Registry;
 
 use super::router::{Router, ShardMsg};
 use super::{NodeShared, PublishedCounters};
+use crate::core::latency::LatencySnapshot;
 use crate::core::trace::FlowTrace;
 use crate::ids::{ActorId, MeshName, NodeGeneration, NodeRid, RelocationId};
+use crate::runtime::app::RelocationUnit;
 use crate::store::{
     AbortOutcome, CasOutcome, Created, LocationRow, LocationStore, Member, OwnerClaim, OwnerLease,
     RemoveOutcome, RowVersion, StoreError,
@@ -508,8 +510,113 @@ impl Collector for NodeMetrics {
             )?;
         }
 
+        // The latency histograms the shards record lock-free, summed.
+        let mut relay = LatencySnapshot::default();
+        let mut turns = LatencySnapshot::default();
+        for published in &inner.counters {
+            if let Some(histogram) = published.relay_latency.get() {
+                relay.merge(&histogram.snapshot());
+            }
+            turns.merge(&published.actor_turns.snapshot());
+        }
+        latency(
+            &mut encoder,
+            "zlink_relay_duration_seconds",
+            "Relayed requests, from the session's relay to the Actor's reply reaching \
+             the session's shard: the Actor's queue and turn and every hop between, on \
+             this node or across a link (the client's own network is not in it).",
+            node(),
+            &relay,
+        )?;
+        latency(
+            &mut encoder,
+            "zlink_actor_turn_duration_seconds",
+            "Actor handler turns (handle, on_bound), one in 64 timed: a handler that \
+             holds its shard's thread holds every session and Actor of that shard.",
+            node(),
+            &turns,
+        )?;
+        inner.shared.relocations.encode(&mut encoder, inner.rid)?;
+
         if let Some(store) = &inner.store {
             store.encode(&mut encoder, inner.rid)?;
+        }
+        Ok(())
+    }
+}
+
+/// One histogram read from a [`LatencySnapshot`], in seconds.
+fn latency(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    labels: Labels,
+    snapshot: &LatencySnapshot,
+) -> Result<(), std::fmt::Error> {
+    let buckets: Vec<(f64, u64)> = snapshot
+        .buckets
+        .iter()
+        .enumerate()
+        .map(|(i, &count)| (crate::core::latency::upper_bound_seconds(i), count))
+        .collect();
+    let mut metric = encoder.encode_descriptor(name, help, None, MetricType::Histogram)?;
+    metric
+        .encode_family(&labels)?
+        .encode_histogram::<NoLabelSet>(
+            snapshot.sum_micros as f64 / 1e6,
+            snapshot.count(),
+            &buckets,
+            None,
+        )
+}
+
+/// Bucket bounds of a relocation's duration, in seconds: a live move
+/// takes milliseconds; its bounded waits add up to seconds.
+const RELOCATION_BUCKETS: [f64; 12] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
+];
+
+/// How long the application's moves took (Node::relocate, relocate_spot,
+/// relocate_all, a Shutdown's moves), from the ask to the outcome, timed on
+/// the embedder's thread that waits for them (never a shard's).
+#[derive(Debug)]
+pub(crate) struct RelocationMetrics {
+    /// By what moved (an Actor, a Spot) and how it ended (committed, not).
+    durations: [[Histogram; 2]; 2],
+}
+
+impl RelocationMetrics {
+    pub(crate) fn new() -> Self {
+        let histogram = || Histogram::new(RELOCATION_BUCKETS);
+        Self {
+            durations: [[histogram(), histogram()], [histogram(), histogram()]],
+        }
+    }
+
+    /// A move of `unit` ended after `took`, committed (`ok`) or not.
+    pub(crate) fn observe(&self, unit: &RelocationUnit, took: Duration, ok: bool) {
+        let kind = usize::from(matches!(unit, RelocationUnit::Spot(_)));
+        self.durations[kind][usize::from(!ok)].observe(took.as_secs_f64());
+    }
+
+    fn encode(&self, encoder: &mut DescriptorEncoder, rid: NodeRid) -> Result<(), std::fmt::Error> {
+        let mut metric = encoder.encode_descriptor(
+            "zlink_relocation_duration_seconds",
+            "Live relocations this node's application asked for (Node::relocate, \
+             relocate_spot, relocate_all, Shutdown), from the ask to the outcome; \
+             outcome=failed covers aborts, failures and the caller's deadline.",
+            None,
+            MetricType::Histogram,
+        )?;
+        for (kind, by_outcome) in ["actor", "spot"].iter().zip(&self.durations) {
+            for (outcome, histogram) in ["committed", "failed"].iter().zip(by_outcome) {
+                let labels = [
+                    ("node", rid.0.to_string()),
+                    ("unit", (*kind).to_owned()),
+                    ("outcome", (*outcome).to_owned()),
+                ];
+                histogram.encode(metric.encode_family(&labels)?)?;
+            }
         }
         Ok(())
     }

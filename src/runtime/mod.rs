@@ -153,6 +153,10 @@ pub(crate) struct NodeShared {
     /// §5: the owner lease lapsed and the node fenced its Actors: this
     /// lifecycle is dead to the mesh (set once, by shard 0).
     pub(crate) lease_lapsed: Arc<lease::LeaseLapse>,
+    /// How long the application's moves took (`Node::relocate`, a node
+    /// Relocate, a Shutdown's), from the ask to the outcome; timed on the
+    /// embedder's thread that waits for them.
+    pub(crate) relocations: metrics::RelocationMetrics,
     /// The rows of the Actors each shard still hosted when it stopped, for
     /// a clean stop to remove ([`lease::release`]).
     pub(crate) left_rows: std::sync::Mutex<Vec<lease::LeftRow>>,
@@ -198,7 +202,18 @@ pub(crate) struct PublishedCounters {
     counts: Vec<AtomicU64>,
     actors: AtomicUsize,
     spots: AtomicUsize,
+    /// The shard core's relay latency, shared once the core is built on the
+    /// shard's thread (written by that core alone; read by scrapes).
+    relay_latency: std::sync::OnceLock<Arc<crate::core::latency::LatencyHistogram>>,
+    /// One Actor turn in [`ACTOR_TURN_SAMPLE`], timed by the shard's thread
+    /// (its only writer; read by scrapes).
+    pub(crate) actor_turns: crate::core::latency::LatencyHistogram,
 }
+
+/// One Actor turn in this many is timed: a clock read per turn would cost
+/// a visible share of a relayed message's own cost, one in 64 costs a
+/// counter's increment (src/runtime/metrics.rs).
+pub(crate) const ACTOR_TURN_SAMPLE: u64 = 64;
 
 impl PublishedCounters {
     fn new() -> Self {
@@ -206,6 +221,8 @@ impl PublishedCounters {
             counts: FlowTrace::ALL.iter().map(|_| AtomicU64::new(0)).collect(),
             actors: AtomicUsize::new(0),
             spots: AtomicUsize::new(0),
+            relay_latency: std::sync::OnceLock::new(),
+            actor_turns: crate::core::latency::LatencyHistogram::default(),
         }
     }
 
@@ -423,6 +440,8 @@ impl RunningNode {
     ) -> Vec<(RelocationUnit, Error)> {
         struct Move {
             unit: RelocationUnit,
+            /// When it was first asked (its duration's start).
+            asked: std::time::Instant,
             /// The peers still to ask, in the placement policy's order.
             targets: std::vec::IntoIter<NodeRid>,
             /// `None` while it moves.
@@ -432,6 +451,7 @@ impl RunningNode {
         let mut moves: Vec<Move> = Vec::with_capacity(units.len());
         let mut open = 0;
         for (tag, unit) in units.into_iter().enumerate() {
+            let asked = std::time::Instant::now();
             let (mut targets, mut outcome) = match self.relocation_targets(hint) {
                 Ok(targets) => (targets.into_iter(), None),
                 Err(error) => (Vec::new().into_iter(), Some(Err(error))),
@@ -454,6 +474,7 @@ impl RunningNode {
             }
             moves.push(Move {
                 unit,
+                asked,
                 targets,
                 outcome,
             });
@@ -483,8 +504,17 @@ impl RunningNode {
                     }
                 }
             }
+            self.shared
+                .relocations
+                .observe(&m.unit, m.asked.elapsed(), outcome.is_ok());
             m.outcome = Some(outcome);
             open -= 1;
+        }
+        // Those still moving at the caller's deadline count as not moved.
+        for m in moves.iter().filter(|m| m.outcome.is_none()) {
+            self.shared
+                .relocations
+                .observe(&m.unit, m.asked.elapsed(), false);
         }
         moves
             .into_iter()
@@ -738,6 +768,7 @@ pub(crate) fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
         },
         sessions_open: std::sync::atomic::AtomicUsize::new(0),
         draining: AtomicBool::new(false),
+        relocations: metrics::RelocationMetrics::new(),
         lease_lapsed: Arc::default(),
         left_rows: std::sync::Mutex::new(Vec::new()),
         origin: std::time::Instant::now(),
@@ -970,6 +1001,10 @@ fn run_shard(
         },
     };
     let core = ShardCore::new(config, shared.now());
+    let _ = plan
+        .counters
+        .relay_latency
+        .set(Arc::clone(core.relay_latency()));
     let executor = Executor::new(WakeReactor(waker));
     let spawner = executor.spawner();
     // A link carries any client frame inside a record (docs/wire.md "Limits").
@@ -990,6 +1025,7 @@ fn run_shard(
         peer_listener,
         core,
         plan.identity.me,
+        Arc::clone(&plan.counters),
     );
     let handle = ShardHandle::new(state, spawner);
     shard::run(handle, executor, plan.stop, &plan.counters);

@@ -120,6 +120,11 @@ pub(crate) struct ShardState {
     lease_round_in_flight: bool,
     /// Client connections with a frame begun and not yet whole.
     partial_frames: FifoDeadlines<ConnId>,
+    /// What this shard publishes for the node's metrics; it is their only
+    /// writer on this thread (the Actor turn durations).
+    published: Arc<PublishedCounters>,
+    /// Actor turns run so far: every ACTOR_TURN_SAMPLE-th is timed.
+    actor_turns_seen: u64,
 }
 
 /// The shard as its tasks see it: shared, shard-local, never `Send`.
@@ -140,6 +145,7 @@ impl ShardState {
         peer_listener: Option<ListenerId>,
         core: ShardCore,
         me: Peer,
+        published: Arc<PublishedCounters>,
     ) -> Self {
         let lease_expires_at = node.lease.as_ref().map(|lease| {
             lease
@@ -179,6 +185,8 @@ impl ShardState {
             lease_fenced: false,
             lease_round_in_flight: false,
             partial_frames,
+            published,
+            actor_turns_seen: 0,
         }
     }
 

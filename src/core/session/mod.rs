@@ -33,6 +33,7 @@ use self::aggregate::{
 };
 use self::seal::{Accepted, AcceptedRequest, HeldDisconnect, Seal};
 use super::effects::{CoreTimer, Effects};
+use super::time::Instant;
 use super::timer::TimerKey;
 use super::trace::FlowTrace;
 use crate::error::{Error, Reason};
@@ -201,6 +202,8 @@ struct Pending {
     peer: NodeRid,
     deadline: TimerKey,
     kind: PendingKind,
+    /// When it was accepted (the relay latency's start).
+    started: Instant,
 }
 
 #[derive(Debug)]
@@ -700,6 +703,7 @@ impl Sessions<'_> {
             peer,
             deadline,
             kind,
+            started: self.fx.now(),
         };
         let previous = self.owner.pending.insert(request, pending);
         debug_assert!(previous.is_none(), "request id reused: {request:?}");
@@ -998,6 +1002,7 @@ impl Sessions<'_> {
         };
         match pending.kind {
             PendingKind::Relay { correlation } => {
+                self.fx.relay_replied(pending.started);
                 let frame = match reply.outcome {
                     Ok(payload) => ClientFrame::Reply {
                         correlation,

@@ -710,6 +710,9 @@ impl ShardState {
             self.refuse_actor_work(event, Reason::QueueFull);
             return;
         };
+        // One turn in ACTOR_TURN_SAMPLE is timed (src/runtime/metrics.rs).
+        self.actor_turns_seen = self.actor_turns_seen.wrapping_add(1);
+        let timed = self.actor_turns_seen % crate::runtime::ACTOR_TURN_SAMPLE == 0;
         let limits = self.node.settings.decode_limits;
         let mut ctx = TurnContext {
             core: &mut self.core,
@@ -746,6 +749,10 @@ impl ShardState {
             }
             ActorEvent::Bound { .. } => instance.on_bound(&mut ctx),
             ActorEvent::Disconnect { .. } => {}
+        }
+        if timed {
+            let took = self.now() - now;
+            self.published.actor_turns.record(took);
         }
         if let Some(hosted) = self.host.actors.get_mut(&actor) {
             hosted.instance = Some(instance);
