@@ -181,8 +181,9 @@ fn run(config: &Config, stop: &signals::StopSignals, console: bool) -> ExitCode 
             });
         builder = builder.join_mesh(mesh);
     }
-    // Bound before the node starts: an address in use fails the start
-    // before the owner lease is taken.
+    // Served before the node starts (probes.rs): an address in use fails
+    // the start before the owner lease is taken, and a start that waits for
+    // a crashed predecessor's lease stays live to a probe.
     let endpoint = match config.metrics.map(probes::Endpoint::bind).transpose() {
         Ok(endpoint) => endpoint,
         Err(why) => {
@@ -199,11 +200,8 @@ fn run(config: &Config, stop: &signals::StopSignals, console: bool) -> ExitCode 
         }
         Err(e) => return refuse(&e.to_string()),
     };
-    if let Some(endpoint) = endpoint {
-        if let Err(why) = endpoint.serve(&node.metrics()) {
-            eprintln!("zlink-node: {why}");
-            return ExitCode::FAILURE;
-        }
+    if let Some(endpoint) = &endpoint {
+        endpoint.attach(node.metrics());
     }
     let show = |addr: Option<std::net::SocketAddr>| addr.map_or("-".to_owned(), |a| a.to_string());
     println!(
