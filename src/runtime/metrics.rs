@@ -266,15 +266,12 @@ fn node_label(rid: NodeRid) -> (&'static str, String) {
 type Labels = Vec<(&'static str, String)>;
 
 /// One family of gauges, one row per label set.
-fn gauges<V: prometheus_client::encoding::EncodeGaugeValue>(
+fn gauges<V: prometheus_client::encoding::EncodeGaugeValue + Copy>(
     encoder: &mut DescriptorEncoder,
     name: &str,
     help: &str,
     rows: &[(Labels, V)],
-) -> Result<(), std::fmt::Error>
-where
-    V: Copy,
-{
+) -> Result<(), std::fmt::Error> {
     if rows.is_empty() {
         return Ok(());
     }
