@@ -6,9 +6,11 @@
 //! One hashed timer wheel per shard serves every timeout of both roles.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::actor::ActorEvent;
+use super::latency::LatencyHistogram;
 use super::relocation::{RelocationEvent, RelocationTimer};
 use super::session::{SessionEvent, SessionTimer};
 use super::time::Instant;
@@ -67,6 +69,9 @@ pub(crate) struct Effects {
     events: VecDeque<CoreEvent>,
     timers: TimerWheel<CoreTimer>,
     counters: FlowCounters,
+    /// From a session's relay to the Actor's reply reaching its owner
+    /// (this core writes it, a metrics scrape reads it: core::latency).
+    relay_latency: Arc<LatencyHistogram>,
 }
 
 impl Effects {
@@ -77,6 +82,7 @@ impl Effects {
             events: VecDeque::new(),
             timers: TimerWheel::with_defaults(now),
             counters: FlowCounters::default(),
+            relay_latency: Arc::default(),
         }
     }
 
@@ -127,6 +133,18 @@ impl Effects {
 
     pub(crate) fn trace(&mut self, event: FlowTrace) {
         self.counters.record(event);
+    }
+
+    /// A relay accepted at `started` got its reply now. No clock is read:
+    /// both times are the inputs' (the shard reads its clock per input
+    /// anyway), so the cost per message is one bucket's increment.
+    pub(crate) fn relay_replied(&mut self, started: Instant) {
+        self.relay_latency.record(self.now - started);
+    }
+
+    /// The relay latency histogram, for whoever reads it.
+    pub(crate) fn relay_latency(&self) -> &Arc<LatencyHistogram> {
+        &self.relay_latency
     }
 
     /// Arms a timer `after` from now. It never fires sooner.

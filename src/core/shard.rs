@@ -287,6 +287,13 @@ impl ShardCore {
         self.fx.counters()
     }
 
+    /// The latency of this core's relays, from the session's relay to the
+    /// Actor's reply reaching this owner: written by this core only, read
+    /// by any thread (a metrics scrape).
+    pub fn relay_latency(&self) -> &std::sync::Arc<crate::core::latency::LatencyHistogram> {
+        self.fx.relay_latency()
+    }
+
     /// Records a flow event the transport observed (a malformed record, a
     /// record with no route), so that the one set of counters tells all.
     pub fn trace(&mut self, event: FlowTrace) {

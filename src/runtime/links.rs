@@ -290,6 +290,29 @@ impl Links {
         self.now = now;
     }
 
+    /// Every peer this node knows (configured, listed in the membership or
+    /// once linked), in NodeRid order, with its mesh and whether its link
+    /// is up: a metrics scrape's `zlink_link_up` (src/runtime/metrics.rs).
+    pub(crate) fn peer_states(&self) -> Vec<super::metrics::PeerLink> {
+        let Some(config) = &self.config else {
+            return Vec::new();
+        };
+        let mut peers: Vec<super::metrics::PeerLink> = self
+            .meshes
+            .iter()
+            .filter_map(|(&rid, &mesh)| {
+                let (name, _) = config.meshes.get(mesh)?;
+                Some(super::metrics::PeerLink {
+                    peer: rid,
+                    mesh: name.clone(),
+                    up: self.up.contains_key(&rid),
+                })
+            })
+            .collect();
+        peers.sort_unstable_by_key(|p| p.peer.0);
+        peers
+    }
+
     /// Follows the mesh's membership, `live` as the store last listed it
     /// (docs/store.md "Membership"). A peer that was listed and no longer
     /// is, or is listed in a newer lifecycle, had its lease lapse: it is

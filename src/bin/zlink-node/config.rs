@@ -106,6 +106,9 @@ fn default_io_backend() -> String {
 struct ListenSection {
     stream: SocketAddr,
     peer: Option<SocketAddr>,
+    /// `/metrics`, `/healthz` and `/readyz` over HTTP (src/bin/zlink-node/
+    /// probes.rs); left out: no endpoint.
+    metrics: Option<SocketAddr>,
 }
 
 #[derive(Default, Deserialize)]
@@ -314,6 +317,8 @@ pub struct Config {
     pub role: ObjectRole,
     pub stream: SocketAddr,
     pub peer: Option<SocketAddr>,
+    /// Where `/metrics`, `/healthz` and `/readyz` are served, if anywhere.
+    pub metrics: Option<SocketAddr>,
     pub discover: bool,
     pub peers: Vec<(u64, SocketAddr)>,
     pub secret: Option<SecretSource>,
@@ -464,6 +469,7 @@ pub fn parse(text: &str, base: &Path) -> Result<Config, ConfigError> {
         role,
         stream: file.listen.stream,
         peer: file.listen.peer,
+        metrics: file.listen.metrics,
         discover: file.peers.discover,
         peers,
         secret,

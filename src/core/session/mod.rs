@@ -212,6 +212,8 @@ struct Pending {
     peer: NodeRid,
     deadline: TimerKey,
     kind: PendingKind,
+    /// When it was accepted (the relay latency's start).
+    started: Instant,
 }
 
 #[derive(Debug)]
@@ -280,6 +282,18 @@ impl SessionOwner {
     /// How many sessions exist (open, replacing or still cleaning up).
     pub fn session_count(&self) -> usize {
         self.sessions.len()
+    }
+
+    /// How many sessions have at least one binding the application sees
+    /// (§13 `Bound` not empty), and how many such bindings there are in
+    /// all. O(sessions + bindings): for a metrics scrape, not a hot path.
+    pub fn bound_counts(&self) -> (usize, usize) {
+        self.sessions
+            .values()
+            .fold((0, 0), |(sessions, bindings), s| {
+                let bound = s.bindings.values().filter(|b| b.is_bound()).count();
+                (sessions + usize::from(bound > 0), bindings + bound)
+            })
     }
 
     /// How many requests are in flight.
@@ -745,6 +759,7 @@ impl Sessions<'_> {
             peer,
             deadline,
             kind,
+            started: self.fx.now(),
         };
         let previous = self.owner.pending.insert(request, pending);
         debug_assert!(previous.is_none(), "request id reused: {request:?}");
@@ -1046,6 +1061,7 @@ impl Sessions<'_> {
         };
         match pending.kind {
             PendingKind::Relay { correlation } => {
+                self.fx.relay_replied(pending.started);
                 let frame = match reply.outcome {
                     Ok(payload) => ClientFrame::Reply {
                         correlation,

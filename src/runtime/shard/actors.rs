@@ -714,6 +714,12 @@ impl ShardState {
             self.refuse_actor_work(event, Reason::QueueFull);
             return;
         };
+        // One turn in ACTOR_TURN_SAMPLE is timed (src/runtime/metrics.rs).
+        self.actor_turns_seen = self.actor_turns_seen.wrapping_add(1);
+        // A measurement, not a protocol input: the only clock read outside
+        // the loop turn's `tick` (docs/threading.md "One clock per turn").
+        let timed = (self.actor_turns_seen % crate::runtime::ACTOR_TURN_SAMPLE == 0)
+            .then(std::time::Instant::now);
         let limits = self.node.settings.decode_limits;
         let mut ctx = TurnContext {
             core: &mut self.core,
@@ -754,6 +760,9 @@ impl ShardState {
                 self.core.actors(now).timer_done(&actor, timer);
             }
             ActorEvent::Disconnect { .. } => {}
+        }
+        if let Some(started) = timed {
+            self.published.actor_turns.record(started.elapsed());
         }
         if let Some(hosted) = self.host.actors.get_mut(&actor) {
             hosted.instance = Some(instance);
