@@ -320,7 +320,28 @@ impl RequestId {
     pub fn is_relocation(self) -> bool {
         self.0 & Self::RELOCATION_BIT != 0
     }
+
+    /// Bit 46 marks a request one Actor made of another (70), so that its
+    /// reply (a 24 reply) reaches the caller's side of the shard and never
+    /// the session owner, from the record alone (docs/actors.md).
+    pub const CALL_BIT: u64 = 1 << 46;
+
+    /// The id before the first one the Actor side of `owner` allocates for
+    /// its Actors' requests.
+    pub fn call_origin(owner: SessionOwnerId) -> Self {
+        Self(Self::origin(owner).0 | Self::CALL_BIT)
+    }
+
+    /// Whether an Actor's request (70) allocated this id.
+    pub fn is_call(self) -> bool {
+        self.0 & Self::CALL_BIT != 0 && !self.is_relocation()
+    }
 }
+
+/// One request an Actor made of another (docs/actors.md): numbered by the
+/// node that sent it, handed back with its outcome.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CallId(pub u64);
 
 /// The session owner inside a node that owns a session (its shard), so that a
 /// record for the session reaches it with at most one shard hop (docs/wire.md).

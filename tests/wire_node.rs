@@ -13,7 +13,7 @@ use proptest::prelude::*;
 use proptest::sample::select;
 use zlink::error::{Error, ErrorKind, Reason};
 use zlink::ids::{
-    ActorId, AuthorityOwnerGeneration, BindingGeneration, Correlation, MeshName, NameError,
+    ActorId, AuthorityOwnerGeneration, BindingGeneration, CallId, Correlation, MeshName, NameError,
     NodeGeneration, NodeRid, ObjectGeneration, OwnerLeaseGeneration, PacketKey, RelocationId,
     RequestId, SessionOwnerId, SessionRef, SessionRid, SessionSequence, TimerId,
 };
@@ -329,6 +329,22 @@ fn saved_work() -> impl Strategy<Value = SavedWork> {
             timer: TimerId(timer),
             tick,
         }),
+        (
+            proptest::option::of(request_header()),
+            actor_id(),
+            any::<u16>(),
+            payload()
+        )
+            .prop_map(|(request, from, k, payload)| SavedWork::Call {
+                request,
+                from,
+                key: PacketKey(k),
+                payload,
+            }),
+        (any::<u64>(), payload()).prop_map(|(call, reply)| SavedWork::CallOutcome {
+            call: CallId(call),
+            outcome: Ok(reply),
+        }),
     ]
 }
 
@@ -365,10 +381,10 @@ fn relocation_prepare() -> impl Strategy<Value = RelocationPrepare> {
         proptest::option::of(binding_handoff()),
         payload(),
         vec(saved_work(), 0..6),
-        timers_handoff(),
+        (timers_handoff(), any::<u64>()),
     )
         .prop_map(
-            |(request, relocation, actor, [og, auth], binding, state, saved, timers)| {
+            |(request, relocation, actor, [og, auth], binding, state, saved, (timers, call))| {
                 RelocationPrepare {
                     request,
                     relocation,
@@ -379,6 +395,7 @@ fn relocation_prepare() -> impl Strategy<Value = RelocationPrepare> {
                     state,
                     saved,
                     timers,
+                    last_call: CallId(call),
                 }
             },
         )
@@ -437,7 +454,43 @@ fn node_record() -> impl Strategy<Value = NodeRecord> {
         relocation_sealed().prop_map(NodeRecord::SessionRelocationSealed),
         relocation_route().prop_map(NodeRecord::SessionRelocationRoute),
         replaced().prop_map(NodeRecord::BoundSessionReplaced),
+        actor_call().prop_map(NodeRecord::ActorCall),
     ]
+}
+
+fn actor_call() -> impl Strategy<Value = ActorCall> {
+    let body = prop_oneof![
+        (any::<u16>(), payload()).prop_map(|(k, payload)| CallBody::Message {
+            key: PacketKey(k),
+            payload,
+        }),
+        (
+            any::<u64>(),
+            prop_oneof![payload().prop_map(Ok), error().prop_map(Err)]
+        )
+            .prop_map(|(call, outcome)| CallBody::Outcome {
+                call: CallId(call),
+                outcome,
+            }),
+    ];
+    (
+        proptest::option::of(request_header()),
+        actor_id(),
+        any::<[u64; 3]>(),
+        actor_id(),
+        body,
+    )
+        .prop_map(
+            |(request, actor, [og, auth, lease], from, body)| ActorCall {
+                request,
+                actor,
+                object_generation: ObjectGeneration(og),
+                authority: AuthorityOwnerGeneration(auth),
+                lease: OwnerLeaseGeneration(lease),
+                from,
+                body,
+            },
+        )
 }
 
 // ---- samples ----------------------------------------------------------------
@@ -649,6 +702,33 @@ fn samples() -> Vec<NodeRecord> {
             actor: actor(),
             outcome: Err(Error::new(Reason::RelocationAborted)),
         }),
+        NodeRecord::ActorCall(ActorCall {
+            request: Some(RequestHeader {
+                id: RequestId(RequestId::CALL_BIT | 3),
+                budget: Duration::from_millis(2_000),
+            }),
+            actor: actor(),
+            object_generation: ObjectGeneration(6),
+            authority: AuthorityOwnerGeneration(7),
+            lease: OwnerLeaseGeneration(8),
+            from: ActorId::new("room-1").unwrap(),
+            body: CallBody::Message {
+                key: PacketKey(14),
+                payload: Bytes::from_static(b"join"),
+            },
+        }),
+        NodeRecord::ActorCall(ActorCall {
+            request: None,
+            actor: actor(),
+            object_generation: ObjectGeneration(6),
+            authority: AuthorityOwnerGeneration(7),
+            lease: OwnerLeaseGeneration(8),
+            from: actor(),
+            body: CallBody::Outcome {
+                call: CallId(2),
+                outcome: Err(Error::new(Reason::Deadline)),
+            },
+        }),
     ]
 }
 
@@ -722,6 +802,7 @@ fn prepare_body() -> RelocationPrepare {
                 },
             ],
         },
+        last_call: CallId(17),
     }
 }
 
@@ -1190,8 +1271,9 @@ fn a_prepare_with_more_timers_than_an_actor_may_have_is_refused_before_one_is_re
         ..prepare_body()
     });
     let mut body = body_of(&empty).to_vec();
-    let at = body.len() - 2;
-    body[at..].copy_from_slice(&u16::MAX.to_be_bytes());
+    // The timers' count, before the last call's number.
+    let at = body.len() - 10;
+    body[at..at + 2].copy_from_slice(&u16::MAX.to_be_bytes());
     assert_eq!(
         decode(&body),
         Err(WireError::TooManyTimers {
@@ -1221,8 +1303,8 @@ fn a_prepare_with_too_much_saved_work_is_refused_before_an_item_is_read() {
     });
     let mut body = body_of(&empty).to_vec();
     // The saved-work count, before the timers (an 8-byte next number and a
-    // 2-byte count).
-    let at = body.len() - 12;
+    // 2-byte count) and the last call's 8-byte number.
+    let at = body.len() - 20;
     body[at..at + 2].copy_from_slice(&u16::MAX.to_be_bytes());
     assert_eq!(
         decode(&body),
@@ -1248,10 +1330,30 @@ fn an_unknown_saved_work_kind_is_refused() {
     let mut body = body_of(&hold).to_vec();
     let kind_at = 2 + 16 + 1 + actor().as_bytes().len();
     assert_eq!(body[kind_at], 1, "the sample's item is a Deliver");
-    for kind in [0u8, 6, 255] {
+    for kind in [0u8, 8, 255] {
         body[kind_at] = kind;
         assert_eq!(decode(&body), Err(WireError::UnknownSavedWork(kind)));
     }
+}
+
+#[test]
+fn a_request_between_actors_that_does_not_decode_is_still_answered_under_its_id() {
+    let call = samples()
+        .into_iter()
+        .find(|r| matches!(r, NodeRecord::ActorCall(c) if c.request.is_some()))
+        .unwrap();
+    let mut body = body_of(&call).to_vec();
+    body.truncate(20);
+    assert_eq!(
+        NodeRecord::request_of(&Bytes::from(body)),
+        Some((Command::ActorCall, RequestId(RequestId::CALL_BIT | 3)))
+    );
+    // An outcome is one-way: nothing to answer.
+    let outcome = samples()
+        .into_iter()
+        .find(|r| matches!(r, NodeRecord::ActorCall(c) if c.request.is_none()))
+        .unwrap();
+    assert_eq!(NodeRecord::request_of(&body_of(&outcome)), None);
 }
 
 #[test]
@@ -1259,11 +1361,18 @@ fn the_handoff_records_have_their_command_numbers() {
     let numbers: Vec<u8> = samples()
         .iter()
         .map(|r| r.command().code())
-        .filter(|&c| c >= 60)
+        .filter(|&c| (60..=65).contains(&c))
         .collect();
     assert_eq!(numbers, vec![60, 60, 61, 61, 62, 63, 64, 65, 65]);
-    for code in 60..=65 {
+    for code in (60..=65).chain([70]) {
         assert_eq!(Command::from_code(code).map(Command::code), Ok(code));
+    }
+    // 66–69 are not used.
+    for code in 66..=69 {
+        assert_eq!(
+            Command::from_code(code),
+            Err(WireError::UnknownCommand(code))
+        );
     }
     // 60 is a request: a malformed one is answered under its id.
     let mut body = body_of(&prepare()).to_vec();

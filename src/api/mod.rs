@@ -55,7 +55,7 @@ pub use crate::runtime::app::{NodeSettings, RelocationUnit, StartError};
 
 pub use crate::core::relocation::RelocationConfig;
 pub use crate::core::trace::{FlowCounters, FlowTrace};
-pub use crate::ids::TimerId;
+pub use crate::ids::{CallId, TimerId};
 pub use crate::net::handshake::ClusterSecret;
 pub use crate::net::IoBackend;
 pub use crate::runtime::metrics::{NodeMetrics, Readiness, CONTENT_TYPE as METRICS_CONTENT_TYPE};

@@ -48,6 +48,8 @@ pub enum CoreTimer {
     Admission,
     /// A tick of an Actor's timer is due (docs/actors.md "Timers").
     Actor(super::actor::ActorTimerFire),
+    /// The deadline of a request an Actor made of another Actor.
+    Call(crate::ids::RequestId),
 }
 
 /// An event for the shard to carry out.

@@ -33,6 +33,10 @@ pub enum RecordRole {
     /// proxied (a 24 reply or 38 terminal whose RequestId carries
     /// [`RequestId::RELOCATION_BIT`]).
     Coordinator,
+    /// The caller side of the Actor owner: the 24 replies to requests its
+    /// Actors made of other Actors (RequestId with [`RequestId::CALL_BIT`],
+    /// docs/actors.md).
+    Caller,
 }
 
 /// The role a record is addressed to, from its command and transition.
@@ -44,7 +48,13 @@ pub fn record_role(record: &NodeRecord) -> RecordRole {
         | NodeRecord::RelocationPrepare(_)
         | NodeRecord::RelocationIngressHold(_)
         | NodeRecord::RelocationCutover(_)
-        | NodeRecord::RelocationDiscard(_) => RecordRole::ActorOwner,
+        | NodeRecord::RelocationDiscard(_)
+        | NodeRecord::ActorCall(_) => RecordRole::ActorOwner,
+        NodeRecord::ActorSend(ActorSend::Reply(ActorReply { request, .. }))
+            if request.is_call() =>
+        {
+            RecordRole::Caller
+        }
         NodeRecord::ActorSend(ActorSend::Reply(ActorReply { request, .. }))
         | NodeRecord::BoundSessionBind(BoundSessionBind::Terminal(BindTerminal {
             request, ..
@@ -79,6 +89,7 @@ pub fn record_shard(record: &NodeRecord, shards: u16) -> u16 {
         NodeRecord::RelocationCutover(c) => return c.actor.shard(shards),
         NodeRecord::RelocationDiscard(d) => return d.actor.shard(shards),
         NodeRecord::RelocationFinished(f) => return f.actor.shard(shards),
+        NodeRecord::ActorCall(c) => return c.actor.shard(shards),
         NodeRecord::RelocationReady(r) => r.request.owner(),
         NodeRecord::ActorSend(ActorSend::Reply(r)) => r.request.owner(),
         NodeRecord::BoundSessionBind(BoundSessionBind::Terminal(t)) => t.request.owner(),
@@ -135,7 +146,7 @@ impl ShardCore {
             fx: Effects::new(now),
             relocation: RelocationOwner::new(config.session_owner.owner_id, config.relocation),
             sessions: SessionOwner::new(config.session_owner, config.sessions),
-            actors: ActorOwner::new(config.actor_owner),
+            actors: ActorOwner::new(config.actor_owner, config.session_owner.owner_id),
             admission: LinkAdmission::new(config.send_timeout),
         }
     }
@@ -193,6 +204,11 @@ impl ShardCore {
             RecordRole::Coordinator => self
                 .relocations(now)
                 .handle_coordinator_record(from, record),
+            RecordRole::Caller => {
+                if let NodeRecord::ActorSend(ActorSend::Reply(reply)) = record {
+                    self.actors(now).on_call_reply(from, reply);
+                }
+            }
         }
     }
 
@@ -201,6 +217,8 @@ impl ShardCore {
     pub fn handle_unreachable(&mut self, now: Instant, to: NodeRid, request: RequestId) {
         if request.is_relocation() {
             self.relocations(now).unreachable(to, request);
+        } else if request.is_call() {
+            self.actors(now).call_unreachable(to, request);
         } else {
             self.sessions(now).unreachable(to, request);
         }
@@ -252,6 +270,7 @@ impl ShardCore {
                 CoreTimer::Session(timer) => self.sessions(now).handle_timer(timer),
                 CoreTimer::Relocation(timer) => self.relocations(now).handle_timer(timer),
                 CoreTimer::Actor(fire) => self.actors(now).fire_timer(&fire),
+                CoreTimer::Call(request) => self.actors(now).on_call_deadline(request),
                 CoreTimer::Admission => {
                     // §6: not admitted by its send timeout: DeadlineExceeded,
                     // dropped and counted, never retried.

@@ -13,6 +13,7 @@
 //! (hosted Actors, User Spots, their lanes and turns) is [`actors`].
 
 mod actors;
+mod calls;
 mod relocation;
 mod session;
 
@@ -92,6 +93,8 @@ pub(crate) struct ShardState {
     host: ActorHost,
     /// Relocations this shard started for the application.
     moves: Moves,
+    /// Routes to other Actors, and the calls waiting on their look-ups.
+    routes: calls::Routes,
     lane_sessions: HashMap<LaneId, LaneSession>,
     /// The running turn of each busy session lane.
     running_turns: HashMap<LaneId, RunningTurn>,
@@ -166,6 +169,7 @@ impl ShardState {
             session_lanes: LaneEngine::new(),
             host: ActorHost::new(),
             moves: Moves::default(),
+            routes: calls::Routes::new(),
             lane_sessions: HashMap::new(),
             running_turns: HashMap::new(),
             lifecycle_deadlines,
@@ -443,6 +447,7 @@ impl ShardState {
     fn peer_down(&mut self, peer: NodeRid) {
         let now = self.now();
         self.core.handle_peer_down(now, peer);
+        self.routes.forget_peer(peer);
         for shard in (0..self.router.shards()).filter(|&s| s != self.index) {
             self.router.send(shard, ShardMsg::PeerDown(peer));
         }
@@ -518,6 +523,7 @@ impl ShardState {
                 ShardMsg::PeerDown(peer) => {
                     let now = self.now();
                     self.core.handle_peer_down(now, peer);
+                    self.routes.forget_peer(peer);
                 }
                 ShardMsg::Unreachable { to, request } => {
                     let now = self.now();
@@ -611,6 +617,7 @@ impl ShardState {
         match answer {
             StoreAnswer::Host { id, outcome } => self.host_answered(id, outcome),
             StoreAnswer::Replace { id, outcome } => self.replace_answered(id, outcome),
+            StoreAnswer::Resolve { id, outcome } => self.route_resolved(id, outcome),
             StoreAnswer::Destroy { id, outcome, reply } => {
                 self.destroy_answered(&id, outcome, &reply)
             }

@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::core::relocation::{AbortAnswer, CasAnswer, ExpectedOwner};
 use crate::error::Error;
-use crate::ids::{ActorId, RelocationId};
+use crate::ids::{ActorId, ActorRef, RelocationId};
 use crate::store::{
     AbortOutcome, CasOutcome, Created, LocationRow, LocationStore, Member, OwnerLease, RowVersion,
     StoreError,
@@ -139,6 +139,12 @@ pub(crate) enum StoreAnswer {
     Host {
         id: ActorId,
         outcome: Result<HostRow, StoreError>,
+    },
+    /// The route to `id` for a call from one of the shard's Actors (its
+    /// live row, as a Ready ActorRef).
+    Resolve {
+        id: ActorId,
+        outcome: Result<Option<ActorRef>, StoreError>,
     },
     /// The removal and re-creation of a lost incarnation of `id`.
     Replace {

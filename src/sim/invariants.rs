@@ -264,6 +264,8 @@ impl Checker {
                     self.fail("disconnect_callback_at_most_once", "§7", detail);
                 }
             }
+            // Messages between Actors are not sent by the schedule yet.
+            ActorEvent::Call { .. } | ActorEvent::CallOutcome { .. } => {}
             ActorEvent::Timer { actor, timer, tick } => {
                 self.tally.ticks += 1;
                 // Each incarnation numbers its own timers.
@@ -372,7 +374,11 @@ impl Checker {
                 Err(_) => self.tally.moves_failed += 1,
             },
             CoreEvent::Actor(
-                ActorEvent::Bound { .. } | ActorEvent::Disconnect { .. } | ActorEvent::Timer { .. },
+                ActorEvent::Bound { .. }
+                | ActorEvent::Disconnect { .. }
+                | ActorEvent::Timer { .. }
+                | ActorEvent::Call { .. }
+                | ActorEvent::CallOutcome { .. },
             )
             | CoreEvent::Relocation(_) => {}
         }

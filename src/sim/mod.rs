@@ -1147,7 +1147,15 @@ fn echo(actors: &mut Actors<'_>, event: &ActorEvent) {
         } => actors.reply(*ticket, Ok(payload.clone())),
         ActorEvent::Disconnect { ticket, .. } => actors.disconnect_done(*ticket, Ok(())),
         ActorEvent::Timer { actor, timer, .. } => actors.timer_done(actor, *timer),
-        ActorEvent::Deliver { reply: None, .. } | ActorEvent::Bound { .. } => {}
+        ActorEvent::Call {
+            payload,
+            reply: Some(ticket),
+            ..
+        } => actors.reply(*ticket, Ok(payload.clone())),
+        ActorEvent::Deliver { reply: None, .. }
+        | ActorEvent::Call { reply: None, .. }
+        | ActorEvent::CallOutcome { .. }
+        | ActorEvent::Bound { .. } => {}
     }
 }
 

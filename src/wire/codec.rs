@@ -13,9 +13,9 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use crate::error::{Error, ErrorKind, Reason};
 use crate::ids::{
-    ActorId, AuthorityOwnerGeneration, BindingGeneration, Correlation, MeshName, NodeGeneration,
-    NodeRid, ObjectGeneration, OwnerLeaseGeneration, PacketKey, RelocationId, RequestId,
-    SessionOwnerId, SessionRef, SessionRid, SessionSequence, TimerId,
+    ActorId, AuthorityOwnerGeneration, BindingGeneration, CallId, Correlation, MeshName,
+    NodeGeneration, NodeRid, ObjectGeneration, OwnerLeaseGeneration, PacketKey, RelocationId,
+    RequestId, SessionOwnerId, SessionRef, SessionRid, SessionSequence, TimerId,
 };
 use crate::wire::{DecodeLimits, WireError};
 
@@ -127,6 +127,7 @@ int_field! {
     PacketKey: put_u16, u16;
     Correlation: put_u32, u32;
     TimerId: put_u64, u64;
+    CallId: put_u64, u64;
 }
 
 macro_rules! name_field {

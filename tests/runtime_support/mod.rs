@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use zlink::api::{
-    Actor, ActorContext, ActorMessage, ExecutionMode, IoBackend, LocationSnapshot, Node,
+    Actor, ActorContext, ActorMessage, CallId, ExecutionMode, IoBackend, LocationSnapshot, Node,
     NodeBuilder, NodeSettings, ObjectRole, Spot, SpotHandle, TimerId, TimerTick,
 };
 use zlink::client::Client;
@@ -84,6 +84,18 @@ pub const TICK_START: PacketKey = PacketKey(20);
 /// Relays: the player cancels its repeating timer and replies "stopped" (or
 /// "none").
 pub const TICK_STOP: PacketKey = PacketKey(21);
+/// Relays `<actor>:<target>:<data>`: the player sends `<data>` one-way to the
+/// Actor `<target>` (key CALLED) and replies "sent".
+pub const CALL_SEND: PacketKey = PacketKey(22);
+/// Relays `<actor>:<target>:<data>`: the player requests `<data>` of the
+/// Actor `<target>` (key CALLED, 2 s deadline) and replies the call's number;
+/// its outcome is pushed as `<call>:ok:<reply>` or `<call>:err:<reason>`
+/// (key REPLIED).
+pub const CALL_REQUEST: PacketKey = PacketKey(23);
+/// The key of messages between players: the callee records the payload with
+/// its sender (`<from>><payload>`, [`Observed::delivered`]) and replies
+/// `echo:<payload>`.
+pub const CALLED: PacketKey = PacketKey(24);
 pub const PUSHED: PacketKey = PacketKey(100);
 /// The key of the duplicate-connection notice.
 pub const REPLACED_NOTICE: PacketKey = PacketKey(101);
@@ -93,6 +105,8 @@ pub const JOINED: PacketKey = PacketKey(102);
 pub const REPLACED_AFTER_WAIT: PacketKey = PacketKey(103);
 /// The key of the push a player's timer tick sends ([`TICK_START`]).
 pub const TICKED: PacketKey = PacketKey(104);
+/// The key of the push carrying a request's outcome ([`CALL_REQUEST`]).
+pub const REPLIED: PacketKey = PacketKey(105);
 
 pub const WAIT: Duration = Duration::from_secs(10);
 
@@ -316,6 +330,46 @@ impl Actor for Player {
             }
             return Some(Ok(Bytes::from_static(b"pushed")));
         }
+        if message.key == CALLED {
+            let from = message
+                .from
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            let mut seen = format!("{from}>").into_bytes();
+            seen.extend_from_slice(&message.payload);
+            self.observed
+                .delivered
+                .lock()
+                .unwrap()
+                .push(Bytes::from(seen));
+            let mut echo = b"echo:".to_vec();
+            echo.extend_from_slice(&message.payload);
+            return Some(Ok(Bytes::from(echo)));
+        }
+        if message.key == CALL_SEND || message.key == CALL_REQUEST {
+            let text = String::from_utf8_lossy(&message.payload).into_owned();
+            let mut parts = text.splitn(3, ':');
+            let (_, target, data) = (parts.next(), parts.next(), parts.next());
+            let (Some(target), Some(data)) = (target, data) else {
+                return Some(Err(Reason::MalformedRecord.into()));
+            };
+            let Ok(target) = ActorId::new(target) else {
+                return Some(Err(Reason::MalformedRecord.into()));
+            };
+            let data = Bytes::from(data.to_owned());
+            if message.key == CALL_SEND {
+                return Some(
+                    ctx.send(&target, CALLED, data)
+                        .map(|()| Bytes::from_static(b"sent")),
+                );
+            }
+            let deadline = Duration::from_secs(2);
+            return Some(
+                ctx.request(&target, CALLED, data, deadline)
+                    .map(|call| Bytes::from(call.0.to_string())),
+            );
+        }
         if message.key == TICK_START {
             let text = String::from_utf8_lossy(&message.payload).into_owned();
             let Some(Ok(ms)) = text.split(':').nth(1).map(str::parse::<u64>) else {
@@ -373,6 +427,21 @@ impl Actor for Player {
             _ => return Err(Reason::MalformedRecord.into()),
         };
         Ok(())
+    }
+
+    fn on_reply(
+        &mut self,
+        ctx: &mut dyn ActorContext,
+        call: CallId,
+        outcome: Result<Bytes, Error>,
+    ) {
+        let _turn = self.observed.turn();
+        let text = match outcome {
+            Ok(reply) => format!("{}:ok:{}", call.0, String::from_utf8_lossy(&reply)),
+            Err(error) => format!("{}:err:{:?}", call.0, error.reason()),
+        };
+        // A caller without a binding has nobody to tell: the outcome ran.
+        let _ = ctx.push(REPLIED, Bytes::from(text));
     }
 
     fn on_timer(&mut self, ctx: &mut dyn ActorContext, tick: TimerTick) {
@@ -632,6 +701,8 @@ pub fn start_node<S: LocationStore + 'static>(
         .on_packet(GROW_PUSH, relay_handler(Arc::clone(&observed)))
         .on_packet(TICK_START, relay_handler(Arc::clone(&observed)))
         .on_packet(TICK_STOP, relay_handler(Arc::clone(&observed)))
+        .on_packet(CALL_SEND, relay_handler(Arc::clone(&observed)))
+        .on_packet(CALL_REQUEST, relay_handler(Arc::clone(&observed)))
         .on_packet(ENTER, move |session, packet| {
             let o = Arc::clone(&entering);
             async move {

@@ -14,6 +14,7 @@
 //!
 //! The Actor's timers are `timers` (docs/actors.md "Timers").
 
+mod calls;
 mod timers;
 
 pub use self::timers::{ActorTimerFire, TIMER_PERIOD_MIN};
@@ -29,8 +30,8 @@ use super::trace::FlowTrace;
 use crate::error::{Error, Reason};
 use crate::ids::{
     ActorId, ActorLocation, ActorRef, AuthorityOwnerGeneration, BindingGeneration, BindingIdentity,
-    Correlation, MeshName, NodeGeneration, NodeRid, ObjectGeneration, OwnerLeaseGeneration,
-    PacketKey, Peer, RequestId, SessionRef, SessionSequence, TimerId,
+    CallId, Correlation, MeshName, NodeGeneration, NodeRid, ObjectGeneration, OwnerLeaseGeneration,
+    PacketKey, Peer, RequestId, SessionOwnerId, SessionRef, SessionSequence, TimerId,
 };
 use crate::wire::client::CloseReason;
 use crate::wire::node::{
@@ -51,6 +52,19 @@ pub struct ActorOwnerIdentity {
     pub node_generation: NodeGeneration,
     /// The node's owner lease generation.
     pub lease: OwnerLeaseGeneration,
+}
+
+/// What a relocation's target hosts: the moved incarnation with what the
+/// handoff (60) carried for it.
+#[derive(Debug)]
+pub(crate) struct HandedActor {
+    pub(crate) actor: ActorId,
+    pub(crate) generation: ObjectGeneration,
+    /// The authority owner generation the target's CAS took.
+    pub(crate) authority: AuthorityOwnerGeneration,
+    pub(crate) binding: Option<BindingHandoff>,
+    pub(crate) timers: TimersHandoff,
+    pub(crate) last_call: CallId,
 }
 
 /// Names a reply the Actor owes: a request relay or a disconnect callback.
@@ -94,6 +108,29 @@ pub enum ActorEvent {
         /// Names the callback.
         ticket: ReplyTicket,
     },
+    /// A message from another Actor (70): its handler runs; for a request,
+    /// answer with `reply` (docs/actors.md "Messages between Actors").
+    Call {
+        /// The Actor it is for.
+        actor: ActorId,
+        /// The Actor that sent it.
+        from: ActorId,
+        /// The handler key.
+        key: PacketKey,
+        /// The payload.
+        payload: Bytes,
+        /// `Some` for a request: answer with `reply`.
+        reply: Option<ReplyTicket>,
+    },
+    /// The outcome of a request the Actor made of another Actor.
+    CallOutcome {
+        /// The calling Actor.
+        actor: ActorId,
+        /// The request, as the caller numbered it.
+        call: CallId,
+        /// The reply, or the typed error that ended it.
+        outcome: Result<Bytes, Error>,
+    },
     /// A tick of one of the Actor's timers: run its timer handler, then
     /// report `timer_done` (docs/actors.md "Timers").
     Timer {
@@ -113,6 +150,8 @@ impl ActorEvent {
             ActorEvent::Deliver { actor, .. }
             | ActorEvent::Bound { actor, .. }
             | ActorEvent::Disconnect { actor, .. }
+            | ActorEvent::Call { actor, .. }
+            | ActorEvent::CallOutcome { actor, .. }
             | ActorEvent::Timer { actor, .. } => actor,
         }
     }
@@ -156,6 +195,9 @@ struct HostedActor {
     authority: AuthorityOwnerGeneration,
     binding: Option<RegisteredBinding>,
     timers: ActorTimers,
+    /// The number the Actor's next request gets: numbers are the Actor's,
+    /// never reused by it, and move with it (calls.rs).
+    next_call: CallId,
 }
 
 /// The state of every Actor this shard hosts.
@@ -169,17 +211,27 @@ pub struct ActorOwner {
     actors: HashMap<ActorId, HostedActor>,
     owed: HashMap<ReplyTicket, (Peer, RequestId)>,
     next_ticket: u64,
+    /// Requests this shard's Actors made of other Actors (calls.rs).
+    calls: HashMap<RequestId, calls::PendingCall>,
+    next_call: RequestId,
 }
 
 impl ActorOwner {
-    pub(crate) fn new(identity: ActorOwnerIdentity) -> Self {
+    pub(crate) fn new(identity: ActorOwnerIdentity, shard: SessionOwnerId) -> Self {
         Self {
             identity,
             fenced: false,
             actors: HashMap::new(),
             owed: HashMap::new(),
             next_ticket: 0,
+            calls: HashMap::new(),
+            next_call: RequestId::call_origin(shard),
         }
+    }
+
+    /// How many requests this shard's Actors have in flight.
+    pub fn call_count(&self) -> usize {
+        self.calls.len()
     }
 
     /// This owner's identity.
@@ -200,6 +252,14 @@ impl ActorOwner {
         if let Some(hosted) = self.actors.get_mut(actor) {
             hosted.timers.freeze(fx);
         }
+    }
+
+    /// The number the hosted Actor's next request gets (the 60 carries it).
+    pub(crate) fn next_call(&self, actor: &ActorId) -> CallId {
+        self.actors
+            .get(actor)
+            .map(|h| h.next_call)
+            .unwrap_or_default()
     }
 
     /// The captured Actor's timers as the 60 carries them.
@@ -325,6 +385,7 @@ impl Actors<'_> {
             authority,
             binding: None,
             timers: ActorTimers::default(),
+            next_call: CallId::default(),
         };
         let actor_ref = self.owner.make_ref(&actor, &hosted);
         self.owner.actors.insert(actor, hosted);
@@ -337,13 +398,17 @@ impl Actors<'_> {
     /// route update is not a rebind (§4, §8.2). The ObjectGeneration is kept.
     pub(crate) fn host_handed(
         &mut self,
-        actor: ActorId,
-        generation: ObjectGeneration,
-        authority: AuthorityOwnerGeneration,
-        binding: Option<BindingHandoff>,
-        timers: TimersHandoff,
+        handed: HandedActor,
         queued: impl Fn(TimerId) -> bool,
     ) -> ActorRef {
+        let HandedActor {
+            actor,
+            generation,
+            authority,
+            binding,
+            timers,
+            last_call,
+        } = handed;
         debug_assert!(!self.owner.actors.contains_key(&actor));
         let hosted = HostedActor {
             generation,
@@ -354,6 +419,7 @@ impl Actors<'_> {
                 generation: b.binding,
             }),
             timers: ActorTimers::handed(timers, queued, &actor, self.fx),
+            next_call: last_call,
         };
         let actor_ref = self.owner.make_ref(&actor, &hosted);
         self.owner.actors.insert(actor, hosted);
@@ -460,6 +526,14 @@ impl Actors<'_> {
                 self.fx.trace(FlowTrace::OneWayRecordRefused);
             }
             ActorEvent::Bound { .. } => {}
+            ActorEvent::Call {
+                reply: Some(ticket),
+                ..
+            } => self.reply(ticket, Err(error)),
+            // A one-way message, or an outcome its caller cannot take now.
+            ActorEvent::Call { reply: None, .. } | ActorEvent::CallOutcome { .. } => {
+                self.fx.trace(FlowTrace::OneWayRecordRefused);
+            }
             // A tick that cannot run is a skipped tick; the next may run,
             // under the number this one would have had.
             ActorEvent::Timer { actor, timer, tick } => {
@@ -510,6 +584,7 @@ impl Actors<'_> {
                 self.on_tombstone(tombstone)
             }
             NodeRecord::ActorSend(ActorSend::Message(message)) => self.on_message(from, message),
+            NodeRecord::ActorCall(call) => self.on_call(from, call),
             other => {
                 debug_assert!(false, "record not for the actor owner: {other:?}");
                 self.fx.trace(FlowTrace::UnhandledRecord);

@@ -36,7 +36,7 @@ use crate::error::{Error, Reason};
 use crate::ids::{ActorId, ActorLocation, ActorRef, NodeRid, ObjectGeneration, Peer};
 use crate::ids::{RelocationId, RequestId};
 use crate::wire::node::{
-    ActorReply, ActorSend, BindTombstone, BoundRoute, BoundSessionBind, NodeRecord,
+    ActorCall, ActorReply, ActorSend, BindTombstone, BoundRoute, BoundSessionBind, NodeRecord,
     RelocationCutover, RelocationDiscard, RelocationFinished, RelocationIngressHold,
     RelocationPrepare, RelocationReady, RequestHeader, SavedWork, SealIdentity,
     SessionRelocationRoute, SessionRelocationSeal, SessionRelocationSealed,
@@ -355,6 +355,11 @@ impl Relocations<'_> {
                 self.actors().on_tombstone(tombstone.clone());
                 held.push(Held::Tombstone(tombstone));
             }
+            NodeRecord::ActorCall(call) => {
+                if let Some(event) = self.actors().admit_call_to_event(from, call) {
+                    held.push(Held::Work(event));
+                }
+            }
             other => self.actors().handle_record(from, other),
         }
     }
@@ -643,6 +648,7 @@ impl Relocations<'_> {
             state: capture.state,
             saved,
             timers: self.owner.timers_handoff(&coordinator.actor),
+            last_call: self.owner.next_call(&coordinator.actor),
         });
         let mut encoded = BytesMut::new();
         record.encode(&mut encoded);
@@ -724,6 +730,22 @@ impl Relocations<'_> {
             ActorEvent::Timer { timer, tick, .. } => SavedWork::Timer {
                 timer: *timer,
                 tick: *tick,
+            },
+            ActorEvent::Call {
+                from,
+                key,
+                payload,
+                reply,
+                ..
+            } => SavedWork::Call {
+                request: reply.map(|t| proxy(self, t)).transpose()?,
+                from: from.clone(),
+                key: *key,
+                payload: payload.clone(),
+            },
+            ActorEvent::CallOutcome { call, outcome, .. } => SavedWork::CallOutcome {
+                call: *call,
+                outcome: outcome.clone(),
             },
         })
     }
@@ -960,8 +982,14 @@ impl Relocations<'_> {
                 reply: Some(ticket),
                 ..
             }
-            | ActorEvent::Disconnect { ticket, .. } => self.owner.owes(*ticket),
+            | ActorEvent::Disconnect { ticket, .. }
+            | ActorEvent::Call {
+                reply: Some(ticket),
+                ..
+            } => self.owner.owes(*ticket),
             ActorEvent::Deliver { reply: None, .. }
+            | ActorEvent::Call { reply: None, .. }
+            | ActorEvent::CallOutcome { .. }
             | ActorEvent::Bound { .. }
             | ActorEvent::Timer { .. } => true,
         }
@@ -1027,7 +1055,9 @@ impl Relocations<'_> {
                 self.fx.trace(FlowTrace::OneWayRecordRefused)
             }
             ActorEvent::Bound { .. } => {}
-            event @ ActorEvent::Timer { .. } => self.actors().refuse(event, error.reason()),
+            event @ (ActorEvent::Timer { .. }
+            | ActorEvent::Call { .. }
+            | ActorEvent::CallOutcome { .. }) => self.actors().refuse(event, error.reason()),
         }
     }
 
@@ -1048,6 +1078,17 @@ impl Relocations<'_> {
             },
             NodeRecord::BoundSessionBind(BoundSessionBind::Request(request)) => {
                 self.actors().terminal(from, request.request.id, Err(error));
+            }
+            NodeRecord::ActorCall(ActorCall {
+                request: Some(header),
+                ..
+            }) => {
+                let reply = ActorReply {
+                    request: header.id,
+                    outcome: Err(error),
+                };
+                self.fx
+                    .answer(from, NodeRecord::ActorSend(ActorSend::Reply(reply)));
             }
             _ => self.fx.trace(FlowTrace::OneWayRecordRefused),
         }

@@ -198,6 +198,7 @@ impl Relocations<'_> {
             NodeRecord::BoundSessionBind(BoundSessionBind::Tombstone(t)) => {
                 Some(t.object_generation)
             }
+            NodeRecord::ActorCall(c) => Some(c.object_generation),
             _ => None,
         };
         if generation.is_some_and(|g| g != entry.generation) {
@@ -210,6 +211,7 @@ impl Relocations<'_> {
         let authority = match &record {
             NodeRecord::ActorSend(ActorSend::Message(m)) => Some(m.authority),
             NodeRecord::BoundSessionBind(BoundSessionBind::Request(r)) => Some(r.authority),
+            NodeRecord::ActorCall(c) => Some(c.authority),
             _ => None,
         };
         if authority.is_some_and(|a| a >= entry.route.authority) {
@@ -250,6 +252,22 @@ impl Relocations<'_> {
                 };
                 request.request = proxied;
                 NodeRecord::BoundSessionBind(BoundSessionBind::Request(request))
+            }
+            NodeRecord::ActorCall(mut call) => {
+                call.authority = route.authority;
+                call.lease = route.lease;
+                if let Some(header) = call.request {
+                    let origin = Origin::Relay {
+                        to: from,
+                        request: header.id,
+                    };
+                    let Some(proxied) = self.proxy(route.owner, origin, header.budget) else {
+                        self.refuse(from, NodeRecord::ActorCall(call), Reason::QueueFull.into());
+                        return None;
+                    };
+                    call.request = Some(proxied);
+                }
+                NodeRecord::ActorCall(call)
             }
             tombstone => tombstone,
         };

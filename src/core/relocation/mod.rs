@@ -578,6 +578,7 @@ fn actor_of(record: &NodeRecord) -> Option<&ActorId> {
         NodeRecord::BoundSessionBind(BoundSessionBind::Tombstone(tombstone)) => {
             Some(&tombstone.actor)
         }
+        NodeRecord::ActorCall(call) => Some(&call.actor),
         _ => None,
     }
 }

@@ -21,13 +21,13 @@ use super::{
     CasAnswer, ExpectedOwner, RelocationEvent, RelocationTimer, Relocations, StoreOp,
     CUTOVER_FALLBACK,
 };
-use crate::core::actor::ActorEvent;
+use crate::core::actor::{ActorEvent, HandedActor};
 use crate::core::timer::TimerKey;
 use crate::core::trace::FlowTrace;
 use crate::error::{Error, Reason};
 use crate::ids::{
-    ActorId, AuthorityOwnerGeneration, BindingIdentity, ObjectGeneration, Peer, RelocationId,
-    RequestId,
+    ActorId, AuthorityOwnerGeneration, BindingIdentity, CallId, ObjectGeneration, Peer,
+    RelocationId, RequestId,
 };
 use crate::wire::node::{
     ActorReply, ActorSend, BindTombstone, BindingHandoff, BoundRoute, NodeRecord,
@@ -50,6 +50,8 @@ pub(super) struct TargetHandoff {
     /// The Actor's timers, as time left at capture (docs/actors.md
     /// "Timers"); armed when the Actor is hosted here.
     timers: TimersHandoff,
+    /// The number of the Actor's last request.
+    last_call: CallId,
     /// The temporary queue: saved work, then the ingress hold, in order.
     queue: Vec<SavedWork>,
     phase: TargetPhase,
@@ -107,6 +109,7 @@ impl Relocations<'_> {
             source: from,
             binding: prepare.binding,
             timers: prepare.timers,
+            last_call: prepare.last_call,
             queue: prepare.saved,
             phase: TargetPhase::Restoring {
                 request: prepare.request.id,
@@ -399,14 +402,15 @@ impl Relocations<'_> {
                 .iter()
                 .any(|work| matches!(work, SavedWork::Timer { timer: t, .. } if *t == timer))
         };
-        let actor_ref = self.actors().host_handed(
-            handoff.actor.clone(),
-            handoff.generation,
+        let handed = HandedActor {
+            actor: handoff.actor.clone(),
+            generation: handoff.generation,
             authority,
-            handoff.binding,
-            std::mem::take(&mut handoff.timers),
-            queued,
-        );
+            binding: handoff.binding,
+            timers: std::mem::take(&mut handoff.timers),
+            last_call: handoff.last_call,
+        };
+        let actor_ref = self.actors().host_handed(handed, queued);
         // A follow entry left here by an earlier move away is stale now that
         // the Actor is back: it would send the Actor's records away again.
         if let Some(expiry) = self.state.follow.forget(&handoff.actor) {
@@ -495,6 +499,23 @@ impl Relocations<'_> {
                 actor: actor.clone(),
                 timer,
                 tick,
+            },
+            SavedWork::Call {
+                request,
+                from,
+                key,
+                payload,
+            } => ActorEvent::Call {
+                actor: actor.clone(),
+                from,
+                key,
+                payload,
+                reply: request.map(|r| self.owner.owe(source, r.id)),
+            },
+            SavedWork::CallOutcome { call, outcome } => ActorEvent::CallOutcome {
+                actor: actor.clone(),
+                call,
+                outcome,
             },
             SavedWork::Tombstone {
                 session,

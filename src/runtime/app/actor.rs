@@ -12,10 +12,11 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use crate::error::Error;
-use crate::ids::{ActorId, Correlation, PacketKey, TimerId};
+use crate::ids::{ActorId, CallId, Correlation, PacketKey, TimerId};
 use crate::wire::client::CloseReason;
 
-/// A message from a bound session, as the Actor's handler sees it.
+/// A message from a bound session or from another Actor, as the Actor's
+/// handler sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ActorMessage {
     /// The handler key.
@@ -24,12 +25,18 @@ pub struct ActorMessage {
     pub payload: Bytes,
     /// The client's original correlation when the client made a request.
     pub correlation: Option<Correlation>,
+    /// The Actor that sent it ([`ActorContext::send`],
+    /// [`ActorContext::request`]); `None` for a message from a session.
+    pub from: Option<ActorId>,
+    /// Whether the sender waits for a reply: the handler's return value is
+    /// that reply.
+    pub wants_reply: bool,
 }
 
 impl ActorMessage {
     /// Whether the sender waits for a reply.
     pub fn is_request(&self) -> bool {
-        self.correlation.is_some()
+        self.wants_reply
     }
 }
 
@@ -90,6 +97,30 @@ pub trait ActorContext {
     /// there was no such pending timer (a one-shot that ran, a timer
     /// cancelled before).
     fn cancel_timer(&mut self, timer: TimerId) -> bool;
+
+    /// Sends a one-way message to the Actor `to`, on this node or another
+    /// (docs/actors.md "Messages between Actors"): its handler gets it with
+    /// `from` set to this Actor. Messages from one Actor to another keep
+    /// their order while neither moves. One that cannot be delivered is
+    /// counted (`one_way_record_refused`), never silent; `Err` only when it
+    /// cannot even be queued here (`QueueFull`).
+    fn send(&mut self, to: &ActorId, key: PacketKey, payload: Bytes) -> Result<(), Error>;
+
+    /// Makes a request of the Actor `to`: its handler's return value comes
+    /// back, once, as [`Actor::on_reply`] with the returned [`CallId`] — a
+    /// later turn of this Actor, never this one — or a typed error:
+    /// `Deadline` after `deadline`, `Unavailable` when the target could not
+    /// be reached or has moved on (resolve again by calling again). It is
+    /// never sent a second time. Two Actors that request each other and
+    /// wait would wait forever without the deadline: answer in the handler,
+    /// and do the follow-up work in `on_reply`.
+    fn request(
+        &mut self,
+        to: &ActorId,
+        key: PacketKey,
+        payload: Bytes,
+        deadline: Duration,
+    ) -> Result<CallId, Error>;
 }
 
 /// Game logic hosted by the runtime.
@@ -114,6 +145,18 @@ pub trait Actor: 'static {
     /// message, never concurrent with another.
     fn on_timer(&mut self, ctx: &mut dyn ActorContext, tick: TimerTick) {
         let _ = (ctx, tick);
+    }
+
+    /// The outcome of a request this Actor made ([`ActorContext::request`]):
+    /// the reply, or the typed error that ended it. A turn of this Actor like
+    /// any message; it follows the Actor if it moved meanwhile.
+    fn on_reply(
+        &mut self,
+        ctx: &mut dyn ActorContext,
+        call: CallId,
+        outcome: Result<Bytes, Error>,
+    ) {
+        let _ = (ctx, call, outcome);
     }
 
     /// §8 live relocation: the Actor's state, to be carried to another node

@@ -37,7 +37,7 @@ use crate::core::shard::ShardCore;
 use crate::core::time::Instant;
 use crate::core::trace::FlowTrace;
 use crate::error::{Error, Reason};
-use crate::ids::{ActorId, ActorRef, ObjectGeneration, PacketKey, SpotId, TimerId};
+use crate::ids::{ActorId, ActorRef, CallId, ObjectGeneration, PacketKey, SpotId, TimerId};
 use crate::runtime::app::actor::{Actor, ActorContext, ActorMessage, TimerTick};
 use crate::runtime::app::spot::{ExecutionMode, Spot, SpotHandle};
 use crate::runtime::app::RelocationUnit;
@@ -642,10 +642,12 @@ impl ShardState {
             ActorEvent::Bound { .. } | ActorEvent::Disconnect { .. } => {
                 self.actor_turn(refused.item)
             }
-            // A tick that finds the lane full is skipped, counted.
-            event @ (ActorEvent::Deliver { .. } | ActorEvent::Timer { .. }) => {
-                self.refuse_actor_work(event, Reason::QueueFull)
-            }
+            // A tick that finds the lane full is skipped, counted; a call
+            // is refused like a session's message.
+            event @ (ActorEvent::Deliver { .. }
+            | ActorEvent::Timer { .. }
+            | ActorEvent::Call { .. }
+            | ActorEvent::CallOutcome { .. }) => self.refuse_actor_work(event, Reason::QueueFull),
         }
     }
 
@@ -664,6 +666,7 @@ impl ShardState {
             if self.run_actor_turns() == 0 {
                 return false;
             }
+            self.route_outgoing();
             self.drain_core();
         }
         true
@@ -727,6 +730,7 @@ impl ShardState {
             now,
             actor: &actor,
             hosted: &self.host.actors,
+            routes: &mut self.routes,
         };
         match event {
             ActorEvent::Deliver {
@@ -740,6 +744,8 @@ impl ShardState {
                     key,
                     payload,
                     correlation,
+                    from: None,
+                    wants_reply: correlation.is_some(),
                 };
                 let outcome = instance.handle(&mut ctx, message);
                 if let Some(ticket) = reply {
@@ -758,6 +764,30 @@ impl ShardState {
             ActorEvent::Timer { timer, tick, .. } => {
                 instance.on_timer(&mut ctx, TimerTick { timer, tick });
                 self.core.actors(now).timer_done(&actor, timer);
+            }
+            ActorEvent::Call {
+                from,
+                key,
+                payload,
+                reply,
+                ..
+            } => {
+                let message = ActorMessage {
+                    key,
+                    payload,
+                    correlation: None,
+                    from: Some(from),
+                    wants_reply: reply.is_some(),
+                };
+                let outcome = instance.handle(&mut ctx, message);
+                if let Some(ticket) = reply {
+                    let outcome = outcome.unwrap_or_else(|| Ok(Bytes::new()));
+                    self.core.actors(now).reply(ticket, outcome);
+                }
+            }
+            ActorEvent::CallOutcome { call, outcome, .. } => {
+                ctx.routes.ended(&actor, call, &outcome);
+                instance.on_reply(&mut ctx, call, outcome);
             }
             ActorEvent::Disconnect { .. } => {}
         }
@@ -781,9 +811,18 @@ struct TurnContext<'a> {
     /// The shard's Actors: [`ActorContext::push_to_member`] checks that the
     /// member shares this Actor's SpotWide gate.
     hosted: &'a HashMap<ActorId, HostedActor>,
+    /// Where the turn's calls to other Actors wait to be routed (calls.rs).
+    routes: &'a mut super::calls::Routes,
 }
 
 impl TurnContext<'_> {
+    /// A message to another Actor that a link record can carry, or
+    /// `MessageTooLarge`: as big as a client frame's payload may be, so
+    /// that a reply relayed on to a client fits too (docs/wire.md "Limits").
+    fn fits_link(&self, payload: &Bytes) -> Result<(), Error> {
+        self.fits(payload)
+    }
+
     /// A push payload that fits a client frame, or `MessageTooLarge`.
     fn fits(&self, payload: &Bytes) -> Result<(), Error> {
         if ClientFrame::payload_fits(false, payload.len(), &self.limits) {
@@ -841,6 +880,37 @@ impl ActorContext for TurnContext<'_> {
 
     fn cancel_timer(&mut self, timer: TimerId) -> bool {
         self.core.actors(self.now).cancel_timer(self.actor, timer)
+    }
+
+    fn send(&mut self, to: &ActorId, key: PacketKey, payload: Bytes) -> Result<(), Error> {
+        self.fits_link(&payload)?;
+        self.routes.outgoing.push(super::calls::Outgoing {
+            from: self.actor.clone(),
+            to: to.clone(),
+            key,
+            payload,
+            request: None,
+        });
+        Ok(())
+    }
+
+    fn request(
+        &mut self,
+        to: &ActorId,
+        key: PacketKey,
+        payload: Bytes,
+        deadline: Duration,
+    ) -> Result<CallId, Error> {
+        self.fits_link(&payload)?;
+        let call = self.core.actors(self.now).call_id(self.actor)?;
+        self.routes.outgoing.push(super::calls::Outgoing {
+            from: self.actor.clone(),
+            to: to.clone(),
+            key,
+            payload,
+            request: Some((call, self.now + deadline)),
+        });
+        Ok(call)
     }
 }
 

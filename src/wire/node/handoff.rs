@@ -27,7 +27,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use super::{Body, BoundRoute, Command, RequestHeader, TombstoneCause};
 use crate::error::Error;
 use crate::ids::{
-    ActorId, AuthorityOwnerGeneration, BindingGeneration, Correlation, ObjectGeneration,
+    ActorId, AuthorityOwnerGeneration, BindingGeneration, CallId, Correlation, ObjectGeneration,
     OwnerLeaseGeneration, PacketKey, RelocationId, RequestId, SessionRef, SessionSequence, TimerId,
 };
 use crate::wire::codec::{Field, Reader};
@@ -84,6 +84,24 @@ pub enum SavedWork {
         /// Its tick number (1 for the first tick).
         tick: u64,
     },
+    /// A message from another Actor (70), for the Actor's handler.
+    Call {
+        /// `Some` for a request: the source's proxy id and its budget.
+        request: Option<RequestHeader>,
+        /// The Actor that sent it.
+        from: ActorId,
+        /// Which handler key.
+        key: PacketKey,
+        /// The payload.
+        payload: Bytes,
+    },
+    /// The outcome of a request the Actor made of another Actor.
+    CallOutcome {
+        /// The request, as the caller numbered it.
+        call: CallId,
+        /// The reply, or the typed error that ended it.
+        outcome: Result<Bytes, Error>,
+    },
     /// §6, §7: a tombstone that reached the source after capture; the target
     /// removes exactly this identity if it is the handed-over binding.
     Tombstone {
@@ -123,6 +141,9 @@ pub struct RelocationPrepare {
     pub saved: Vec<SavedWork>,
     /// The Actor's pending timers, as time remaining (node clocks differ).
     pub timers: TimersHandoff,
+    /// The number the Actor's last request got: its requests are numbered
+    /// by the Actor, wherever it is (docs/actors.md).
+    pub last_call: CallId,
 }
 
 /// An Actor's timers as a relocation carries them (docs/actors.md
@@ -231,6 +252,8 @@ const DISCONNECT: u8 = 2;
 const BOUND: u8 = 3;
 const TOMBSTONE: u8 = 4;
 const TIMER: u8 = 5;
+const CALL: u8 = 6;
+const CALL_OUTCOME: u8 = 7;
 
 impl Field for SavedWork {
     fn put(&self, dst: &mut BytesMut) {
@@ -262,6 +285,23 @@ impl Field for SavedWork {
                 dst.put_u8(TIMER);
                 timer.put(dst);
                 dst.put_u64(*tick);
+            }
+            SavedWork::Call {
+                request,
+                from,
+                key,
+                payload,
+            } => {
+                dst.put_u8(CALL);
+                request.put(dst);
+                from.put(dst);
+                key.put(dst);
+                payload.put(dst);
+            }
+            SavedWork::CallOutcome { call, outcome } => {
+                dst.put_u8(CALL_OUTCOME);
+                call.put(dst);
+                outcome.put(dst);
             }
             SavedWork::Tombstone {
                 session,
@@ -297,6 +337,16 @@ impl Field for SavedWork {
             TIMER => SavedWork::Timer {
                 timer: r.get()?,
                 tick: r.u64()?,
+            },
+            CALL => SavedWork::Call {
+                request: r.get()?,
+                from: r.get()?,
+                key: r.get()?,
+                payload: r.get()?,
+            },
+            CALL_OUTCOME => SavedWork::CallOutcome {
+                call: r.get()?,
+                outcome: r.get()?,
             },
             other => return Err(WireError::UnknownSavedWork(other)),
         })
@@ -406,6 +456,7 @@ impl Body for RelocationPrepare {
             work.put(dst);
         }
         self.timers.put(dst);
+        self.last_call.put(dst);
     }
 
     fn get_body(variant: u8, r: &mut Reader<'_>) -> Result<Self, WireError> {
@@ -422,6 +473,7 @@ impl Body for RelocationPrepare {
             state: get_state(r)?,
             saved: get_saved(r)?,
             timers: r.get()?,
+            last_call: r.get()?,
         })
     }
 }

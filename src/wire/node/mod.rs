@@ -12,6 +12,7 @@
 //! bytes before it reads a field. Each command's body is encoded next to its
 //! type; this file owns the dispatch and the request header.
 
+mod actor_call;
 mod actor_send;
 mod bind;
 mod bound_send;
@@ -19,6 +20,7 @@ mod handoff;
 mod relocation;
 mod replaced;
 
+pub use actor_call::{ActorCall, CallBody};
 pub use actor_send::{ActorMessage, ActorReply, ActorSend, ActorSendBody, BoundSessionTail};
 pub use bind::{
     BindRequest, BindTerminal, BindTombstone, BoundRoute, BoundSessionBind, TombstoneCause,
@@ -73,6 +75,8 @@ pub enum Command {
     RelocationDiscard = 64,
     /// Relocation finished: the target's commit or failure, to the source.
     RelocationFinished = 65,
+    /// actorCall: one Actor to another by ActorId (docs/actors.md).
+    ActorCall = 70,
 }
 
 impl Command {
@@ -97,6 +101,7 @@ impl Command {
             63 => Self::RelocationCutover,
             64 => Self::RelocationDiscard,
             65 => Self::RelocationFinished,
+            70 => Self::ActorCall,
             RESERVED_COMMAND => return Err(WireError::ReservedCommand),
             other => return Err(WireError::UnknownCommand(other)),
         })
@@ -190,6 +195,8 @@ pub enum NodeRecord {
     RelocationDiscard(RelocationDiscard),
     /// 65.
     RelocationFinished(RelocationFinished),
+    /// 70.
+    ActorCall(ActorCall),
 }
 
 impl NodeRecord {
@@ -209,6 +216,7 @@ impl NodeRecord {
             NodeRecord::RelocationCutover(_) => Command::RelocationCutover,
             NodeRecord::RelocationDiscard(_) => Command::RelocationDiscard,
             NodeRecord::RelocationFinished(_) => Command::RelocationFinished,
+            NodeRecord::ActorCall(_) => Command::ActorCall,
         }
     }
 }
@@ -230,17 +238,19 @@ impl NodeRecord {
             NodeRecord::RelocationCutover(b) => put(b, dst),
             NodeRecord::RelocationDiscard(b) => put(b, dst),
             NodeRecord::RelocationFinished(b) => put(b, dst),
+            NodeRecord::ActorCall(b) => put(b, dst),
         });
     }
 
-    /// The RequestId of a request record (24 with a header, 38 request, 42,
-    /// 60).
+    /// The RequestId of a request record (24 or 70 with a header, 38
+    /// request, 42, 60).
     pub fn request_id(&self) -> Option<RequestId> {
         match self {
             NodeRecord::ActorSend(ActorSend::Message(m)) => m.request.map(|h| h.id),
             NodeRecord::BoundSessionBind(BoundSessionBind::Request(r)) => Some(r.request.id),
             NodeRecord::SessionRelocationSeal(s) => Some(s.request.id),
             NodeRecord::RelocationPrepare(p) => Some(p.request.id),
+            NodeRecord::ActorCall(c) => c.request_id(),
             _ => None,
         }
     }
@@ -270,13 +280,14 @@ impl NodeRecord {
             Command::BoundSessionBind
             | Command::SessionRelocationSeal
             | Command::RelocationPrepare => variant == 1,
+            Command::ActorCall => variant == 1,
             _ => false,
         };
         if !is_request {
             return None;
         }
-        if command == Command::ActorSend && r.u8().ok()? != 1 {
-            // A one-way 24: no request to answer.
+        if matches!(command, Command::ActorSend | Command::ActorCall) && r.u8().ok()? != 1 {
+            // A one-way 24 or 70: no request to answer.
             return None;
         }
         r.u64().ok().map(|id| (command, RequestId(id)))
@@ -327,6 +338,7 @@ impl NodeRecord {
             Command::RelocationFinished => {
                 NodeRecord::RelocationFinished(Body::get_body(variant, &mut r)?)
             }
+            Command::ActorCall => NodeRecord::ActorCall(Body::get_body(variant, &mut r)?),
         };
         r.finish()?;
         Ok(record)

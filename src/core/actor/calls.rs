@@ -1,0 +1,297 @@
+//! Messages between Actors (docs/actors.md "Messages between Actors"): an
+//! Actor sends one-way or makes a request of another Actor by its ActorId,
+//! on this node or across the mesh, as command 70.
+//!
+//! Rules this module keeps (the spec's §4 only says a direct send or
+//! request targets the Ready Actor a global ActorId points to; the rest is
+//! ours, in the spirit of §5, §9 and §12):
+//! - A call is admitted by the Actor owner on the incarnation
+//!   (ObjectGeneration) and the authority owner generation its sender
+//!   resolved, never on the lease (§5); a fenced owner admits none.
+//! - A refused request ends with its typed error (`Unavailable` for a stale
+//!   route, so the caller may resolve again); a refused one-way message is
+//!   counted (`one_way_record_refused`), never silent.
+//! - A request ends exactly once: its reply, its deadline, or the link to
+//!   its target missing; a late reply is dropped and counted
+//!   (`late_reply_dropped`). It is never sent again to another owner.
+//! - The outcome comes back to the calling Actor as a later message of its
+//!   own ([`ActorEvent::CallOutcome`]), addressed to it like any call: it
+//!   follows the caller if the caller moved meanwhile (Message Follow,
+//!   §9), and a caller captured for a move gets it after the move.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use super::{ActorEvent, Actors, ReplyTicket};
+use crate::core::effects::CoreTimer;
+use crate::core::timer::TimerKey;
+use crate::core::trace::FlowTrace;
+use crate::error::{Error, Reason};
+use crate::ids::{
+    ActorId, ActorRef, AuthorityOwnerGeneration, CallId, NodeRid, ObjectGeneration,
+    OwnerLeaseGeneration, PacketKey, Peer, RequestId,
+};
+use crate::wire::node::{ActorCall, ActorReply, ActorSend, CallBody, NodeRecord, RequestHeader};
+
+/// A request an Actor of this shard made, waiting for its outcome.
+#[derive(Debug)]
+pub(crate) struct PendingCall {
+    caller: ActorId,
+    /// The caller as it was when it called: the outcome is addressed to it
+    /// there if it has left this shard since.
+    caller_generation: ObjectGeneration,
+    caller_authority: AuthorityOwnerGeneration,
+    caller_lease: OwnerLeaseGeneration,
+    call: CallId,
+    /// The node the request went to: only its answer ends the request.
+    peer: NodeRid,
+    deadline: TimerKey,
+}
+
+impl Actors<'_> {
+    /// Numbers a new request of `actor` (hosted here): its numbers are its
+    /// own and move with it, so an outcome is never taken for another call.
+    pub fn call_id(&mut self, actor: &ActorId) -> Result<CallId, Error> {
+        let hosted = self
+            .owner
+            .actors
+            .get_mut(actor)
+            .ok_or_else(|| Error::new(Reason::StaleLocation))?;
+        hosted.next_call = CallId(hosted.next_call.0 + 1);
+        Ok(hosted.next_call)
+    }
+
+    /// A one-way message from `from`, an Actor of this shard, to the Actor
+    /// `to` names (its route as resolved).
+    pub fn send(&mut self, from: &ActorId, to: &ActorRef, key: PacketKey, payload: Bytes) {
+        let record = call_record(None, from, to, CallBody::Message { key, payload });
+        self.fx.send(to.location.owner, record);
+    }
+
+    /// A request from `from`, an Actor of this shard, to the Actor `to`
+    /// names: it ends once, with the reply or a typed error, delivered to
+    /// `from` as [`ActorEvent::CallOutcome`] with `call`; at `deadline` from
+    /// now at the latest (`Deadline`). Refused when `from` is not hosted
+    /// here (`StaleLocation`).
+    pub fn request(
+        &mut self,
+        from: &ActorId,
+        to: &ActorRef,
+        key: PacketKey,
+        payload: Bytes,
+        call: CallId,
+        deadline: Duration,
+    ) -> Result<(), Error> {
+        let Some(caller) = self.owner.actors.get(from) else {
+            return Err(Reason::StaleLocation.into());
+        };
+        let (caller_generation, caller_authority) = (caller.generation, caller.authority);
+        let caller_lease = self.owner.identity.lease;
+        self.owner.next_call = self.owner.next_call.next();
+        let id = self.owner.next_call;
+        let header = RequestHeader {
+            id,
+            budget: deadline,
+        };
+        let record = call_record(Some(header), from, to, CallBody::Message { key, payload });
+        self.fx.send(to.location.owner, record);
+        let deadline = self.fx.arm(deadline, CoreTimer::Call(id));
+        let pending = PendingCall {
+            caller: from.clone(),
+            caller_generation,
+            caller_authority,
+            caller_lease,
+            call,
+            peer: to.location.owner,
+            deadline,
+        };
+        self.owner.calls.insert(id, pending);
+        Ok(())
+    }
+
+    /// A request the runtime could not send (its target's route could not
+    /// be resolved, or the store's queue was full) ends now, delivered to
+    /// its caller like any outcome.
+    pub fn call_failed(&mut self, caller: &ActorId, call: CallId, error: Error) {
+        let Some(hosted) = self.owner.actors.get(caller) else {
+            self.fx.trace(FlowTrace::OneWayRecordRefused);
+            return;
+        };
+        let to = (
+            hosted.generation,
+            hosted.authority,
+            self.owner.identity.lease,
+        );
+        self.deliver_outcome(caller, to, call, Err(error));
+    }
+
+    /// 24 reply to one of this shard's calls (RecordRole::Caller).
+    pub(crate) fn on_call_reply(&mut self, from: Peer, reply: ActorReply) {
+        let known = self
+            .owner
+            .calls
+            .get(&reply.request)
+            .is_some_and(|p| p.peer == from.rid);
+        if !known {
+            self.fx.trace(FlowTrace::LateReplyDropped);
+            return;
+        }
+        self.end_call(reply.request, reply.outcome);
+    }
+
+    /// A call's deadline passed: it ends `Deadline`, once.
+    pub(crate) fn on_call_deadline(&mut self, request: RequestId) {
+        if self.owner.calls.contains_key(&request) {
+            self.fx.trace(FlowTrace::RequestDeadlineExceeded);
+            self.end_call(request, Err(Reason::Deadline.into()));
+        }
+    }
+
+    /// No link to the call's target: it ends `Unavailable` now.
+    pub(crate) fn call_unreachable(&mut self, to: NodeRid, request: RequestId) {
+        if self.owner.calls.get(&request).is_some_and(|p| p.peer == to) {
+            self.end_call(request, Err(Reason::PeerUnreachable.into()));
+        }
+    }
+
+    fn end_call(&mut self, request: RequestId, outcome: Result<Bytes, Error>) {
+        let Some(pending) = self.owner.calls.remove(&request) else {
+            return;
+        };
+        self.fx.cancel(pending.deadline);
+        // Addressed to the caller where it is now when it is still here,
+        // else where it was (Message Follow takes it on).
+        let to = match self.owner.actors.get(&pending.caller) {
+            Some(hosted) if hosted.generation == pending.caller_generation => (
+                hosted.generation,
+                hosted.authority,
+                self.owner.identity.lease,
+            ),
+            _ => (
+                pending.caller_generation,
+                pending.caller_authority,
+                pending.caller_lease,
+            ),
+        };
+        self.deliver_outcome(&pending.caller, to, pending.call, outcome);
+    }
+
+    /// The outcome goes to the caller as a 70 to this node: on this node's
+    /// own path, it reaches the caller's lane, its move's ingress hold, or
+    /// its Message Follow entry, like any call for it.
+    fn deliver_outcome(
+        &mut self,
+        caller: &ActorId,
+        (generation, authority, lease): (
+            ObjectGeneration,
+            AuthorityOwnerGeneration,
+            OwnerLeaseGeneration,
+        ),
+        call: CallId,
+        outcome: Result<Bytes, Error>,
+    ) {
+        let record = NodeRecord::ActorCall(ActorCall {
+            request: None,
+            actor: caller.clone(),
+            object_generation: generation,
+            authority,
+            lease,
+            from: caller.clone(),
+            body: CallBody::Outcome { call, outcome },
+        });
+        self.fx.send(self.owner.identity.node, record);
+    }
+
+    /// 70 at the Actor owner: admitted on the incarnation and authority it
+    /// names, then Actor work (see [`Self::admit_call_to_event`]).
+    pub(crate) fn on_call(&mut self, from: Peer, call: ActorCall) {
+        if let Some(event) = self.admit_call_to_event(from, call) {
+            self.fx.actor_event(event);
+        }
+    }
+
+    /// Admits a 70 and turns it into the Actor work it asks for, owing the
+    /// reply of a request; a refusal is answered here (a typed error for a
+    /// request, a counted drop otherwise). The relocation coordinator holds
+    /// what comes back instead of delivering it (the ingress hold).
+    pub(crate) fn admit_call_to_event(
+        &mut self,
+        from: Peer,
+        call: ActorCall,
+    ) -> Option<ActorEvent> {
+        let verdict = self.admit_call(&call);
+        let request = call.request;
+        let refusal = match (&verdict, &call.body, request) {
+            (Err(error), _, Some(header)) => Some((header, *error)),
+            // An outcome is never a request.
+            (Ok(()), CallBody::Outcome { .. }, Some(header)) => {
+                Some((header, Error::new(Reason::MalformedRecord)))
+            }
+            _ => None,
+        };
+        if let Some((header, error)) = refusal {
+            let reply = ActorReply {
+                request: header.id,
+                outcome: Err(error),
+            };
+            self.fx
+                .answer(from, NodeRecord::ActorSend(ActorSend::Reply(reply)));
+            return None;
+        }
+        if verdict.is_err() {
+            self.fx.trace(FlowTrace::OneWayRecordRefused);
+            return None;
+        }
+        let reply: Option<ReplyTicket> = request.map(|h| self.owner.owe(from, h.id));
+        Some(match call.body {
+            CallBody::Message { key, payload } => ActorEvent::Call {
+                actor: call.actor,
+                from: call.from,
+                key,
+                payload,
+                reply,
+            },
+            CallBody::Outcome { call: id, outcome } => ActorEvent::CallOutcome {
+                actor: call.actor,
+                call: id,
+                outcome,
+            },
+        })
+    }
+
+    fn admit_call(&mut self, call: &ActorCall) -> Result<(), Error> {
+        if self.owner.fenced {
+            return Err(Reason::LeaseExpired.into());
+        }
+        let Some(hosted) = self.owner.actors.get(&call.actor) else {
+            return Err(Reason::StaleLocation.into());
+        };
+        if hosted.generation != call.object_generation {
+            return Err(Reason::StaleLocation.into());
+        }
+        if hosted.authority != call.authority {
+            self.fx.trace(FlowTrace::RelayRejectedStaleFence);
+            return Err(Reason::StaleAuthority.into());
+        }
+        Ok(())
+    }
+}
+
+/// A 70 from `from` to the Actor at `to`'s route.
+fn call_record(
+    request: Option<RequestHeader>,
+    from: &ActorId,
+    to: &ActorRef,
+    body: CallBody,
+) -> NodeRecord {
+    NodeRecord::ActorCall(ActorCall {
+        request,
+        actor: to.id.clone(),
+        object_generation: to.generation,
+        authority: to.location.authority,
+        lease: to.location.lease,
+        from: from.clone(),
+        body,
+    })
+}

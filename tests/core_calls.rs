@@ -1,0 +1,256 @@
+//! Messages between Actors in the core (docs/actors.md "Messages between
+//! Actors"), in virtual time: a request ends exactly once — its reply, its
+//! deadline, or a typed refusal — and its outcome reaches the caller as a
+//! later message, following the caller or the target across a move; a
+//! refused one-way message is counted.
+
+mod common;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::*;
+use zlink::core::actor::ActorEvent;
+use zlink::core::trace::FlowTrace;
+use zlink::core::CoreEvent;
+use zlink::error::{Error, Reason};
+use zlink::ids::{ActorRef, CallId, NodeRid, PacketKey};
+use zlink::sim::{actor_id, error, ActorBehavior, Journal, Mesh};
+
+const KEY: PacketKey = PacketKey(7);
+const DEADLINE: Duration = Duration::from_secs(2);
+
+/// Every call outcome the caller's node emitted for `caller`, in order.
+fn outcomes(mesh: &Mesh, caller: &str) -> Vec<(NodeRid, CallId, Result<Bytes, Error>)> {
+    let caller = actor_id(caller);
+    mesh.journal()
+        .iter()
+        .filter_map(|entry| match entry {
+            Journal::Event {
+                node,
+                event:
+                    CoreEvent::Actor(ActorEvent::CallOutcome {
+                        actor,
+                        call,
+                        outcome,
+                    }),
+                ..
+            } if *actor == caller => Some((*node, *call, outcome.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Every call message delivered to `actor`, with its node and sender.
+fn calls_to(mesh: &Mesh, actor: &str) -> Vec<(NodeRid, String, Bytes)> {
+    let id = actor_id(actor);
+    mesh.journal()
+        .iter()
+        .filter_map(|entry| match entry {
+            Journal::Event {
+                node,
+                event:
+                    CoreEvent::Actor(ActorEvent::Call {
+                        actor,
+                        from,
+                        payload,
+                        ..
+                    }),
+                ..
+            } if *actor == id => Some((*node, from.to_string(), payload.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Node 1 hosts the caller "a", node 2 the target "b".
+fn two() -> (Mesh, NodeRid, NodeRid, ActorRef) {
+    let mut mesh = mesh();
+    let (one, two) = (mesh.add_node(1), mesh.add_node(2));
+    mesh.create(one, "a");
+    let b = mesh.create(two, "b");
+    (mesh, one, two, b)
+}
+
+#[test]
+fn core_a_request_across_nodes_ends_once_with_its_reply_as_a_later_message() {
+    let (mut mesh, one, two, b) = two();
+    let a = actor_id("a");
+    mesh.actors(one)
+        .request(
+            &a,
+            &b,
+            KEY,
+            Bytes::from_static(b"ping"),
+            CallId(1),
+            DEADLINE,
+        )
+        .unwrap();
+    mesh.run();
+    assert_eq!(
+        calls_to(&mesh, "b"),
+        vec![(two, "a".to_owned(), Bytes::from_static(b"ping"))]
+    );
+    assert_eq!(
+        outcomes(&mesh, "a"),
+        vec![(one, CallId(1), Ok(Bytes::from_static(b"ping")))]
+    );
+    assert_eq!(mesh.node(one).core().actor_owner().call_count(), 0);
+    // Later, nothing more: the deadline finds nothing to end.
+    mesh.advance(DEADLINE * 2);
+    assert_eq!(outcomes(&mesh, "a").len(), 1);
+    assert_eq!(mesh.node(one).core().armed_timers(), 0);
+}
+
+#[test]
+fn core_a_request_without_a_reply_ends_at_its_deadline_never_sooner_and_a_late_reply_is_dropped() {
+    let (mut mesh, one, two, b) = two();
+    let a = actor_id("a");
+    mesh.set_behavior(two, ActorBehavior::Manual);
+    mesh.actors(one)
+        .request(
+            &a,
+            &b,
+            KEY,
+            Bytes::from_static(b"ping"),
+            CallId(9),
+            DEADLINE,
+        )
+        .unwrap();
+    let sent_at = mesh.now();
+    mesh.advance(DEADLINE - MICRO);
+    assert!(outcomes(&mesh, "a").is_empty(), "ended before its deadline");
+    assert_eq!(count(&mesh, one, FlowTrace::RequestDeadlineExceeded), 0);
+    mesh.advance(MICRO);
+    // It ended at its deadline; the outcome reaches the caller as a message
+    // on the node's own path, right after.
+    assert_eq!(count(&mesh, one, FlowTrace::RequestDeadlineExceeded), 1);
+    mesh.run();
+    assert_eq!(
+        outcomes(&mesh, "a"),
+        vec![(one, CallId(9), Err(error(Reason::Deadline)))]
+    );
+    assert!(mesh.now() >= sent_at + DEADLINE);
+    // The target answers late: dropped and counted, never a second outcome.
+    let ticket = match &mesh.node(two).actor_events[..] {
+        [ActorEvent::Call {
+            reply: Some(ticket),
+            ..
+        }] => *ticket,
+        other => panic!("{other:?}"),
+    };
+    mesh.actors(two)
+        .reply(ticket, Ok(Bytes::from_static(b"late")));
+    mesh.run();
+    assert_eq!(outcomes(&mesh, "a").len(), 1);
+    assert_eq!(count(&mesh, one, FlowTrace::LateReplyDropped), 1);
+}
+
+#[test]
+fn core_a_call_to_a_stale_route_is_refused_typed_or_counted_never_silent() {
+    let (mut mesh, one, two, b) = two();
+    let a = actor_id("a");
+    // The target is destroyed; the caller still holds its old route.
+    mesh.destroy(two, &b.id).unwrap();
+    mesh.actors(one)
+        .request(&a, &b, KEY, Bytes::from_static(b"r"), CallId(1), DEADLINE)
+        .unwrap();
+    mesh.actors(one)
+        .send(&a, &b, KEY, Bytes::from_static(b"one-way"));
+    mesh.run();
+    assert_eq!(
+        outcomes(&mesh, "a"),
+        vec![(one, CallId(1), Err(error(Reason::StaleLocation)))]
+    );
+    assert_eq!(count(&mesh, two, FlowTrace::OneWayRecordRefused), 1);
+    assert!(calls_to(&mesh, "b").is_empty());
+}
+
+#[test]
+fn core_one_way_messages_between_two_actors_keep_their_order() {
+    let (mut mesh, one, _, b) = two();
+    let a = actor_id("a");
+    for n in 0..20u8 {
+        mesh.actors(one).send(&a, &b, KEY, Bytes::from(vec![n]));
+    }
+    mesh.run();
+    let got: Vec<u8> = calls_to(&mesh, "b").iter().map(|c| c.2[0]).collect();
+    assert_eq!(got, (0..20).collect::<Vec<_>>());
+}
+
+#[test]
+fn core_a_request_whose_target_moves_meanwhile_ends_once_at_the_moved_target() {
+    let (mut mesh, one, two, b) = two();
+    let three = mesh.add_node(3);
+    let a = actor_id("a");
+    // The target moves; the caller still holds the route from before.
+    mesh.relocations(two).relocate(&b.id, three).unwrap();
+    mesh.run();
+    mesh.actors(one)
+        .request(
+            &a,
+            &b,
+            KEY,
+            Bytes::from_static(b"after-move"),
+            CallId(3),
+            DEADLINE,
+        )
+        .unwrap();
+    mesh.run();
+    // Message Follow took it on, once; the reply came back through the
+    // source to the caller, once.
+    assert_eq!(
+        calls_to(&mesh, "b"),
+        vec![(three, "a".to_owned(), Bytes::from_static(b"after-move"))]
+    );
+    assert_eq!(
+        outcomes(&mesh, "a"),
+        vec![(one, CallId(3), Ok(Bytes::from_static(b"after-move")))]
+    );
+    assert_eq!(count(&mesh, two, FlowTrace::MessageFollowed), 1);
+}
+
+#[test]
+fn core_the_outcome_follows_a_caller_that_moved_before_its_reply() {
+    let (mut mesh, one, two, b) = two();
+    let three = mesh.add_node(3);
+    let a = actor_id("a");
+    mesh.set_behavior(two, ActorBehavior::Manual);
+    mesh.actors(one)
+        .request(&a, &b, KEY, Bytes::from_static(b"q"), CallId(5), DEADLINE)
+        .unwrap();
+    mesh.run();
+    // The caller moves to node 3 while its request waits.
+    mesh.relocations(one).relocate(&a, three).unwrap();
+    mesh.run();
+    assert!(mesh
+        .node(three)
+        .core()
+        .actor_owner()
+        .actor_ref(&a)
+        .is_some());
+    // The target answers now.
+    let ticket = match &mesh.node(two).actor_events[..] {
+        [ActorEvent::Call {
+            reply: Some(ticket),
+            ..
+        }] => *ticket,
+        other => panic!("{other:?}"),
+    };
+    mesh.actors(two)
+        .reply(ticket, Ok(Bytes::from_static(b"answer")));
+    mesh.run();
+    // The outcome is a message of the caller: node 1 addressed it, its
+    // Message Follow took it to node 3, where the caller got it, once.
+    let got = outcomes(&mesh, "a");
+    assert_eq!(
+        got.iter()
+            .filter(|o| o.0 == three)
+            .cloned()
+            .collect::<Vec<_>>(),
+        vec![(three, CallId(5), Ok(Bytes::from_static(b"answer")))]
+    );
+    assert!(got.iter().all(|o| o.0 == three), "{got:?}");
+    mesh.advance(DEADLINE * 2);
+    assert_eq!(outcomes(&mesh, "a").len(), 1);
+}

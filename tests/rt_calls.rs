@@ -1,0 +1,196 @@
+//! Messages between Actors over real sockets (docs/actors.md "Messages
+//! between Actors"): a request across nodes comes back once as a later
+//! message of the caller; requests made while the target relocates, or
+//! while the caller does, each end exactly once, with the reply or a typed
+//! error, none twice and none silently; one-way messages between two
+//! Actors keep their order.
+
+mod runtime_support;
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+use runtime_support::*;
+use zlink::api::RelocateTo;
+use zlink::client::{Client, ClientEvent};
+
+/// Waits for the REPLIED pushes of `calls` (their numbers): each must come
+/// exactly once; returns them by number. A later marker request shows
+/// none came twice.
+fn outcomes(client: &mut Client, calls: &[u64]) -> HashMap<u64, String> {
+    let mut got: HashMap<u64, String> = HashMap::new();
+    while calls.iter().any(|c| !got.contains_key(c)) {
+        let event = client.next_event(WAIT).unwrap();
+        match event.expect("every outcome within the wait") {
+            ClientEvent::Push { key, payload } if key == REPLIED => {
+                let text = String::from_utf8(payload.to_vec()).unwrap();
+                let (call, rest) = text.split_once(':').unwrap();
+                let call: u64 = call.parse().unwrap();
+                assert!(
+                    got.insert(call, rest.to_owned()).is_none(),
+                    "call {call} ended twice"
+                );
+            }
+            ClientEvent::Closed(reason) => panic!("closed: {reason:?}"),
+            _ => {}
+        }
+    }
+    // The marker: a request relayed now comes back after any outcome sent
+    // before it; none of them may be a second one.
+    let marker = client
+        .start_request(RELAY, payload("caller", "marker"))
+        .unwrap();
+    loop {
+        match client
+            .next_event(WAIT)
+            .unwrap()
+            .expect("the marker's reply")
+        {
+            ClientEvent::Push { key, payload } if key == REPLIED => {
+                panic!("an outcome after all had ended: {payload:?}")
+            }
+            ClientEvent::Reply { correlation, .. } if correlation == marker => return got,
+            _ => {}
+        }
+    }
+}
+
+/// What the node's players were sent by "caller" (`caller><data>`).
+fn from_caller(game: &Game) -> Vec<Bytes> {
+    let delivered = game.observed.delivered.lock().unwrap();
+    delivered
+        .iter()
+        .filter(|d| d.starts_with(b"caller>"))
+        .cloned()
+        .collect()
+}
+
+fn call_number(reply: Bytes) -> u64 {
+    std::str::from_utf8(&reply).unwrap().parse().unwrap()
+}
+
+#[test]
+fn a_request_across_nodes_comes_back_once_as_a_later_message_of_the_caller() {
+    let mesh = start_mesh(2, GameOptions::default());
+    mesh[0].node.create_actor("player", &id("caller")).unwrap();
+    mesh[1].node.create_actor("player", &id("callee")).unwrap();
+    let mut client = login(&mesh[0], "caller");
+    let call = call_number(
+        client
+            .request(CALL_REQUEST, payload("caller", "callee:hello"), WAIT)
+            .unwrap(),
+    );
+    let got = outcomes(&mut client, &[call]);
+    assert_eq!(got[&call], "ok:echo:hello");
+    assert_eq!(
+        from_caller(&mesh[1]),
+        vec![Bytes::from_static(b"caller>hello")]
+    );
+}
+
+#[test]
+fn one_way_messages_between_two_actors_keep_their_order_across_nodes() {
+    let mesh = start_mesh(2, GameOptions::default());
+    mesh[0].node.create_actor("player", &id("caller")).unwrap();
+    mesh[1].node.create_actor("player", &id("callee")).unwrap();
+    let mut client = login(&mesh[0], "caller");
+    for n in 0..50 {
+        let data = format!("callee:{n}");
+        let reply = client
+            .request(CALL_SEND, payload("caller", &data), WAIT)
+            .unwrap();
+        assert_eq!(reply, Bytes::from_static(b"sent"));
+    }
+    // A request after them is answered after all 50 arrived, in order.
+    let call = call_number(
+        client
+            .request(CALL_REQUEST, payload("caller", "callee:last"), WAIT)
+            .unwrap(),
+    );
+    assert_eq!(outcomes(&mut client, &[call])[&call], "ok:echo:last");
+    let seen = from_caller(&mesh[1]);
+    let expected: Vec<Bytes> = (0..50)
+        .map(|n| Bytes::from(format!("caller>{n}")))
+        .chain([Bytes::from_static(b"caller>last")])
+        .collect();
+    assert_eq!(seen, expected);
+}
+
+#[test]
+fn requests_made_while_the_target_relocates_each_end_exactly_once() {
+    let mesh = start_mesh(3, GameOptions::default());
+    mesh[0].node.create_actor("player", &id("caller")).unwrap();
+    mesh[1].node.create_actor("player", &id("callee")).unwrap();
+    let mut client = login(&mesh[0], "caller");
+    let mut calls = Vec::new();
+    // The callee moves between nodes 2 and 3 ten times, with requests made
+    // before and after each move.
+    for round in 0..10 {
+        for n in 0..3 {
+            let data = format!("callee:{round}-{n}");
+            let reply = client
+                .request(CALL_REQUEST, payload("caller", &data), WAIT)
+                .unwrap();
+            calls.push((call_number(reply), format!("{round}-{n}")));
+        }
+        let (from, to) = if round % 2 == 0 { (1, 3) } else { (2, 2) };
+        mesh[from]
+            .node
+            .relocate(&id("callee"), RelocateTo::Node(to))
+            .unwrap_or_else(|e| panic!("move {round}: {e}"));
+    }
+    let numbers: Vec<u64> = calls.iter().map(|c| c.0).collect();
+    let got = outcomes(&mut client, &numbers);
+    // Each ended once, with its own reply or a typed error; none twice (the
+    // callee ran each at most once).
+    let mut replied = 0;
+    for (call, data) in &calls {
+        let outcome = &got[call];
+        if outcome.starts_with("ok:") {
+            assert_eq!(outcome, &format!("ok:echo:{data}"));
+            replied += 1;
+        } else {
+            assert!(outcome.starts_with("err:"), "{outcome}");
+        }
+    }
+    let mut seen = from_caller(&mesh[1]);
+    seen.extend(from_caller(&mesh[2]));
+    for (_, data) in &calls {
+        let wanted = format!("caller>{data}");
+        let copies = seen.iter().filter(|s| s[..] == *wanted.as_bytes()).count();
+        assert!(copies <= 1, "{data} processed {copies} times");
+    }
+    assert!(
+        replied >= calls.len() / 2,
+        "only {replied} of {} replied",
+        calls.len()
+    );
+}
+
+#[test]
+fn requests_whose_caller_relocates_before_the_reply_each_end_once_at_the_caller() {
+    let mesh = start_mesh(3, GameOptions::default());
+    mesh[0].node.create_actor("player", &id("caller")).unwrap();
+    mesh[1].node.create_actor("player", &id("callee")).unwrap();
+    // The client connects through node 3, so it stays while the caller
+    // moves between nodes 1 and 2.
+    let mut client = login(&mesh[2], "caller");
+    let mut calls = Vec::new();
+    for round in 0..10 {
+        let data = format!("callee:{round}");
+        let reply = client
+            .request(CALL_REQUEST, payload("caller", &data), WAIT)
+            .unwrap();
+        calls.push((call_number(reply), round));
+        let (from, to) = if round % 2 == 0 { (0, 2) } else { (1, 1) };
+        mesh[from]
+            .node
+            .relocate(&id("caller"), RelocateTo::Node(to))
+            .unwrap_or_else(|e| panic!("move {round}: {e}"));
+    }
+    let numbers: Vec<u64> = calls.iter().map(|c| c.0).collect();
+    let got = outcomes(&mut client, &numbers);
+    for (call, round) in &calls {
+        assert_eq!(got[call], format!("ok:echo:{round}"), "call {call}");
+    }
+}
