@@ -3,7 +3,8 @@
 //! Clients connect over STREAM sessions; game logic lives in Actors grouped
 //! into Spots; nodes form a mesh in which any session reaches any Actor by its
 //! global [`ids::ActorId`]. The contract is spec/02 "Session and Actor
-//! Binding"; each module cites the section it implements.
+//! Binding"; each module cites the section it implements, and
+//! docs/contract.md summarises every section and lists every contract ID.
 //!
 //! The public surface is [`api`] (build and run a node: the Actor and Spot
 //! traits, sessions, settings), [`client`] (a STREAM client), [`ids`],
