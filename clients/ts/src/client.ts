@@ -85,6 +85,13 @@ export interface ClientOptions {
   maxInFlight?: number;
   /** Bytes the transport may hold unsent before `QueueFull` (default 4 MiB). */
   outboundMax?: number;
+  /**
+   * Called with an exception thrown by an event listener (the listener's
+   * own bug). The client's state is never affected by it. Default: the
+   * exception is rethrown from a microtask, so it surfaces as an uncaught
+   * exception as it would from an EventEmitter.
+   */
+  onListenerError?: (error: unknown, event: keyof ClientEvents) => void;
   timers?: Timers;
   /** Uniform in [0, 1); the jitter's source (default Math.random). */
   random?: () => number;
@@ -449,9 +456,18 @@ export class ZlinkClient {
       } catch (e) {
         // The game's own exception: surfaced, but never inside the
         // client's frame handling.
-        queueMicrotask(() => {
-          throw e;
-        });
+        const report = this.options.onListenerError;
+        if (report) {
+          try {
+            report(e, event);
+          } catch {
+            // The reporter's own failure has nowhere else to go.
+          }
+        } else {
+          queueMicrotask(() => {
+            throw e;
+          });
+        }
       }
     }
   }
