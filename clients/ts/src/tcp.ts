@@ -39,7 +39,8 @@ export function tcp(options: TcpOptions): Connector {
     });
     socket.on("data", (chunk) => {
       if (state !== "open") return;
-      const error = splitter.feed(chunk, (frame) => {
+      const bytes = new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+      const error = splitter.feed(bytes, (frame) => {
         if (state === "open") events.frame(frame);
       });
       if (error && state === "open") {

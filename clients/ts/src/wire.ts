@@ -238,7 +238,9 @@ class Reader {
     if (len instanceof WireError) return len;
     const e = this.need(len);
     if (e) return e;
-    const p = this.body.slice(this.at, this.at + len);
+    // A copy, and a plain Uint8Array even when the input is a Node Buffer
+    // (whose slice() would share the input's memory).
+    const p = new Uint8Array(this.body.subarray(this.at, this.at + len));
     this.at += len;
     return p;
   }
