@@ -1,12 +1,35 @@
 // End to end against a real zlink-node (the lobby game: LOGIN key 1 with a
 // player name, MOVE key 2 "<player>:<dx>,<dy>" answered with the new
 // position, WHERE key 3, a "tick <n>" push with key 100 on every fourth
-// MOVE) over TCP. Every wait is bounded; nothing is shown by a sleep.
+// MOVE). Every wait is bounded; nothing is shown by a sleep.
+//
+// One matrix over transports: ZLINK_TS_TRANSPORTS (default "tcp") lists
+// them. "ws" runs the same tests through the WebSocket transport against
+// the node's `listen.websocket` listener (issue 22 item 1), with Node's
+// WebSocket (global from Node 22; `--experimental-websocket` on Node 20);
+// until that listener is merged into zlink-node only "tcp" can run.
 import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { ZlinkClient, ZlinkError, utf8, fromUtf8, decodeWholeFrame } from "../dist/src/index.js";
+import { ZlinkClient, ZlinkError, utf8, fromUtf8, decodeWholeFrame, webSocket } from "../dist/src/index.js";
 import { tcp } from "../dist/src/tcp.js";
 import { NodeProcess, nextEvent, bounded, WAIT_MS } from "./support/node.mjs";
+
+const TRANSPORTS = {
+  tcp: {
+    start: (ports = {}) => NodeProcess.start({ port: ports.port ?? 0 }),
+    connector: (node) => tcp({ host: "127.0.0.1", port: node.port }),
+    ports: (node) => ({ port: node.port }),
+  },
+  ws: {
+    start: (ports = {}) => NodeProcess.start({ port: ports.port ?? 0, websocket: ports.websocket ?? 0 }),
+    connector: (node) => webSocket(`ws://127.0.0.1:${node.websocketPort}/`),
+    ports: (node) => ({ port: node.port, websocket: node.websocketPort }),
+  },
+};
+const selected = (process.env.ZLINK_TS_TRANSPORTS ?? "tcp").split(",").map((name) => name.trim());
+for (const name of selected) {
+  if (!(name in TRANSPORTS)) throw new Error(`ZLINK_TS_TRANSPORTS names an unknown transport ${name}`);
+}
 
 const LOGIN = 1;
 const MOVE = 2;
@@ -42,9 +65,9 @@ function recording(connector) {
   return { connect, log };
 }
 
-function client(port, player, options = {}) {
+function client(connect, player, options = {}) {
   return new ZlinkClient({
-    connect: tcp({ host: "127.0.0.1", port }),
+    connect,
     login: lobbyLogin(player),
     requestDeadlineMs: 5000,
     ...options,
@@ -53,17 +76,20 @@ function client(port, player, options = {}) {
 
 const text = async (p) => fromUtf8(await p);
 
-describe("a zlink-node over TCP", () => {
+for (const name of selected) {
+const transport = TRANSPORTS[name];
+
+describe(`a zlink-node over ${name}`, () => {
   let node;
   const clients = [];
   const open = async (player, options) => {
-    const c = client(node.port, player, options);
+    const c = client(transport.connector(node), player, options);
     clients.push(c);
     assert.equal(await text(c.connect()), "welcome");
     return c;
   };
   before(async () => {
-    node = await NodeProcess.start();
+    node = await transport.start();
   });
   after(async () => {
     for (const c of clients) c.close();
@@ -144,7 +170,7 @@ describe("a zlink-node over TCP", () => {
   });
 });
 
-describe("reconnect across a node restart", () => {
+describe(`reconnect across a node restart, over ${name}`, () => {
   let node;
   let c;
   after(async () => {
@@ -153,9 +179,9 @@ describe("reconnect across a node restart", () => {
   });
 
   test("SIGKILL under the client: the in-flight request ends OutcomeUnknown, is never replayed, and the client logs in again by itself", async () => {
-    node = await NodeProcess.start();
-    const port = node.port;
-    const rec = recording(tcp({ host: "127.0.0.1", port }));
+    node = await transport.start();
+    const ports = transport.ports(node);
+    const rec = recording(transport.connector(node));
     c = new ZlinkClient({
       connect: rec.connect,
       login: lobbyLogin("ts-rc"),
@@ -186,7 +212,7 @@ describe("reconnect across a node restart", () => {
     assert.equal(c.state, "reconnecting");
 
     const reopened = nextEvent(c, "open");
-    node = await NodeProcess.start({ port });
+    node = await transport.start(ports);
     const open = await reopened;
     assert.equal(open.reconnect, true);
     assert.equal(fromUtf8(open.login), "welcome");
@@ -212,7 +238,7 @@ describe("reconnect across a node restart", () => {
   });
 
   test("a node stopped with SIGTERM ends the session, and the client reconnects when it is back", async () => {
-    const port = node.port;
+    const ports = transport.ports(node);
     const closed = nextEvent(c, "close");
     node.signal("SIGTERM");
     const info = await closed;
@@ -228,9 +254,10 @@ describe("reconnect across a node restart", () => {
     assert.equal(info.willReconnect, true);
     await node.exited();
     const reopened = nextEvent(c, "open");
-    node = await NodeProcess.start({ port });
+    node = await transport.start(ports);
     assert.equal((await reopened).reconnect, true);
     assert.equal(await text(c.request(MOVE, utf8("ts-rc:2,0"))), "2,0");
     assert.equal(c.stats.reconnects, 2);
   });
 });
+}

@@ -32,7 +32,9 @@ export function nodeBinary() {
   );
 }
 
-function config(port) {
+function config(port, websocket) {
+  // listen.websocket: the node's WebSocket listener (issue 22 item 1).
+  const ws = websocket === undefined ? "" : `websocket = "127.0.0.1:${websocket}"\n`;
   return `
 [node]
 rid = 1
@@ -43,7 +45,7 @@ pin_cores = false
 
 [listen]
 stream = "127.0.0.1:${port}"
-
+${ws}
 [store]
 url = "embedded"
 
@@ -79,16 +81,21 @@ export class NodeProcess {
   #waiters = [];
   #exit;
 
-  static async start({ port = 0 } = {}) {
-    const node = new NodeProcess(port);
+  /**
+   * Starts a node listening for clients on `port` (0: any) and, with
+   * `websocket` (a port, 0: any), for WebSocket clients too; resolves once
+   * it printed its ready line.
+   */
+  static async start({ port = 0, websocket } = {}) {
+    const node = new NodeProcess(port, websocket);
     await node.ready;
     return node;
   }
 
-  constructor(port) {
+  constructor(port, websocket) {
     const dir = mkdtempSync(join(tmpdir(), "zlink-ts-"));
     const path = join(dir, "node.toml");
-    writeFileSync(path, config(port));
+    writeFileSync(path, config(port, websocket));
     this.child = spawn(nodeBinary(), ["--config", path, "--console"], { stdio: ["pipe", "pipe", "pipe"] });
     this.pid = this.child.pid;
     this.#exit = new Promise((resolve) => this.child.once("exit", (code, signal) => resolve({ code, signal })));
@@ -99,6 +106,9 @@ export class NodeProcess {
     createInterface({ input: this.child.stderr }).on("line", (line) => this.stderr.push(line));
     this.ready = this.waitLine(/^zlink-node ready: .* stream=127\.0\.0\.1:(\d+) /).then((m) => {
       this.port = Number(m[1]);
+      const ws = m.input.match(/ websocket=127\.0\.0\.1:(\d+)/);
+      if (websocket !== undefined && !ws) throw new Error(`the ready line names no websocket address: ${m.input}`);
+      this.websocketPort = ws ? Number(ws[1]) : undefined;
       return this;
     });
   }
