@@ -74,6 +74,18 @@ export function nextEvent(client, name, ms = WAIT_MS, accept = () => true) {
   return bounded(got, ms, `the client's "${name}" event`).finally(() => off());
 }
 
+/** Every node started, so that none outlives the test process. */
+const live = new Set();
+process.on("exit", () => {
+  for (const child of live) {
+    try {
+      child.kill("SIGKILL");
+    } catch {
+      // already gone
+    }
+  }
+});
+
 export class NodeProcess {
   /** Every stdout line so far. */
   lines = [];
@@ -98,6 +110,8 @@ export class NodeProcess {
     writeFileSync(path, config(port, websocket));
     this.child = spawn(nodeBinary(), ["--config", path, "--console"], { stdio: ["pipe", "pipe", "pipe"] });
     this.pid = this.child.pid;
+    live.add(this.child);
+    this.child.once("exit", () => live.delete(this.child));
     this.#exit = new Promise((resolve) => this.child.once("exit", (code, signal) => resolve({ code, signal })));
     createInterface({ input: this.child.stdout }).on("line", (line) => {
       this.lines.push(line);
