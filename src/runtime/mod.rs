@@ -1113,7 +1113,11 @@ fn setup_shard(
             .listen(addr)
             .map_err(|e| StartError::Io(format!("listen on {addr}: {e}")))
     };
-    let stream = listens.stream.map(&mut bind).transpose()?.map(|(_, addr)| addr);
+    let stream = listens
+        .stream
+        .map(&mut bind)
+        .transpose()?
+        .map(|(_, addr)| addr);
     let websocket = listens.websocket.map(&mut bind).transpose()?;
     let peer = listens.peer.map(&mut bind).transpose()?;
     let addrs = ShardAddrs {

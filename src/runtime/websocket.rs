@@ -27,9 +27,7 @@ use std::io::{self, Cursor, Read, Write};
 use std::sync::Arc;
 
 use bytes::{Buf, Bytes, BytesMut};
-use tungstenite::handshake::server::{
-    Callback, ErrorResponse, Request, Response, ServerHandshake,
-};
+use tungstenite::handshake::server::{Callback, ErrorResponse, Request, Response, ServerHandshake};
 use tungstenite::handshake::{HandshakeError, MidHandshake};
 use tungstenite::protocol::frame::coding::{CloseCode, OpCode};
 use tungstenite::protocol::frame::{CloseFrame, FrameHeader};
@@ -351,7 +349,11 @@ impl WsConn {
                 }
                 Err(WsError::ConnectionClosed | WsError::AlreadyClosed) => return WsRead::Closed,
                 Err(WsError::Io(error)) if error.kind() == io::ErrorKind::WouldBlock => {
-                    let begun = ws.get_ref().boundaries.as_ref().is_some_and(Boundaries::begun);
+                    let begun = ws
+                        .get_ref()
+                        .boundaries
+                        .as_ref()
+                        .is_some_and(Boundaries::begun);
                     return WsRead::Pending { begun };
                 }
                 Err(WsError::Capacity(error)) => return WsRead::TooLarge(error.to_string()),
@@ -509,7 +511,10 @@ mod tests {
                 other => Some(other),
             }
         });
-        assert!(matches!(refused, Some(Handshake::Refused { origin: false, .. })), "{refused:?}");
+        assert!(
+            matches!(refused, Some(Handshake::Refused { origin: false, .. })),
+            "{refused:?}"
+        );
         assert!(output(&mut ws).starts_with("HTTP/1.1 400"));
     }
 
@@ -525,7 +530,11 @@ mod tests {
         assert!(!refused.is_open());
         for headers in ["Origin: https://GAME.example\r\n", ""] {
             let mut ws = WsConn::accept(&list);
-            assert_eq!(upgrade(&mut ws, headers), Handshake::Upgraded, "{headers:?}");
+            assert_eq!(
+                upgrade(&mut ws, headers),
+                Handshake::Upgraded,
+                "{headers:?}"
+            );
         }
         let mut any = WsConn::accept(&policy(&[]));
         assert_eq!(
@@ -538,7 +547,10 @@ mod tests {
     fn a_request_that_is_no_upgrade_is_refused_with_400() {
         let mut ws = WsConn::accept(&policy(&[]));
         ws.feed(BytesMut::from(&b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"[..]));
-        assert!(matches!(ws.handshake(), Handshake::Refused { origin: false, .. }));
+        assert!(matches!(
+            ws.handshake(),
+            Handshake::Refused { origin: false, .. }
+        ));
         assert!(output(&mut ws).starts_with("HTTP/1.1 400"));
     }
 
@@ -551,7 +563,10 @@ mod tests {
             assert_eq!(ws.next_message(), WsRead::Pending { begun: true });
         }
         ws.feed(BytesMut::from(&bytes[bytes.len() - 1..]));
-        assert_eq!(ws.next_message(), WsRead::Binary(Bytes::from_static(b"hello")));
+        assert_eq!(
+            ws.next_message(),
+            WsRead::Binary(Bytes::from_static(b"hello"))
+        );
         assert_eq!(ws.next_message(), WsRead::Pending { begun: false });
     }
 
@@ -561,11 +576,16 @@ mod tests {
         let mut bytes = binary(b"one");
         bytes.extend_from_slice(&binary(b"two")[..3]);
         ws.feed(BytesMut::from(&bytes[..]));
-        assert_eq!(ws.next_message(), WsRead::Binary(Bytes::from_static(b"one")));
+        assert_eq!(
+            ws.next_message(),
+            WsRead::Binary(Bytes::from_static(b"one"))
+        );
         assert_eq!(ws.next_message(), WsRead::Pending { begun: true });
 
         let mut ws = open();
-        ws.feed(BytesMut::from(&frame(OpCode::Data(Data::Binary), false, b"fr")[..]));
+        ws.feed(BytesMut::from(
+            &frame(OpCode::Data(Data::Binary), false, b"fr")[..],
+        ));
         assert_eq!(ws.next_message(), WsRead::Pending { begun: true });
         // A ping between the fragments is answered and leaves the message begun.
         let mut ping = Frame::ping(Bytes::from_static(b"p"));
@@ -574,8 +594,13 @@ mod tests {
         ping.format(&mut bytes).unwrap();
         ws.feed(BytesMut::from(&bytes[..]));
         assert_eq!(ws.next_message(), WsRead::Pending { begun: true });
-        ws.feed(BytesMut::from(&frame(OpCode::Data(Data::Continue), true, b"ag")[..]));
-        assert_eq!(ws.next_message(), WsRead::Binary(Bytes::from_static(b"frag")));
+        ws.feed(BytesMut::from(
+            &frame(OpCode::Data(Data::Continue), true, b"ag")[..],
+        ));
+        assert_eq!(
+            ws.next_message(),
+            WsRead::Binary(Bytes::from_static(b"frag"))
+        );
         assert_eq!(ws.next_message(), WsRead::Pending { begun: false });
         let pong = raw_output(&mut ws);
         assert!(pong.starts_with(&[0x8a, 0x01, b'p']), "{pong:?}");
@@ -596,16 +621,25 @@ mod tests {
         // Fragments that add up to more are refused too.
         let mut ws = open();
         let half = vec![7; max / 2 + 1];
-        ws.feed(BytesMut::from(&frame(OpCode::Data(Data::Binary), false, &half)[..]));
-        ws.feed(BytesMut::from(&frame(OpCode::Data(Data::Continue), true, &half)[..]));
+        ws.feed(BytesMut::from(
+            &frame(OpCode::Data(Data::Binary), false, &half)[..],
+        ));
+        ws.feed(BytesMut::from(
+            &frame(OpCode::Data(Data::Continue), true, &half)[..],
+        ));
         assert!(matches!(ws.next_message(), WsRead::TooLarge(_)));
     }
 
     #[test]
     fn text_unmasked_and_garbage_are_protocol_errors_and_a_close_is_answered() {
         let mut ws = open();
-        ws.feed(BytesMut::from(&frame(OpCode::Data(Data::Text), true, b"hi")[..]));
-        assert!(matches!(ws.next_message(), WsRead::Protocol { text: true, .. }));
+        ws.feed(BytesMut::from(
+            &frame(OpCode::Data(Data::Text), true, b"hi")[..],
+        ));
+        assert!(matches!(
+            ws.next_message(),
+            WsRead::Protocol { text: true, .. }
+        ));
 
         let mut ws = open();
         let mut unmasked = Vec::new();
@@ -613,11 +647,17 @@ mod tests {
             .format(&mut unmasked)
             .unwrap();
         ws.feed(BytesMut::from(&unmasked[..]));
-        assert!(matches!(ws.next_message(), WsRead::Protocol { text: false, .. }));
+        assert!(matches!(
+            ws.next_message(),
+            WsRead::Protocol { text: false, .. }
+        ));
 
         let mut ws = open();
         ws.feed(BytesMut::from(&[0xff_u8; 32][..]));
-        assert!(matches!(ws.next_message(), WsRead::Protocol { text: false, .. }));
+        assert!(matches!(
+            ws.next_message(),
+            WsRead::Protocol { text: false, .. }
+        ));
 
         let mut ws = open();
         let mut close = Frame::close(None);
