@@ -241,7 +241,7 @@ pub(crate) enum WsRead {
 }
 
 enum Phase {
-    Upgrading(MidHandshake<ServerHandshake<WsIo, OriginCheck>>),
+    Upgrading(Box<MidHandshake<ServerHandshake<WsIo, OriginCheck>>>),
     Open(Box<WebSocket<WsIo>>),
     /// Refused or closed: takes no more bytes; holds the refusal's answer
     /// until the shard drains it.
@@ -261,7 +261,7 @@ impl WsConn {
         };
         let mid = ServerHandshake::start(WsIo::default(), check, Some(policy.config()));
         Self {
-            phase: Phase::Upgrading(mid),
+            phase: Phase::Upgrading(Box::new(mid)),
         }
     }
 
@@ -295,14 +295,14 @@ impl WsConn {
                 }
             };
         };
-        match mid.handshake() {
+        match (*mid).handshake() {
             Ok(mut ws) => {
                 ws.get_mut().boundaries = Some(Boundaries::default());
                 self.phase = Phase::Open(Box::new(ws));
                 Handshake::Upgraded
             }
             Err(HandshakeError::Interrupted(mid)) => {
-                self.phase = Phase::Upgrading(mid);
+                self.phase = Phase::Upgrading(Box::new(mid));
                 Handshake::Pending
             }
             Err(HandshakeError::Failure(error)) => {
