@@ -91,6 +91,37 @@ fn node_config_a_good_config_starts_serves_and_stops_on_sigterm() {
 }
 
 #[test]
+fn node_config_listen_websocket_serves_the_game_over_websocket() {
+    let dir = temp_dir("websocket");
+    let text = edit(
+        "stream = \"127.0.0.1:0\"",
+        "stream = \"127.0.0.1:0\"\nwebsocket = \"127.0.0.1:0\"\n\
+         websocket_origins = [\"https://game.example\"]",
+    );
+    let config = write_config(&dir, "node.toml", &text);
+    let mut node = NodeProcess::start(7, &config);
+    let ready = node
+        .seen
+        .iter()
+        .find(|(_, line)| line.contains("zlink-node ready:"))
+        .map(|(_, line)| line.clone())
+        .expect("the ready line");
+    let websocket = field(&ready, "websocket");
+    let mut client = zlink::client::Client::connect_websocket(&format!("ws://{websocket}/"))
+        .expect("the node upgrades");
+    let login = client
+        .request(
+            zlink::ids::PacketKey(1),
+            bytes::Bytes::from_static(b"p1"),
+            WAIT,
+        )
+        .expect("LOGIN is answered over WebSocket");
+    assert_eq!(&login[..], b"welcome");
+    let (_, status) = node.terminate();
+    assert!(status.success(), "{status:?}");
+}
+
+#[test]
 fn node_config_an_unknown_key_is_refused_by_name() {
     let dir = temp_dir("unknown");
     refused(

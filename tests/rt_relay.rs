@@ -115,7 +115,7 @@ fn x20_keepalive_is_answered_while_session_and_actor_queues_are_saturated() {
         settings: Some(settings),
         ..GameOptions::default()
     });
-    let mut raw = Raw::connect(game.addr());
+    let mut raw = Raw::to(&game.node);
     raw.login("player-1");
     let mut burst = Vec::new();
     let requests = 600u32;
@@ -178,7 +178,7 @@ fn x20_keepalive_is_answered_while_a_spotwide_gate_is_saturated() {
         .map(|name| {
             let actor = room.id().actor_id(name).unwrap();
             game.node.create_actor_in(&room, "player", &actor).unwrap();
-            let mut raw = Raw::connect(game.addr());
+            let mut raw = Raw::to(&game.node);
             raw.login(actor.as_str());
             (actor.to_string(), raw)
         })
@@ -226,7 +226,7 @@ fn x20_keepalive_is_answered_while_the_bound_actor_is_busy_on_its_node() {
         .node
         .create_actor("player", &id("player-1"))
         .unwrap();
-    let mut raw = Raw::connect(mesh[0].addr());
+    let mut raw = Raw::to(&mesh[0].node);
     raw.login("player-1");
     let held = mesh[1].observed.held_receiver();
     raw.send(&[Raw::request(HOLD, 2, payload("player-1", "busy"))]);

@@ -60,7 +60,7 @@ fn stream_node() -> (Node, Arc<Seen>, mpsc::Receiver<String>) {
     };
     let (on_connect, on_packet, on_disconnect) =
         (Arc::clone(&seen), Arc::clone(&seen), Arc::clone(&seen));
-    let node = NodeBuilder::new(1)
+    let node = with_transport(NodeBuilder::new(1))
         .listen("127.0.0.1:0".parse().unwrap())
         .settings(settings)
         .on_connect(move |session, hello| {
@@ -109,7 +109,7 @@ fn request(key: PacketKey, correlation: u32, payload: &str) -> ClientFrame {
 #[test]
 fn the_connect_callback_runs_before_any_packet_handler_and_its_attribute_reaches_them() {
     let (node, seen, events) = stream_node();
-    let mut client = Raw::connect(node.stream_addr().unwrap());
+    let mut client = Raw::to(&node);
     client.send(&[request(HELLO, 1, "player-7"), request(WHOAMI, 2, "")]);
     assert_eq!(events.recv_timeout(WAIT).unwrap(), "connect");
     // Both frames are on the session's lane once the probe is answered;
@@ -139,7 +139,7 @@ fn the_connect_callback_runs_before_any_packet_handler_and_its_attribute_reaches
 #[test]
 fn a_failing_connect_callback_closes_with_its_reason_and_no_packet_handler_runs() {
     let (node, seen, events) = stream_node();
-    let mut client = Raw::connect(node.stream_addr().unwrap());
+    let mut client = Raw::to(&node);
     client.send(&[request(HELLO, 1, "intruder"), request(WHOAMI, 2, "")]);
     assert_eq!(events.recv_timeout(WAIT).unwrap(), "connect");
     assert_eq!(client.ping(1), vec![]);

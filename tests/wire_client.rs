@@ -215,7 +215,49 @@ fn trailing_bytes_after_the_fields_are_refused() {
     }
 }
 
+#[test]
+fn a_websocket_message_holds_exactly_one_frame_with_its_prefix() {
+    let limits = DecodeLimits::default();
+    for sample in samples() {
+        let (message, _) = frame_and_body(&sample, ClientFrame::encode);
+        let message = message.freeze();
+        assert_eq!(
+            ClientFrame::decode_message(message.clone(), &limits),
+            Ok(sample.clone())
+        );
+        // Cut anywhere, or with anything after it (a second frame), it is refused.
+        for cut in 0..message.len() {
+            assert!(ClientFrame::decode_message(message.slice(..cut), &limits).is_err());
+        }
+        let mut two = message.to_vec();
+        two.extend_from_slice(&message);
+        assert_eq!(
+            ClientFrame::decode_message(Bytes::from(two), &limits),
+            Err(WireError::TrailingBytes { len: message.len() })
+        );
+    }
+    // A prefix over the limit is refused before the body is looked at.
+    let over = limits.frame_len_max + 1;
+    assert_eq!(
+        ClientFrame::decode_message(Bytes::copy_from_slice(&over.to_be_bytes()), &limits),
+        Err(WireError::FrameTooLong {
+            len: over,
+            max: limits.frame_len_max
+        })
+    );
+}
+
 proptest! {
+    #[test]
+    fn arbitrary_messages_decode_or_error_never_panic(bytes in vec(any::<u8>(), 0..64)) {
+        let limits = DecodeLimits::default();
+        if let Ok(frame) = ClientFrame::decode_message(Bytes::from(bytes.clone()), &limits) {
+            let mut again = BytesMut::new();
+            frame.encode(&mut again);
+            prop_assert_eq!(&again[..], &bytes[..]);
+        }
+    }
+
     #[test]
     fn every_frame_round_trips(frame in client_frame()) {
         let limits = DecodeLimits::default();

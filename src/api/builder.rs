@@ -70,6 +70,8 @@ pub struct NodeBuilder {
     generation: Option<NodeGeneration>,
     mesh: String,
     listen: Option<SocketAddr>,
+    websocket_listen: Option<SocketAddr>,
+    websocket_origins: Vec<String>,
     peer_listen: Option<SocketAddr>,
     peers: Vec<(NodeRid, SocketAddr)>,
     discover: bool,
@@ -93,6 +95,8 @@ impl NodeBuilder {
             generation: None,
             mesh: "default".to_owned(),
             listen: None,
+            websocket_listen: None,
+            websocket_origins: Vec::new(),
             peer_listen: None,
             peers: Vec::new(),
             discover: false,
@@ -112,6 +116,32 @@ impl NodeBuilder {
     /// The STREAM listen address (port 0 picks one; see [`Node::stream_addr`]).
     pub fn listen(mut self, addr: SocketAddr) -> Self {
         self.listen = Some(addr);
+        self
+    }
+
+    /// Also listens for WebSocket clients (RFC 6455) on `addr` (port 0
+    /// picks one; see [`Node::websocket_addr`]): each binary message carries
+    /// one client frame, and the session behind the connection is a STREAM
+    /// session like any other — the same callbacks, binding, limits, rate
+    /// limit and keepalive (docs/wire.md "WebSocket"). Plain `ws://` only:
+    /// put TLS (`wss://`) on a reverse proxy in front of it.
+    pub fn websocket_listen(mut self, addr: SocketAddr) -> Self {
+        self.websocket_listen = Some(addr);
+        self
+    }
+
+    /// The `Origin`s a browser may open a WebSocket from (for example
+    /// `https://game.example.com`); empty, the default, allows any. An
+    /// upgrade whose `Origin` is not listed is refused with 403 Forbidden
+    /// and counted (`websocket_upgrade_refused`). A request without
+    /// `Origin` is not a browser's and is let through: the list stops other
+    /// sites' pages from using a player's browser, it authenticates nobody.
+    pub fn websocket_origins<I, S>(mut self, origins: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.websocket_origins = origins.into_iter().map(Into::into).collect();
         self
     }
 
@@ -354,6 +384,8 @@ impl NodeBuilder {
             generation,
             mesh,
             listen: self.listen,
+            websocket_listen: self.websocket_listen,
+            websocket_origins: self.websocket_origins,
             peer_listen: self.peer_listen,
             peers,
             discover: self.discover,
@@ -478,6 +510,12 @@ impl Node {
     /// The bound STREAM address, when the node listens.
     pub fn stream_addr(&self) -> Option<SocketAddr> {
         self.running.stream_addr()
+    }
+
+    /// The bound WebSocket address, when the node listens for WebSocket
+    /// clients ([`NodeBuilder::websocket_listen`]).
+    pub fn websocket_addr(&self) -> Option<SocketAddr> {
+        self.running.websocket_addr()
     }
 
     /// The bound node-link address, when the node accepts links.

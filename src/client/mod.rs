@@ -3,7 +3,10 @@
 //!
 //! It is a plain blocking client over one `std::net::TcpStream`: requests with
 //! a correlation and a local deadline, one-way messages, pushes, and the
-//! server's close reason. It answers the server's keepalive pings itself, so
+//! server's close reason. The stream carries the frames as they are
+//! ([`Client::connect`]) or inside WebSocket binary messages, one frame each
+//! ([`Client::connect_websocket`], tungstenite's blocking client: a client
+//! thread may block, a shard never does). It answers the server's keepalive pings itself, so
 //! they never reach the caller. It never reconnects by itself (§9: a
 //! reconnect is a new session that must authenticate and bind again).
 
@@ -38,7 +41,38 @@ pub enum ClientError {
     /// Nothing arrived before the local deadline.
     #[error("timed out waiting for the server")]
     TimedOut,
+    /// The WebSocket upgrade or protocol failed (a refused upgrade names
+    /// its HTTP status, e.g. 403 for an `Origin` the node does not allow).
+    #[error("websocket: {0}")]
+    WebSocket(String),
 }
+
+/// How the frames travel.
+enum Transport {
+    Tcp(TcpStream),
+    WebSocket(Box<tungstenite::WebSocket<TcpStream>>),
+}
+
+impl std::fmt::Debug for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Tcp(stream) => f.debug_tuple("Tcp").field(stream).finish(),
+            Self::WebSocket(ws) => f.debug_tuple("WebSocket").field(ws.get_ref()).finish(),
+        }
+    }
+}
+
+impl Transport {
+    fn stream(&self) -> &TcpStream {
+        match self {
+            Self::Tcp(stream) => stream,
+            Self::WebSocket(ws) => ws.get_ref(),
+        }
+    }
+}
+
+/// How long [`Client::connect_websocket`] waits for the upgrade's answer.
+const UPGRADE_WAIT: Duration = Duration::from_secs(10);
 
 /// Something the server sent that the caller did not ask for by correlation.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -64,7 +98,7 @@ pub enum ClientEvent {
 /// A STREAM client connection.
 #[derive(Debug)]
 pub struct Client {
-    stream: TcpStream,
+    transport: Transport,
     read_buf: BytesMut,
     write_buf: BytesMut,
     limits: DecodeLimits,
@@ -78,15 +112,44 @@ impl Client {
     pub fn connect(addr: SocketAddr) -> Result<Self, ClientError> {
         let stream = TcpStream::connect(addr)?;
         stream.set_nodelay(true)?;
-        Ok(Self {
-            stream,
+        Ok(Self::over(Transport::Tcp(stream)))
+    }
+
+    /// Connects to a node's WebSocket listener, e.g. `ws://127.0.0.1:7201/`
+    /// (docs/wire.md "WebSocket"): every frame then travels as one binary
+    /// message. `ws://` only; a `wss://` endpoint is a TLS proxy's job
+    /// (docs/operations.md "WebSocket"). The upgrade waits at most 10 s.
+    pub fn connect_websocket(url: &str) -> Result<Self, ClientError> {
+        use tungstenite::client::IntoClientRequest;
+        let upgrade = |e: tungstenite::Error| ClientError::WebSocket(e.to_string());
+        let request = url.into_client_request().map_err(upgrade)?;
+        let uri = request.uri();
+        if uri.scheme_str() != Some("ws") {
+            return Err(ClientError::WebSocket(format!(
+                "{url}: only ws:// (TLS belongs to a proxy in front of the node)"
+            )));
+        }
+        let host = uri.host().unwrap_or_default().trim_matches(['[', ']']);
+        let stream = TcpStream::connect((host, uri.port_u16().unwrap_or(80)))?;
+        stream.set_nodelay(true)?;
+        stream.set_read_timeout(Some(UPGRADE_WAIT))?;
+        let (ws, _) = tungstenite::client::client(request, stream).map_err(|e| match e {
+            tungstenite::HandshakeError::Failure(e) => upgrade(e),
+            tungstenite::HandshakeError::Interrupted(_) => ClientError::TimedOut,
+        })?;
+        Ok(Self::over(Transport::WebSocket(Box::new(ws))))
+    }
+
+    fn over(transport: Transport) -> Self {
+        Self {
+            transport,
             read_buf: BytesMut::with_capacity(16 * 1024),
             write_buf: BytesMut::with_capacity(4 * 1024),
             limits: DecodeLimits::default(),
             next_correlation: 0,
             inbox: VecDeque::new(),
             closed: None,
-        })
+        }
     }
 
     /// Sends a one-way message.
@@ -189,7 +252,13 @@ impl Client {
         }
         self.write_buf.clear();
         frame.encode(&mut self.write_buf);
-        self.stream.write_all(&self.write_buf)?;
+        match &mut self.transport {
+            Transport::Tcp(stream) => stream.write_all(&self.write_buf)?,
+            Transport::WebSocket(ws) => {
+                let message = tungstenite::Message::Binary(self.write_buf.split().freeze());
+                ws.send(message).map_err(ws_error)?;
+            }
+        }
         Ok(())
     }
 
@@ -199,9 +268,48 @@ impl Client {
         if left.is_zero() {
             return Err(ClientError::TimedOut);
         }
-        self.stream.set_read_timeout(Some(left))?;
+        self.transport.stream().set_read_timeout(Some(left))?;
+        if let Transport::WebSocket(ws) = &mut self.transport {
+            match ws.read() {
+                Ok(tungstenite::Message::Binary(message)) => {
+                    self.read_buf.extend_from_slice(&message)
+                }
+                Ok(tungstenite::Message::Close(_)) => {
+                    // Answer the close frame; the Close frame before it,
+                    // if any, already gave the reason.
+                    let _ = ws.flush();
+                    self.closed.get_or_insert(None);
+                    return Ok(());
+                }
+                // Pings are answered by tungstenite; nothing to file.
+                Ok(_) => return Ok(()),
+                Err(e) => match ws_error(e) {
+                    ClientError::Closed(_) => {
+                        self.closed.get_or_insert(None);
+                        return Ok(());
+                    }
+                    ClientError::Io(e)
+                        if matches!(
+                            e.kind(),
+                            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                        ) =>
+                    {
+                        return Err(ClientError::TimedOut)
+                    }
+                    ClientError::Io(e) if e.kind() == io::ErrorKind::ConnectionReset => {
+                        self.closed.get_or_insert(None);
+                        return Ok(());
+                    }
+                    other => return Err(other),
+                },
+            }
+            return self.file_all();
+        }
+        let Transport::Tcp(stream) = &mut self.transport else {
+            return Ok(());
+        };
         let mut chunk = [0u8; 16 * 1024];
-        let n = match self.stream.read(&mut chunk) {
+        let n = match stream.read(&mut chunk) {
             Ok(n) => n,
             Err(e)
                 if matches!(
@@ -219,6 +327,11 @@ impl Client {
             return Ok(());
         }
         self.read_buf.extend_from_slice(&chunk[..n]);
+        self.file_all()
+    }
+
+    /// Files every complete frame read so far.
+    fn file_all(&mut self) -> Result<(), ClientError> {
         while let Some(frame) = ClientFrame::decode_from(&mut self.read_buf, &self.limits)? {
             self.file(frame)?;
         }
@@ -253,6 +366,26 @@ impl Client {
 
     /// The local address of the connection.
     pub fn local_addr(&self) -> Result<SocketAddr, ClientError> {
-        Ok(self.stream.local_addr()?)
+        Ok(self.transport.stream().local_addr()?)
+    }
+
+    /// Whether the frames travel in WebSocket messages.
+    pub fn is_websocket(&self) -> bool {
+        matches!(self.transport, Transport::WebSocket(_))
+    }
+}
+
+/// A tungstenite error as the client reports it: the socket's own errors
+/// stay `Io`, the end of the connection is `Closed`.
+fn ws_error(error: tungstenite::Error) -> ClientError {
+    use tungstenite::error::ProtocolError;
+    match error {
+        tungstenite::Error::Io(e) => ClientError::Io(e),
+        tungstenite::Error::ConnectionClosed
+        | tungstenite::Error::AlreadyClosed
+        | tungstenite::Error::Protocol(
+            ProtocolError::ResetWithoutClosingHandshake | ProtocolError::SendAfterClosing,
+        ) => ClientError::Closed(None),
+        other => ClientError::WebSocket(other.to_string()),
     }
 }

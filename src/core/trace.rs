@@ -136,6 +136,20 @@ flow_trace! {
     /// client frame deadline (a slow writer): the session was closed with
     /// ProtocolError (docs/threading.md "Timeouts on the edges").
     ClientFrameTimeout => "client_frame_timeout", debug;
+    /// A WebSocket connection that did not finish its upgrade within the
+    /// handshake deadline: closed (docs/threading.md "Timeouts on the edges").
+    WebSocketHandshakeTimeout => "websocket_handshake_timeout", debug;
+    /// A WebSocket upgrade refused: an `Origin` not on the allow-list (403),
+    /// or a request that is no upgrade or is too large (400); closed.
+    WebSocketUpgradeRefused => "websocket_upgrade_refused", debug;
+    /// A WebSocket message over the client frame limit, refused as soon as
+    /// its header announced it: the connection was closed with 1009 and
+    /// `ProtocolError` (docs/wire.md "WebSocket").
+    WebSocketMessageTooLarge => "websocket_message_too_large", debug;
+    /// Bytes on an upgraded WebSocket connection that are not WebSocket
+    /// (bad framing, an unmasked frame) or a text message: closed with
+    /// 1002 or 1003 and `ProtocolError`.
+    WebSocketProtocolError => "websocket_protocol_error", debug;
     /// A client packet over its session's rate limit: a request ended
     /// RateLimited, a one-way message was dropped (this counts both).
     SessionRateLimited => "session_rate_limited", debug;

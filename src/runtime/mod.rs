@@ -26,6 +26,7 @@ mod rate_limit;
 mod router;
 mod shard;
 mod store_effects;
+pub(crate) mod websocket;
 
 pub(crate) use shard::ShardHandle;
 
@@ -110,6 +111,9 @@ pub(crate) struct NodeConfig {
     /// lease is taken in (§4).
     pub(crate) mesh: MeshName,
     pub(crate) listen: Option<SocketAddr>,
+    /// The WebSocket listener's address, if any, and the `Origin`s it allows.
+    pub(crate) websocket_listen: Option<SocketAddr>,
+    pub(crate) websocket_origins: Vec<String>,
     pub(crate) peer_listen: Option<SocketAddr>,
     /// Every configured peer with the index of its mesh in `meshes`.
     pub(crate) peers: Vec<(NodeRid, SocketAddr, usize)>,
@@ -160,6 +164,8 @@ pub(crate) struct NodeShared {
     /// The rows of the Actors each shard still hosted when it stopped, for
     /// a clean stop to remove ([`lease::release`]).
     pub(crate) left_rows: std::sync::Mutex<Vec<lease::LeftRow>>,
+    /// What the WebSocket listener accepts, when the node has one.
+    pub(crate) websocket: Option<websocket::WsPolicy>,
     origin: std::time::Instant,
 }
 
@@ -308,6 +314,7 @@ pub(crate) struct RunningNode {
     threads: Vec<JoinHandle<()>>,
     counters: Vec<Arc<PublishedCounters>>,
     stream_addr: Option<SocketAddr>,
+    websocket_addr: Option<SocketAddr>,
     peer_addr: Option<SocketAddr>,
     link_status: Arc<LinkStatus>,
     /// The placement policy's turn: linked peers are chosen in turn.
@@ -333,6 +340,10 @@ impl RunningNode {
 
     pub(crate) fn peer_addr(&self) -> Option<SocketAddr> {
         self.peer_addr
+    }
+
+    pub(crate) fn websocket_addr(&self) -> Option<SocketAddr> {
+        self.websocket_addr
     }
 
     /// Asks the Actor's shard to look it up or host it (in `spot`, when
@@ -752,7 +763,14 @@ pub(crate) fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
         meshes: config.meshes.clone(),
         peers: config.peers.clone(),
     });
+    let websocket = config.websocket_listen.map(|_| {
+        websocket::WsPolicy::new(
+            config.websocket_origins.clone().into(),
+            &config.settings.decode_limits,
+        )
+    });
     let shared = Arc::new(NodeShared {
+        websocket,
         settings: config.settings,
         handlers: config.handlers,
         actor_types: config.actor_types,
@@ -792,6 +810,7 @@ pub(crate) fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
     let mut wakers = Vec::new();
     let mut counters = Vec::new();
     let mut stream_addr = config.listen;
+    let mut websocket_addr = config.websocket_listen;
     let mut peer_addr = None;
     for index in 0..shards {
         let (ready_tx, ready_rx) = mpsc::channel::<Result<ShardReady, StartError>>();
@@ -802,6 +821,7 @@ pub(crate) fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
             identity: identity.clone(),
             shared: Arc::clone(&shared),
             listen: stream_addr,
+            websocket_listen: websocket_addr,
             peer_listen: if index == LINK_SHARD {
                 config.peer_listen
             } else {
@@ -833,6 +853,7 @@ pub(crate) fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
             Ok(Ok(ready)) => {
                 // Every later shard listens on the port the first one bound.
                 stream_addr = ready.addrs.stream.or(stream_addr);
+                websocket_addr = ready.addrs.websocket.or(websocket_addr);
                 peer_addr = ready.addrs.peer.or(peer_addr);
                 wakers.push(ready.waker);
                 routers.push(router_tx);
@@ -870,6 +891,7 @@ pub(crate) fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
         threads,
         counters,
         stream_addr: config.listen.and(stream_addr),
+        websocket_addr: config.websocket_listen.and(websocket_addr),
         peer_addr,
         link_status,
         placement_turn: AtomicUsize::new(0),
@@ -930,6 +952,7 @@ struct ShardPlan {
     identity: ShardIdentity,
     shared: Arc<NodeShared>,
     listen: Option<SocketAddr>,
+    websocket_listen: Option<SocketAddr>,
     peer_listen: Option<SocketAddr>,
     links: Option<LinkConfig>,
     link_status: Arc<LinkStatus>,
@@ -955,16 +978,21 @@ fn run_shard(
         }
     }
     let outbound_max = plan.shared.settings.outbound_max;
-    let (reactor, addrs) =
-        match setup_shard(plan.io_backend, outbound_max, plan.listen, plan.peer_listen) {
-            Ok(ok) => ok,
-            Err(error) => {
-                let _ = ready.send(Err(error));
-                return;
-            }
-        };
+    let listens = Listens {
+        stream: plan.listen,
+        websocket: plan.websocket_listen,
+        peer: plan.peer_listen,
+    };
+    let (reactor, addrs) = match setup_shard(plan.io_backend, outbound_max, &listens) {
+        Ok(ok) => ok,
+        Err(error) => {
+            let _ = ready.send(Err(error));
+            return;
+        }
+    };
     let waker = reactor.waker();
     let peer_listener = addrs.peer_listener;
+    let websocket_listener = addrs.websocket_listener;
     let membership = addrs
         .peer
         .filter(|_| plan.discover)
@@ -1031,7 +1059,10 @@ fn run_shard(
         reactor,
         links,
         membership,
-        peer_listener,
+        shard::Listeners {
+            peer: peer_listener,
+            websocket: websocket_listener,
+        },
         core,
         plan.identity.me,
         Arc::clone(&plan.counters),
@@ -1043,8 +1074,17 @@ fn run_shard(
 /// What a shard's reactor listens on.
 struct ShardAddrs {
     stream: Option<SocketAddr>,
+    websocket: Option<SocketAddr>,
+    websocket_listener: Option<ListenerId>,
     peer: Option<SocketAddr>,
     peer_listener: Option<ListenerId>,
+}
+
+/// What a shard's reactor is to listen on.
+struct Listens {
+    stream: Option<SocketAddr>,
+    websocket: Option<SocketAddr>,
+    peer: Option<SocketAddr>,
 }
 
 /// The start error of a reactor that could not be built.
@@ -1060,8 +1100,7 @@ fn reactor_error(error: ReactorError) -> StartError {
 fn setup_shard(
     backend: IoBackend,
     outbound_max: usize,
-    listen: Option<SocketAddr>,
-    peer_listen: Option<SocketAddr>,
+    listens: &Listens,
 ) -> Result<(Reactor, ShardAddrs), StartError> {
     let config = ReactorConfig {
         backend,
@@ -1074,10 +1113,17 @@ fn setup_shard(
             .listen(addr)
             .map_err(|e| StartError::Io(format!("listen on {addr}: {e}")))
     };
-    let stream = listen.map(&mut bind).transpose()?.map(|(_, addr)| addr);
-    let peer = peer_listen.map(&mut bind).transpose()?;
+    let stream = listens
+        .stream
+        .map(&mut bind)
+        .transpose()?
+        .map(|(_, addr)| addr);
+    let websocket = listens.websocket.map(&mut bind).transpose()?;
+    let peer = listens.peer.map(&mut bind).transpose()?;
     let addrs = ShardAddrs {
         stream,
+        websocket: websocket.map(|(_, addr)| addr),
+        websocket_listener: websocket.map(|(listener, _)| listener),
         peer: peer.map(|(_, addr)| addr),
         peer_listener: peer.map(|(listener, _)| listener),
     };

@@ -16,6 +16,7 @@ mod actors;
 mod calls;
 mod relocation;
 mod session;
+mod websocket;
 
 use foldhash::{HashMap, HashMapExt};
 use std::cell::RefCell;
@@ -29,6 +30,7 @@ use bytes::Bytes;
 use self::actors::{ActorHost, HostRequest, HostWaiter};
 use self::relocation::Moves;
 use self::session::{LaneSession, LifecycleDeadlines, RunningTurn, SessionWork};
+use super::deadlines::FifoDeadlines;
 use super::executor::{completion, Completer, Completion, Executor, Spawner};
 use super::links::{Links, Sent};
 use super::membership::Membership;
@@ -70,6 +72,14 @@ struct SessionEntry {
     bucket: super::rate_limit::TokenBucket,
 }
 
+/// The listeners of a shard besides its STREAM one.
+pub(crate) struct Listeners {
+    /// The node links' (shard 0 only).
+    pub(crate) peer: Option<ListenerId>,
+    /// The WebSocket clients' (every shard, when the node has one).
+    pub(crate) websocket: Option<ListenerId>,
+}
+
 /// Everything a shard owns, behind the one `RefCell` of [`ShardHandle`].
 pub(crate) struct ShardState {
     node: Arc<NodeShared>,
@@ -81,6 +91,14 @@ pub(crate) struct ShardState {
     /// Shard 0 of a discovering node: its side of the store's membership.
     membership: Option<Membership>,
     peer_listener: Option<ListenerId>,
+    websocket_listener: Option<ListenerId>,
+    /// The WebSocket connections (upgrading or upgraded) and their
+    /// protocol state; a TCP client's connection is not here.
+    ws: HashMap<ConnId, crate::runtime::websocket::WsConn>,
+    /// The upgrade deadlines of the WebSocket connections not upgraded yet.
+    ws_handshakes: FifoDeadlines<ConnId>,
+    /// Where a frame is encoded before it becomes a WebSocket message.
+    ws_scratch: bytes::BytesMut,
     /// Records decoded from links this turn (kept to reuse its allocation).
     link_records: Vec<(Peer, crate::wire::node::NodeRecord)>,
     core: ShardCore,
@@ -139,7 +157,7 @@ impl ShardState {
         reactor: Reactor,
         links: Links,
         membership: Option<Membership>,
-        peer_listener: Option<ListenerId>,
+        listeners: Listeners,
         core: ShardCore,
         me: Peer,
         published: Arc<PublishedCounters>,
@@ -151,6 +169,7 @@ impl ShardState {
                 .expires_at
         });
         let lifecycle_deadlines = LifecycleDeadlines::new(node.settings.disconnect_deadline);
+        let ws_handshakes = FifoDeadlines::new(node.settings.websocket_handshake_deadline);
         let wall = std::time::Instant::now();
         let clock = node.instant_at(wall);
         Self {
@@ -160,7 +179,11 @@ impl ShardState {
             reactor,
             links,
             membership,
-            peer_listener,
+            peer_listener: listeners.peer,
+            websocket_listener: listeners.websocket,
+            ws: HashMap::new(),
+            ws_handshakes,
+            ws_scratch: bytes::BytesMut::new(),
             link_records: Vec::new(),
             core,
             me,
@@ -212,6 +235,11 @@ impl ShardState {
                 {
                     self.links.accepted(conn)
                 }
+                NetEvent::Accepted { listener, conn, .. }
+                    if Some(listener) == self.websocket_listener =>
+                {
+                    self.ws_accepted(conn)
+                }
                 NetEvent::Accepted { conn, .. } => self.accepted(conn),
                 NetEvent::Received { conn } if self.links.owns(conn) => {
                     let mut records = std::mem::take(&mut self.link_records);
@@ -222,13 +250,17 @@ impl ShardState {
                     }
                     self.link_records = records;
                 }
+                NetEvent::Received { conn } if self.is_websocket(conn) => self.ws_received(conn),
                 NetEvent::Received { conn } => self.received(conn),
                 NetEvent::Closed { conn, .. } if self.links.owns(conn) => {
                     if let Some(peer) = self.links.closed(conn) {
                         self.peer_down(peer);
                     }
                 }
-                NetEvent::Closed { conn, cause } => self.conn_closed(conn, cause),
+                NetEvent::Closed { conn, cause } => {
+                    self.ws_closed(conn);
+                    self.conn_closed(conn, cause);
+                }
                 NetEvent::Connected { conn } => self.links.connected(&mut self.reactor, conn),
                 NetEvent::ConnectFailed { conn, .. } => {
                     let _ = self.links.closed(conn);
@@ -275,24 +307,34 @@ impl ShardState {
                     return;
                 }
             };
-            match frame {
-                ClientFrame::Ping { nonce } => self.write_frame(conn, &ClientFrame::Pong { nonce }),
-                ClientFrame::Pong { .. } => {}
-                ClientFrame::Request {
-                    key,
-                    correlation,
-                    payload,
-                } => self.packet(rid, conn, key, Some(correlation), payload),
-                ClientFrame::Message { key, payload } => self.packet(rid, conn, key, None, payload),
-                ClientFrame::Reply { .. }
-                | ClientFrame::Error { .. }
-                | ClientFrame::Push { .. }
-                | ClientFrame::Close { .. } => {
-                    self.close_with(rid, conn, CloseReason::ProtocolError);
-                    return;
-                }
+            if !self.client_frame(rid, conn, frame) {
+                return;
             }
         }
+    }
+
+    /// One client frame, whatever carried it (a TCP stream or a WebSocket
+    /// message): keepalive answered at once, packets onto the session's
+    /// lane. `false` when it closed the connection.
+    fn client_frame(&mut self, rid: SessionRid, conn: ConnId, frame: ClientFrame) -> bool {
+        match frame {
+            ClientFrame::Ping { nonce } => self.write_frame(conn, &ClientFrame::Pong { nonce }),
+            ClientFrame::Pong { .. } => {}
+            ClientFrame::Request {
+                key,
+                correlation,
+                payload,
+            } => self.packet(rid, conn, key, Some(correlation), payload),
+            ClientFrame::Message { key, payload } => self.packet(rid, conn, key, None, payload),
+            ClientFrame::Reply { .. }
+            | ClientFrame::Error { .. }
+            | ClientFrame::Push { .. }
+            | ClientFrame::Close { .. } => {
+                self.close_with(rid, conn, CloseReason::ProtocolError);
+                return false;
+            }
+        }
+        true
     }
 
     /// A link connection whose handshake did not finish by its deadline is
@@ -311,6 +353,11 @@ impl ShardState {
     /// Encodes a frame into the connection's outbound buffer; a client that
     /// lets it grow past the bound is disconnected (counted in the log).
     fn write_frame(&mut self, conn: ConnId, frame: &ClientFrame) {
+        // One look-up on the TCP path only while the shard has WebSocket
+        // connections at all.
+        if !self.ws.is_empty() && self.ws.contains_key(&conn) {
+            return self.ws_write_frame(conn, frame);
+        }
         let Some(outbound) = self.reactor.outbound(conn) else {
             return;
         };
@@ -907,6 +954,9 @@ pub(crate) fn run(
                 if let Some(deadline) = state.links.next_handshake_in() {
                     wait = wait.min(deadline);
                 }
+                if let Some(deadline) = state.ws_handshakes.next_in(state.wall) {
+                    wait = wait.min(deadline);
+                }
                 Some(wait)
             }
         };
@@ -926,6 +976,7 @@ pub(crate) fn run(
             state.core.handle_timeout(now);
             state.expire_lifecycle_deadlines();
             state.expire_handshakes();
+            state.expire_ws_handshakes();
             state.admit_waiting();
             backlog = state.run_actor_work();
         }

@@ -124,6 +124,48 @@ pub fn io_backend() -> IoBackend {
     })
 }
 
+/// The environment variable that picks how the suite's clients reach a
+/// node (`tcp`, the default, or `websocket`): `.ci/run` runs the relay,
+/// push, replacement and session contract tests once per transport, one
+/// matrix (issue 22 item 1), as [`IO_BACKEND_VAR`] does for the backend.
+pub const TRANSPORT_VAR: &str = "ZLINK_CLIENT_TRANSPORT";
+
+/// How the suite's clients reach a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// Frames on the STREAM port.
+    Tcp,
+    /// One frame per binary message on the WebSocket listener.
+    WebSocket,
+}
+
+/// The transport the suite runs on; a name it does not know fails the test
+/// rather than silently testing TCP.
+pub fn transport() -> Transport {
+    match std::env::var(TRANSPORT_VAR).as_deref() {
+        Err(_) | Ok("tcp") => Transport::Tcp,
+        Ok("websocket") => Transport::WebSocket,
+        Ok(other) => panic!("{TRANSPORT_VAR}: {other:?} is not tcp or websocket"),
+    }
+}
+
+/// A client of `node` over the suite's transport.
+pub fn connect(node: &Node) -> Client {
+    match transport() {
+        Transport::Tcp => Client::connect(node.stream_addr().expect("the node listens")),
+        Transport::WebSocket => Client::connect_websocket(&ws_url(node)),
+    }
+    .expect("connect")
+}
+
+/// The `ws://` URL of `node`'s WebSocket listener.
+pub fn ws_url(node: &Node) -> String {
+    let addr = node
+        .websocket_addr()
+        .expect("the node listens for WebSocket clients");
+    format!("ws://{addr}/")
+}
+
 thread_local! {
     /// Set while a session callback's synchronous code runs (W1).
     pub static IN_SESSION_CALLBACK: Cell<bool> = const { Cell::new(false) };
@@ -554,8 +596,9 @@ impl<S: LocationStore> Game<S> {
         self.node.stream_addr().expect("the node listens")
     }
 
+    /// A client over the suite's transport ([`TRANSPORT_VAR`]).
     pub fn client(&self) -> Client {
-        Client::connect(self.addr()).expect("connect")
+        connect(&self.node)
     }
 }
 
@@ -632,7 +675,7 @@ pub fn start_node<S: LocationStore + 'static>(
     } else {
         ObjectRole::Server
     };
-    let mut builder = NodeBuilder::new(rid)
+    let mut builder = with_transport(NodeBuilder::new(rid))
         .listen("127.0.0.1:0".parse().unwrap())
         .peer_listen("127.0.0.1:0".parse().unwrap())
         .cluster_secret(secret())
@@ -761,6 +804,15 @@ pub fn start_node<S: LocationStore + 'static>(
         store,
         observed,
         disconnect_events,
+    }
+}
+
+/// A node of the suite listens for WebSocket clients too when they are the
+/// suite's transport.
+pub fn with_transport(builder: NodeBuilder) -> NodeBuilder {
+    match transport() {
+        Transport::Tcp => builder,
+        Transport::WebSocket => builder.websocket_listen("127.0.0.1:0".parse().unwrap()),
     }
 }
 
@@ -1324,19 +1376,43 @@ pub fn expect_reply(client: &mut Client, key: PacketKey, payload: &str) -> Bytes
         .unwrap_or_else(|e| panic!("{key:?} {payload:?}: {e:?}"))
 }
 
-/// A STREAM connection driven frame by frame (keepalive included).
+/// A STREAM connection driven frame by frame (keepalive included), over
+/// TCP or, with [`Raw::to`], over the suite's transport.
 pub struct Raw {
     stream: TcpStream,
+    ws: Option<Box<tungstenite::WebSocket<TcpStream>>>,
     buf: BytesMut,
 }
 
 impl Raw {
+    /// A TCP connection to a STREAM port.
     pub fn connect(addr: SocketAddr) -> Self {
         let stream = TcpStream::connect(addr).unwrap();
         stream.set_nodelay(true).unwrap();
         Self {
             stream,
+            ws: None,
             buf: BytesMut::new(),
+        }
+    }
+
+    /// A connection to `node` over the suite's transport ([`TRANSPORT_VAR`]).
+    pub fn to(node: &Node) -> Self {
+        match transport() {
+            Transport::Tcp => Self::connect(node.stream_addr().unwrap()),
+            Transport::WebSocket => {
+                let stream = TcpStream::connect(node.websocket_addr().unwrap()).unwrap();
+                stream.set_nodelay(true).unwrap();
+                stream.set_read_timeout(Some(WAIT)).unwrap();
+                let (ws, _) =
+                    tungstenite::client::client(ws_url(node), stream.try_clone().unwrap())
+                        .expect("websocket upgrade");
+                Self {
+                    stream,
+                    ws: Some(Box::new(ws)),
+                    buf: BytesMut::new(),
+                }
+            }
         }
     }
 
@@ -1344,8 +1420,15 @@ impl Raw {
         let mut out = BytesMut::new();
         for frame in frames {
             frame.encode(&mut out);
+            if let Some(ws) = &mut self.ws {
+                let message = tungstenite::Message::Binary(out.split().freeze());
+                ws.write(message).unwrap();
+            }
         }
-        self.stream.write_all(&out).unwrap();
+        match &mut self.ws {
+            Some(ws) => ws.flush().unwrap(),
+            None => self.stream.write_all(&out).unwrap(),
+        }
     }
 
     pub fn next(&mut self) -> ClientFrame {
@@ -1359,6 +1442,16 @@ impl Raw {
             let left = deadline.saturating_duration_since(Instant::now());
             assert!(!left.is_zero(), "no frame from the server");
             self.stream.set_read_timeout(Some(left)).unwrap();
+            if let Some(ws) = &mut self.ws {
+                match ws.read().expect("a websocket message") {
+                    tungstenite::Message::Binary(message) => self.buf.extend_from_slice(&message),
+                    tungstenite::Message::Close(close) => {
+                        panic!("the server closed the connection ({close:?})")
+                    }
+                    _ => {}
+                }
+                continue;
+            }
             let mut chunk = [0u8; 16 * 1024];
             let n = self.stream.read(&mut chunk).expect("read");
             assert!(n > 0, "the server closed the connection");

@@ -105,6 +105,11 @@ fn default_io_backend() -> String {
 #[serde(deny_unknown_fields)]
 struct ListenSection {
     stream: SocketAddr,
+    /// WebSocket clients (docs/wire.md "WebSocket"); left out: none.
+    websocket: Option<SocketAddr>,
+    /// The `Origin`s a browser may connect from; empty or left out: any.
+    #[serde(default)]
+    websocket_origins: Vec<String>,
     peer: Option<SocketAddr>,
     /// `/metrics`, `/healthz` and `/readyz` over HTTP (src/bin/zlink-node/
     /// probes.rs); left out: no endpoint.
@@ -197,6 +202,7 @@ struct TimeoutsSection {
     relay_deadline_ms: u64,
     shutdown_deadline_ms: u64,
     client_frame_deadline_ms: u64,
+    websocket_handshake_deadline_ms: u64,
     link_handshake_deadline_ms: u64,
 }
 
@@ -212,6 +218,7 @@ impl Default for TimeoutsSection {
             relay_deadline_ms: ms(s.relay_deadline),
             shutdown_deadline_ms: ms(s.shutdown_deadline),
             client_frame_deadline_ms: ms(s.client_frame_deadline),
+            websocket_handshake_deadline_ms: ms(s.websocket_handshake_deadline),
             link_handshake_deadline_ms: ms(s.link_handshake_deadline),
         }
     }
@@ -316,6 +323,10 @@ pub struct Config {
     /// The node's object role (`NodeBuilder::object_role`, §3).
     pub role: ObjectRole,
     pub stream: SocketAddr,
+    /// The WebSocket listener (`NodeBuilder::websocket_listen`), if any,
+    /// and the `Origin`s it allows (empty: any).
+    pub websocket: Option<SocketAddr>,
+    pub websocket_origins: Vec<String>,
     pub peer: Option<SocketAddr>,
     /// Where `/metrics`, `/healthz` and `/readyz` are served, if anywhere.
     pub metrics: Option<SocketAddr>,
@@ -468,6 +479,8 @@ pub fn parse(text: &str, base: &Path) -> Result<Config, ConfigError> {
         log_level,
         role,
         stream: file.listen.stream,
+        websocket: file.listen.websocket,
+        websocket_origins: file.listen.websocket_origins.clone(),
         peer: file.listen.peer,
         metrics: file.listen.metrics,
         discover: file.peers.discover,
@@ -761,6 +774,10 @@ fn settings(
         client_frame_deadline: positive(
             "timeouts.client_frame_deadline_ms",
             t.client_frame_deadline_ms,
+        )?,
+        websocket_handshake_deadline: positive(
+            "timeouts.websocket_handshake_deadline_ms",
+            t.websocket_handshake_deadline_ms,
         )?,
         link_handshake_deadline: positive(
             "timeouts.link_handshake_deadline_ms",

@@ -160,6 +160,11 @@ fn run(config: &Config, stop: &signals::StopSignals, console: bool) -> ExitCode 
     if let Some(peer) = config.peer {
         builder = builder.peer_listen(peer);
     }
+    if let Some(websocket) = config.websocket {
+        builder = builder
+            .websocket_listen(websocket)
+            .websocket_origins(config.websocket_origins.iter().cloned());
+    }
     if let Some(secret) = secret {
         builder = builder.cluster_secret(secret);
     }
@@ -206,11 +211,12 @@ fn run(config: &Config, stop: &signals::StopSignals, console: bool) -> ExitCode 
     }
     let show = |addr: Option<std::net::SocketAddr>| addr.map_or("-".to_owned(), |a| a.to_string());
     println!(
-        "zlink-node ready: rid={} node_generation={} mesh={} stream={} peer={} metrics={} store={} io_backend={:?}",
+        "zlink-node ready: rid={} node_generation={} mesh={} stream={} websocket={} peer={} metrics={} store={} io_backend={:?}",
         config.rid,
         generation.0,
         config.mesh,
         show(node.stream_addr()),
+        show(node.websocket_addr()),
         show(node.peer_addr()),
         show(metrics_addr),
         store_name,

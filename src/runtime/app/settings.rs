@@ -40,6 +40,12 @@ pub struct NodeSettings {
     /// counted as `client_frame_timeout` (docs/threading.md "Timeouts on
     /// the edges"). A quiet client between frames is not affected.
     pub client_frame_deadline: Duration,
+    /// A connection to the WebSocket listener must finish its upgrade
+    /// (the HTTP request and its 101 answer) within this long of its accept
+    /// (default 10,000 ms, as the client frame deadline); one that has not
+    /// is closed and counted as `websocket_handshake_timeout`
+    /// (docs/threading.md "Timeouts on the edges").
+    pub websocket_handshake_deadline: Duration,
     /// Packets a session may send a second, over any stretch of time
     /// (default 10,000; 0: no limit). A game client sends tens a second:
     /// the default only stops a flood. A packet over the rate is refused
@@ -109,6 +115,7 @@ impl Default for NodeSettings {
             send_timeout: Duration::from_millis(5_000),
             relay_deadline: Duration::from_millis(5_000),
             client_frame_deadline: Duration::from_millis(10_000),
+            websocket_handshake_deadline: Duration::from_millis(10_000),
             session_rate: 10_000,
             session_burst: 10_000,
             link_handshake_deadline: Duration::from_millis(5_000),

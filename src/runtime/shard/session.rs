@@ -131,28 +131,18 @@ impl LifecycleDeadlines {
 }
 
 impl ShardState {
+    /// A client connection is ready for its session: a TCP connection at
+    /// its accept, a WebSocket connection once upgraded.
     pub(super) fn accepted(&mut self, conn: ConnId) {
         if self.draining.is_some() {
             // §10: a draining host takes no new sessions.
-            self.write_frame(
-                conn,
-                &ClientFrame::Close {
-                    reason: CloseReason::Shutdown,
-                },
-            );
-            self.reactor.close(conn);
+            self.close_conn(conn, CloseReason::Shutdown);
             return;
         }
         if !self.node.admit_session() {
             self.core
                 .trace(crate::core::trace::FlowTrace::SessionLimitRefused);
-            self.write_frame(
-                conn,
-                &ClientFrame::Close {
-                    reason: CloseReason::SessionLimit,
-                },
-            );
-            self.reactor.close(conn);
+            self.close_conn(conn, CloseReason::SessionLimit);
             return;
         }
         let now = self.now();
@@ -182,6 +172,15 @@ impl ShardState {
         self.conns.insert(conn, rid);
     }
 
+    /// Tells the client why its connection ends (a Close frame, and on a
+    /// WebSocket a close frame after it), then closes it once what is
+    /// queued is sent.
+    pub(super) fn close_conn(&mut self, conn: ConnId, reason: CloseReason) {
+        self.write_frame(conn, &ClientFrame::Close { reason });
+        self.ws_close(conn, reason);
+        self.reactor.close(conn);
+    }
+
     pub(super) fn conn_closed(&mut self, conn: ConnId, cause: CloseCause) {
         let Some(rid) = self.conns.remove(&conn) else {
             return;
@@ -196,8 +195,7 @@ impl ShardState {
     /// hello): the client is told why, then the ordinary disconnect
     /// procedure runs (§7).
     pub(super) fn close_with(&mut self, rid: SessionRid, conn: ConnId, reason: CloseReason) {
-        self.write_frame(conn, &ClientFrame::Close { reason });
-        self.reactor.close(conn);
+        self.close_conn(conn, reason);
         self.conns.remove(&conn);
         self.connection_ended(rid);
         let now = self.now();
@@ -207,7 +205,7 @@ impl ShardState {
     /// §7, §10: the session's connection ended: its lane takes no more
     /// packets, the turn running now gets the lifecycle deadline, and the
     /// disconnect turn is queued behind it. Only the first call counts.
-    fn connection_ended(&mut self, rid: SessionRid) {
+    pub(super) fn connection_ended(&mut self, rid: SessionRid) {
         let Some(lane) = self.sessions.get(&rid).map(|entry| entry.lane) else {
             return;
         };
@@ -340,8 +338,7 @@ impl ShardState {
             }
             SessionEvent::Close { session, reason } => {
                 if let Some(conn) = self.sessions.get(&session).map(|e| e.conn) {
-                    self.write_frame(conn, &ClientFrame::Close { reason });
-                    self.reactor.close(conn);
+                    self.close_conn(conn, reason);
                     self.conns.remove(&conn);
                     self.connection_ended(session);
                 }

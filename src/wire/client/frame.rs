@@ -261,6 +261,40 @@ impl ClientFrame {
         })
     }
 
+    /// Decodes a WebSocket message that must hold exactly one whole frame,
+    /// its length prefix included (docs/wire.md "WebSocket"): a message
+    /// shorter than its prefix says is `Truncated`, a longer one
+    /// `TrailingBytes`, so two frames in one message are refused too.
+    pub fn decode_message(message: Bytes, limits: &DecodeLimits) -> Result<Self, WireError> {
+        let have = message.len();
+        let Some(prefix) = message.get(..4) else {
+            return Err(WireError::Truncated { need: 4, have });
+        };
+        let mut len = [0u8; 4];
+        len.copy_from_slice(prefix);
+        let announced = u32::from_be_bytes(len);
+        if announced > limits.frame_len_max {
+            return Err(WireError::FrameTooLong {
+                len: announced,
+                max: limits.frame_len_max,
+            });
+        }
+        let body = have - 4;
+        let announced = usize::try_from(announced).unwrap_or(usize::MAX);
+        if announced > body {
+            return Err(WireError::Truncated {
+                need: announced,
+                have: body,
+            });
+        }
+        if announced < body {
+            return Err(WireError::TrailingBytes {
+                len: body - announced,
+            });
+        }
+        Self::decode(message.slice(4..), limits)
+    }
+
     /// Splits one frame off the front of a socket's receive buffer.
     ///
     /// `Ok(None)` while the frame is incomplete (nothing is consumed). An
