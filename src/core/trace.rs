@@ -145,6 +145,11 @@ flow_trace! {
     AnswerToPastLifecycleDropped => "answer_to_past_lifecycle_dropped", debug;
     /// A ROUTER link handshake failed (wrong secret, mesh, version).
     LinkHandshakeFailed => "link_handshake_failed", warn;
+    /// A link handshake between nodes of different link protocol versions:
+    /// refused (also counted as `link_handshake_failed`), on the accepting
+    /// side with a `VersionRefused` frame naming its version
+    /// (docs/operations.md "Versions").
+    LinkVersionRefused => "link_version_refused", warn;
     /// A record for this node's Actor owner arrived on a link of another
     /// mesh than the home mesh its routes name: refused, a request with
     /// `Unavailable` (MeshUnreachable) (docs/threading.md "Several meshes").
