@@ -154,6 +154,11 @@ flow_trace! {
     /// mesh than the home mesh its routes name: refused, a request with
     /// `Unavailable` (MeshUnreachable) (docs/threading.md "Several meshes").
     RecordFromOtherMesh => "record_from_other_mesh", warn;
+    /// A Hello from a node that is not a peer of this node in the mesh it
+    /// names (not configured, not listed by the membership): refused before
+    /// any Welcome (also counted as `link_handshake_failed`; issue 20 item
+    /// 2, docs/threading.md "Node links").
+    UnexpectedLinkPeer => "unexpected_link_peer", warn;
     /// A link from a previous NodeGeneration of a peer was refused or closed.
     StaleLinkGeneration => "stale_link_generation", warn;
     /// A peer's lease lapsed (it left the store's membership): its links

@@ -62,8 +62,9 @@ pub(crate) struct LinkConfig {
     pub(crate) meshes: Vec<(MeshName, ClusterSecret)>,
     /// Every configured peer, its address and the index of its mesh (a peer
     /// is in one mesh of this node; the builder checked). Those with a
-    /// higher NodeRid are dialled.
-    pub(crate) peers: Vec<(NodeRid, SocketAddr, usize)>,
+    /// higher NodeRid are dialled (the builder checked they have an
+    /// address); a Hello is taken only from these and the listed members.
+    pub(crate) peers: Vec<(NodeRid, Option<SocketAddr>, usize)>,
 }
 
 impl LinkConfig {
@@ -254,7 +255,8 @@ impl Links {
         // One link per pair: the lower NodeRid dials (docs/threading.md).
         let dials = peers
             .filter(|&(me, rid, _, _)| rid > me)
-            .map(|(_, rid, addr, mesh)| Dial {
+            .filter_map(|(_, rid, addr, mesh)| Some((rid, addr?, mesh)))
+            .map(|(rid, addr, mesh)| Dial {
                 rid,
                 addr,
                 mesh,
@@ -540,12 +542,13 @@ impl Links {
             return false;
         };
         let mut claimed = None;
-        let mut stale = false;
+        let mut refused = None;
         let progress = handshake.advance(inbound, &self.limits, &mut |hello| {
             claimed = Some(hello.rid);
-            let answer = self.admit(&config, hello);
-            stale = matches!(answer, Err(Refusal::Stale));
-            answer.map_err(|refusal| HandshakeError::Refused(refusal.to_string()))
+            self.admit(&config, hello).map_err(|refusal| {
+                refused = Some(refusal);
+                HandshakeError::Refused(refusal.to_string())
+            })
         });
         match progress {
             Ok(Progress::Pending(handshake)) => {
@@ -566,8 +569,10 @@ impl Links {
                 self.link_up(reactor, core, conn, peer)
             }
             Err(error) => {
-                if stale {
-                    core.trace(FlowTrace::StaleLinkGeneration);
+                match refused {
+                    Some(Refusal::Stale) => core.trace(FlowTrace::StaleLinkGeneration),
+                    Some(Refusal::Unexpected) => core.trace(FlowTrace::UnexpectedLinkPeer),
+                    Some(Refusal::Mesh) | None => {}
                 }
                 let peer = claimed.or(known).or(match &error {
                     HandshakeError::Version { peer, .. } => *peer,
@@ -593,17 +598,25 @@ impl Links {
     }
 
     /// Whether this node takes a Hello from `hello`, and with which mesh's
-    /// secret: the mesh it names must be one of this node's, and the
-    /// lifecycle must not be one this node knows to be over (its lease
-    /// lapsed, or a newer one of the same node is linked) — such a Hello
-    /// gets no Welcome, since it would only be refused after its proof.
+    /// secret: the mesh it names must be one of this node's, the node must
+    /// be a peer this node expects in that mesh (configured, or listed by
+    /// the membership: issue 20 item 2, docs/threading.md "Node links"),
+    /// and the lifecycle must not be one this node knows to be over (its
+    /// lease lapsed, or a newer one of the same node is linked). Such a
+    /// Hello gets no Welcome: no proof is computed for it and no handshake
+    /// state is held beyond this read.
     fn admit(&self, config: &LinkConfig, hello: &LinkIdentity) -> Result<Answer, Refusal> {
-        let Some((secret, me)) = config
-            .mesh_index(&hello.mesh)
-            .and_then(|mesh| config.identity(mesh))
-        else {
+        let Some(mesh) = config.mesh_index(&hello.mesh) else {
             return Err(Refusal::Mesh);
         };
+        let Some((secret, me)) = config.identity(mesh) else {
+            return Err(Refusal::Mesh);
+        };
+        // Any lifecycle of an expected node: a restart (a new
+        // NodeGeneration) is taken like the first.
+        if self.meshes.get(&hello.rid) != Some(&mesh) {
+            return Err(Refusal::Unexpected);
+        }
         let superseded = self
             .up
             .get(&hello.rid)
@@ -851,6 +864,9 @@ enum Refusal {
     /// A lifecycle this node knows to be over.
     #[error("a Hello from a past lifecycle")]
     Stale,
+    /// A node that is not a peer of this node in the Hello's mesh.
+    #[error("a Hello from a node that is not a peer of this node in that mesh")]
+    Unexpected,
 }
 
 /// What became of a record offered to a link.

@@ -111,7 +111,7 @@ pub(crate) struct NodeConfig {
     pub(crate) listen: Option<SocketAddr>,
     pub(crate) peer_listen: Option<SocketAddr>,
     /// Every configured peer with the index of its mesh in `meshes`.
-    pub(crate) peers: Vec<(NodeRid, SocketAddr, usize)>,
+    pub(crate) peers: Vec<(NodeRid, Option<SocketAddr>, usize)>,
     /// Find peers of the home mesh in the store's membership and register
     /// there (docs/store.md "Membership").
     pub(crate) discover: bool,
