@@ -52,8 +52,8 @@ for target in "${targets[@]}"; do
             # A relative path is libFuzzer's, from fuzz/.
             case "$artifact" in /*) ;; *) artifact="$PWD/${artifact#./}" ;; esac
             echo "!! the input is $artifact"
-            echo "!!   replay:   (cd fuzz && cargo +nightly fuzz run $target $artifact)"
-            echo "!!   minimise: (cd fuzz && cargo +nightly fuzz tmin $target $artifact)"
+            echo "!!   replay:   (cd fuzz && cargo +nightly fuzz run ${FUZZ_BUILD_FLAGS:-} $target $artifact)"
+            echo "!!   minimise: (cd fuzz && cargo +nightly fuzz tmin ${FUZZ_BUILD_FLAGS:-} $target $artifact)"
         done
         exit 1
     fi
