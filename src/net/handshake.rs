@@ -513,6 +513,136 @@ mod tests {
         ));
     }
 
+    fn answer(hello: &LinkIdentity) -> Result<Answer, HandshakeError> {
+        assert_eq!(hello.rid, NodeRid(1));
+        Ok(Answer {
+            secret: secret("0123456789abcdef"),
+            me: id(2, "m"),
+            nonce: [2; NONCE_LEN],
+        })
+    }
+
+    /// Feeds `stream` to an acceptor in `chunk`-byte reads: what it sent,
+    /// the peer, and the bytes after the handshake.
+    fn accept_in_chunks(stream: &[u8], chunk: usize) -> (Vec<LinkFrame>, LinkIdentity, Vec<u8>) {
+        let limits = DecodeLimits::default();
+        let mut state = LinkHandshake::accept();
+        let mut buf = BytesMut::new();
+        let mut sent = Vec::new();
+        let mut fed = 0;
+        for piece in stream.chunks(chunk) {
+            buf.extend_from_slice(piece);
+            fed += piece.len();
+            loop {
+                match state.advance(&mut buf, &limits, &mut answer).unwrap() {
+                    Progress::Pending(next) => {
+                        state = next;
+                        break;
+                    }
+                    Progress::Welcome(next, welcome) => {
+                        sent.push(welcome);
+                        state = next;
+                    }
+                    Progress::Up { send, peer } => {
+                        sent.extend(send);
+                        // What is left: in the buffer, then still unread.
+                        let mut rest = buf.to_vec();
+                        rest.extend_from_slice(&stream[fed..]);
+                        return (sent, peer, rest);
+                    }
+                }
+            }
+        }
+        panic!("the handshake did not finish");
+    }
+
+    #[test]
+    fn the_handshake_reads_the_same_in_any_split_and_leaves_the_records() {
+        let (dialer, hello) =
+            LinkHandshake::dial(secret("0123456789abcdef"), id(1, "m"), [1; NONCE_LEN]);
+        let mut out = BytesMut::new();
+        hello.encode(&mut out);
+        let (acceptor, welcome) = Acceptor::on_hello(
+            secret("0123456789abcdef"),
+            id(2, "m"),
+            [2; NONCE_LEN],
+            hello,
+        )
+        .unwrap();
+        let LinkHandshake::AwaitWelcome(dialer) = dialer else {
+            unreachable!("dial awaits the Welcome");
+        };
+        let (proof, _) = dialer.on_welcome(welcome.clone()).unwrap();
+        drop(acceptor);
+        proof.encode(&mut out);
+        // A record right behind the Proof, in the same read.
+        out.extend_from_slice(&[0, 0, 0, 2, 45, 1]);
+        let whole = accept_in_chunks(&out, out.len());
+        assert_eq!(whole.0, [welcome]);
+        assert_eq!(whole.1, id(1, "m"));
+        assert_eq!(whole.2, [0, 0, 0, 2, 45, 1]);
+        for chunk in [1, 2, 3, 7, 40] {
+            let cut = accept_in_chunks(&out, chunk);
+            assert_eq!(cut.0, whole.0, "{chunk}-byte reads");
+            assert_eq!(cut.1, whole.1, "{chunk}-byte reads");
+            // The record is left whole, in the buffer or still to be read.
+            assert_eq!(cut.2, whole.2, "{chunk}-byte reads");
+        }
+    }
+
+    #[test]
+    fn another_version_is_refused_naming_the_peer_and_both_versions() {
+        let limits = DecodeLimits::default();
+        let mut buf = BytesMut::new();
+        LinkFrame::Hello {
+            version: LINK_VERSION + 1,
+            identity: id(1, "m"),
+            nonce: [1; NONCE_LEN],
+        }
+        .encode(&mut buf);
+        let error = LinkHandshake::accept()
+            .advance(&mut buf, &limits, &mut answer)
+            .unwrap_err();
+        assert_eq!(
+            error,
+            HandshakeError::Version {
+                ours: LINK_VERSION,
+                theirs: LINK_VERSION + 1,
+                peer: Some(NodeRid(1)),
+            }
+        );
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "the peer speaks link protocol version {}, this node {LINK_VERSION}",
+                LINK_VERSION + 1
+            )
+        );
+        assert_eq!(
+            error.answer(),
+            Some(LinkFrame::VersionRefused {
+                version: LINK_VERSION
+            })
+        );
+        // A dialer refused by a node of the next version names both too.
+        let (dialer, _) =
+            LinkHandshake::dial(secret("0123456789abcdef"), id(1, "m"), [1; NONCE_LEN]);
+        let mut back = BytesMut::new();
+        LinkFrame::VersionRefused {
+            version: LINK_VERSION + 1,
+        }
+        .encode(&mut back);
+        let error = dialer.advance(&mut back, &limits, &mut answer).unwrap_err();
+        assert_eq!(
+            error,
+            HandshakeError::PeerRefusedVersion {
+                ours: LINK_VERSION,
+                theirs: LINK_VERSION + 1
+            }
+        );
+        assert_eq!(error.answer(), None);
+    }
+
     #[test]
     fn a_dialer_with_the_wrong_secret_is_refused_by_the_acceptor() {
         let (dialer, hello) = Dialer::start(secret("fedcba9876543210"), id(1, "m"), [1; NONCE_LEN]);
