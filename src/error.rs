@@ -101,6 +101,12 @@ reasons! {
     /// The session sent faster than its rate limit allows; the packet was
     /// refused at ingress (`NodeSettings::session_rate`).
     RateLimited = 26 => Unavailable, "the session sends faster than its rate limit";
+    /// The Actor has as many pending timers as it may
+    /// (docs/actors.md "Timers": 64).
+    TooManyTimers = 27 => InvalidOperation, "the actor has as many pending timers as it may";
+    /// A repeating timer's period is shorter than the timer wheel's tick
+    /// (1 ms).
+    TimerPeriodTooShort = 28 => InvalidOperation, "a repeating timer's period is shorter than 1 ms";
     /// The Actor's state and queued work do not fit one handoff record (60).
     HandoffTooLarge = 7 => InvalidOperation, "the actor's state and queued work do not fit one handoff record";
     /// The relocation target is the Actor's own node, or already hosts it.

@@ -331,6 +331,13 @@ pub struct SessionOwnerId(pub u16);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PacketKey(pub u16);
 
+/// One of an Actor's timers (docs/actors.md "Timers"). Numbered per Actor by
+/// the framework, never reused by that Actor, and kept across a live
+/// relocation, so a number the Actor stored in its state still names the
+/// same timer on the target.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TimerId(pub u64);
+
 /// A client's request correlation on its STREAM connection (§5, §12).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Correlation(pub u32);

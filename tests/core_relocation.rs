@@ -16,7 +16,7 @@ use zlink::error::{Error, ErrorKind, Reason};
 use zlink::ids::{ActorRef, NodeRid, RelocationId};
 use zlink::sim::{actor_id, error, Journal, Mesh, RestoreBehavior, StoreBehavior, StoreDone};
 use zlink::store::LocationStore;
-use zlink::wire::node::{Command, NodeRecord, SessionRelocationRoute};
+use zlink::wire::node::{ActorSend, ActorSendBody, Command, NodeRecord, SessionRelocationRoute};
 
 /// Node 1 holds sessions, node 2 is the source, node 3 the target; "a" is
 /// created at the source (a Location Store row and a hosted Actor).
@@ -990,6 +990,7 @@ fn core_relocation_records_reach_the_actor_owner_side_on_the_actors_shard() {
                 binding: None,
                 state: bytes::Bytes::new(),
                 saved: Vec::new(),
+                timers: zlink::wire::node::TimersHandoff::default(),
             }),
             RecordRole::ActorOwner,
             home,
@@ -1149,12 +1150,33 @@ impl Flow {
     }
 
     /// The 24s the session sent to `to` after the relocation started.
+    /// The client messages (24 relays, not disconnect notices) the session
+    /// owner sent to `to` from `after` on.
     fn relayed_to(&self, to: NodeRid, after: zlink::core::time::Instant) -> usize {
+        self.sent_to(to, after, |body| {
+            !matches!(body, ActorSendBody::DisconnectNotice)
+        })
+    }
+
+    /// The disconnect notices (24) the session owner sent to `to` from
+    /// `after` on.
+    fn notices_to(&self, to: NodeRid, after: zlink::core::time::Instant) -> usize {
+        self.sent_to(to, after, |body| {
+            matches!(body, ActorSendBody::DisconnectNotice)
+        })
+    }
+
+    fn sent_to(
+        &self,
+        to: NodeRid,
+        after: zlink::core::time::Instant,
+        pick: impl Fn(&ActorSendBody) -> bool,
+    ) -> usize {
         self.mesh
             .tap()
             .iter()
             .filter(|t| t.from == self.sessions && t.to == to && t.at >= after)
-            .filter(|t| t.command() == Command::ActorSend)
+            .filter(|t| matches!(&t.record, NodeRecord::ActorSend(ActorSend::Message(m)) if pick(&m.body)))
             .count()
     }
 }
@@ -1555,6 +1577,18 @@ fn core_l6_cas_failure_after_relay_ready_never_falls_back_to_the_source_route() 
         assert!(!delivered(&f.mesh, node, "a").contains(&b(b"r4")));
     }
     assert_eq!(f.relayed_to(f.source, ready_at), 0);
+    // X22: the sealed binding still ends with one disconnect notice over
+    // the stored (source) route, which reopens nothing there: the source
+    // hosts no "a" and runs no callback for it.
+    assert_eq!(f.notices_to(f.source, ready_at), 1);
+    assert_eq!(f.notices_to(f.target, ready_at), 0);
+    assert!(f.mesh.disconnect_callbacks(f.source, &f.a.id).is_empty());
+    assert!(!f
+        .mesh
+        .node(f.source)
+        .relocation_events
+        .iter()
+        .any(|e| matches!(e, RelocationEvent::Reopen { .. })));
 }
 
 /// Found by zlink-sim (seed 4043 of `--steps 2000`, the soak): an Actor
@@ -1630,4 +1664,97 @@ fn core_relocation_a_record_addressed_after_the_move_is_not_followed_back() {
     assert!(mesh.node(source).core().relocation().follows(&stale.id));
     assert_eq!(count(&mesh, source, FlowTrace::MessageFollowed), followed);
     assert_eq!(delivered(&mesh, target, "a"), vec![b(b"once")]);
+}
+
+/// X22 (§7, §8.1, §9): the binding a seal timeout ends is notified too —
+/// one disconnect notice and then its tombstone, over the stored (source)
+/// route only; after a committed move the source's Message Follow takes
+/// them to the target, once.
+#[test]
+fn core_x22_a_seal_timeout_after_a_commit_notifies_the_actor_once_at_the_target() {
+    // Given a move whose 44 commit never reaches the session owner.
+    let mut f = Flow::start(|mesh, _, target| {
+        mesh.set_dropping(target, NodeRid(1), Command::SessionRelocationRoute, true);
+    });
+    let sealed_at = tapped(&f.mesh, Command::SessionRelocationSealed)[0].at;
+    f.mesh.run();
+    let moved = finished(&f.mesh, f.source, f.relocation)
+        .expect("finished")
+        .expect("committed");
+    assert_eq!(moved.location.owner, f.target);
+    let followed = count(&f.mesh, f.source, FlowTrace::MessageFollowed);
+
+    // When the seal times out at the session owner.
+    let timeout = Duration::from_millis(3_000);
+    advance_to(&mut f.mesh, sealed_at + timeout);
+    f.mesh.run();
+
+    // Then the session closed with SealTimeout, and the Actor at the target
+    // saw its disconnect callback exactly once: the notice went to the
+    // source only, which followed it (and then the tombstone) to the target.
+    assert_eq!(
+        closes(&f.mesh, f.sessions, f.s),
+        vec![zlink::wire::client::CloseReason::SealTimeout]
+    );
+    assert_eq!(f.notices_to(f.source, sealed_at), 1);
+    assert_eq!(f.notices_to(f.target, sealed_at), 0);
+    assert_eq!(f.mesh.disconnect_callbacks(f.target, &f.a.id).len(), 1);
+    assert!(f.mesh.disconnect_callbacks(f.source, &f.a.id).is_empty());
+    assert_eq!(
+        count(&f.mesh, f.source, FlowTrace::MessageFollowed),
+        followed + 2,
+        "the notice and its tombstone, each forwarded once"
+    );
+    // The binding is gone everywhere: the target's registry, the session.
+    assert_eq!(
+        f.mesh
+            .node(f.target)
+            .core()
+            .actor_owner()
+            .current_binding(&f.a.id),
+        None
+    );
+    assert!(ended(&f.mesh, f.sessions, f.s));
+    // A later marker: more time brings no second callback.
+    f.mesh.advance(Duration::from_secs(10));
+    assert_eq!(f.mesh.disconnect_callbacks(f.target, &f.a.id).len(), 1);
+}
+
+#[test]
+fn core_x22_a_seal_timeout_after_an_abort_notifies_the_actor_once_at_the_source() {
+    // Given a move that aborts (the target cannot restore) and whose 44
+    // abort never reaches the session owner.
+    let mut f = Flow::start(|mesh, source, target| {
+        mesh.set_restore(target, RestoreBehavior::Fail(error(Reason::NoActorFactory)));
+        mesh.set_dropping(source, NodeRid(1), Command::SessionRelocationRoute, true);
+    });
+    let sealed_at = tapped(&f.mesh, Command::SessionRelocationSealed)[0].at;
+    f.mesh.run();
+    assert!(matches!(
+        finished(&f.mesh, f.source, f.relocation),
+        Some(Err(_))
+    ));
+    f.mesh
+        .set_behavior(f.source, zlink::sim::ActorBehavior::Echo);
+    f.mesh.run_lane(f.source, &f.a.id);
+
+    // When the seal times out at the session owner.
+    advance_to(&mut f.mesh, sealed_at + Duration::from_millis(3_000));
+    f.mesh.run();
+
+    // Then the source, owner again, ran the disconnect callback once, and
+    // the target never heard of it.
+    assert_eq!(f.notices_to(f.source, sealed_at), 1);
+    assert_eq!(f.notices_to(f.target, sealed_at), 0);
+    assert_eq!(f.mesh.disconnect_callbacks(f.source, &f.a.id).len(), 1);
+    assert!(f.mesh.disconnect_callbacks(f.target, &f.a.id).is_empty());
+    assert_eq!(
+        f.mesh
+            .node(f.source)
+            .core()
+            .actor_owner()
+            .current_binding(&f.a.id),
+        None
+    );
+    assert!(ended(&f.mesh, f.sessions, f.s));
 }

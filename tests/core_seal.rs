@@ -391,10 +391,11 @@ fn core_l3_seal_timeout_closes_session_and_drops_held_messages() {
         .position(|e| matches!(e, SessionEvent::Close { .. }))
         .expect("a close");
     assert!(error_at < close_at, "{events:?}");
-    // The other binding went through the ordinary disconnect procedure once;
-    // the sealed one got no notice over an undecided route.
+    // Every binding went through the ordinary disconnect procedure once
+    // (§7, X22): the sealed one's notice over its stored (source) route
+    // only, never a guessed target.
     assert_eq!(g.mesh.disconnect_callbacks(other, &actor_id("b")).len(), 1);
-    assert_eq!(notices_to(&g.mesh, g.source, "a"), 0);
+    assert_eq!(notices_to(&g.mesh, g.source, "a"), 1);
     assert_eq!(notices_to(&g.mesh, g.target, "a"), 0);
     // Binding, held and seal state are gone; nothing is left armed.
     assert!(ended(&g.mesh, g.node, g.s));
@@ -696,6 +697,7 @@ fn sealed_shard() -> (ShardCore, SessionRid, RouteCommit, Instant) {
         },
         sessions: SessionOwnerConfig::default(),
         relocation: zlink::core::relocation::RelocationConfig::default(),
+        send_timeout: std::time::Duration::from_millis(3_000),
     };
     let mut core = ShardCore::new(config, Instant::ZERO);
     let source = Peer {
@@ -817,10 +819,15 @@ fn core_l4_seal_timeout_and_44_in_one_span_only_the_first_wins() {
     let (mut core, s, commit, deadline) = sealed_shard();
     core.handle_timeout(deadline);
     core.handle_record(deadline, target, commit_record(&commit));
-    // Then the timeout won: the session closed, nothing was sent, and the
-    // 44 was only a late route update.
+    // Then the timeout won: the session closed, the held message was not
+    // sent, the sealed binding's one disconnect notice went over the stored
+    // (source) route only (X22), and the 44 was only a late route update:
+    // it sent nothing to the target.
     let (transmits, events) = outputs(&mut core);
-    assert!(transmits.is_empty(), "{transmits:?}");
+    assert_eq!(transmits.len(), 1, "{transmits:?}");
+    assert!(matches!(&transmits[0],
+        (to, NodeRecord::ActorSend(ActorSend::Message(m)))
+            if *to == NodeRid(2) && m.body == ActorSendBody::DisconnectNotice));
     assert!(events.contains(&CoreEvent::Session(SessionEvent::Close {
         session: s,
         reason: CloseReason::SealTimeout,

@@ -970,3 +970,42 @@ fn without_a_hint_a_peer_that_cannot_host_is_skipped_and_the_next_one_takes_the_
         .unwrap_err();
     assert_eq!(refused.reason(), Reason::NoActorFactory, "{refused:?}");
 }
+
+#[test]
+fn x22_l3_d1_a_seal_timeout_ends_the_sealed_binding_with_one_disconnect_callback_at_the_target() {
+    // Given a move of player-1 whose 44 commit never reaches the session
+    // owner (node 1), and player-2, hosted on the target, for the marker.
+    let (m, mut client) = relocating(Some(TapAction::Drop));
+    m.target
+        .node
+        .create_actor("player", &id("player-2"))
+        .unwrap();
+    // When the seal times out, the session closes with SealTimeout.
+    assert_eq!(
+        client.wait_closed(WAIT).unwrap(),
+        Some(CloseReason::SealTimeout)
+    );
+    // Then the Actor, now on the target, sees on_disconnect_actor (§7, §1
+    // table: every Actor of the binding snapshot), carried there from the
+    // source by Message Follow.
+    assert_eq!(
+        m.target.disconnect_events.recv_timeout(WAIT).unwrap(),
+        "player-1"
+    );
+    // Exactly once: the next callback on the target is the marker's, a
+    // session that binds player-2 and leaves.
+    let marker = login(&m.session, "player-2");
+    drop(marker);
+    assert_eq!(
+        m.target.disconnect_events.recv_timeout(WAIT).unwrap(),
+        "player-2"
+    );
+    assert!(!m
+        .source
+        .observed
+        .disconnects
+        .lock()
+        .unwrap()
+        .contains(&"player-1".to_owned()));
+    wait_counter(&m.source, FlowTrace::MessageFollowed, 2);
+}

@@ -11,7 +11,7 @@ use std::time::Duration;
 use zlink::core::actor::ActorEvent;
 use zlink::ids::{
     ActorId, BindingGeneration, BindingIdentity, NodeGeneration, NodeRid, ObjectGeneration,
-    PacketKey, SessionOwnerId, SessionRef, SessionRid, SessionSequence,
+    PacketKey, SessionOwnerId, SessionRef, SessionRid, SessionSequence, TimerId,
 };
 use zlink::sim::invariants::{message_payload, Checker, SentMessage};
 use zlink::sim::schedule::{run_seed, Observe, SimConfig};
@@ -129,9 +129,9 @@ fn the_checker_names_a_message_processed_twice() {
 
     // When its handler runs once, nothing is wrong; when it runs again, the
     // invariant says so.
-    checker.ran(&deliver(1));
+    checker.ran(&deliver(1), Some(ObjectGeneration(1)));
     assert_eq!(checker.violation(), None);
-    checker.ran(&deliver(1));
+    checker.ran(&deliver(1), Some(ObjectGeneration(1)));
 
     // Then the violation names the invariant and the rule.
     let violation = checker.violation().cloned().unwrap();
@@ -153,12 +153,12 @@ fn the_checker_names_a_second_disconnect_callback_and_an_invented_message() {
         session: session(),
         ticket: zlink::core::actor::ReplyTicket(ticket),
     };
-    checker.ran(&bound);
+    checker.ran(&bound, Some(ObjectGeneration(1)));
 
     // When its disconnect callback runs twice.
-    checker.ran(&disconnect(1));
+    checker.ran(&disconnect(1), Some(ObjectGeneration(1)));
     assert_eq!(checker.violation(), None);
-    checker.ran(&disconnect(2));
+    checker.ran(&disconnect(2), Some(ObjectGeneration(1)));
 
     // Then the second is named.
     let violation = checker.violation().cloned().unwrap();
@@ -166,7 +166,36 @@ fn the_checker_names_a_second_disconnect_callback_and_an_invented_message() {
 
     // And a handler running a message no client sent is named too.
     let mut checker = Checker::new(Duration::from_secs(30));
-    checker.ran(&deliver(99));
+    checker.ran(&deliver(99), Some(ObjectGeneration(1)));
     let violation = checker.violation().cloned().unwrap();
     assert_eq!(violation.invariant, "nothing_invented");
+}
+
+#[test]
+fn the_checker_names_a_timer_tick_lost_or_run_twice() {
+    let actor = ActorId::new("a").unwrap();
+    let tick = |tick| ActorEvent::Timer {
+        actor: actor.clone(),
+        timer: TimerId(0),
+        tick,
+    };
+    let incarnation = Some(ObjectGeneration(1));
+    // Ticks 1, 2 of a timer, then 2 again: doubled.
+    let mut checker = Checker::new(Duration::from_secs(30));
+    checker.ran(&tick(1), incarnation);
+    checker.ran(&tick(2), incarnation);
+    assert_eq!(checker.violation(), None);
+    checker.ran(&tick(2), incarnation);
+    let violation = checker.violation().cloned().unwrap();
+    assert_eq!(violation.invariant, "timer_ticks_neither_lost_nor_doubled");
+    // Tick 1 then 3: 2 was lost.
+    let mut checker = Checker::new(Duration::from_secs(30));
+    checker.ran(&tick(1), incarnation);
+    checker.ran(&tick(3), incarnation);
+    assert!(checker.violation().is_some());
+    // A new incarnation numbers its timers afresh.
+    let mut checker = Checker::new(Duration::from_secs(30));
+    checker.ran(&tick(1), incarnation);
+    checker.ran(&tick(1), Some(ObjectGeneration(2)));
+    assert_eq!(checker.violation(), None);
 }

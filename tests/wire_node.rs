@@ -15,7 +15,7 @@ use zlink::error::{Error, ErrorKind, Reason};
 use zlink::ids::{
     ActorId, AuthorityOwnerGeneration, BindingGeneration, Correlation, MeshName, NameError,
     NodeGeneration, NodeRid, ObjectGeneration, OwnerLeaseGeneration, PacketKey, RelocationId,
-    RequestId, SessionOwnerId, SessionRef, SessionRid, SessionSequence,
+    RequestId, SessionOwnerId, SessionRef, SessionRid, SessionSequence, TimerId,
 };
 use zlink::wire::client::CloseReason;
 use zlink::wire::node::*;
@@ -325,7 +325,27 @@ fn saved_work() -> impl Strategy<Value = SavedWork> {
                 cause,
             }
         }),
+        any::<[u64; 2]>().prop_map(|[timer, tick]| SavedWork::Timer {
+            timer: TimerId(timer),
+            tick,
+        }),
     ]
+}
+
+fn timers_handoff() -> impl Strategy<Value = TimersHandoff> {
+    let timer = (any::<u64>(), any::<u64>(), any::<u64>(), any::<u64>()).prop_map(
+        |(timer, remaining, period, ticks)| TimerHandoff {
+            timer: TimerId(timer),
+            remaining: Duration::from_micros(remaining),
+            // The encoding keeps microseconds, 0 for a one-shot.
+            period: Some(Duration::from_micros(period)).filter(|p| !p.is_zero()),
+            ticks,
+        },
+    );
+    (any::<u64>(), vec(timer, 0..4)).prop_map(|(next, timers)| TimersHandoff {
+        next: TimerId(next),
+        timers,
+    })
 }
 
 fn binding_handoff() -> impl Strategy<Value = BindingHandoff> {
@@ -345,17 +365,21 @@ fn relocation_prepare() -> impl Strategy<Value = RelocationPrepare> {
         proptest::option::of(binding_handoff()),
         payload(),
         vec(saved_work(), 0..6),
+        timers_handoff(),
     )
         .prop_map(
-            |(request, relocation, actor, [og, auth], binding, state, saved)| RelocationPrepare {
-                request,
-                relocation,
-                actor,
-                object_generation: ObjectGeneration(og),
-                expected_authority: AuthorityOwnerGeneration(auth),
-                binding,
-                state,
-                saved,
+            |(request, relocation, actor, [og, auth], binding, state, saved, timers)| {
+                RelocationPrepare {
+                    request,
+                    relocation,
+                    actor,
+                    object_generation: ObjectGeneration(og),
+                    expected_authority: AuthorityOwnerGeneration(auth),
+                    binding,
+                    state,
+                    saved,
+                    timers,
+                }
             },
         )
 }
@@ -676,7 +700,28 @@ fn prepare_body() -> RelocationPrepare {
                 binding: BindingGeneration(12),
                 cause: TombstoneCause::Disconnect,
             },
+            SavedWork::Timer {
+                timer: TimerId(2),
+                tick: 40,
+            },
         ],
+        timers: TimersHandoff {
+            next: TimerId(4),
+            timers: vec![
+                TimerHandoff {
+                    timer: TimerId(2),
+                    remaining: Duration::from_millis(20),
+                    period: Some(Duration::from_millis(50)),
+                    ticks: 40,
+                },
+                TimerHandoff {
+                    timer: TimerId(3),
+                    remaining: Duration::from_secs(5),
+                    period: None,
+                    ticks: 0,
+                },
+            ],
+        },
     }
 }
 
@@ -1122,25 +1167,63 @@ fn a_prepare_state_over_the_limit_is_refused_before_it_is_read() {
 }
 
 #[test]
+fn a_prepare_with_more_timers_than_an_actor_may_have_is_refused_before_one_is_read() {
+    // At the limit the timers are accepted.
+    let timer = |n| TimerHandoff {
+        timer: TimerId(n),
+        remaining: Duration::from_millis(n),
+        period: None,
+        ticks: 0,
+    };
+    let max = TimerHandoff::PER_ACTOR_MAX;
+    let at_limit = NodeRecord::RelocationPrepare(RelocationPrepare {
+        timers: TimersHandoff {
+            next: TimerId(u64::from(max)),
+            timers: (0..u64::from(max)).map(timer).collect(),
+        },
+        ..prepare_body()
+    });
+    assert_eq!(decode(&body_of(&at_limit)), Ok(at_limit.clone()));
+    // A count of 65,535 with no timers behind it is refused by the count.
+    let empty = NodeRecord::RelocationPrepare(RelocationPrepare {
+        timers: TimersHandoff::default(),
+        ..prepare_body()
+    });
+    let mut body = body_of(&empty).to_vec();
+    let at = body.len() - 2;
+    body[at..].copy_from_slice(&u16::MAX.to_be_bytes());
+    assert_eq!(
+        decode(&body),
+        Err(WireError::TooManyTimers {
+            count: u16::MAX,
+            max
+        })
+    );
+}
+
+#[test]
 fn a_prepare_with_too_much_saved_work_is_refused_before_an_item_is_read() {
     let limits = DecodeLimits {
         saved_work_count_max: 3,
         ..DecodeLimits::default()
     };
-    // The sample carries 4 items: one over the limit.
+    // The sample carries 5 items: two over the limit.
     assert_eq!(
         NodeRecord::decode(body_of(&prepare()), &limits),
-        Err(WireError::TooMuchSavedWork { count: 4, max: 3 })
+        Err(WireError::TooMuchSavedWork { count: 5, max: 3 })
     );
     // A count of 65,535 with no items behind it is refused by the count,
     // not read item by item.
     let empty = NodeRecord::RelocationPrepare(RelocationPrepare {
         saved: Vec::new(),
+        timers: TimersHandoff::default(),
         ..prepare_body()
     });
     let mut body = body_of(&empty).to_vec();
-    let len = body.len();
-    body[len - 2..].copy_from_slice(&u16::MAX.to_be_bytes());
+    // The saved-work count, before the timers (an 8-byte next number and a
+    // 2-byte count).
+    let at = body.len() - 12;
+    body[at..at + 2].copy_from_slice(&u16::MAX.to_be_bytes());
     assert_eq!(
         decode(&body),
         Err(WireError::TooMuchSavedWork {
@@ -1149,7 +1232,8 @@ fn a_prepare_with_too_much_saved_work_is_refused_before_an_item_is_read() {
         })
     );
     // Within the limit, a count larger than the items present is truncated.
-    body[len - 2..].copy_from_slice(&2u16.to_be_bytes());
+    body[at..at + 2].copy_from_slice(&2u16.to_be_bytes());
+    body.truncate(at + 2);
     assert!(matches!(decode(&body), Err(WireError::Truncated { .. })));
 }
 
@@ -1164,7 +1248,7 @@ fn an_unknown_saved_work_kind_is_refused() {
     let mut body = body_of(&hold).to_vec();
     let kind_at = 2 + 16 + 1 + actor().as_bytes().len();
     assert_eq!(body[kind_at], 1, "the sample's item is a Deliver");
-    for kind in [0u8, 5, 255] {
+    for kind in [0u8, 6, 255] {
         body[kind_at] = kind;
         assert_eq!(decode(&body), Err(WireError::UnknownSavedWork(kind)));
     }

@@ -15,6 +15,7 @@ use crate::runtime::app::actor::Actor;
 use crate::runtime::app::session::{Packet, Session};
 use crate::runtime::app::spot::{ExecutionMode, Spot, SpotHandle};
 use crate::runtime::app::{NodeSettings, RelocationUnit, StartError};
+use crate::runtime::metrics::NodeMetrics;
 use crate::runtime::{
     self, ActorType, DisconnectHandler, Handlers, PacketHandler, ReplacedHandler, RunningNode,
     SpotKind,
@@ -658,6 +659,18 @@ impl Node {
     /// `Epoll`, never `Auto`.
     pub fn io_backend(&self) -> IoBackend {
         self.running.io_backend()
+    }
+
+    /// The node's metrics (every flow-trace counter, sessions, bound
+    /// sessions, Actors and Spots per node and per shard, link states,
+    /// lease time left, store latency and errors) and its readiness, with
+    /// no endpoint: [`NodeMetrics::encode`] gives the Prometheus text, and
+    /// a `NodeMetrics` is a `prometheus_client` collector an embedder can
+    /// register in a registry of its own. The handle outlives
+    /// [`Node::shutdown`], so a probe sees the drain through to its end
+    /// (docs/operations.md "Metrics", "Probes").
+    pub fn metrics(&self) -> NodeMetrics {
+        self.running.metrics()
     }
 
     /// The flow-trace counters of every shard, summed (diagnostics).

@@ -55,10 +55,16 @@ pub use crate::runtime::app::{NodeSettings, RelocationUnit, StartError};
 
 pub use crate::core::relocation::RelocationConfig;
 pub use crate::core::trace::{FlowCounters, FlowTrace};
+pub use crate::ids::TimerId;
 pub use crate::net::handshake::ClusterSecret;
 pub use crate::net::IoBackend;
+pub use crate::runtime::metrics::{NodeMetrics, Readiness, CONTENT_TYPE as METRICS_CONTENT_TYPE};
 pub use crate::wire::DecodeLimits;
-pub use actor::{Actor, ActorContext, ActorMessage};
+pub use actor::{Actor, ActorContext, ActorMessage, TimerTick};
 pub use builder::{LeaseWatch, Mesh, Node, NodeBuilder, ObjectRole, RelocateTo};
+/// The metrics crate [`NodeMetrics`] is a collector of, at the version zlink
+/// builds with: register it in a `prometheus_client::registry::Registry`
+/// of this crate to serve zlink's series beside an embedder's own.
+pub use prometheus_client;
 pub use session::{ActorHandle, LocationSnapshot, Packet, Session, SessionActor, SessionActors};
 pub use spot::{ExecutionMode, Spot, SpotHandle};

@@ -6,8 +6,11 @@
 //! session owner. The transport tells this type whether that queue is full
 //! (its unsent bytes at the node's `outbound_max`); a 51 offered to a full
 //! link, or behind another 51 still waiting for the same peer, waits here in
-//! order. Each turn the transport admits the waiting records of links with
-//! room, and those whose send timeout has passed end with DeadlineExceeded:
+//! order. The shard core keeps this table ([`super::shard::ShardCore::offer_transmit`]),
+//! with each send timeout on its one timer wheel; each turn the transport
+//! admits the waiting records of links with room (a link drains through
+//! socket completions, which end the loop's wait, so nothing polls), and
+//! those whose send timeout has passed end with DeadlineExceeded:
 //! dropped and counted (`replaced_notice_deadline_exceeded`), never retried,
 //! never early. Nothing here delays the bind terminal, which went out before
 //! the 51 was offered (§6). Every other record goes out at once, as before
@@ -39,6 +42,11 @@ impl LinkAdmission {
             send_timeout,
             waiting: HashMap::new(),
         }
+    }
+
+    /// The send timeout a waiting record gets.
+    pub fn send_timeout(&self) -> Duration {
+        self.send_timeout
     }
 
     /// Whether `record` waits for admission to a full link: only 51, the

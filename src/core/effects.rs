@@ -6,9 +6,11 @@
 //! One hashed timer wheel per shard serves every timeout of both roles.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::actor::ActorEvent;
+use super::latency::LatencyHistogram;
 use super::relocation::{RelocationEvent, RelocationTimer};
 use super::session::{SessionEvent, SessionTimer};
 use super::time::Instant;
@@ -41,6 +43,11 @@ pub enum CoreTimer {
     Session(SessionTimer),
     /// A relocation timer (coordinator, target, proxies, follow entries).
     Relocation(RelocationTimer),
+    /// §6: a 51 waiting for admission to a full link reaches its send
+    /// timeout ([`super::admission::LinkAdmission`]).
+    Admission,
+    /// A tick of an Actor's timer is due (docs/actors.md "Timers").
+    Actor(super::actor::ActorTimerFire),
 }
 
 /// An event for the shard to carry out.
@@ -62,6 +69,9 @@ pub(crate) struct Effects {
     events: VecDeque<CoreEvent>,
     timers: TimerWheel<CoreTimer>,
     counters: FlowCounters,
+    /// From a session's relay to the Actor's reply reaching its owner
+    /// (this core writes it, a metrics scrape reads it: core::latency).
+    relay_latency: Arc<LatencyHistogram>,
 }
 
 impl Effects {
@@ -72,6 +82,7 @@ impl Effects {
             events: VecDeque::new(),
             timers: TimerWheel::with_defaults(now),
             counters: FlowCounters::default(),
+            relay_latency: Arc::default(),
         }
     }
 
@@ -124,9 +135,27 @@ impl Effects {
         self.counters.record(event);
     }
 
+    /// A relay accepted at `started` got its reply now. No clock is read:
+    /// both times are the inputs' (the shard reads its clock per input
+    /// anyway), so the cost per message is one bucket's increment.
+    pub(crate) fn relay_replied(&mut self, started: Instant) {
+        self.relay_latency.record(self.now - started);
+    }
+
+    /// The relay latency histogram, for whoever reads it.
+    pub(crate) fn relay_latency(&self) -> &Arc<LatencyHistogram> {
+        &self.relay_latency
+    }
+
     /// Arms a timer `after` from now. It never fires sooner.
     pub(crate) fn arm(&mut self, after: Duration, timer: CoreTimer) -> TimerKey {
         self.timers.insert(self.now + after, timer)
+    }
+
+    /// Arms a timer at `deadline` (now, if it has passed). It never fires
+    /// sooner.
+    pub(crate) fn arm_at(&mut self, deadline: Instant, timer: CoreTimer) -> TimerKey {
+        self.timers.insert(deadline.max(self.now), timer)
     }
 
     pub(crate) fn cancel(&mut self, key: TimerKey) {

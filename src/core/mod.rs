@@ -8,6 +8,7 @@ pub mod actor;
 pub mod admission;
 mod effects;
 pub mod lane;
+pub mod latency;
 pub mod relocation;
 pub mod session;
 pub mod shard;

@@ -6,7 +6,10 @@
 //! input: [`ShardCore::poll_transmit`], [`ShardCore::poll_event`],
 //! [`ShardCore::poll_timeout`]. Time comes in; nothing reads a clock.
 
+use std::time::Duration;
+
 use super::actor::{ActorOwner, ActorOwnerIdentity, Actors};
+use super::admission::LinkAdmission;
 use super::effects::{CoreEvent, CoreTimer, Effects};
 use super::relocation::{RelocationConfig, RelocationOwner, Relocations};
 use super::session::{SessionOwner, SessionOwnerConfig, SessionOwnerIdentity, Sessions};
@@ -110,6 +113,8 @@ pub struct ShardConfig {
     pub sessions: SessionOwnerConfig,
     /// Relocation settings (docs/relocation.md "Settings").
     pub relocation: RelocationConfig,
+    /// §6 send timeout of a 51 waiting for admission to a full link.
+    pub send_timeout: Duration,
 }
 
 /// The sans-IO core of one shard.
@@ -119,6 +124,8 @@ pub struct ShardCore {
     sessions: SessionOwner,
     actors: ActorOwner,
     relocation: RelocationOwner,
+    /// (Link shard) the 51s waiting for room on a full link (§6).
+    admission: LinkAdmission,
 }
 
 impl ShardCore {
@@ -129,6 +136,7 @@ impl ShardCore {
             relocation: RelocationOwner::new(config.session_owner.owner_id, config.relocation),
             sessions: SessionOwner::new(config.session_owner, config.sessions),
             actors: ActorOwner::new(config.actor_owner),
+            admission: LinkAdmission::new(config.send_timeout),
         }
     }
 
@@ -206,6 +214,36 @@ impl ShardCore {
         self.relocations(now).peer_down(peer);
     }
 
+    /// (Link shard) a record about to go onto the link to `transmit.to`,
+    /// whose outbound queue is `link_full` or not: given back to be written
+    /// now, or kept (`None`) when it is a 51 that must wait for admission
+    /// (§6: until the send timeout at most, on this core's wheel).
+    pub fn offer_transmit(
+        &mut self,
+        now: Instant,
+        transmit: super::Transmit,
+        link_full: bool,
+    ) -> Option<super::Transmit> {
+        self.fx.advance(now);
+        let waiting = self.admission.waiting();
+        let offered = self.admission.offer(now, transmit, link_full);
+        if self.admission.waiting() > waiting {
+            let deadline = now + self.admission.send_timeout();
+            let _ = self.fx.arm_at(deadline, CoreTimer::Admission);
+        }
+        offered
+    }
+
+    /// (Link shard) the waiting 51s admitted now: every one for a peer
+    /// whose link `has_room`, in offer order. None past its send timeout:
+    /// those ended at their timer ([`Self::handle_timeout`]).
+    pub fn admit_waiting(&mut self, has_room: impl FnMut(NodeRid) -> bool) -> Vec<super::Transmit> {
+        if self.admission.waiting() == 0 {
+            return Vec::new();
+        }
+        self.admission.admit(has_room)
+    }
+
     /// Fires every timer due at `now`. A timer never fires before its time.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.fx.advance(now);
@@ -213,6 +251,14 @@ impl ShardCore {
             match timer {
                 CoreTimer::Session(timer) => self.sessions(now).handle_timer(timer),
                 CoreTimer::Relocation(timer) => self.relocations(now).handle_timer(timer),
+                CoreTimer::Actor(fire) => self.actors(now).fire_timer(&fire),
+                CoreTimer::Admission => {
+                    // §6: not admitted by its send timeout: DeadlineExceeded,
+                    // dropped and counted, never retried.
+                    for _ in 0..self.admission.expire(now) {
+                        self.fx.trace(FlowTrace::ReplacedNoticeDeadlineExceeded);
+                    }
+                }
             }
         }
     }
@@ -239,6 +285,13 @@ impl ShardCore {
     /// The flow-trace counters.
     pub fn counters(&self) -> &FlowCounters {
         self.fx.counters()
+    }
+
+    /// The latency of this core's relays, from the session's relay to the
+    /// Actor's reply reaching this owner: written by this core only, read
+    /// by any thread (a metrics scrape).
+    pub fn relay_latency(&self) -> &std::sync::Arc<crate::core::latency::LatencyHistogram> {
+        self.fx.relay_latency()
     }
 
     /// Records a flow event the transport observed (a malformed record, a

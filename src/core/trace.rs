@@ -170,6 +170,10 @@ flow_trace! {
     SessionLimitRefused => "session_limit_refused", warn;
     /// §6: a malformed control or one-way record, dropped and counted.
     MalformedRecordDropped => "malformed_record_dropped", warn;
+    /// A tick of an Actor's timer came due while its previous tick was
+    /// still queued or running (or its lane was full): skipped, never fired
+    /// in a burst (docs/actors.md "Timers").
+    ActorTimerTickSkipped => "actor_timer_tick_skipped", debug;
 }
 
 impl fmt::Display for FlowTrace {

@@ -192,9 +192,9 @@ struct WarnBudget {
 }
 
 impl WarnBudget {
-    fn new() -> Self {
+    fn new(now: StdInstant) -> Self {
         Self {
-            window: StdInstant::now(),
+            window: now,
             used: 0,
             suppressed: 0,
         }
@@ -217,6 +217,9 @@ impl WarnBudget {
 
 /// The links of one shard.
 pub(crate) struct Links {
+    /// The shard's clock, as of its loop turn ([`Links::tick`]): links read
+    /// no clock of their own (docs/threading.md "One clock per turn").
+    now: StdInstant,
     /// The handshake warnings' budget.
     warnings: WarnBudget,
     /// Link connections whose handshake has not finished, each with the
@@ -244,8 +247,8 @@ impl Links {
         limits: DecodeLimits,
         status: Arc<LinkStatus>,
         handshake_deadline: Duration,
+        now: StdInstant,
     ) -> Self {
-        let now = StdInstant::now();
         let peers = config.iter().flat_map(|c| {
             c.peers
                 .iter()
@@ -267,7 +270,8 @@ impl Links {
             })
             .collect();
         Self {
-            warnings: WarnBudget::new(),
+            now,
+            warnings: WarnBudget::new(now),
             handshakes: FifoDeadlines::new(handshake_deadline),
             config,
             limits,
@@ -279,6 +283,34 @@ impl Links {
             listed: HashMap::new(),
             dead: HashMap::new(),
         }
+    }
+
+    /// The shard's loop turn read the clock: the links' time until the next.
+    pub(crate) fn tick(&mut self, now: StdInstant) {
+        self.now = now;
+    }
+
+    /// Every peer this node knows (configured, listed in the membership or
+    /// once linked), in NodeRid order, with its mesh and whether its link
+    /// is up: a metrics scrape's `zlink_link_up` (src/runtime/metrics.rs).
+    pub(crate) fn peer_states(&self) -> Vec<super::metrics::PeerLink> {
+        let Some(config) = &self.config else {
+            return Vec::new();
+        };
+        let mut peers: Vec<super::metrics::PeerLink> = self
+            .meshes
+            .iter()
+            .filter_map(|(&rid, &mesh)| {
+                let (name, _) = config.meshes.get(mesh)?;
+                Some(super::metrics::PeerLink {
+                    peer: rid,
+                    mesh: name.clone(),
+                    up: self.up.contains_key(&rid),
+                })
+            })
+            .collect();
+        peers.sort_unstable_by_key(|p| p.peer.0);
+        peers
     }
 
     /// Follows the mesh's membership, `live` as the store last listed it
@@ -312,7 +344,7 @@ impl Links {
         for (rid, generation) in lapsed {
             self.bury(reactor, core, rid, generation);
         }
-        let now = StdInstant::now();
+        let now = self.now;
         for member in live.iter().filter(|m| m.node != me) {
             if self.is_dead(member.node, member.node_generation) {
                 continue;
@@ -386,18 +418,13 @@ impl Links {
     pub(crate) fn accepted(&mut self, conn: ConnId) {
         self.links
             .insert(conn, Phase::Handshake(LinkHandshake::accept()));
-        self.handshakes.arm(conn, StdInstant::now());
+        self.handshakes.arm(conn, self.now);
     }
 
     /// Closes every link connection whose handshake did not finish within
     /// the link handshake deadline (a slow or silent peer, on either side).
-    pub(crate) fn expire_handshakes(
-        &mut self,
-        reactor: &mut Reactor,
-        core: &mut ShardCore,
-        now: StdInstant,
-    ) {
-        for conn in self.handshakes.expire(now) {
+    pub(crate) fn expire_handshakes(&mut self, reactor: &mut Reactor, core: &mut ShardCore) {
+        for conn in self.handshakes.expire(self.now) {
             let Some(phase) = self.links.remove(&conn) else {
                 continue;
             };
@@ -411,13 +438,13 @@ impl Links {
     }
 
     /// Time until the next handshake deadline, if one is armed.
-    pub(crate) fn next_handshake_in(&self, now: StdInstant) -> Option<Duration> {
-        self.handshakes.next_in(now)
+    pub(crate) fn next_handshake_in(&self) -> Option<Duration> {
+        self.handshakes.next_in(self.now)
     }
 
     /// Starts every dial that is due.
     pub(crate) fn redial(&mut self, reactor: &mut Reactor) {
-        let now = StdInstant::now();
+        let now = self.now;
         for dial in &mut self.dials {
             if dial.conn.is_some() || dial.next_at > now {
                 continue;
@@ -438,7 +465,7 @@ impl Links {
 
     /// Time until the next dial is due, if one is waiting.
     pub(crate) fn next_dial_in(&self) -> Option<Duration> {
-        let now = StdInstant::now();
+        let now = self.now;
         self.dials
             .iter()
             .filter(|d| d.conn.is_none())
@@ -473,7 +500,7 @@ impl Links {
                 down = Some(peer.rid);
             }
         }
-        let now = StdInstant::now();
+        let now = self.now;
         for dial in &mut self.dials {
             if dial.conn == Some(conn) {
                 dial.conn = None;
@@ -667,7 +694,7 @@ impl Links {
     ) {
         core.trace(FlowTrace::LinkHandshakeFailed);
         self.end(reactor, conn, ending);
-        if let Some(suppressed) = self.warnings.admit(StdInstant::now()) {
+        if let Some(suppressed) = self.warnings.admit(self.now) {
             let peer = peer.map_or_else(|| "unknown".to_owned(), |rid| rid.to_string());
             tracing::warn!(%peer, ?conn, why, suppressed, "link handshake failed");
         }
@@ -751,7 +778,7 @@ impl Links {
         self.up.insert(peer.rid, (conn, peer));
         for dial in &mut self.dials {
             if dial.conn == Some(conn) {
-                dial.up_since = Some(StdInstant::now());
+                dial.up_since = Some(self.now);
             }
         }
         self.status.set(peer.rid, Some(mesh == 0));
@@ -951,6 +978,7 @@ mod tests {
             DecodeLimits::default(),
             Arc::default(),
             Duration::from_secs(5),
+            StdInstant::now(),
         );
         let conn = ConnId::for_tests(7);
         let mut short = dial();
@@ -958,6 +986,7 @@ mod tests {
         short.conn = Some(conn);
         short.up_since = Some(StdInstant::now());
         links.dials.push(short);
+        links.tick(StdInstant::now());
         let _ = links.closed(conn);
         assert_eq!(
             links.dials[0].backoff, BACKOFF_MAX,
@@ -966,6 +995,7 @@ mod tests {
         let stable = StdInstant::now().checked_sub(STABLE_UP).unwrap();
         links.dials[0].conn = Some(conn);
         links.dials[0].up_since = Some(stable);
+        links.tick(StdInstant::now());
         let _ = links.closed(conn);
         assert_eq!(
             links.dials[0].backoff,
@@ -976,7 +1006,7 @@ mod tests {
 
     #[test]
     fn peer_triggered_warnings_are_rate_limited_and_the_rest_counted() {
-        let mut budget = WarnBudget::new();
+        let mut budget = WarnBudget::new(StdInstant::now());
         let start = StdInstant::now();
         for _ in 0..WARN_BURST {
             assert_eq!(budget.admit(start), Some(0));

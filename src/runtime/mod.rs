@@ -21,6 +21,7 @@ mod executor;
 pub(crate) mod lease;
 mod links;
 mod membership;
+pub(crate) mod metrics;
 mod rate_limit;
 mod router;
 mod shard;
@@ -145,9 +146,17 @@ pub(crate) struct NodeShared {
     pub(crate) meshes: Vec<MeshName>,
     /// Sessions open on every shard, against `settings.max_sessions`.
     pub(crate) sessions_open: std::sync::atomic::AtomicUsize,
+    /// §10 Shutdown began: the node is not ready for traffic any more
+    /// (`/readyz`, [`metrics::NodeMetrics::readiness`]). Set once, by the
+    /// embedder's thread that stops the node; read by scrapes only.
+    pub(crate) draining: AtomicBool,
     /// §5: the owner lease lapsed and the node fenced its Actors: this
     /// lifecycle is dead to the mesh (set once, by shard 0).
     pub(crate) lease_lapsed: Arc<lease::LeaseLapse>,
+    /// How long the application's moves took (`Node::relocate`, a node
+    /// Relocate, a Shutdown's), from the ask to the outcome; timed on the
+    /// embedder's thread that waits for them.
+    pub(crate) relocations: metrics::RelocationMetrics,
     /// The rows of the Actors each shard still hosted when it stopped, for
     /// a clean stop to remove ([`lease::release`]).
     pub(crate) left_rows: std::sync::Mutex<Vec<lease::LeftRow>>,
@@ -174,7 +183,13 @@ impl NodeShared {
 
     /// The core's time: microseconds since the node started.
     pub(crate) fn now(&self) -> Instant {
-        let micros = self.origin.elapsed().as_micros();
+        self.instant_at(std::time::Instant::now())
+    }
+
+    /// `wall` in the core's time (microseconds since the node started): one
+    /// clock read serves both (docs/threading.md "One clock per turn").
+    pub(crate) fn instant_at(&self, wall: std::time::Instant) -> Instant {
+        let micros = wall.saturating_duration_since(self.origin).as_micros();
         Instant::from_micros(u64::try_from(micros).unwrap_or(u64::MAX))
     }
 }
@@ -193,7 +208,18 @@ pub(crate) struct PublishedCounters {
     counts: Vec<AtomicU64>,
     actors: AtomicUsize,
     spots: AtomicUsize,
+    /// The shard core's relay latency, shared once the core is built on the
+    /// shard's thread (written by that core alone; read by scrapes).
+    relay_latency: std::sync::OnceLock<Arc<crate::core::latency::LatencyHistogram>>,
+    /// One Actor turn in [`ACTOR_TURN_SAMPLE`], timed by the shard's thread
+    /// (its only writer; read by scrapes).
+    pub(crate) actor_turns: crate::core::latency::LatencyHistogram,
 }
+
+/// One Actor turn in this many is timed: a clock read per turn would cost
+/// a visible share of a relayed message's own cost, one in 64 costs a
+/// counter's increment (src/runtime/metrics.rs).
+pub(crate) const ACTOR_TURN_SAMPLE: u64 = 64;
 
 impl PublishedCounters {
     fn new() -> Self {
@@ -201,6 +227,8 @@ impl PublishedCounters {
             counts: FlowTrace::ALL.iter().map(|_| AtomicU64::new(0)).collect(),
             actors: AtomicUsize::new(0),
             spots: AtomicUsize::new(0),
+            relay_latency: std::sync::OnceLock::new(),
+            actor_turns: crate::core::latency::LatencyHistogram::default(),
         }
     }
 
@@ -286,9 +314,15 @@ pub(crate) struct RunningNode {
     placement_turn: AtomicUsize,
     io_backend: IoBackend,
     shared: Arc<NodeShared>,
+    metrics: metrics::NodeMetrics,
 }
 
 impl RunningNode {
+    /// The node's metrics and readiness (src/runtime/metrics.rs).
+    pub(crate) fn metrics(&self) -> metrics::NodeMetrics {
+        self.metrics.clone()
+    }
+
     pub(crate) fn io_backend(&self) -> IoBackend {
         self.io_backend
     }
@@ -412,6 +446,8 @@ impl RunningNode {
     ) -> Vec<(RelocationUnit, Error)> {
         struct Move {
             unit: RelocationUnit,
+            /// When it was first asked (its duration's start).
+            asked: std::time::Instant,
             /// The peers still to ask, in the placement policy's order.
             targets: std::vec::IntoIter<NodeRid>,
             /// `None` while it moves.
@@ -421,6 +457,7 @@ impl RunningNode {
         let mut moves: Vec<Move> = Vec::with_capacity(units.len());
         let mut open = 0;
         for (tag, unit) in units.into_iter().enumerate() {
+            let asked = std::time::Instant::now();
             let (mut targets, mut outcome) = match self.relocation_targets(hint) {
                 Ok(targets) => (targets.into_iter(), None),
                 Err(error) => (Vec::new().into_iter(), Some(Err(error))),
@@ -443,6 +480,7 @@ impl RunningNode {
             }
             moves.push(Move {
                 unit,
+                asked,
                 targets,
                 outcome,
             });
@@ -472,8 +510,17 @@ impl RunningNode {
                     }
                 }
             }
+            self.shared
+                .relocations
+                .observe(&m.unit, m.asked.elapsed(), outcome.is_ok());
             m.outcome = Some(outcome);
             open -= 1;
+        }
+        // Those still moving at the caller's deadline count as not moved.
+        for m in moves.iter().filter(|m| m.outcome.is_none()) {
+            self.shared
+                .relocations
+                .observe(&m.unit, m.asked.elapsed(), false);
         }
         moves
             .into_iter()
@@ -565,6 +612,10 @@ impl RunningNode {
         cleanup: std::time::Duration,
         relocation_wait: std::time::Duration,
     ) {
+        // Not ready from here on (a probe's /readyz), before anything
+        // else: a load balancer stops sending clients while the drain runs.
+        self.shared.draining.store(true, Ordering::Release);
+        tracing::info!("shutdown: draining; the node is not ready any more");
         let until = std::time::Instant::now() + deadline;
         let moves_until = std::time::Instant::now() + deadline.max(relocation_wait);
         let (done, drained) = mpsc::channel();
@@ -573,7 +624,7 @@ impl RunningNode {
             self.router.send(
                 shard,
                 ShardMsg::Drain {
-                    deadline: until,
+                    deadline: self.shared.instant_at(until),
                     done,
                 },
             );
@@ -660,6 +711,18 @@ struct ShardReady {
 /// its loop once every shard's inbox is known (docs/threading.md).
 pub(crate) fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
     let shards = shard_count(config.settings.shards, config.settings.cores.len())?;
+    // Every store call of the node is timed from here on (its store workers,
+    // the lease's start and release): all of them off the shards.
+    let store_metrics = config
+        .store
+        .as_ref()
+        .map(|_| Arc::new(metrics::StoreMetrics::new()));
+    let mut config = config;
+    if let (Some(store), Some(measured)) = (config.store.take(), &store_metrics) {
+        let wrapped: Arc<dyn LocationStore> =
+            Arc::new(metrics::MeasuredStore::new(store, Arc::clone(measured)));
+        config.store = Some(wrapped);
+    }
     // Resolved once for all shards, so that `Auto` warns once (issue 8).
     let io_backend = config
         .settings
@@ -678,6 +741,7 @@ pub(crate) fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
         _ => None,
     };
     let lease_generation = lease.as_ref().map(|l| l.generation).unwrap_or_default();
+    let leased = lease.is_some();
     let me = Peer {
         rid: config.rid,
         generation: config.generation,
@@ -709,6 +773,8 @@ pub(crate) fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
             config.meshes.iter().map(|(mesh, _)| mesh.clone()).collect()
         },
         sessions_open: std::sync::atomic::AtomicUsize::new(0),
+        draining: AtomicBool::new(false),
+        relocations: metrics::RelocationMetrics::new(),
         lease_lapsed: Arc::default(),
         left_rows: std::sync::Mutex::new(Vec::new()),
         origin: std::time::Instant::now(),
@@ -788,6 +854,16 @@ pub(crate) fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
     for tx in routers {
         let _ = tx.send(Arc::clone(&router));
     }
+    let metrics = metrics::NodeMetrics::new(
+        me.rid,
+        me.generation,
+        Arc::clone(&shared),
+        counters.clone(),
+        Arc::clone(&router),
+        Arc::clone(&stop),
+        leased,
+        store_metrics,
+    );
     Ok(RunningNode {
         stop,
         router,
@@ -799,6 +875,7 @@ pub(crate) fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
         placement_turn: AtomicUsize::new(0),
         io_backend,
         shared,
+        metrics,
     })
 }
 
@@ -923,13 +1000,19 @@ fn run_shard(
             bind_timeout: shared.settings.bind_timeout,
             disconnect_deadline: shared.settings.disconnect_deadline,
             relocation_seal_timeout: shared.settings.relocation_seal_timeout,
+            client_frame_deadline: shared.settings.client_frame_deadline,
         },
         relocation: RelocationConfig {
             limits: shared.settings.decode_limits.for_links(),
             ..shared.settings.relocation.clone()
         },
+        send_timeout: shared.settings.send_timeout,
     };
     let core = ShardCore::new(config, shared.now());
+    let _ = plan
+        .counters
+        .relay_latency
+        .set(Arc::clone(core.relay_latency()));
     let executor = Executor::new(WakeReactor(waker));
     let spawner = executor.spawner();
     // A link carries any client frame inside a record (docs/wire.md "Limits").
@@ -939,6 +1022,7 @@ fn run_shard(
         link_limits,
         plan.link_status,
         shared.settings.link_handshake_deadline,
+        std::time::Instant::now(),
     );
     let state = ShardState::new(
         Arc::clone(&shared),
@@ -950,6 +1034,7 @@ fn run_shard(
         peer_listener,
         core,
         plan.identity.me,
+        Arc::clone(&plan.counters),
     );
     let handle = ShardHandle::new(state, spawner);
     shard::run(handle, executor, plan.stop, &plan.counters);

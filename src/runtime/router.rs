@@ -50,11 +50,15 @@ pub(crate) enum ShardMsg {
         to: NodeRid,
         request: crate::ids::RequestId,
     },
+    /// A scrape asks for this shard's gauges (src/runtime/metrics.rs):
+    /// counted from the shard's own state on its next turn and sent back.
+    Gauges(std::sync::mpsc::Sender<super::metrics::ShardGauges>),
     /// §10 Shutdown: refuse new sessions and bindings, finish accepted work
     /// until `deadline`, then close every session; report on `done` once no
     /// session is left.
     Drain {
-        deadline: std::time::Instant,
+        /// In the core's time (`NodeShared::now`).
+        deadline: crate::time::Instant,
         done: std::sync::mpsc::Sender<()>,
     },
 }

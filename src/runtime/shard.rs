@@ -28,7 +28,6 @@ use bytes::Bytes;
 use self::actors::{ActorHost, HostRequest, HostWaiter};
 use self::relocation::Moves;
 use self::session::{LaneSession, LifecycleDeadlines, RunningTurn, SessionWork};
-use super::deadlines::FifoDeadlines;
 use super::executor::{completion, Completer, Completion, Executor, Spawner};
 use super::links::{Links, Sent};
 use super::membership::Membership;
@@ -57,14 +56,9 @@ const TASK_BUDGET: usize = 256;
 /// real wake-up is an event, a timer or a waker).
 const IDLE_WAIT_MAX: Duration = Duration::from_millis(100);
 
-/// How often a shard with a 51 waiting for room on a full link looks at the
-/// link again (§6 admission; its deadline wakes the loop in any case).
-const ADMISSION_POLL: Duration = Duration::from_millis(5);
-
-/// §10 host Shutdown in progress.
+/// §10 host Shutdown in progress: the core closes what is left at the
+/// drain deadline; the shard reports when no session is left.
 struct Drain {
-    deadline: std::time::Instant,
-    closed_all: bool,
     done: Option<std::sync::mpsc::Sender<()>>,
 }
 
@@ -102,8 +96,6 @@ pub(crate) struct ShardState {
     /// The running turn of each busy session lane.
     running_turns: HashMap<LaneId, RunningTurn>,
     lifecycle_deadlines: LifecycleDeadlines,
-    /// (Link shard) the 51s waiting for room on a full link (§6).
-    admission: LinkAdmission,
     draining: Option<Drain>,
     bind_waiters: HashMap<Ticket, Completer<Result<ActorRef, Error>>>,
     /// Actor look-ups answered by the Actor's shard.
@@ -118,8 +110,15 @@ pub(crate) struct ShardState {
     lease_fenced: bool,
     /// (Link shard) a lease round is with the store workers.
     lease_round_in_flight: bool,
-    /// Client connections with a frame begun and not yet whole.
-    partial_frames: FifoDeadlines<ConnId>,
+    /// The clock as the loop turn read it ([`Self::tick`]), and the same
+    /// instant in the core's time: nothing else in the shard reads a clock.
+    wall: std::time::Instant,
+    clock: Instant,
+    /// What this shard publishes for the node's metrics; it is their only
+    /// writer on this thread (the Actor turn durations).
+    published: Arc<PublishedCounters>,
+    /// Actor turns run so far: every ACTOR_TURN_SAMPLE-th is timed.
+    actor_turns_seen: u64,
 }
 
 /// The shard as its tasks see it: shared, shard-local, never `Send`.
@@ -140,6 +139,7 @@ impl ShardState {
         peer_listener: Option<ListenerId>,
         core: ShardCore,
         me: Peer,
+        published: Arc<PublishedCounters>,
     ) -> Self {
         let lease_expires_at = node.lease.as_ref().map(|lease| {
             lease
@@ -148,8 +148,8 @@ impl ShardState {
                 .expires_at
         });
         let lifecycle_deadlines = LifecycleDeadlines::new(node.settings.disconnect_deadline);
-        let partial_frames = FifoDeadlines::new(node.settings.client_frame_deadline);
-        let admission = LinkAdmission::new(node.settings.send_timeout);
+        let wall = std::time::Instant::now();
+        let clock = node.instant_at(wall);
         Self {
             node,
             index,
@@ -169,7 +169,6 @@ impl ShardState {
             lane_sessions: HashMap::new(),
             running_turns: HashMap::new(),
             lifecycle_deadlines,
-            admission,
             draining: None,
             bind_waiters: HashMap::new(),
             actor_waiters: HashMap::new(),
@@ -178,12 +177,26 @@ impl ShardState {
             lease_expires_at,
             lease_fenced: false,
             lease_round_in_flight: false,
-            partial_frames,
+            wall,
+            clock,
+            published,
+            actor_turns_seen: 0,
         }
     }
 
+    /// Reads the clock: once per loop turn, the one place a shard does
+    /// (docs/threading.md "One clock per turn"). Every input of the turn is
+    /// stamped with it, so the core, the links and the edge deadlines see
+    /// one time; a deadline is checked late by at most one turn, never early.
+    fn tick(&mut self) {
+        self.wall = std::time::Instant::now();
+        self.clock = self.node.instant_at(self.wall).max(self.clock);
+        self.links.tick(self.wall);
+    }
+
+    /// The core's time as of this loop turn ([`Self::tick`]).
     fn now(&self) -> Instant {
-        self.node.now()
+        self.clock
     }
 
     /// Feeds every reactor event into the core and the lanes.
@@ -242,10 +255,13 @@ impl ShardState {
                 Ok(None) => {
                     // A frame begun and not whole must be whole within the
                     // client frame deadline (a slow writer is closed then).
-                    if inbound.is_empty() {
-                        self.partial_frames.disarm(conn);
+                    let begun = !inbound.is_empty();
+                    let now = self.now();
+                    let mut sessions = self.core.sessions(now);
+                    if begun {
+                        sessions.frame_begun(rid);
                     } else {
-                        self.partial_frames.arm(conn, std::time::Instant::now());
+                        sessions.frame_whole(rid);
                     }
                     return;
                 }
@@ -275,26 +291,17 @@ impl ShardState {
         }
     }
 
-    /// The edge deadlines that passed (docs/threading.md "Timeouts on the
-    /// edges"), on one read of the clock: a session whose begun frame did
-    /// not arrive whole is closed with `ProtocolError`, counted; a link
-    /// connection whose handshake did not finish is closed, counted.
-    fn expire_edge_deadlines(&mut self) {
-        let now = std::time::Instant::now();
+    /// A link connection whose handshake did not finish by its deadline is
+    /// closed, counted (docs/threading.md "Timeouts on the edges"; the
+    /// client frame deadline is the core's, `Sessions::frame_begun`).
+    fn expire_handshakes(&mut self) {
         let ShardState {
             links,
             reactor,
             core,
             ..
         } = self;
-        links.expire_handshakes(reactor, core, now);
-        for conn in self.partial_frames.expire(now) {
-            if let Some(&rid) = self.conns.get(&conn) {
-                tracing::debug!(?rid, "client frame deadline passed: closing");
-                self.core.trace(FlowTrace::ClientFrameTimeout);
-                self.close_with(rid, conn, CloseReason::ProtocolError);
-            }
-        }
+        links.expire_handshakes(reactor, core);
     }
 
     /// Encodes a frame into the connection's outbound buffer; a client that
@@ -369,33 +376,27 @@ impl ShardState {
             }
         }
         // Every record but a 51 goes out at once: the relay path pays no
-        // clock read and no link-room look-up for the admission rule.
+        // link-room look-up for the admission rule.
         if !LinkAdmission::waits(&transmit.record) {
             return self.write_record(transmit);
         }
-        // §6: a 51 offered to a full link waits for admission (see
-        // `admit_waiting`); with no link at all it is unroutable below.
+        // §6: a 51 offered to a full link waits for admission in the core
+        // (see `admit_waiting`); with no link at all it is unroutable below.
         let full = self.links.has_room(&self.reactor, transmit.to) == Some(false);
         let now = self.now();
-        if let Some(transmit) = self.admission.offer(now, transmit, full) {
+        if let Some(transmit) = self.core.offer_transmit(now, transmit, full) {
             self.write_record(transmit);
         }
     }
 
-    /// (Link shard) §6: ends the waiting 51s whose send timeout passed
-    /// (DeadlineExceeded, counted), then writes those whose link has room.
+    /// (Link shard) §6: writes the waiting 51s whose link has room now (a
+    /// link drains through socket completions, each of which ends the
+    /// loop's wait; those past their send timeout ended on the core's wheel).
     fn admit_waiting(&mut self) {
-        if self.admission.waiting() == 0 {
-            return;
-        }
-        let now = self.now();
-        for _ in 0..self.admission.expire(now) {
-            self.core.trace(FlowTrace::ReplacedNoticeDeadlineExceeded);
-        }
         let (links, reactor) = (&self.links, &self.reactor);
         let admitted = self
-            .admission
-            .admit(|to| links.has_room(reactor, to) == Some(true));
+            .core
+            .admit_waiting(|to| links.has_room(reactor, to) == Some(true));
         for transmit in admitted {
             self.write_record(transmit);
         }
@@ -522,29 +523,45 @@ impl ShardState {
                     let now = self.now();
                     self.core.handle_unreachable(now, to, request);
                 }
+                ShardMsg::Gauges(reply) => {
+                    // A scrape that gave up waiting dropped its receiver.
+                    let _ = reply.send(self.gauges());
+                }
                 ShardMsg::Drain { deadline, done } => {
                     let now = self.now();
-                    self.core.sessions(now).drain();
-                    self.draining = Some(Drain {
-                        deadline,
-                        closed_all: false,
-                        done: Some(done),
-                    });
+                    self.core.sessions(now).drain(deadline);
+                    self.draining = Some(Drain { done: Some(done) });
                 }
             }
         }
     }
 
-    /// §10: at the drain deadline every session is closed; once none is
-    /// left, the drain is reported done.
+    /// What this shard reports to a scrape (src/runtime/metrics.rs):
+    /// counted here, once per scrape, so that no loop turn pays for it.
+    /// O(sessions + lanes), a few microseconds per thousand sessions.
+    fn gauges(&self) -> super::metrics::ShardGauges {
+        let owner = self.core.session_owner();
+        let (bound_sessions, bindings) = owner.bound_counts();
+        let (actor_queued, actor_deepest) = self.host.actor_lanes.queue_depths();
+        let (spot_queued, spot_deepest) = self.host.spot_lanes.queue_depths();
+        super::metrics::ShardGauges {
+            shard: self.index,
+            sessions: self.sessions.len(),
+            bound_sessions,
+            bindings,
+            requests_pending: owner.pending_count(),
+            mailbox_depth: actor_queued + spot_queued,
+            mailbox_depth_max: actor_deepest.max(spot_deepest),
+            links: self.links.peer_states(),
+            lease_left: self.lease_left(),
+        }
+    }
+
+    /// §10: once no session is left (the core closes those still open at
+    /// the drain deadline), the drain is reported done.
     fn advance_drain(&mut self) {
-        let Some(drain) = &mut self.draining else {
+        if self.draining.is_none() {
             return;
-        };
-        if !drain.closed_all && std::time::Instant::now() >= drain.deadline {
-            drain.closed_all = true;
-            let now = self.node.now();
-            self.core.sessions(now).close_all();
         }
         if self.sessions_gone() {
             if let Some(done) = self.draining.as_mut().and_then(|d| d.done.take()) {
@@ -861,7 +878,7 @@ pub(crate) fn run(
     counters: &PublishedCounters,
 ) {
     let mut backlog = false;
-    let mut next_renewal = std::time::Instant::now();
+    let mut next_renewal = shard.state.borrow().wall;
     while !stop.load(Ordering::Acquire) {
         let timeout = {
             let state = shard.state.borrow();
@@ -877,20 +894,11 @@ pub(crate) fn run(
                 if let Some(left) = state.lease_left() {
                     wait = wait.min(left);
                 }
-                if let Some(deadline) = state.lifecycle_deadlines.next_in() {
+                if let Some(deadline) = state.lifecycle_deadlines.next_in(state.wall) {
                     wait = wait.min(deadline);
                 }
-                let wall = std::time::Instant::now();
-                if let Some(deadline) = state.partial_frames.next_in(wall) {
+                if let Some(deadline) = state.links.next_handshake_in() {
                     wait = wait.min(deadline);
-                }
-                if let Some(deadline) = state.links.next_handshake_in(wall) {
-                    wait = wait.min(deadline);
-                }
-                if let Some(deadline) = state.admission.next_deadline() {
-                    // A waiting 51 is admitted as its link drains: look
-                    // again at least every ADMISSION_POLL until its deadline.
-                    wait = wait.min(deadline - now).min(ADMISSION_POLL);
                 }
                 Some(wait)
             }
@@ -902,6 +910,7 @@ pub(crate) fn run(
             if let Err(error) = state.reactor.turn(timeout) {
                 tracing::error!(%error, "reactor turn failed");
             }
+            state.tick();
             // Before this turn's records: none is admitted past the lease.
             state.fence_if_lapsed();
             state.process_net();
@@ -909,7 +918,7 @@ pub(crate) fn run(
             let now = state.now();
             state.core.handle_timeout(now);
             state.expire_lifecycle_deadlines();
-            state.expire_edge_deadlines();
+            state.expire_handshakes();
             state.admit_waiting();
             backlog = state.run_actor_work();
         }
@@ -919,9 +928,9 @@ pub(crate) fn run(
         {
             let mut state = shard.state.borrow_mut();
             backlog |= state.run_actor_work();
-            if state.index == LINK_SHARD && std::time::Instant::now() >= next_renewal {
+            if state.index == LINK_SHARD && state.wall >= next_renewal {
                 state.lease_round();
-                next_renewal = std::time::Instant::now() + state.node.settings.lease_renew_interval;
+                next_renewal = state.wall + state.node.settings.lease_renew_interval;
             }
             state.advance_drain();
             state.run_actor_work();

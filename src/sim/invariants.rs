@@ -20,8 +20,8 @@ use crate::core::shard::ShardCore;
 use crate::core::time::Instant;
 use crate::core::CoreEvent;
 use crate::ids::{
-    ActorId, BindingIdentity, Correlation, NodeRid, ObjectGeneration, RelocationId, SessionRef,
-    SessionRid,
+    ActorId, BindingIdentity, Correlation, NodeGeneration, NodeRid, ObjectGeneration, RelocationId,
+    SessionRef, SessionRid, TimerId,
 };
 use crate::wire::client::{ClientFrame, CloseReason};
 use crate::wire::node::{ActorSend, ActorSendBody, NodeRecord, SessionRelocationRoute};
@@ -135,12 +135,15 @@ pub struct Tally {
     pub moved: u64,
     /// Relocations that ended with an error.
     pub moves_failed: u64,
+    /// Timer ticks an Actor's lane ran.
+    pub ticks: u64,
 }
 
 impl std::ops::AddAssign for Tally {
     fn add_assign(&mut self, other: Self) {
         self.binds += other.binds;
         self.binds_refused += other.binds_refused;
+        self.ticks += other.ticks;
         self.replies += other.replies;
         self.errors += other.errors;
         self.pushes += other.pushes;
@@ -164,6 +167,11 @@ pub struct Checker {
     /// Join callbacks run minus disconnect callbacks run, per Actor and
     /// session.
     bindings: HashMap<(ActorId, SessionRef), i64>,
+    /// The last tick each timer ran: ticks run 1, 2, 3 … wherever the Actor
+    /// is (docs/actors.md "Timers").
+    timer_ticks: HashMap<(ActorId, Option<ObjectGeneration>, TimerId), u64>,
+    /// The Actors each node lifecycle has captured for a move.
+    captured: HashSet<((NodeRid, NodeGeneration), ActorId)>,
     /// Sessions closed by a seal timeout, with the journal position.
     seal_timed_out: HashMap<SessionRef, usize>,
     /// Relocations whose source sent the cutover (63): relay-ready was
@@ -187,6 +195,8 @@ impl Checker {
             callbacks: HashMap::new(),
             pending_callbacks: Vec::new(),
             bindings: HashMap::new(),
+            timer_ticks: HashMap::new(),
+            captured: HashSet::new(),
             seal_timed_out: HashMap::new(),
             cut_over: HashSet::new(),
             closed: HashSet::new(),
@@ -236,9 +246,10 @@ impl Checker {
     }
 
     /// The schedule's Actor lane ran `work`: a handler, a join or a
-    /// disconnect callback. Work a relocation captured runs once, wherever
-    /// it lands, so it is counted here and not when it is emitted.
-    pub fn ran(&mut self, work: &ActorEvent) {
+    /// disconnect callback, a timer tick. Work a relocation captured runs
+    /// once, wherever it lands, so it is counted here and not when it is
+    /// emitted. `generation` is the incarnation the lane's node hosts.
+    pub fn ran(&mut self, work: &ActorEvent, generation: Option<ObjectGeneration>) {
         match work {
             ActorEvent::Deliver { payload, .. } => self.processed(payload),
             ActorEvent::Bound { actor, session } => {
@@ -251,6 +262,25 @@ impl Checker {
                     let detail =
                         format!("a second disconnect callback of {actor:?} for {session:?}");
                     self.fail("disconnect_callback_at_most_once", "§7", detail);
+                }
+            }
+            ActorEvent::Timer { actor, timer, tick } => {
+                self.tally.ticks += 1;
+                // Each incarnation numbers its own timers.
+                let key = (actor.clone(), generation, *timer);
+                let last = self.timer_ticks.entry(key).or_default();
+                let expected = *last + 1;
+                *last = *tick;
+                if *tick != expected {
+                    let detail = format!(
+                        "{actor:?}'s timer {timer:?} ran tick {tick} after tick {}",
+                        expected - 1
+                    );
+                    self.fail(
+                        "timer_ticks_neither_lost_nor_doubled",
+                        "docs/actors.md",
+                        detail,
+                    );
                 }
             }
         }
@@ -331,6 +361,7 @@ impl Checker {
     /// An event as it was drained from `node`'s core (`position`: its place
     /// in the journal).
     pub fn observe(&mut self, position: usize, at: Instant, event: &CoreEvent, core: &ShardCore) {
+        self.captures(event, core);
         match event {
             CoreEvent::Actor(ActorEvent::Deliver { actor, payload, .. }) => {
                 self.delivered(actor, payload, core);
@@ -340,8 +371,33 @@ impl Checker {
                 Ok(_) => self.tally.moved += 1,
                 Err(_) => self.tally.moves_failed += 1,
             },
-            CoreEvent::Actor(ActorEvent::Bound { .. } | ActorEvent::Disconnect { .. })
+            CoreEvent::Actor(
+                ActorEvent::Bound { .. } | ActorEvent::Disconnect { .. } | ActorEvent::Timer { .. },
+            )
             | CoreEvent::Relocation(_) => {}
+        }
+    }
+
+    /// §8.1: from its capture until the move aborts (Reopen) or it leaves
+    /// (DropInstance), the core gives a captured Actor no work — no
+    /// message, no callback, no timer tick.
+    fn captures(&mut self, event: &CoreEvent, core: &ShardCore) {
+        let owner = core.actor_owner().identity();
+        let at = (owner.node, owner.node_generation);
+        match event {
+            CoreEvent::Relocation(RelocationEvent::Capture { actor, .. }) => {
+                self.captured.insert((at, actor.clone()));
+            }
+            CoreEvent::Relocation(
+                RelocationEvent::Reopen { actor, .. } | RelocationEvent::DropInstance { actor, .. },
+            ) => {
+                self.captured.remove(&(at, actor.clone()));
+            }
+            CoreEvent::Actor(work) if self.captured.contains(&(at, work.actor().clone())) => {
+                let detail = format!("{:?} was given {work:?} while captured", at.0);
+                self.fail("no_work_for_a_captured_actor", "§8.1", detail);
+            }
+            _ => {}
         }
     }
 

@@ -304,6 +304,7 @@ impl Mesh {
             },
             sessions: config,
             relocation: self.relocation.clone(),
+            send_timeout: Duration::from_millis(3_000),
         };
         let node = SimNode {
             core: ShardCore::new(config, self.now),
@@ -1145,6 +1146,7 @@ fn echo(actors: &mut Actors<'_>, event: &ActorEvent) {
             ..
         } => actors.reply(*ticket, Ok(payload.clone())),
         ActorEvent::Disconnect { ticket, .. } => actors.disconnect_done(*ticket, Ok(())),
+        ActorEvent::Timer { actor, timer, .. } => actors.timer_done(actor, *timer),
         ActorEvent::Deliver { reply: None, .. } | ActorEvent::Bound { .. } => {}
     }
 }

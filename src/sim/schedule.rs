@@ -96,6 +96,14 @@ pub enum Action {
     Push { actor: ActorId, id: u64 },
     /// An Actor is destroyed at its owner.
     Destroy { actor: ActorId, node: NodeRid },
+    /// An Actor sets a timer at its owner: one-shot, or repeating with
+    /// `period` (docs/actors.md "Timers").
+    SetTimer {
+        actor: ActorId,
+        node: NodeRid,
+        after: Duration,
+        period: Option<Duration>,
+    },
     /// An Actor is relocated.
     Relocate {
         actor: ActorId,
@@ -439,7 +447,8 @@ impl World {
             600..=619 => self.choose_notify(),
             620..=659 => self.choose_callback(),
             660..=719 => self.choose_push(),
-            720..=734 => self.choose_destroy(),
+            720..=729 => self.choose_destroy(),
+            730..=734 => self.choose_timer(),
             735..=804 => self.choose_relocate(),
             805..=904 => self.choose_lane(),
             905..=964 => Some(self.choose_advance()),
@@ -545,6 +554,22 @@ impl World {
             .iter()
             .any(|&n| self.mesh.node(n).core().relocation().is_arriving(&actor));
         (!arriving).then_some(Action::Destroy { actor, node })
+    }
+
+    fn choose_timer(&mut self) -> Option<Action> {
+        let actor = self.pick(&self.actors.clone())?;
+        let node = self.hosted(&actor)?;
+        let after = Duration::from_micros(self.below(50_000));
+        let period = match self.below(3) {
+            0 => None,
+            _ => Some(Duration::from_micros(1_000 + self.below(30_000))),
+        };
+        Some(Action::SetTimer {
+            actor,
+            node,
+            after,
+            period,
+        })
     }
 
     fn choose_relocate(&mut self) -> Option<Action> {
@@ -667,16 +692,35 @@ impl World {
             Action::Destroy { actor, node } => {
                 let _ = self.mesh.destroy(*node, actor);
             }
+            Action::SetTimer {
+                actor,
+                node,
+                after,
+                period,
+            } => {
+                // Refused for an Actor not hosted there any more, or one
+                // with its most timers: the schedule goes on.
+                let _ = self.mesh.actors(*node).set_timer(actor, *after, *period);
+            }
             Action::Relocate { actor, from, to } => {
                 if self.mesh.relocations(*from).relocate(actor, *to).is_ok() {
                     self.relocations += 1;
                 }
             }
             Action::RunLane { node, actor } => {
+                // A lane holds work for the incarnation its node hosts (a
+                // destroy or a restart empties it).
+                let generation = self
+                    .mesh
+                    .node(*node)
+                    .core()
+                    .actor_owner()
+                    .actor_ref(actor)
+                    .map(|r| r.generation);
                 let ran = self.mesh.run_lane(*node, actor);
                 let mut checker = self.checker.borrow_mut();
                 for work in &ran {
-                    checker.ran(work);
+                    checker.ran(work, generation);
                 }
             }
             Action::Advance(by) => self.mesh.advance(*by),

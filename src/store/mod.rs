@@ -60,7 +60,7 @@ mod guard;
 mod redis;
 
 pub use self::redis::{
-    RedisConfigError, RedisPassword, RedisStore, RedisStoreConfig, CLUSTER_LEN_MAX,
+    RedisConfigError, RedisPassword, RedisStore, RedisStoreConfig, RedisTls, CLUSTER_LEN_MAX,
 };
 pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use counting::{CountingStore, StoreCounts};

@@ -35,6 +35,12 @@
 //! - Connection loss, a timeout or a malformed reply is
 //!   [`StoreError::Unavailable`]; the connection is dropped and the next call
 //!   connects again. Every call has a timeout (connect, read and write).
+//! - TLS (`rediss://`, [`RedisTls`]) always verifies the server's
+//!   certificate, against the configured CA file only when one is given; a
+//!   URL that asks to skip that (`#insecure`) is refused at [`RedisStore::open`],
+//!   as is a TLS setting on a plaintext URL (it would silently go
+//!   unencrypted). The files are read and checked at `open`, so a bad one
+//!   is a startup error naming its setting, not a failure of every call.
 //! - The store is off every hot path (bind, relay, push and disconnect never
 //!   call it), so one connection serves the process. It lives on a thread
 //!   of its own that makes every socket call, and a caller waits for its
@@ -48,6 +54,7 @@ use std::collections::BTreeMap;
 
 use foldhash::{HashMap, HashMapExt};
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::mpsc::{channel, sync_channel, Sender, SyncSender};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -79,7 +86,8 @@ pub const CLUSTER_LEN_MAX: usize = 64;
 /// How to reach the Redis store and what it serves.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RedisStoreConfig {
-    /// `redis://host:port/db` (the redis crate's URL form).
+    /// `redis://host:port/db`, or `rediss://host:port/db` for TLS (the
+    /// redis crate's URL form).
     pub url: String,
     /// Namespaces every key, so several clusters share one Redis: ASCII
     /// letters, digits, `.`, `_` and `-`, at most [`CLUSTER_LEN_MAX`] bytes
@@ -96,6 +104,31 @@ pub struct RedisStoreConfig {
     /// caller from a file or an environment variable, never from config
     /// text; `None`: no AUTH. Debug output shows only whether one is set.
     pub password: Option<RedisPassword>,
+    /// The files TLS needs, for a `rediss://` URL; `None` with `rediss://`:
+    /// the server's certificate must chain to a public (Mozilla) root.
+    /// Refused with a `redis://` URL, which would ignore it.
+    pub tls: Option<RedisTls>,
+}
+
+/// TLS to the store (docs/store.md "TLS"): the PEM files, read once by
+/// [`RedisStore::open`] (a renewed certificate takes a restart). The
+/// server's certificate is always verified: it must chain to a CA trusted
+/// here and name the URL's host (a DNS name, or an IP address in its
+/// subject alternative names).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RedisTls {
+    /// The CA certificate(s) the server's certificate must chain to. When
+    /// set, only these are trusted (a private CA, as a self-hosted Redis
+    /// has); `None`: Mozilla's roots, for a managed Redis with a public
+    /// certificate. Never the system's trust store, so a node trusts the
+    /// same CAs on every host.
+    pub ca_file: Option<PathBuf>,
+    /// This client's certificate chain, for a server that demands one
+    /// (`tls-auth-clients yes`); given together with `key_file`.
+    pub cert_file: Option<PathBuf>,
+    /// The private key of `cert_file` (PKCS#8, PKCS#1 or SEC1). A secret:
+    /// only its path is ever in config text or Debug output.
+    pub key_file: Option<PathBuf>,
 }
 
 /// A Redis password: kept out of logs (its Debug form is `***`).
@@ -118,6 +151,7 @@ impl RedisStoreConfig {
             call_timeout: Duration::from_millis(500),
             username: None,
             password: None,
+            tls: None,
         }
     }
 }
@@ -138,6 +172,18 @@ pub enum RedisConfigError {
     /// A zero lease term or call timeout.
     #[error("store.{0} must be greater than zero")]
     Zero(&'static str),
+    /// TLS cannot work as configured: a file that cannot be read or holds
+    /// no usable certificate or key, a certificate without its key, TLS
+    /// settings on a plaintext URL, or a URL that would skip verifying the
+    /// server (`#insecure`). `setting` names the key (`store.tls.ca_file`,
+    /// `store.url`, …).
+    #[error("{setting}: {detail}")]
+    Tls {
+        /// The setting at fault, as zlink-node's config names it.
+        setting: &'static str,
+        /// What is wrong with it.
+        detail: String,
+    },
 }
 
 /// A [`LocationStore`] kept in Redis (module doc). Leases are stamped by
@@ -263,6 +309,8 @@ struct Call {
 /// The store's one connection, owned by its own thread (module doc).
 struct Connection {
     client: ::redis::Client,
+    /// A `rediss://` store: its failures are explained as TLS ones.
+    tls: bool,
     call_timeout: Duration,
     open: Option<::redis::Connection>,
 }
@@ -298,16 +346,19 @@ impl Connection {
         let reply = invocation.invoke::<Vec<String>>(connection);
         reply.map_err(|error| {
             self.open = None;
-            StoreError::Unavailable(format!("redis: {error}"))
+            StoreError::Unavailable(format!("redis: {}", explain(&error)))
         })
     }
 
     fn connect(&self) -> Result<::redis::Connection, StoreError> {
-        let unavailable = |error: ::redis::RedisError| StoreError::Unavailable(error.to_string());
+        let unavailable = |error: ::redis::RedisError| StoreError::Unavailable(explain(&error));
         let connection = self
             .client
             .get_connection_with_timeout(self.call_timeout)
-            .map_err(unavailable)?;
+            .map_err(|error| {
+                setup_failure(&error, self.tls)
+                    .map_or_else(|| unavailable(error), StoreError::Unavailable)
+            })?;
         connection
             .set_read_timeout(Some(self.call_timeout))
             .map_err(unavailable)?;
@@ -316,6 +367,242 @@ impl Connection {
             .map_err(unavailable)?;
         Ok(connection)
     }
+}
+
+/// The store's client: plaintext for `redis://`; for `rediss://`, TLS
+/// with the CA and client certificate of `tls`, each file read and checked
+/// here so that a bad one is a startup error naming its setting.
+fn tls_client(
+    info: ::redis::ConnectionInfo,
+    tls: Option<&RedisTls>,
+) -> Result<::redis::Client, RedisConfigError> {
+    let url_error = |e: ::redis::RedisError| RedisConfigError::Url(e.to_string());
+    let refused = |setting, detail: &str| RedisConfigError::Tls {
+        setting,
+        detail: detail.to_owned(),
+    };
+    let insecure = match &info.addr {
+        ::redis::ConnectionAddr::TcpTls { insecure, .. } => *insecure,
+        _ => {
+            if tls.is_some() {
+                return Err(refused(
+                    "store.url",
+                    "is not rediss:// but TLS files are set (store.tls): the connection \
+                     would not be encrypted; use a rediss:// URL",
+                ));
+            }
+            return ::redis::Client::open(info).map_err(url_error);
+        }
+    };
+    if insecure {
+        return Err(refused(
+            "store.url",
+            "#insecure would accept any server certificate; zlink always verifies it \
+             (store.tls.ca_file names a private CA)",
+        ));
+    }
+    install_crypto_provider();
+    let tls = tls.cloned().unwrap_or_default();
+    let certificates = ::redis::TlsCertificates {
+        client_tls: client_certificate(&tls)?,
+        root_cert: tls.ca_file.as_deref().map(read_ca).transpose()?,
+    };
+    ::redis::Client::build_with_tls(info, certificates).map_err(|e| RedisConfigError::Tls {
+        setting: "store.tls",
+        detail: e.to_string(),
+    })
+}
+
+/// The CA file's PEM text, once each certificate in it is known to be a
+/// usable trust anchor.
+fn read_ca(path: &Path) -> Result<Vec<u8>, RedisConfigError> {
+    let (pem, certificates) = read_certificates(path, "store.tls.ca_file")?;
+    let mut roots = rustls::RootCertStore::empty();
+    for certificate in certificates {
+        roots.add(certificate).map_err(|e| RedisConfigError::Tls {
+            setting: "store.tls.ca_file",
+            detail: format!("{}: not a usable CA certificate: {e}", path.display()),
+        })?;
+    }
+    Ok(pem)
+}
+
+/// The client certificate and key of `tls`, if any: both or neither, the
+/// key one rustls can sign with and the certificate's own (checked here
+/// rather than at the first connect, so a wrong pair is a startup error).
+fn client_certificate(
+    tls: &RedisTls,
+) -> Result<Option<::redis::ClientTlsConfig>, RedisConfigError> {
+    use rustls::pki_types::pem::PemObject;
+    let missing = |setting, detail: &str| RedisConfigError::Tls {
+        setting,
+        detail: detail.to_owned(),
+    };
+    let (cert_file, key_file) =
+        match (&tls.cert_file, &tls.key_file) {
+            (None, None) => return Ok(None),
+            (Some(_), None) => {
+                return Err(missing(
+                    "store.tls.key_file",
+                    "missing: store.tls.cert_file needs the private key it was issued for",
+                ))
+            }
+            (None, Some(_)) => return Err(missing(
+                "store.tls.cert_file",
+                "missing: store.tls.key_file is the key of a client certificate, which is not set",
+            )),
+            (Some(cert_file), Some(key_file)) => (cert_file, key_file),
+        };
+    let (client_cert, chain) = read_certificates(cert_file, "store.tls.cert_file")?;
+    let client_key = read_file(key_file, "store.tls.key_file")?;
+    let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(&client_key).map_err(|e| {
+        RedisConfigError::Tls {
+            setting: "store.tls.key_file",
+            detail: format!(
+                "no PEM private key (PKCS#8, PKCS#1 or SEC1) in {}: {e}",
+                key_file.display()
+            ),
+        }
+    })?;
+    rustls::ClientConfig::builder()
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_client_auth_cert(chain, key)
+        .map_err(|e| RedisConfigError::Tls {
+            setting: "store.tls.key_file",
+            detail: format!("does not go with store.tls.cert_file: {e}"),
+        })?;
+    Ok(Some(::redis::ClientTlsConfig {
+        client_cert,
+        client_key,
+    }))
+}
+
+/// Makes ring rustls's process-wide crypto provider unless one is already
+/// installed. The redis crate's rustls is built without a provider and
+/// takes the process default; with two providers compiled in (an embedding
+/// program may enable aws-lc-rs) rustls would panic on the connection
+/// thread instead of choosing. A provider installed first by the program
+/// is kept, so a program that wants aws-lc-rs (with its post-quantum key
+/// exchange) installs it before it opens the store.
+///
+/// rustls 0.23.48 deprecates ring's provider for lacking post-quantum key
+/// exchange. It stays the default here on purpose: aws-lc-rs is a large C
+/// build (CI builds cold on 2 cores), and what crosses this link — rows
+/// and leases of live Actors — is worth nothing years later, which is the
+/// threat post-quantum exchange answers.
+#[allow(deprecated)]
+fn install_crypto_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // Losing a race to another installer is fine: one is installed.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+}
+
+fn read_file(path: &Path, setting: &'static str) -> Result<Vec<u8>, RedisConfigError> {
+    std::fs::read(path).map_err(|e| RedisConfigError::Tls {
+        setting,
+        detail: format!("cannot read {}: {e}", path.display()),
+    })
+}
+
+/// The PEM text of `path` and the certificates in it: at least one, or the
+/// file is refused (an empty CA list would refuse every server, call after
+/// call, instead of once at startup).
+fn read_certificates(
+    path: &Path,
+    setting: &'static str,
+) -> Result<(Vec<u8>, Vec<rustls::pki_types::CertificateDer<'static>>), RedisConfigError> {
+    use rustls::pki_types::pem::PemObject;
+    let pem = read_file(path, setting)?;
+    let certificates = rustls::pki_types::CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| RedisConfigError::Tls {
+            setting,
+            detail: format!("{}: not PEM certificates: {e}", path.display()),
+        })?;
+    if certificates.is_empty() {
+        return Err(RedisConfigError::Tls {
+            setting,
+            detail: format!("no PEM certificate in {}", path.display()),
+        });
+    }
+    Ok((pem, certificates))
+}
+
+/// A redis error as its text, plus what a TLS failure means for the
+/// operator: the bare rustls text ("invalid peer certificate:
+/// UnknownIssuer") does not say which setting to look at.
+fn explain(error: &::redis::RedisError) -> String {
+    match tls_error(error) {
+        Some(tls) => {
+            let hint = match tls {
+                rustls::Error::InvalidCertificate(_) => {
+                    "the server's certificate was refused: it must chain to a CA of \
+                     store.tls.ca_file and name the URL's host"
+                }
+                rustls::Error::InvalidMessage(_) => {
+                    "the server does not speak TLS on this port (a plaintext Redis? \
+                     then the URL is redis://)"
+                }
+                rustls::Error::AlertReceived(_) => {
+                    "the server refused the TLS handshake (a server with tls-auth-clients \
+                     needs store.tls.cert_file and store.tls.key_file of a CA it trusts)"
+                }
+                _ => "the TLS handshake failed",
+            };
+            format!("TLS: {hint}: {tls}")
+        }
+        None => error.to_string(),
+    }
+}
+
+/// The rustls error behind `error`, if a TLS failure caused it. rustls
+/// reports through `std::io::Error`, whose `source()` skips the error it
+/// wraps, so each io error is opened with `get_ref`.
+fn tls_error(error: &::redis::RedisError) -> Option<&rustls::Error> {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(error) = cause {
+        if let Some(tls) = error.downcast_ref::<rustls::Error>() {
+            return Some(tls);
+        }
+        let wrapped = error
+            .downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::get_ref)
+            .and_then(|inner| inner.downcast_ref::<rustls::Error>());
+        if wrapped.is_some() {
+            return wrapped;
+        }
+        cause = error.source();
+    }
+    None
+}
+
+/// What a connection that failed while it was being set up most likely
+/// means, when the server answers nothing a client could read:
+///
+/// - plaintext, closed by the server: the port speaks TLS only, and the
+///   plaintext request was dropped as a bad handshake;
+/// - TLS, no answer within the timeout: a hung server, or a plaintext port
+///   (Redis reads the TLS hello as a command that never ends).
+fn setup_failure(error: &::redis::RedisError, tls: bool) -> Option<String> {
+    use std::error::Error;
+    use std::io::ErrorKind;
+    let kind = error
+        .source()
+        .and_then(|e| e.downcast_ref::<std::io::Error>())
+        .map(std::io::Error::kind)?;
+    let hint = match (tls, kind) {
+        (false, ErrorKind::ConnectionReset | ErrorKind::UnexpectedEof | ErrorKind::BrokenPipe) => {
+            "the server closed the connection as it was set up: if its port speaks TLS \
+             only, the URL is rediss://"
+        }
+        (true, ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+            "TLS: no answer to the handshake within the call timeout: a hung server, or \
+             a port that speaks plaintext (then the URL is redis://)"
+        }
+        _ => return None,
+    };
+    Some(format!("{error} ({hint})"))
 }
 
 impl<C: Clock> RedisStore<C> {
@@ -346,11 +633,12 @@ impl<C: Clock> RedisStore<C> {
         if let Some(password) = &config.password {
             info.redis.password = Some(password.0.clone());
         }
-        let client =
-            ::redis::Client::open(info).map_err(|e| RedisConfigError::Url(e.to_string()))?;
+        let tls = matches!(info.addr, ::redis::ConnectionAddr::TcpTls { .. });
+        let client = tls_client(info, config.tls.as_ref())?;
         let (calls, queue) = channel();
         let connection = Connection {
             client,
+            tls,
             call_timeout: config.call_timeout,
             open: None,
         };

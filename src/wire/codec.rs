@@ -15,7 +15,7 @@ use crate::error::{Error, ErrorKind, Reason};
 use crate::ids::{
     ActorId, AuthorityOwnerGeneration, BindingGeneration, Correlation, MeshName, NodeGeneration,
     NodeRid, ObjectGeneration, OwnerLeaseGeneration, PacketKey, RelocationId, RequestId,
-    SessionOwnerId, SessionRef, SessionRid, SessionSequence,
+    SessionOwnerId, SessionRef, SessionRid, SessionSequence, TimerId,
 };
 use crate::wire::{DecodeLimits, WireError};
 
@@ -126,6 +126,7 @@ int_field! {
     SessionOwnerId: put_u16, u16;
     PacketKey: put_u16, u16;
     Correlation: put_u32, u32;
+    TimerId: put_u64, u64;
 }
 
 macro_rules! name_field {

@@ -111,6 +111,14 @@ pub enum WireError {
     /// A saved-work item's tag names no kind of saved work.
     #[error("unknown saved-work kind {0}")]
     UnknownSavedWork(u8),
+    /// A relocation prepare announces more timers than an Actor may have.
+    #[error("{count} timers exceed the limit {max}")]
+    TooManyTimers {
+        /// The announced count.
+        count: u16,
+        /// [`TimerHandoff::PER_ACTOR_MAX`](crate::wire::node::TimerHandoff).
+        max: u16,
+    },
     /// Bytes remain after the body: the frame is longer than its record.
     #[error("{len} trailing bytes after the body")]
     TrailingBytes {

@@ -206,6 +206,9 @@ pub struct NodeProcess {
     pub stream: SocketAddr,
     /// From the ready line: where peers link to it, if they may.
     pub peer: Option<SocketAddr>,
+    /// From the ready line: where it serves /metrics, /healthz and /readyz
+    /// (`listen.metrics`), if it does.
+    pub metrics: Option<SocketAddr>,
     pub node_generation: u64,
 }
 
@@ -306,6 +309,7 @@ impl NodeProcess {
             seen: Vec::new(),
             stream: ([0, 0, 0, 0], 0).into(),
             peer: None,
+            metrics: None,
             node_generation: 0,
         };
         let ready = match node.next_match(0, |s, l| {
@@ -322,6 +326,7 @@ impl NodeProcess {
             .parse()
             .unwrap_or_else(|_| panic!("a stream address in {ready:?}"));
         node.peer = field(&ready, "peer").parse().ok();
+        node.metrics = field(&ready, "metrics").parse().ok();
         node.node_generation = field(&ready, "node_generation")
             .parse()
             .unwrap_or_else(|_| panic!("a node_generation in {ready:?}"));
@@ -461,6 +466,12 @@ impl NodeProcess {
         // the child this test started and still owns (not yet waited for).
         let rc = unsafe { libc::kill(pid, signal) };
         assert_eq!(rc, 0, "signal {signal} to node {}", self.rid);
+    }
+
+    /// SIGTERM alone: the node starts its clean stop (§10 Shutdown), and
+    /// the test goes on while it drains.
+    pub fn sigterm(&self) {
+        self.signal(libc::SIGTERM);
     }
 
     /// Waits (bounded) for the process to exit on its own; its status.

@@ -3,11 +3,12 @@
 //! rely on a system service; `.ci/run` installs the package.
 #![allow(dead_code)]
 
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 /// How long a server may take to answer its first PING.
@@ -26,6 +27,21 @@ pub enum Mode {
     Cluster,
 }
 
+/// The PEM files of a server that speaks TLS only ([`RedisServer::start_tls`]).
+#[derive(Clone, Debug)]
+pub struct TlsFiles {
+    /// The server's certificate (`--tls-cert-file`).
+    pub cert: PathBuf,
+    /// Its private key (`--tls-key-file`).
+    pub key: PathBuf,
+    /// The CA a client's certificate must chain to (`--tls-ca-cert-file`;
+    /// the server needs one even when it asks clients for none).
+    pub ca: PathBuf,
+    /// `--tls-auth-clients yes`: a client without a certificate of `ca` is
+    /// refused; `no`: none is asked for.
+    pub auth_clients: bool,
+}
+
 /// A redis-server child process on 127.0.0.1.
 pub struct RedisServer {
     port: u16,
@@ -34,21 +50,30 @@ pub struct RedisServer {
     child: Option<Child>,
     /// `--requirepass`, when the server demands a password.
     password: Option<String>,
+    /// When set, the port is a TLS port (`--tls-port`) and no plaintext
+    /// port is open (`--port 0`).
+    tls: Option<TlsFiles>,
 }
 
 impl RedisServer {
     /// Starts a server and waits until it answers PING. Panics with how to
     /// install it when redis-server is missing: no test is skipped silently.
     pub fn start(mode: Mode) -> Self {
-        Self::start_with(mode, None)
+        Self::start_with(mode, None, None)
     }
 
     /// A volatile server that demands `password` (`--requirepass`).
     pub fn start_with_password(password: &str) -> Self {
-        Self::start_with(Mode::Volatile, Some(password.to_owned()))
+        Self::start_with(Mode::Volatile, Some(password.to_owned()), None)
     }
 
-    fn start_with(mode: Mode, password: Option<String>) -> Self {
+    /// A volatile server that speaks TLS only, with `files`; its
+    /// [`RedisServer::url`] is `rediss://`.
+    pub fn start_tls(files: TlsFiles) -> Self {
+        Self::start_with(Mode::Volatile, None, Some(files))
+    }
+
+    fn start_with(mode: Mode, password: Option<String>, tls: Option<TlsFiles>) -> Self {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let dir = std::env::temp_dir().join(format!(
             "zlink-redis-{}-{}",
@@ -63,6 +88,7 @@ impl RedisServer {
                 dir: dir.clone(),
                 child: None,
                 password: password.clone(),
+                tls: tls.clone(),
             };
             if server.launch() {
                 if mode == Mode::Cluster {
@@ -74,9 +100,19 @@ impl RedisServer {
         panic!("redis-server did not start on a free port after 5 tries");
     }
 
-    /// `redis://127.0.0.1:<port>/`.
+    /// `redis://127.0.0.1:<port>/`, or `rediss://…` for a TLS server.
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
+        let scheme = if self.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
+        format!("{scheme}://127.0.0.1:{}/", self.port)
+    }
+
+    /// The server's one port (the TLS port of a TLS server).
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     /// Kills the server (SIGKILL) and waits for it to exit.
@@ -123,14 +159,34 @@ impl RedisServer {
     /// (the port was taken meanwhile).
     fn launch(&mut self) -> bool {
         let mut command = Command::new("redis-server");
+        let port = self.port.to_string();
+        match &self.tls {
+            None => command.args(["--port", &port]),
+            Some(tls) => command
+                .args(["--port", "0", "--tls-port", &port])
+                .arg("--tls-cert-file")
+                .arg(&tls.cert)
+                .arg("--tls-key-file")
+                .arg(&tls.key)
+                .arg("--tls-ca-cert-file")
+                .arg(&tls.ca)
+                .args([
+                    "--tls-auth-clients",
+                    if tls.auth_clients { "yes" } else { "no" },
+                ]),
+        };
         command
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--bind", "127.0.0.1"])
             .args(["--save", "", "--daemonize", "no", "--protected-mode", "no"])
             .arg("--dir")
             .arg(&self.dir)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
+        if self.tls.is_some() {
+            // Its log says when it is ready: a plaintext PING cannot ask.
+            command.stdout(Stdio::piped());
+        }
         if let Some(password) = &self.password {
             command.args(["--requirepass", password]);
         }
@@ -155,6 +211,9 @@ impl RedisServer {
             Err(error) => panic!("redis-server did not start: {error}"),
         };
         self.child = Some(child);
+        if self.tls.is_some() {
+            return self.wait_ready_logged();
+        }
         let deadline = Instant::now() + START_WAIT;
         while Instant::now() < deadline {
             if let Some(child) = self.child.as_mut() {
@@ -172,6 +231,50 @@ impl RedisServer {
             std::thread::sleep(Duration::from_millis(5));
         }
         panic!("redis-server on port {} did not answer PING", self.port);
+    }
+
+    /// Waits for the TLS server's "Ready to accept connections" log line
+    /// (it speaks no plaintext to PING); `false` if it exited first (the
+    /// port was taken meanwhile). A thread reads its log to the end, so the
+    /// server never blocks on a full pipe.
+    fn wait_ready_logged(&mut self) -> bool {
+        let Some(log) = self.child.as_mut().and_then(|child| child.stdout.take()) else {
+            panic!("redis-server's log is piped");
+        };
+        let (lines, logged) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(log).lines() {
+                let Ok(line) = line else { break };
+                // The waiter is gone once the server is ready: keep draining.
+                let _ = lines.send(line);
+            }
+        });
+        let deadline = Instant::now() + START_WAIT;
+        let mut seen = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match logged.recv_timeout(left) {
+                Ok(line) if line.contains("Ready to accept connections") => return true,
+                Ok(line) => seen.push(line),
+                // The log ended: the server exited before it was ready.
+                Err(RecvTimeoutError::Disconnected) => {
+                    if let Some(mut child) = self.child.take() {
+                        let _ = child.wait();
+                    }
+                    eprintln!(
+                        "redis-server with TLS on port {} exited before it was ready:\n{}",
+                        self.port,
+                        seen.join("\n")
+                    );
+                    return false;
+                }
+                Err(RecvTimeoutError::Timeout) => panic!(
+                    "redis-server with TLS on port {} was not ready within {START_WAIT:?}:\n{}",
+                    self.port,
+                    seen.join("\n")
+                ),
+            }
+        }
     }
 
     /// Gives the one-node cluster every slot and waits until it serves.

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use zlink::api::{
     Actor, ActorContext, ActorMessage, ExecutionMode, IoBackend, LocationSnapshot, Node,
-    NodeBuilder, NodeSettings, ObjectRole, Spot, SpotHandle,
+    NodeBuilder, NodeSettings, ObjectRole, Spot, SpotHandle, TimerId, TimerTick,
 };
 use zlink::client::Client;
 use zlink::error::{Error, Reason};
@@ -77,6 +77,13 @@ pub const PUSH_MEMBER: PacketKey = PacketKey(17);
 pub const GROW_REPLY: PacketKey = PacketKey(18);
 /// Request: the player pushes its payload twice over, then replies "pushed".
 pub const GROW_PUSH: PacketKey = PacketKey(19);
+/// Relays `<actor>:<period in ms>`: the player sets a repeating timer of that
+/// period (first tick one period away) and replies its timer number; each
+/// tick pushes `<timer>:<tick>` (key TICKED).
+pub const TICK_START: PacketKey = PacketKey(20);
+/// Relays: the player cancels its repeating timer and replies "stopped" (or
+/// "none").
+pub const TICK_STOP: PacketKey = PacketKey(21);
 pub const PUSHED: PacketKey = PacketKey(100);
 /// The key of the duplicate-connection notice.
 pub const REPLACED_NOTICE: PacketKey = PacketKey(101);
@@ -84,6 +91,8 @@ pub const REPLACED_NOTICE: PacketKey = PacketKey(101);
 pub const JOINED: PacketKey = PacketKey(102);
 /// The key of the second notice of a replacement callback that awaited the gate.
 pub const REPLACED_AFTER_WAIT: PacketKey = PacketKey(103);
+/// The key of the push a player's timer tick sends ([`TICK_START`]).
+pub const TICKED: PacketKey = PacketKey(104);
 
 pub const WAIT: Duration = Duration::from_secs(10);
 
@@ -255,6 +264,9 @@ struct Player {
     push_on_bound: bool,
     failing_restore: bool,
     handled: u64,
+    /// Its repeating timer ([`TICK_START`]), kept in its state so that a
+    /// relocated player can still cancel it.
+    ticker: Option<TimerId>,
 }
 
 impl Actor for Player {
@@ -304,6 +316,22 @@ impl Actor for Player {
             }
             return Some(Ok(Bytes::from_static(b"pushed")));
         }
+        if message.key == TICK_START {
+            let text = String::from_utf8_lossy(&message.payload).into_owned();
+            let Some(Ok(ms)) = text.split(':').nth(1).map(str::parse::<u64>) else {
+                return Some(Err(Reason::MalformedRecord.into()));
+            };
+            let period = Duration::from_millis(ms);
+            return Some(ctx.set_repeating_timer(period, period).map(|timer| {
+                self.ticker = Some(timer);
+                Bytes::from(timer.0.to_string())
+            }));
+        }
+        if message.key == TICK_STOP {
+            let stopped = self.ticker.take().is_some_and(|t| ctx.cancel_timer(t));
+            let reply: &'static [u8] = if stopped { b"stopped" } else { b"none" };
+            return Some(Ok(Bytes::from_static(reply)));
+        }
         let twice = || Bytes::from([&message.payload[..], &message.payload[..]].concat());
         if message.key == GROW_REPLY {
             return Some(Ok(twice()));
@@ -318,20 +346,40 @@ impl Actor for Player {
     }
 
     /// Relocation carries the count of handled messages ([`COUNT`] shows
-    /// it continues on the target).
+    /// it continues on the target) and, when it has one, its timer number.
     fn snapshot(&self) -> Option<Bytes> {
-        Some(Bytes::copy_from_slice(&self.handled.to_be_bytes()))
+        let mut state = self.handled.to_be_bytes().to_vec();
+        if let Some(timer) = self.ticker {
+            state.extend_from_slice(&timer.0.to_be_bytes());
+        }
+        Some(Bytes::from(state))
     }
 
     fn restore(&mut self, state: Bytes) -> Result<(), Error> {
         if self.failing_restore {
             return Err(Reason::MalformedRecord.into());
         }
-        let bytes: [u8; 8] = state[..]
-            .try_into()
-            .map_err(|_| Error::new(Reason::MalformedRecord))?;
-        self.handled = u64::from_be_bytes(bytes);
+        let word = |at: usize| -> Result<u64, Error> {
+            let bytes: [u8; 8] = state
+                .get(at..at + 8)
+                .and_then(|b| b.try_into().ok())
+                .ok_or_else(|| Error::new(Reason::MalformedRecord))?;
+            Ok(u64::from_be_bytes(bytes))
+        };
+        self.handled = word(0)?;
+        self.ticker = match state.len() {
+            8 => None,
+            16 => Some(TimerId(word(8)?)),
+            _ => return Err(Reason::MalformedRecord.into()),
+        };
         Ok(())
+    }
+
+    fn on_timer(&mut self, ctx: &mut dyn ActorContext, tick: TimerTick) {
+        let _turn = self.observed.turn();
+        let text = format!("{}:{}", tick.timer.0, tick.tick);
+        // A player without a binding has nobody to tell: the tick still ran.
+        let _ = ctx.push(TICKED, Bytes::from(text));
     }
 
     fn on_bound(&mut self, ctx: &mut dyn ActorContext) {
@@ -528,6 +576,7 @@ pub fn start_node<S: LocationStore + 'static>(
                 push_on_bound,
                 failing_restore,
                 handled: 0,
+                ticker: None,
             })
         });
     for (kind, mode) in [
@@ -589,6 +638,8 @@ pub fn start_node<S: LocationStore + 'static>(
         .on_packet(PUSH_MEMBER, relay_handler(Arc::clone(&observed)))
         .on_packet(GROW_REPLY, relay_handler(Arc::clone(&observed)))
         .on_packet(GROW_PUSH, relay_handler(Arc::clone(&observed)))
+        .on_packet(TICK_START, relay_handler(Arc::clone(&observed)))
+        .on_packet(TICK_STOP, relay_handler(Arc::clone(&observed)))
         .on_packet(ENTER, move |session, packet| {
             let o = Arc::clone(&entering);
             async move {

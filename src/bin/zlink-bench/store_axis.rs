@@ -621,6 +621,7 @@ impl Backend {
                     call_timeout: CALL_TIMEOUT,
                     username: None,
                     password: None,
+                    tls: None,
                 };
                 let store = RedisStore::open(config, MonotonicClock::new())
                     .map_err(|e| format!("node {rid}'s Redis store: {e}"))?;

@@ -106,6 +106,9 @@ fn default_io_backend() -> String {
 struct ListenSection {
     stream: SocketAddr,
     peer: Option<SocketAddr>,
+    /// `/metrics`, `/healthz` and `/readyz` over HTTP (src/bin/zlink-node/
+    /// probes.rs); left out: no endpoint.
+    metrics: Option<SocketAddr>,
 }
 
 #[derive(Default, Deserialize)]
@@ -149,6 +152,20 @@ struct StoreSection {
     username: Option<String>,
     /// The password: a table with `file` or `env`, like the cluster secret.
     password: Option<toml::Value>,
+    /// `[store.tls]`: the PEM files of a `rediss://` store.
+    tls: Option<StoreTlsSection>,
+}
+
+/// `[store.tls]`: paths relative to the config's folder, as `secret.file`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StoreTlsSection {
+    /// The CA the server's certificate must chain to (the only one trusted).
+    ca_file: Option<PathBuf>,
+    /// A client certificate, for a server with `tls-auth-clients yes`.
+    cert_file: Option<PathBuf>,
+    /// Its private key.
+    key_file: Option<PathBuf>,
 }
 
 fn default_cluster() -> String {
@@ -283,7 +300,8 @@ pub enum SecretSource {
 pub enum StoreKind {
     /// This process's own store: for a node alone (nothing is shared).
     Embedded,
-    /// A Redis server at this `redis://` URL, shared by the mesh.
+    /// A Redis server at this `redis://` (or TLS `rediss://`) URL, shared
+    /// by the mesh.
     Redis(String),
 }
 
@@ -301,6 +319,8 @@ pub struct Config {
     pub role: ObjectRole,
     pub stream: SocketAddr,
     pub peer: Option<SocketAddr>,
+    /// Where `/metrics`, `/healthz` and `/readyz` are served, if anywhere.
+    pub metrics: Option<SocketAddr>,
     pub discover: bool,
     pub peers: Vec<(u64, Option<SocketAddr>)>,
     pub secret: Option<SecretSource>,
@@ -312,6 +332,9 @@ pub struct Config {
     pub store_username: Option<String>,
     /// Where the Redis password is read from, if the store needs one.
     pub store_password: Option<SecretSource>,
+    /// `[store.tls]`, its paths taken from the config's folder; the files
+    /// are read and checked by `RedisStore::open`, before the node starts.
+    pub store_tls: Option<zlink::store::RedisTls>,
     pub settings: NodeSettings,
 }
 
@@ -388,17 +411,18 @@ pub fn parse(text: &str, base: &Path) -> Result<Config, ConfigError> {
         .transpose()?;
     let store = if file.store.url == "embedded" {
         StoreKind::Embedded
-    } else if file.store.url.starts_with("redis://") {
+    } else if file.store.url.starts_with("redis://") || file.store.url.starts_with("rediss://") {
         StoreKind::Redis(file.store.url.clone())
     } else {
         return Err(bad(
             "store.url",
             format!(
-                "{:?} is neither \"embedded\" nor a redis:// URL",
+                "{:?} is neither \"embedded\" nor a redis:// or rediss:// URL",
                 file.store.url
             ),
         ));
     };
+    let store_tls = store_tls(&file.store, base)?;
     let needs_peer_listen = file.peers.discover || !file.peers.fixed.is_empty();
     if needs_peer_listen && file.listen.peer.is_none() {
         return Err(bad(
@@ -447,6 +471,7 @@ pub fn parse(text: &str, base: &Path) -> Result<Config, ConfigError> {
         role,
         stream: file.listen.stream,
         peer: file.listen.peer,
+        metrics: file.listen.metrics,
         discover: file.peers.discover,
         peers,
         secret,
@@ -456,8 +481,54 @@ pub fn parse(text: &str, base: &Path) -> Result<Config, ConfigError> {
         call_timeout,
         store_username: file.store.username.clone(),
         store_password,
+        store_tls,
         settings,
     })
+}
+
+/// `[store.tls]` checked against the URL: TLS files with a plaintext URL
+/// would be ignored (the link to the store silently unencrypted), and a
+/// client certificate is nothing without its key. Whether the files can be
+/// read and hold what they should is `RedisStore::open`'s check, also
+/// before the node starts, naming the same keys.
+fn store_tls(
+    store: &StoreSection,
+    base: &Path,
+) -> Result<Option<zlink::store::RedisTls>, ConfigError> {
+    let Some(tls) = &store.tls else {
+        return Ok(None);
+    };
+    if !store.url.starts_with("rediss://") {
+        return Err(bad(
+            "store.tls",
+            format!(
+                "is set but store.url {:?} is not a rediss:// URL: the store would be reached \
+                 without TLS",
+                store.url
+            ),
+        ));
+    }
+    match (&tls.cert_file, &tls.key_file) {
+        (Some(_), None) => {
+            return Err(bad(
+                "store.tls.key_file",
+                "missing: store.tls.cert_file needs its private key",
+            ))
+        }
+        (None, Some(_)) => {
+            return Err(bad(
+                "store.tls.cert_file",
+                "missing: store.tls.key_file is the key of a client certificate",
+            ))
+        }
+        _ => {}
+    }
+    let path = |file: &Option<PathBuf>| file.as_ref().map(|file| base.join(file));
+    Ok(Some(zlink::store::RedisTls {
+        ca_file: path(&tls.ca_file),
+        cert_file: path(&tls.cert_file),
+        key_file: path(&tls.key_file),
+    }))
 }
 
 /// The dotted path of the key whose name or value covers byte `at` of
@@ -750,5 +821,51 @@ mod tests {
         );
         assert_eq!(config.secret, None);
         assert_eq!(config.store, StoreKind::Embedded);
+        assert_eq!(config.store_tls, None);
+    }
+
+    fn with_store(store: &str) -> Result<Config, ConfigError> {
+        let text = format!(
+            "[node]\nrid = 1\nmeshes = [\"m\"]\n[listen]\nstream = \"127.0.0.1:0\"\n{store}"
+        );
+        parse(&text, Path::new("/etc/zlink"))
+    }
+
+    /// `[store.tls]` goes with a rediss:// URL, its paths taken from the
+    /// config's folder; what cannot work is refused by its key.
+    #[test]
+    fn store_tls_needs_a_rediss_url_and_a_client_certificate_its_key() {
+        let config = with_store(
+            "[store]\nurl = \"rediss://redis.internal:6380/\"\n\
+             [store.tls]\nca_file = \"ca.pem\"\ncert_file = \"node.pem\"\nkey_file = \"/k.pem\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            config.store,
+            StoreKind::Redis("rediss://redis.internal:6380/".into())
+        );
+        assert_eq!(
+            config.store_tls,
+            Some(zlink::store::RedisTls {
+                ca_file: Some("/etc/zlink/ca.pem".into()),
+                cert_file: Some("/etc/zlink/node.pem".into()),
+                key_file: Some("/k.pem".into()),
+            })
+        );
+        // No table: rediss:// alone trusts the public roots.
+        let config = with_store("[store]\nurl = \"rediss://r:6380/\"\n").unwrap();
+        assert_eq!(config.store_tls, None);
+        let refused = |store: &str| with_store(store).unwrap_err().0;
+        let plaintext =
+            refused("[store]\nurl = \"redis://r:6379/\"\n[store.tls]\nca_file = \"ca.pem\"\n");
+        assert!(plaintext.starts_with("store.tls: "), "{plaintext}");
+        let no_key =
+            refused("[store]\nurl = \"rediss://r/\"\n[store.tls]\ncert_file = \"n.pem\"\n");
+        assert!(no_key.starts_with("store.tls.key_file: "), "{no_key}");
+        let no_cert =
+            refused("[store]\nurl = \"rediss://r/\"\n[store.tls]\nkey_file = \"k.pem\"\n");
+        assert!(no_cert.starts_with("store.tls.cert_file: "), "{no_cert}");
+        let unknown = refused("[store]\nurl = \"rediss://r/\"\n[store.tls]\ninsecure = true\n");
+        assert!(unknown.starts_with("store.tls.insecure: "), "{unknown}");
     }
 }

@@ -6,13 +6,15 @@
 //! NodeGeneration once it serves, and one `zlink-node stopped: …` line with
 //! the game's and the runtime's counts when it stops. With `--console` it
 //! answers operator commands on stdin meanwhile (`relocate <actor> [<rid>]`,
-//! `counters`: see control.rs). A config it refuses
+//! `counters`: see control.rs). With `listen.metrics` it serves
+//! `/metrics`, `/healthz` and `/readyz` over HTTP (probes.rs). A config it refuses
 //! exits with code 2 and a message naming the key (docs/store.md
 //! "zlink-node").
 
 mod config;
 mod control;
 mod game;
+mod probes;
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -128,6 +130,7 @@ fn run(config: &Config, stop: &signals::StopSignals, console: bool) -> ExitCode 
                 call_timeout: config.call_timeout,
                 username: config.store_username.clone(),
                 password,
+                tls: config.store_tls.clone(),
             };
             match RedisStore::open(store_config, MonotonicClock::new()) {
                 Ok(store) => {
@@ -187,6 +190,17 @@ fn run(config: &Config, stop: &signals::StopSignals, console: bool) -> ExitCode 
                 );
         builder = builder.join_mesh(mesh);
     }
+    // Served before the node starts (probes.rs): an address in use fails
+    // the start before the owner lease is taken, and a start that waits for
+    // a crashed predecessor's lease stays live to a probe.
+    let endpoint = match config.metrics.map(probes::Endpoint::bind).transpose() {
+        Ok(endpoint) => endpoint,
+        Err(why) => {
+            eprintln!("zlink-node: {why}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let metrics_addr = endpoint.as_ref().map(probes::Endpoint::address);
     let node = match game::register(builder, &stats).start() {
         Ok(node) => node,
         Err(e @ StartError::Io(_)) => {
@@ -195,14 +209,18 @@ fn run(config: &Config, stop: &signals::StopSignals, console: bool) -> ExitCode 
         }
         Err(e) => return refuse(&e.to_string()),
     };
+    if let Some(endpoint) = &endpoint {
+        endpoint.attach(node.metrics());
+    }
     let show = |addr: Option<std::net::SocketAddr>| addr.map_or("-".to_owned(), |a| a.to_string());
     println!(
-        "zlink-node ready: rid={} node_generation={} mesh={} stream={} peer={} store={} io_backend={:?}",
+        "zlink-node ready: rid={} node_generation={} mesh={} stream={} peer={} metrics={} store={} io_backend={:?}",
         config.rid,
         generation.0,
         config.mesh,
         show(node.stream_addr()),
         show(node.peer_addr()),
+        show(metrics_addr),
         store_name,
         node.io_backend(),
     );

@@ -10,7 +10,15 @@
 //!   previous session owner after the terminal; nothing waits for it (§6).
 //! - Relay (24) is admitted only for the current binding identity; a retired
 //!   or ended identity is refused as a stale binding (§6, §12).
-//! - Destroy ends the incarnation's binding for good (§4).
+//! - Destroy ends the incarnation's binding for good (§4), and its timers.
+//!
+//! The Actor's timers are `timers` (docs/actors.md "Timers").
+
+mod timers;
+
+pub use self::timers::{ActorTimerFire, TIMER_PERIOD_MIN};
+
+use std::time::Duration;
 
 use foldhash::{HashMap, HashMapExt};
 
@@ -22,14 +30,15 @@ use crate::error::{Error, Reason};
 use crate::ids::{
     ActorId, ActorLocation, ActorRef, AuthorityOwnerGeneration, BindingGeneration, BindingIdentity,
     Correlation, MeshName, NodeGeneration, NodeRid, ObjectGeneration, OwnerLeaseGeneration,
-    PacketKey, Peer, RequestId, SessionRef, SessionSequence,
+    PacketKey, Peer, RequestId, SessionRef, SessionSequence, TimerId,
 };
 use crate::wire::client::CloseReason;
 use crate::wire::node::{
     ActorMessage, ActorReply, ActorSend, ActorSendBody, AuthorityFence, BindRequest, BindTerminal,
     BindTombstone, BindingHandoff, BoundRoute, BoundSessionBind, BoundSessionBody,
-    BoundSessionReplaced, BoundSessionSend, NodeRecord,
+    BoundSessionReplaced, BoundSessionSend, NodeRecord, TimersHandoff,
 };
+use timers::ActorTimers;
 
 /// Who this Actor owner is (§4 route fields).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -85,6 +94,16 @@ pub enum ActorEvent {
         /// Names the callback.
         ticket: ReplyTicket,
     },
+    /// A tick of one of the Actor's timers: run its timer handler, then
+    /// report `timer_done` (docs/actors.md "Timers").
+    Timer {
+        /// The Actor.
+        actor: ActorId,
+        /// The timer.
+        timer: TimerId,
+        /// The tick's number: 1, 2, 3 … for this timer.
+        tick: u64,
+    },
 }
 
 impl ActorEvent {
@@ -93,7 +112,8 @@ impl ActorEvent {
         match self {
             ActorEvent::Deliver { actor, .. }
             | ActorEvent::Bound { actor, .. }
-            | ActorEvent::Disconnect { actor, .. } => actor,
+            | ActorEvent::Disconnect { actor, .. }
+            | ActorEvent::Timer { actor, .. } => actor,
         }
     }
 }
@@ -135,6 +155,7 @@ struct HostedActor {
     generation: ObjectGeneration,
     authority: AuthorityOwnerGeneration,
     binding: Option<RegisteredBinding>,
+    timers: ActorTimers,
 }
 
 /// The state of every Actor this shard hosts.
@@ -164,6 +185,36 @@ impl ActorOwner {
     /// This owner's identity.
     pub fn identity(&self) -> &ActorOwnerIdentity {
         &self.identity
+    }
+
+    /// How many timers the hosted Actor has pending.
+    pub fn timer_count(&self, actor: &ActorId) -> usize {
+        self.actors
+            .get(actor)
+            .map_or(0, |hosted| hosted.timers.len())
+    }
+
+    /// A relocation captures the Actor: its timers stop, each keeping the
+    /// time it has left (docs/actors.md "Timers").
+    pub(crate) fn freeze_timers(&mut self, actor: &ActorId, fx: &mut Effects) {
+        if let Some(hosted) = self.actors.get_mut(actor) {
+            hosted.timers.freeze(fx);
+        }
+    }
+
+    /// The captured Actor's timers as the 60 carries them.
+    pub(crate) fn timers_handoff(&self, actor: &ActorId) -> TimersHandoff {
+        self.actors
+            .get(actor)
+            .map(|hosted| hosted.timers.handoff())
+            .unwrap_or_default()
+    }
+
+    /// The move aborted and the Actor reopens here: its timers run again.
+    pub(crate) fn thaw_timers(&mut self, actor: &ActorId, fx: &mut Effects) {
+        if let Some(hosted) = self.actors.get_mut(actor) {
+            hosted.timers.thaw(actor, fx);
+        }
     }
 
     /// The hosted Actor as a Ready ActorRef at this location.
@@ -273,6 +324,7 @@ impl Actors<'_> {
             generation,
             authority,
             binding: None,
+            timers: ActorTimers::default(),
         };
         let actor_ref = self.owner.make_ref(&actor, &hosted);
         self.owner.actors.insert(actor, hosted);
@@ -289,6 +341,8 @@ impl Actors<'_> {
         generation: ObjectGeneration,
         authority: AuthorityOwnerGeneration,
         binding: Option<BindingHandoff>,
+        timers: TimersHandoff,
+        queued: impl Fn(TimerId) -> bool,
     ) -> ActorRef {
         debug_assert!(!self.owner.actors.contains_key(&actor));
         let hosted = HostedActor {
@@ -299,6 +353,7 @@ impl Actors<'_> {
                 session_lease: b.session_lease,
                 generation: b.binding,
             }),
+            timers: ActorTimers::handed(timers, queued, &actor, self.fx),
         };
         let actor_ref = self.owner.make_ref(&actor, &hosted);
         self.owner.actors.insert(actor, hosted);
@@ -308,11 +363,56 @@ impl Actors<'_> {
     /// §4: destroying an Actor ends its incarnation's binding for good; a
     /// later incarnation under the same ActorId starts with none.
     pub fn destroy(&mut self, actor: &ActorId) -> Result<(), Error> {
-        self.owner
+        let mut destroyed = self
+            .owner
             .actors
             .remove(actor)
-            .map(|_| ())
-            .ok_or_else(|| Reason::StaleLocation.into())
+            .ok_or_else(|| Error::new(Reason::StaleLocation))?;
+        destroyed.timers.cancel_all(self.fx);
+        Ok(())
+    }
+
+    /// Sets one of the Actor's timers: its first tick is due `after` from
+    /// now; with a `period` it repeats at that fixed rate until cancelled
+    /// (docs/actors.md "Timers"). Refused for an Actor not hosted here
+    /// (`StaleLocation`), a period under [`TIMER_PERIOD_MIN`], or an Actor
+    /// with as many pending timers as it may have (`TooManyTimers`).
+    pub fn set_timer(
+        &mut self,
+        actor: &ActorId,
+        after: Duration,
+        period: Option<Duration>,
+    ) -> Result<TimerId, Error> {
+        let hosted = self
+            .owner
+            .actors
+            .get_mut(actor)
+            .ok_or_else(|| Error::new(Reason::StaleLocation))?;
+        hosted.timers.set(actor, after, period, self.fx)
+    }
+
+    /// Cancels one of the Actor's timers; `false` when it had no such
+    /// pending timer (a one-shot that fired, a timer cancelled before).
+    pub fn cancel_timer(&mut self, actor: &ActorId, timer: TimerId) -> bool {
+        self.owner
+            .actors
+            .get_mut(actor)
+            .is_some_and(|hosted| hosted.timers.cancel(timer, self.fx))
+    }
+
+    /// The turn of a tick of `timer` ended: its next tick may be delivered.
+    pub fn timer_done(&mut self, actor: &ActorId, timer: TimerId) {
+        if let Some(hosted) = self.owner.actors.get_mut(actor) {
+            hosted.timers.done(timer);
+        }
+    }
+
+    /// A timer entry of the wheel fired.
+    pub(crate) fn fire_timer(&mut self, fire: &ActorTimerFire) {
+        let fenced = self.owner.fenced;
+        if let Some(hosted) = self.owner.actors.get_mut(&fire.actor) {
+            hosted.timers.fire(fire, fenced, self.fx);
+        }
     }
 
     /// §5: the owner lease lapsed or could not be renewed. The owner fences
@@ -360,6 +460,14 @@ impl Actors<'_> {
                 self.fx.trace(FlowTrace::OneWayRecordRefused);
             }
             ActorEvent::Bound { .. } => {}
+            // A tick that cannot run is a skipped tick; the next may run,
+            // under the number this one would have had.
+            ActorEvent::Timer { actor, timer, tick } => {
+                self.fx.trace(FlowTrace::ActorTimerTickSkipped);
+                if let Some(hosted) = self.owner.actors.get_mut(&actor) {
+                    hosted.timers.refused(timer, tick);
+                }
+            }
         }
     }
 

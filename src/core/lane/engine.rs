@@ -256,6 +256,18 @@ impl<P: LanePolicy, T> LaneEngine<P, T> {
         self.expect_lane(id).queue.len()
     }
 
+    /// Items queued over every lane, and the most one lane holds (not
+    /// counting turns in progress): a metrics scrape's mailbox depth,
+    /// O(lanes), so asked once per scrape and never per turn.
+    pub fn queue_depths(&self) -> (usize, usize) {
+        self.lanes
+            .iter()
+            .flatten()
+            .fold((0, 0), |(total, deepest), lane| {
+                (total + lane.queue.len(), deepest.max(lane.queue.len()))
+            })
+    }
+
     /// Whether lane `id` has a turn in progress (its gate is closed).
     pub fn in_turn(&self, id: LaneId) -> bool {
         self.expect_lane(id).gate == Gate::Closed

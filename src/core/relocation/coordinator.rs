@@ -590,6 +590,9 @@ impl Relocations<'_> {
     }
 
     fn capture(&mut self, relocation: RelocationId, actor: &ActorId) {
+        // Its timers stop with its lane: no tick is due for a captured Actor
+        // (docs/actors.md "Timers").
+        self.owner.freeze_timers(actor, self.fx);
         self.event(RelocationEvent::Capture {
             relocation,
             actor: actor.clone(),
@@ -639,6 +642,7 @@ impl Relocations<'_> {
             binding,
             state: capture.state,
             saved,
+            timers: self.owner.timers_handoff(&coordinator.actor),
         });
         let mut encoded = BytesMut::new();
         record.encode(&mut encoded);
@@ -717,6 +721,10 @@ impl Relocations<'_> {
                 session: *session,
             },
             ActorEvent::Bound { session, .. } => SavedWork::Bound { session: *session },
+            ActorEvent::Timer { timer, tick, .. } => SavedWork::Timer {
+                timer: *timer,
+                tick: *tick,
+            },
         })
     }
 
@@ -777,6 +785,7 @@ impl Relocations<'_> {
                 relocation,
                 actor: actor.clone(),
             });
+            self.owner.thaw_timers(&actor, self.fx);
             // Saved work whose request ended meanwhile (its proxy's
             // deadline passed during a long abort) is not run again: the
             // client has its terminal (§12).
@@ -952,7 +961,9 @@ impl Relocations<'_> {
                 ..
             }
             | ActorEvent::Disconnect { ticket, .. } => self.owner.owes(*ticket),
-            ActorEvent::Deliver { reply: None, .. } | ActorEvent::Bound { .. } => true,
+            ActorEvent::Deliver { reply: None, .. }
+            | ActorEvent::Bound { .. }
+            | ActorEvent::Timer { .. } => true,
         }
     }
 
@@ -1016,6 +1027,7 @@ impl Relocations<'_> {
                 self.fx.trace(FlowTrace::OneWayRecordRefused)
             }
             ActorEvent::Bound { .. } => {}
+            event @ ActorEvent::Timer { .. } => self.actors().refuse(event, error.reason()),
         }
     }
 

@@ -33,7 +33,7 @@ use crate::wire::node::{
     ActorReply, ActorSend, BindTombstone, BindingHandoff, BoundRoute, NodeRecord,
     RelocationCutover, RelocationDiscard, RelocationFinished, RelocationIngressHold,
     RelocationPrepare, RelocationReady, RouteCommit, SavedWork, SealIdentity,
-    SessionRelocationRoute,
+    SessionRelocationRoute, TimersHandoff,
 };
 
 /// One Actor arriving at this shard.
@@ -47,6 +47,9 @@ pub(super) struct TargetHandoff {
     /// taken from it alone, and its answers go to it alone.
     source: Peer,
     binding: Option<BindingHandoff>,
+    /// The Actor's timers, as time left at capture (docs/actors.md
+    /// "Timers"); armed when the Actor is hosted here.
+    timers: TimersHandoff,
     /// The temporary queue: saved work, then the ingress hold, in order.
     queue: Vec<SavedWork>,
     phase: TargetPhase,
@@ -103,6 +106,7 @@ impl Relocations<'_> {
             },
             source: from,
             binding: prepare.binding,
+            timers: prepare.timers,
             queue: prepare.saved,
             phase: TargetPhase::Restoring {
                 request: prepare.request.id,
@@ -389,11 +393,19 @@ impl Relocations<'_> {
     /// source (docs/relocation.md).
     fn commit(&mut self, mut handoff: TargetHandoff, authority: AuthorityOwnerGeneration) {
         let relocation = handoff.relocation;
+        let queue = &handoff.queue;
+        let queued = |timer| {
+            queue
+                .iter()
+                .any(|work| matches!(work, SavedWork::Timer { timer: t, .. } if *t == timer))
+        };
         let actor_ref = self.actors().host_handed(
             handoff.actor.clone(),
             handoff.generation,
             authority,
             handoff.binding,
+            std::mem::take(&mut handoff.timers),
+            queued,
         );
         // A follow entry left here by an earlier move away is stale now that
         // the Actor is back: it would send the Actor's records away again.
@@ -478,6 +490,11 @@ impl Relocations<'_> {
             SavedWork::Bound { session } => ActorEvent::Bound {
                 actor: actor.clone(),
                 session,
+            },
+            SavedWork::Timer { timer, tick } => ActorEvent::Timer {
+                actor: actor.clone(),
+                timer,
+                tick,
             },
             SavedWork::Tombstone {
                 session,

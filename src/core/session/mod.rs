@@ -33,6 +33,7 @@ use self::aggregate::{
 };
 use self::seal::{Accepted, AcceptedRequest, HeldDisconnect, Seal};
 use super::effects::{CoreTimer, Effects};
+use super::time::Instant;
 use super::timer::TimerKey;
 use super::trace::FlowTrace;
 use crate::error::{Error, Reason};
@@ -66,6 +67,11 @@ pub struct SessionOwnerConfig {
     /// §8.1 SessionRelocationSealTimeout: how long a seal waits for its 44
     /// before the physical session closes. Default 3,000 ms.
     pub relocation_seal_timeout: Duration,
+    /// How long a client frame that has begun may take to arrive whole
+    /// before the session closes with `ProtocolError` (a slow writer holds a
+    /// connection for free otherwise; docs/threading.md "Timeouts on the
+    /// edges"). Default 10,000 ms.
+    pub client_frame_deadline: Duration,
 }
 
 impl Default for SessionOwnerConfig {
@@ -75,6 +81,7 @@ impl Default for SessionOwnerConfig {
             bind_timeout: Duration::from_millis(5_000),
             disconnect_deadline: Duration::from_millis(5_000),
             relocation_seal_timeout: Duration::from_millis(3_000),
+            client_frame_deadline: Duration::from_millis(10_000),
         }
     }
 }
@@ -129,6 +136,10 @@ pub enum SessionTimer {
         /// The retired binding generation.
         retired: BindingGeneration,
     },
+    /// A client frame begun on the session did not arrive whole in time.
+    FrameDeadline(SessionRid),
+    /// §10: the drain deadline; the sessions still open close now.
+    DrainDeadline,
     /// §8.1 SessionRelocationSealTimeout: 44 did not come in time.
     SealTimeout {
         /// The session holding the sealed binding.
@@ -201,6 +212,8 @@ struct Pending {
     peer: NodeRid,
     deadline: TimerKey,
     kind: PendingKind,
+    /// When it was accepted (the relay latency's start).
+    started: Instant,
 }
 
 #[derive(Debug)]
@@ -240,6 +253,9 @@ pub struct SessionOwner {
     next_ticket: u64,
     /// §10: the host is relocating or shutting down its sessions.
     draining: bool,
+    /// The client frame deadline of each session with a frame begun and not
+    /// yet whole.
+    partial_frames: HashMap<SessionRid, TimerKey>,
 }
 
 impl SessionOwner {
@@ -254,6 +270,7 @@ impl SessionOwner {
             next_request: RequestId::origin(identity.owner_id),
             next_ticket: 0,
             draining: false,
+            partial_frames: HashMap::new(),
         }
     }
 
@@ -265,6 +282,18 @@ impl SessionOwner {
     /// How many sessions exist (open, replacing or still cleaning up).
     pub fn session_count(&self) -> usize {
         self.sessions.len()
+    }
+
+    /// How many sessions have at least one binding the application sees
+    /// (§13 `Bound` not empty), and how many such bindings there are in
+    /// all. O(sessions + bindings): for a metrics scrape, not a hot path.
+    pub fn bound_counts(&self) -> (usize, usize) {
+        self.sessions
+            .values()
+            .fold((0, 0), |(sessions, bindings), s| {
+                let bound = s.bindings.values().filter(|b| b.is_bound()).count();
+                (sessions + usize::from(bound > 0), bindings + bound)
+            })
     }
 
     /// How many requests are in flight.
@@ -560,9 +589,44 @@ impl Sessions<'_> {
     }
 
     /// §10 host Relocate/Shutdown: from now on new bindings are refused;
-    /// accepted work (relays, replies, callbacks, cleanup) goes on.
-    pub fn drain(&mut self) {
+    /// accepted work (relays, replies, callbacks, cleanup) goes on. At
+    /// `deadline` every session still open closes ([`Self::close_all`]).
+    pub fn drain(&mut self, deadline: Instant) {
+        if self.owner.draining {
+            return;
+        }
         self.owner.draining = true;
+        self.fx
+            .arm_at(deadline, CoreTimer::Session(SessionTimer::DrainDeadline));
+    }
+
+    /// The client's connection holds the start of a frame that is not yet
+    /// whole: unless it is whole within the client frame deadline
+    /// (counted from the first such read), the session closes with
+    /// `ProtocolError` (docs/threading.md "Timeouts on the edges").
+    pub fn frame_begun(&mut self, session: SessionRid) {
+        if self.owner.partial_frames.contains_key(&session)
+            || !self
+                .owner
+                .sessions
+                .get(&session)
+                .is_some_and(|a| !a.is_closed())
+        {
+            return;
+        }
+        let after = self.owner.config.client_frame_deadline;
+        let key = self.fx.arm(
+            after,
+            CoreTimer::Session(SessionTimer::FrameDeadline(session)),
+        );
+        self.owner.partial_frames.insert(session, key);
+    }
+
+    /// Every frame the connection began has arrived whole.
+    pub fn frame_whole(&mut self, session: SessionRid) {
+        if let Some(key) = self.owner.partial_frames.remove(&session) {
+            self.fx.cancel(key);
+        }
     }
 
     /// §10: at the drain deadline, closes every session (with `Shutdown`),
@@ -658,6 +722,13 @@ impl Sessions<'_> {
                 actor,
                 relocation,
             } => self.on_seal_timeout(session, &actor, relocation),
+            SessionTimer::FrameDeadline(session) => {
+                if self.owner.partial_frames.remove(&session).is_some() {
+                    self.fx.trace(FlowTrace::ClientFrameTimeout);
+                    self.close(session, Some(CloseReason::ProtocolError));
+                }
+            }
+            SessionTimer::DrainDeadline => self.close_all(),
         }
     }
 
@@ -688,6 +759,7 @@ impl Sessions<'_> {
             peer,
             deadline,
             kind,
+            started: self.fx.now(),
         };
         let previous = self.owner.pending.insert(request, pending);
         debug_assert!(previous.is_none(), "request id reused: {request:?}");
@@ -752,6 +824,9 @@ impl Sessions<'_> {
         };
         if aggregate.is_closed() {
             return;
+        }
+        if let Some(key) = self.owner.partial_frames.remove(&session) {
+            self.fx.cancel(key);
         }
         if let Lifecycle::Replacing(Replacement {
             phase: ReplacementPhase::CallbackRunning { timeout },
@@ -986,6 +1061,7 @@ impl Sessions<'_> {
         };
         match pending.kind {
             PendingKind::Relay { correlation } => {
+                self.fx.relay_replied(pending.started);
                 let frame = match reply.outcome {
                     Ok(payload) => ClientFrame::Reply {
                         correlation,

@@ -25,8 +25,10 @@
 //!   released — one span, no disconnect callback, no 51, no rebind (§8.2).
 //!   Abort: the held messages go over the unchanged source route.
 //! - Timeout: the physical session closes (`SealTimeout`), the held messages
-//!   are dropped undelivered, the session's other bindings get the ordinary
-//!   disconnect procedure (§7, §8.1).
+//!   are dropped undelivered, and every binding of the session, the sealed
+//!   one included, gets the ordinary disconnect procedure (§7, §8.1): the
+//!   sealed one's notice and tombstone go over its stored (source) route
+//!   only, and Message Follow takes them on if the move committed (X22).
 //! - A 44 that matches no installed seal (late, duplicate, another
 //!   relocation or binding) changes nothing and records
 //!   `late_session_route_update` (§8.1).
@@ -354,9 +356,15 @@ impl Sessions<'_> {
     }
 
     /// §8.1 SessionRelocationSealTimeout: no 44 came in time. The physical
-    /// session closes; the sealed binding and what it held are cleaned up
-    /// without a notice over a route that is undecided; the session's other
-    /// bindings go through the ordinary disconnect procedure (§7).
+    /// session closes and the sealed binding's held messages are dropped;
+    /// the sealed binding then ends like every binding of a closing
+    /// session (§7, §1 table: every Actor in the binding snapshot is
+    /// notified), X22: one disconnect notice and, after its terminal, its
+    /// tombstone, over the stored (source) route only — never a guessed
+    /// target. If the move committed, the source's Message Follow forwards
+    /// them once (§9); one that reaches the source before its follow entry
+    /// exists waits at the coordinator and is then forwarded, or ends
+    /// `Unavailable`, counted. A late 44 finds no seal and changes nothing.
     pub(super) fn on_seal_timeout(
         &mut self,
         session: SessionRid,
@@ -366,27 +374,35 @@ impl Sessions<'_> {
         let Some(aggregate) = self.owner.sessions.get_mut(&session) else {
             return;
         };
-        let sealed_here = aggregate.bindings.get(actor).is_some_and(
-            |b| matches!(&b.state, BindingState::Sealed(s) if s.relocation == relocation),
-        );
         // A commit or abort cancels this timer in its span; a timer that
         // still finds no seal of its relocation has nothing to do.
-        let Some(binding) = sealed_here
-            .then(|| aggregate.bindings.remove(actor))
-            .flatten()
+        let binding = aggregate
+            .bindings
+            .get_mut(actor)
+            .filter(|b| matches!(&b.state, BindingState::Sealed(s) if s.relocation == relocation));
+        let Some(binding) = binding else {
+            return;
+        };
+        // The binding is current again on its stored route: no 44 changed it.
+        let BindingState::Sealed(mut seal) =
+            mem::replace(&mut binding.state, BindingState::Current)
         else {
             return;
         };
-        let BindingState::Sealed(seal) = binding.state else {
-            return;
-        };
         self.fx.trace(FlowTrace::SealTimeout);
+        // A NotifyDisconnected asked while sealed is this binding's notice.
+        let asked = seal.disconnect.take();
         self.discard(session, seal, Reason::RelocationSealed.into());
         // §8.1 "the physical Session is closed and the binding, held
         // message, and seal state are cleaned up": the stricter reading —
         // no held message of the closed session goes out later, on any of
         // its sealed bindings (its held requests end in the close below).
         self.drop_held_one_way(session);
+        if let Some(HeldDisconnect { cause, ticket }) = asked {
+            self.send_disconnect_notice(session, actor, cause, ticket);
+        }
+        // The close notifies every current binding once, this one included
+        // unless its notice went out just above.
         self.close(session, Some(CloseReason::SealTimeout));
         self.end_if_settled(session);
     }

@@ -7,10 +7,12 @@
 //! session. Its current Spot ([`super::spot`]) receives `on_disconnect_actor`
 //! when a bound session ends (§7).
 
+use std::time::Duration;
+
 use bytes::Bytes;
 
 use crate::error::Error;
-use crate::ids::{ActorId, Correlation, PacketKey};
+use crate::ids::{ActorId, Correlation, PacketKey, TimerId};
 use crate::wire::client::CloseReason;
 
 /// A message from a bound session, as the Actor's handler sees it.
@@ -29,6 +31,18 @@ impl ActorMessage {
     pub fn is_request(&self) -> bool {
         self.correlation.is_some()
     }
+}
+
+/// A tick of one of the Actor's timers (docs/actors.md "Timers").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimerTick {
+    /// The timer, as [`ActorContext::set_timer`] or
+    /// [`ActorContext::set_repeating_timer`] returned it.
+    pub timer: TimerId,
+    /// The tick's number for this timer: 1, 2, 3 … with no gap and no
+    /// repeat, across relocations too. A tick that came due while the
+    /// previous one had not finished was skipped and takes no number.
+    pub tick: u64,
 }
 
 /// The Actor's view of the runtime while a handler runs.
@@ -58,6 +72,24 @@ pub trait ActorContext {
     /// §5: asks the bound session's owner to close the connection. With no
     /// binding it ends with session-not-bound (§12).
     fn close_session(&mut self, reason: CloseReason) -> Result<(), Error>;
+
+    /// Sets a one-shot timer: [`Actor::on_timer`] runs once, `after` from
+    /// now (never sooner), as a turn of this Actor. The timer moves with
+    /// the Actor (docs/actors.md "Timers"). At most 64 timers may be
+    /// pending per Actor (`TooManyTimers`).
+    fn set_timer(&mut self, after: Duration) -> Result<TimerId, Error>;
+
+    /// Sets a repeating timer, a game tick: its first tick is due `first`
+    /// from now, then one every `period` at a fixed rate, until cancelled.
+    /// A tick due while the previous one has not finished is skipped and
+    /// counted, never run in a burst. `period` is at least 1 ms
+    /// (`TimerPeriodTooShort`).
+    fn set_repeating_timer(&mut self, first: Duration, period: Duration) -> Result<TimerId, Error>;
+
+    /// Cancels a timer: none of its ticks runs from now on. `false` when
+    /// there was no such pending timer (a one-shot that ran, a timer
+    /// cancelled before).
+    fn cancel_timer(&mut self, timer: TimerId) -> bool;
 }
 
 /// Game logic hosted by the runtime.
@@ -75,6 +107,13 @@ pub trait Actor: 'static {
     /// join callback). A push from here is judged against the new binding.
     fn on_bound(&mut self, ctx: &mut dyn ActorContext) {
         let _ = ctx;
+    }
+
+    /// A tick of one of its timers ([`ActorContext::set_timer`],
+    /// [`ActorContext::set_repeating_timer`]): a turn of this Actor like any
+    /// message, never concurrent with another.
+    fn on_timer(&mut self, ctx: &mut dyn ActorContext, tick: TimerTick) {
+        let _ = (ctx, tick);
     }
 
     /// §8 live relocation: the Actor's state, to be carried to another node

@@ -26,6 +26,7 @@
 
 use foldhash::{HashMap, HashMapExt};
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 
@@ -36,8 +37,8 @@ use crate::core::shard::ShardCore;
 use crate::core::time::Instant;
 use crate::core::trace::FlowTrace;
 use crate::error::{Error, Reason};
-use crate::ids::{ActorId, ActorRef, ObjectGeneration, PacketKey, SpotId};
-use crate::runtime::app::actor::{Actor, ActorContext, ActorMessage};
+use crate::ids::{ActorId, ActorRef, ObjectGeneration, PacketKey, SpotId, TimerId};
+use crate::runtime::app::actor::{Actor, ActorContext, ActorMessage, TimerTick};
 use crate::runtime::app::spot::{ExecutionMode, Spot, SpotHandle};
 use crate::runtime::app::RelocationUnit;
 use crate::runtime::executor::{completion, Completer, Completion};
@@ -641,7 +642,10 @@ impl ShardState {
             ActorEvent::Bound { .. } | ActorEvent::Disconnect { .. } => {
                 self.actor_turn(refused.item)
             }
-            event @ ActorEvent::Deliver { .. } => self.refuse_actor_work(event, Reason::QueueFull),
+            // A tick that finds the lane full is skipped, counted.
+            event @ (ActorEvent::Deliver { .. } | ActorEvent::Timer { .. }) => {
+                self.refuse_actor_work(event, Reason::QueueFull)
+            }
         }
     }
 
@@ -710,6 +714,12 @@ impl ShardState {
             self.refuse_actor_work(event, Reason::QueueFull);
             return;
         };
+        // One turn in ACTOR_TURN_SAMPLE is timed (src/runtime/metrics.rs).
+        self.actor_turns_seen = self.actor_turns_seen.wrapping_add(1);
+        // A measurement, not a protocol input: the only clock read outside
+        // the loop turn's `tick` (docs/threading.md "One clock per turn").
+        let timed = (self.actor_turns_seen % crate::runtime::ACTOR_TURN_SAMPLE == 0)
+            .then(std::time::Instant::now);
         let limits = self.node.settings.decode_limits;
         let mut ctx = TurnContext {
             core: &mut self.core,
@@ -745,7 +755,14 @@ impl ShardState {
                 }
             }
             ActorEvent::Bound { .. } => instance.on_bound(&mut ctx),
+            ActorEvent::Timer { timer, tick, .. } => {
+                instance.on_timer(&mut ctx, TimerTick { timer, tick });
+                self.core.actors(now).timer_done(&actor, timer);
+            }
             ActorEvent::Disconnect { .. } => {}
+        }
+        if let Some(started) = timed {
+            self.published.actor_turns.record(started.elapsed());
         }
         if let Some(hosted) = self.host.actors.get_mut(&actor) {
             hosted.instance = Some(instance);
@@ -808,6 +825,22 @@ impl ActorContext for TurnContext<'_> {
 
     fn close_session(&mut self, reason: CloseReason) -> Result<(), Error> {
         self.core.actors(self.now).close_session(self.actor, reason)
+    }
+
+    fn set_timer(&mut self, after: Duration) -> Result<TimerId, Error> {
+        self.core
+            .actors(self.now)
+            .set_timer(self.actor, after, None)
+    }
+
+    fn set_repeating_timer(&mut self, first: Duration, period: Duration) -> Result<TimerId, Error> {
+        self.core
+            .actors(self.now)
+            .set_timer(self.actor, first, Some(period))
+    }
+
+    fn cancel_timer(&mut self, timer: TimerId) -> bool {
+        self.core.actors(self.now).cancel_timer(self.actor, timer)
     }
 }
 

@@ -110,10 +110,10 @@ impl LifecycleDeadlines {
         }
     }
 
-    /// The time left until the earliest deadline, if one is armed.
-    pub(super) fn next_in(&self) -> Option<Duration> {
+    /// The time left at `now` until the earliest deadline, if one is armed.
+    pub(super) fn next_in(&self, now: WallInstant) -> Option<Duration> {
         let &(at, _, _) = self.queue.front()?;
-        Some(at.saturating_duration_since(WallInstant::now()))
+        Some(at.saturating_duration_since(now))
     }
 
     /// Numbers every session turn, so that an expired deadline drops only
@@ -123,8 +123,8 @@ impl LifecycleDeadlines {
         self.next_turn
     }
 
-    fn arm(&mut self, lane: LaneId, turn: u64) {
-        let at = WallInstant::now() + self.after;
+    fn arm(&mut self, lane: LaneId, turn: u64, now: WallInstant) {
+        let at = now + self.after;
         debug_assert!(self.queue.back().map_or(true, |&(last, _, _)| last <= at));
         self.queue.push_back((at, lane, turn));
     }
@@ -165,7 +165,7 @@ impl ShardState {
             super::SessionEntry {
                 conn,
                 lane,
-                bucket: TokenBucket::new(WallInstant::now(), self.node.settings.session_burst),
+                bucket: TokenBucket::new(self.wall, self.node.settings.session_burst),
             },
         );
         let phase = if self.node.handlers.on_connect.is_some() {
@@ -183,7 +183,6 @@ impl ShardState {
     }
 
     pub(super) fn conn_closed(&mut self, conn: ConnId, cause: CloseCause) {
-        self.partial_frames.disarm(conn);
         let Some(rid) = self.conns.remove(&conn) else {
             return;
         };
@@ -197,7 +196,6 @@ impl ShardState {
     /// hello): the client is told why, then the ordinary disconnect
     /// procedure runs (§7).
     pub(super) fn close_with(&mut self, rid: SessionRid, conn: ConnId, reason: CloseReason) {
-        self.partial_frames.disarm(conn);
         self.write_frame(conn, &ClientFrame::Close { reason });
         self.reactor.close(conn);
         self.conns.remove(&conn);
@@ -236,7 +234,7 @@ impl ShardState {
         }
         if let Some(turn) = self.running_turns.get(&lane) {
             let id = turn.id;
-            self.lifecycle_deadlines.arm(lane, id);
+            self.lifecycle_deadlines.arm(lane, id, self.wall);
         }
     }
 
@@ -256,9 +254,11 @@ impl ShardState {
             self.node.settings.session_rate,
             self.node.settings.session_burst,
         );
-        let within_rate = self.sessions.get_mut(&rid).map_or(true, |entry| {
-            entry.bucket.take(WallInstant::now(), rate, burst)
-        });
+        let now = self.wall;
+        let within_rate = self
+            .sessions
+            .get_mut(&rid)
+            .map_or(true, |entry| entry.bucket.take(now, rate, burst));
         if !within_rate {
             self.core.trace(FlowTrace::SessionRateLimited);
             if let Some(correlation) = correlation {
@@ -415,7 +415,7 @@ impl ShardState {
         self.running_turns
             .insert(lane, RunningTurn { id, _abort: abort });
         if phase.ended() {
-            self.lifecycle_deadlines.arm(lane, id);
+            self.lifecycle_deadlines.arm(lane, id, self.wall);
         }
         let start = TurnStart {
             rid,
@@ -458,7 +458,7 @@ impl ShardState {
     /// §7: drops every session turn still running at its lifecycle deadline
     /// (its task then ends the turn, and the lane moves on).
     pub(super) fn expire_lifecycle_deadlines(&mut self) {
-        let now = WallInstant::now();
+        let now = self.wall;
         while let Some(&(at, lane, id)) = self.lifecycle_deadlines.queue.front() {
             if at > now {
                 return;

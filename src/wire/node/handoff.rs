@@ -28,7 +28,7 @@ use super::{Body, BoundRoute, Command, RequestHeader, TombstoneCause};
 use crate::error::Error;
 use crate::ids::{
     ActorId, AuthorityOwnerGeneration, BindingGeneration, Correlation, ObjectGeneration,
-    OwnerLeaseGeneration, PacketKey, RelocationId, RequestId, SessionRef, SessionSequence,
+    OwnerLeaseGeneration, PacketKey, RelocationId, RequestId, SessionRef, SessionSequence, TimerId,
 };
 use crate::wire::codec::{Field, Reader};
 use crate::wire::WireError;
@@ -75,6 +75,15 @@ pub enum SavedWork {
         /// The bound session.
         session: SessionRef,
     },
+    /// A tick of one of the Actor's timers that fired at the source and was
+    /// queued at capture: it runs on the target, once (docs/actors.md
+    /// "Timers").
+    Timer {
+        /// The timer.
+        timer: TimerId,
+        /// Its tick number (1 for the first tick).
+        tick: u64,
+    },
     /// §6, §7: a tombstone that reached the source after capture; the target
     /// removes exactly this identity if it is the handed-over binding.
     Tombstone {
@@ -112,6 +121,41 @@ pub struct RelocationPrepare {
     /// The work queued at capture, in its order. Bounded by
     /// [`DecodeLimits::saved_work_count_max`](crate::wire::DecodeLimits).
     pub saved: Vec<SavedWork>,
+    /// The Actor's pending timers, as time remaining (node clocks differ).
+    pub timers: TimersHandoff,
+}
+
+/// An Actor's timers as a relocation carries them (docs/actors.md
+/// "Timers"): each as the time it had left at capture, never as a clock
+/// reading, so it fires on the target no sooner than it would have at the
+/// source, and late by at most the move's pause.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TimersHandoff {
+    /// The number the Actor's next timer gets: numbers are never reused.
+    pub next: TimerId,
+    /// The pending timers, in number order. At most
+    /// [`TimerHandoff::PER_ACTOR_MAX`].
+    pub timers: Vec<TimerHandoff>,
+}
+
+/// One pending timer of a relocating Actor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimerHandoff {
+    /// The timer.
+    pub timer: TimerId,
+    /// Time left until its next tick, at capture.
+    pub remaining: std::time::Duration,
+    /// `Some(period)` for a repeating timer.
+    pub period: Option<std::time::Duration>,
+    /// Ticks delivered so far: the next tick's number is one more. Whether
+    /// the last one is still to run is in the saved work (a
+    /// [`SavedWork::Timer`] of it).
+    pub ticks: u64,
+}
+
+impl TimerHandoff {
+    /// How many timers one Actor may have pending at once.
+    pub const PER_ACTOR_MAX: u16 = 64;
 }
 
 /// Command 61: the target's relay-ready reply to 60 (§8.1 "temporary
@@ -186,6 +230,7 @@ const DELIVER: u8 = 1;
 const DISCONNECT: u8 = 2;
 const BOUND: u8 = 3;
 const TOMBSTONE: u8 = 4;
+const TIMER: u8 = 5;
 
 impl Field for SavedWork {
     fn put(&self, dst: &mut BytesMut) {
@@ -212,6 +257,11 @@ impl Field for SavedWork {
             SavedWork::Bound { session } => {
                 dst.put_u8(BOUND);
                 session.put(dst);
+            }
+            SavedWork::Timer { timer, tick } => {
+                dst.put_u8(TIMER);
+                timer.put(dst);
+                dst.put_u64(*tick);
             }
             SavedWork::Tombstone {
                 session,
@@ -243,6 +293,10 @@ impl Field for SavedWork {
                 session: r.get()?,
                 binding: r.get()?,
                 cause: r.get()?,
+            },
+            TIMER => SavedWork::Timer {
+                timer: r.get()?,
+                tick: r.u64()?,
             },
             other => return Err(WireError::UnknownSavedWork(other)),
         })
@@ -278,6 +332,54 @@ fn get_saved(r: &mut Reader<'_>) -> Result<Vec<SavedWork>, WireError> {
     Ok(saved)
 }
 
+/// A duration as whole microseconds.
+fn put_micros(duration: std::time::Duration, dst: &mut BytesMut) {
+    dst.put_u64(u64::try_from(duration.as_micros()).unwrap_or(u64::MAX));
+}
+
+impl Field for TimersHandoff {
+    /// `[u64 next][u16 count]` then per timer `[u64 id][u64 remaining µs]
+    /// [u64 period µs, 0 for one-shot][u64 ticks]`.
+    fn put(&self, dst: &mut BytesMut) {
+        self.next.put(dst);
+        // The core never holds more than `PER_ACTOR_MAX`; a longer list
+        // saturates the count and the receiver refuses the record.
+        dst.put_u16(u16::try_from(self.timers.len()).unwrap_or(u16::MAX));
+        for timer in &self.timers {
+            timer.timer.put(dst);
+            put_micros(timer.remaining, dst);
+            put_micros(timer.period.unwrap_or_default(), dst);
+            dst.put_u64(timer.ticks);
+        }
+    }
+
+    /// The count is checked before the first timer is read; nothing is
+    /// reserved for it.
+    fn get(r: &mut Reader<'_>) -> Result<Self, WireError> {
+        let next = r.get()?;
+        let count = r.u16()?;
+        let max = TimerHandoff::PER_ACTOR_MAX;
+        if count > max {
+            return Err(WireError::TooManyTimers { count, max });
+        }
+        let mut timers = Vec::new();
+        for _ in 0..count {
+            let timer = r.get()?;
+            let remaining = std::time::Duration::from_micros(r.u64()?);
+            let period =
+                Some(std::time::Duration::from_micros(r.u64()?)).filter(|period| !period.is_zero());
+            let ticks = r.u64()?;
+            timers.push(TimerHandoff {
+                timer,
+                remaining,
+                period,
+                ticks,
+            });
+        }
+        Ok(Self { next, timers })
+    }
+}
+
 /// The variant byte of a command that has one variant.
 const ONLY: u8 = 1;
 
@@ -303,6 +405,7 @@ impl Body for RelocationPrepare {
         for work in &self.saved {
             work.put(dst);
         }
+        self.timers.put(dst);
     }
 
     fn get_body(variant: u8, r: &mut Reader<'_>) -> Result<Self, WireError> {
@@ -318,6 +421,7 @@ impl Body for RelocationPrepare {
             binding: r.get()?,
             state: get_state(r)?,
             saved: get_saved(r)?,
+            timers: r.get()?,
         })
     }
 }

@@ -26,7 +26,8 @@ pub use bind::{
 pub use bound_send::{BoundSessionBody, BoundSessionSend};
 pub use handoff::{
     BindingHandoff, RelocationCutover, RelocationDiscard, RelocationFinished,
-    RelocationIngressHold, RelocationPrepare, RelocationReady, SavedWork,
+    RelocationIngressHold, RelocationPrepare, RelocationReady, SavedWork, TimerHandoff,
+    TimersHandoff,
 };
 pub use relocation::{
     RouteCommit, SealIdentity, SessionRelocationRoute, SessionRelocationSeal,
