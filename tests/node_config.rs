@@ -273,6 +273,49 @@ fn node_config_a_secret_on_the_command_line_or_as_a_literal_is_refused() {
 }
 
 #[test]
+fn node_config_a_short_secret_or_a_dialled_peer_without_an_address_is_refused_by_name() {
+    let dir = temp_dir("short-or-unaddressed");
+    std::fs::write(dir.join("lobby.secret"), "lobby-secret-0123456789\n").unwrap();
+    // 15 bytes: one short of the minimum.
+    std::fs::write(dir.join("short.secret"), "0123456789abcde\n").unwrap();
+    let linked = edit(
+        "stream = \"127.0.0.1:0\"",
+        "stream = \"127.0.0.1:0\"\npeer = \"127.0.0.1:0\"",
+    );
+    // A secret under 16 bytes, for the home mesh or a joined one, is
+    // refused by its key, with the minimum;
+    refused(
+        &dir,
+        &format!("{linked}\n[secret]\nfile = \"short.secret\"\n"),
+        &["secret.file", "15 bytes", "at least 16"],
+    );
+    let two = linked.replacen("meshes = [\"lobby\"]", "meshes = [\"lobby\", \"arena\"]", 1)
+        + "\n[secret]\nfile = \"lobby.secret\"\n";
+    refused(
+        &dir,
+        &format!("{two}\n[mesh.arena]\nsecret = {{ file = \"short.secret\" }}\n"),
+        &["mesh.arena.secret.file", "at least 16"],
+    );
+    // and so is a peer this node dials (node 9 > node 7) given by its rid
+    // alone: a link that would never come up.
+    let with_secret = format!("{linked}\n[secret]\nfile = \"lobby.secret\"\n");
+    refused(
+        &dir,
+        &format!("{with_secret}\n[peers]\nstatic = [{{ rid = 9 }}]\n"),
+        &["peers.static", "rid 9 needs an address"],
+    );
+    // A peer that dials this node (node 3 < node 7) needs none.
+    let config = write_config(
+        &dir,
+        "dialled.toml",
+        &format!("{with_secret}\n[peers]\nstatic = [{{ rid = 3 }}]\n"),
+    );
+    let mut node = NodeProcess::start(7, &config);
+    let (_, status) = node.terminate();
+    assert!(status.success(), "{status:?}");
+}
+
+#[test]
 fn node_config_several_meshes_each_with_its_secret_and_peers() {
     let dir = temp_dir("meshes");
     std::fs::write(dir.join("lobby.secret"), "lobby-secret-0123456789\n").unwrap();

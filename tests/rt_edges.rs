@@ -144,6 +144,90 @@ fn a_hello_from_a_past_lifecycle_of_a_linked_peer_gets_no_welcome() {
     assert!(two.node.wait_linked(1, Duration::ZERO));
 }
 
+/// Says Hello to `peer_port` as node `rid` in lifecycle `generation` and
+/// reads until the node closes or `WAIT` passes: the link frames answered.
+fn hello_answer(
+    peer_port: std::net::SocketAddr,
+    rid: u64,
+    generation: u64,
+) -> Vec<zlink::wire::link::LinkFrame> {
+    use zlink::ids::{MeshName, NodeGeneration, NodeRid};
+    use zlink::wire::link::{LinkFrame, LinkIdentity, LINK_VERSION, NONCE_LEN};
+    let hello = LinkFrame::Hello {
+        version: LINK_VERSION,
+        identity: LinkIdentity {
+            mesh: MeshName::new("default").unwrap(),
+            rid: NodeRid(rid),
+            generation: NodeGeneration(generation),
+        },
+        nonce: [7; NONCE_LEN],
+    };
+    let mut frame = bytes::BytesMut::new();
+    hello.encode(&mut frame);
+    let mut stream = TcpStream::connect(peer_port).unwrap();
+    stream.write_all(&frame).unwrap();
+    stream.set_read_timeout(Some(WAIT)).unwrap();
+    let mut buf = bytes::BytesMut::new();
+    let limits = zlink::wire::DecodeLimits::default();
+    loop {
+        // A Welcome is all an expected Hello gets until its proof.
+        if let Some(frame) = LinkFrame::decode_from(&mut buf, &limits).unwrap() {
+            return vec![frame];
+        }
+        let mut chunk = [0u8; 512];
+        match stream.read(&mut chunk) {
+            Ok(0) => return Vec::new(),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return Vec::new(),
+            Err(e) => panic!("no answer and no close within {WAIT:?}: {e}"),
+        }
+    }
+}
+
+#[test]
+fn a_hello_from_a_node_that_is_not_a_peer_gets_no_welcome_and_a_restarted_peer_does() {
+    // Given node 3, whose peers are node 1 (it dials node 3) and node 2,
+    let store = new_store();
+    let three = start_node(3, store, GameOptions::default(), &[]);
+    let peer_port = three.node.peer_addr().unwrap();
+    let before = three.node.flow_counters();
+    // when node 7, which is not among them, says Hello,
+    let answered = hello_answer(peer_port, 7, 1);
+    // then it gets no byte back, only the close, counted;
+    assert!(answered.is_empty(), "an unexpected Hello got {answered:?}");
+    wait_counter(
+        &three,
+        FlowTrace::UnexpectedLinkPeer,
+        before.get(FlowTrace::UnexpectedLinkPeer) + 1,
+    );
+    assert_eq!(
+        three
+            .node
+            .flow_counters()
+            .get(FlowTrace::LinkHandshakeFailed),
+        before.get(FlowTrace::LinkHandshakeFailed) + 1
+    );
+    // and a peer's Hellos are answered in any lifecycle: its first, and the
+    // next one after a restart (a greater NodeGeneration).
+    for generation in [5, 6] {
+        let answered = hello_answer(peer_port, 1, generation);
+        assert!(
+            matches!(
+                answered.as_slice(),
+                [zlink::wire::link::LinkFrame::Welcome { .. }]
+            ),
+            "node 1 in lifecycle {generation} got {answered:?}"
+        );
+    }
+    assert_eq!(
+        three
+            .node
+            .flow_counters()
+            .get(FlowTrace::UnexpectedLinkPeer),
+        before.get(FlowTrace::UnexpectedLinkPeer) + 1
+    );
+}
+
 #[test]
 fn a_session_over_its_rate_gets_typed_refusals_and_every_request_ends() {
     let game = start_game(GameOptions {

@@ -131,7 +131,9 @@ fn x4_malformed_and_reserved_records_are_dropped_counted_and_the_link_stays_usab
         MonotonicClock::new(),
         Duration::from_secs(60),
     )));
-    let game = start_node(2, store, GameOptions::default(), &[]);
+    // Node 10 takes links from every lower RID (runtime_support), so the
+    // fake peer 9 is expected.
+    let game = start_node(10, store, GameOptions::default(), &[]);
     let actor = game.node.create_actor("player", &id("player-1")).unwrap();
     let (mut link, _) = fake_peer(game.node.peer_addr().unwrap(), 9);
     assert!(game.node.wait_linked(9, WAIT));

@@ -54,9 +54,10 @@ fn peer_addr(game: &Game) -> SocketAddr {
     game.node.peer_addr().unwrap()
 }
 
-/// Only in "lobby" or only in "battle", with node 1 as its one peer.
+/// Only in "lobby" or only in "battle", with node 1 as its one peer (it
+/// dials: a node takes links only from its peers).
 fn single(mesh: &'static str, secret: ClusterSecret) -> impl Fn(NodeBuilder) -> NodeBuilder {
-    move |b| b.mesh(mesh).cluster_secret(secret.clone())
+    move |b| b.mesh(mesh).cluster_secret(secret.clone()).accept_peer(1)
 }
 
 fn id(name: &str) -> ActorId {
@@ -84,6 +85,7 @@ fn a_node_in_two_meshes_reaches_actors_in_both_and_the_others_stay_apart() {
     let d = node(4, &store, |b| {
         b.mesh("battle")
             .cluster_secret(battle_secret())
+            .accept_peer(1)
             .join_mesh(Mesh::new("lobby", lobby_secret()))
     });
     let (b_addr, c_addr, d_addr) = (peer_addr(&b), peer_addr(&c), peer_addr(&d));
@@ -169,7 +171,7 @@ fn a_peer_is_linked_in_one_mesh_of_a_node() {
         builder
             .mesh("lobby")
             .cluster_secret(lobby_secret())
-            .join_mesh(Mesh::new("battle", battle_secret()))
+            .join_mesh(Mesh::new("battle", battle_secret()).accept_peer(1))
     });
     let a_addr = peer_addr(&a);
     // Node 1 dials node 2 in "battle": node 2 answers with that mesh's
@@ -183,7 +185,9 @@ fn a_peer_is_linked_in_one_mesh_of_a_node() {
     assert!(a.node.wait_linked(1, WAIT));
     // A second process calling itself node 1, in "lobby" and in a newer
     // lifecycle (with a store of its own: the shared one leases node 1 to
-    // the first): without the check its link would replace the first.
+    // the first): without the checks its link would replace the first.
+    // Node 2 expects node 1 in "battle" only, so this Hello gets no
+    // Welcome.
     let _in_lobby = node(1, &store(), move |b| {
         b.mesh("lobby")
             .cluster_secret(lobby_secret())
@@ -232,6 +236,13 @@ fn a_duplicate_mesh_or_a_peer_in_two_meshes_fails_startup() {
     assert!(
         no_secret.contains("peer 2 needs the home mesh's cluster_secret"),
         "{no_secret}"
+    );
+    // A peer this node dials (a higher RID) given without an address: a
+    // link that would never come up.
+    let no_address = start_error(home().accept_peer(2));
+    assert!(
+        no_address.contains("peer 2 is given without an address"),
+        "{no_address}"
     );
     // A peer at the node's own peer address: a link to itself.
     let own: SocketAddr = "127.0.0.1:7201".parse().unwrap();

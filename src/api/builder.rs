@@ -42,7 +42,7 @@ pub enum ObjectRole {
 pub struct Mesh {
     name: String,
     secret: ClusterSecret,
-    peers: Vec<(NodeRid, SocketAddr)>,
+    peers: Vec<(NodeRid, Option<SocketAddr>)>,
 }
 
 impl Mesh {
@@ -59,7 +59,14 @@ impl Mesh {
     /// [`NodeBuilder::peer`], the lower RID of a pair dials. A NodeRid names
     /// one process in every mesh, so a peer is listed in one mesh of a node.
     pub fn peer(mut self, rid: u64, addr: SocketAddr) -> Self {
-        self.peers.push((NodeRid(rid), addr));
+        self.peers.push((NodeRid(rid), Some(addr)));
+        self
+    }
+
+    /// A peer of this mesh that dials this node, as
+    /// [`NodeBuilder::accept_peer`].
+    pub fn accept_peer(mut self, rid: u64) -> Self {
+        self.peers.push((NodeRid(rid), None));
         self
     }
 }
@@ -73,7 +80,7 @@ pub struct NodeBuilder {
     websocket_listen: Option<SocketAddr>,
     websocket_origins: Vec<String>,
     peer_listen: Option<SocketAddr>,
-    peers: Vec<(NodeRid, SocketAddr)>,
+    peers: Vec<(NodeRid, Option<SocketAddr>)>,
     discover: bool,
     secret: Option<ClusterSecret>,
     joined: Vec<Mesh>,
@@ -153,9 +160,24 @@ impl NodeBuilder {
     }
 
     /// A peer node of the home mesh and its link address. Of each pair, the
-    /// node with the lower RID dials; the other waits for it.
+    /// node with the lower RID dials; the other waits for it. A node takes
+    /// links only from the peers it is given (here, with
+    /// [`accept_peer`](Self::accept_peer), or found by
+    /// [`discover_peers`](Self::discover_peers)): a Hello from any other
+    /// NodeRid gets no Welcome (docs/threading.md "Node links"), so list
+    /// every peer on every node, both ways.
     pub fn peer(mut self, rid: u64, addr: SocketAddr) -> Self {
-        self.peers.push((NodeRid(rid), addr));
+        self.peers.push((NodeRid(rid), Some(addr)));
+        self
+    }
+
+    /// A peer node of the home mesh that dials this node (its RID is the
+    /// lower of the pair): its links are taken, and this node, which never
+    /// dials it, needs no address. A peer with a higher RID than this node's
+    /// is dialled by this node, so it needs [`peer`](Self::peer); given
+    /// here, it fails startup, naming it.
+    pub fn accept_peer(mut self, rid: u64) -> Self {
+        self.peers.push((NodeRid(rid), None));
         self
     }
 
@@ -365,12 +387,12 @@ impl NodeBuilder {
                 ));
             }
         }
-        let (meshes, peers) = link_meshes(&mesh, self.secret, self.peers, self.joined)?;
+        let (meshes, peers) = link_meshes(self.rid, &mesh, self.secret, self.peers, self.joined)?;
         // A peer at this node's own peer address would be a link to itself
         // (issue 20 item 6): a dead end, refused here rather than retried.
-        if let Some(&(rid, addr, _)) = peers
+        if let Some(&(rid, Some(addr), _)) = peers
             .iter()
-            .find(|(_, addr, _)| Some(*addr) == self.peer_listen && addr.port() != 0)
+            .find(|(_, addr, _)| addr.is_some_and(|a| Some(a) == self.peer_listen && a.port() != 0))
         {
             return Err(StartError::Invalid(format!(
                 "peer {rid} is at {addr}, this node's own peer_listen address"
@@ -408,13 +430,14 @@ impl NodeBuilder {
 /// configuration error, as are two meshes of one name.
 type LinkMeshes = (
     Vec<(MeshName, ClusterSecret)>,
-    Vec<(NodeRid, SocketAddr, usize)>,
+    Vec<(NodeRid, Option<SocketAddr>, usize)>,
 );
 
 fn link_meshes(
+    me: NodeRid,
     home: &MeshName,
     secret: Option<ClusterSecret>,
-    peers: Vec<(NodeRid, SocketAddr)>,
+    peers: Vec<(NodeRid, Option<SocketAddr>)>,
     joined: Vec<Mesh>,
 ) -> Result<LinkMeshes, StartError> {
     let Some(secret) = secret else {
@@ -434,7 +457,7 @@ fn link_meshes(
         ));
     };
     let mut meshes = vec![(home.clone(), secret)];
-    let mut all: Vec<(NodeRid, SocketAddr, usize)> = peers
+    let mut all: Vec<(NodeRid, Option<SocketAddr>, usize)> = peers
         .into_iter()
         .map(|(rid, addr)| (rid, addr, 0))
         .collect();
@@ -448,7 +471,15 @@ fn link_meshes(
         all.extend(mesh.peers.into_iter().map(|(rid, addr)| (rid, addr, index)));
         meshes.push((name, mesh.secret));
     }
-    for (i, &(rid, _, mesh)) in all.iter().enumerate() {
+    for (i, &(rid, addr, mesh)) in all.iter().enumerate() {
+        // The lower RID dials: a peer this node must dial needs an address
+        // (issue 20 item 6: a link that would never come up, silently).
+        if addr.is_none() && rid > me {
+            return Err(StartError::Invalid(format!(
+                "peer {rid} is given without an address (accept_peer), but this node ({me}) \
+                 has the lower RID and dials it: give it with peer({rid}, address)"
+            )));
+        }
         if let Some(&(_, _, other)) = all[..i].iter().find(|p| p.0 == rid && p.2 != mesh) {
             return Err(StartError::Invalid(format!(
                 "peer {rid} is listed in meshes {} and {}: a NodeRid names one process, \

@@ -159,10 +159,20 @@ flow_trace! {
     AnswerToPastLifecycleDropped => "answer_to_past_lifecycle_dropped", debug;
     /// A ROUTER link handshake failed (wrong secret, mesh, version).
     LinkHandshakeFailed => "link_handshake_failed", warn;
+    /// A link handshake between nodes of different link protocol versions:
+    /// refused (also counted as `link_handshake_failed`), on the accepting
+    /// side with a `VersionRefused` frame naming its version
+    /// (docs/operations.md "Versions").
+    LinkVersionRefused => "link_version_refused", warn;
     /// A record for this node's Actor owner arrived on a link of another
     /// mesh than the home mesh its routes name: refused, a request with
     /// `Unavailable` (MeshUnreachable) (docs/threading.md "Several meshes").
     RecordFromOtherMesh => "record_from_other_mesh", warn;
+    /// A Hello from a node that is not a peer of this node in the mesh it
+    /// names (not configured, not listed by the membership): refused before
+    /// any Welcome (also counted as `link_handshake_failed`; issue 20 item
+    /// 2, docs/threading.md "Node links").
+    UnexpectedLinkPeer => "unexpected_link_peer", warn;
     /// A link from a previous NodeGeneration of a peer was refused or closed.
     StaleLinkGeneration => "stale_link_generation", warn;
     /// A peer's lease lapsed (it left the store's membership): its links

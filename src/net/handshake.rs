@@ -5,14 +5,21 @@
 //!
 //! Sans-IO: [`Dialer`] and [`Acceptor`] turn received frames into frames to
 //! send and, at the end, the authenticated [`LinkIdentity`] of the peer. A
-//! proof is HMAC-SHA256 over both identities and both fresh nonces, so a
-//! recorded handshake cannot be replayed into a new link.
+//! proof is HMAC-SHA256 over the link version, both identities and both
+//! fresh nonces, so a recorded handshake cannot be replayed into a new link.
+//! [`LinkHandshake`] drives them from a connection's receive buffer as the
+//! bytes arrive, in any split: it is what the runtime's links run, and what
+//! the `link_handshake` fuzz target feeds arbitrary byte splits.
 
 use bytes::BytesMut;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-use crate::wire::link::{LinkFrame, LinkIdentity, LINK_VERSION, NONCE_LEN, PROOF_LEN};
+use crate::ids::NodeRid;
+use crate::wire::link::{
+    hello_identity, peek_version, LinkFrame, LinkIdentity, LINK_VERSION, NONCE_LEN, PROOF_LEN,
+};
+use crate::wire::{DecodeLimits, WireError};
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -53,9 +60,34 @@ pub enum HandshakeError {
     /// The peer sent a frame that does not belong at this step.
     #[error("unexpected handshake frame")]
     Unexpected,
-    /// The peer speaks another link protocol version.
-    #[error("link protocol version {0} is not supported")]
-    Version(u8),
+    /// The dialer's Hello names another link protocol version than this
+    /// node's: answered with `VersionRefused` (docs/operations.md
+    /// "Versions").
+    #[error("the peer speaks link protocol version {theirs}, this node {ours}")]
+    Version {
+        /// The version this node speaks.
+        ours: u8,
+        /// The version the peer's Hello named.
+        theirs: u8,
+        /// The node the Hello named, if its identity could be read.
+        peer: Option<NodeRid>,
+    },
+    /// The acceptor refused this node's version, or its Welcome names another.
+    #[error("the peer refused link protocol version {ours}: it speaks {theirs}")]
+    PeerRefusedVersion {
+        /// The version this node speaks.
+        ours: u8,
+        /// The version the peer speaks.
+        theirs: u8,
+    },
+    /// The bytes are not a handshake frame.
+    #[error("malformed handshake frame: {0}")]
+    Wire(WireError),
+    /// The acceptor's node does not take this Hello (a peer it does not
+    /// expect, a lifecycle it knows to be over, a mesh it is not in); the
+    /// text says which.
+    #[error("{0}")]
+    Refused(String),
     /// The peer belongs to another mesh.
     #[error("the peer is in mesh {theirs}, this node in {ours}")]
     MeshMismatch {
@@ -72,6 +104,20 @@ pub enum HandshakeError {
     BadProof,
 }
 
+impl HandshakeError {
+    /// The frame to send before closing, if the refusal has one: a dialer
+    /// of another version is told the acceptor's, so that both ends can
+    /// log both versions.
+    pub fn answer(&self) -> Option<LinkFrame> {
+        match self {
+            HandshakeError::Version { ours, .. } => {
+                Some(LinkFrame::VersionRefused { version: *ours })
+            }
+            _ => None,
+        }
+    }
+}
+
 fn proof(
     secret: &ClusterSecret,
     label: &[u8],
@@ -82,6 +128,9 @@ fn proof(
     let mut mac = HmacSha256::new_from_slice(&secret.0)
         .unwrap_or_else(|_| unreachable!("HMAC takes any key"));
     let mut transcript = BytesMut::with_capacity(128);
+    // Both ends reached this point speaking LINK_VERSION; covering it means
+    // a proof of one version is never a proof of another.
+    transcript.extend_from_slice(&[LINK_VERSION]);
     dialer.0.encode_into(&mut transcript);
     acceptor.0.encode_into(&mut transcript);
     mac.update(label);
@@ -129,13 +178,28 @@ impl Dialer {
 
     /// Checks the Welcome; returns the Proof to send and the peer.
     pub fn on_welcome(self, frame: LinkFrame) -> Result<(LinkFrame, LinkIdentity), HandshakeError> {
-        let LinkFrame::Welcome {
-            identity,
-            nonce,
-            proof: theirs,
-        } = frame
-        else {
-            return Err(HandshakeError::Unexpected);
+        let (identity, nonce, theirs) = match frame {
+            LinkFrame::Welcome {
+                version,
+                identity,
+                nonce,
+                proof,
+            } => {
+                if version != LINK_VERSION {
+                    return Err(HandshakeError::PeerRefusedVersion {
+                        ours: LINK_VERSION,
+                        theirs: version,
+                    });
+                }
+                (identity, nonce, proof)
+            }
+            LinkFrame::VersionRefused { version } => {
+                return Err(HandshakeError::PeerRefusedVersion {
+                    ours: LINK_VERSION,
+                    theirs: version,
+                })
+            }
+            _ => return Err(HandshakeError::Unexpected),
         };
         check_peer(&self.me, &identity)?;
         proof(
@@ -185,7 +249,11 @@ impl Acceptor {
             return Err(HandshakeError::Unexpected);
         };
         if version != LINK_VERSION {
-            return Err(HandshakeError::Version(version));
+            return Err(HandshakeError::Version {
+                ours: LINK_VERSION,
+                theirs: version,
+                peer: Some(identity.rid),
+            });
         }
         check_peer(&me, &identity)?;
         let mine = proof(
@@ -197,6 +265,7 @@ impl Acceptor {
         let mut out = [0u8; PROOF_LEN];
         out.copy_from_slice(&mine.finalize().into_bytes());
         let welcome = LinkFrame::Welcome {
+            version: LINK_VERSION,
             identity: me.clone(),
             nonce,
             proof: out,
@@ -235,6 +304,127 @@ impl Acceptor {
     }
 }
 
+/// How an accepting node answers a Hello it takes: the secret of the mesh
+/// the Hello names, its own identity in that mesh, and a fresh nonce.
+#[derive(Debug)]
+pub struct Answer {
+    /// The secret of the Hello's mesh.
+    pub secret: ClusterSecret,
+    /// This node in that mesh.
+    pub me: LinkIdentity,
+    /// A fresh nonce ([`fresh_nonce`]).
+    pub nonce: [u8; NONCE_LEN],
+}
+
+/// One end of a link's handshake, read from its receive buffer.
+#[derive(Debug)]
+pub enum LinkHandshake {
+    /// Accepted; waiting for the Hello.
+    AwaitHello,
+    /// Hello sent; waiting for the Welcome.
+    AwaitWelcome(Dialer),
+    /// Welcome sent; waiting for the Proof.
+    AwaitProof(Acceptor),
+}
+
+/// Where a handshake stands after [`LinkHandshake::advance`].
+#[derive(Debug)]
+pub enum Progress {
+    /// The buffer holds no whole frame yet: keep the state, wait for bytes.
+    Pending(LinkHandshake),
+    /// The Hello was taken: send the Welcome and wait for the Proof.
+    Welcome(LinkHandshake, LinkFrame),
+    /// Authenticated: send `send` (the dialer's Proof), if any. Bytes left
+    /// in the buffer are the peer's first records.
+    Up {
+        /// The last handshake frame, to send.
+        send: Option<LinkFrame>,
+        /// The authenticated peer.
+        peer: LinkIdentity,
+    },
+}
+
+impl LinkHandshake {
+    /// The accepting end of a new connection.
+    pub fn accept() -> Self {
+        LinkHandshake::AwaitHello
+    }
+
+    /// The dialing end; returns it and the Hello to send.
+    pub fn dial(
+        secret: ClusterSecret,
+        me: LinkIdentity,
+        nonce: [u8; NONCE_LEN],
+    ) -> (Self, LinkFrame) {
+        let (dialer, hello) = Dialer::start(secret, me, nonce);
+        (LinkHandshake::AwaitWelcome(dialer), hello)
+    }
+
+    /// The peer as far as the handshake knows it, unproved: for log lines.
+    pub fn claimed(&self) -> Option<&LinkIdentity> {
+        match self {
+            LinkHandshake::AwaitProof(acceptor) => Some(acceptor.claimed()),
+            LinkHandshake::AwaitHello | LinkHandshake::AwaitWelcome(_) => None,
+        }
+    }
+
+    /// Takes at most one frame off `inbound` and advances. A Hello goes to
+    /// `admit` (the node's policy: which peers and meshes it takes, §2)
+    /// before any Welcome is computed. The version byte is read before the
+    /// rest of a frame is decoded, so a peer of any other version is
+    /// refused as such, naming both versions, whatever its frame's layout.
+    pub fn advance(
+        self,
+        inbound: &mut BytesMut,
+        limits: &DecodeLimits,
+        admit: &mut dyn FnMut(&LinkIdentity) -> Result<Answer, HandshakeError>,
+    ) -> Result<Progress, HandshakeError> {
+        let Some(body) = LinkFrame::split_from(inbound, limits).map_err(HandshakeError::Wire)?
+        else {
+            return Ok(Progress::Pending(self));
+        };
+        if let Some(version) = peek_version(&body).filter(|&v| v != LINK_VERSION) {
+            return Err(match self {
+                LinkHandshake::AwaitHello => HandshakeError::Version {
+                    ours: LINK_VERSION,
+                    theirs: version,
+                    peer: hello_identity(&body, limits).map(|id| id.rid),
+                },
+                _ => HandshakeError::PeerRefusedVersion {
+                    ours: LINK_VERSION,
+                    theirs: version,
+                },
+            });
+        }
+        let frame = LinkFrame::decode(body, limits).map_err(HandshakeError::Wire)?;
+        match self {
+            LinkHandshake::AwaitHello => {
+                let LinkFrame::Hello { identity, .. } = &frame else {
+                    return Err(HandshakeError::Unexpected);
+                };
+                let answer = admit(identity)?;
+                let (acceptor, welcome) =
+                    Acceptor::on_hello(answer.secret, answer.me, answer.nonce, frame)?;
+                Ok(Progress::Welcome(
+                    LinkHandshake::AwaitProof(acceptor),
+                    welcome,
+                ))
+            }
+            LinkHandshake::AwaitWelcome(dialer) => {
+                let (proof, peer) = dialer.on_welcome(frame)?;
+                Ok(Progress::Up {
+                    send: Some(proof),
+                    peer,
+                })
+            }
+            LinkHandshake::AwaitProof(acceptor) => {
+                let peer = acceptor.on_proof(frame)?;
+                Ok(Progress::Up { send: None, peer })
+            }
+        }
+    }
+}
+
 /// A fresh random nonce for a handshake.
 pub fn fresh_nonce() -> [u8; NONCE_LEN] {
     let mut nonce = [0u8; NONCE_LEN];
@@ -252,7 +442,7 @@ pub fn fresh_nonce() -> [u8; NONCE_LEN] {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ids::{MeshName, NodeGeneration, NodeRid};
+    use crate::ids::{MeshName, NodeGeneration};
 
     fn id(rid: u64, mesh: &str) -> LinkIdentity {
         LinkIdentity {
@@ -321,6 +511,136 @@ mod tests {
             ClusterSecret::new(b"short".to_vec()),
             Err(HandshakeError::SecretTooShort { len: 5 })
         ));
+    }
+
+    fn answer(hello: &LinkIdentity) -> Result<Answer, HandshakeError> {
+        assert_eq!(hello.rid, NodeRid(1));
+        Ok(Answer {
+            secret: secret("0123456789abcdef"),
+            me: id(2, "m"),
+            nonce: [2; NONCE_LEN],
+        })
+    }
+
+    /// Feeds `stream` to an acceptor in `chunk`-byte reads: what it sent,
+    /// the peer, and the bytes after the handshake.
+    fn accept_in_chunks(stream: &[u8], chunk: usize) -> (Vec<LinkFrame>, LinkIdentity, Vec<u8>) {
+        let limits = DecodeLimits::default();
+        let mut state = LinkHandshake::accept();
+        let mut buf = BytesMut::new();
+        let mut sent = Vec::new();
+        let mut fed = 0;
+        for piece in stream.chunks(chunk) {
+            buf.extend_from_slice(piece);
+            fed += piece.len();
+            loop {
+                match state.advance(&mut buf, &limits, &mut answer).unwrap() {
+                    Progress::Pending(next) => {
+                        state = next;
+                        break;
+                    }
+                    Progress::Welcome(next, welcome) => {
+                        sent.push(welcome);
+                        state = next;
+                    }
+                    Progress::Up { send, peer } => {
+                        sent.extend(send);
+                        // What is left: in the buffer, then still unread.
+                        let mut rest = buf.to_vec();
+                        rest.extend_from_slice(&stream[fed..]);
+                        return (sent, peer, rest);
+                    }
+                }
+            }
+        }
+        panic!("the handshake did not finish");
+    }
+
+    #[test]
+    fn the_handshake_reads_the_same_in_any_split_and_leaves_the_records() {
+        let (dialer, hello) =
+            LinkHandshake::dial(secret("0123456789abcdef"), id(1, "m"), [1; NONCE_LEN]);
+        let mut out = BytesMut::new();
+        hello.encode(&mut out);
+        let (acceptor, welcome) = Acceptor::on_hello(
+            secret("0123456789abcdef"),
+            id(2, "m"),
+            [2; NONCE_LEN],
+            hello,
+        )
+        .unwrap();
+        let LinkHandshake::AwaitWelcome(dialer) = dialer else {
+            unreachable!("dial awaits the Welcome");
+        };
+        let (proof, _) = dialer.on_welcome(welcome.clone()).unwrap();
+        drop(acceptor);
+        proof.encode(&mut out);
+        // A record right behind the Proof, in the same read.
+        out.extend_from_slice(&[0, 0, 0, 2, 45, 1]);
+        let whole = accept_in_chunks(&out, out.len());
+        assert_eq!(whole.0, [welcome]);
+        assert_eq!(whole.1, id(1, "m"));
+        assert_eq!(whole.2, [0, 0, 0, 2, 45, 1]);
+        for chunk in [1, 2, 3, 7, 40] {
+            let cut = accept_in_chunks(&out, chunk);
+            assert_eq!(cut.0, whole.0, "{chunk}-byte reads");
+            assert_eq!(cut.1, whole.1, "{chunk}-byte reads");
+            // The record is left whole, in the buffer or still to be read.
+            assert_eq!(cut.2, whole.2, "{chunk}-byte reads");
+        }
+    }
+
+    #[test]
+    fn another_version_is_refused_naming_the_peer_and_both_versions() {
+        let limits = DecodeLimits::default();
+        let mut buf = BytesMut::new();
+        LinkFrame::Hello {
+            version: LINK_VERSION + 1,
+            identity: id(1, "m"),
+            nonce: [1; NONCE_LEN],
+        }
+        .encode(&mut buf);
+        let error = LinkHandshake::accept()
+            .advance(&mut buf, &limits, &mut answer)
+            .unwrap_err();
+        assert_eq!(
+            error,
+            HandshakeError::Version {
+                ours: LINK_VERSION,
+                theirs: LINK_VERSION + 1,
+                peer: Some(NodeRid(1)),
+            }
+        );
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "the peer speaks link protocol version {}, this node {LINK_VERSION}",
+                LINK_VERSION + 1
+            )
+        );
+        assert_eq!(
+            error.answer(),
+            Some(LinkFrame::VersionRefused {
+                version: LINK_VERSION
+            })
+        );
+        // A dialer refused by a node of the next version names both too.
+        let (dialer, _) =
+            LinkHandshake::dial(secret("0123456789abcdef"), id(1, "m"), [1; NONCE_LEN]);
+        let mut back = BytesMut::new();
+        LinkFrame::VersionRefused {
+            version: LINK_VERSION + 1,
+        }
+        .encode(&mut back);
+        let error = dialer.advance(&mut back, &limits, &mut answer).unwrap_err();
+        assert_eq!(
+            error,
+            HandshakeError::PeerRefusedVersion {
+                ours: LINK_VERSION,
+                theirs: LINK_VERSION + 1
+            }
+        );
+        assert_eq!(error.answer(), None);
     }
 
     #[test]

@@ -32,10 +32,12 @@ use crate::core::trace::FlowTrace;
 use crate::error::{Error, Reason};
 use crate::ids::RequestId;
 use crate::ids::{MeshName, NodeGeneration, NodeRid, Peer};
-use crate::net::handshake::{fresh_nonce, Acceptor, ClusterSecret, Dialer};
+use crate::net::handshake::{
+    fresh_nonce, Answer, ClusterSecret, HandshakeError, LinkHandshake, Progress,
+};
 use crate::net::{ConnId, Reactor};
 use crate::store::Member;
-use crate::wire::link::{LinkFrame, LinkIdentity};
+use crate::wire::link::LinkIdentity;
 use crate::wire::node::{
     ActorReply, ActorSend, BindTerminal, BoundSessionBind, Command, NodeRecord, RelocationReady,
     SessionRelocationSealed,
@@ -60,8 +62,9 @@ pub(crate) struct LinkConfig {
     pub(crate) meshes: Vec<(MeshName, ClusterSecret)>,
     /// Every configured peer, its address and the index of its mesh (a peer
     /// is in one mesh of this node; the builder checked). Those with a
-    /// higher NodeRid are dialled.
-    pub(crate) peers: Vec<(NodeRid, SocketAddr, usize)>,
+    /// higher NodeRid are dialled (the builder checked they have an
+    /// address); a Hello is taken only from these and the listed members.
+    pub(crate) peers: Vec<(NodeRid, Option<SocketAddr>, usize)>,
 }
 
 impl LinkConfig {
@@ -142,12 +145,8 @@ impl LinkStatus {
 enum Phase {
     /// Dialed; waiting for the TCP connect.
     Connecting,
-    /// Hello sent; waiting for the Welcome.
-    AwaitWelcome(Dialer),
-    /// Accepted; waiting for the Hello.
-    AwaitHello,
-    /// Welcome sent; waiting for the Proof.
-    AwaitProof(Acceptor),
+    /// Handshaking (either side): no record flows yet.
+    Handshake(LinkHandshake),
     /// Authenticated in the mesh of this index: records flow, attributed to
     /// this peer.
     Up(Peer, usize),
@@ -259,7 +258,8 @@ impl Links {
         // One link per pair: the lower NodeRid dials (docs/threading.md).
         let dials = peers
             .filter(|&(me, rid, _, _)| rid > me)
-            .map(|(_, rid, addr, mesh)| Dial {
+            .filter_map(|(_, rid, addr, mesh)| Some((rid, addr?, mesh)))
+            .map(|(rid, addr, mesh)| Dial {
                 rid,
                 addr,
                 mesh,
@@ -416,7 +416,8 @@ impl Links {
 
     /// A peer connected to our node listener.
     pub(crate) fn accepted(&mut self, conn: ConnId) {
-        self.links.insert(conn, Phase::AwaitHello);
+        self.links
+            .insert(conn, Phase::Handshake(LinkHandshake::accept()));
         self.handshakes.arm(conn, self.now);
     }
 
@@ -478,11 +479,11 @@ impl Links {
         let Some((secret, me)) = dial.and_then(|d| self.config.as_ref()?.identity(d.mesh)) else {
             return;
         };
-        let (dialer, hello) = Dialer::start(secret, me, fresh_nonce());
+        let (dialer, hello) = LinkHandshake::dial(secret, me, fresh_nonce());
         if let Some(outbound) = reactor.outbound(conn) {
             hello.encode(outbound);
         }
-        self.links.insert(conn, Phase::AwaitWelcome(dialer));
+        self.links.insert(conn, Phase::Handshake(dialer));
     }
 
     /// A link's connection ended (or never started): forget it, and redial
@@ -514,6 +515,9 @@ impl Links {
 
     /// Bytes arrived on a link: advance the handshake, or collect every
     /// record, attributed to the link's authenticated peer, into `records`.
+    /// The handshake reads the same buffer in any split of the stream
+    /// (`LinkHandshake`, fuzzed so by the `link_handshake` target), and
+    /// records that arrive in one read with its last frame are read next.
     pub(crate) fn received(
         &mut self,
         reactor: &mut Reactor,
@@ -525,121 +529,141 @@ impl Links {
             let Some(phase) = self.links.remove(&conn) else {
                 return;
             };
-            if let Phase::Up(peer, mesh) = phase {
-                self.links.insert(conn, Phase::Up(peer, mesh));
-                self.records(reactor, core, conn, peer, mesh != 0, records);
-                return;
-            }
-            let Some(inbound) = reactor.inbound(conn) else {
-                self.links.insert(conn, phase);
-                return;
-            };
-            let frame = match LinkFrame::decode_from(inbound, &self.limits) {
-                Ok(Some(frame)) => frame,
-                Ok(None) => {
-                    self.links.insert(conn, phase);
+            let handshake = match phase {
+                Phase::Up(peer, mesh) => {
+                    self.links.insert(conn, Phase::Up(peer, mesh));
+                    self.records(reactor, core, conn, peer, mesh != 0, records);
                     return;
                 }
-                Err(error) => {
-                    let peer = self.phase_peer(conn, &phase);
-                    self.fail(reactor, core, conn, peer, &error.to_string());
+                Phase::Handshake(handshake) => handshake,
+                Phase::Connecting => {
+                    self.fail(reactor, core, conn, None, "bytes before the connect");
                     return;
                 }
             };
-            if !self.handshake(reactor, core, conn, phase, frame) {
+            if !self.handshake(reactor, core, conn, handshake) {
                 return;
             }
         }
     }
 
-    /// One handshake step; `false` when the link failed or is waiting.
+    /// One handshake step; `false` when the link failed or is waiting for
+    /// bytes.
     fn handshake(
         &mut self,
         reactor: &mut Reactor,
         core: &mut ShardCore,
         conn: ConnId,
-        phase: Phase,
-        frame: LinkFrame,
+        handshake: LinkHandshake,
     ) -> bool {
         let Some(config) = self.config.clone() else {
             reactor.abort(conn);
             return false;
         };
-        let peer = match (&phase, &frame) {
-            (Phase::AwaitHello, LinkFrame::Hello { identity, .. }) => Some(identity.rid),
-            _ => self.phase_peer(conn, &phase),
+        let known = handshake
+            .claimed()
+            .map(|id| id.rid)
+            .or_else(|| self.dialled(conn));
+        let Some(inbound) = reactor.inbound(conn) else {
+            self.links.insert(conn, Phase::Handshake(handshake));
+            return false;
         };
-        match phase {
-            Phase::AwaitHello => {
-                // The secret of the mesh the Hello names: a link is
-                // authenticated in exactly one mesh of this node.
-                let named = match &frame {
-                    LinkFrame::Hello { identity, .. } => config.mesh_index(&identity.mesh),
-                    // Not a Hello: the acceptor refuses it as unexpected.
-                    _ => Some(0),
-                };
-                let Some((secret, me)) = named.and_then(|mesh| config.identity(mesh)) else {
-                    self.fail(
-                        reactor,
-                        core,
-                        conn,
-                        peer,
-                        "the Hello names a mesh this node is not in",
-                    );
-                    return false;
-                };
-                // A lifecycle this node knows to be over (its lease lapsed,
-                // or a newer one of the same node is linked) gets no
-                // Welcome: it would only be refused after its proof.
-                if let LinkFrame::Hello { identity, .. } = &frame {
-                    let superseded = self
-                        .up
-                        .get(&identity.rid)
-                        .is_some_and(|(_, linked)| linked.generation > identity.generation);
-                    if self.is_dead(identity.rid, identity.generation) || superseded {
-                        core.trace(FlowTrace::StaleLinkGeneration);
-                        self.fail(reactor, core, conn, peer, "a Hello from a past lifecycle");
-                        return false;
-                    }
-                }
-                match Acceptor::on_hello(secret, me, fresh_nonce(), frame) {
-                    Ok((acceptor, welcome)) => {
-                        if let Some(outbound) = reactor.outbound(conn) {
-                            welcome.encode(outbound);
-                        }
-                        self.links.insert(conn, Phase::AwaitProof(acceptor));
-                        true
-                    }
-                    Err(error) => {
-                        self.fail(reactor, core, conn, peer, &error.to_string());
-                        false
-                    }
-                }
+        let mut claimed = None;
+        let mut refused = None;
+        let progress = handshake.advance(inbound, &self.limits, &mut |hello| {
+            claimed = Some(hello.rid);
+            self.admit(&config, hello).map_err(|refusal| {
+                refused = Some(refusal);
+                HandshakeError::Refused(refusal.to_string())
+            })
+        });
+        match progress {
+            Ok(Progress::Pending(handshake)) => {
+                self.links.insert(conn, Phase::Handshake(handshake));
+                false
             }
-            Phase::AwaitWelcome(dialer) => match dialer.on_welcome(frame) {
-                Ok((proof, peer)) => {
+            Ok(Progress::Welcome(handshake, welcome)) => {
+                if let Some(outbound) = reactor.outbound(conn) {
+                    welcome.encode(outbound);
+                }
+                self.links.insert(conn, Phase::Handshake(handshake));
+                true
+            }
+            Ok(Progress::Up { send, peer }) => {
+                if let (Some(proof), Some(outbound)) = (send, reactor.outbound(conn)) {
+                    proof.encode(outbound);
+                }
+                self.link_up(reactor, core, conn, peer)
+            }
+            Err(error) => {
+                match refused {
+                    Some(Refusal::Stale) => core.trace(FlowTrace::StaleLinkGeneration),
+                    Some(Refusal::Unexpected) => core.trace(FlowTrace::UnexpectedLinkPeer),
+                    Some(Refusal::Mesh) | None => {}
+                }
+                let peer = claimed.or(known).or(match &error {
+                    HandshakeError::Version { peer, .. } => *peer,
+                    _ => None,
+                });
+                if let Some(answer) = error.answer() {
+                    // Told why before the close, so that the dialer's log
+                    // names both versions too (docs/operations.md).
+                    core.trace(FlowTrace::LinkVersionRefused);
                     if let Some(outbound) = reactor.outbound(conn) {
-                        proof.encode(outbound);
+                        answer.encode(outbound);
                     }
-                    self.link_up(reactor, core, conn, peer)
+                    self.fail_then(reactor, core, conn, peer, &error.to_string(), Ending::Flush);
+                    return false;
                 }
-                Err(error) => {
-                    self.fail(reactor, core, conn, peer, &error.to_string());
-                    false
+                if matches!(error, HandshakeError::PeerRefusedVersion { .. }) {
+                    core.trace(FlowTrace::LinkVersionRefused);
                 }
-            },
-            Phase::AwaitProof(acceptor) => match acceptor.on_proof(frame) {
-                Ok(peer) => self.link_up(reactor, core, conn, peer),
-                Err(error) => {
-                    self.fail(reactor, core, conn, peer, &error.to_string());
-                    false
-                }
-            },
-            Phase::Connecting | Phase::Up(..) => {
-                self.fail(reactor, core, conn, peer, "handshake frame out of order");
+                self.fail(reactor, core, conn, peer, &error.to_string());
                 false
             }
         }
+    }
+
+    /// Whether this node takes a Hello from `hello`, and with which mesh's
+    /// secret: the mesh it names must be one of this node's, the node must
+    /// be a peer this node expects in that mesh (configured, or listed by
+    /// the membership: issue 20 item 2, docs/threading.md "Node links"),
+    /// and the lifecycle must not be one this node knows to be over (its
+    /// lease lapsed, or a newer one of the same node is linked). Such a
+    /// Hello gets no Welcome: no proof is computed for it and no handshake
+    /// state is held beyond this read.
+    fn admit(&self, config: &LinkConfig, hello: &LinkIdentity) -> Result<Answer, Refusal> {
+        let Some(mesh) = config.mesh_index(&hello.mesh) else {
+            return Err(Refusal::Mesh);
+        };
+        let Some((secret, me)) = config.identity(mesh) else {
+            return Err(Refusal::Mesh);
+        };
+        // Any lifecycle of an expected node: a restart (a new
+        // NodeGeneration) is taken like the first.
+        if self.meshes.get(&hello.rid) != Some(&mesh) {
+            return Err(Refusal::Unexpected);
+        }
+        let superseded = self
+            .up
+            .get(&hello.rid)
+            .is_some_and(|(_, linked)| linked.generation > hello.generation);
+        if self.is_dead(hello.rid, hello.generation) || superseded {
+            return Err(Refusal::Stale);
+        }
+        Ok(Answer {
+            secret,
+            me,
+            nonce: fresh_nonce(),
+        })
+    }
+
+    /// The peer this node dialled on `conn`, if it did.
+    fn dialled(&self, conn: ConnId) -> Option<NodeRid> {
+        self.dials
+            .iter()
+            .find(|d| d.conn == Some(conn))
+            .map(|d| d.rid)
     }
 
     /// A handshake failed: the connection is aborted and counted, and a
@@ -655,25 +679,50 @@ impl Links {
         peer: Option<NodeRid>,
         why: &str,
     ) {
+        self.fail_then(reactor, core, conn, peer, why, Ending::Abort);
+    }
+
+    /// [`fail`](Self::fail), ending the connection as `ending` says.
+    fn fail_then(
+        &mut self,
+        reactor: &mut Reactor,
+        core: &mut ShardCore,
+        conn: ConnId,
+        peer: Option<NodeRid>,
+        why: &str,
+        ending: Ending,
+    ) {
         core.trace(FlowTrace::LinkHandshakeFailed);
-        reactor.abort(conn);
+        self.end(reactor, conn, ending);
         if let Some(suppressed) = self.warnings.admit(self.now) {
             let peer = peer.map_or_else(|| "unknown".to_owned(), |rid| rid.to_string());
             tracing::warn!(%peer, ?conn, why, suppressed, "link handshake failed");
         }
     }
 
+    /// Ends a link connection that never came up. Its `Closed` event will
+    /// not find it among the links (its phase is gone), so what `closed`
+    /// does is done here: a dial of ours backs off and is made again —
+    /// without that a refused dial (another version during a rolling
+    /// upgrade, a peer that restarts) would never be retried.
+    fn end(&mut self, reactor: &mut Reactor, conn: ConnId, ending: Ending) {
+        match ending {
+            Ending::Abort => reactor.abort(conn),
+            Ending::Flush => reactor.close(conn),
+        }
+        self.links.remove(&conn);
+        let _ = self.closed(conn);
+    }
+
     /// The peer a connection in `phase` is with, as far as it is known.
     fn phase_peer(&self, conn: ConnId, phase: &Phase) -> Option<NodeRid> {
         match phase {
             Phase::Up(peer, _) => Some(peer.rid),
-            Phase::AwaitProof(acceptor) => Some(acceptor.claimed().rid),
-            Phase::AwaitWelcome(_) | Phase::Connecting => self
-                .dials
-                .iter()
-                .find(|d| d.conn == Some(conn))
-                .map(|d| d.rid),
-            Phase::AwaitHello => None,
+            Phase::Handshake(handshake) => handshake
+                .claimed()
+                .map(|id| id.rid)
+                .or_else(|| self.dialled(conn)),
+            Phase::Connecting => self.dialled(conn),
         }
     }
 
@@ -708,13 +757,13 @@ impl Links {
         }
         if self.is_dead(peer.rid, peer.generation) {
             core.trace(FlowTrace::StaleLinkGeneration);
-            reactor.abort(conn);
+            self.end(reactor, conn, Ending::Abort);
             return false;
         }
         if let Some(&(old_conn, old_peer)) = self.up.get(&peer.rid) {
             if old_peer.generation > peer.generation {
                 core.trace(FlowTrace::StaleLinkGeneration);
-                reactor.abort(conn);
+                self.end(reactor, conn, Ending::Abort);
                 return false;
             }
             if old_peer.generation < peer.generation {
@@ -822,6 +871,29 @@ impl Links {
         }
         Sent::Written
     }
+}
+
+/// How a failed handshake's connection ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ending {
+    /// At once, dropping what is queued.
+    Abort,
+    /// After what is queued (a `VersionRefused`) has gone out.
+    Flush,
+}
+
+/// Why a node takes no Hello from a peer (no Welcome is computed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+enum Refusal {
+    /// The Hello names a mesh this node is not in.
+    #[error("the Hello names a mesh this node is not in")]
+    Mesh,
+    /// A lifecycle this node knows to be over.
+    #[error("a Hello from a past lifecycle")]
+    Stale,
+    /// A node that is not a peer of this node in the Hello's mesh.
+    #[error("a Hello from a node that is not a peer of this node in that mesh")]
+    Unexpected,
 }
 
 /// What became of a record offered to a link.

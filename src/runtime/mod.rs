@@ -116,7 +116,7 @@ pub(crate) struct NodeConfig {
     pub(crate) websocket_origins: Vec<String>,
     pub(crate) peer_listen: Option<SocketAddr>,
     /// Every configured peer with the index of its mesh in `meshes`.
-    pub(crate) peers: Vec<(NodeRid, SocketAddr, usize)>,
+    pub(crate) peers: Vec<(NodeRid, Option<SocketAddr>, usize)>,
     /// Find peers of the home mesh in the store's membership and register
     /// there (docs/store.md "Membership").
     pub(crate) discover: bool,

@@ -3,10 +3,18 @@
 //!
 //! A dialer sends [`LinkFrame::Hello`], the acceptor answers
 //! [`LinkFrame::Welcome`] with its proof, the dialer ends with
-//! [`LinkFrame::Proof`]. The proofs are HMACs keyed by the cluster secret
-//! (net layer, `net::handshake`); this module only carries the bytes. Kind
-//! bytes 0xA1–0xA3 never collide with a record's command byte, so a link that
-//! mixes the two phases fails loudly instead of misreading.
+//! [`LinkFrame::Proof`]; an acceptor that does not speak the Hello's version
+//! answers [`LinkFrame::VersionRefused`] instead of a Welcome. The proofs are
+//! HMACs keyed by the cluster secret (net layer, `net::handshake`); this
+//! module only carries the bytes. Kind bytes 0xA1–0xA4 never collide with a
+//! record's command byte, so a link that mixes the two phases fails loudly
+//! instead of misreading.
+//!
+//! Every version keeps the first bytes of these frames where they are: the
+//! kind, then the version, and in a Hello the identity after it
+//! ([`peek_version`], [`hello_identity`]), so a node of any version can
+//! refuse another version by name instead of failing to decode the rest
+//! (docs/wire.md "Node-link handshake frames").
 
 use bytes::{BufMut, Bytes, BytesMut};
 
@@ -22,8 +30,12 @@ pub const PROOF_LEN: usize = 32;
 const KIND_HELLO: u8 = 0xA1;
 const KIND_WELCOME: u8 = 0xA2;
 const KIND_PROOF: u8 = 0xA3;
-/// The protocol version a node speaks on its links.
-pub const LINK_VERSION: u8 = 1;
+const KIND_VERSION_REFUSED: u8 = 0xA4;
+/// The protocol version a node speaks on its links: the handshake frames and
+/// every record after them (docs/operations.md "Versions"). Two nodes link
+/// only when they speak the same one. 2: the Welcome carries the version,
+/// the proofs cover it, and `VersionRefused` exists.
+pub const LINK_VERSION: u8 = 2;
 
 /// Who a node says it is on a link (§2 "Authenticated peer RID/node
 /// generation").
@@ -51,6 +63,8 @@ pub enum LinkFrame {
     },
     /// Acceptor → dialer: who I am, my nonce, and proof that I hold the secret.
     Welcome {
+        /// The link protocol version (the acceptor's, equal to the Hello's).
+        version: u8,
         /// The acceptor.
         identity: LinkIdentity,
         /// The acceptor's nonce.
@@ -63,6 +77,32 @@ pub enum LinkFrame {
         /// HMAC over both identities and nonces.
         proof: [u8; PROOF_LEN],
     },
+    /// Acceptor → dialer, instead of a Welcome: the Hello's version is not
+    /// the acceptor's, which closes the link after it. Unauthenticated: it
+    /// only lets the dialer log why (no secret is proved by either side).
+    VersionRefused {
+        /// The version the acceptor speaks.
+        version: u8,
+    },
+}
+
+/// The version byte of a Hello, Welcome or VersionRefused body, read before
+/// the rest is decoded: its place is the same in every version.
+pub fn peek_version(body: &[u8]) -> Option<u8> {
+    match body {
+        [KIND_HELLO | KIND_WELCOME | KIND_VERSION_REFUSED, version, ..] => Some(*version),
+        _ => None,
+    }
+}
+
+/// The identity a Hello body names, decoded from its fixed prefix (kind,
+/// version, identity) whatever follows it: a Hello of another version is
+/// refused naming its node.
+pub fn hello_identity(body: &Bytes, limits: &DecodeLimits) -> Option<LinkIdentity> {
+    if body.first() != Some(&KIND_HELLO) || body.len() < 2 {
+        return None;
+    }
+    Reader::new(body.slice(2..), limits).get().ok()
 }
 
 impl Field for LinkIdentity {
@@ -110,11 +150,13 @@ impl LinkFrame {
                 dst.put_slice(nonce);
             }
             LinkFrame::Welcome {
+                version,
                 identity,
                 nonce,
                 proof,
             } => {
                 dst.put_u8(KIND_WELCOME);
+                dst.put_u8(*version);
                 identity.put(dst);
                 dst.put_slice(nonce);
                 dst.put_slice(proof);
@@ -122,6 +164,10 @@ impl LinkFrame {
             LinkFrame::Proof { proof } => {
                 dst.put_u8(KIND_PROOF);
                 dst.put_slice(proof);
+            }
+            LinkFrame::VersionRefused { version } => {
+                dst.put_u8(KIND_VERSION_REFUSED);
+                dst.put_u8(*version);
             }
         });
     }
@@ -137,6 +183,7 @@ impl LinkFrame {
                 nonce: get_array(&mut r)?,
             },
             KIND_WELCOME => LinkFrame::Welcome {
+                version: r.u8()?,
                 identity: r.get()?,
                 nonce: get_array(&mut r)?,
                 proof: get_array(&mut r)?,
@@ -144,10 +191,21 @@ impl LinkFrame {
             KIND_PROOF => LinkFrame::Proof {
                 proof: get_array(&mut r)?,
             },
+            KIND_VERSION_REFUSED => LinkFrame::VersionRefused { version: r.u8()? },
             other => return Err(WireError::UnknownFrameKind(other)),
         };
         r.finish()?;
         Ok(frame)
+    }
+
+    /// Splits one frame body off a link's receive buffer, undecoded (its
+    /// version is read first: [`peek_version`]); `Ok(None)` while it is
+    /// incomplete.
+    pub fn split_from(
+        buf: &mut BytesMut,
+        limits: &DecodeLimits,
+    ) -> Result<Option<Bytes>, WireError> {
+        codec::split_frame(buf, limits)
     }
 
     /// Splits one frame off a link's receive buffer; `Ok(None)` while it is
@@ -184,6 +242,7 @@ mod tests {
                 nonce: [3; NONCE_LEN],
             },
             LinkFrame::Welcome {
+                version: LINK_VERSION,
                 identity: identity(),
                 nonce: [4; NONCE_LEN],
                 proof: [5; PROOF_LEN],
@@ -191,6 +250,7 @@ mod tests {
             LinkFrame::Proof {
                 proof: [6; PROOF_LEN],
             },
+            LinkFrame::VersionRefused { version: 9 },
         ];
         let limits = DecodeLimits::default();
         for frame in frames {
@@ -202,7 +262,7 @@ mod tests {
                 Some(frame)
             );
             assert!(buf.is_empty());
-            for cut in 4..whole.len() - 1 {
+            for cut in 4..whole.len() {
                 let body = whole.slice(4..cut);
                 assert!(matches!(
                     LinkFrame::decode(body, &limits),
@@ -210,6 +270,30 @@ mod tests {
                 ));
             }
         }
+    }
+
+    #[test]
+    fn the_version_and_a_hellos_identity_are_read_before_the_rest() {
+        let limits = DecodeLimits::default();
+        let mut buf = BytesMut::new();
+        LinkFrame::Hello {
+            version: 200,
+            identity: identity(),
+            nonce: [3; NONCE_LEN],
+        }
+        .encode(&mut buf);
+        // A later version's Hello with more after the identity.
+        buf.extend_from_slice(&[1, 2, 3]);
+        let body = buf.freeze().slice(4..);
+        assert!(LinkFrame::decode(body.clone(), &limits).is_err());
+        assert_eq!(peek_version(&body), Some(200));
+        assert_eq!(hello_identity(&body, &limits), Some(identity()));
+        assert_eq!(peek_version(&[KIND_PROOF, 1]), None);
+        assert_eq!(peek_version(&[KIND_WELCOME]), None);
+        assert_eq!(
+            hello_identity(&Bytes::from_static(&[KIND_HELLO]), &limits),
+            None
+        );
     }
 
     #[test]

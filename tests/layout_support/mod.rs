@@ -354,6 +354,11 @@ fn in_process(
     for &(peer, addr) in peers {
         builder = builder.peer(peer, addr);
     }
+    // Its dialers, the nodes with lower RIDs: a node takes links only from
+    // its peers (docs/threading.md "Node links").
+    for lower in 1..rid {
+        builder = builder.accept_peer(lower);
+    }
     Started::InProcess(Box::new(InProcess {
         node: builder.start().expect("the game node starts"),
         stats,

@@ -30,7 +30,9 @@ pub enum Peers {
     /// In the store's membership (`peers.discover`).
     Discover,
     /// At these link addresses (`peers.static`): the lower RID dials, so a
-    /// node lists the peers of higher RIDs only.
+    /// node lists the peers of higher RIDs with their addresses, and every
+    /// lower RID (its dialers) by rid alone — a node takes links only from
+    /// its peers (docs/threading.md "Node links").
     Static(Vec<(u64, SocketAddr)>),
 }
 
@@ -58,6 +60,7 @@ pub fn config_with_lease(
             let list: Vec<String> = list
                 .iter()
                 .map(|(rid, address)| format!("{{ rid = {rid}, address = \"{address}\" }}"))
+                .chain((1..rid).map(|lower| format!("{{ rid = {lower} }}")))
                 .collect();
             format!("static = [{}]", list.join(", "))
         }

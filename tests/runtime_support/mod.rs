@@ -709,6 +709,14 @@ pub fn start_node<S: LocationStore + 'static>(
     for &(peer, addr) in peers {
         builder = builder.peer(peer, addr);
     }
+    // A node takes links only from its peers (docs/threading.md "Node
+    // links"): a test node expects every lower RID, its dialers, unless the
+    // test configures its meshes and peers itself.
+    if options.configure.is_none() {
+        for lower in (1..rid).filter(|r| peers.iter().all(|&(p, _)| p != *r)) {
+            builder = builder.accept_peer(lower);
+        }
+    }
     if options.discover_peers {
         builder = builder.discover_peers();
     }

@@ -50,6 +50,11 @@ pub fn start_node(
     for &(peer, addr) in peers {
         builder = builder.peer(peer, addr);
     }
+    // The nodes with lower RIDs dial this one: a node takes links only
+    // from its peers (docs/threading.md "Node links").
+    for lower in 1..rid {
+        builder = builder.accept_peer(lower);
+    }
     let node = builder
         .start()
         .map_err(|e| format!("node {rid} did not start: {e}"))?;

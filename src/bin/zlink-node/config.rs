@@ -129,7 +129,9 @@ struct PeersSection {
 #[serde(deny_unknown_fields)]
 struct StaticPeer {
     rid: u64,
-    address: SocketAddr,
+    /// Needed for a peer this node dials (a higher RID); a peer that dials
+    /// this node may be listed by its rid alone.
+    address: Option<SocketAddr>,
 }
 
 #[derive(Deserialize)]
@@ -331,7 +333,7 @@ pub struct Config {
     /// Where `/metrics`, `/healthz` and `/readyz` are served, if anywhere.
     pub metrics: Option<SocketAddr>,
     pub discover: bool,
-    pub peers: Vec<(u64, SocketAddr)>,
+    pub peers: Vec<(u64, Option<SocketAddr>)>,
     pub secret: Option<SecretSource>,
     pub store: StoreKind,
     pub cluster: String,
@@ -354,7 +356,7 @@ pub struct Config {
 pub struct JoinedMesh {
     pub name: String,
     pub secret: SecretSource,
-    pub peers: Vec<(u64, SocketAddr)>,
+    pub peers: Vec<(u64, Option<SocketAddr>)>,
 }
 
 /// Reads and checks the config at `path`.
@@ -617,12 +619,22 @@ fn static_peers(
     peers: &[StaticPeer],
     me: u64,
     key: &str,
-) -> Result<Vec<(u64, SocketAddr)>, ConfigError> {
+) -> Result<Vec<(u64, Option<SocketAddr>)>, ConfigError> {
     peers
         .iter()
         .map(|peer| {
             if peer.rid == me {
                 return Err(bad(key, format!("rid {} is this node's own rid", peer.rid)));
+            }
+            // The lower RID dials: a peer this node dials needs an address.
+            if peer.address.is_none() && peer.rid > me {
+                return Err(bad(
+                    key,
+                    format!(
+                        "rid {} needs an address: this node has the lower rid and dials it",
+                        peer.rid
+                    ),
+                ));
             }
             Ok((peer.rid, peer.address))
         })

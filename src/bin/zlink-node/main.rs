@@ -169,7 +169,10 @@ fn run(config: &Config, stop: &signals::StopSignals, console: bool) -> ExitCode 
         builder = builder.cluster_secret(secret);
     }
     for &(rid, address) in &config.peers {
-        builder = builder.peer(rid, address);
+        builder = match address {
+            Some(address) => builder.peer(rid, address),
+            None => builder.accept_peer(rid),
+        };
     }
     if config.discover {
         builder = builder.discover_peers();
@@ -179,12 +182,17 @@ fn run(config: &Config, stop: &signals::StopSignals, console: bool) -> ExitCode 
             Ok(secret) => secret,
             Err(why) => return refuse(&format!("config error: {why}")),
         };
-        let mesh = joined
-            .peers
-            .iter()
-            .fold(Mesh::new(&joined.name, secret), |mesh, &(rid, address)| {
-                mesh.peer(rid, address)
-            });
+        let mesh =
+            joined
+                .peers
+                .iter()
+                .fold(
+                    Mesh::new(&joined.name, secret),
+                    |mesh, &(rid, address)| match address {
+                        Some(address) => mesh.peer(rid, address),
+                        None => mesh.accept_peer(rid),
+                    },
+                );
         builder = builder.join_mesh(mesh);
     }
     // Served before the node starts (probes.rs): an address in use fails

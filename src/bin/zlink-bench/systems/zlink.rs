@@ -185,6 +185,11 @@ fn start_node(
     for &(rid, addr) in peers {
         builder = builder.peer(rid, addr);
     }
+    // The nodes with lower RIDs dial this one: a node takes links only
+    // from its peers (docs/threading.md "Node links").
+    for lower in 1..rid {
+        builder = builder.accept_peer(lower);
+    }
     builder
         .start()
         .map_err(|e| format!("zlink node {rid} did not start: {e}"))
