@@ -147,7 +147,7 @@ fn core_a_request_without_a_reply_ends_at_its_deadline_never_sooner_and_a_late_r
 }
 
 #[test]
-fn core_a_call_to_a_stale_route_is_refused_typed_or_counted_never_silent() {
+fn core_a3_a_call_to_a_stale_route_is_refused_typed_or_counted_never_silent() {
     let (mut mesh, one, two, b) = two();
     let a = actor_id("a");
     // The target is destroyed; the caller still holds its old route.
@@ -167,7 +167,7 @@ fn core_a_call_to_a_stale_route_is_refused_typed_or_counted_never_silent() {
 }
 
 #[test]
-fn core_one_way_messages_between_two_actors_keep_their_order() {
+fn core_a3_one_way_messages_between_two_actors_keep_their_order() {
     let (mut mesh, one, _, b) = two();
     let a = actor_id("a");
     for n in 0..20u8 {
@@ -179,7 +179,7 @@ fn core_one_way_messages_between_two_actors_keep_their_order() {
 }
 
 #[test]
-fn core_a_request_whose_target_moves_meanwhile_ends_once_at_the_moved_target() {
+fn core_a1_a_request_whose_target_moved_ends_once_at_the_moved_target() {
     let (mut mesh, one, two, b) = two();
     let three = mesh.add_node(3);
     let a = actor_id("a");
@@ -211,7 +211,7 @@ fn core_a_request_whose_target_moves_meanwhile_ends_once_at_the_moved_target() {
 }
 
 #[test]
-fn core_the_outcome_follows_a_caller_that_moved_before_its_reply() {
+fn core_a2_the_outcome_follows_a_caller_that_moved_before_its_reply() {
     let (mut mesh, one, two, b) = two();
     let three = mesh.add_node(3);
     let a = actor_id("a");

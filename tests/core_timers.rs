@@ -105,7 +105,7 @@ fn core_a_tick_due_while_the_previous_one_has_not_run_is_skipped_and_counted() {
 }
 
 #[test]
-fn core_cancel_and_destroy_end_timers_and_a_fenced_owner_fires_none() {
+fn core_t2_cancel_and_destroy_end_timers_and_a_fenced_owner_fires_none() {
     let (mut mesh, node) = one_node();
     let a = actor_id("a");
     let cancelled = mesh
@@ -195,7 +195,7 @@ fn assert_contiguous_and_never_early(mesh: &Mesh, t0: Instant, timer: TimerId) {
 }
 
 #[test]
-fn core_timers_move_with_the_actor_as_time_left_no_tick_lost_doubled_or_early() {
+fn core_t1_timers_move_with_the_actor_as_time_left_no_tick_lost_doubled_or_early() {
     let (mut mesh, source, target, t0, timer) = moving();
     let a = actor_id("a");
     mesh.advance(PERIOD * 3 + Duration::from_millis(20));

@@ -187,7 +187,7 @@ fn since(origin: Instant, at: Instant) -> f64 {
 }
 
 #[test]
-fn store_hang_within_the_lease_keeps_established_relays_flowing() {
+fn o2_store_hang_within_the_lease_keeps_established_relays_flowing() {
     let _alone = one_at_a_time();
     const NODES: u64 = 3;
     const SESSIONS: u64 = 6;
@@ -443,7 +443,7 @@ fn store_hang_within_the_lease_keeps_established_relays_flowing() {
 }
 
 #[test]
-fn restart_straight_after_sigterm_comes_up_at_once() {
+fn o1_restart_straight_after_sigterm_comes_up_at_once() {
     /// Far inside the 10 s lease a start would have to wait out.
     const BOUND: Duration = Duration::from_secs(2);
     let redis = RedisServer::start(Mode::Volatile);

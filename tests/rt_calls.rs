@@ -89,7 +89,7 @@ fn a_request_across_nodes_comes_back_once_as_a_later_message_of_the_caller() {
 }
 
 #[test]
-fn one_way_messages_between_two_actors_keep_their_order_across_nodes() {
+fn a3_one_way_messages_between_two_actors_keep_their_order_across_nodes() {
     let mesh = start_mesh(2, GameOptions::default());
     mesh[0].node.create_actor("player", &id("caller")).unwrap();
     mesh[1].node.create_actor("player", &id("callee")).unwrap();
@@ -117,7 +117,7 @@ fn one_way_messages_between_two_actors_keep_their_order_across_nodes() {
 }
 
 #[test]
-fn requests_made_while_the_target_relocates_each_end_exactly_once() {
+fn a1_requests_made_while_the_target_relocates_each_end_exactly_once() {
     let mesh = start_mesh(3, GameOptions::default());
     mesh[0].node.create_actor("player", &id("caller")).unwrap();
     mesh[1].node.create_actor("player", &id("callee")).unwrap();
@@ -168,7 +168,7 @@ fn requests_made_while_the_target_relocates_each_end_exactly_once() {
 }
 
 #[test]
-fn requests_whose_caller_relocates_before_the_reply_each_end_once_at_the_caller() {
+fn a2_requests_whose_caller_relocates_before_the_reply_each_end_once_at_the_caller() {
     let mesh = start_mesh(3, GameOptions::default());
     mesh[0].node.create_actor("player", &id("caller")).unwrap();
     mesh[1].node.create_actor("player", &id("callee")).unwrap();

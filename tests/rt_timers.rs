@@ -58,7 +58,7 @@ fn ticks_until_marker(client: &mut Client, ticks: &mut Vec<Tick>) {
 }
 
 #[test]
-fn a_repeating_timer_ticks_contiguously_and_never_early_across_50_relocations() {
+fn t1_a_repeating_timer_ticks_contiguously_and_never_early_across_50_relocations() {
     let mesh = start_mesh(3, GameOptions::default());
     mesh[1].node.create_actor("player", &id("ticker")).unwrap();
     let mut client = login(&mesh[0], "ticker");
