@@ -452,12 +452,22 @@ fn o1_restart_straight_after_sigterm_comes_up_at_once() {
     let mut client = session(&mut mesh, "t", 1, 1);
     assert_eq!(step(&mut client, "t").unwrap(), 1);
     let old_generation = mesh.node(1).node_generation;
+    // and a client connected with no binding (its session ends the moment
+    // the drain closes it),
+    let mut bare = Client::connect(mesh.node(1).stream).unwrap();
     // when it stops on SIGTERM and the same RID starts again at once on
     // the same config,
     let (report, status) = mesh.node(1).terminate();
     eprintln!("{report} ({status})");
     assert!(status.success(), "the SIGTERM'd node exited with {status}");
-    drop(client);
+    // (§10) its client was told why before the process ended: the Close
+    // frame was out before the node stopped, not cut off with it.
+    for client in [&mut client, &mut bare] {
+        assert_eq!(
+            client.wait_closed(WAIT).unwrap(),
+            Some(zlink::wire::client::CloseReason::Shutdown)
+        );
+    }
     let started = Instant::now();
     let node = NodeProcess::try_start(1, &mesh.config_path(1)).unwrap_or_else(|failure| {
         panic!(

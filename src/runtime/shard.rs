@@ -105,6 +105,9 @@ pub(crate) struct ShardState {
     me: Peer,
     sessions: HashMap<SessionRid, SessionEntry>,
     conns: HashMap<ConnId, SessionRid>,
+    /// Client connections this shard closed whose last bytes (the Close
+    /// frame) are not out yet.
+    flushing: foldhash::HashSet<ConnId>,
     session_lanes: LaneEngine<SessionLane, SessionWork>,
     /// The Actors hosted here, their lanes and the User Spots whose home
     /// this shard is.
@@ -189,6 +192,7 @@ impl ShardState {
             me,
             sessions: HashMap::new(),
             conns: HashMap::new(),
+            flushing: foldhash::HashSet::default(),
             session_lanes: LaneEngine::new(),
             host: ActorHost::new(),
             moves: Moves::default(),

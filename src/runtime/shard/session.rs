@@ -176,12 +176,20 @@ impl ShardState {
     /// WebSocket a close frame after it), then closes it once what is
     /// queued is sent.
     pub(super) fn close_conn(&mut self, conn: ConnId, reason: CloseReason) {
+        let open = self.reactor.outbound(conn).is_some();
         self.write_frame(conn, &ClientFrame::Close { reason });
         self.ws_close(conn, reason);
         self.reactor.close(conn);
+        // Until its last bytes are out, a drain is not done: a node that
+        // stopped now would cut the Close frame off (found by the
+        // TypeScript client's SIGTERM test). One already gone sends nothing.
+        if open {
+            self.flushing.insert(conn);
+        }
     }
 
     pub(super) fn conn_closed(&mut self, conn: ConnId, cause: CloseCause) {
+        self.flushing.remove(&conn);
         let Some(rid) = self.conns.remove(&conn) else {
             return;
         };
@@ -476,9 +484,12 @@ impl ShardState {
     }
 
     /// Whether no session is left on this shard, its lanes included (a
-    /// drain is done only once every disconnect callback has run, §10).
+    /// drain is done only once every disconnect callback has run, §10), and
+    /// every connection it closed has sent its last bytes (its Close frame).
     pub(super) fn sessions_gone(&self) -> bool {
-        self.core.session_owner().session_count() == 0 && self.session_lanes.lanes_len() == 0
+        self.core.session_owner().session_count() == 0
+            && self.session_lanes.lanes_len() == 0
+            && self.flushing.is_empty()
     }
 }
 
