@@ -34,7 +34,7 @@ use crate::core::timer::TimerKey;
 use crate::core::trace::FlowTrace;
 use crate::error::{Error, Reason};
 use crate::ids::{ActorId, ActorLocation, ActorRef, NodeRid, ObjectGeneration, Peer};
-use crate::ids::{RelocationId, RequestId};
+use crate::ids::{BindingGeneration, RelocationId, RequestId, SessionRef};
 use crate::wire::node::{
     ActorCall, ActorReply, ActorSend, BindTombstone, BoundRoute, BoundSessionBind, NodeRecord,
     RelocationCutover, RelocationDiscard, RelocationFinished, RelocationIngressHold,
@@ -107,8 +107,9 @@ struct Work {
 /// One item of the ingress hold.
 #[derive(Debug)]
 enum Held {
-    /// Admitted work, owing its reply.
-    Work(ActorEvent),
+    /// Admitted work, owing its reply, with the binding (session and
+    /// generation) that sent it when a session did.
+    Work(ActorEvent, Option<(SessionRef, BindingGeneration)>),
     /// A tombstone, already applied here; the target applies it too.
     Tombstone(BindTombstone),
 }
@@ -343,24 +344,55 @@ impl Relocations<'_> {
 
     /// The ingress hold: a 24 is admitted against the source's registry as
     /// usual and kept with its reply owed; a tombstone is applied here and
-    /// kept for the target.
+    /// kept for the target, and the held work of the binding it retires
+    /// ends ([`Self::retire_held`]).
     fn hold(&mut self, from: Peer, record: NodeRecord, held: &mut Vec<Held>) {
         match record {
             NodeRecord::ActorSend(ActorSend::Message(message)) => {
+                let binding = Some((message.tail.session, message.tail.binding));
                 if let Some(event) = self.actors().admit_to_event(from, message) {
-                    held.push(Held::Work(event));
+                    held.push(Held::Work(event, binding));
                 }
             }
             NodeRecord::BoundSessionBind(BoundSessionBind::Tombstone(tombstone)) => {
+                self.retire_held(held, &tombstone);
                 self.actors().on_tombstone(tombstone.clone());
                 held.push(Held::Tombstone(tombstone));
             }
             NodeRecord::ActorCall(call) => {
                 if let Some(event) = self.actors().admit_call_to_event(from, call) {
-                    held.push(Held::Work(event));
+                    held.push(Held::Work(event, None));
                 }
             }
             other => self.actors().handle_record(from, other),
+        }
+    }
+
+    /// A tombstone reached the ingress hold: the binding it names is over
+    /// (§6, §7), so the work of that binding still held — never given to
+    /// the Actor — ends here (a request with `StaleBinding`, a one-way
+    /// message counted, a disconnect notice with its error: the session
+    /// owner, which sent the tombstone, gave up waiting for it, §7) instead
+    /// of running later for a retired binding. Found by the simulator
+    /// (seed 5901): a seal-timeout notice (X22) held at a source whose abort
+    /// waited on a down store timed out, and the messages held before it
+    /// ran at the reopen.
+    fn retire_held(&mut self, held: &mut Vec<Held>, tombstone: &BindTombstone) {
+        let retired = |h: &Held| {
+            matches!(h, Held::Work(_, Some((session, binding)))
+                if *session == tombstone.session && *binding == tombstone.binding)
+        };
+        if !held.iter().any(retired) {
+            return;
+        }
+        let (gone, kept): (Vec<Held>, Vec<Held>) =
+            std::mem::take(held).into_iter().partition(retired);
+        *held = kept;
+        for item in gone {
+            if let Held::Work(event, _) = item {
+                self.fx.trace(FlowTrace::HeldMessageDropped);
+                self.refuse_event(event, Reason::StaleBinding.into());
+            }
         }
     }
 
@@ -817,7 +849,7 @@ impl Relocations<'_> {
                 }
             }
             for held in work.held {
-                if let Held::Work(event) = held {
+                if let Held::Work(event, _) = held {
                     self.fx.actor_event(event);
                 }
             }
@@ -853,7 +885,7 @@ impl Relocations<'_> {
         let mut proxies = Vec::new();
         for held in work.held {
             let item = match held {
-                Held::Work(event) => match self.event_to_saved(target, &event, &mut proxies) {
+                Held::Work(event, _) => match self.event_to_saved(target, &event, &mut proxies) {
                     Ok(item) => item,
                     Err(error) => {
                         self.refuse_event(event, error);
@@ -906,7 +938,7 @@ impl Relocations<'_> {
         }
         let error = Error::new(Reason::StaleAuthority);
         let held = work.held.into_iter().filter_map(|h| match h {
-            Held::Work(event) => Some(event),
+            Held::Work(event, _) => Some(event),
             Held::Tombstone(_) => None,
         });
         for event in work.saved.into_iter().chain(held) {
@@ -1012,7 +1044,7 @@ impl Relocations<'_> {
         match &mut coordinator.phase {
             Phase::Handed { .. } => self.refuse_event(event, Reason::RelocationSealed.into()),
             phase => match phase.held_mut() {
-                Some(held) if held.len() < max => held.push(Held::Work(event)),
+                Some(held) if held.len() < max => held.push(Held::Work(event, None)),
                 _ => self.refuse_event(event, Reason::QueueFull.into()),
             },
         }
@@ -1035,6 +1067,7 @@ impl Relocations<'_> {
             }
             phase => match phase.held_mut() {
                 Some(held) if held.len() < max => {
+                    self.retire_held(held, &tombstone);
                     self.actors().on_tombstone(tombstone.clone());
                     held.push(Held::Tombstone(tombstone));
                 }
