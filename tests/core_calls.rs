@@ -63,6 +63,17 @@ fn calls_to(mesh: &Mesh, actor: &str) -> Vec<(NodeRid, String, Bytes)> {
         .collect()
 }
 
+/// The reply the one call `node`'s Actor was given is owed under.
+fn the_call_ticket(mesh: &Mesh, node: NodeRid) -> zlink::core::actor::ReplyTicket {
+    match &mesh.node(node).actor_events[..] {
+        [ActorEvent::Call {
+            reply: Some(ticket),
+            ..
+        }] => *ticket,
+        other => panic!("one call at {node:?}, got {other:?}"),
+    }
+}
+
 /// Node 1 hosts the caller "a", node 2 the target "b".
 fn two() -> (Mesh, NodeRid, NodeRid, ActorRef) {
     let mut mesh = mesh();
@@ -132,13 +143,7 @@ fn core_a_request_without_a_reply_ends_at_its_deadline_never_sooner_and_a_late_r
     );
     assert!(mesh.now() >= sent_at + DEADLINE);
     // The target answers late: dropped and counted, never a second outcome.
-    let ticket = match &mesh.node(two).actor_events[..] {
-        [ActorEvent::Call {
-            reply: Some(ticket),
-            ..
-        }] => *ticket,
-        other => panic!("{other:?}"),
-    };
+    let ticket = the_call_ticket(&mesh, two);
     mesh.actors(two)
         .reply(ticket, Ok(Bytes::from_static(b"late")));
     mesh.run();
@@ -230,13 +235,7 @@ fn core_a2_the_outcome_follows_a_caller_that_moved_before_its_reply() {
         .actor_ref(&a)
         .is_some());
     // The target answers now.
-    let ticket = match &mesh.node(two).actor_events[..] {
-        [ActorEvent::Call {
-            reply: Some(ticket),
-            ..
-        }] => *ticket,
-        other => panic!("{other:?}"),
-    };
+    let ticket = the_call_ticket(&mesh, two);
     mesh.actors(two)
         .reply(ticket, Ok(Bytes::from_static(b"answer")));
     mesh.run();

@@ -4,9 +4,12 @@
 //! deadline and the §6 admission of a 51 to a full link. Virtual time: each
 //! fires at its deadline, never a microsecond sooner.
 
+mod common;
+
 use std::time::Duration;
 
 use bytes::Bytes;
+use common::replaced_notice;
 use zlink::core::actor::ActorOwnerIdentity;
 use zlink::core::session::{SessionEvent, SessionOwnerConfig, SessionOwnerIdentity};
 use zlink::core::shard::{ShardConfig, ShardCore};
@@ -15,12 +18,12 @@ use zlink::core::trace::FlowTrace;
 use zlink::core::{CoreEvent, Transmit};
 use zlink::error::Reason;
 use zlink::ids::{
-    ActorLocation, ActorRef, AuthorityOwnerGeneration, BindingGeneration, MeshName, NodeGeneration,
-    NodeRid, ObjectGeneration, OwnerLeaseGeneration, SessionOwnerId, SessionRef, SessionRid,
+    ActorLocation, ActorRef, AuthorityOwnerGeneration, MeshName, NodeGeneration, NodeRid,
+    ObjectGeneration, OwnerLeaseGeneration, SessionOwnerId, SessionRid,
 };
 use zlink::sim::actor_id;
 use zlink::wire::client::CloseReason;
-use zlink::wire::node::{AuthorityFence, BoundSessionReplaced, NodeRecord};
+use zlink::wire::node::NodeRecord;
 
 const FRAME_DEADLINE: Duration = Duration::from_millis(10_000);
 const SEND_TIMEOUT: Duration = Duration::from_millis(3_000);
@@ -142,46 +145,28 @@ fn core_drain_refuses_binds_at_once_and_closes_every_session_at_its_deadline_nev
     );
 }
 
-fn replaced_notice(to: u64) -> Transmit {
-    Transmit {
-        to: NodeRid(to),
-        lifecycle: None,
-        record: NodeRecord::BoundSessionReplaced(BoundSessionReplaced {
-            fence: AuthorityFence {
-                actor: actor_id("a"),
-                object_generation: ObjectGeneration(1),
-                owner: NodeRid(1),
-                node_generation: NodeGeneration(1),
-                authority: AuthorityOwnerGeneration(1),
-            },
-            previous: SessionRef {
-                owner: NodeRid(to),
-                lifecycle: NodeGeneration(1),
-                owner_id: SessionOwnerId(0),
-                session: SessionRid(1),
-            },
-            previous_lease: OwnerLeaseGeneration(1),
-            retired: BindingGeneration(1),
-        }),
-    }
-}
-
 #[test]
 fn core_a_51_waiting_for_a_full_link_ends_on_the_wheel_at_the_send_timeout_never_sooner() {
     let mut core = shard();
     let t0 = Instant::from_millis(2_000);
     // A link with room takes the 51 at once; a full one keeps it.
-    assert!(core.offer_transmit(t0, replaced_notice(2), false).is_some());
-    assert!(core.offer_transmit(t0, replaced_notice(3), true).is_none());
+    assert!(core
+        .offer_transmit(t0, replaced_notice(2, 1), false)
+        .is_some());
+    assert!(core
+        .offer_transmit(t0, replaced_notice(3, 1), true)
+        .is_none());
     // Its send timeout is the core's next deadline: the loop waits on the
     // wheel, with nothing to poll.
     assert_eq!(core.poll_timeout(), Some(t0 + SEND_TIMEOUT));
     // Another full link's 51, admitted before its timeout, goes out once.
     let t1 = t0 + Duration::from_millis(10);
-    assert!(core.offer_transmit(t1, replaced_notice(4), true).is_none());
+    assert!(core
+        .offer_transmit(t1, replaced_notice(4, 1), true)
+        .is_none());
     assert_eq!(
         core.admit_waiting(|peer| peer == NodeRid(4)),
-        vec![replaced_notice(4)]
+        vec![replaced_notice(4, 1)]
     );
 
     core.handle_timeout(t0 + (SEND_TIMEOUT - JUST));
@@ -203,7 +188,7 @@ fn core_a_51_waiting_for_a_full_link_ends_on_the_wheel_at_the_send_timeout_never
                 outcome: Ok(Bytes::new()),
             },
         )),
-        ..replaced_notice(3)
+        ..replaced_notice(3, 1)
     };
     assert_eq!(
         core.offer_transmit(t1 + SEND_TIMEOUT, relay.clone(), true),

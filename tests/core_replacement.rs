@@ -688,35 +688,6 @@ fn core_x15_closing_replaced_session_cleans_others_once_never_the_new_binding() 
     assert!(pushes(&mesh, node, s1).is_empty());
 }
 
-/// A 51 from the owner (2) to the previous session owner `to`.
-fn replaced_notice(to: u64, retired: u64) -> zlink::core::Transmit {
-    use zlink::ids::{
-        AuthorityOwnerGeneration, ObjectGeneration, OwnerLeaseGeneration, SessionRef,
-    };
-    use zlink::wire::node::{AuthorityFence, BoundSessionReplaced};
-    zlink::core::Transmit {
-        to: NodeRid(to),
-        lifecycle: None,
-        record: NodeRecord::BoundSessionReplaced(BoundSessionReplaced {
-            fence: AuthorityFence {
-                actor: actor_id("a"),
-                object_generation: ObjectGeneration(1),
-                owner: NodeRid(2),
-                node_generation: NodeGeneration(1),
-                authority: AuthorityOwnerGeneration(1),
-            },
-            previous: SessionRef {
-                owner: NodeRid(to),
-                lifecycle: NodeGeneration(1),
-                owner_id: SessionOwnerId(0),
-                session: SessionRid(1),
-            },
-            previous_lease: OwnerLeaseGeneration(1),
-            retired: BindingGeneration(retired),
-        }),
-    }
-}
-
 #[test]
 fn core_51_waits_for_admission_to_a_full_link_until_the_send_timeout_never_sooner() {
     use zlink::core::admission::LinkAdmission;

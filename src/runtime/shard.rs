@@ -196,7 +196,7 @@ impl ShardState {
             session_lanes: LaneEngine::new(),
             host: ActorHost::new(),
             moves: Moves::default(),
-            routes: calls::Routes::new(),
+            routes: calls::Routes::default(),
             lane_sessions: HashMap::new(),
             running_turns: HashMap::new(),
             lifecycle_deadlines,
@@ -293,17 +293,8 @@ impl ShardState {
             let frame = match ClientFrame::decode_from(inbound, &limits) {
                 Ok(Some(frame)) => frame,
                 Ok(None) => {
-                    // A frame begun and not whole must be whole within the
-                    // client frame deadline (a slow writer is closed then).
                     let begun = !inbound.is_empty();
-                    let now = self.now();
-                    let mut sessions = self.core.sessions(now);
-                    if begun {
-                        sessions.frame_begun(rid);
-                    } else {
-                        sessions.frame_whole(rid);
-                    }
-                    return;
+                    return self.frame_pending(rid, begun);
                 }
                 Err(error) => {
                     tracing::debug!(?rid, %error, "malformed client frame");

@@ -229,3 +229,34 @@ pub fn advance_to(mesh: &mut Mesh, at: Instant) {
     assert!(at >= now, "cannot go back from {now:?} to {at:?}");
     mesh.advance(at - now);
 }
+
+/// A 51 for "a" from its owner (node 2) to the previous session owner
+/// `to`, retiring binding generation `retired`.
+pub fn replaced_notice(to: u64, retired: u64) -> zlink::core::Transmit {
+    use zlink::ids::{
+        AuthorityOwnerGeneration, BindingGeneration, NodeGeneration, ObjectGeneration,
+        OwnerLeaseGeneration, SessionOwnerId, SessionRef, SessionRid,
+    };
+    use zlink::wire::node::{AuthorityFence, BoundSessionReplaced};
+    zlink::core::Transmit {
+        to: NodeRid(to),
+        lifecycle: None,
+        record: NodeRecord::BoundSessionReplaced(BoundSessionReplaced {
+            fence: AuthorityFence {
+                actor: actor_id("a"),
+                object_generation: ObjectGeneration(1),
+                owner: NodeRid(2),
+                node_generation: NodeGeneration(1),
+                authority: AuthorityOwnerGeneration(1),
+            },
+            previous: SessionRef {
+                owner: NodeRid(to),
+                lifecycle: NodeGeneration(1),
+                owner_id: SessionOwnerId(0),
+                session: SessionRid(1),
+            },
+            previous_lease: OwnerLeaseGeneration(1),
+            retired: BindingGeneration(retired),
+        }),
+    }
+}

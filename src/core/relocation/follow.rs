@@ -24,8 +24,8 @@ use super::{Origin, RelocationTimer, Relocations};
 use crate::core::timer::TimerKey;
 use crate::core::trace::FlowTrace;
 use crate::error::Reason;
-use crate::ids::{ActorId, ObjectGeneration, Peer};
-use crate::wire::node::{ActorSend, BoundRoute, BoundSessionBind, NodeRecord};
+use crate::ids::{ActorId, NodeRid, ObjectGeneration, Peer};
+use crate::wire::node::{ActorSend, BoundRoute, BoundSessionBind, NodeRecord, RequestHeader};
 
 /// Where a moved incarnation went.
 #[derive(Debug)]
@@ -222,17 +222,10 @@ impl Relocations<'_> {
             NodeRecord::ActorSend(ActorSend::Message(mut message)) => {
                 message.authority = route.authority;
                 message.lease = route.lease;
-                if let Some(header) = message.request {
-                    let origin = Origin::Relay {
-                        to: from,
-                        request: header.id,
-                    };
-                    let Some(proxied) = self.proxy(route.owner, origin, header.budget) else {
-                        let record = NodeRecord::ActorSend(ActorSend::Message(message));
-                        self.refuse(from, record, Reason::QueueFull.into());
-                        return None;
-                    };
-                    message.request = Some(proxied);
+                if !self.proxy_request(from, route.owner, &mut message.request) {
+                    let record = NodeRecord::ActorSend(ActorSend::Message(message));
+                    self.refuse(from, record, Reason::QueueFull.into());
+                    return None;
                 }
                 NodeRecord::ActorSend(ActorSend::Message(message))
             }
@@ -256,16 +249,9 @@ impl Relocations<'_> {
             NodeRecord::ActorCall(mut call) => {
                 call.authority = route.authority;
                 call.lease = route.lease;
-                if let Some(header) = call.request {
-                    let origin = Origin::Relay {
-                        to: from,
-                        request: header.id,
-                    };
-                    let Some(proxied) = self.proxy(route.owner, origin, header.budget) else {
-                        self.refuse(from, NodeRecord::ActorCall(call), Reason::QueueFull.into());
-                        return None;
-                    };
-                    call.request = Some(proxied);
+                if !self.proxy_request(from, route.owner, &mut call.request) {
+                    self.refuse(from, NodeRecord::ActorCall(call), Reason::QueueFull.into());
+                    return None;
                 }
                 NodeRecord::ActorCall(call)
             }
@@ -274,5 +260,30 @@ impl Relocations<'_> {
         self.fx.trace(FlowTrace::MessageFollowed);
         self.fx.send(route.owner, forwarded);
         None
+    }
+
+    /// A followed request (a 24 or 70) travels on under a proxy id of this
+    /// node's, so that its reply comes back through here to its sender
+    /// (`Origin::Relay`); `false` when the proxy table is full.
+    fn proxy_request(
+        &mut self,
+        from: Peer,
+        owner: NodeRid,
+        request: &mut Option<RequestHeader>,
+    ) -> bool {
+        let Some(header) = *request else {
+            return true;
+        };
+        let origin = Origin::Relay {
+            to: from,
+            request: header.id,
+        };
+        match self.proxy(owner, origin, header.budget) {
+            Some(proxied) => {
+                *request = Some(proxied);
+                true
+            }
+            None => false,
+        }
     }
 }

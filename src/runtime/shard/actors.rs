@@ -749,15 +749,9 @@ impl ShardState {
                 };
                 let outcome = instance.handle(&mut ctx, message);
                 if let Some(ticket) = reply {
-                    let outcome = match outcome.unwrap_or_else(|| Ok(Bytes::new())) {
-                        // It could not reach the client as a frame
-                        // (docs/wire.md "Limits"): the request ends typed.
-                        Ok(payload) if !ClientFrame::payload_fits(true, payload.len(), &limits) => {
-                            Err(Reason::MessageTooLarge.into())
-                        }
-                        outcome => outcome,
-                    };
-                    self.core.actors(now).reply(ticket, outcome);
+                    self.core
+                        .actors(now)
+                        .reply(ticket, reply_of(outcome, &limits));
                 }
             }
             ActorEvent::Bound { .. } => instance.on_bound(&mut ctx),
@@ -781,8 +775,9 @@ impl ShardState {
                 };
                 let outcome = instance.handle(&mut ctx, message);
                 if let Some(ticket) = reply {
-                    let outcome = outcome.unwrap_or_else(|| Ok(Bytes::new()));
-                    self.core.actors(now).reply(ticket, outcome);
+                    self.core
+                        .actors(now)
+                        .reply(ticket, reply_of(outcome, &limits));
                 }
             }
             ActorEvent::CallOutcome { call, outcome, .. } => {
@@ -797,6 +792,19 @@ impl ShardState {
         if let Some(hosted) = self.host.actors.get_mut(&actor) {
             hosted.instance = Some(instance);
         }
+    }
+}
+
+/// The terminal of a request a handler answered: `None` is an empty reply;
+/// a reply that could not reach a client as a frame ends the request typed
+/// (`MessageTooLarge`, docs/wire.md "Limits") — a session's reply goes to
+/// its client, and an Actor's may be relayed on to one (docs/actors.md).
+fn reply_of(outcome: Option<Result<Bytes, Error>>, limits: &DecodeLimits) -> Result<Bytes, Error> {
+    match outcome.unwrap_or_else(|| Ok(Bytes::new())) {
+        Ok(payload) if !ClientFrame::payload_fits(true, payload.len(), limits) => {
+            Err(Reason::MessageTooLarge.into())
+        }
+        outcome => outcome,
     }
 }
 
@@ -816,14 +824,9 @@ struct TurnContext<'a> {
 }
 
 impl TurnContext<'_> {
-    /// A message to another Actor that a link record can carry, or
-    /// `MessageTooLarge`: as big as a client frame's payload may be, so
-    /// that a reply relayed on to a client fits too (docs/wire.md "Limits").
-    fn fits_link(&self, payload: &Bytes) -> Result<(), Error> {
-        self.fits(payload)
-    }
-
-    /// A push payload that fits a client frame, or `MessageTooLarge`.
+    /// A payload that fits a client frame, or `MessageTooLarge`: a push, or
+    /// a message to another Actor (one a client could not be given is
+    /// refused at its sender, docs/actors.md).
     fn fits(&self, payload: &Bytes) -> Result<(), Error> {
         if ClientFrame::payload_fits(false, payload.len(), &self.limits) {
             Ok(())
@@ -883,7 +886,7 @@ impl ActorContext for TurnContext<'_> {
     }
 
     fn send(&mut self, to: &ActorId, key: PacketKey, payload: Bytes) -> Result<(), Error> {
-        self.fits_link(&payload)?;
+        self.fits(&payload)?;
         self.routes.outgoing.push(super::calls::Outgoing {
             from: self.actor.clone(),
             to: to.clone(),
@@ -901,7 +904,7 @@ impl ActorContext for TurnContext<'_> {
         payload: Bytes,
         deadline: Duration,
     ) -> Result<CallId, Error> {
-        self.fits_link(&payload)?;
+        self.fits(&payload)?;
         let call = self.core.actors(self.now).call_id(self.actor)?;
         self.routes.outgoing.push(super::calls::Outgoing {
             from: self.actor.clone(),

@@ -20,7 +20,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use foldhash::{HashMap, HashMapExt};
+use foldhash::HashMap;
 
 use super::ShardState;
 use crate::core::time::Instant;
@@ -59,15 +59,6 @@ pub(super) struct Routes {
 }
 
 impl Routes {
-    pub(super) fn new() -> Self {
-        Self {
-            cached: HashMap::new(),
-            resolving: HashMap::new(),
-            targets: HashMap::new(),
-            ..Self::default()
-        }
-    }
-
     /// The peer `peer`'s link went down: no route to it is used again.
     pub(super) fn forget_peer(&mut self, peer: NodeRid) {
         self.cached

@@ -188,6 +188,19 @@ impl ShardState {
         }
     }
 
+    /// The session's input ends with a frame `begun` and not yet whole (or
+    /// with none): a begun frame must be whole within the client frame
+    /// deadline, the core's (a slow writer is closed then).
+    pub(super) fn frame_pending(&mut self, rid: SessionRid, begun: bool) {
+        let now = self.now();
+        let mut sessions = self.core.sessions(now);
+        if begun {
+            sessions.frame_begun(rid);
+        } else {
+            sessions.frame_whole(rid);
+        }
+    }
+
     pub(super) fn conn_closed(&mut self, conn: ConnId, cause: CloseCause) {
         self.flushing.remove(&conn);
         let Some(rid) = self.conns.remove(&conn) else {

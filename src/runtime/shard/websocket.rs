@@ -94,18 +94,8 @@ impl ShardState {
                         return self.close_with(rid, conn, CloseReason::ProtocolError);
                     }
                 },
-                WsRead::Pending { begun } => {
-                    // A message begun and not whole must be whole within the
-                    // client frame deadline, as a partial TCP frame.
-                    let now = self.now();
-                    let mut sessions = self.core.sessions(now);
-                    if begun {
-                        sessions.frame_begun(rid);
-                    } else {
-                        sessions.frame_whole(rid);
-                    }
-                    return;
-                }
+                // A message begun and not whole is a partial TCP frame.
+                WsRead::Pending { begun } => return self.frame_pending(rid, begun),
                 WsRead::Closed => {
                     // The client closed: its close frame is answered (in the
                     // output), then the connection ends as a TCP one does
