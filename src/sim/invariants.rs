@@ -55,6 +55,11 @@ pub fn push_payload(id: u64) -> Bytes {
     tagged(b'p', id)
 }
 
+/// The payload of the schedule's message `id` from one Actor to another.
+pub fn call_payload(id: u64) -> Bytes {
+    tagged(b'c', id)
+}
+
 fn tagged(tag: u8, id: u64) -> Bytes {
     let mut bytes = Vec::with_capacity(9);
     bytes.push(tag);
@@ -137,6 +142,8 @@ pub struct Tally {
     pub moves_failed: u64,
     /// Timer ticks an Actor's lane ran.
     pub ticks: u64,
+    /// Messages between Actors their targets ran.
+    pub calls: u64,
 }
 
 impl std::ops::AddAssign for Tally {
@@ -144,6 +151,7 @@ impl std::ops::AddAssign for Tally {
         self.binds += other.binds;
         self.binds_refused += other.binds_refused;
         self.ticks += other.ticks;
+        self.calls += other.calls;
         self.replies += other.replies;
         self.errors += other.errors;
         self.pushes += other.pushes;
@@ -172,6 +180,12 @@ pub struct Checker {
     timer_ticks: HashMap<(ActorId, Option<ObjectGeneration>, TimerId), u64>,
     /// The Actors each node lifecycle has captured for a move.
     captured: HashSet<((NodeRid, NodeGeneration), ActorId)>,
+    /// How many times each message between Actors ran at its target.
+    calls_ran: HashMap<u64, u32>,
+    /// How many outcomes each request between Actors got at its caller.
+    call_outcomes: HashMap<u64, u32>,
+    /// The requests between Actors the schedule made.
+    calls_made: HashSet<u64>,
     /// Sessions closed by a seal timeout, with the journal position.
     seal_timed_out: HashMap<SessionRef, usize>,
     /// Relocations whose source sent the cutover (63): relay-ready was
@@ -197,6 +211,9 @@ impl Checker {
             bindings: HashMap::new(),
             timer_ticks: HashMap::new(),
             captured: HashSet::new(),
+            calls_ran: HashMap::new(),
+            call_outcomes: HashMap::new(),
+            calls_made: HashSet::new(),
             seal_timed_out: HashMap::new(),
             cut_over: HashSet::new(),
             closed: HashSet::new(),
@@ -264,8 +281,42 @@ impl Checker {
                     self.fail("disconnect_callback_at_most_once", "§7", detail);
                 }
             }
-            // Messages between Actors are not sent by the schedule yet.
-            ActorEvent::Call { .. } | ActorEvent::CallOutcome { .. } => {}
+            ActorEvent::Call { payload, .. } => {
+                let Some(id) = untag(b'c', payload) else {
+                    let detail = format!("an Actor was given a call no Actor made: {payload:?}");
+                    return self.fail("nothing_invented", "§12", detail);
+                };
+                self.tally.calls += 1;
+                let ran = self.calls_ran.entry(id).or_default();
+                *ran += 1;
+                if *ran > 1 {
+                    let detail = format!("message {id} between Actors ran {ran} times");
+                    self.fail("call_processed_at_most_once", "docs/actors.md", detail);
+                }
+            }
+            ActorEvent::CallOutcome { call, outcome, .. } => {
+                let id = call.0;
+                if !self.calls_made.contains(&id) {
+                    let detail = format!("an outcome of a request no Actor made: {id}");
+                    return self.fail("nothing_invented", "§12", detail);
+                }
+                let ended = self.call_outcomes.entry(id).or_default();
+                *ended += 1;
+                if *ended > 1 {
+                    let detail = format!("request {id} between Actors ended {ended} times");
+                    return self.fail("call_ends_once", "docs/actors.md, §12", detail);
+                }
+                // A reply is the callee's answer to its one processing.
+                if let Ok(reply) = outcome {
+                    let processed = self.calls_ran.get(&id).copied().unwrap_or(0);
+                    if untag(b'c', reply) != Some(id) || processed != 1 {
+                        let detail = format!(
+                            "request {id} replied {reply:?} after {processed} processings"
+                        );
+                        self.fail("call_success_means_processed_once", "§12", detail);
+                    }
+                }
+            }
             ActorEvent::Timer { actor, timer, tick } => {
                 self.tally.ticks += 1;
                 // Each incarnation numbers its own timers.
@@ -382,6 +433,11 @@ impl Checker {
             )
             | CoreEvent::Relocation(_) => {}
         }
+    }
+
+    /// The schedule made request `id` of another Actor.
+    pub fn call_made(&mut self, id: u64) {
+        self.calls_made.insert(id);
     }
 
     /// §8.1: from its capture until the move aborts (Reopen) or it leaves

@@ -22,13 +22,15 @@ use std::time::Duration;
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::invariants::{message_payload, push_payload, Checker, SentMessage, Tally, Violation};
+use super::invariants::{
+    call_payload, message_payload, push_payload, Checker, SentMessage, Tally, Violation,
+};
 use super::{ActorBehavior, Journal, Mesh, RestoreBehavior, StoreBehavior};
 use crate::core::relocation::RelocationConfig;
 use crate::core::session::{BindStart, SessionOwnerConfig};
 use crate::core::time::Instant;
 use crate::error::{Error, Reason};
-use crate::ids::{ActorId, ActorRef, Correlation, NodeRid, PacketKey, SessionRid};
+use crate::ids::{ActorId, ActorRef, CallId, Correlation, NodeRid, PacketKey, SessionRid};
 use crate::store::LocationStore;
 
 /// The size of one simulated run.
@@ -96,6 +98,14 @@ pub enum Action {
     Push { actor: ActorId, id: u64 },
     /// An Actor is destroyed at its owner.
     Destroy { actor: ActorId, node: NodeRid },
+    /// An Actor sends a message to another Actor (`request`: and waits for
+    /// its outcome), over the route the store has now.
+    Call {
+        from: ActorId,
+        to: ActorId,
+        request: bool,
+        id: u64,
+    },
     /// An Actor sets a timer at its owner: one-shot, or repeating with
     /// `period` (docs/actors.md "Timers").
     SetTimer {
@@ -447,8 +457,9 @@ impl World {
             600..=619 => self.choose_notify(),
             620..=659 => self.choose_callback(),
             660..=719 => self.choose_push(),
-            720..=729 => self.choose_destroy(),
-            730..=734 => self.choose_timer(),
+            720..=727 => self.choose_destroy(),
+            728..=729 => self.choose_timer(),
+            730..=734 => self.choose_call(),
             735..=804 => self.choose_relocate(),
             805..=904 => self.choose_lane(),
             905..=964 => Some(self.choose_advance()),
@@ -554,6 +565,19 @@ impl World {
             .iter()
             .any(|&n| self.mesh.node(n).core().relocation().is_arriving(&actor));
         (!arriving).then_some(Action::Destroy { actor, node })
+    }
+
+    fn choose_call(&mut self) -> Option<Action> {
+        let from = self.pick(&self.actors.clone())?;
+        self.hosted(&from)?;
+        let to = self.pick(&self.actors.clone())?;
+        self.next_id += 1;
+        Some(Action::Call {
+            from,
+            to,
+            request: self.below(3) != 0,
+            id: self.next_id,
+        })
     }
 
     fn choose_timer(&mut self) -> Option<Action> {
@@ -691,6 +715,37 @@ impl World {
             }
             Action::Destroy { actor, node } => {
                 let _ = self.mesh.destroy(*node, actor);
+            }
+            Action::Call {
+                from,
+                to,
+                request,
+                id,
+            } => {
+                let Some(node) = self.hosted(from) else {
+                    return;
+                };
+                let Ok(Some(row)) = self.mesh.store().lookup(to) else {
+                    return;
+                };
+                let route = row.actor_ref();
+                let mut actors = self.mesh.actors(node);
+                if !*request {
+                    actors.send(from, &route, PacketKey(3), call_payload(*id));
+                    return;
+                }
+                let deadline = Duration::from_secs(2);
+                let made = actors.request(
+                    from,
+                    &route,
+                    PacketKey(3),
+                    call_payload(*id),
+                    CallId(*id),
+                    deadline,
+                );
+                if made.is_ok() {
+                    self.checker.borrow_mut().call_made(*id);
+                }
             }
             Action::SetTimer {
                 actor,
