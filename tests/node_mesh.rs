@@ -1,6 +1,8 @@
 //! Three `zlink-node` processes on one real Redis (issue 6 item 4): the
 //! lobby game driven by blocking clients over loopback — kill -9 of an
-//! Actor owner node under load, and a restart of a node with the same RID.
+//! Actor owner node under load, and a restart of a node with the same RID;
+//! and two processes, for kill -9 of a move's target mid-prepare (L5,
+//! issue 20).
 //! The contract items across nodes (R2, P1, S3, L1, L2) run on this layout
 //! too, in tests/mesh_contract.rs. A Redis that is missing is a clear
 //! failure (redis_support).
@@ -8,13 +10,17 @@
 mod node_support;
 mod redis_support;
 
+use std::net::SocketAddr;
 use std::sync::mpsc::channel;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use node_support::*;
 use redis_support::{Mode, RedisServer};
 use zlink::client::{Client, ClientError, ClientEvent};
-use zlink::error::Error;
+use zlink::error::{Error, Reason};
+use zlink::ids::{ActorId, NodeRid};
+use zlink::store::{LocationStore, MonotonicClock, RedisStore, RedisStoreConfig};
 
 /// Three nodes on `redis`, each linked to the two others.
 struct Mesh {
@@ -304,4 +310,129 @@ fn mesh3_a_restarted_node_gets_a_new_generation_and_its_old_lifecycle_is_refused
     assert_eq!(count(&r2, "moves"), 0, "{r2}");
     assert!(count(&r1, "peer_lease_lapsed") >= 1, "{r1}");
     assert!(count(&r3, "peer_lease_lapsed") >= 1, "{r3}");
+}
+
+/// Waits (bounded by [`WAIT`]) until the sample `series` of the node's
+/// `/metrics` at `address` reads `value`; fails at once if `ended` says
+/// the operation the test waits inside is over.
+fn wait_sample(address: SocketAddr, series: &str, value: f64, ended: impl Fn() -> bool) {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let now = sample(&scrape_at(address), series);
+        if now == value {
+            return;
+        }
+        assert!(
+            !ended(),
+            "{series} reads {now}, not {value}, and the move ended"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "{series} reads {now}, not {value}, after {WAIT:?}"
+        );
+        std::thread::yield_now();
+    }
+}
+
+/// L5 over real processes (issue 20, "a dropped link ends its moves at
+/// once"; §8.1, docs/relocation.md "Abort before relay-ready is accepted"):
+/// node 1 moves player p, with state, to node 2, which is frozen (SIGSTOP)
+/// so that its link stays open but the prepare (60) gets no 61; once node 1
+/// counted the 60 sent (`relocation_prepare_sent`, read from its
+/// `/metrics`) and holds a MOVE the session sent under the seal (its
+/// pending requests read 1), node 2 is killed (SIGKILL) and its link drops.
+/// The coordinator must then abort at once — the durable abort in Redis,
+/// then the 44 abort — rather than at its 1,500 ms prepare deadline: the
+/// move ends `Unavailable` (PeerUnreachable), not `DeadlineExceeded`, and
+/// within a second of the kill (the issue's figure is 100 ms plus one store
+/// round trip; the printed time is measured, not judged). The held MOVE is
+/// answered from node 1 with the player's state (x continues), over the
+/// connection it came on, and the store's row is the one before the move.
+#[test]
+fn l5_a_target_killed_mid_prepare_aborts_the_move_at_once_and_held_messages_go_to_the_source() {
+    let cluster = "kill-mid-prepare";
+    let redis = RedisServer::start(Mode::Volatile);
+    let dir = temp_dir(cluster);
+    let source_config = with_metrics(&config(1, &redis.url(), cluster, &Peers::Discover));
+    let source_config = write_config(&dir, "node-1.toml", &source_config);
+    let target_config = config(2, &redis.url(), cluster, &Peers::Discover);
+    let target_config = write_config(&dir, "node-2.toml", &target_config);
+    let mut source = NodeProcess::start(1, &source_config);
+    let mut target = NodeProcess::start(2, &target_config);
+    source.wait_linked(2);
+    target.wait_linked(1);
+    let metrics = source.metrics.expect("node 1 serves listen.metrics");
+    let prepare_sent =
+        r#"zlink_flow_events_total{node="1",event="relocation_prepare_sent",level="debug"}"#;
+    let pending = r#"zlink_shard_requests_pending{node="1",shard="0"}"#;
+    let store = RedisStore::open(
+        RedisStoreConfig::new(redis.url(), cluster),
+        MonotonicClock::new(),
+    )
+    .expect("a valid store config");
+    let player = ActorId::new("p").expect("an ActorId");
+    // Given player p on node 1 with state (x = 1), bound from a session
+    // there, its row naming node 1,
+    let mut client = connect(source.stream);
+    login(&mut client, "p").expect("p logs in on node 1");
+    assert_eq!(step(&mut client, "p").expect("a MOVE"), 1);
+    let row = store.lookup(&player).expect("the store answers");
+    let row = row.expect("p has a row");
+    assert_eq!(row.location.owner, NodeRid(1), "{row:?}");
+    // and node 2 frozen: its link open, its socket taking the 60 unread,
+    target.freeze(true);
+    // when node 1 moves p to node 2, has sent the 60 and holds a MOVE of
+    // the session under the seal (installed before the 60 left), and node 2
+    // is then killed,
+    let (answer, answered_at, killed_at, held) = std::thread::scope(|scope| {
+        let relocating = scope.spawn(|| {
+            let answer = source.control("relocate p 2");
+            (answer, Instant::now())
+        });
+        wait_sample(metrics, prepare_sent, 1.0, || relocating.is_finished());
+        assert_eq!(sample(&scrape_at(metrics), pending), 0.0);
+        let held = client
+            .start_request(MOVE, Bytes::from_static(b"p:1,0"))
+            .expect("the session takes a MOVE");
+        wait_sample(metrics, pending, 1.0, || relocating.is_finished());
+        let killed_at = Instant::now();
+        target.kill9();
+        let (answer, answered_at) = relocating.join().expect("the console thread");
+        (answer, answered_at, killed_at, held)
+    });
+    let took = answered_at.saturating_duration_since(killed_at);
+    // then the move ends with PeerUnreachable, not at its prepare deadline
+    // (DeadlineExceeded),
+    let unreachable = Error::new(Reason::PeerUnreachable);
+    assert_eq!(
+        answer,
+        format!("error {:?}: {unreachable}", unreachable.kind()),
+        "{took:?} after the kill"
+    );
+    assert!(took < Duration::from_secs(1), "{took:?} after the kill");
+    // the held MOVE is answered from node 1 with p's state, and the next one
+    // too,
+    let reply = client.wait_reply(held, REQUEST_WAIT);
+    let reply = reply.expect("the held MOVE ends").expect("it is answered");
+    assert_eq!(&reply[..], b"2,0");
+    assert_eq!(step(&mut client, "p").expect("a MOVE after the abort"), 3);
+    // node 1 sent one 60, aborted the move and released the MOVE it held
+    // over the source route, and hosts p, which handled all three MOVEs,
+    let counters = source.control("counters");
+    for (name, expected) in [
+        ("relocation_prepare_sent", 1),
+        ("relocation_aborted", 1),
+        ("held_message_released", 1),
+        ("moves", 3),
+        ("actors", 1),
+    ] {
+        assert_eq!(count(&counters, name), expected, "{name} in {counters}");
+    }
+    // and the row in Redis is the one before the move (node 1 owns p).
+    let after = store.lookup(&player).expect("the store answers");
+    assert_eq!(after.as_ref(), Some(&row));
+    println!(
+        "a target killed mid-prepare: the move ended {:.1} ms after the SIGKILL: {answer}",
+        took.as_secs_f64() * 1000.0
+    );
 }

@@ -8,61 +8,11 @@
 mod node_support;
 mod redis_support;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::Read;
+use std::net::TcpStream;
 
 use node_support::*;
 use redis_support::{Mode, RedisServer};
-
-/// One HTTP/1.1 GET over a fresh connection: the status and the body.
-/// Bounded by [`WAIT`] for the connection and each read.
-fn get(address: SocketAddr, path: &str) -> (u16, String) {
-    let mut stream = TcpStream::connect_timeout(&address, WAIT).expect("the endpoint accepts");
-    stream.set_read_timeout(Some(WAIT)).expect("a read timeout");
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
-    )
-    .expect("the request is sent");
-    let mut raw = Vec::new();
-    stream
-        .read_to_end(&mut raw)
-        .expect("the whole response, then the close");
-    let text = String::from_utf8(raw).expect("a UTF-8 response");
-    let (head, body) = text
-        .split_once("\r\n\r\n")
-        .unwrap_or_else(|| panic!("an HTTP response: {text:?}"));
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .unwrap_or_else(|| panic!("a status line: {head:?}"));
-    (status, body.to_owned())
-}
-
-/// `/metrics` of `node`, which must answer 200.
-fn scrape(node: &NodeProcess) -> String {
-    let address = node.metrics.expect("the node serves listen.metrics");
-    let (status, body) = get(address, "/metrics");
-    assert_eq!(status, 200, "GET /metrics: {body}");
-    body
-}
-
-/// The value of the one sample named exactly `series` (name and labels,
-/// as the Prometheus text format writes them).
-fn sample(text: &str, series: &str) -> f64 {
-    let prefix = format!("{series} ");
-    let found: Vec<&str> = text
-        .lines()
-        .filter_map(|line| line.strip_prefix(prefix.as_str()))
-        .collect();
-    match found.as_slice() {
-        [value] => value
-            .parse()
-            .unwrap_or_else(|_| panic!("{series}: {value:?} is not a number")),
-        _ => panic!("{series}: {} samples in\n{text}", found.len()),
-    }
-}
 
 /// Asserts that the scrape holds the line `line` exactly.
 fn assert_line(text: &str, line: &str) {
@@ -75,8 +25,7 @@ fn assert_line(text: &str, line: &str) {
 /// Node `rid`'s config on `redis`, with the endpoint on a free port and
 /// `extra` lines added to its `[limits]` table.
 fn config_with_metrics(rid: u64, redis: &RedisServer, cluster: &str, limits: &str) -> String {
-    let text = config(rid, &redis.url(), cluster, &Peers::Discover);
-    let text = text.replace("[listen]\n", "[listen]\nmetrics = \"127.0.0.1:0\"\n");
+    let text = with_metrics(&config(rid, &redis.url(), cluster, &Peers::Discover));
     format!("{text}\n[limits]\n{limits}\n")
 }
 

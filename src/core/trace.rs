@@ -93,6 +93,10 @@ flow_trace! {
     SessionSealAborted => "session_seal_aborted", debug;
     /// §8.1: the target's cutover fallback fired.
     CutoverTimeout => "cutover_timeout", warn;
+    /// §8.1: a coordinator handed its 60 prepare to the link to the target;
+    /// the move now waits on the target's 61, the prepare timeout, or the
+    /// link dropping (which aborts it at once).
+    RelocationPrepareSent => "relocation_prepare_sent", debug;
     /// §8.1: a relocation committed (the target's CAS swapped authority).
     RelocationCommitted => "relocation_committed", debug;
     /// §8.1: a relocation was aborted before relay-ready; the source stays owner.

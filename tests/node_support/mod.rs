@@ -1,11 +1,12 @@
 //! `zlink-node` processes for the tests: each [`NodeProcess`] is the built
 //! binary run on a config the test writes, its stdout and stderr read line by
 //! line by threads so a test waits on what the node prints (its ready line, a
-//! link coming up, its stop report, a console answer), never on a sleep.
+//! link coming up, its stop report, a console answer) or on what its
+//! `/metrics` reads (`listen.metrics`), never on a sleep.
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::SocketAddr;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -515,6 +516,69 @@ pub fn count(report: &str, name: &str) -> u64 {
         .split_whitespace()
         .find_map(|word| word.strip_prefix(key.as_str()))
         .map_or(0, |n| n.parse().expect("a count"))
+}
+
+// ---- the metrics endpoint (`listen.metrics`, docs/operations.md "Metrics") --
+
+/// `text`, a node config, with the metrics endpoint on a free loopback
+/// port (its address is in the ready line: [`NodeProcess::metrics`]).
+pub fn with_metrics(text: &str) -> String {
+    text.replace("[listen]\n", "[listen]\nmetrics = \"127.0.0.1:0\"\n")
+}
+
+/// One HTTP/1.1 GET over a fresh connection: the status and the body.
+/// Bounded by [`WAIT`] for the connection and each read.
+pub fn get(address: SocketAddr, path: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect_timeout(&address, WAIT).expect("the endpoint accepts");
+    stream.set_read_timeout(Some(WAIT)).expect("a read timeout");
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+    )
+    .expect("the request is sent");
+    let mut raw = Vec::new();
+    stream
+        .read_to_end(&mut raw)
+        .expect("the whole response, then the close");
+    let text = String::from_utf8(raw).expect("a UTF-8 response");
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("an HTTP response: {text:?}"));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("a status line: {head:?}"));
+    (status, body.to_owned())
+}
+
+/// `/metrics` of `node`, which must answer 200.
+pub fn scrape(node: &NodeProcess) -> String {
+    scrape_at(node.metrics.expect("the node serves listen.metrics"))
+}
+
+/// `/metrics` at `address` (a node's [`NodeProcess::metrics`], for a test
+/// that scrapes while another thread holds the node), which must answer 200.
+pub fn scrape_at(address: SocketAddr) -> String {
+    let (status, body) = get(address, "/metrics");
+    assert_eq!(status, 200, "GET /metrics: {body}");
+    body
+}
+
+/// The value of the one sample named exactly `series` (name and labels,
+/// as the Prometheus text format writes them).
+pub fn sample(text: &str, series: &str) -> f64 {
+    let prefix = format!("{series} ");
+    let found: Vec<&str> = text
+        .lines()
+        .filter_map(|line| line.strip_prefix(prefix.as_str()))
+        .collect();
+    match found.as_slice() {
+        [value] => value
+            .parse()
+            .unwrap_or_else(|_| panic!("{series}: {value:?} is not a number")),
+        _ => panic!("{series}: {} samples in\n{text}", found.len()),
+    }
 }
 
 // ---- the lobby game's client side (src/bin/lobby/game.rs) -------------------

@@ -688,6 +688,9 @@ impl Relocations<'_> {
             return self.abort_unprepared(coordinator, Reason::HandoffTooLarge.into(), work);
         }
         self.fx.send(coordinator.target, record);
+        // Counted so that an operator (and a test over real processes) sees
+        // a move waiting on its target's 61 (§8.1).
+        self.fx.trace(FlowTrace::RelocationPrepareSent);
         let deadline = self.arm(
             budget,
             RelocationTimer::PrepareReply(coordinator.relocation),
