@@ -14,8 +14,8 @@ use zlink::core::actor::ActorEvent;
 use zlink::core::trace::FlowTrace;
 use zlink::core::CoreEvent;
 use zlink::error::{Error, Reason};
-use zlink::ids::{ActorRef, CallId, NodeRid, PacketKey};
-use zlink::sim::{actor_id, error, ActorBehavior, Journal, Mesh};
+use zlink::ids::{ActorId, ActorRef, CallId, NodeRid, PacketKey};
+use zlink::sim::{actor_id, error, ActorBehavior, Journal, Mesh, RestoreBehavior};
 
 const KEY: PacketKey = PacketKey(7);
 const DEADLINE: Duration = Duration::from_secs(2);
@@ -57,7 +57,11 @@ fn calls_to(mesh: &Mesh, actor: &str) -> Vec<(NodeRid, String, Bytes)> {
                         ..
                     }),
                 ..
-            } if *actor == id => Some((*node, from.to_string(), payload.clone())),
+            } if *actor == id => Some((
+                *node,
+                from.as_ref().map_or_else(String::new, ToString::to_string),
+                payload.clone(),
+            )),
             _ => None,
         })
         .collect()
@@ -74,6 +78,23 @@ fn the_call_ticket(mesh: &Mesh, node: NodeRid) -> zlink::core::actor::ReplyTicke
     }
 }
 
+/// `from` (hosted at `node`) opens a request of `to` in its ledger and
+/// sends it, as an Actor's turn does: its number comes back.
+fn request(
+    mesh: &mut Mesh,
+    node: NodeRid,
+    from: &ActorId,
+    to: &ActorRef,
+    payload: &'static [u8],
+) -> CallId {
+    let mut actors = mesh.actors(node);
+    let call = actors.open_call(from, DEADLINE).unwrap();
+    actors
+        .request(from, to, KEY, Bytes::from_static(payload), call, DEADLINE)
+        .unwrap();
+    call
+}
+
 /// Node 1 hosts the caller "a", node 2 the target "b".
 fn two() -> (Mesh, NodeRid, NodeRid, ActorRef) {
     let mut mesh = mesh();
@@ -87,16 +108,7 @@ fn two() -> (Mesh, NodeRid, NodeRid, ActorRef) {
 fn core_a_request_across_nodes_ends_once_with_its_reply_as_a_later_message() {
     let (mut mesh, one, two, b) = two();
     let a = actor_id("a");
-    mesh.actors(one)
-        .request(
-            &a,
-            &b,
-            KEY,
-            Bytes::from_static(b"ping"),
-            CallId(1),
-            DEADLINE,
-        )
-        .unwrap();
+    let call = request(&mut mesh, one, &a, &b, b"ping");
     mesh.run();
     assert_eq!(
         calls_to(&mesh, "b"),
@@ -104,7 +116,7 @@ fn core_a_request_across_nodes_ends_once_with_its_reply_as_a_later_message() {
     );
     assert_eq!(
         outcomes(&mesh, "a"),
-        vec![(one, CallId(1), Ok(Bytes::from_static(b"ping")))]
+        vec![(one, call, Ok(Bytes::from_static(b"ping")))]
     );
     assert_eq!(mesh.node(one).core().actor_owner().call_count(), 0);
     // Later, nothing more: the deadline finds nothing to end.
@@ -118,16 +130,7 @@ fn core_a_request_without_a_reply_ends_at_its_deadline_never_sooner_and_a_late_r
     let (mut mesh, one, two, b) = two();
     let a = actor_id("a");
     mesh.set_behavior(two, ActorBehavior::Manual);
-    mesh.actors(one)
-        .request(
-            &a,
-            &b,
-            KEY,
-            Bytes::from_static(b"ping"),
-            CallId(9),
-            DEADLINE,
-        )
-        .unwrap();
+    let call = request(&mut mesh, one, &a, &b, b"ping");
     let sent_at = mesh.now();
     mesh.advance(DEADLINE - MICRO);
     assert!(outcomes(&mesh, "a").is_empty(), "ended before its deadline");
@@ -139,7 +142,7 @@ fn core_a_request_without_a_reply_ends_at_its_deadline_never_sooner_and_a_late_r
     mesh.run();
     assert_eq!(
         outcomes(&mesh, "a"),
-        vec![(one, CallId(9), Err(error(Reason::Deadline)))]
+        vec![(one, call, Err(error(Reason::Deadline)))]
     );
     assert!(mesh.now() >= sent_at + DEADLINE);
     // The target answers late: dropped and counted, never a second outcome.
@@ -157,15 +160,13 @@ fn core_a3_a_call_to_a_stale_route_is_refused_typed_or_counted_never_silent() {
     let a = actor_id("a");
     // The target is destroyed; the caller still holds its old route.
     mesh.destroy(two, &b.id).unwrap();
+    let call = request(&mut mesh, one, &a, &b, b"r");
     mesh.actors(one)
-        .request(&a, &b, KEY, Bytes::from_static(b"r"), CallId(1), DEADLINE)
-        .unwrap();
-    mesh.actors(one)
-        .send(&a, &b, KEY, Bytes::from_static(b"one-way"));
+        .send(Some(&a), &b, KEY, Bytes::from_static(b"one-way"));
     mesh.run();
     assert_eq!(
         outcomes(&mesh, "a"),
-        vec![(one, CallId(1), Err(error(Reason::StaleLocation)))]
+        vec![(one, call, Err(error(Reason::StaleLocation)))]
     );
     assert_eq!(count(&mesh, two, FlowTrace::OneWayRecordRefused), 1);
     assert!(calls_to(&mesh, "b").is_empty());
@@ -176,7 +177,8 @@ fn core_a3_one_way_messages_between_two_actors_keep_their_order() {
     let (mut mesh, one, _, b) = two();
     let a = actor_id("a");
     for n in 0..20u8 {
-        mesh.actors(one).send(&a, &b, KEY, Bytes::from(vec![n]));
+        mesh.actors(one)
+            .send(Some(&a), &b, KEY, Bytes::from(vec![n]));
     }
     mesh.run();
     let got: Vec<u8> = calls_to(&mesh, "b").iter().map(|c| c.2[0]).collect();
@@ -191,16 +193,7 @@ fn core_a1_a_request_whose_target_moved_ends_once_at_the_moved_target() {
     // The target moves; the caller still holds the route from before.
     mesh.relocations(two).relocate(&b.id, three).unwrap();
     mesh.run();
-    mesh.actors(one)
-        .request(
-            &a,
-            &b,
-            KEY,
-            Bytes::from_static(b"after-move"),
-            CallId(3),
-            DEADLINE,
-        )
-        .unwrap();
+    let call = request(&mut mesh, one, &a, &b, b"after-move");
     mesh.run();
     // Message Follow took it on, once; the reply came back through the
     // source to the caller, once.
@@ -210,7 +203,7 @@ fn core_a1_a_request_whose_target_moved_ends_once_at_the_moved_target() {
     );
     assert_eq!(
         outcomes(&mesh, "a"),
-        vec![(one, CallId(3), Ok(Bytes::from_static(b"after-move")))]
+        vec![(one, call, Ok(Bytes::from_static(b"after-move")))]
     );
     assert_eq!(count(&mesh, two, FlowTrace::MessageFollowed), 1);
 }
@@ -221,9 +214,7 @@ fn core_a2_the_outcome_follows_a_caller_that_moved_before_its_reply() {
     let three = mesh.add_node(3);
     let a = actor_id("a");
     mesh.set_behavior(two, ActorBehavior::Manual);
-    mesh.actors(one)
-        .request(&a, &b, KEY, Bytes::from_static(b"q"), CallId(5), DEADLINE)
-        .unwrap();
+    let call = request(&mut mesh, one, &a, &b, b"q");
     mesh.run();
     // The caller moves to node 3 while its request waits.
     mesh.relocations(one).relocate(&a, three).unwrap();
@@ -247,9 +238,88 @@ fn core_a2_the_outcome_follows_a_caller_that_moved_before_its_reply() {
             .filter(|o| o.0 == three)
             .cloned()
             .collect::<Vec<_>>(),
-        vec![(three, CallId(5), Ok(Bytes::from_static(b"answer")))]
+        vec![(three, call, Ok(Bytes::from_static(b"answer")))]
     );
     assert!(got.iter().all(|o| o.0 == three), "{got:?}");
     mesh.advance(DEADLINE * 2);
     assert_eq!(outcomes(&mesh, "a").len(), 1);
+}
+
+/// Found by the simulator (seed 506): the caller moved away while its
+/// request waited, and the node that had sent the request then died with
+/// the request's routing state. The caller's own ledger moved with it, so
+/// the request still ends, once, at its deadline (late by the move's pause
+/// at most, never sooner), where the caller now is; the target's late
+/// answer finds nobody waiting and changes nothing.
+#[test]
+fn core_a2_a_caller_that_moved_gets_its_deadline_though_the_node_that_sent_the_request_died() {
+    let (mut mesh, one, two, b) = two();
+    let three = mesh.add_node(3);
+    let a = actor_id("a");
+    mesh.set_behavior(two, ActorBehavior::Manual);
+    let sent_at = mesh.now();
+    let call = request(&mut mesh, one, &a, &b, b"q");
+    mesh.run();
+    // The caller moves to node 3 while its request waits,
+    mesh.relocations(one).relocate(&a, three).unwrap();
+    mesh.run();
+    let moved = mesh.node(three).core().actor_owner();
+    assert!(moved.actor_ref(&a).is_some());
+    assert_eq!(moved.open_call_count(&a), 1, "the ledger moved with it");
+    // and the node that sent the request dies before any answer.
+    mesh.restart(one);
+    let due = sent_at + DEADLINE;
+    mesh.advance(due.saturating_duration_since(mesh.now()) - MICRO);
+    assert!(outcomes(&mesh, "a").is_empty(), "ended before its deadline");
+    mesh.advance(Duration::from_secs(1));
+    assert_eq!(
+        outcomes(&mesh, "a"),
+        vec![(three, call, Err(error(Reason::Deadline)))]
+    );
+    // The target answers late: nobody waits for it; no second outcome.
+    let ticket = the_call_ticket(&mesh, two);
+    mesh.actors(two)
+        .reply(ticket, Ok(Bytes::from_static(b"late")));
+    mesh.run();
+    mesh.advance(DEADLINE);
+    assert_eq!(outcomes(&mesh, "a").len(), 1);
+    assert_eq!(mesh.node(three).core().actor_owner().open_call_count(&a), 0);
+}
+
+/// Found by the simulator (seed 26): the caller's outcome reached its old
+/// node while the caller was mid-move, after the 60 had carried its ledger
+/// with the request still open. The outcome went to the target in the
+/// ingress hold; the ledger the target hosts must count it as closed, or
+/// the request ends twice — its reply, then its deadline.
+#[test]
+fn core_a2_an_outcome_held_during_the_callers_move_ends_the_request_once() {
+    let (mut mesh, one, two, b) = two();
+    let three = mesh.add_node(3);
+    let a = actor_id("a");
+    mesh.set_behavior(two, ActorBehavior::Manual);
+    let call = request(&mut mesh, one, &a, &b, b"q");
+    mesh.run();
+    // The caller's move waits at the target's restore: the 60 has left,
+    mesh.set_restore(three, RestoreBehavior::Hold);
+    mesh.relocations(one).relocate(&a, three).unwrap();
+    mesh.run();
+    // and the answer comes now, to the caller's old node, which holds it.
+    let ticket = the_call_ticket(&mesh, two);
+    mesh.actors(two)
+        .reply(ticket, Ok(Bytes::from_static(b"answer")));
+    mesh.run();
+    assert!(
+        outcomes(&mesh, "a").is_empty(),
+        "delivered to a captured caller"
+    );
+    mesh.finish_restore(three, Ok(()));
+    mesh.run();
+    assert_eq!(
+        outcomes(&mesh, "a"),
+        vec![(three, call, Ok(Bytes::from_static(b"answer")))]
+    );
+    // Its deadline then finds nothing open: no second outcome.
+    mesh.advance(DEADLINE * 2);
+    assert_eq!(outcomes(&mesh, "a").len(), 1);
+    assert_eq!(mesh.node(three).core().actor_owner().open_call_count(&a), 0);
 }

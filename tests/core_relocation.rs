@@ -991,7 +991,7 @@ fn core_relocation_records_reach_the_actor_owner_side_on_the_actors_shard() {
                 state: bytes::Bytes::new(),
                 saved: Vec::new(),
                 timers: zlink::wire::node::TimersHandoff::default(),
-                last_call: zlink::ids::CallId::default(),
+                calls: Default::default(),
             }),
             RecordRole::ActorOwner,
             home,

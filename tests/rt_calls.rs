@@ -13,6 +13,7 @@ use bytes::Bytes;
 use runtime_support::*;
 use zlink::api::RelocateTo;
 use zlink::client::{Client, ClientEvent};
+use zlink::error::Reason;
 
 /// Waits for the REPLIED pushes of `calls` (their numbers): each must come
 /// exactly once; returns them by number. A later marker request shows
@@ -57,10 +58,17 @@ fn outcomes(client: &mut Client, calls: &[u64]) -> HashMap<u64, String> {
 
 /// What the node's players were sent by "caller" (`caller><data>`).
 fn from_caller(game: &Game) -> Vec<Bytes> {
+    from_sender(game, "caller")
+}
+
+/// What the node's players were sent by `sender` (`<sender>><data>`; ""
+/// for node code).
+fn from_sender(game: &Game, sender: &str) -> Vec<Bytes> {
+    let prefix = format!("{sender}>");
     let delivered = game.observed.delivered.lock().unwrap();
     delivered
         .iter()
-        .filter(|d| d.starts_with(b"caller>"))
+        .filter(|d| d.starts_with(prefix.as_bytes()))
         .cloned()
         .collect()
 }
@@ -193,4 +201,66 @@ fn a2_requests_whose_caller_relocates_before_the_reply_each_end_once_at_the_call
     for (call, round) in &calls {
         assert_eq!(got[call], format!("ok:echo:{round}"), "call {call}");
     }
+}
+
+/// A4: node code outside any Actor (a service thread here) sends to and
+/// requests from Actors by ActorId, on its own node and across the mesh,
+/// by the same path as an Actor's turn: a request comes back once with the
+/// reply, one-way messages keep their order, an Actor that does not exist
+/// ends the request with a typed error, and once a route is known no
+/// message reads the store.
+#[test]
+fn a4_node_code_sends_to_and_requests_from_actors_by_id_without_a_store_read_per_message() {
+    let mesh = start_mesh(2, GameOptions::default());
+    mesh[0].node.create_actor("player", &id("here")).unwrap();
+    mesh[1].node.create_actor("player", &id("there")).unwrap();
+    let caller = mesh[0].node.caller();
+    let ask = |to: &str, data: &'static [u8]| {
+        caller
+            .request(&id(to), CALLED, Bytes::from_static(data), WAIT)
+            .wait()
+    };
+    // A request to an Actor on this node and to one across the mesh: the
+    // handler sees no sender, and its reply comes back.
+    assert_eq!(ask("here", b"q1").unwrap(), Bytes::from_static(b"echo:q1"));
+    assert_eq!(ask("there", b"q2").unwrap(), Bytes::from_static(b"echo:q2"));
+    assert_eq!(from_sender(&mesh[0], ""), vec![Bytes::from_static(b">q1")]);
+    // The routes are known now: what follows reads no row of the store,
+    let before = mesh[0].store.counts().row_operations();
+    // one-way messages from another thread keep their order, and a
+    // request after them is answered after all of them arrived.
+    let sender = caller.clone();
+    std::thread::spawn(move || {
+        for n in 0..50 {
+            let data = Bytes::from(format!("{n}"));
+            sender.send(&id("there"), CALLED, data).unwrap();
+        }
+    })
+    .join()
+    .unwrap();
+    assert_eq!(
+        ask("there", b"last").unwrap(),
+        Bytes::from_static(b"echo:last")
+    );
+    let expected: Vec<Bytes> = [Bytes::from_static(b">q2")]
+        .into_iter()
+        .chain((0..50).map(|n| Bytes::from(format!(">{n}"))))
+        .chain([Bytes::from_static(b">last")])
+        .collect();
+    assert_eq!(from_sender(&mesh[1], ""), expected);
+    assert_eq!(mesh[0].store.counts().row_operations(), before);
+    // An Actor no node hosts: a typed error, not a hang.
+    let error = ask("nobody", b"q3").expect_err("no such Actor");
+    assert_eq!(error.reason(), Reason::StaleLocation, "{error}");
+    // A payload no client could be sent is refused at once.
+    let big = Bytes::from(vec![0u8; 1 << 20]);
+    let error = caller
+        .request(&id("there"), CALLED, big.clone(), WAIT)
+        .wait()
+        .expect_err("too large");
+    assert_eq!(error.reason(), Reason::MessageTooLarge, "{error}");
+    assert_eq!(
+        caller.send(&id("there"), CALLED, big).unwrap_err().reason(),
+        Reason::MessageTooLarge
+    );
 }

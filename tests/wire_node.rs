@@ -331,7 +331,7 @@ fn saved_work() -> impl Strategy<Value = SavedWork> {
         }),
         (
             proptest::option::of(request_header()),
-            actor_id(),
+            proptest::option::of(actor_id()),
             any::<u16>(),
             payload()
         )
@@ -364,6 +364,16 @@ fn timers_handoff() -> impl Strategy<Value = TimersHandoff> {
     })
 }
 
+fn calls_handoff() -> impl Strategy<Value = CallsHandoff> {
+    // The encoding keeps microseconds.
+    let open = (any::<u64>(), any::<u64>())
+        .prop_map(|(call, left)| (CallId(call), Duration::from_micros(left)));
+    (any::<u64>(), vec(open, 0..4)).prop_map(|(last, open)| CallsHandoff {
+        last: CallId(last),
+        open,
+    })
+}
+
 fn binding_handoff() -> impl Strategy<Value = BindingHandoff> {
     (session_ref(), any::<[u64; 2]>()).prop_map(|(session, [sl, b])| BindingHandoff {
         session,
@@ -381,10 +391,10 @@ fn relocation_prepare() -> impl Strategy<Value = RelocationPrepare> {
         proptest::option::of(binding_handoff()),
         payload(),
         vec(saved_work(), 0..6),
-        (timers_handoff(), any::<u64>()),
+        (timers_handoff(), calls_handoff()),
     )
         .prop_map(
-            |(request, relocation, actor, [og, auth], binding, state, saved, (timers, call))| {
+            |(request, relocation, actor, [og, auth], binding, state, saved, (timers, calls))| {
                 RelocationPrepare {
                     request,
                     relocation,
@@ -395,7 +405,7 @@ fn relocation_prepare() -> impl Strategy<Value = RelocationPrepare> {
                     state,
                     saved,
                     timers,
-                    last_call: CallId(call),
+                    calls,
                 }
             },
         )
@@ -477,7 +487,7 @@ fn actor_call() -> impl Strategy<Value = ActorCall> {
         proptest::option::of(request_header()),
         actor_id(),
         any::<[u64; 3]>(),
-        actor_id(),
+        proptest::option::of(actor_id()),
         body,
     )
         .prop_map(
@@ -711,7 +721,7 @@ fn samples() -> Vec<NodeRecord> {
             object_generation: ObjectGeneration(6),
             authority: AuthorityOwnerGeneration(7),
             lease: OwnerLeaseGeneration(8),
-            from: ActorId::new("room-1").unwrap(),
+            from: Some(ActorId::new("room-1").unwrap()),
             body: CallBody::Message {
                 key: PacketKey(14),
                 payload: Bytes::from_static(b"join"),
@@ -723,7 +733,7 @@ fn samples() -> Vec<NodeRecord> {
             object_generation: ObjectGeneration(6),
             authority: AuthorityOwnerGeneration(7),
             lease: OwnerLeaseGeneration(8),
-            from: actor(),
+            from: Some(actor()),
             body: CallBody::Outcome {
                 call: CallId(2),
                 outcome: Err(Error::new(Reason::Deadline)),
@@ -802,7 +812,10 @@ fn prepare_body() -> RelocationPrepare {
                 },
             ],
         },
-        last_call: CallId(17),
+        calls: CallsHandoff {
+            last: CallId(17),
+            open: vec![(CallId(16), Duration::from_millis(1_500))],
+        },
     }
 }
 
@@ -1268,15 +1281,48 @@ fn a_prepare_with_more_timers_than_an_actor_may_have_is_refused_before_one_is_re
     // A count of 65,535 with no timers behind it is refused by the count.
     let empty = NodeRecord::RelocationPrepare(RelocationPrepare {
         timers: TimersHandoff::default(),
+        calls: CallsHandoff::default(),
         ..prepare_body()
     });
     let mut body = body_of(&empty).to_vec();
-    // The timers' count, before the last call's number.
-    let at = body.len() - 10;
+    // The timers' count, before the calls (an 8-byte last number and a
+    // 2-byte count).
+    let at = body.len() - 12;
     body[at..at + 2].copy_from_slice(&u16::MAX.to_be_bytes());
     assert_eq!(
         decode(&body),
         Err(WireError::TooManyTimers {
+            count: u16::MAX,
+            max
+        })
+    );
+}
+
+#[test]
+fn a_prepare_with_more_open_requests_than_an_actor_may_have_is_refused_before_one_is_read() {
+    // At the limit the ledger is accepted.
+    let max = CallsHandoff::OPEN_MAX;
+    let at_limit = NodeRecord::RelocationPrepare(RelocationPrepare {
+        calls: CallsHandoff {
+            last: CallId(u64::from(max)),
+            open: (1..=u64::from(max))
+                .map(|n| (CallId(n), Duration::from_millis(n)))
+                .collect(),
+        },
+        ..prepare_body()
+    });
+    assert_eq!(decode(&body_of(&at_limit)), Ok(at_limit.clone()));
+    // A count of 65,535 with nothing behind it is refused by the count.
+    let empty = NodeRecord::RelocationPrepare(RelocationPrepare {
+        calls: CallsHandoff::default(),
+        ..prepare_body()
+    });
+    let mut body = body_of(&empty).to_vec();
+    let at = body.len() - 2;
+    body[at..].copy_from_slice(&u16::MAX.to_be_bytes());
+    assert_eq!(
+        decode(&body),
+        Err(WireError::TooManyOpenCalls {
             count: u16::MAX,
             max
         })
@@ -1299,12 +1345,13 @@ fn a_prepare_with_too_much_saved_work_is_refused_before_an_item_is_read() {
     let empty = NodeRecord::RelocationPrepare(RelocationPrepare {
         saved: Vec::new(),
         timers: TimersHandoff::default(),
+        calls: CallsHandoff::default(),
         ..prepare_body()
     });
     let mut body = body_of(&empty).to_vec();
     // The saved-work count, before the timers (an 8-byte next number and a
-    // 2-byte count) and the last call's 8-byte number.
-    let at = body.len() - 20;
+    // 2-byte count) and the calls (the same).
+    let at = body.len() - 22;
     body[at..at + 2].copy_from_slice(&u16::MAX.to_be_bytes());
     assert_eq!(
         decode(&body),

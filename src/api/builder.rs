@@ -683,6 +683,16 @@ impl Node {
         self.running.relocate_all(to.hint(), until)
     }
 
+    /// Sends to and requests from Actors by ActorId from node code outside
+    /// any Actor — a service thread, an admin endpoint, a session callback
+    /// (docs/actors.md "From node code"): the same routes and rules as an
+    /// Actor's [`ActorContext::send`](super::ActorContext::send) and
+    /// [`ActorContext::request`](super::ActorContext::request). The handle
+    /// is cheap to clone and to move to another thread.
+    pub fn caller(&self) -> super::ActorCaller {
+        self.running.caller()
+    }
+
     /// Waits until the link to node `rid` is up; `false` at the timeout.
     pub fn wait_linked(&self, rid: u64, timeout: Duration) -> bool {
         self.running.wait_linked(NodeRid(rid), true, timeout)

@@ -52,6 +52,7 @@
 mod builder;
 pub use crate::runtime::app::{actor, session, spot};
 pub use crate::runtime::app::{NodeSettings, RelocationUnit, StartError};
+pub use crate::runtime::caller::{ActorCaller, CallReply};
 
 pub use crate::core::relocation::RelocationConfig;
 pub use crate::core::trace::{FlowCounters, FlowTrace};

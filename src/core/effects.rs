@@ -48,8 +48,12 @@ pub enum CoreTimer {
     Admission,
     /// A tick of an Actor's timer is due (docs/actors.md "Timers").
     Actor(super::actor::ActorTimerFire),
-    /// The deadline of a request an Actor made of another Actor.
+    /// The deadline of a request as the node that sent it keeps it (to
+    /// route its answer; calls.rs).
     Call(crate::ids::RequestId),
+    /// The deadline of a request in its calling Actor's ledger, which moves
+    /// with the Actor (open_calls.rs).
+    CallDeadline(super::actor::CallDeadline),
 }
 
 /// An event for the shard to carry out.
@@ -61,6 +65,14 @@ pub enum CoreEvent {
     Actor(ActorEvent),
     /// For the runtime's part in a relocation (capture, restore, store).
     Relocation(RelocationEvent),
+    /// The outcome of a request node code made of an Actor (docs/actors.md
+    /// "From node code"): for its waiter, not for any Actor's lane.
+    NodeCallOutcome {
+        /// The request, as the shard numbered it.
+        call: crate::ids::CallId,
+        /// The reply, or the typed error that ended it.
+        outcome: Result<bytes::Bytes, crate::error::Error>,
+    },
 }
 
 /// The outputs of one shard core, and its timer wheel.
@@ -131,6 +143,10 @@ impl Effects {
 
     pub(crate) fn relocation_event(&mut self, event: RelocationEvent) {
         self.events.push_back(CoreEvent::Relocation(event));
+    }
+
+    pub(crate) fn event(&mut self, event: CoreEvent) {
+        self.events.push_back(event);
     }
 
     pub(crate) fn trace(&mut self, event: FlowTrace) {

@@ -271,6 +271,7 @@ impl ShardCore {
                 CoreTimer::Relocation(timer) => self.relocations(now).handle_timer(timer),
                 CoreTimer::Actor(fire) => self.actors(now).fire_timer(&fire),
                 CoreTimer::Call(request) => self.actors(now).on_call_deadline(request),
+                CoreTimer::CallDeadline(fire) => self.actors(now).on_caller_deadline(&fire),
                 CoreTimer::Admission => {
                     // §6: not admitted by its send timeout: DeadlineExceeded,
                     // dropped and counted, never retried.

@@ -16,6 +16,7 @@
 //! releases the lease once the shards stopped ([`lease`]).
 
 pub(crate) mod app;
+pub(crate) mod caller;
 pub(crate) mod deadlines;
 mod executor;
 pub(crate) mod lease;
@@ -289,6 +290,15 @@ pub(crate) enum NodeCommand {
         id: ActorId,
         target: NodeRid,
         reply: MoveReply,
+    },
+    /// A message or request from node code outside any Actor to the Actor
+    /// `to` (docs/actors.md "From node code"), at the target's shard.
+    Call {
+        to: ActorId,
+        key: PacketKey,
+        payload: bytes::Bytes,
+        /// For a request: its deadline from now, and its waiter.
+        reply: Option<(std::time::Duration, shard::NodeCallReply)>,
     },
 }
 
@@ -585,6 +595,11 @@ impl RunningNode {
         drop(reply);
         let units: Vec<RelocationUnit> = answers.iter().flatten().collect();
         self.relocate_units(units, hint, until)
+    }
+
+    /// Calls to Actors from node code (docs/actors.md "From node code").
+    pub(crate) fn caller(&self) -> caller::ActorCaller {
+        caller::ActorCaller::new(Arc::clone(&self.router), self.shared.settings.decode_limits)
     }
 
     pub(crate) fn wait_linked(&self, rid: NodeRid, up: bool, timeout: std::time::Duration) -> bool {

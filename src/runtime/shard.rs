@@ -28,6 +28,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use self::actors::{ActorHost, HostRequest, HostWaiter};
+pub(crate) use self::calls::NodeCallReply;
 use self::relocation::Moves;
 use self::session::{LaneSession, LifecycleDeadlines, RunningTurn, SessionWork};
 use super::deadlines::FifoDeadlines;
@@ -386,6 +387,9 @@ impl ShardState {
                     CoreEvent::Session(event) => self.session_event(event),
                     CoreEvent::Actor(event) => self.actor_event(event),
                     CoreEvent::Relocation(event) => self.relocation_event(event),
+                    CoreEvent::NodeCallOutcome { call, outcome } => {
+                        self.node_call_ended(call, outcome)
+                    }
                 }
             }
             if !progress {
@@ -535,6 +539,12 @@ impl ShardState {
                 ShardMsg::Command(NodeCommand::Relocate { id, target, reply }) => {
                     self.start_relocation(&id, target, reply);
                 }
+                ShardMsg::Command(NodeCommand::Call {
+                    to,
+                    key,
+                    payload,
+                    reply,
+                }) => self.node_call(to, key, payload, reply),
                 ShardMsg::CreateActor {
                     actor_type,
                     id,

@@ -19,9 +19,10 @@ use crate::core::session::{SessionEvent, Ticket, REPLACEMENT_CLOSE_DELAY};
 use crate::core::shard::ShardCore;
 use crate::core::time::Instant;
 use crate::core::CoreEvent;
+use crate::error::Error;
 use crate::ids::{
-    ActorId, BindingIdentity, Correlation, NodeGeneration, NodeRid, ObjectGeneration, RelocationId,
-    SessionRef, SessionRid, TimerId,
+    ActorId, ActorRef, BindingIdentity, CallId, Correlation, NodeGeneration, NodeRid,
+    ObjectGeneration, RelocationId, SessionRef, SessionRid, TimerId,
 };
 use crate::wire::client::{ClientFrame, CloseReason};
 use crate::wire::node::{ActorSend, ActorSendBody, NodeRecord, SessionRelocationRoute};
@@ -53,6 +54,15 @@ pub fn message_payload(id: u64) -> Bytes {
 /// The payload of the schedule's push `id`.
 pub fn push_payload(id: u64) -> Bytes {
     tagged(b'p', id)
+}
+
+/// Who waits for a request the schedule made of an Actor.
+#[derive(Clone, Debug)]
+pub enum Caller {
+    /// An Actor, as it was when it called.
+    Actor(ActorRef),
+    /// Node code on a node, in that lifecycle (its generation).
+    Node(NodeRid, u64),
 }
 
 /// The payload of the schedule's message `id` from one Actor to another.
@@ -184,8 +194,12 @@ pub struct Checker {
     calls_ran: HashMap<u64, u32>,
     /// How many outcomes each request between Actors got at its caller.
     call_outcomes: HashMap<u64, u32>,
-    /// The requests between Actors the schedule made.
-    calls_made: HashSet<u64>,
+    /// The requests between Actors (and from node code) the schedule made,
+    /// with who waits for each.
+    calls_made: HashMap<u64, Caller>,
+    /// The schedule's number of each Actor's request, by the caller's
+    /// incarnation and the number its ledger gave it.
+    call_numbers: HashMap<(ActorId, ObjectGeneration, CallId), u64>,
     /// Sessions closed by a seal timeout, with the journal position.
     seal_timed_out: HashMap<SessionRef, usize>,
     /// Relocations whose source sent the cutover (63): relay-ready was
@@ -213,7 +227,8 @@ impl Checker {
             captured: HashSet::new(),
             calls_ran: HashMap::new(),
             call_outcomes: HashMap::new(),
-            calls_made: HashSet::new(),
+            calls_made: HashMap::new(),
+            call_numbers: HashMap::new(),
             seal_timed_out: HashMap::new(),
             cut_over: HashSet::new(),
             closed: HashSet::new(),
@@ -294,28 +309,19 @@ impl Checker {
                     self.fail("call_processed_at_most_once", "docs/actors.md", detail);
                 }
             }
-            ActorEvent::CallOutcome { call, outcome, .. } => {
-                let id = call.0;
-                if !self.calls_made.contains(&id) {
-                    let detail = format!("an outcome of a request no Actor made: {id}");
+            ActorEvent::CallOutcome {
+                actor,
+                call,
+                outcome,
+            } => {
+                let id = generation
+                    .and_then(|g| self.call_numbers.get(&(actor.clone(), g, *call)))
+                    .copied();
+                let Some(id) = id else {
+                    let detail = format!("{actor} got an outcome of a request it never made");
                     return self.fail("nothing_invented", "§12", detail);
-                }
-                let ended = self.call_outcomes.entry(id).or_default();
-                *ended += 1;
-                if *ended > 1 {
-                    let detail = format!("request {id} between Actors ended {ended} times");
-                    return self.fail("call_ends_once", "docs/actors.md, §12", detail);
-                }
-                // A reply is the callee's answer to its one processing.
-                if let Ok(reply) = outcome {
-                    let processed = self.calls_ran.get(&id).copied().unwrap_or(0);
-                    if untag(b'c', reply) != Some(id) || processed != 1 {
-                        let detail = format!(
-                            "request {id} replied {reply:?} after {processed} processings"
-                        );
-                        self.fail("call_success_means_processed_once", "§12", detail);
-                    }
-                }
+                };
+                self.call_outcome(id, outcome);
             }
             ActorEvent::Timer { actor, timer, tick } => {
                 self.tally.ticks += 1;
@@ -432,12 +438,55 @@ impl Checker {
                 | ActorEvent::CallOutcome { .. },
             )
             | CoreEvent::Relocation(_) => {}
+            CoreEvent::NodeCallOutcome { call, outcome } => self.call_outcome(call.0, outcome),
         }
     }
 
-    /// The schedule made request `id` of another Actor.
-    pub fn call_made(&mut self, id: u64) {
-        self.calls_made.insert(id);
+    /// The schedule made request `id` of an Actor, for `caller`, which
+    /// numbered it `call`.
+    pub fn call_made(&mut self, id: u64, caller: Caller, call: CallId) {
+        if let Caller::Actor(me) = &caller {
+            self.call_numbers
+                .insert((me.id.clone(), me.generation, call), id);
+        }
+        self.calls_made.insert(id, caller);
+    }
+
+    /// The first request (by number) that has no outcome though its caller
+    /// is `alive`.
+    pub fn open_calls(&self, alive: impl Fn(&Caller) -> bool) -> Option<u64> {
+        let mut open: Vec<u64> = self
+            .calls_made
+            .iter()
+            .filter(|(id, caller)| !self.call_outcomes.contains_key(id) && alive(caller))
+            .map(|(&id, _)| id)
+            .collect();
+        open.sort_unstable();
+        open.first().copied()
+    }
+
+    /// A request between Actors, or from node code, ended at its caller
+    /// (the schedule's number `id`).
+    fn call_outcome(&mut self, id: u64, outcome: &Result<Bytes, Error>) {
+        if !self.calls_made.contains_key(&id) {
+            let detail = format!("an outcome of a request no Actor made: {id}");
+            return self.fail("nothing_invented", "§12", detail);
+        }
+        let ended = self.call_outcomes.entry(id).or_default();
+        *ended += 1;
+        if *ended > 1 {
+            let detail = format!("request {id} between Actors ended {ended} times");
+            return self.fail("call_ends_once", "docs/actors.md, §12", detail);
+        }
+        // A reply is the callee's answer to its one processing.
+        if let Ok(reply) = outcome {
+            let processed = self.calls_ran.get(&id).copied().unwrap_or(0);
+            if untag(b'c', reply) != Some(id) || processed != 1 {
+                let detail =
+                    format!("request {id} replied {reply:?} after {processed} processings");
+                self.fail("call_success_means_processed_once", "§12", detail);
+            }
+        }
     }
 
     /// §8.1: from its capture until the move aborts (Reopen) or it leaves

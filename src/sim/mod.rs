@@ -991,6 +991,9 @@ impl Mesh {
                     node.relocation_events.push(event.clone());
                     relocation_events.push(event);
                 }
+                // Node code's request ended: the checker saw it in the
+                // journal; nobody else waits for it.
+                CoreEvent::NodeCallOutcome { .. } => {}
             }
         }
         progress |= !transmits.is_empty();

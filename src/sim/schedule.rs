@@ -23,7 +23,7 @@ use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::invariants::{
-    call_payload, message_payload, push_payload, Checker, SentMessage, Tally, Violation,
+    call_payload, message_payload, push_payload, Caller, Checker, SentMessage, Tally, Violation,
 };
 use super::{ActorBehavior, Journal, Mesh, RestoreBehavior, StoreBehavior};
 use crate::core::relocation::RelocationConfig;
@@ -98,10 +98,12 @@ pub enum Action {
     Push { actor: ActorId, id: u64 },
     /// An Actor is destroyed at its owner.
     Destroy { actor: ActorId, node: NodeRid },
-    /// An Actor sends a message to another Actor (`request`: and waits for
-    /// its outcome), over the route the store has now.
+    /// An Actor (`from`), or node code on `node` when `from` is `None`,
+    /// sends a message to an Actor (`request`: and waits for its outcome),
+    /// over the route the store has now.
     Call {
-        from: ActorId,
+        from: Option<ActorId>,
+        node: NodeRid,
         to: ActorId,
         request: bool,
         id: u64,
@@ -568,12 +570,19 @@ impl World {
     }
 
     fn choose_call(&mut self) -> Option<Action> {
-        let from = self.pick(&self.actors.clone())?;
-        self.hosted(&from)?;
+        // One call in four comes from node code outside any Actor (A4).
+        let (from, node) = if self.below(4) == 0 {
+            (None, self.pick(&self.nodes.clone())?)
+        } else {
+            let from = self.pick(&self.actors.clone())?;
+            let node = self.hosted(&from)?;
+            (Some(from), node)
+        };
         let to = self.pick(&self.actors.clone())?;
         self.next_id += 1;
         Some(Action::Call {
             from,
+            node,
             to,
             request: self.below(3) != 0,
             id: self.next_id,
@@ -718,33 +727,56 @@ impl World {
             }
             Action::Call {
                 from,
+                node,
                 to,
                 request,
                 id,
             } => {
-                let Some(node) = self.hosted(from) else {
-                    return;
+                let caller = match from {
+                    // The Actor calls from where it is hosted now.
+                    Some(from) => {
+                        let Some(node) = self.hosted(from) else {
+                            return;
+                        };
+                        let core = self.mesh.node(node).core();
+                        let Some(me) = core.actor_owner().actor_ref(from) else {
+                            return;
+                        };
+                        Caller::Actor(me)
+                    }
+                    None => Caller::Node(*node, self.node_generation(*node)),
                 };
                 let Ok(Some(row)) = self.mesh.store().lookup(to) else {
                     return;
                 };
                 let route = row.actor_ref();
-                let mut actors = self.mesh.actors(node);
+                let at = match &caller {
+                    Caller::Actor(me) => me.location.owner,
+                    Caller::Node(node, _) => *node,
+                };
+                let mut actors = self.mesh.actors(at);
+                let payload = call_payload(*id);
+                let key = PacketKey(3);
                 if !*request {
-                    actors.send(from, &route, PacketKey(3), call_payload(*id));
+                    actors.send(from.as_ref(), &route, key, payload);
                     return;
                 }
                 let deadline = Duration::from_secs(2);
-                let made = actors.request(
-                    from,
-                    &route,
-                    PacketKey(3),
-                    call_payload(*id),
-                    CallId(*id),
-                    deadline,
-                );
-                if made.is_ok() {
-                    self.checker.borrow_mut().call_made(*id);
+                // An Actor's request is numbered by its ledger; node code's
+                // by the schedule.
+                let made = match from {
+                    Some(from) => actors.open_call(from, deadline).and_then(|call| {
+                        actors
+                            .request(from, &route, key, payload, call, deadline)
+                            .map(|()| call)
+                    }),
+                    None => {
+                        actors.node_request(&route, key, payload, CallId(*id), deadline);
+                        Ok(CallId(*id))
+                    }
+                };
+                if let Ok(call) = made {
+                    self.checker.borrow_mut().call_made(*id, caller, call);
                 }
             }
             Action::SetTimer {
@@ -940,6 +972,7 @@ impl World {
             return Some(violation);
         }
         self.checker.borrow_mut().check_every_request_ended();
+        self.check_every_call_ended();
         for player in 0..self.players.len() {
             self.apply(&Action::Disconnect { player });
         }
@@ -986,6 +1019,29 @@ impl World {
             }
             self.mesh.advance(step);
             passed += step;
+        }
+    }
+
+    /// Every request between Actors, and from node code, whose caller is
+    /// still alive ended once its deadline passed (docs/actors.md: each
+    /// request ends exactly once). A caller that is gone — its incarnation
+    /// destroyed, its node's lifecycle ended — has nobody to tell.
+    fn check_every_call_ended(&mut self) {
+        let alive = |caller: &Caller| match caller {
+            Caller::Actor(me) => self.hosted(&me.id).is_some_and(|node| {
+                let core = self.mesh.node(node).core();
+                core.actor_owner()
+                    .actor_ref(&me.id)
+                    .is_some_and(|now| now.generation == me.generation)
+            }),
+            Caller::Node(node, generation) => self.node_generation(*node) == *generation,
+        };
+        let open = self.checker.borrow().open_calls(alive);
+        if let Some(id) = open {
+            let detail = format!("request {id} of a live caller never ended");
+            self.checker
+                .borrow_mut()
+                .fail("call_ends_once", "docs/actors.md, §12", detail);
         }
     }
 

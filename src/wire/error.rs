@@ -111,6 +111,15 @@ pub enum WireError {
     /// A saved-work item's tag names no kind of saved work.
     #[error("unknown saved-work kind {0}")]
     UnknownSavedWork(u8),
+    /// A relocation prepare announces more open requests than an Actor may
+    /// have.
+    #[error("{count} open requests exceed the limit {max}")]
+    TooManyOpenCalls {
+        /// The announced count.
+        count: u16,
+        /// [`CallsHandoff::OPEN_MAX`](crate::wire::node::CallsHandoff).
+        max: u16,
+    },
     /// A relocation prepare announces more timers than an Actor may have.
     #[error("{count} timers exceed the limit {max}")]
     TooManyTimers {

@@ -23,8 +23,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::{ActorEvent, Actors, ReplyTicket};
-use crate::core::effects::CoreTimer;
+use super::{ActorEvent, Actors, CallDeadline, ReplyTicket};
+use crate::core::effects::{CoreEvent, CoreTimer};
 use crate::core::timer::TimerKey;
 use crate::core::trace::FlowTrace;
 use crate::error::{Error, Reason};
@@ -34,37 +34,71 @@ use crate::ids::{
 };
 use crate::wire::node::{ActorCall, ActorReply, ActorSend, CallBody, NodeRecord, RequestHeader};
 
-/// A request an Actor of this shard made, waiting for its outcome.
+/// A request made on this shard, waiting for its outcome.
 #[derive(Debug)]
 pub(crate) struct PendingCall {
-    caller: ActorId,
-    /// The caller as it was when it called: the outcome is addressed to it
-    /// there if it has left this shard since.
-    caller_generation: ObjectGeneration,
-    caller_authority: AuthorityOwnerGeneration,
-    caller_lease: OwnerLeaseGeneration,
-    call: CallId,
+    caller: Caller,
     /// The node the request went to: only its answer ends the request.
     peer: NodeRid,
     deadline: TimerKey,
 }
 
+/// Who waits for a request's outcome.
+#[derive(Debug)]
+enum Caller {
+    /// An Actor of this shard, as it was when it called: the outcome is
+    /// addressed to it there if it has left this shard since.
+    Actor {
+        id: ActorId,
+        generation: ObjectGeneration,
+        authority: AuthorityOwnerGeneration,
+        lease: OwnerLeaseGeneration,
+        call: CallId,
+    },
+    /// Node code outside any Actor, waiting on this shard under the number
+    /// the shard gave it: it never moves, so the outcome is handed over
+    /// here ([`CoreEvent::NodeCallOutcome`]).
+    Node(CallId),
+}
+
 impl Actors<'_> {
-    /// Numbers a new request of `actor` (hosted here): its numbers are its
-    /// own and move with it, so an outcome is never taken for another call.
-    pub fn call_id(&mut self, actor: &ActorId) -> Result<CallId, Error> {
+    /// Numbers and opens a new request of `actor` (hosted here), ending at
+    /// `deadline` from now at the latest: its numbers are its own and move
+    /// with it, so an outcome is never taken for another call, and its
+    /// ledger ends the request at its deadline wherever it is then
+    /// (open_calls.rs). `QueueFull` when it has as many open as it may
+    /// (256), `StaleLocation` when it is not hosted here.
+    pub fn open_call(&mut self, actor: &ActorId, deadline: Duration) -> Result<CallId, Error> {
         let hosted = self
             .owner
             .actors
             .get_mut(actor)
             .ok_or_else(|| Error::new(Reason::StaleLocation))?;
-        hosted.next_call = CallId(hosted.next_call.0 + 1);
-        Ok(hosted.next_call)
+        hosted.calls.open(actor, deadline, self.fx)
     }
 
-    /// A one-way message from `from`, an Actor of this shard, to the Actor
-    /// `to` names (its route as resolved).
-    pub fn send(&mut self, from: &ActorId, to: &ActorRef, key: PacketKey, payload: Bytes) {
+    /// The deadline of an open request in its caller's ledger: it ends
+    /// `Deadline` now, as a later turn of the caller, whatever became of
+    /// the node that sent it. A fenced owner (§5) runs no more turns.
+    pub(crate) fn on_caller_deadline(&mut self, fire: &CallDeadline) {
+        let fenced = self.owner.fenced;
+        let Some(hosted) = self.owner.actors.get_mut(&fire.actor) else {
+            return;
+        };
+        if !hosted.calls.expire(fire.call) || fenced {
+            return;
+        }
+        self.fx.trace(FlowTrace::RequestDeadlineExceeded);
+        self.fx.actor_event(ActorEvent::CallOutcome {
+            actor: fire.actor.clone(),
+            call: fire.call,
+            outcome: Err(Reason::Deadline.into()),
+        });
+    }
+
+    /// A one-way message from `from`, an Actor of this shard (`None`: node
+    /// code), to the Actor `to` names (its route as resolved).
+    pub fn send(&mut self, from: Option<&ActorId>, to: &ActorRef, key: PacketKey, payload: Bytes) {
         let record = call_record(None, from, to, CallBody::Message { key, payload });
         self.fx.send(to.location.owner, record);
     }
@@ -83,31 +117,64 @@ impl Actors<'_> {
         call: CallId,
         deadline: Duration,
     ) -> Result<(), Error> {
-        let Some(caller) = self.owner.actors.get(from) else {
+        let Some(hosted) = self.owner.actors.get(from) else {
             return Err(Reason::StaleLocation.into());
         };
-        let (caller_generation, caller_authority) = (caller.generation, caller.authority);
-        let caller_lease = self.owner.identity.lease;
+        let caller = Caller::Actor {
+            id: from.clone(),
+            generation: hosted.generation,
+            authority: hosted.authority,
+            lease: self.owner.identity.lease,
+            call,
+        };
+        self.start_request(
+            caller,
+            Some(from),
+            to,
+            CallBody::Message { key, payload },
+            deadline,
+        );
+        Ok(())
+    }
+
+    /// A request from node code outside any Actor (docs/actors.md "From
+    /// node code"), numbered `call` by the shard: the same rules as an
+    /// Actor's request; its outcome is [`CoreEvent::NodeCallOutcome`].
+    pub fn node_request(
+        &mut self,
+        to: &ActorRef,
+        key: PacketKey,
+        payload: Bytes,
+        call: CallId,
+        deadline: Duration,
+    ) {
+        let body = CallBody::Message { key, payload };
+        self.start_request(Caller::Node(call), None, to, body, deadline);
+    }
+
+    fn start_request(
+        &mut self,
+        caller: Caller,
+        from: Option<&ActorId>,
+        to: &ActorRef,
+        body: CallBody,
+        deadline: Duration,
+    ) {
         self.owner.next_call = self.owner.next_call.next();
         let id = self.owner.next_call;
         let header = RequestHeader {
             id,
             budget: deadline,
         };
-        let record = call_record(Some(header), from, to, CallBody::Message { key, payload });
-        self.fx.send(to.location.owner, record);
+        self.fx
+            .send(to.location.owner, call_record(Some(header), from, to, body));
         let deadline = self.fx.arm(deadline, CoreTimer::Call(id));
         let pending = PendingCall {
-            caller: from.clone(),
-            caller_generation,
-            caller_authority,
-            caller_lease,
-            call,
+            caller,
             peer: to.location.owner,
             deadline,
         };
         self.owner.calls.insert(id, pending);
-        Ok(())
     }
 
     /// A request the runtime could not send (its target's route could not
@@ -140,11 +207,20 @@ impl Actors<'_> {
         self.end_call(reply.request, reply.outcome);
     }
 
-    /// A call's deadline passed: it ends `Deadline`, once.
+    /// A request's deadline passed at the node that sent it: no answer will
+    /// be taken from now on. Node code's request ends `Deadline` here; an
+    /// Actor's is ended by the Actor's own ledger, wherever the Actor is
+    /// (open_calls.rs), so nothing is sent for it.
     pub(crate) fn on_call_deadline(&mut self, request: RequestId) {
-        if self.owner.calls.contains_key(&request) {
-            self.fx.trace(FlowTrace::RequestDeadlineExceeded);
-            self.end_call(request, Err(Reason::Deadline.into()));
+        match self.owner.calls.get(&request).map(|p| &p.caller) {
+            Some(Caller::Node(_)) => {
+                self.fx.trace(FlowTrace::RequestDeadlineExceeded);
+                self.end_call(request, Err(Reason::Deadline.into()));
+            }
+            Some(Caller::Actor { .. }) => {
+                self.owner.calls.remove(&request);
+            }
+            None => {}
         }
     }
 
@@ -160,21 +236,30 @@ impl Actors<'_> {
             return;
         };
         self.fx.cancel(pending.deadline);
+        let (id, generation, authority, lease, call) = match pending.caller {
+            Caller::Actor {
+                id,
+                generation,
+                authority,
+                lease,
+                call,
+            } => (id, generation, authority, lease, call),
+            Caller::Node(call) => {
+                self.fx.event(CoreEvent::NodeCallOutcome { call, outcome });
+                return;
+            }
+        };
         // Addressed to the caller where it is now when it is still here,
         // else where it was (Message Follow takes it on).
-        let to = match self.owner.actors.get(&pending.caller) {
-            Some(hosted) if hosted.generation == pending.caller_generation => (
+        let to = match self.owner.actors.get(&id) {
+            Some(hosted) if hosted.generation == generation => (
                 hosted.generation,
                 hosted.authority,
                 self.owner.identity.lease,
             ),
-            _ => (
-                pending.caller_generation,
-                pending.caller_authority,
-                pending.caller_lease,
-            ),
+            _ => (generation, authority, lease),
         };
-        self.deliver_outcome(&pending.caller, to, pending.call, outcome);
+        self.deliver_outcome(&id, to, call, outcome);
     }
 
     /// The outcome goes to the caller as a 70 to this node: on this node's
@@ -197,7 +282,7 @@ impl Actors<'_> {
             object_generation: generation,
             authority,
             lease,
-            from: caller.clone(),
+            from: Some(caller.clone()),
             body: CallBody::Outcome { call, outcome },
         });
         self.fx.send(self.owner.identity.node, record);
@@ -243,6 +328,19 @@ impl Actors<'_> {
             self.fx.trace(FlowTrace::OneWayRecordRefused);
             return None;
         }
+        // An outcome is delivered only to a request still open in the
+        // caller's ledger: once, never after its own deadline ended it.
+        if let CallBody::Outcome { call: id, .. } = &call.body {
+            let open = self
+                .owner
+                .actors
+                .get_mut(&call.actor)
+                .is_some_and(|hosted| hosted.calls.close(*id, self.fx));
+            if !open {
+                self.fx.trace(FlowTrace::LateReplyDropped);
+                return None;
+            }
+        }
         let reply: Option<ReplyTicket> = request.map(|h| self.owner.owe(from, h.id));
         Some(match call.body {
             CallBody::Message { key, payload } => ActorEvent::Call {
@@ -281,7 +379,7 @@ impl Actors<'_> {
 /// A 70 from `from` to the Actor at `to`'s route.
 fn call_record(
     request: Option<RequestHeader>,
-    from: &ActorId,
+    from: Option<&ActorId>,
     to: &ActorRef,
     body: CallBody,
 ) -> NodeRecord {
@@ -291,7 +389,7 @@ fn call_record(
         object_generation: to.generation,
         authority: to.location.authority,
         lease: to.location.lease,
-        from: from.clone(),
+        from: from.cloned(),
         body,
     })
 }

@@ -15,8 +15,10 @@
 //! The Actor's timers are `timers` (docs/actors.md "Timers").
 
 mod calls;
+mod open_calls;
 mod timers;
 
+pub use self::open_calls::CallDeadline;
 pub use self::timers::{ActorTimerFire, TIMER_PERIOD_MIN};
 
 use std::time::Duration;
@@ -37,8 +39,9 @@ use crate::wire::client::CloseReason;
 use crate::wire::node::{
     ActorMessage, ActorReply, ActorSend, ActorSendBody, AuthorityFence, BindRequest, BindTerminal,
     BindTombstone, BindingHandoff, BoundRoute, BoundSessionBind, BoundSessionBody,
-    BoundSessionReplaced, BoundSessionSend, NodeRecord, TimersHandoff,
+    BoundSessionReplaced, BoundSessionSend, CallsHandoff, NodeRecord, TimersHandoff,
 };
+use open_calls::OpenCalls;
 use timers::ActorTimers;
 
 /// Who this Actor owner is (§4 route fields).
@@ -64,7 +67,7 @@ pub(crate) struct HandedActor {
     pub(crate) authority: AuthorityOwnerGeneration,
     pub(crate) binding: Option<BindingHandoff>,
     pub(crate) timers: TimersHandoff,
-    pub(crate) last_call: CallId,
+    pub(crate) calls: CallsHandoff,
 }
 
 /// Names a reply the Actor owes: a request relay or a disconnect callback.
@@ -113,8 +116,8 @@ pub enum ActorEvent {
     Call {
         /// The Actor it is for.
         actor: ActorId,
-        /// The Actor that sent it.
-        from: ActorId,
+        /// The Actor that sent it; `None` for node code outside any Actor.
+        from: Option<ActorId>,
         /// The handler key.
         key: PacketKey,
         /// The payload.
@@ -195,9 +198,9 @@ struct HostedActor {
     authority: AuthorityOwnerGeneration,
     binding: Option<RegisteredBinding>,
     timers: ActorTimers,
-    /// The number the Actor's next request gets: numbers are the Actor's,
-    /// never reused by it, and move with it (calls.rs).
-    next_call: CallId,
+    /// Its requests: numbered by the Actor, never reused by it, and those
+    /// open, each with its deadline; they move with it (open_calls.rs).
+    calls: OpenCalls,
 }
 
 /// The state of every Actor this shard hosts.
@@ -246,19 +249,28 @@ impl ActorOwner {
             .map_or(0, |hosted| hosted.timers.len())
     }
 
-    /// A relocation captures the Actor: its timers stop, each keeping the
-    /// time it has left (docs/actors.md "Timers").
+    /// How many requests the hosted Actor has open.
+    pub fn open_call_count(&self, actor: &ActorId) -> usize {
+        self.actors
+            .get(actor)
+            .map_or(0, |hosted| hosted.calls.len())
+    }
+
+    /// A relocation captures the Actor: its timers and its requests'
+    /// deadlines stop, each keeping the time it has left (docs/actors.md
+    /// "Timers", "Messages between Actors").
     pub(crate) fn freeze_timers(&mut self, actor: &ActorId, fx: &mut Effects) {
         if let Some(hosted) = self.actors.get_mut(actor) {
             hosted.timers.freeze(fx);
+            hosted.calls.freeze(fx);
         }
     }
 
-    /// The number the hosted Actor's next request gets (the 60 carries it).
-    pub(crate) fn next_call(&self, actor: &ActorId) -> CallId {
+    /// The captured Actor's requests as the 60 carries them.
+    pub(crate) fn calls_handoff(&self, actor: &ActorId) -> CallsHandoff {
         self.actors
             .get(actor)
-            .map(|h| h.next_call)
+            .map(|hosted| hosted.calls.handoff())
             .unwrap_or_default()
     }
 
@@ -270,10 +282,12 @@ impl ActorOwner {
             .unwrap_or_default()
     }
 
-    /// The move aborted and the Actor reopens here: its timers run again.
+    /// The move aborted and the Actor reopens here: its timers and its
+    /// requests' deadlines run again.
     pub(crate) fn thaw_timers(&mut self, actor: &ActorId, fx: &mut Effects) {
         if let Some(hosted) = self.actors.get_mut(actor) {
             hosted.timers.thaw(actor, fx);
+            hosted.calls.thaw(actor, fx);
         }
     }
 
@@ -385,7 +399,7 @@ impl Actors<'_> {
             authority,
             binding: None,
             timers: ActorTimers::default(),
-            next_call: CallId::default(),
+            calls: OpenCalls::default(),
         };
         let actor_ref = self.owner.make_ref(&actor, &hosted);
         self.owner.actors.insert(actor, hosted);
@@ -407,7 +421,7 @@ impl Actors<'_> {
             authority,
             binding,
             timers,
-            last_call,
+            calls,
         } = handed;
         debug_assert!(!self.owner.actors.contains_key(&actor));
         let hosted = HostedActor {
@@ -419,7 +433,7 @@ impl Actors<'_> {
                 generation: b.binding,
             }),
             timers: ActorTimers::handed(timers, queued, &actor, self.fx),
-            next_call: last_call,
+            calls: OpenCalls::handed(calls, &actor, self.fx),
         };
         let actor_ref = self.owner.make_ref(&actor, &hosted);
         self.owner.actors.insert(actor, hosted);
@@ -435,6 +449,7 @@ impl Actors<'_> {
             .remove(actor)
             .ok_or_else(|| Error::new(Reason::StaleLocation))?;
         destroyed.timers.cancel_all(self.fx);
+        destroyed.calls.cancel_all(self.fx);
         Ok(())
     }
 

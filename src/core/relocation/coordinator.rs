@@ -680,7 +680,7 @@ impl Relocations<'_> {
             state: capture.state,
             saved,
             timers: self.owner.timers_handoff(&coordinator.actor),
-            last_call: self.owner.next_call(&coordinator.actor),
+            calls: self.owner.calls_handoff(&coordinator.actor),
         });
         let mut encoded = BytesMut::new();
         record.encode(&mut encoded);

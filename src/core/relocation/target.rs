@@ -26,11 +26,11 @@ use crate::core::timer::TimerKey;
 use crate::core::trace::FlowTrace;
 use crate::error::{Error, Reason};
 use crate::ids::{
-    ActorId, AuthorityOwnerGeneration, BindingIdentity, CallId, ObjectGeneration, Peer,
-    RelocationId, RequestId,
+    ActorId, AuthorityOwnerGeneration, BindingIdentity, ObjectGeneration, Peer, RelocationId,
+    RequestId,
 };
 use crate::wire::node::{
-    ActorReply, ActorSend, BindTombstone, BindingHandoff, BoundRoute, NodeRecord,
+    ActorReply, ActorSend, BindTombstone, BindingHandoff, BoundRoute, CallsHandoff, NodeRecord,
     RelocationCutover, RelocationDiscard, RelocationFinished, RelocationIngressHold,
     RelocationPrepare, RelocationReady, RouteCommit, SavedWork, SealIdentity,
     SessionRelocationRoute, TimersHandoff,
@@ -50,8 +50,9 @@ pub(super) struct TargetHandoff {
     /// The Actor's timers, as time left at capture (docs/actors.md
     /// "Timers"); armed when the Actor is hosted here.
     timers: TimersHandoff,
-    /// The number of the Actor's last request.
-    last_call: CallId,
+    /// The Actor's requests: their numbering and those open, with the time
+    /// each deadline had left; armed when the Actor is hosted here.
+    calls: CallsHandoff,
     /// The temporary queue: saved work, then the ingress hold, in order.
     queue: Vec<SavedWork>,
     phase: TargetPhase,
@@ -109,7 +110,7 @@ impl Relocations<'_> {
             source: from,
             binding: prepare.binding,
             timers: prepare.timers,
-            last_call: prepare.last_call,
+            calls: prepare.calls,
             queue: prepare.saved,
             phase: TargetPhase::Restoring {
                 request: prepare.request.id,
@@ -402,13 +403,22 @@ impl Relocations<'_> {
                 .iter()
                 .any(|work| matches!(work, SavedWork::Timer { timer: t, .. } if *t == timer))
         };
+        // An outcome the source took into the ingress hold after the 60
+        // left closed its request there: the ledger that came in the 60 had
+        // it open still (docs/actors.md "Messages between Actors").
+        let mut calls = std::mem::take(&mut handoff.calls);
+        calls.open.retain(|(open, _)| {
+            !queue
+                .iter()
+                .any(|work| matches!(work, SavedWork::CallOutcome { call, .. } if call == open))
+        });
         let handed = HandedActor {
             actor: handoff.actor.clone(),
             generation: handoff.generation,
             authority,
             binding: handoff.binding,
             timers: std::mem::take(&mut handoff.timers),
-            last_call: handoff.last_call,
+            calls,
         };
         let actor_ref = self.actors().host_handed(handed, queued);
         // A follow entry left here by an earlier move away is stale now that

@@ -607,6 +607,7 @@ impl ShardState {
         if let Some(hosted) = self.host.actors.remove(id) {
             self.drop_lane(hosted.lane);
         }
+        self.routes.forget_caller(id);
         Ok(())
     }
 
@@ -770,7 +771,7 @@ impl ShardState {
                     key,
                     payload,
                     correlation: None,
-                    from: Some(from),
+                    from,
                     wants_reply: reply.is_some(),
                 };
                 let outcome = instance.handle(&mut ctx, message);
@@ -781,7 +782,7 @@ impl ShardState {
                 }
             }
             ActorEvent::CallOutcome { call, outcome, .. } => {
-                ctx.routes.ended(&actor, call, &outcome);
+                ctx.routes.ended(Some(&actor), call, &outcome);
                 instance.on_reply(&mut ctx, call, outcome);
             }
             ActorEvent::Disconnect { .. } => {}
@@ -888,7 +889,7 @@ impl ActorContext for TurnContext<'_> {
     fn send(&mut self, to: &ActorId, key: PacketKey, payload: Bytes) -> Result<(), Error> {
         self.fits(&payload)?;
         self.routes.outgoing.push(super::calls::Outgoing {
-            from: self.actor.clone(),
+            from: Some(self.actor.clone()),
             to: to.clone(),
             key,
             payload,
@@ -905,9 +906,9 @@ impl ActorContext for TurnContext<'_> {
         deadline: Duration,
     ) -> Result<CallId, Error> {
         self.fits(&payload)?;
-        let call = self.core.actors(self.now).call_id(self.actor)?;
+        let call = self.core.actors(self.now).open_call(self.actor, deadline)?;
         self.routes.outgoing.push(super::calls::Outgoing {
-            from: self.actor.clone(),
+            from: Some(self.actor.clone()),
             to: to.clone(),
             key,
             payload,

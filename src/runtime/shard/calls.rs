@@ -16,6 +16,10 @@
 //! - Calls to one target keep their order: while its route is being
 //!   resolved they wait, in order, behind the look-up (at most
 //!   [`WAITING_MAX`] on the shard; past it a call is refused, `QueueFull`).
+//! - Node code outside any Actor calls by the same path (docs/actors.md
+//!   "From node code"): its call is a node command to the target's shard,
+//!   with no sender; a request's outcome goes to its waiter
+//!   ([`NodeCallReply`]), which the core hands over once.
 
 use std::time::Duration;
 
@@ -33,9 +37,14 @@ use crate::store::StoreError;
 /// The most calls that may wait on route look-ups on one shard.
 pub(super) const WAITING_MAX: usize = 4_096;
 
-/// A call an Actor's turn made, to be routed after the turn.
+/// Where the outcome of a request from node code goes: the caller blocks
+/// on, or awaits, the other half ([`crate::api::ActorCaller`]).
+pub(crate) type NodeCallReply = oneshot::Sender<Result<Bytes, Error>>;
+
+/// A call an Actor's turn (or node code) made, to be routed.
 pub(super) struct Outgoing {
-    pub(super) from: ActorId,
+    /// The calling Actor; `None` for node code.
+    pub(super) from: Option<ActorId>,
     pub(super) to: ActorId,
     pub(super) key: PacketKey,
     pub(super) payload: Bytes,
@@ -51,9 +60,14 @@ pub(super) struct Routes {
     /// Calls waiting, in order, for their target's look-up.
     resolving: HashMap<ActorId, Vec<Outgoing>>,
     waiting: usize,
-    /// The target of each request in flight, by caller and number, to drop
-    /// its route when the request finds it stale.
-    targets: HashMap<(ActorId, CallId), ActorId>,
+    /// The target of each request in flight, by caller (`None`: node code)
+    /// and number, to drop its route when the request finds it stale.
+    targets: HashMap<(Option<ActorId>, CallId), ActorId>,
+    /// Node code's requests waiting for their outcomes, by the shard's
+    /// number for them.
+    waiters: HashMap<CallId, NodeCallReply>,
+    /// The last number given to a request from node code.
+    last_node_call: CallId,
     /// What this loop turn's Actor turns sent, in order.
     pub(super) outgoing: Vec<Outgoing>,
 }
@@ -65,10 +79,22 @@ impl Routes {
             .retain(|_, (route, _)| route.location.owner != peer);
     }
 
+    /// The Actor left this shard (moved away): nothing of its requests is
+    /// kept here.
+    pub(super) fn forget_caller(&mut self, caller: &ActorId) {
+        self.targets
+            .retain(|(from, _), _| from.as_ref() != Some(caller));
+    }
+
     /// A request ended: when its error says the route was stale, the next
     /// call to that target resolves again.
-    pub(super) fn ended(&mut self, caller: &ActorId, call: CallId, outcome: &Result<Bytes, Error>) {
-        let Some(target) = self.targets.remove(&(caller.clone(), call)) else {
+    pub(super) fn ended(
+        &mut self,
+        caller: Option<&ActorId>,
+        call: CallId,
+        outcome: &Result<Bytes, Error>,
+    ) {
+        let Some(target) = self.targets.remove(&(caller.cloned(), call)) else {
             return;
         };
         let stale = outcome.as_ref().err().is_some_and(|e| {
@@ -89,6 +115,42 @@ impl Routes {
 }
 
 impl ShardState {
+    /// A call from node code outside any Actor (a node command): routed at
+    /// once like an Actor's, a request with `reply` waiting for its outcome
+    /// until `deadline` from now.
+    pub(super) fn node_call(
+        &mut self,
+        to: ActorId,
+        key: PacketKey,
+        payload: Bytes,
+        reply: Option<(Duration, NodeCallReply)>,
+    ) {
+        let now = self.now();
+        let request = reply.map(|(deadline, reply)| {
+            let id = CallId(self.routes.last_node_call.0 + 1);
+            self.routes.last_node_call = id;
+            self.routes.waiters.insert(id, reply);
+            (id, now + deadline)
+        });
+        let call = Outgoing {
+            from: None,
+            to,
+            key,
+            payload,
+            request,
+        };
+        self.route_call(call);
+    }
+
+    /// A request from node code ended: its waiter gets the outcome (a
+    /// waiter that gave up is not waited for).
+    pub(super) fn node_call_ended(&mut self, call: CallId, outcome: Result<Bytes, Error>) {
+        self.routes.ended(None, call, &outcome);
+        if let Some(waiter) = self.routes.waiters.remove(&call) {
+            let _ = waiter.send(outcome);
+        }
+    }
+
     /// Routes what this loop turn's Actor turns sent.
     pub(super) fn route_outgoing(&mut self) {
         if self.routes.outgoing.is_empty() {
@@ -186,21 +248,27 @@ impl ShardState {
             request,
         } = call;
         let Some((id, deadline_at)) = request else {
-            self.core.actors(now).send(&from, route, key, payload);
+            self.core
+                .actors(now)
+                .send(from.as_ref(), route, key, payload);
             return;
         };
         let left = deadline_at.saturating_duration_since(now);
         if left == Duration::ZERO {
             self.core.trace(FlowTrace::RequestDeadlineExceeded);
+            return self.call_not_sent(from, id, Reason::Deadline.into());
+        }
+        let Some(caller) = from.clone() else {
             self.core
                 .actors(now)
-                .call_failed(&from, id, Reason::Deadline.into());
+                .node_request(route, key, payload, id, left);
+            self.routes.targets.insert((None, id), to);
             return;
-        }
+        };
         match self
             .core
             .actors(now)
-            .request(&from, route, key, payload, id, left)
+            .request(&caller, route, key, payload, id, left)
         {
             Ok(()) => {
                 self.routes.targets.insert((from, id), to);
@@ -210,10 +278,19 @@ impl ShardState {
         }
     }
 
-    fn fail_call(&mut self, call: Outgoing, error: Error) {
+    /// A request that could not be sent ends now: an Actor's through the
+    /// core (a later turn of the caller), node code's at its waiter.
+    fn call_not_sent(&mut self, from: Option<ActorId>, call: CallId, error: Error) {
         let now = self.now();
+        match from {
+            Some(caller) => self.core.actors(now).call_failed(&caller, call, error),
+            None => self.node_call_ended(call, Err(error)),
+        }
+    }
+
+    fn fail_call(&mut self, call: Outgoing, error: Error) {
         match call.request {
-            Some((id, _)) => self.core.actors(now).call_failed(&call.from, id, error),
+            Some((id, _)) => self.call_not_sent(call.from, id, error),
             None => self.core.trace(FlowTrace::OneWayRecordRefused),
         }
     }

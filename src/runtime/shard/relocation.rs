@@ -259,6 +259,9 @@ impl ShardState {
                         .is_some_and(|h| matches!(h.lane, ActorLane::Captured(_)));
                     if captured {
                         self.host.actors.remove(&actor);
+                        // Its open requests' outcomes follow it; their
+                        // routes' bookkeeping here ends with it.
+                        self.routes.forget_caller(&actor);
                     }
                 }
             }

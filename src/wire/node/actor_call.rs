@@ -36,8 +36,9 @@ pub struct ActorCall {
     pub authority: AuthorityOwnerGeneration,
     /// The owner lease generation of that route (kept, §5).
     pub lease: OwnerLeaseGeneration,
-    /// The Actor that sent it (for an outcome, the Actor it is for).
-    pub from: ActorId,
+    /// The Actor that sent it (for an outcome, the Actor it is for);
+    /// `None` for a message from node code outside any Actor.
+    pub from: Option<ActorId>,
     /// What is delivered.
     pub body: CallBody,
 }

@@ -88,8 +88,8 @@ pub enum SavedWork {
     Call {
         /// `Some` for a request: the source's proxy id and its budget.
         request: Option<RequestHeader>,
-        /// The Actor that sent it.
-        from: ActorId,
+        /// The Actor that sent it (`None`: node code outside any Actor).
+        from: Option<ActorId>,
         /// Which handler key.
         key: PacketKey,
         /// The payload.
@@ -141,9 +141,29 @@ pub struct RelocationPrepare {
     pub saved: Vec<SavedWork>,
     /// The Actor's pending timers, as time remaining (node clocks differ).
     pub timers: TimersHandoff,
+    /// The Actor's requests: their numbering and those still open, each
+    /// with the time its deadline had left (docs/actors.md "Messages
+    /// between Actors").
+    pub calls: CallsHandoff,
+}
+
+/// An Actor's requests as a relocation carries them: the caller's side of
+/// "every request ends exactly once" moves with the caller, so that a
+/// request whose outcome never comes (its answer went to a node that died)
+/// still ends, at its deadline, wherever the caller now is.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CallsHandoff {
     /// The number the Actor's last request got: its requests are numbered
-    /// by the Actor, wherever it is (docs/actors.md).
-    pub last_call: CallId,
+    /// by the Actor, wherever it is.
+    pub last: CallId,
+    /// The requests still open, in number order, each with the time left
+    /// until its deadline at capture. At most [`CallsHandoff::OPEN_MAX`].
+    pub open: Vec<(CallId, std::time::Duration)>,
+}
+
+impl CallsHandoff {
+    /// How many requests one Actor may have open at once.
+    pub const OPEN_MAX: u16 = 256;
 }
 
 /// An Actor's timers as a relocation carries them (docs/actors.md
@@ -430,6 +450,37 @@ impl Field for TimersHandoff {
     }
 }
 
+impl Field for CallsHandoff {
+    /// `[u64 last][u16 count]` then per open request `[u64 call][u64
+    /// remaining µs]`.
+    fn put(&self, dst: &mut BytesMut) {
+        self.last.put(dst);
+        // The core never holds more than `OPEN_MAX`; a longer list saturates
+        // the count and the receiver refuses the record.
+        dst.put_u16(u16::try_from(self.open.len()).unwrap_or(u16::MAX));
+        for (call, remaining) in &self.open {
+            call.put(dst);
+            put_micros(*remaining, dst);
+        }
+    }
+
+    /// The count is checked before the first request is read.
+    fn get(r: &mut Reader<'_>) -> Result<Self, WireError> {
+        let last = r.get()?;
+        let count = r.u16()?;
+        let max = Self::OPEN_MAX;
+        if count > max {
+            return Err(WireError::TooManyOpenCalls { count, max });
+        }
+        let mut open = Vec::new();
+        for _ in 0..count {
+            let call = r.get()?;
+            open.push((call, std::time::Duration::from_micros(r.u64()?)));
+        }
+        Ok(Self { last, open })
+    }
+}
+
 /// The variant byte of a command that has one variant.
 const ONLY: u8 = 1;
 
@@ -456,7 +507,7 @@ impl Body for RelocationPrepare {
             work.put(dst);
         }
         self.timers.put(dst);
-        self.last_call.put(dst);
+        self.calls.put(dst);
     }
 
     fn get_body(variant: u8, r: &mut Reader<'_>) -> Result<Self, WireError> {
@@ -473,7 +524,7 @@ impl Body for RelocationPrepare {
             state: get_state(r)?,
             saved: get_saved(r)?,
             timers: r.get()?,
-            last_call: r.get()?,
+            calls: r.get()?,
         })
     }
 }

@@ -27,7 +27,7 @@ pub use bind::{
 };
 pub use bound_send::{BoundSessionBody, BoundSessionSend};
 pub use handoff::{
-    BindingHandoff, RelocationCutover, RelocationDiscard, RelocationFinished,
+    BindingHandoff, CallsHandoff, RelocationCutover, RelocationDiscard, RelocationFinished,
     RelocationIngressHold, RelocationPrepare, RelocationReady, SavedWork, TimerHandoff,
     TimersHandoff,
 };
