@@ -398,7 +398,7 @@ int32_t zlink_state(struct zlink_client *client);
 // # Safety
 // `client` is null or a live pointer from `zlink_client_new`; `out` is
 // null or points to writable memory for one `zlink_stats`.
-int32_t zlink_stats(struct zlink_client *client, struct zlink_stats *out);
+int32_t zlink_get_stats(struct zlink_client *client, struct zlink_stats *out);
 
 // The ErrorKind's name ("Unavailable", "NotFound" …), through
 // src/error.rs's `ErrorKind::from_code` so that a kind a newer zlink

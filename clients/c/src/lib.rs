@@ -946,7 +946,7 @@ pub unsafe extern "C" fn zlink_state(client: *mut zlink_client) -> i32 {
 /// `client` is null or a live pointer from `zlink_client_new`; `out` is
 /// null or points to writable memory for one `zlink_stats`.
 #[no_mangle]
-pub unsafe extern "C" fn zlink_stats(client: *mut zlink_client, out: *mut zlink_stats) -> i32 {
+pub unsafe extern "C" fn zlink_get_stats(client: *mut zlink_client, out: *mut zlink_stats) -> i32 {
     if out.is_null() {
         return ZLINK_E_NULL;
     }
