@@ -504,11 +504,11 @@ impl Client {
         match std::mem::replace(&mut self.phase, Phase::Closed) {
             Phase::Closed => {}
             Phase::Open(conn) => {
-                self.end_requests(conn);
+                self.end_requests(conn.pending);
                 self.closed_for_good(Cause::ClientClosed);
             }
             Phase::Opening { conn, .. } => {
-                self.end_requests(conn);
+                self.end_requests(conn.pending);
                 self.closed_for_good(Cause::ClientClosed);
             }
             Phase::Idle | Phase::Backoff { .. } => self.closed_for_good(Cause::ClientClosed),
@@ -629,11 +629,11 @@ impl Client {
                         Ok(payload) if ended.is_none() => self.logged_in(conn, reconnect, payload),
                         Ok(_) => {
                             let cause = ended.unwrap_or(Cause::ConnectionLost);
-                            self.end_requests(conn);
+                            self.end_requests(conn.pending);
                             self.attempt_failed(now, reconnect, attempt, cause)
                         }
                         Err(failure) => {
-                            self.end_requests(conn);
+                            self.end_requests(conn.pending);
                             let cause = match ended {
                                 Some(cause @ Cause::ServerClose(_)) => cause,
                                 _ => Cause::LoginFailed(failure),
@@ -652,7 +652,7 @@ impl Client {
                         }
                     }
                     Some(cause) => {
-                        self.end_requests(conn);
+                        self.end_requests(conn.pending);
                         self.attempt_failed(now, reconnect, attempt, cause)
                     }
                 }
@@ -662,7 +662,7 @@ impl Client {
                 match ended {
                     None => self.phase = Phase::Open(conn),
                     Some(cause) => {
-                        self.end_requests(conn);
+                        self.end_requests(conn.pending);
                         self.connection_ended(now, cause);
                     }
                 }
@@ -821,8 +821,8 @@ impl Client {
 
     /// Ends every request of a connection that is gone with OutcomeUnknown:
     /// the server may have run it. Never queued for the next connection.
-    fn end_requests(&mut self, conn: Box<Conn>) {
-        let mut ended: Vec<(u32, Pending)> = conn.pending.into_iter().collect();
+    fn end_requests(&mut self, pending: HashMap<u32, Pending>) {
+        let mut ended: Vec<(u32, Pending)> = pending.into_iter().collect();
         // In the order they were sent (correlations grow; wrap aside).
         ended.sort_by_key(|(c, _)| *c);
         for (_, p) in ended {

@@ -1026,3 +1026,238 @@ pub extern "C" fn zlink_close_reason_name(code: u8) -> *const c_char {
     });
     name_ptr(table, code)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+    use zlink::ids::Correlation;
+    use zlink::wire::client::ClientFrame;
+    use zlink::wire::DecodeLimits;
+
+    fn name(p: *const c_char) -> String {
+        assert!(!p.is_null());
+        // SAFETY: the name functions return static NUL-terminated strings.
+        unsafe { CStr::from_ptr(p) }.to_str().unwrap().to_owned()
+    }
+
+    fn options(address: &CStr) -> zlink_options {
+        let mut o = std::mem::MaybeUninit::<zlink_options>::uninit();
+        // SAFETY: room for one zlink_options; it fills every field.
+        assert_eq!(unsafe { zlink_options_default(o.as_mut_ptr()) }, ZLINK_OK);
+        // SAFETY: initialised just above.
+        let mut o = unsafe { o.assume_init() };
+        o.address = address.as_ptr();
+        o
+    }
+
+    #[test]
+    fn names_come_from_the_error_tables() {
+        assert_eq!(name(zlink_error_kind_name(1)), "Unavailable");
+        assert_eq!(name(zlink_error_kind_name(0)), "Ok");
+        assert_eq!(name(zlink_error_kind_name(ZLINK_KIND_UNKNOWN)), "Unknown");
+        assert_eq!(name(zlink_reason_name(21)), "NoPacketHandler");
+        assert_eq!(
+            name(zlink_reason_name(ZLINK_REASON_DEADLINE)),
+            format!("{:?}", Reason::Deadline)
+        );
+        assert_eq!(Reason::Deadline.code(), ZLINK_REASON_DEADLINE);
+        assert_eq!(
+            name(zlink_reason_name(ZLINK_REASON_OUTCOME_UNKNOWN)),
+            "OutcomeUnknown"
+        );
+        assert!(Reason::from_code(ZLINK_REASON_OUTCOME_UNKNOWN).is_none());
+        assert_eq!(name(zlink_close_reason_name(1)), "Replaced");
+        assert_eq!(name(zlink_close_reason_name(0)), "Unknown");
+        for (kind, code) in [
+            (ErrorKind::Unavailable, ZLINK_KIND_UNAVAILABLE),
+            (ErrorKind::InvalidOperation, ZLINK_KIND_INVALID_OPERATION),
+            (ErrorKind::NotFound, ZLINK_KIND_NOT_FOUND),
+            (ErrorKind::DeadlineExceeded, ZLINK_KIND_DEADLINE_EXCEEDED),
+            (ErrorKind::Cancelled, ZLINK_KIND_CANCELLED),
+        ] {
+            assert_eq!(kind.code(), code);
+        }
+    }
+
+    #[test]
+    fn null_pointers_and_bad_options_are_refused() {
+        let null = std::ptr::null_mut();
+        let mut ev = blank_event();
+        let mut id = 0;
+        // SAFETY: every call is made with null pointers, which each checks.
+        unsafe {
+            assert_eq!(zlink_options_default(std::ptr::null_mut()), ZLINK_E_NULL);
+            assert!(zlink_client_new(std::ptr::null()).is_null());
+            assert_eq!(zlink_client_free(null), ZLINK_OK);
+            assert_eq!(zlink_connect(null), ZLINK_E_NULL);
+            assert_eq!(zlink_poll(null), ZLINK_E_NULL);
+            assert_eq!(zlink_wait(null, 0), ZLINK_E_NULL);
+            assert_eq!(zlink_next_event(null, &mut ev), ZLINK_E_NULL);
+            assert_eq!(
+                zlink_request(null, 1, std::ptr::null(), 0, 0, &mut id),
+                ZLINK_E_NULL
+            );
+            assert_eq!(zlink_send(null, 1, std::ptr::null(), 0), ZLINK_E_NULL);
+            assert_eq!(zlink_close(null), ZLINK_E_NULL);
+            assert_eq!(zlink_state(null), ZLINK_E_NULL);
+        }
+        let address = c"127.0.0.1:1";
+        let bad: [fn(&mut zlink_options); 6] = [
+            |o| o.address = std::ptr::null(),
+            |o| o.reconnect_multiplier = 0.5,
+            |o| o.reconnect_jitter = 1.5,
+            |o| o.reconnect_max_ms = 10,
+            |o| o.request_deadline_ms = 0,
+            |o| {
+                o.has_login = 1;
+                o.login_payload_len = 4;
+            },
+        ];
+        for change in bad {
+            let mut o = options(address);
+            change(&mut o);
+            // SAFETY: a valid zlink_options (its pointers null or static).
+            assert!(unsafe { zlink_client_new(&o) }.is_null());
+        }
+        let o = options(address);
+        // SAFETY: valid options; the client is freed below.
+        let c = unsafe { zlink_client_new(&o) };
+        assert!(!c.is_null());
+        // SAFETY: a live client; a null payload with a length is refused.
+        unsafe {
+            assert_eq!(zlink_state(c), ZLINK_STATE_IDLE);
+            assert_eq!(
+                zlink_request(c, 1, std::ptr::null(), 0, 0, &mut id),
+                ZLINK_E_NOT_CONNECTED
+            );
+            assert_eq!(
+                zlink_request(c, 1, std::ptr::null(), 3, 0, &mut id),
+                ZLINK_E_NULL
+            );
+            assert_eq!(zlink_client_free(c), ZLINK_OK);
+        }
+    }
+
+    struct Seen {
+        client: *mut zlink_client,
+        replies: Vec<(u64, Vec<u8>)>,
+        reasons: Vec<u8>,
+        poll_inside: i32,
+        request_inside: i32,
+        free_inside: i32,
+    }
+
+    unsafe extern "C" fn on_reply(user: *mut c_void, event: *const zlink_event) {
+        // SAFETY: `user` is the test's Seen, `event` valid during the call.
+        let (seen, event) = unsafe { (&mut *(user as *mut Seen), &*event) };
+        let payload = if event.payload.is_null() {
+            Vec::new()
+        } else {
+            // SAFETY: `payload_len` bytes, valid during the call.
+            unsafe { std::slice::from_raw_parts(event.payload, event.payload_len) }.to_vec()
+        };
+        seen.replies.push((event.request_id, payload));
+        seen.reasons.push(event.error_reason);
+        if seen.replies.len() == 1 {
+            let mut id = 0;
+            // SAFETY: a live client; these calls are what a callback may try.
+            unsafe {
+                seen.poll_inside = zlink_poll(seen.client);
+                seen.free_inside = zlink_client_free(seen.client);
+                seen.request_inside = zlink_request_cb(
+                    seen.client,
+                    7,
+                    b"again".as_ptr(),
+                    5,
+                    0,
+                    Some(on_reply),
+                    user,
+                    &mut id,
+                );
+            }
+        }
+    }
+
+    /// A callback gets its reply inside zlink_poll, may make a request, and
+    /// may not poll or free; a request it made in flight at zlink_client_free
+    /// gets OutcomeUnknown through its callback then.
+    #[test]
+    fn callbacks_run_inside_poll_and_are_called_once_each() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = std::ffi::CString::new(listener.local_addr().unwrap().to_string()).unwrap();
+        let server = std::thread::spawn(move || {
+            let (mut sock, _) = listener.accept().unwrap();
+            sock.set_read_timeout(Some(Duration::from_secs(10)))
+                .unwrap();
+            let limits = DecodeLimits::default();
+            let mut buf = bytes::BytesMut::new();
+            let mut answered = 0;
+            // Answers the login and the first request; the second stays in flight.
+            while answered < 2 {
+                while let Some(frame) = ClientFrame::decode_from(&mut buf, &limits).unwrap() {
+                    if let ClientFrame::Request { correlation, .. } = frame {
+                        let mut out = bytes::BytesMut::new();
+                        ClientFrame::Reply {
+                            correlation: Correlation(correlation.0),
+                            payload: Bytes::from_static(b"ok"),
+                        }
+                        .encode(&mut out);
+                        sock.write_all(&out).unwrap();
+                        answered += 1;
+                    }
+                }
+                let mut chunk = [0u8; 1024];
+                let n = sock.read(&mut chunk).unwrap();
+                assert!(n > 0);
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            // Hold the connection until the client goes.
+            let mut chunk = [0u8; 1024];
+            while matches!(sock.read(&mut chunk), Ok(n) if n > 0) {}
+        });
+        let mut o = options(&address);
+        o.has_login = 1;
+        o.login_key = 1;
+        let c = unsafe { zlink_client_new(&o) };
+        assert!(!c.is_null());
+        let mut seen = Seen {
+            client: c,
+            replies: Vec::new(),
+            reasons: Vec::new(),
+            poll_inside: 0,
+            request_inside: 1,
+            free_inside: 0,
+        };
+        let mut ev = blank_event();
+        let end = Instant::now() + Duration::from_secs(10);
+        // SAFETY: a live client, a valid event, a Seen that outlives it.
+        unsafe {
+            assert_eq!(zlink_connect(c), ZLINK_OK);
+            while zlink_next_event(c, &mut ev) == 0 {
+                assert!(Instant::now() < end);
+                assert!(zlink_wait(c, 100) >= 0);
+            }
+            assert_eq!(ev.kind, ZLINK_EVENT_LOGGED_IN);
+            let mut id = 0;
+            let user = &mut seen as *mut Seen as *mut c_void;
+            assert_eq!(
+                zlink_request_cb(c, 2, b"x".as_ptr(), 1, 0, Some(on_reply), user, &mut id),
+                ZLINK_OK
+            );
+            while (*(user as *mut Seen)).replies.is_empty() {
+                assert!(Instant::now() < end);
+                assert_eq!(zlink_wait(c, 100), 0, "a callback's reply is no event");
+            }
+            assert_eq!(zlink_client_free(c), ZLINK_OK);
+        }
+        assert_eq!(seen.poll_inside, ZLINK_E_REENTRANT);
+        assert_eq!(seen.free_inside, ZLINK_E_REENTRANT);
+        assert_eq!(seen.request_inside, ZLINK_OK);
+        assert_eq!(seen.replies.len(), 2);
+        assert_eq!(seen.replies[0].1, b"ok");
+        assert_eq!(seen.reasons, [0, ZLINK_REASON_OUTCOME_UNKNOWN]);
+        server.join().unwrap();
+    }
+}
