@@ -626,7 +626,11 @@ impl Client {
                 let (ended, login_outcome) = self.drive(&mut conn, now, login);
                 if let Some(outcome) = login_outcome {
                     return match outcome {
-                        Ok(payload) if ended.is_none() => self.logged_in(conn, reconnect, payload),
+                        Ok(payload) if ended.is_none() => {
+                            self.logged_in(conn, reconnect, payload);
+                            // What came after the login's reply, in order.
+                            self.poll(now)
+                        }
                         Ok(_) => {
                             let cause = ended.unwrap_or(Cause::ConnectionLost);
                             self.end_requests(conn.pending);
@@ -928,6 +932,11 @@ impl Client {
                 ClientFrame::Request { .. } | ClientFrame::Message { .. } => {
                     return (Some(Cause::ProtocolError), login_outcome)
                 }
+            }
+            // Logged in: the frames after the login's reply are filed after
+            // `LoggedIn`, by the poll of the open connection that follows.
+            if matches!(login_outcome, Some(Ok(_))) {
+                return (None, login_outcome);
             }
         }
         if eof {
@@ -1478,6 +1487,35 @@ mod tests {
             }
         );
         assert_eq!(client.state(), State::Closed);
+    }
+
+    #[test]
+    fn a_push_right_behind_the_login_reply_comes_after_logged_in() {
+        let server = Server::new();
+        let mut client = Client::new(options(server.addr()));
+        client.connect(Instant::now()).unwrap();
+        let mut peer = server.accept(&mut client);
+        let correlation = correlation_of(peer.frame(&mut client));
+        let mut both = BytesMut::new();
+        ClientFrame::Reply {
+            correlation,
+            payload: Bytes::from_static(b"welcome"),
+        }
+        .encode(&mut both);
+        ClientFrame::Push {
+            key: PacketKey(100),
+            payload: Bytes::from_static(b"hello"),
+        }
+        .encode(&mut both);
+        peer.send_raw(&both);
+        assert!(matches!(event(&mut client), Event::LoggedIn { .. }));
+        assert_eq!(
+            event(&mut client),
+            Event::Push {
+                key: 100,
+                payload: Bytes::from_static(b"hello")
+            }
+        );
     }
 
     #[test]
