@@ -20,6 +20,8 @@
 //!   `zlink_request`, `zlink_send` and `zlink_close`, not the calls that
 //!   would free the event it is reading (`ZLINK_E_REENTRANT`).
 #![allow(non_camel_case_types)]
+#![warn(missing_docs, unsafe_op_in_unsafe_fn)]
+#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod client;
 
