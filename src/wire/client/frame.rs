@@ -295,6 +295,40 @@ impl ClientFrame {
         Self::decode(message.slice(4..), limits)
     }
 
+    /// Splits one whole frame off the front of a receive buffer without
+    /// decoding it, as [`ClientFrame::decode_from`] does before it decodes
+    /// (the same rules: `Ok(None)` while incomplete, an oversized prefix
+    /// refused at once with `buf` untouched). For a client that must still
+    /// act on a frame that does not decode: it splits, decodes with
+    /// [`ClientFrame::decode`], and on an error reads the body with
+    /// [`ClientFrame::error_parts`].
+    pub fn split_from(
+        buf: &mut BytesMut,
+        limits: &DecodeLimits,
+    ) -> Result<Option<Bytes>, WireError> {
+        codec::split_frame(buf, limits)
+    }
+
+    /// The correlation and the raw ErrorKind and Reason codes of an Error
+    /// frame's body (the bytes after the prefix), whatever the codes are;
+    /// `None` if it is not an Error frame with those fields.
+    ///
+    /// [`ClientFrame::decode`] refuses a kind or reason this build does not
+    /// know. A game client built before its server learnt a new kind (a
+    /// shipped game meeting a newer server) still has to end that one
+    /// request, with a generic error, rather than drop the connection and
+    /// every other request on it: this is how it finds which request.
+    /// Nothing after the reason byte is read, so a later version's longer
+    /// Error frame still gives its correlation.
+    pub fn error_parts(frame: &Bytes, limits: &DecodeLimits) -> Option<(Correlation, u8, u8)> {
+        let mut r = Reader::new(frame.clone(), limits);
+        if r.u8().ok()? != kind::ERROR || r.u8().ok()? != FLAGS_NONE {
+            return None;
+        }
+        let correlation = r.get().ok()?;
+        Some((correlation, r.u8().ok()?, r.u8().ok()?))
+    }
+
     /// Splits one frame off the front of a socket's receive buffer.
     ///
     /// `Ok(None)` while the frame is incomplete (nothing is consumed). An
@@ -316,6 +350,43 @@ impl ClientFrame {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn error_parts_reads_an_error_frame_whose_codes_this_build_does_not_know() {
+        let limits = DecodeLimits::default();
+        let mut buf = BytesMut::new();
+        ClientFrame::Error {
+            correlation: Correlation(9),
+            error: Error::new(crate::error::Reason::NoPacketHandler),
+        }
+        .encode(&mut buf);
+        // Kind 200, reason 201: codes of a newer server.
+        let at = buf.len() - 2;
+        buf[at] = 200;
+        buf[at + 1] = 201;
+        let body = ClientFrame::split_from(&mut buf, &limits).unwrap().unwrap();
+        assert!(buf.is_empty());
+        assert_eq!(
+            ClientFrame::decode(body.clone(), &limits),
+            Err(WireError::UnknownErrorKind(200))
+        );
+        assert_eq!(
+            ClientFrame::error_parts(&body, &limits),
+            Some((Correlation(9), 200, 201))
+        );
+        // Any other frame, or a cut one, gives nothing.
+        let mut push = BytesMut::new();
+        ClientFrame::Push {
+            key: PacketKey(1),
+            payload: Bytes::new(),
+        }
+        .encode(&mut push);
+        let push = ClientFrame::split_from(&mut push, &limits)
+            .unwrap()
+            .unwrap();
+        assert_eq!(ClientFrame::error_parts(&push, &limits), None);
+        assert_eq!(ClientFrame::error_parts(&body.slice(..7), &limits), None);
+    }
 
     #[test]
     fn the_overheads_are_what_an_empty_reply_and_push_encode_to() {
