@@ -8,6 +8,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use common::*;
 use zlink::core::actor::{ActorEvent, ReplyTicket};
+use zlink::core::latency::PushOrigin;
 use zlink::core::trace::FlowTrace;
 use zlink::ids::{Correlation, NodeRid, PacketKey};
 use zlink::sim::{actor_id, ActorBehavior, Mesh};
@@ -200,4 +201,53 @@ fn core_r5_reply_after_session_closed_reaches_no_new_session() {
             payload: b(b"for-s2")
         }]
     );
+}
+
+/// Issue 24: a push handed to its client (the `zlink_push_duration_seconds`
+/// series) is timed on the session's node by where it came from — an Actor
+/// of that node, or a 36 off a link — from when it entered that node's path
+/// to its frame: a record the session's core handles as it arrives waited
+/// nowhere on the node, so its span is zero (the link's flight and the
+/// Actor's node are not this node's to time). The Actor's node hands no
+/// frame to a client and records nothing; a refused push is not timed.
+#[test]
+fn core_a_push_handed_to_its_client_is_timed_on_its_sessions_node_by_origin() {
+    // Given s on node 1 bound to "far" on node 2 and "near" on node 1.
+    let mut mesh = mesh();
+    let (node, owner) = (mesh.add_node(1), mesh.add_node(2));
+    let far = mesh.host(owner, "far");
+    let near = mesh.host(node, "near");
+    let s = mesh.connect(node);
+    bind_ok(&mut mesh, node, s, &far);
+    bind_ok(&mut mesh, node, s, &near);
+
+    // When each Actor pushes once.
+    push(&mut mesh, owner, "far", b"from-far").unwrap();
+    push(&mut mesh, node, "near", b"from-near").unwrap();
+    mesh.run();
+
+    // Then both reach the client, each timed once under its origin.
+    let mut seen = pushes(&mesh, node, s);
+    seen.sort();
+    assert_eq!(seen, vec![b(b"from-far"), b(b"from-near")]);
+    let timed = |mesh: &Mesh, at: NodeRid, origin: PushOrigin| {
+        let snapshot = mesh.node(at).core().latency().push(origin).snapshot();
+        (snapshot.count(), snapshot.sum_micros)
+    };
+    assert_eq!(timed(&mesh, node, PushOrigin::Local), (1, 0));
+    assert_eq!(timed(&mesh, node, PushOrigin::Link), (1, 0));
+    assert_eq!(timed(&mesh, owner, PushOrigin::Local), (0, 0));
+    assert_eq!(timed(&mesh, owner, PushOrigin::Link), (0, 0));
+
+    // When a 36 arrives from a node that is not the binding's route owner:
+    // refused (not current), never handed to the client, not timed.
+    let real = tapped(&mesh, Command::BoundSessionSend)
+        .into_iter()
+        .find(|t| t.from == owner)
+        .expect("far's 36");
+    let other = mesh.add_node(3);
+    mesh.inject(other, node, real.record);
+    mesh.run();
+    assert_eq!(count(&mesh, node, FlowTrace::PushRejectedNotCurrent), 1);
+    assert_eq!(timed(&mesh, node, PushOrigin::Link), (1, 0));
 }

@@ -16,6 +16,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use common::*;
 use zlink::core::actor::ActorOwnerIdentity;
+use zlink::core::latency::SealEnd;
 use zlink::core::session::{SessionEvent, SessionOwnerConfig, SessionOwnerIdentity};
 use zlink::core::shard::{ShardConfig, ShardCore};
 use zlink::core::time::Instant;
@@ -1250,4 +1251,68 @@ fn core_l3_a_seal_timeout_leaves_no_held_message_of_the_session_to_send_later() 
     });
     assert!(!submitted);
     assert!(delivered(&g.mesh, g.source, "c").is_empty());
+}
+
+/// Issue 24: the relocation pause a session owner records (the
+/// `zlink_relocation_pause_seconds` series) runs from the 42 that installed
+/// the seal to the 44 that released it — commit or abort — or to the seal
+/// timeout, by outcome, in the core's own time: exact under virtual time.
+/// A 44 that matches no seal ends no pause.
+#[test]
+fn core_the_relocation_pause_runs_from_the_42_to_the_44_or_the_seal_timeout() {
+    let pause = |g: &Given, end: SealEnd| {
+        let latency = g.mesh.node(g.node).core().latency();
+        latency.pause(end).snapshot()
+    };
+    let counts = |g: &Given| SealEnd::ALL.map(|end| pause(g, end).count());
+    // The last 44 reached the session owner one link latency after it left.
+    let route_handled = |g: &Given| {
+        let routes = tapped(&g.mesh, Command::SessionRelocationRoute);
+        routes.last().expect("a 44 was sent").at + LATENCY
+    };
+
+    // Committed: sealed, 7 ms later the target takes over and commits.
+    let mut g = given(SessionOwnerConfig::default());
+    assert_eq!(g.seal(1), Ok(()));
+    let installed = g.sealed_at();
+    assert_eq!(counts(&g), [0, 0, 0], "a seal in place is no pause yet");
+    g.mesh.advance(Duration::from_millis(7));
+    let moved = g.take_over();
+    g.commit(1, &moved);
+    let released = route_handled(&g);
+    assert!(released - installed >= Duration::from_millis(7));
+    assert_eq!(counts(&g), [1, 0, 0]);
+    let committed = pause(&g, SealEnd::Committed);
+    assert_eq!(
+        Duration::from_micros(committed.sum_micros),
+        released - installed
+    );
+
+    // Aborted: sealed, 3 ms later the coordinator aborts; a second 44
+    // abort finds no seal and changes nothing.
+    let mut g = given(SessionOwnerConfig::default());
+    assert_eq!(g.seal(1), Ok(()));
+    let installed = g.sealed_at();
+    g.mesh.advance(Duration::from_millis(3));
+    g.abort(1);
+    let released = route_handled(&g);
+    g.abort(1);
+    assert_eq!(g.count(FlowTrace::LateSessionRouteUpdate), 1);
+    assert_eq!(counts(&g), [0, 1, 0]);
+    let aborted = pause(&g, SealEnd::Aborted);
+    assert_eq!(
+        Duration::from_micros(aborted.sum_micros),
+        released - installed
+    );
+
+    // Timed out: no 44 at all; the pause is the seal timeout, to the µs.
+    let mut g = given(SessionOwnerConfig::default());
+    assert_eq!(g.seal(1), Ok(()));
+    let installed = g.sealed_at();
+    let timeout = SessionOwnerConfig::default().relocation_seal_timeout;
+    advance_to(&mut g.mesh, installed + timeout);
+    assert_eq!(g.count(FlowTrace::SealTimeout), 1);
+    assert_eq!(counts(&g), [0, 0, 1]);
+    let timed_out = pause(&g, SealEnd::TimedOut);
+    assert_eq!(Duration::from_micros(timed_out.sum_micros), timeout);
 }

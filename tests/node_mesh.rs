@@ -10,7 +10,6 @@
 mod node_support;
 mod redis_support;
 
-use std::net::SocketAddr;
 use std::sync::mpsc::channel;
 use std::time::{Duration, Instant};
 
@@ -310,28 +309,6 @@ fn mesh3_a_restarted_node_gets_a_new_generation_and_its_old_lifecycle_is_refused
     assert_eq!(count(&r2, "moves"), 0, "{r2}");
     assert!(count(&r1, "peer_lease_lapsed") >= 1, "{r1}");
     assert!(count(&r3, "peer_lease_lapsed") >= 1, "{r3}");
-}
-
-/// Waits (bounded by [`WAIT`]) until the sample `series` of the node's
-/// `/metrics` at `address` reads `value`; fails at once if `ended` says
-/// the operation the test waits inside is over.
-fn wait_sample(address: SocketAddr, series: &str, value: f64, ended: impl Fn() -> bool) {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let now = sample(&scrape_at(address), series);
-        if now == value {
-            return;
-        }
-        assert!(
-            !ended(),
-            "{series} reads {now}, not {value}, and the move ended"
-        );
-        assert!(
-            Instant::now() < deadline,
-            "{series} reads {now}, not {value}, after {WAIT:?}"
-        );
-        std::thread::yield_now();
-    }
 }
 
 /// L5 over real processes (issue 20, "a dropped link ends its moves at

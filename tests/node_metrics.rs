@@ -10,6 +10,9 @@ mod redis_support;
 
 use std::io::Read;
 use std::net::TcpStream;
+use std::time::Instant;
+
+use bytes::Bytes;
 
 use node_support::*;
 use redis_support::{Mode, RedisServer};
@@ -125,23 +128,84 @@ fn a_scrape_shows_links_sessions_relays_moves_and_refusals() {
         r#"zlink_actor_turn_duration_seconds_count{node="1"}"#,
     );
     assert!(turns >= 1.0, "one Actor turn in 64 is timed: {turns}");
+    // The player pushes a tick on every fourth MOVE: 16 pushes from an
+    // Actor of this node, each measured from its push to the frame handed
+    // to alice's connection; none came over a link, and nothing moved yet.
+    assert_line(
+        &moved,
+        r#"zlink_push_duration_seconds_count{node="1",origin="local"} 16"#,
+    );
+    assert_line(
+        &moved,
+        r#"zlink_push_duration_seconds_bucket{node="1",origin="local",le="+Inf"} 16"#,
+    );
+    assert_line(
+        &moved,
+        r#"zlink_push_duration_seconds_count{node="1",origin="link"} 0"#,
+    );
+    for outcome in ["committed", "aborted", "timed_out"] {
+        assert_line(
+            &moved,
+            &format!(r#"zlink_relocation_pause_seconds_count{{node="1",outcome="{outcome}"}} 0"#),
+        );
+    }
+    assert_line(
+        &moved,
+        r#"zlink_held_messages{node="1",hold="session_seal"} 0"#,
+    );
+    assert_line(&moved, r#"zlink_held_messages{node="1",hold="ingress"} 0"#);
 
-    // A live move to the peer: its duration recorded as committed, and the
-    // next MOVE relayed across the link is measured as well.
+    // A live move to the peer: its duration recorded as committed, the
+    // seal on alice's binding as one committed pause, and the next MOVEs
+    // relayed across the link are measured as well; the fourth of them
+    // (alice's 68th) pushes a tick from node 2, which node 1 hands to alice
+    // from the link.
     assert_eq!(node.control("relocate alice 2"), "ok");
-    step(&mut client, "alice").expect("a MOVE after the move is answered");
     let relocated = scrape(&node);
     assert_line(
         &relocated,
         r#"zlink_relocation_duration_seconds_count{node="1",unit="actor",outcome="committed"} 1"#,
     );
+    let took = sample(
+        &relocated,
+        r#"zlink_relocation_duration_seconds_sum{node="1",unit="actor",outcome="committed"}"#,
+    );
+    assert!(took > 0.0, "the move took {took} s");
     assert_line(
         &relocated,
         r#"zlink_relocation_duration_seconds_count{node="1",unit="actor",outcome="failed"} 0"#,
     );
     assert_line(
         &relocated,
-        r#"zlink_relay_duration_seconds_count{node="1"} 65"#,
+        r#"zlink_relocation_pause_seconds_count{node="1",outcome="committed"} 1"#,
+    );
+    let paused = sample(
+        &relocated,
+        r#"zlink_relocation_pause_seconds_sum{node="1",outcome="committed"}"#,
+    );
+    assert!(
+        paused > 0.0,
+        "the seal lasted from the 42 to the 44 from node 2: {paused} s"
+    );
+    assert_line(
+        &relocated,
+        r#"zlink_relocation_pause_seconds_count{node="1",outcome="aborted"} 0"#,
+    );
+    for _ in 0..4 {
+        step(&mut client, "alice").expect("a MOVE after the move is answered");
+    }
+    let relayed = scrape(&node);
+    assert_line(
+        &relayed,
+        r#"zlink_relay_duration_seconds_count{node="1"} 68"#,
+    );
+    assert_line(
+        &relayed,
+        r#"zlink_push_duration_seconds_count{node="1",origin="link"} 1"#,
+    );
+    assert_line(
+        &relayed,
+        r#"zlink_push_duration_seconds_count{node="1",origin="local"} 16"#,
     );
 
     // A second client is over limits.max_sessions = 1: closed at once and
@@ -208,5 +272,105 @@ fn readyz_turns_not_ready_while_the_node_drains_after_sigterm() {
     drop(client);
     node.wait_line(Stream::Out, "zlink-node stopped:");
     let status = node.wait_exit();
+    assert!(status.success(), "{status}");
+}
+
+/// The held-message gauge and the pause over real processes: node 1 moves
+/// player p to node 2, which is frozen (SIGSTOP) so that the move waits on
+/// its 61 with p's binding sealed; a MOVE the session sends meanwhile is
+/// held, and the scrape shows it (`zlink_held_messages{hold="session_seal"}`
+/// 1). Node 2 then goes on (SIGCONT): the move commits, the held MOVE is
+/// answered from node 2, nothing is held any more, and the one committed
+/// pause lasted at least from when the test saw the 60 sent to when it
+/// thawed node 2 — the seal was installed before the 60 left and released
+/// only by node 2's 44 — which proves the span, not a speed.
+#[test]
+fn a_scrape_shows_a_message_held_under_a_seal_and_the_pause_it_waited() {
+    let redis = RedisServer::start(Mode::Volatile);
+    let dir = temp_dir("metrics-held");
+    // Waits long enough that the frozen target, not a timeout, decides.
+    let text = config_with_metrics(1, &redis, "metrics-held", "").replace(
+        "relay_deadline_ms = 2000",
+        "relay_deadline_ms = 10000\nsession_relocation_seal_timeout_ms = 15000",
+    ) + "\n[relocation]\nprepare_timeout_ms = 10000\n";
+    let one = write_config(&dir, "node-1.toml", &text);
+    let two = write_config(
+        &dir,
+        "node-2.toml",
+        &config(2, &redis.url(), "metrics-held", &Peers::Discover),
+    );
+    let mut source = NodeProcess::start(1, &one);
+    let mut target = NodeProcess::start(2, &two);
+    source.wait_linked(2);
+    target.wait_linked(1);
+    let metrics = source.metrics.expect("node 1 serves listen.metrics");
+    let prepare_sent =
+        r#"zlink_flow_events_total{node="1",event="relocation_prepare_sent",level="debug"}"#;
+    let sealed = r#"zlink_held_messages{node="1",hold="session_seal"}"#;
+
+    let mut client = connect(source.stream);
+    login(&mut client, "p").expect("p logs in on node 1");
+    assert_eq!(step(&mut client, "p").expect("a MOVE"), 1);
+    assert_eq!(sample(&scrape_at(metrics), sealed), 0.0);
+    target.freeze(true);
+    let (answer, held, seen_sent, thawed, during) = std::thread::scope(|scope| {
+        let relocating = scope.spawn(|| source.control("relocate p 2"));
+        wait_sample(metrics, prepare_sent, 1.0, || relocating.is_finished());
+        let seen_sent = Instant::now();
+        let held = client
+            .start_request(MOVE, Bytes::from_static(b"p:1,0"))
+            .expect("the session takes a MOVE");
+        wait_sample(metrics, sealed, 1.0, || relocating.is_finished());
+        let during = scrape_at(metrics);
+        let thawed = Instant::now();
+        target.freeze(false);
+        let answer = relocating.join().expect("the console thread");
+        (answer, held, seen_sent, thawed, during)
+    });
+    assert_line(
+        &during,
+        r#"zlink_shard_held_messages{node="1",shard="0",hold="session_seal"} 1"#,
+    );
+    assert_line(&during, r#"zlink_held_messages{node="1",hold="ingress"} 0"#);
+    assert_line(
+        &during,
+        r#"zlink_relocation_pause_seconds_count{node="1",outcome="committed"} 0"#,
+    );
+    assert_eq!(answer, "ok", "the move commits once node 2 goes on");
+
+    // The held MOVE went to node 2 and is answered from p's moved state.
+    let reply = client.wait_reply(held, REQUEST_WAIT);
+    let reply = reply.expect("the held MOVE ends").expect("it is answered");
+    assert_eq!(&reply[..], b"2,0");
+    let after = scrape_at(metrics);
+    assert_line(
+        &after,
+        r#"zlink_held_messages{node="1",hold="session_seal"} 0"#,
+    );
+    assert_line(
+        &after,
+        r#"zlink_flow_events_total{node="1",event="held_message_released",level="debug"} 1"#,
+    );
+    assert_line(
+        &after,
+        r#"zlink_relocation_pause_seconds_count{node="1",outcome="committed"} 1"#,
+    );
+    let paused = sample(
+        &after,
+        r#"zlink_relocation_pause_seconds_sum{node="1",outcome="committed"}"#,
+    );
+    // The node's times are whole microseconds: a millisecond of slack.
+    let frozen = thawed.saturating_duration_since(seen_sent).as_secs_f64();
+    assert!(
+        paused + 0.001 >= frozen,
+        "the pause ({paused} s) covers the seal while node 2 was frozen ({frozen} s)"
+    );
+    println!(
+        "a held MOVE: the binding was sealed {:.1} ms, node 2 frozen {:.1} ms of it",
+        paused * 1000.0,
+        frozen * 1000.0
+    );
+    drop(client);
+    let (_, status) = source.terminate();
     assert!(status.success(), "{status}");
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::actor::ActorEvent;
-use super::latency::LatencyHistogram;
+use super::latency::{CoreLatency, PushOrigin, SealEnd};
 use super::relocation::{RelocationEvent, RelocationTimer};
 use super::session::{SessionEvent, SessionTimer};
 use super::time::Instant;
@@ -83,9 +83,14 @@ pub(crate) struct Effects {
     events: VecDeque<CoreEvent>,
     timers: TimerWheel<CoreTimer>,
     counters: FlowCounters,
-    /// From a session's relay to the Actor's reply reaching its owner
-    /// (this core writes it, a metrics scrape reads it: core::latency).
-    relay_latency: Arc<LatencyHistogram>,
+    /// When the record being handled entered this node's path: `now`,
+    /// unless the runtime says it waited in another shard's hop first
+    /// ([`super::shard::ShardCore::handle_record_since`]). The start of a
+    /// push's span (core::latency).
+    arrived: Instant,
+    /// The relay and push latency and the relocation pause (this core
+    /// writes them, a metrics scrape reads them: core::latency).
+    latency: Arc<CoreLatency>,
 }
 
 impl Effects {
@@ -96,7 +101,8 @@ impl Effects {
             events: VecDeque::new(),
             timers: TimerWheel::with_defaults(now),
             counters: FlowCounters::default(),
-            relay_latency: Arc::default(),
+            arrived: now,
+            latency: Arc::default(),
         }
     }
 
@@ -157,12 +163,30 @@ impl Effects {
     /// both times are the inputs' (the shard reads its clock per input
     /// anyway), so the cost per message is one bucket's increment.
     pub(crate) fn relay_replied(&mut self, started: Instant) {
-        self.relay_latency.record(self.now - started);
+        self.latency.relay.record(self.now - started);
     }
 
-    /// The relay latency histogram, for whoever reads it.
-    pub(crate) fn relay_latency(&self) -> &Arc<LatencyHistogram> {
-        &self.relay_latency
+    /// The record about to be handled entered this node's path at
+    /// `arrived` (never later than now).
+    pub(crate) fn set_arrived(&mut self, arrived: Instant) {
+        self.arrived = arrived.min(self.now);
+    }
+
+    /// The push being handled is handed to its client's connection now:
+    /// its span ran from its arrival ([`Self::set_arrived`]). Like the
+    /// relay's, no clock is read.
+    pub(crate) fn push_handed(&mut self, origin: PushOrigin) {
+        self.latency.push(origin).record(self.now - self.arrived);
+    }
+
+    /// A relocation seal installed at `since` ended now, as `end` says.
+    pub(crate) fn seal_ended(&mut self, since: Instant, end: SealEnd) {
+        self.latency.pause(end).record(self.now - since);
+    }
+
+    /// The latency histograms, for whoever reads them.
+    pub(crate) fn latency(&self) -> &Arc<CoreLatency> {
+        &self.latency
     }
 
     /// Arms a timer `after` from now. It never fires sooner.

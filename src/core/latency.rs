@@ -1,6 +1,7 @@
 //! A latency histogram that one thread records into and any thread reads,
-//! with no lock (issue 24: the relay latency and the Actor turn duration a
-//! metrics scrape shows, src/runtime/metrics.rs).
+//! with no lock (issue 24: the relay and push latency, the relocation
+//! pause and the Actor turn duration a metrics scrape shows,
+//! src/runtime/metrics.rs).
 //!
 //! Why not `prometheus_client`'s `Histogram`: it takes a mutex on every
 //! observation, and these are observed on a shard thread, once per relayed
@@ -107,6 +108,93 @@ impl LatencyHistogram {
     }
 }
 
+/// Where a push handed to a client came from, as the session owner sees
+/// it: the two spans differ (see [`CoreLatency::push`]), so they are kept
+/// apart rather than mixed in one histogram.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PushOrigin {
+    /// From an Actor on this node: its push to the frame handed to the
+    /// client's connection, the whole push.
+    Local,
+    /// A 36 from a peer: from the node reading it off the link to the frame
+    /// handed to the client's connection (the Actor's node and the link are
+    /// not in it: no clock is shared across nodes).
+    Link,
+}
+
+impl PushOrigin {
+    /// Every origin, in index order.
+    pub const ALL: [PushOrigin; 2] = [PushOrigin::Local, PushOrigin::Link];
+
+    /// The `origin` label.
+    pub fn name(self) -> &'static str {
+        match self {
+            PushOrigin::Local => "local",
+            PushOrigin::Link => "link",
+        }
+    }
+}
+
+/// How a relocation seal on a binding ended (§8.1, §8.2), for the pause
+/// histogram's `outcome` label.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SealEnd {
+    /// 44 commit: the held messages went to the target, which serves the
+    /// Actor.
+    Committed,
+    /// 44 abort: the held messages went back to the source.
+    Aborted,
+    /// SessionRelocationSealTimeout: no 44 in time, the session was closed.
+    TimedOut,
+}
+
+impl SealEnd {
+    /// Every end, in index order.
+    pub const ALL: [SealEnd; 3] = [SealEnd::Committed, SealEnd::Aborted, SealEnd::TimedOut];
+
+    /// The `outcome` label.
+    pub fn name(self) -> &'static str {
+        match self {
+            SealEnd::Committed => "committed",
+            SealEnd::Aborted => "aborted",
+            SealEnd::TimedOut => "timed_out",
+        }
+    }
+}
+
+/// The histograms one shard core records into, from its inputs' own times
+/// (no clock read; the core is their only writer) and a scrape reads.
+#[derive(Debug, Default)]
+pub struct CoreLatency {
+    /// A relayed request, from the session's relay to the reply reaching
+    /// its session owner (one clock: the round trip ends where it began).
+    pub relay: LatencyHistogram,
+    /// A push, by [`PushOrigin`]: from when it entered this node's path
+    /// (the Actor's push, or the 36 read off a link) to the session owner
+    /// handing its frame to the client's connection — the shard hops and
+    /// queues a push waits in on this node, at the resolution of the
+    /// shards' loop turns (each reads its clock once per turn).
+    pub push: [LatencyHistogram; PushOrigin::ALL.len()],
+    /// The relocation pause a client sees, by [`SealEnd`]: how long a
+    /// binding was sealed, from the 42 installing the seal (its messages
+    /// held from then on, the Actor captured at its source) to the 44 that
+    /// released it (the target serving the Actor, which sent the 44 after
+    /// opening it) or the seal timeout.
+    pub pause: [LatencyHistogram; SealEnd::ALL.len()],
+}
+
+impl CoreLatency {
+    /// The push histogram of `origin`.
+    pub fn push(&self, origin: PushOrigin) -> &LatencyHistogram {
+        &self.push[origin as usize]
+    }
+
+    /// The pause histogram of `end`.
+    pub fn pause(&self, end: SealEnd) -> &LatencyHistogram {
+        &self.pause[end as usize]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -128,5 +216,26 @@ mod tests {
         assert_eq!(upper_bound_seconds(0), 0.000_016);
         assert_eq!(upper_bound_seconds(BUCKETS - 2), 8.388_608);
         assert_eq!(upper_bound_seconds(BUCKETS - 1), f64::INFINITY);
+    }
+
+    #[test]
+    fn each_label_has_its_own_histogram() {
+        let latency = CoreLatency::default();
+        latency
+            .push(PushOrigin::Link)
+            .record(Duration::from_micros(40));
+        latency
+            .pause(SealEnd::Aborted)
+            .record(Duration::from_millis(3));
+        assert_eq!(latency.push(PushOrigin::Local).snapshot().count(), 0);
+        assert_eq!(latency.push(PushOrigin::Link).snapshot().sum_micros, 40);
+        assert_eq!(latency.pause(SealEnd::Committed).snapshot().count(), 0);
+        assert_eq!(latency.pause(SealEnd::Aborted).snapshot().sum_micros, 3_000);
+        for (i, origin) in PushOrigin::ALL.iter().enumerate() {
+            assert_eq!(*origin as usize, i);
+        }
+        for (i, end) in SealEnd::ALL.iter().enumerate() {
+            assert_eq!(*end as usize, i);
+        }
     }
 }

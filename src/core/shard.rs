@@ -197,7 +197,23 @@ impl ShardCore {
 
     /// A record from an authenticated peer (the transport checked `from`).
     pub fn handle_record(&mut self, now: Instant, from: Peer, record: NodeRecord) {
+        self.handle_record_since(now, now, from, record);
+    }
+
+    /// [`Self::handle_record`] for a record that entered this node's path at
+    /// `arrived` and waited since in a hop between shards (another shard
+    /// read it off a link, or its Actor pushed it there): the push latency
+    /// runs from `arrived` (core::latency). Only the time is the runtime's;
+    /// the record is judged as any other.
+    pub fn handle_record_since(
+        &mut self,
+        now: Instant,
+        arrived: Instant,
+        from: Peer,
+        record: NodeRecord,
+    ) {
         self.fx.advance(now);
+        self.fx.set_arrived(arrived);
         match record_role(&record) {
             RecordRole::ActorOwner => self.relocations(now).handle_actor_record(from, record),
             RecordRole::SessionOwner => self.sessions(now).handle_record(from, record),
@@ -307,11 +323,20 @@ impl ShardCore {
         self.fx.counters()
     }
 
-    /// The latency of this core's relays, from the session's relay to the
-    /// Actor's reply reaching this owner: written by this core only, read
-    /// by any thread (a metrics scrape).
-    pub fn relay_latency(&self) -> &std::sync::Arc<crate::core::latency::LatencyHistogram> {
-        self.fx.relay_latency()
+    /// The latency of this core's relays (from the session's relay to the
+    /// Actor's reply reaching this owner) and pushes, and the pauses of its
+    /// sessions' relocation seals: written by this core only, read by any
+    /// thread (a metrics scrape).
+    pub fn latency(&self) -> &std::sync::Arc<crate::core::latency::CoreLatency> {
+        self.fx.latency()
+    }
+
+    /// How many client messages this shard's sessions hold under relocation
+    /// seals, and how many messages for Actors moving away from this shard
+    /// it holds (the ingress hold, and what waits for a 65 to be followed):
+    /// counted when asked (a metrics scrape), O(sessions + relocations).
+    pub fn held_messages(&self) -> (usize, usize) {
+        (self.sessions.held_count(), self.relocation.held_count())
     }
 
     /// Records a flow event the transport observed (a malformed record, a

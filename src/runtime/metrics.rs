@@ -9,14 +9,15 @@
 //!   flow-trace counters and the Actor and Spot counts each shard publishes
 //!   in atomics after every loop turn, the node's session count
 //!   (an atomic), the lease's lapse. What the shards do not publish — their
-//!   sessions, bound sessions, Actor mailbox depth, link states and lease
-//!   time left — is asked of each shard through its inbox
-//!   ([`ShardMsg::Gauges`]) once per scrape: the shard answers on its next
-//!   turn from its own state, with no lock, and the scrape thread waits for
-//!   the answers (at most [`SCRAPE_WAIT`]). A shard thread never blocks or
-//!   takes a lock for a scrape, and a loop turn costs nothing more between
-//!   scrapes. A shard that does not answer in time is reported as such
-//!   (`zlink_shard_responsive` 0): a stalled loop is worth an alert.
+//!   sessions, bound sessions, Actor mailbox depth, messages held by
+//!   relocations, link states and lease time left — is asked of each shard
+//!   through its inbox ([`ShardMsg::Gauges`]) once per scrape: the shard
+//!   answers on its next turn from its own state, with no lock, and the
+//!   scrape thread waits for the answers (at most [`SCRAPE_WAIT`]). A shard
+//!   thread never blocks or takes a lock for a scrape, and a loop turn
+//!   costs nothing more between scrapes. A shard that does not answer in
+//!   time is reported as such (`zlink_shard_responsive` 0): a stalled loop
+//!   is worth an alert.
 //! - **The format is the crate's.** Every series is encoded by
 //!   `prometheus_client` (its Prometheus text encoder, version 0.0.4), never
 //!   written by hand here.
@@ -45,7 +46,7 @@ use prometheus_client::registry::Registry;
 
 use super::router::{Router, ShardMsg};
 use super::{NodeShared, PublishedCounters};
-use crate::core::latency::LatencySnapshot;
+use crate::core::latency::{LatencySnapshot, PushOrigin, SealEnd};
 use crate::core::trace::FlowTrace;
 use crate::ids::{ActorId, MeshName, NodeGeneration, NodeRid, RelocationId};
 use crate::runtime::app::RelocationUnit;
@@ -80,6 +81,12 @@ pub(crate) struct ShardGauges {
     pub(crate) mailbox_depth: usize,
     /// The deepest single Actor or Spot lane.
     pub(crate) mailbox_depth_max: usize,
+    /// Client messages this shard's sessions hold under relocation seals.
+    pub(crate) held_sealed: usize,
+    /// Messages for Actors moving away from this shard held by their
+    /// relocations (the ingress hold; after relay-ready, those waiting for
+    /// the 65 to be followed).
+    pub(crate) held_ingress: usize,
     /// (Link shard) every peer it knows, with its mesh and whether its link
     /// is up now.
     pub(crate) links: Vec<PeerLink>,
@@ -475,6 +482,54 @@ impl Collector for NodeMetrics {
              limits.actor_queue_max or limits.spot_queue_max).",
             &each(|g| g.mailbox_depth_max),
         )?;
+        // Messages held by live relocations, by where they are held: the
+        // flow counters say how many were released or dropped, these how
+        // many wait now (the pause histogram below says for how long).
+        let holds = |g: &ShardGauges| {
+            [
+                ("session_seal", g.held_sealed as u64),
+                ("ingress", g.held_ingress as u64),
+            ]
+        };
+        let held_rows = |labels: Labels, held: [(&'static str, u64); 2]| {
+            held.into_iter().map(move |(hold, count)| {
+                let mut labels = labels.clone();
+                labels.push(("hold", hold.to_owned()));
+                (labels, count)
+            })
+        };
+        let held_total: Vec<(Labels, u64)> = if answered.is_empty() {
+            Vec::new()
+        } else {
+            let mut sum = [("session_seal", 0), ("ingress", 0)];
+            for g in &answered {
+                for (total, (_, count)) in sum.iter_mut().zip(holds(g)) {
+                    total.1 += count;
+                }
+            }
+            held_rows(node(), sum).collect()
+        };
+        gauges(
+            &mut encoder,
+            "zlink_held_messages",
+            "Messages held by live relocations now, summed over the shards that answered: \
+             hold=session_seal, client messages on a sealed binding (sent on at the 44, \
+             held_message_released; dropped at a seal timeout, held_message_dropped); \
+             hold=ingress, messages for an Actor moving away that arrived after its \
+             capture (handed to the target, or run here again after an abort).",
+            &held_total,
+        )?;
+        let held_per_shard: Vec<(Labels, u64)> = answered
+            .iter()
+            .flat_map(|g| held_rows(shard(usize::from(g.shard)), holds(g)))
+            .collect();
+        gauges(
+            &mut encoder,
+            "zlink_shard_held_messages",
+            "Messages held by live relocations on each shard now, by hold (as \
+             zlink_held_messages).",
+            &held_per_shard,
+        )?;
         let links: Vec<(Labels, i64)> = answered
             .iter()
             .flat_map(|g| g.links.iter())
@@ -510,9 +565,17 @@ impl Collector for NodeMetrics {
         // The latency histograms the shards record lock-free, summed.
         let mut relay = LatencySnapshot::default();
         let mut turns = LatencySnapshot::default();
+        let mut push: [LatencySnapshot; PushOrigin::ALL.len()] = Default::default();
+        let mut pause: [LatencySnapshot; SealEnd::ALL.len()] = Default::default();
         for published in &inner.counters {
-            if let Some(histogram) = published.relay_latency.get() {
-                relay.merge(&histogram.snapshot());
+            if let Some(core) = published.latency.get() {
+                relay.merge(&core.relay.snapshot());
+                for (sum, histogram) in push.iter_mut().zip(&core.push) {
+                    sum.merge(&histogram.snapshot());
+                }
+                for (sum, histogram) in pause.iter_mut().zip(&core.pause) {
+                    sum.merge(&histogram.snapshot());
+                }
             }
             turns.merge(&published.actor_turns.snapshot());
         }
@@ -522,16 +585,47 @@ impl Collector for NodeMetrics {
             "Relayed requests, from the session's relay to the Actor's reply reaching \
              the session's shard: the Actor's queue and turn and every hop between, on \
              this node or across a link (the client's own network is not in it).",
-            node(),
-            &relay,
+            &[(node(), relay)],
+        )?;
+        let labelled = |label: &'static str, value: &str| {
+            let mut labels = node();
+            labels.push((label, value.to_owned()));
+            labels
+        };
+        latency(
+            &mut encoder,
+            "zlink_push_duration_seconds",
+            "Actor pushes handed to a client by this node's session owners, from the \
+             push entering this node (origin=local: the Actor's push on this node; \
+             origin=link: the 36 read off the link from the Actor's node) to its frame \
+             handed to the client's connection: the shard hops and queues it waited in \
+             here, to the resolution of a shard's loop turn.",
+            &PushOrigin::ALL
+                .iter()
+                .zip(push)
+                .map(|(origin, snapshot)| (labelled("origin", origin.name()), snapshot))
+                .collect::<Vec<_>>(),
+        )?;
+        latency(
+            &mut encoder,
+            "zlink_relocation_pause_seconds",
+            "Relocation pauses this node's sessions saw: how long a binding was sealed, \
+             from the 42 (its client's messages held from then on, the Actor captured \
+             at its source) to the 44 that released it (outcome=committed: the target \
+             serves the Actor; aborted: the source again) or the seal timeout \
+             (timed_out: the session was closed).",
+            &SealEnd::ALL
+                .iter()
+                .zip(pause)
+                .map(|(end, snapshot)| (labelled("outcome", end.name()), snapshot))
+                .collect::<Vec<_>>(),
         )?;
         latency(
             &mut encoder,
             "zlink_actor_turn_duration_seconds",
             "Actor handler turns (handle, on_bound), one in 64 timed: a handler that \
              holds its shard's thread holds every session and Actor of that shard.",
-            node(),
-            &turns,
+            &[(node(), turns)],
         )?;
         inner.shared.relocations.encode(&mut encoder, inner.rid)?;
 
@@ -542,29 +636,32 @@ impl Collector for NodeMetrics {
     }
 }
 
-/// One histogram read from a [`LatencySnapshot`], in seconds.
+/// One family of histograms read from [`LatencySnapshot`]s, in seconds,
+/// one row per label set.
 fn latency(
     encoder: &mut DescriptorEncoder,
     name: &str,
     help: &str,
-    labels: Labels,
-    snapshot: &LatencySnapshot,
+    rows: &[(Labels, LatencySnapshot)],
 ) -> Result<(), std::fmt::Error> {
-    let buckets: Vec<(f64, u64)> = snapshot
-        .buckets
-        .iter()
-        .enumerate()
-        .map(|(i, &count)| (crate::core::latency::upper_bound_seconds(i), count))
-        .collect();
     let mut metric = encoder.encode_descriptor(name, help, None, MetricType::Histogram)?;
-    metric
-        .encode_family(&labels)?
-        .encode_histogram::<NoLabelSet>(
-            snapshot.sum_micros as f64 / 1e6,
-            snapshot.count(),
-            &buckets,
-            None,
-        )
+    for (labels, snapshot) in rows {
+        let buckets: Vec<(f64, u64)> = snapshot
+            .buckets
+            .iter()
+            .enumerate()
+            .map(|(i, &count)| (crate::core::latency::upper_bound_seconds(i), count))
+            .collect();
+        metric
+            .encode_family(labels)?
+            .encode_histogram::<NoLabelSet>(
+                snapshot.sum_micros as f64 / 1e6,
+                snapshot.count(),
+                &buckets,
+                None,
+            )?;
+    }
+    Ok(())
 }
 
 /// Bucket bounds of a relocation's duration, in seconds: a live move

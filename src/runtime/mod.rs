@@ -215,9 +215,10 @@ pub(crate) struct PublishedCounters {
     counts: Vec<AtomicU64>,
     actors: AtomicUsize,
     spots: AtomicUsize,
-    /// The shard core's relay latency, shared once the core is built on the
-    /// shard's thread (written by that core alone; read by scrapes).
-    relay_latency: std::sync::OnceLock<Arc<crate::core::latency::LatencyHistogram>>,
+    /// The shard core's relay and push latency and relocation pauses,
+    /// shared once the core is built on the shard's thread (written by that
+    /// core alone; read by scrapes).
+    latency: std::sync::OnceLock<Arc<crate::core::latency::CoreLatency>>,
     /// One Actor turn in [`ACTOR_TURN_SAMPLE`], timed by the shard's thread
     /// (its only writer; read by scrapes).
     pub(crate) actor_turns: crate::core::latency::LatencyHistogram,
@@ -234,7 +235,7 @@ impl PublishedCounters {
             counts: FlowTrace::ALL.iter().map(|_| AtomicU64::new(0)).collect(),
             actors: AtomicUsize::new(0),
             spots: AtomicUsize::new(0),
-            relay_latency: std::sync::OnceLock::new(),
+            latency: std::sync::OnceLock::new(),
             actor_turns: crate::core::latency::LatencyHistogram::default(),
         }
     }
@@ -1052,10 +1053,7 @@ fn run_shard(
         send_timeout: shared.settings.send_timeout,
     };
     let core = ShardCore::new(config, shared.now());
-    let _ = plan
-        .counters
-        .relay_latency
-        .set(Arc::clone(core.relay_latency()));
+    let _ = plan.counters.latency.set(Arc::clone(core.latency()));
     let executor = Executor::new(WakeReactor(waker));
     let spawner = executor.spawner();
     // A link carries any client frame inside a record (docs/wire.md "Limits").

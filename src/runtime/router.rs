@@ -18,8 +18,15 @@ pub(crate) const LINK_SHARD: u16 = 0;
 
 /// What one shard hands another.
 pub(crate) enum ShardMsg {
-    /// A record for this shard's core, from `from` (the transport checked it).
-    Record { from: Peer, record: NodeRecord },
+    /// A record for this shard's core, from `from` (the transport checked
+    /// it), handed over by a shard whose loop turn began at `since` (in the
+    /// node's core time, which every shard shares): the start of the push
+    /// latency's span when it is a push (core::latency).
+    Record {
+        from: Peer,
+        record: NodeRecord,
+        since: crate::core::time::Instant,
+    },
     /// (Link shard) send this record on the link to its node.
     Transmit(crate::core::Transmit),
     /// A request from the embedding application.

@@ -399,14 +399,23 @@ impl ShardState {
     }
 
     /// A record for this node: into this shard's core, or one hop to the
-    /// shard that owns its session or Actor.
+    /// shard that owns its session or Actor, stamped with this turn's clock
+    /// so that the time it waits in that hop counts in a push's latency.
     fn deliver(&mut self, from: Peer, record: crate::wire::node::NodeRecord) {
         let shard = crate::core::shard::record_shard(&record, self.router.shards());
+        let now = self.now();
         if shard == self.index {
-            let now = self.now();
             self.core.handle_record(now, from, record);
         } else {
-            self.router.send(shard, ShardMsg::Record { from, record });
+            let since = now;
+            self.router.send(
+                shard,
+                ShardMsg::Record {
+                    from,
+                    record,
+                    since,
+                },
+            );
         }
     }
 
@@ -503,9 +512,13 @@ impl ShardState {
     fn process_inbox(&mut self) {
         while let Some(msg) = self.router.receive(self.index) {
             match msg {
-                ShardMsg::Record { from, record } => {
+                ShardMsg::Record {
+                    from,
+                    record,
+                    since,
+                } => {
                     let now = self.now();
-                    self.core.handle_record(now, from, record);
+                    self.core.handle_record_since(now, since, from, record);
                 }
                 ShardMsg::Transmit(transmit) => self.transmit(transmit),
                 ShardMsg::Command(NodeCommand::CreateActor {
@@ -602,6 +615,7 @@ impl ShardState {
         let (bound_sessions, bindings) = owner.bound_counts();
         let (actor_queued, actor_deepest) = self.host.actor_lanes.queue_depths();
         let (spot_queued, spot_deepest) = self.host.spot_lanes.queue_depths();
+        let (held_sealed, held_ingress) = self.core.held_messages();
         super::metrics::ShardGauges {
             shard: self.index,
             sessions: self.sessions.len(),
@@ -610,6 +624,8 @@ impl ShardState {
             requests_pending: owner.pending_count(),
             mailbox_depth: actor_queued + spot_queued,
             mailbox_depth_max: actor_deepest.max(spot_deepest),
+            held_sealed,
+            held_ingress,
             links: self.links.peer_states(),
             lease_left: self.lease_left(),
         }

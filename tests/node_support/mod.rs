@@ -540,16 +540,50 @@ pub fn get(address: SocketAddr, path: &str) -> (u16, String) {
     stream
         .read_to_end(&mut raw)
         .expect("the whole response, then the close");
-    let text = String::from_utf8(raw).expect("a UTF-8 response");
-    let (head, body) = text
-        .split_once("\r\n\r\n")
-        .unwrap_or_else(|| panic!("an HTTP response: {text:?}"));
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or_else(|| panic!("an HTTP response: {:?}", String::from_utf8_lossy(&raw)));
+    let head = std::str::from_utf8(&raw[..split]).expect("an ASCII head");
+    let body = &raw[split + 4..];
     let status = head
         .split_whitespace()
         .nth(1)
         .and_then(|code| code.parse().ok())
         .unwrap_or_else(|| panic!("a status line: {head:?}"));
-    (status, body.to_owned())
+    let chunked = head
+        .lines()
+        .any(|l| l.eq_ignore_ascii_case("transfer-encoding: chunked"));
+    let body = if chunked {
+        dechunk(body)
+    } else {
+        body.to_vec()
+    };
+    (status, String::from_utf8(body).expect("a UTF-8 body"))
+}
+
+/// The body of a `Transfer-Encoding: chunked` response (the endpoint's
+/// HTTP server chunks a body past 32 KiB, as a scrape of every series
+/// is), on bytes: a chunk may end inside a UTF-8 character.
+fn dechunk(mut rest: &[u8]) -> Vec<u8> {
+    let mut body = Vec::new();
+    loop {
+        let line = rest
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .unwrap_or_else(|| panic!("a chunk size line in {:?}", String::from_utf8_lossy(rest)));
+        let size = std::str::from_utf8(&rest[..line]).expect("an ASCII chunk size");
+        let size = usize::from_str_radix(size.split(';').next().unwrap_or(size).trim(), 16)
+            .unwrap_or_else(|_| panic!("a hexadecimal chunk size: {size:?}"));
+        if size == 0 {
+            return body;
+        }
+        let data = &rest[line + 2..];
+        body.extend_from_slice(&data[..size]);
+        rest = data[size..]
+            .strip_prefix(b"\r\n")
+            .expect("a CRLF after each chunk");
+    }
 }
 
 /// `/metrics` of `node`, which must answer 200.
@@ -578,6 +612,28 @@ pub fn sample(text: &str, series: &str) -> f64 {
             .parse()
             .unwrap_or_else(|_| panic!("{series}: {value:?} is not a number")),
         _ => panic!("{series}: {} samples in\n{text}", found.len()),
+    }
+}
+
+/// Waits (bounded by [`WAIT`]) until the sample `series` of the node's
+/// `/metrics` at `address` reads `value`; fails at once if `ended` says
+/// the operation the test waits inside is over.
+pub fn wait_sample(address: SocketAddr, series: &str, value: f64, ended: impl Fn() -> bool) {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let now = sample(&scrape_at(address), series);
+        if now == value {
+            return;
+        }
+        assert!(
+            !ended(),
+            "{series} reads {now}, not {value}, and the move ended"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "{series} reads {now}, not {value}, after {WAIT:?}"
+        );
+        std::thread::yield_now();
     }
 }
 

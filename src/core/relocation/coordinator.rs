@@ -114,6 +114,28 @@ enum Held {
     Tombstone(BindTombstone),
 }
 
+impl Coordinator {
+    /// The messages this relocation holds now (RelocationOwner::held_count).
+    pub(super) fn held_count(&self) -> usize {
+        let work = |held: &[Held]| held.iter().filter(|h| matches!(h, Held::Work(..))).count();
+        match &self.phase {
+            Phase::Sealing { held, .. }
+            | Phase::Capturing { held }
+            | Phase::Unwinding { held, .. } => work(held),
+            Phase::Preparing { work: w, .. } | Phase::Aborting { work: w, .. } => work(&w.held),
+            Phase::Handed { pending, .. } => pending
+                .iter()
+                .filter(|(_, r)| {
+                    matches!(
+                        r,
+                        NodeRecord::ActorSend(ActorSend::Message(_)) | NodeRecord::ActorCall(_)
+                    )
+                })
+                .count(),
+        }
+    }
+}
+
 impl Phase {
     fn held_mut(&mut self) -> Option<&mut Vec<Held>> {
         match self {

@@ -344,6 +344,19 @@ impl RelocationOwner {
             && self.follow.len() == 0
     }
 
+    /// How many messages for Actors moving away from this shard are held
+    /// now: the ingress hold (arrived after the capture; handed to the
+    /// target in 62s, or run here again after an abort) and, after
+    /// relay-ready, what waits for the 65 to be followed. Tombstones are
+    /// not messages and are not counted. For a metrics scrape:
+    /// O(relocations).
+    pub fn held_count(&self) -> usize {
+        self.coordinators
+            .values()
+            .map(Coordinator::held_count)
+            .sum()
+    }
+
     fn request_id(&mut self) -> RequestId {
         self.next_request = self.next_request.next();
         debug_assert!(self.next_request.is_relocation());

@@ -102,6 +102,14 @@ impl Binding {
         }
     }
 
+    /// The seal, when the binding is sealed (read by a metrics count).
+    pub(crate) fn seal(&self) -> Option<&Seal> {
+        match &self.state {
+            BindingState::Sealed(seal) => Some(seal),
+            _ => None,
+        }
+    }
+
     /// The seal, when the binding is sealed.
     pub(crate) fn seal_mut(&mut self) -> Option<&mut Seal> {
         match &mut self.state {

@@ -33,6 +33,7 @@ use self::aggregate::{
 };
 use self::seal::{Accepted, AcceptedRequest, HeldDisconnect, Seal};
 use super::effects::{CoreTimer, Effects};
+use super::latency::PushOrigin;
 use super::time::Instant;
 use super::timer::TimerKey;
 use super::trace::FlowTrace;
@@ -294,6 +295,17 @@ impl SessionOwner {
                 let bound = s.bindings.values().filter(|b| b.is_bound()).count();
                 (sessions + usize::from(bound > 0), bindings + bound)
             })
+    }
+
+    /// How many client messages are held under relocation seals now, over
+    /// every session (§8.1: released at the 44, dropped at a seal timeout).
+    pub fn held_count(&self) -> usize {
+        self.sessions
+            .values()
+            .flat_map(|s| s.bindings.values())
+            .filter_map(|b| b.seal())
+            .map(|seal| seal.held.len())
+            .sum()
     }
 
     /// How many requests are in flight.
@@ -1196,6 +1208,15 @@ impl Sessions<'_> {
         match verdict {
             PushVerdict::Current => match send.body {
                 BoundSessionBody::Push { key, payload } => {
+                    // The frame is handed to the connection as this event
+                    // is carried out, in this loop turn: the push's span
+                    // ends here (core::latency).
+                    let origin = if from.rid == self.owner.identity.node {
+                        PushOrigin::Local
+                    } else {
+                        PushOrigin::Link
+                    };
+                    self.fx.push_handed(origin);
                     self.fx.session_event(SessionEvent::Frame {
                         session,
                         frame: ClientFrame::Push { key, payload },

@@ -41,6 +41,7 @@ use bytes::Bytes;
 use super::aggregate::{BindingState, SealStep};
 use super::{PendingKind, SessionEvent, SessionTimer, Sessions, Ticket};
 use crate::core::effects::CoreTimer;
+use crate::core::latency::SealEnd;
 use crate::core::time::Instant;
 use crate::core::timer::TimerKey;
 use crate::core::trace::FlowTrace;
@@ -62,6 +63,10 @@ pub(crate) struct Seal {
     pub(crate) relocation: RelocationId,
     /// SessionRelocationSealTimeout, armed at installation.
     pub(crate) timeout: TimerKey,
+    /// When the 42 installed it: the start of the relocation pause the
+    /// binding's client sees (core::latency), ended by the 44 or the
+    /// timeout.
+    pub(crate) since: Instant,
     /// The binding's messages accepted while sealed, in arrival order.
     pub(crate) held: VecDeque<Accepted>,
     /// A disconnect notice for the binding, sent after the held messages over
@@ -104,10 +109,11 @@ pub(crate) struct HeldDisconnect {
 }
 
 impl Seal {
-    fn new(relocation: RelocationId, timeout: TimerKey) -> Self {
+    fn new(relocation: RelocationId, timeout: TimerKey, since: Instant) -> Self {
         Self {
             relocation,
             timeout,
+            since,
             held: VecDeque::new(),
             disconnect: None,
         }
@@ -165,7 +171,8 @@ impl Sessions<'_> {
             .get_mut(&session)
             .and_then(|a| a.bindings.get_mut(&request.actor));
         if let Some(binding) = binding {
-            binding.state = BindingState::Sealed(Seal::new(seal.relocation, timeout));
+            let since = self.fx.now();
+            binding.state = BindingState::Sealed(Seal::new(seal.relocation, timeout, since));
         }
         Ok(())
     }
@@ -222,6 +229,12 @@ impl Sessions<'_> {
             debug_assert!(false, "sealed_binding names a sealed binding");
             return;
         };
+        let end = if commit.is_some() {
+            SealEnd::Committed
+        } else {
+            SealEnd::Aborted
+        };
+        self.fx.seal_ended(installed.since, end);
         match commit {
             Some(commit) => {
                 // §8.2: the route and the location snapshot change together.
@@ -390,6 +403,7 @@ impl Sessions<'_> {
             return;
         };
         self.fx.trace(FlowTrace::SealTimeout);
+        self.fx.seal_ended(seal.since, SealEnd::TimedOut);
         // A NotifyDisconnected asked while sealed is this binding's notice.
         let asked = seal.disconnect.take();
         self.discard(session, seal, Reason::RelocationSealed.into());
