@@ -170,6 +170,13 @@ reasons! {
     /// (`Actor::snapshot`), or it belongs to a User Spot, whose Actors move
     /// only with their Spot (docs/relocation.md "The relocation API").
     NotRelocatable = 64 => InvalidOperation, "the actor cannot be relocated";
+    /// A turn asked to await twice ([`crate::api::ActorContext::suspend`]):
+    /// a turn awaits one future at a time; its continuation may await the
+    /// next (docs/actors.md "Async turns").
+    TurnAlreadyAwaits = 66 => InvalidOperation, "this turn already awaits";
+    /// An awaiting turn's continuation was written for another Actor type
+    /// than the Actor whose turn it is (`AsyncTurn::new::<A, …>`).
+    TurnOfAnotherType = 67 => InvalidOperation, "the turn's continuation is for another actor type";
 }
 
 /// A typed failure: its kind and its reason.

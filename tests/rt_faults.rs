@@ -25,6 +25,9 @@ fn fast_settings() -> NodeSettings {
     NodeSettings {
         relay_deadline: Duration::from_millis(1_000),
         relocation_seal_timeout: Duration::from_millis(2_000),
+        // Below the seal timeout minus the prepare timeout (1.5 s), as
+        // startup wants (docs/actors.md "Async turns").
+        actor_turn_deadline: Duration::from_millis(400),
         pin_cores: false,
         ..NodeSettings::default()
     }

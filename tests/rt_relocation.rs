@@ -229,9 +229,17 @@ fn assert_held_request_ended_by_the_seal_timeout(
     }
 }
 
+/// A 600 ms seal timeout. Startup wants an Actor's turn deadline below the
+/// seal timeout minus the prepare timeout (docs/actors.md "Async turns"), so
+/// the prepare bound is 500 ms here and a turn may await 50 ms.
 fn quick_seal() -> NodeSettings {
     NodeSettings {
         relocation_seal_timeout: Duration::from_millis(600),
+        actor_turn_deadline: Duration::from_millis(50),
+        relocation: zlink::api::RelocationConfig {
+            prepare_timeout: Duration::from_millis(500),
+            ..zlink::api::RelocationConfig::default()
+        },
         pin_cores: false,
         ..NodeSettings::default()
     }

@@ -366,6 +366,7 @@ impl NodeBuilder {
         let mesh = MeshName::new(&self.mesh)
             .map_err(|e| StartError::Invalid(format!("mesh name: {e}")))?;
         self.settings.check_lane_bounds()?;
+        self.settings.check_turn_deadline()?;
         if self.settings.max_sessions == 0 {
             return Err(StartError::Invalid(
                 "max_sessions = 0: a node holds at least 1 session".to_owned(),

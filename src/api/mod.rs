@@ -61,7 +61,7 @@ pub use crate::net::handshake::ClusterSecret;
 pub use crate::net::IoBackend;
 pub use crate::runtime::metrics::{NodeMetrics, Readiness, CONTENT_TYPE as METRICS_CONTENT_TYPE};
 pub use crate::wire::DecodeLimits;
-pub use actor::{Actor, ActorContext, ActorMessage, TimerTick};
+pub use actor::{Actor, ActorContext, ActorMessage, AsyncTurn, TimerTick};
 pub use builder::{LeaseWatch, Mesh, Node, NodeBuilder, ObjectRole, RelocateTo};
 /// The metrics crate [`NodeMetrics`] is a collector of, at the version zlink
 /// builds with: register it in a `prometheus_client::registry::Registry`

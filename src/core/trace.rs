@@ -192,6 +192,14 @@ flow_trace! {
     /// still queued or running (or its lane was full): skipped, never fired
     /// in a burst (docs/actors.md "Timers").
     ActorTimerTickSkipped => "actor_timer_tick_skipped", debug;
+    /// An Actor's turn awaited past `actor_turn_deadline`: ended, its
+    /// continuation never run, a request it answered `DeadlineExceeded`
+    /// (docs/actors.md "Async turns").
+    ActorTurnDeadlineExceeded => "actor_turn_deadline_exceeded", warn;
+    /// A move (or a Spot move's next member) waits, parked, for the
+    /// Actor's awaiting turn to end before it seals anything
+    /// (docs/actors.md "Async turns").
+    RelocationWaitsForTurn => "relocation_waits_for_turn", debug;
 }
 
 impl fmt::Display for FlowTrace {

@@ -72,7 +72,7 @@ impl ActorCaller {
                 let _ = reply.send(Err(error));
             }
         }
-        CallReply { outcome }
+        CallReply::new(outcome)
     }
 
     fn command(
@@ -117,6 +117,10 @@ pub struct CallReply {
 }
 
 impl CallReply {
+    pub(crate) fn new(outcome: oneshot::Receiver<Result<Bytes, Error>>) -> Self {
+        Self { outcome }
+    }
+
     /// Blocks until the request ended. Never call it on a shard thread (in
     /// a session callback or an Actor's turn): that thread would wait for
     /// itself; a debug build panics there (docs/threading.md "Never block a

@@ -13,6 +13,7 @@
 //! (hosted Actors, User Spots, their lanes and turns) is [`actors`].
 
 mod actors;
+mod awaits;
 mod calls;
 mod relocation;
 mod session;
@@ -117,6 +118,8 @@ pub(crate) struct ShardState {
     moves: Moves,
     /// Routes to other Actors, and the calls waiting on their look-ups.
     routes: calls::Routes,
+    /// Turns that await, and moves waiting for them (awaits.rs).
+    awaits: awaits::Awaits,
     lane_sessions: HashMap<LaneId, LaneSession>,
     /// The running turn of each busy session lane.
     running_turns: HashMap<LaneId, RunningTurn>,
@@ -173,6 +176,10 @@ impl ShardState {
                 .expires_at
         });
         let lifecycle_deadlines = LifecycleDeadlines::new(node.settings.disconnect_deadline);
+        let awaits = awaits::Awaits::new(
+            node.settings.actor_turn_deadline,
+            node.settings.relocation.prepare_timeout,
+        );
         let ws_handshakes = FifoDeadlines::new(node.settings.websocket_handshake_deadline);
         let wall = std::time::Instant::now();
         let clock = node.instant_at(wall);
@@ -198,6 +205,7 @@ impl ShardState {
             host: ActorHost::new(),
             moves: Moves::default(),
             routes: calls::Routes::default(),
+            awaits,
             lane_sessions: HashMap::new(),
             running_turns: HashMap::new(),
             lifecycle_deadlines,
@@ -978,6 +986,9 @@ pub(crate) fn run(
                 if let Some(deadline) = state.ws_handshakes.next_in(state.wall) {
                     wait = wait.min(deadline);
                 }
+                if let Some(deadline) = state.awaits.next_in(state.wall) {
+                    wait = wait.min(deadline);
+                }
                 Some(wait)
             }
         };
@@ -998,10 +1009,12 @@ pub(crate) fn run(
             state.expire_lifecycle_deadlines();
             state.expire_handshakes();
             state.expire_ws_handshakes();
+            state.expire_awaits();
             state.admit_waiting();
             backlog = state.run_actor_work();
         }
         shard.start_session_turns();
+        shard.start_actor_awaits();
         executor.run_ready(TASK_BUDGET);
         shard.start_session_turns();
         {
@@ -1019,6 +1032,7 @@ pub(crate) fn run(
         // Work the last round started (a loopback 51's callback) is started
         // now, so the next wait does not park over it.
         shard.start_session_turns();
+        shard.start_actor_awaits();
     }
     shard.state.borrow().leave_rows();
     // Tasks hold the shard's handle: drop them (started or not) so the

@@ -771,7 +771,7 @@ impl World {
                             .map(|()| call)
                     }),
                     None => {
-                        actors.node_request(&route, key, payload, CallId(*id), deadline);
+                        actors.node_request(None, &route, key, payload, CallId(*id), deadline);
                         Ok(CallId(*id))
                     }
                 };

@@ -20,8 +20,9 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use zlink::api::{
-    Actor, ActorContext, ActorMessage, CallId, ExecutionMode, IoBackend, LocationSnapshot, Node,
-    NodeBuilder, NodeSettings, ObjectRole, Spot, SpotHandle, TimerId, TimerTick,
+    Actor, ActorContext, ActorMessage, AsyncTurn, CallId, ExecutionMode, IoBackend,
+    LocationSnapshot, Node, NodeBuilder, NodeSettings, ObjectRole, Spot, SpotHandle, TimerId,
+    TimerTick,
 };
 use zlink::client::Client;
 use zlink::error::{Error, Reason};
@@ -92,9 +93,19 @@ pub const CALL_SEND: PacketKey = PacketKey(22);
 /// its outcome is pushed as `<call>:ok:<reply>` or `<call>:err:<reason>`
 /// (key REPLIED).
 pub const CALL_REQUEST: PacketKey = PacketKey(23);
+/// Relays `<actor>:<target>:<data>`: the player makes a request of the
+/// Actor `<target>` (key CALLED, 5 s deadline) whose reply its turn awaits
+/// ([`AsyncTurn`]), then replies `awaited:<reply>` (or the error): an async
+/// turn (docs/actors.md "Async turns").
+pub const AWAIT_CALL: PacketKey = PacketKey(25);
+/// Relays: the player's turn awaits [`Observed::gate`] (an application
+/// future, a database call say), then replies `after-gate:<handled>`, the
+/// messages its instance had handled when its continuation ran.
+pub const AWAIT_GATE: PacketKey = PacketKey(26);
 /// The key of messages between players: the callee records the payload with
 /// its sender (`<from>><payload>`, [`Observed::delivered`]) and replies
-/// `echo:<payload>`.
+/// `echo:<payload>` — after awaiting [`Observed::gate`] when the payload
+/// starts with `gate:`.
 pub const CALLED: PacketKey = PacketKey(24);
 pub const PUSHED: PacketKey = PacketKey(100);
 /// The key of the duplicate-connection notice.
@@ -387,6 +398,16 @@ impl Actor for Player {
                 .push(Bytes::from(seen));
             let mut echo = b"echo:".to_vec();
             echo.extend_from_slice(&message.payload);
+            // `gate:<data>`: the answer awaits the gate first (an async
+            // turn of the callee, docs/actors.md "Async turns").
+            if message.payload.starts_with(b"gate:") {
+                let observed = Arc::clone(&self.observed);
+                let waited = async move { observed.gate.wait().await };
+                let turn = AsyncTurn::new(waited, move |_: &mut Player, _, ()| {
+                    Some(Ok(Bytes::from(echo)))
+                });
+                return Some(ctx.suspend(turn).map(|()| Bytes::new()));
+            }
             return Some(Ok(Bytes::from(echo)));
         }
         if message.key == CALL_SEND || message.key == CALL_REQUEST {
@@ -411,6 +432,32 @@ impl Actor for Player {
                 ctx.request(&target, CALLED, data, deadline)
                     .map(|call| Bytes::from(call.0.to_string())),
             );
+        }
+        if message.key == AWAIT_CALL {
+            let text = String::from_utf8_lossy(&message.payload).into_owned();
+            let mut parts = text.splitn(3, ':');
+            let (_, target, data) = (parts.next(), parts.next(), parts.next());
+            let (Some(Ok(target)), Some(data)) = (target.map(ActorId::new), data) else {
+                return Some(Err(Reason::MalformedRecord.into()));
+            };
+            let data = Bytes::from(data.to_owned());
+            let reply = ctx.request_reply(&target, CALLED, data, Duration::from_secs(5));
+            let turn = AsyncTurn::new(
+                reply,
+                |me: &mut Player, _, outcome: Result<Bytes, Error>| {
+                    me.handled += 1;
+                    Some(outcome.map(|reply| Bytes::from([&b"awaited:"[..], &reply[..]].concat())))
+                },
+            );
+            return Some(ctx.suspend(turn).map(|()| Bytes::new()));
+        }
+        if message.key == AWAIT_GATE {
+            let observed = Arc::clone(&self.observed);
+            let waited = async move { observed.gate.wait().await };
+            let turn = AsyncTurn::new(waited, |me: &mut Player, _, ()| {
+                Some(Ok(Bytes::from(format!("after-gate:{}", me.handled))))
+            });
+            return Some(ctx.suspend(turn).map(|()| Bytes::new()));
         }
         if message.key == TICK_START {
             let text = String::from_utf8_lossy(&message.payload).into_owned();
@@ -754,6 +801,8 @@ pub fn start_node<S: LocationStore + 'static>(
         .on_packet(TICK_STOP, relay_handler(Arc::clone(&observed)))
         .on_packet(CALL_SEND, relay_handler(Arc::clone(&observed)))
         .on_packet(CALL_REQUEST, relay_handler(Arc::clone(&observed)))
+        .on_packet(AWAIT_CALL, relay_handler(Arc::clone(&observed)))
+        .on_packet(AWAIT_GATE, relay_handler(Arc::clone(&observed)))
         .on_packet(ENTER, move |session, packet| {
             let o = Arc::clone(&entering);
             async move {

@@ -206,6 +206,7 @@ struct TimeoutsSection {
     client_frame_deadline_ms: u64,
     websocket_handshake_deadline_ms: u64,
     link_handshake_deadline_ms: u64,
+    actor_turn_deadline_ms: u64,
 }
 
 impl Default for TimeoutsSection {
@@ -222,6 +223,7 @@ impl Default for TimeoutsSection {
             client_frame_deadline_ms: ms(s.client_frame_deadline),
             websocket_handshake_deadline_ms: ms(s.websocket_handshake_deadline),
             link_handshake_deadline_ms: ms(s.link_handshake_deadline),
+            actor_turn_deadline_ms: ms(s.actor_turn_deadline),
         }
     }
 }
@@ -795,6 +797,9 @@ fn settings(
             "timeouts.link_handshake_deadline_ms",
             t.link_handshake_deadline_ms,
         )?,
+        // Checked against the seal and prepare timeouts by
+        // `NodeBuilder::start`, whose message names the setting.
+        actor_turn_deadline: positive("timeouts.actor_turn_deadline_ms", t.actor_turn_deadline_ms)?,
         outbound_max: at_least_one("limits.outbound_max", l.outbound_max)?,
         max_sessions: match l.max_sessions {
             Some(max) => at_least_one("limits.max_sessions", max)?,

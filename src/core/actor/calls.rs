@@ -140,8 +140,13 @@ impl Actors<'_> {
     /// A request from node code outside any Actor (docs/actors.md "From
     /// node code"), numbered `call` by the shard: the same rules as an
     /// Actor's request; its outcome is [`CoreEvent::NodeCallOutcome`].
+    ///
+    /// `sender`: the Actor whose awaiting turn made it (docs/actors.md
+    /// "Async turns"), for the receiver's `from`; it waits like node code,
+    /// since an awaiting turn's Actor does not move.
     pub fn node_request(
         &mut self,
+        sender: Option<&ActorId>,
         to: &ActorRef,
         key: PacketKey,
         payload: Bytes,
@@ -149,7 +154,7 @@ impl Actors<'_> {
         deadline: Duration,
     ) {
         let body = CallBody::Message { key, payload };
-        self.start_request(Caller::Node(call), None, to, body, deadline);
+        self.start_request(Caller::Node(call), sender, to, body, deadline);
     }
 
     fn start_request(

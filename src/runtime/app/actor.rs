@@ -7,6 +7,9 @@
 //! session. Its current Spot ([`super::spot`]) receives `on_disconnect_actor`
 //! when a bound session ends (§7).
 
+use std::any::Any;
+use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -121,10 +124,86 @@ pub trait ActorContext {
         payload: Bytes,
         deadline: Duration,
     ) -> Result<CallId, Error>;
+
+    /// Makes a request of the Actor `to` whose reply this turn awaits: a
+    /// future for [`AsyncTurn::new`] (docs/actors.md "Async turns"). It
+    /// ends exactly once, like [`ActorContext::request`], with the reply or
+    /// a typed error (`Deadline` after `deadline`). The Actor does not move
+    /// while a turn awaits, so the reply comes back here.
+    fn request_reply(
+        &mut self,
+        to: &ActorId,
+        key: PacketKey,
+        payload: Bytes,
+        deadline: Duration,
+    ) -> crate::runtime::caller::CallReply;
+
+    /// Ends this turn's synchronous part without ending the turn: the
+    /// turn awaits `turn`'s future, and its continuation runs as the rest
+    /// of the turn (docs/actors.md "Async turns"). Meanwhile the Actor's
+    /// lane stays serial (the next message waits), the shard serves
+    /// everything else, a SpotWide Spot's gate stays held, and no move
+    /// takes the Actor. For a request, the continuation's value is the
+    /// reply and the handler's return value is ignored. Once per turn
+    /// (`InvalidOperation`, TurnAlreadyAwaits, for a second).
+    fn suspend(&mut self, turn: AsyncTurn) -> Result<(), Error>;
 }
 
-/// Game logic hosted by the runtime.
-pub trait Actor: 'static {
+/// The rest of a turn, run with the Actor and a fresh context once the
+/// awaited future is ready.
+pub(crate) type Resume =
+    Box<dyn FnOnce(&mut dyn Actor, &mut dyn ActorContext) -> Option<Result<Bytes, Error>>>;
+
+/// A turn that awaits (docs/actors.md "Async turns"): a future — another
+/// Actor's reply ([`ActorContext::request_reply`]), an application future
+/// such as a database call — and the continuation that finishes the turn
+/// with the Actor's state once it is ready. The future owns what it needs
+/// (it never borrows the Actor), so the shard polls it while it serves
+/// everything else; the continuation gets `&mut` the Actor back.
+pub struct AsyncTurn {
+    pub(crate) future: Pin<Box<dyn Future<Output = Resume>>>,
+}
+
+impl AsyncTurn {
+    /// Awaits `future`, then runs `then` with the Actor (of type `A`, the
+    /// Actor whose turn this is), a context, and the future's output; for
+    /// a request, `then`'s value is the reply (`None`: an empty reply).
+    /// `then` may suspend again ([`ActorContext::suspend`]).
+    pub fn new<A, T, F, C>(future: F, then: C) -> Self
+    where
+        A: Actor,
+        T: 'static,
+        F: Future<Output = T> + 'static,
+        C: FnOnce(&mut A, &mut dyn ActorContext, T) -> Option<Result<Bytes, Error>> + 'static,
+    {
+        let future = async move {
+            let value = future.await;
+            let resume: Resume = Box::new(move |actor, ctx| {
+                let any: &mut dyn Any = actor;
+                match any.downcast_mut::<A>() {
+                    Some(actor) => then(actor, ctx, value),
+                    // The continuation of another type's turn: a bug of the
+                    // application, answered typed, never a panic.
+                    None => Some(Err(crate::error::Reason::TurnOfAnotherType.into())),
+                }
+            });
+            resume
+        };
+        Self {
+            future: Box::pin(future),
+        }
+    }
+}
+
+impl std::fmt::Debug for AsyncTurn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AsyncTurn").finish_non_exhaustive()
+    }
+}
+
+/// Game logic hosted by the runtime. (`Any`: an [`AsyncTurn`]'s
+/// continuation gets the Actor back as its own type.)
+pub trait Actor: Any {
     /// Handles one message. For a request the return value is its terminal
     /// (`Some(Ok(reply))` or `Some(Err(error))`); `None` answers a request with
     /// an empty reply. For a one-way message the value is ignored.

@@ -72,6 +72,15 @@ pub struct NodeSettings {
     pub session_queue_max: usize,
     /// Messages an Actor's lane may hold before new ones are refused.
     pub actor_queue_max: usize,
+    /// How long an Actor's turn may await ([`crate::api::AsyncTurn`],
+    /// docs/actors.md "Async turns") before it is ended: its future is
+    /// dropped, its continuation never runs, a request it was answering
+    /// ends `DeadlineExceeded`, and its lane goes on (default 1,400 ms).
+    /// It must be below `relocation_seal_timeout` minus the relocation's
+    /// `prepare_timeout` (startup refuses it otherwise): a move waits for
+    /// the awaiting turn to end before it seals anything, within its
+    /// prepare bound.
+    pub actor_turn_deadline: Duration,
     /// Messages a SpotWide Spot's gate (its one Spot lane, shared by all its
     /// Actors, §5) may hold before new ones are refused (default 16,384).
     pub spot_queue_max: usize,
@@ -123,6 +132,7 @@ impl Default for NodeSettings {
             max_sessions: usize::MAX,
             session_queue_max: 1_024,
             actor_queue_max: 4_096,
+            actor_turn_deadline: Duration::from_millis(1_400),
             spot_queue_max: 16_384,
             decode_limits: DecodeLimits::default(),
             shutdown_deadline: Duration::from_millis(5_000),
@@ -152,6 +162,25 @@ impl NodeSettings {
                     "{name} = {value}: a lane holds 1 to {max} items"
                 )));
             }
+        }
+        Ok(())
+    }
+
+    /// An awaiting turn ends before a move waiting for it could outlast its
+    /// seal (issue 21 item 3): the turn deadline is below the seal timeout
+    /// minus the prepare timeout.
+    pub(crate) fn check_turn_deadline(&self) -> Result<(), StartError> {
+        let bound = self
+            .relocation_seal_timeout
+            .saturating_sub(self.relocation.prepare_timeout);
+        if self.actor_turn_deadline.is_zero() || self.actor_turn_deadline >= bound {
+            return Err(StartError::Invalid(format!(
+                "actor_turn_deadline = {:?}: it must be above zero and below \
+                 relocation_seal_timeout ({:?}) minus the prepare timeout ({:?})",
+                self.actor_turn_deadline,
+                self.relocation_seal_timeout,
+                self.relocation.prepare_timeout
+            )));
         }
         Ok(())
     }

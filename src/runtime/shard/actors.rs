@@ -30,6 +30,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+use super::awaits::{TurnLane, TurnOutcome};
 use super::{ShardHandle, ShardState, TASK_BUDGET};
 use crate::core::actor::ActorEvent;
 use crate::core::lane::{ActorDeliveryLane, LaneEngine, LaneId, Ordinary, SpotLane};
@@ -38,9 +39,10 @@ use crate::core::time::Instant;
 use crate::core::trace::FlowTrace;
 use crate::error::{Error, Reason};
 use crate::ids::{ActorId, ActorRef, CallId, ObjectGeneration, PacketKey, SpotId, TimerId};
-use crate::runtime::app::actor::{Actor, ActorContext, ActorMessage, TimerTick};
+use crate::runtime::app::actor::{Actor, ActorContext, ActorMessage, AsyncTurn, Resume, TimerTick};
 use crate::runtime::app::spot::{ExecutionMode, Spot, SpotHandle};
 use crate::runtime::app::RelocationUnit;
+use crate::runtime::caller::CallReply;
 use crate::runtime::executor::{completion, Completer, Completion};
 use crate::runtime::router::ShardMsg;
 use crate::runtime::store_effects::{HostRow, Replaced, StoreAnswer};
@@ -604,6 +606,8 @@ impl ShardState {
     fn forget(&mut self, id: &ActorId) -> Result<(), Error> {
         let now = self.now();
         self.core.actors(now).destroy(id)?;
+        // An awaiting turn ends first: its lane is then between turns.
+        self.end_turn_of(id);
         if let Some(hosted) = self.host.actors.remove(id) {
             self.drop_lane(hosted.lane);
         }
@@ -641,7 +645,7 @@ impl ShardState {
             // lane it runs now rather than be lost. No other turn is in
             // progress on this shard now, so it overlaps none.
             ActorEvent::Bound { .. } | ActorEvent::Disconnect { .. } => {
-                self.actor_turn(refused.item)
+                self.actor_turn(refused.item, TurnLane::Outside)
             }
             // A tick that finds the lane full is skipped, counted; a call
             // is refused like a session's message.
@@ -681,13 +685,11 @@ impl ShardState {
         while turns < TASK_BUDGET {
             let before = turns;
             if let Some((lane, turn)) = self.host.actor_lanes.next_turn() {
-                self.actor_turn(turn);
-                self.host.actor_lanes.finish_turn(lane);
+                self.actor_turn(turn, TurnLane::Actor(lane));
                 turns += 1;
             }
             if let Some((lane, turn)) = self.host.spot_lanes.next_turn() {
-                self.actor_turn(turn);
-                self.host.spot_lanes.finish_turn(lane);
+                self.actor_turn(turn, TurnLane::Spot(lane));
                 turns += 1;
             }
             if turns == before {
@@ -697,8 +699,10 @@ impl ShardState {
         turns
     }
 
-    /// One Actor turn, on the incarnation it was admitted for.
-    fn actor_turn(&mut self, turn: ActorTurn) {
+    /// One Actor turn, on the incarnation it was admitted for, holding
+    /// `lane` until it ends: at once, or — a turn that suspended on an
+    /// [`AsyncTurn`] — when its continuation ends (awaits.rs).
+    fn actor_turn(&mut self, turn: ActorTurn, lane: TurnLane) {
         let ActorTurn { generation, event } = turn;
         let actor = event.actor().clone();
         let now = self.now();
@@ -706,17 +710,17 @@ impl ShardState {
         let Some(hosted) = hosted.filter(|h| h.generation == generation) else {
             // Destroyed, or re-created, since it was admitted (X6).
             self.refuse_actor_work(event, Reason::StaleLocation);
-            return;
+            return self.finish_turn_lane(lane);
         };
         if let ActorEvent::Disconnect { ticket, .. } = event {
             let outcome = Arc::clone(&hosted.spot).on_disconnect_actor(&actor);
             self.core.actors(now).disconnect_done(ticket, outcome);
-            return;
+            return self.finish_turn_lane(lane);
         }
         let Some(mut instance) = hosted.instance.take() else {
             debug_assert!(false, "an Actor turn inside another turn of {actor:?}");
             self.refuse_actor_work(event, Reason::QueueFull);
-            return;
+            return self.finish_turn_lane(lane);
         };
         // One turn in ACTOR_TURN_SAMPLE is timed (src/runtime/metrics.rs).
         self.actor_turns_seen = self.actor_turns_seen.wrapping_add(1);
@@ -732,7 +736,10 @@ impl ShardState {
             actor: &actor,
             hosted: &self.host.actors,
             routes: &mut self.routes,
+            suspended: None,
         };
+        let mut end = TurnEnd::default();
+        let mut outcome = None;
         match event {
             ActorEvent::Deliver {
                 key,
@@ -748,17 +755,13 @@ impl ShardState {
                     from: None,
                     wants_reply: correlation.is_some(),
                 };
-                let outcome = instance.handle(&mut ctx, message);
-                if let Some(ticket) = reply {
-                    self.core
-                        .actors(now)
-                        .reply(ticket, reply_of(outcome, &limits));
-                }
+                outcome = instance.handle(&mut ctx, message);
+                end.reply = reply;
             }
             ActorEvent::Bound { .. } => instance.on_bound(&mut ctx),
             ActorEvent::Timer { timer, tick, .. } => {
                 instance.on_timer(&mut ctx, TimerTick { timer, tick });
-                self.core.actors(now).timer_done(&actor, timer);
+                end.timer = Some(timer);
             }
             ActorEvent::Call {
                 from,
@@ -774,12 +777,8 @@ impl ShardState {
                     from,
                     wants_reply: reply.is_some(),
                 };
-                let outcome = instance.handle(&mut ctx, message);
-                if let Some(ticket) = reply {
-                    self.core
-                        .actors(now)
-                        .reply(ticket, reply_of(outcome, &limits));
-                }
+                outcome = instance.handle(&mut ctx, message);
+                end.reply = reply;
             }
             ActorEvent::CallOutcome { call, outcome, .. } => {
                 ctx.routes.ended(Some(&actor), call, &outcome);
@@ -787,13 +786,83 @@ impl ShardState {
             }
             ActorEvent::Disconnect { .. } => {}
         }
+        let suspended = ctx.suspended.take();
         if let Some(started) = timed {
             self.published.actor_turns.record(started.elapsed());
         }
         if let Some(hosted) = self.host.actors.get_mut(&actor) {
             hosted.instance = Some(instance);
         }
+        match suspended {
+            Some(turn) => self.suspend_turn(actor, generation, lane, end, turn, None),
+            None => {
+                self.end_turn(&actor, end, outcome);
+                self.finish_turn_lane(lane);
+            }
+        }
     }
+
+    /// The rest of an awaiting turn: its continuation, with the Actor.
+    /// Returns its value and the turn it suspended on again, if it did.
+    pub(super) fn continue_turn(
+        &mut self,
+        actor: &ActorId,
+        instance: &mut dyn Actor,
+        resume: Resume,
+    ) -> (TurnOutcome, Option<AsyncTurn>) {
+        let now = self.now();
+        let limits = self.node.settings.decode_limits;
+        let mut ctx = TurnContext {
+            core: &mut self.core,
+            limits,
+            now,
+            actor,
+            hosted: &self.host.actors,
+            routes: &mut self.routes,
+            suspended: None,
+        };
+        let outcome = resume(instance, &mut ctx);
+        let suspended = ctx.suspended.take();
+        (outcome, suspended)
+    }
+
+    /// What ends with a turn: the reply of the request it answered, and a
+    /// timer tick's `timer_done` (its timer's next tick may come).
+    pub(super) fn end_turn(&mut self, actor: &ActorId, end: TurnEnd, outcome: TurnOutcome) {
+        let now = self.now();
+        let limits = self.node.settings.decode_limits;
+        if let Some(ticket) = end.reply {
+            self.core
+                .actors(now)
+                .reply(ticket, reply_of(outcome, &limits));
+        }
+        if let Some(timer) = end.timer {
+            self.core.actors(now).timer_done(actor, timer);
+        }
+    }
+
+    /// The turn on `lane` ended: its next item may run. A PerActor lane
+    /// removed meanwhile (its Actor destroyed) has nothing to end.
+    pub(super) fn finish_turn_lane(&mut self, lane: TurnLane) {
+        match lane {
+            TurnLane::Actor(lane) if self.host.actor_lanes.in_turn(lane) => {
+                self.host.actor_lanes.finish_turn(lane);
+            }
+            TurnLane::Spot(lane) if self.host.spot_lanes.in_turn(lane) => {
+                self.host.spot_lanes.finish_turn(lane);
+            }
+            TurnLane::Actor(_) | TurnLane::Spot(_) | TurnLane::Outside => {}
+        }
+    }
+}
+
+/// What a turn owes when it ends (now, or after its continuation).
+#[derive(Debug, Default)]
+pub(super) struct TurnEnd {
+    /// The request it answers.
+    reply: Option<crate::core::actor::ReplyTicket>,
+    /// The timer whose tick it is.
+    timer: Option<TimerId>,
 }
 
 /// The terminal of a request a handler answered: `None` is an empty reply;
@@ -822,6 +891,8 @@ struct TurnContext<'a> {
     hosted: &'a HashMap<ActorId, HostedActor>,
     /// Where the turn's calls to other Actors wait to be routed (calls.rs).
     routes: &'a mut super::calls::Routes,
+    /// What the turn suspended on, if it did ([`ActorContext::suspend`]).
+    suspended: Option<AsyncTurn>,
 }
 
 impl TurnContext<'_> {
@@ -894,6 +965,7 @@ impl ActorContext for TurnContext<'_> {
             key,
             payload,
             request: None,
+            waiter: false,
         });
         Ok(())
     }
@@ -913,8 +985,43 @@ impl ActorContext for TurnContext<'_> {
             key,
             payload,
             request: Some((call, self.now + deadline)),
+            waiter: false,
         });
         Ok(call)
+    }
+
+    fn request_reply(
+        &mut self,
+        to: &ActorId,
+        key: PacketKey,
+        payload: Bytes,
+        deadline: Duration,
+    ) -> CallReply {
+        let (reply, outcome) = oneshot::channel();
+        if let Err(error) = self.fits(&payload) {
+            let _ = reply.send(Err(error));
+            return CallReply::new(outcome);
+        }
+        // Its outcome goes to the awaiting turn, like node code's: the
+        // Actor does not move meanwhile (awaits.rs).
+        let call = self.routes.wait_for(reply);
+        self.routes.outgoing.push(super::calls::Outgoing {
+            from: Some(self.actor.clone()),
+            to: to.clone(),
+            key,
+            payload,
+            request: Some((call, self.now + deadline)),
+            waiter: true,
+        });
+        CallReply::new(outcome)
+    }
+
+    fn suspend(&mut self, turn: AsyncTurn) -> Result<(), Error> {
+        if self.suspended.is_some() {
+            return Err(Reason::TurnAlreadyAwaits.into());
+        }
+        self.suspended = Some(turn);
+        Ok(())
     }
 }
 

@@ -50,6 +50,9 @@ pub(super) struct Outgoing {
     pub(super) payload: Bytes,
     /// `Some` for a request: its number and when it must have ended.
     pub(super) request: Option<(CallId, Instant)>,
+    /// The request's outcome goes to a waiter ([`Routes::wait_for`]: node
+    /// code, or a turn that awaits it), not to the calling Actor's ledger.
+    pub(super) waiter: bool,
 }
 
 /// The shard's routes to other Actors and the calls waiting on look-ups.
@@ -77,6 +80,15 @@ impl Routes {
     pub(super) fn forget_peer(&mut self, peer: NodeRid) {
         self.cached
             .retain(|_, (route, _)| route.location.owner != peer);
+    }
+
+    /// Numbers a request whose outcome `reply` waits for (node code, or a
+    /// turn that awaits it).
+    pub(super) fn wait_for(&mut self, reply: NodeCallReply) -> CallId {
+        let id = CallId(self.last_node_call.0 + 1);
+        self.last_node_call = id;
+        self.waiters.insert(id, reply);
+        id
     }
 
     /// The Actor left this shard (moved away): nothing of its requests is
@@ -126,18 +138,14 @@ impl ShardState {
         reply: Option<(Duration, NodeCallReply)>,
     ) {
         let now = self.now();
-        let request = reply.map(|(deadline, reply)| {
-            let id = CallId(self.routes.last_node_call.0 + 1);
-            self.routes.last_node_call = id;
-            self.routes.waiters.insert(id, reply);
-            (id, now + deadline)
-        });
+        let request = reply.map(|(deadline, reply)| (self.routes.wait_for(reply), now + deadline));
         let call = Outgoing {
             from: None,
             to,
             key,
             payload,
             request,
+            waiter: true,
         };
         self.route_call(call);
     }
@@ -246,6 +254,7 @@ impl ShardState {
             key,
             payload,
             request,
+            waiter,
         } = call;
         let Some((id, deadline_at)) = request else {
             self.core
@@ -256,13 +265,16 @@ impl ShardState {
         let left = deadline_at.saturating_duration_since(now);
         if left == Duration::ZERO {
             self.core.trace(FlowTrace::RequestDeadlineExceeded);
-            return self.call_not_sent(from, id, Reason::Deadline.into());
+            return self.call_not_sent(from, waiter, id, Reason::Deadline.into());
         }
-        let Some(caller) = from.clone() else {
+        if waiter {
             self.core
                 .actors(now)
-                .node_request(route, key, payload, id, left);
+                .node_request(from.as_ref(), route, key, payload, id, left);
             self.routes.targets.insert((None, id), to);
+            return;
+        }
+        let Some(caller) = from.clone() else {
             return;
         };
         match self
@@ -273,24 +285,24 @@ impl ShardState {
             Ok(()) => {
                 self.routes.targets.insert((from, id), to);
             }
-            // The caller is no longer here: nobody waits for the outcome.
+            // The caller is no longer here: its ledger ends the request.
             Err(_) => self.core.trace(FlowTrace::OneWayRecordRefused),
         }
     }
 
     /// A request that could not be sent ends now: an Actor's through the
-    /// core (a later turn of the caller), node code's at its waiter.
-    fn call_not_sent(&mut self, from: Option<ActorId>, call: CallId, error: Error) {
+    /// core (a later turn of the caller), a waiter's at its waiter.
+    fn call_not_sent(&mut self, from: Option<ActorId>, waiter: bool, call: CallId, error: Error) {
         let now = self.now();
         match from {
-            Some(caller) => self.core.actors(now).call_failed(&caller, call, error),
-            None => self.node_call_ended(call, Err(error)),
+            Some(caller) if !waiter => self.core.actors(now).call_failed(&caller, call, error),
+            _ => self.node_call_ended(call, Err(error)),
         }
     }
 
     fn fail_call(&mut self, call: Outgoing, error: Error) {
         match call.request {
-            Some((id, _)) => self.call_not_sent(call.from, id, error),
+            Some((id, _)) => self.call_not_sent(call.from, call.waiter, id, error),
             None => self.core.trace(FlowTrace::OneWayRecordRefused),
         }
     }

@@ -81,6 +81,11 @@ impl ShardState {
             reply.send(Err(error));
             return;
         }
+        // An awaiting turn is never captured: the move waits for it to end
+        // before anything is sealed (awaits.rs).
+        if self.awaits.awaits(id) {
+            return self.park_move(id.clone(), target, reply);
+        }
         let now = self.now();
         match self.core.relocations(now).relocate(id, target) {
             Ok(relocation) => {
@@ -171,8 +176,18 @@ impl ShardState {
     }
 
     /// Starts the next Actor of a moving Spot, or ends the move.
-    fn next_spot_member(&mut self, spot: &SpotId) {
+    pub(super) fn next_spot_member(&mut self, spot: &SpotId) {
         loop {
+            let Some(spot_move) = self.moves.spots.get_mut(spot) else {
+                return;
+            };
+            // The next member's turn awaits: the Spot's move waits for it.
+            if let Some(next) = spot_move.remaining.front() {
+                if self.awaits.awaits(next) {
+                    let next = next.clone();
+                    return self.park_spot_member(spot.clone(), next);
+                }
+            }
             let Some(spot_move) = self.moves.spots.get_mut(spot) else {
                 return;
             };
@@ -202,7 +217,7 @@ impl ShardState {
     /// still here keep the Spot and its lane reopens; those already moved
     /// stay at the target, in the Spot there — a second `relocate_spot`
     /// moves the rest (docs/relocation.md).
-    fn finish_spot_move(&mut self, spot: &SpotId, outcome: Result<(), Error>) {
+    pub(super) fn finish_spot_move(&mut self, spot: &SpotId, outcome: Result<(), Error>) {
         let Some(spot_move) = self.moves.spots.remove(spot) else {
             return;
         };
