@@ -338,7 +338,7 @@ impl Sessions<'_> {
                 session,
                 frame: ClientFrame::Error {
                     correlation: request.correlation,
-                    error,
+                    error: error.clone(),
                 },
             });
         }

@@ -608,7 +608,10 @@ impl ShardHandle {
         }
         let outcome = handler(session, packet).await;
         if let (false, Some(correlation)) = (dispatch.answered.get(), dispatch.correlation) {
-            let error = outcome.err().unwrap_or(Error::new(Reason::NotAnswered));
+            let error = outcome
+                .clone()
+                .err()
+                .unwrap_or(Error::new(Reason::NotAnswered));
             let _ = self.answer(rid, correlation, Err(error));
         }
         Some(outcome)
