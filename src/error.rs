@@ -278,6 +278,12 @@ impl Error {
         self.about(|| format!("packet key {}", key.0))
     }
 
+    /// A typed payload that is not a valid encoding of `type_name`, and why
+    /// (docs/wire.md "Typed payloads").
+    pub(crate) fn malformed_payload(type_name: &str, cause: &dyn fmt::Display) -> Self {
+        Self::new(Reason::MalformedPayload).about_type(&format!("{type_name}: {cause}"))
+    }
+
     /// The first word is the one closest to the failure: an error that
     /// already says what it is about keeps it.
     fn about(self, text: impl FnOnce() -> String) -> Self {

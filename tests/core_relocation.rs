@@ -1345,7 +1345,7 @@ fn core_p2_a_late_ingress_hold_of_a_replaced_binding_is_refused_at_the_target() 
         f.mesh.answers(f.sessions, f.s, r3),
         vec![zlink::wire::client::ClientFrame::Error {
             correlation: r3,
-            error: error(Reason::StaleBinding),
+            error: error(Reason::StaleBinding).about_actor(&actor_id("a")),
         }]
     );
 }
@@ -1551,7 +1551,7 @@ fn core_l6_cas_failure_after_relay_ready_never_falls_back_to_the_source_route() 
             answers,
             vec![zlink::wire::client::ClientFrame::Error {
                 correlation,
-                error: error(Reason::StaleAuthority),
+                error: error(Reason::StaleAuthority).about_actor(&actor_id("a")),
             }],
             "{payload:?}"
         );

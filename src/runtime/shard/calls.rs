@@ -66,11 +66,15 @@ impl Routes {
     }
 
     /// A request ended: when its error says the route was stale, the next
-    /// call to that target resolves again.
-    pub(super) fn ended(&mut self, caller: &ActorId, call: CallId, outcome: &Result<Bytes, Error>) {
-        let Some(target) = self.targets.remove(&(caller.clone(), call)) else {
-            return;
-        };
+    /// call to that target resolves again. Returns the target, when this
+    /// shard routed the request, for the error to name it.
+    pub(super) fn ended(
+        &mut self,
+        caller: &ActorId,
+        call: CallId,
+        outcome: &Result<Bytes, Error>,
+    ) -> Option<ActorId> {
+        let target = self.targets.remove(&(caller.clone(), call))?;
         let stale = outcome.as_ref().err().is_some_and(|e| {
             matches!(
                 e.reason(),
@@ -85,6 +89,7 @@ impl Routes {
         if stale {
             self.cached.remove(&target);
         }
+        Some(target)
     }
 }
 

@@ -294,7 +294,7 @@ impl ShardState {
                 if hello || self.node.handlers.packets.contains_key(&key) {
                     self.submit_packet(lane, hello, key, correlation, payload)
                 } else {
-                    Some(Error::new(Reason::NoPacketHandler))
+                    Some(Error::new(Reason::NoPacketHandler).about_key(key))
                 }
             }
             _ => Some(Error::new(Reason::SessionClosing)),
