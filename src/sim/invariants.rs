@@ -310,8 +310,9 @@ impl Checker {
                 if let Ok(reply) = outcome {
                     let processed = self.calls_ran.get(&id).copied().unwrap_or(0);
                     if untag(b'c', reply) != Some(id) || processed != 1 {
-                        let detail =
-                            format!("request {id} replied {reply:?} after {processed} processings");
+                        let detail = format!(
+                            "request {id} replied {reply:?} after {processed} processings"
+                        );
                         self.fail("call_success_means_processed_once", "§12", detail);
                     }
                 }

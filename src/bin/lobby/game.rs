@@ -103,10 +103,7 @@ impl Actor for Player {
         }
         let Some((dx, dy)) = parse_step(&message.payload) else {
             // A payload this game cannot read is the game's own error.
-            return Some(Err(Error::app(
-                BAD_PAYLOAD,
-                "a MOVE is <player>:<dx>,<dy>",
-            )));
+            return Some(Err(Error::app(BAD_PAYLOAD, "a MOVE is <player>:<dx>,<dy>")));
         };
         self.x = self.x.saturating_add(dx);
         self.y = self.y.saturating_add(dy);
