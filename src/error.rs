@@ -3,8 +3,24 @@
 //!
 //! Each kind and each reason has exactly one code, written once here and used
 //! by the wire layer for client error frames and node replies.
+//!
+//! Beside its reason an error may carry a **detail** (issue 21 item 4):
+//!
+//! - the application's own errors, [`Error::app`]`(code, detail)`: the kind
+//!   [`ErrorKind::Application`], with the game's code and text, which reach
+//!   the client as they were given;
+//! - what a framework error is about: the ActorId, Spot, type name or packet
+//!   key it concerns ([`Error::about_actor`], [`Error::about_type`] …).
+//!
+//! The detail travels to the client with the error (docs/wire.md "Client
+//! frames"), so only those constructors write it: a NodeRid, an endpoint or
+//! a generation — what §1 keeps from the application and its clients — has
+//! no way in.
 
 use std::fmt;
+use std::sync::Arc;
+
+use crate::ids::{ActorId, PacketKey, SpotId};
 
 /// The public kind of a failure (§12, DESIGN "Error kinds are a closed enum").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -22,6 +38,10 @@ pub enum ErrorKind {
     Cancelled = 5,
     /// Startup was refused because the configuration is invalid (§3).
     Configuration = 6,
+    /// The application refused the request with an error of its own
+    /// ([`Error::app`]): its code and detail are the game's, not the
+    /// framework's.
+    Application = 7,
 }
 
 impl ErrorKind {
@@ -39,6 +59,7 @@ impl ErrorKind {
             4 => Self::DeadlineExceeded,
             5 => Self::Cancelled,
             6 => Self::Configuration,
+            7 => Self::Application,
             _ => return None,
         })
     }
@@ -149,6 +170,11 @@ reasons! {
     /// reached from this node through another mesh than the one the route
     /// names (§3, §4; docs/threading.md "Several meshes").
     MeshUnreachable = 24 => Unavailable, "the actor's mesh is not one this node reaches its owner through";
+    /// §12: the request may or may not have run — its connection ended
+    /// while it was in flight — and it is never sent again by itself; the
+    /// game decides whether running it twice is harmless. Client libraries
+    /// raise it (docs/clients.md "Reconnect rules").
+    OutcomeUnknown = 29 => Unavailable, "the request may or may not have run: its connection ended first";
     /// The deadline passed before the terminal (§12).
     Deadline = 30 => DeadlineExceeded, "the deadline passed";
     /// The caller cancelled (§12).
@@ -170,6 +196,13 @@ reasons! {
     /// (`Actor::snapshot`), or it belongs to a User Spot, whose Actors move
     /// only with their Spot (docs/relocation.md "The relocation API").
     NotRelocatable = 64 => InvalidOperation, "the actor cannot be relocated";
+    /// A typed payload did not decode as the message type its key names, or
+    /// a value did not encode (docs/wire.md "Typed payloads"); the detail
+    /// names the type.
+    MalformedPayload = 65 => InvalidOperation, "the payload is not a valid encoding of its message type";
+    /// The application's own error ([`Error::app`]): the code and detail
+    /// are the game's.
+    Application = 70 => Application, "the application refused the request";
     /// A turn asked to await twice ([`crate::api::ActorContext::suspend`]):
     /// a turn awaits one future at a time; its continuation may await the
     /// next (docs/actors.md "Async turns").
@@ -179,16 +212,114 @@ reasons! {
     TurnOfAnotherType = 67 => InvalidOperation, "the turn's continuation is for another actor type";
 }
 
-/// A typed failure: its kind and its reason.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+/// A typed failure: its kind, its reason and, for some, a detail (the
+/// application's code and text, or what the failure is about).
+///
+/// Cheap to clone: the detail, when there is one, is shared.
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub struct Error {
     reason: Reason,
+    detail: Option<Arc<Detail>>,
+}
+
+/// The detail of an [`Error`]: the application's code (0 for a framework
+/// error) and a text of at most [`Error::DETAIL_MAX`] bytes.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct Detail {
+    code: u32,
+    text: Box<str>,
 }
 
 impl Error {
+    /// The longest detail text, in bytes: bounded so that an error frame is
+    /// small and its decoding bounded (docs/wire.md "Client frames").
+    /// [`Error::app`] cuts a longer text at a character boundary.
+    pub const DETAIL_MAX: usize = 1024;
+
     /// The failure for a reason.
     pub fn new(reason: Reason) -> Self {
-        Self { reason }
+        Self {
+            reason,
+            detail: None,
+        }
+    }
+
+    /// The application's own error (issue 21 item 4): it reaches the client
+    /// as kind [`ErrorKind::Application`] with `code` and `detail` as given
+    /// (`detail` cut to [`Error::DETAIL_MAX`] bytes). The codes are the
+    /// game's to choose; the framework never writes one. The text goes to
+    /// the client: put nothing in it a player should not see.
+    pub fn app(code: u32, detail: impl Into<String>) -> Self {
+        let mut text: String = detail.into();
+        if text.len() > Self::DETAIL_MAX {
+            let mut cut = Self::DETAIL_MAX;
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            text.truncate(cut);
+        }
+        Self::with_detail(Reason::Application, code, text)
+    }
+
+    /// The error, saying it is about the Actor `id` (unless it already says
+    /// what it is about).
+    pub fn about_actor(self, id: &ActorId) -> Self {
+        self.about(|| format!("actor {id}"))
+    }
+
+    /// The error, saying it is about the Spot `id` (unless it already says
+    /// what it is about).
+    pub fn about_spot(self, id: &SpotId) -> Self {
+        self.about(|| format!("spot {id}"))
+    }
+
+    /// The error, saying it is about the type `name` — an Actor type, a Spot
+    /// kind or a message type (unless it already says what it is about).
+    pub fn about_type(self, name: &str) -> Self {
+        self.about(|| format!("type {name}"))
+    }
+
+    /// The error, saying it is about the packet key `key` (unless it
+    /// already says what it is about).
+    pub fn about_key(self, key: PacketKey) -> Self {
+        self.about(|| format!("packet key {}", key.0))
+    }
+
+    /// A typed payload that is not a valid encoding of `type_name`, and why
+    /// (docs/wire.md "Typed payloads").
+    pub(crate) fn malformed_payload(type_name: &str, cause: &dyn fmt::Display) -> Self {
+        Self::new(Reason::MalformedPayload).about_type(&format!("{type_name}: {cause}"))
+    }
+
+    /// The first word is the one closest to the failure: an error that
+    /// already says what it is about keeps it.
+    fn about(self, text: impl FnOnce() -> String) -> Self {
+        if self.detail.is_some() {
+            return self;
+        }
+        let mut text = text();
+        if text.len() > Self::DETAIL_MAX {
+            // An ActorId is at most 255 bytes and a type name is the
+            // program's own; cut anyway, so the bound holds whatever comes.
+            let mut cut = Self::DETAIL_MAX;
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            text.truncate(cut);
+        }
+        Self::with_detail(self.reason, 0, text)
+    }
+
+    /// An error as the wire carries it: `None` when `code` is 0 and `text`
+    /// empty, which the wire writes as no detail at all.
+    pub(crate) fn with_detail(reason: Reason, code: u32, text: String) -> Self {
+        let detail = (code != 0 || !text.is_empty()).then(|| {
+            Arc::new(Detail {
+                code,
+                text: text.into_boxed_str(),
+            })
+        });
+        Self { reason, detail }
     }
 
     /// Its public kind.
@@ -200,6 +331,24 @@ impl Error {
     pub fn reason(&self) -> Reason {
         self.reason
     }
+
+    /// The application's code: that of [`Error::app`], 0 for every
+    /// framework error.
+    pub fn code(&self) -> u32 {
+        self.detail.as_ref().map_or(0, |d| d.code)
+    }
+
+    /// The detail text: the application's, or what a framework error is
+    /// about (`"actor player-7"`); empty when there is none.
+    pub fn detail(&self) -> &str {
+        self.detail.as_ref().map_or("", |d| &d.text)
+    }
+
+    /// Whether it carries a code or a detail text (the wire then writes
+    /// them).
+    pub(crate) fn has_detail(&self) -> bool {
+        self.detail.is_some()
+    }
 }
 
 impl From<Reason> for Error {
@@ -210,13 +359,27 @@ impl From<Reason> for Error {
 
 impl fmt::Debug for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?}({:?})", self.kind(), self.reason)
+        write!(f, "{:?}({:?}", self.kind(), self.reason)?;
+        if let Some(detail) = &self.detail {
+            if self.reason == Reason::Application {
+                write!(f, " {}", detail.code)?;
+            }
+            write!(f, " {:?}", detail.text)?;
+        }
+        write!(f, ")")
     }
 }
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?}: {}", self.kind(), self.reason.text())
+        if self.reason == Reason::Application {
+            return write!(f, "application error {}: {}", self.code(), self.detail());
+        }
+        write!(f, "{:?}: {}", self.kind(), self.reason.text())?;
+        match self.detail() {
+            "" => Ok(()),
+            about => write!(f, " ({about})"),
+        }
     }
 }
 
@@ -235,6 +398,46 @@ mod tests {
         }
         assert_eq!(Reason::from_code(0), None);
         assert_eq!(ErrorKind::from_code(0), None);
+    }
+
+    #[test]
+    fn an_application_error_is_its_own_kind_with_its_code_and_detail() {
+        let e = Error::app(404, "no such item: sword");
+        assert_eq!(e.kind(), ErrorKind::Application);
+        assert_eq!(e.reason(), Reason::Application);
+        assert_eq!((e.code(), e.detail()), (404, "no such item: sword"));
+        assert_eq!(e.to_string(), "application error 404: no such item: sword");
+        // A framework error has code 0 and no detail unless it says what
+        // it is about.
+        let plain = Error::new(Reason::StaleBinding);
+        assert_eq!((plain.code(), plain.detail()), (0, ""));
+        assert_eq!(
+            Error::app(0, ""),
+            Error::with_detail(Reason::Application, 0, String::new())
+        );
+    }
+
+    #[test]
+    fn an_error_says_what_it_is_about_and_keeps_the_first_word() {
+        let id = ActorId::new("player-7").unwrap();
+        let e = Error::new(Reason::StaleLocation).about_actor(&id);
+        assert_eq!(e.detail(), "actor player-7");
+        assert!(e.to_string().contains("(actor player-7)"), "{e}");
+        let e = e.about_type("player");
+        assert_eq!(e.detail(), "actor player-7", "the innermost word stays");
+        let e = Error::new(Reason::NoActorFactory).about_type("monster");
+        assert!(e.to_string().contains("type monster"), "{e}");
+        // An application error's own detail is never replaced.
+        assert_eq!(Error::app(3, "x").about_actor(&id).detail(), "x");
+    }
+
+    #[test]
+    fn a_detail_is_cut_to_its_bound_at_a_character_boundary() {
+        let long = "é".repeat(Error::DETAIL_MAX);
+        let e = Error::app(1, long);
+        assert!(e.detail().len() <= Error::DETAIL_MAX);
+        assert!(e.detail().len() >= Error::DETAIL_MAX - 1);
+        assert!(e.detail().chars().all(|c| c == 'é'));
     }
 
     #[test]

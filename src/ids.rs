@@ -417,7 +417,18 @@ pub struct ActorLocation {
 }
 
 /// An Actor that finished creation and can receive messages (§1 "Ready"),
-/// with the location it was found at.
+/// with the location it was found at: what `Session::actor` and
+/// `Node::create_actor` return, what `SessionActors::bind` takes, and what
+/// `SessionActor::actor_ref` gives back (§13).
+///
+/// It is the one reference type of the API (issue 21 item 5): a game keeps
+/// it, compares `id` and `generation`, and binds it. It carries a location
+/// because a bind goes to the location in the caller's ActorRef with no
+/// store read first (§5); that location names a node and generations, which
+/// §1 keeps from the game, so it is hidden from the documentation — read
+/// it only through `SessionActor::location`, an opaque snapshot. Two refs
+/// of one incarnation found at different times may differ in location:
+/// compare `id` and `generation` to ask "the same Actor?".
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ActorRef {
     /// The global identity.
@@ -425,6 +436,7 @@ pub struct ActorRef {
     /// The incarnation.
     pub generation: ObjectGeneration,
     /// Where the caller found it: the initial route of a bind (§5).
+    #[doc(hidden)]
     pub location: ActorLocation,
 }
 

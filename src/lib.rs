@@ -6,8 +6,10 @@
 //! Binding"; each module cites the section it implements, and
 //! docs/contract.md summarises every section and lists every contract ID.
 //!
-//! The public surface is [`api`] (build and run a node: the Actor and Spot
-//! traits, sessions, settings), [`client`] (a STREAM client), [`ids`],
+//! The front door is [`prelude`]: `use zlink::prelude::*;` brings what an
+//! embedder needs. The public surface behind it is [`api`] (build and run a
+//! node: the Actor and Spot traits, sessions, settings), [`typed`] (typed
+//! messages over the byte payloads), [`client`] (a STREAM client), [`ids`],
 //! [`error`] and [`store`] (the Location Store trait and its stores). The
 //! layers below — `wire` (frames and records), `core` (the sans-IO state
 //! machines), `time`, `net` (the socket loops; the only layer allowed
@@ -28,11 +30,13 @@ pub mod error;
 pub mod ids;
 #[doc(hidden)]
 pub mod net;
+pub mod prelude;
 mod runtime;
 #[doc(hidden)]
 pub mod sim;
 pub mod store;
 #[doc(hidden)]
 pub mod time;
+pub mod typed;
 #[doc(hidden)]
 pub mod wire;

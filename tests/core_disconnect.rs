@@ -21,7 +21,7 @@ fn notify_outcomes(mesh: &Mesh, node: NodeRid, ticket: Ticket) -> Vec<Result<(),
         .filter_map(|e| match e {
             SessionEvent::NotifyCompleted {
                 ticket: t, outcome, ..
-            } if *t == ticket => Some(*outcome),
+            } if *t == ticket => Some(outcome.clone()),
             _ => None,
         })
         .collect()

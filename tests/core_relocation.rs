@@ -153,7 +153,7 @@ fn core_relocation_abort_on_61_error_confirms_the_durable_abort_first() {
     // Given a target whose Restore fails.
     let (mut mesh, _, source, target, a) = three_nodes();
     let refusal = error(Reason::NoActorFactory);
-    mesh.set_restore(target, RestoreBehavior::Fail(refusal));
+    mesh.set_restore(target, RestoreBehavior::Fail(refusal.clone()));
 
     // When the source relocates "a" there.
     let relocation = relocate(&mut mesh, source, "a", target);
@@ -901,7 +901,7 @@ fn core_relocation_refused_seal_reopens_with_saved_work_then_ingress_hold_in_ord
     let refusal = Error::new(Reason::SessionClosing);
     let sealed = zlink::wire::node::SessionRelocationSealed {
         request: seal.request.id,
-        outcome: Err(refusal),
+        outcome: Err(refusal.clone()),
     };
     mesh.inject(
         sessions,
@@ -1345,7 +1345,7 @@ fn core_p2_a_late_ingress_hold_of_a_replaced_binding_is_refused_at_the_target() 
         f.mesh.answers(f.sessions, f.s, r3),
         vec![zlink::wire::client::ClientFrame::Error {
             correlation: r3,
-            error: error(Reason::StaleBinding),
+            error: error(Reason::StaleBinding).about_actor(&actor_id("a")),
         }]
     );
 }
@@ -1551,7 +1551,7 @@ fn core_l6_cas_failure_after_relay_ready_never_falls_back_to_the_source_route() 
             answers,
             vec![zlink::wire::client::ClientFrame::Error {
                 correlation,
-                error: error(Reason::StaleAuthority),
+                error: error(Reason::StaleAuthority).about_actor(&actor_id("a")),
             }],
             "{payload:?}"
         );

@@ -142,13 +142,13 @@ impl Given {
                         (self.node, from),
                         "43 goes back to the 42's sender"
                     );
-                    Some(r.outcome)
+                    Some(r.outcome.clone())
                 }
                 _ => None,
             })
             .collect();
         assert_eq!(answers.len(), 1, "one 43 per 42");
-        answers[0]
+        answers[0].clone()
     }
 
     /// The coordinator (the source) seals s's binding of "a" for relocation

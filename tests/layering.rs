@@ -12,22 +12,31 @@ use std::path::{Path, PathBuf};
 
 /// Each layer and the layers it may use, top to bottom.
 const LAYERS: &[(&str, &[&str])] = &[
+    // What an embedder imports in one line: the public layers only.
+    (
+        "prelude",
+        &["api", "client", "typed", "store", "ids", "error"],
+    ),
     (
         "api",
         &[
-            "runtime", "core", "store", "net", "wire", "ids", "error", "time",
+            "runtime", "core", "store", "net", "wire", "typed", "ids", "error", "time",
         ],
     ),
     (
         "runtime",
-        &["core", "store", "net", "wire", "ids", "error", "time"],
+        &[
+            "core", "store", "net", "wire", "typed", "ids", "error", "time",
+        ],
     ),
     // The simulator drives the core against a store: a test harness.
     ("sim", &["core", "store", "wire", "ids", "error", "time"]),
     ("core", &["wire", "ids", "error", "time"]),
     ("store", &["ids", "error", "time"]),
     ("net", &["wire", "ids", "error"]),
-    ("client", &["wire", "ids", "error"]),
+    ("client", &["wire", "typed", "ids", "error"]),
+    // Typed messages: serde and MessagePack over the byte payloads.
+    ("typed", &["ids", "error"]),
     ("wire", &["ids", "error"]),
     ("error", &["ids"]),
     ("ids", &[]),

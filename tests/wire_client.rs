@@ -10,7 +10,7 @@ use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::sample::select;
 use zlink::error::{Error, ErrorKind, Reason};
-use zlink::ids::{Correlation, PacketKey};
+use zlink::ids::{ActorId, Correlation, PacketKey};
 use zlink::wire::client::{ClientFrame, CloseReason};
 use zlink::wire::{DecodeLimits, WireError};
 
@@ -76,6 +76,15 @@ fn samples() -> Vec<ClientFrame> {
         ClientFrame::Error {
             correlation: Correlation(2),
             error: Error::new(Reason::SessionNotBound),
+        },
+        ClientFrame::Error {
+            correlation: Correlation(2),
+            error: Error::app(404, "no such item"),
+        },
+        ClientFrame::Error {
+            correlation: Correlation(2),
+            error: Error::new(Reason::StaleLocation)
+                .about_actor(&ActorId::new("player-7").unwrap()),
         },
         ClientFrame::Push {
             key: PacketKey(3),
@@ -169,14 +178,87 @@ fn an_unknown_kind_is_refused() {
 }
 
 #[test]
-fn nonzero_flags_are_refused() {
+fn nonzero_flags_are_refused_but_the_detail_flag_of_an_error() {
     for sample in samples() {
         let mut body = body_of(&sample).to_vec();
-        for flags in [1u8, 0x80, 0xff] {
+        for flags in [2u8, 0x80, 0x81, 0xff] {
             body[1] = flags;
             assert_eq!(decode(&body), Err(WireError::InvalidFlags(flags)));
         }
+        if !matches!(sample, ClientFrame::Error { .. }) {
+            body[1] = 1;
+            assert_eq!(decode(&body), Err(WireError::InvalidFlags(1)));
+        }
     }
+}
+
+#[test]
+fn an_error_without_detail_keeps_the_layout_it_had_before_the_flag() {
+    // An older client reads a plain error as before: flags 0, kind, reason.
+    let plain = ClientFrame::Error {
+        correlation: Correlation(2),
+        error: Error::new(Reason::SessionNotBound),
+    };
+    assert_eq!(
+        body_of(&plain).as_ref(),
+        [4, 0, 0, 0, 0, 2, 2, Reason::SessionNotBound.code()]
+    );
+}
+
+#[test]
+fn an_application_error_travels_with_its_code_and_detail_under_the_flag() {
+    let frame = ClientFrame::Error {
+        correlation: Correlation(2),
+        error: Error::app(0x0102_0304, "no"),
+    };
+    // kind 4, flags 1 (detail), correlation, kind 7 Application, reason 70,
+    // code u32, text length u16, text.
+    let body = [4, 1, 0, 0, 0, 2, 7, 70, 1, 2, 3, 4, 0, 2, b'n', b'o'];
+    assert_eq!(body_of(&frame).as_ref(), body);
+    let ClientFrame::Error { error, .. } = decode(&body).unwrap() else {
+        panic!("an error frame")
+    };
+    assert_eq!(error.kind(), ErrorKind::Application);
+    assert_eq!((error.code(), error.detail()), (0x0102_0304, "no"));
+}
+
+#[test]
+fn an_error_detail_the_encoder_never_writes_is_refused() {
+    let with = |kind: u8, reason: u8, code: u32, text: &[u8]| {
+        let mut body = vec![4, 1, 0, 0, 0, 2, kind, reason];
+        body.extend_from_slice(&code.to_be_bytes());
+        body.extend_from_slice(&(text.len() as u16).to_be_bytes());
+        body.extend_from_slice(text);
+        body
+    };
+    let (app, stale) = (Reason::Application, Reason::StaleLocation);
+    let app_kind = ErrorKind::Application.code();
+    let unavailable = ErrorKind::Unavailable.code();
+    // A code belongs to an application error only.
+    assert_eq!(
+        decode(&with(unavailable, stale.code(), 9, b"actor a")),
+        Err(WireError::InvalidErrorDetail("a code on a framework error"))
+    );
+    // Neither code nor text is written without the flag.
+    assert!(matches!(
+        decode(&with(app_kind, app.code(), 0, b"")),
+        Err(WireError::InvalidErrorDetail(_))
+    ));
+    assert!(matches!(
+        decode(&with(app_kind, app.code(), 1, &[0xff, 0xfe])),
+        Err(WireError::InvalidErrorDetail(_))
+    ));
+    let long = vec![b'x'; Error::DETAIL_MAX + 1];
+    assert_eq!(
+        decode(&with(app_kind, app.code(), 1, &long)),
+        Err(WireError::ErrorDetailTooLong {
+            len: Error::DETAIL_MAX as u16 + 1,
+            max: Error::DETAIL_MAX as u16
+        })
+    );
+    // The longest text is accepted.
+    let longest = vec![b'x'; Error::DETAIL_MAX];
+    assert!(decode(&with(app_kind, app.code(), 1, &longest)).is_ok());
 }
 
 #[test]

@@ -906,7 +906,8 @@ fn core_l7_record_43_has_no_sequence_or_high_water() {
         outcome: Err(Error::new(Reason::SessionNotBound)),
     });
     expected.pop();
-    expected.extend_from_slice(&[1, ErrorKind::InvalidOperation.code(), 1]);
+    // The error: kind, reason, and no detail (presence 0).
+    expected.extend_from_slice(&[1, ErrorKind::InvalidOperation.code(), 1, 0]);
     assert_eq!(body_of(&failed), expected);
 }
 
@@ -1127,8 +1128,8 @@ fn a_bad_error_code_is_refused() {
         Err(WireError::UnknownErrorKind(0))
     );
     assert_eq!(
-        decode(&sealed_body(&[1, 7, Reason::StaleBinding.code()])),
-        Err(WireError::UnknownErrorKind(7))
+        decode(&sealed_body(&[1, 8, Reason::StaleBinding.code()])),
+        Err(WireError::UnknownErrorKind(8))
     );
     assert_eq!(
         decode(&sealed_body(&[1, unavailable, 99])),
@@ -1144,6 +1145,47 @@ fn a_bad_error_code_is_refused() {
     assert_eq!(
         decode(&sealed_body(&[2])),
         Err(WireError::InvalidOutcome(2))
+    );
+    assert_eq!(
+        decode(&sealed_body(&[
+            1,
+            unavailable,
+            Reason::StaleBinding.code(),
+            2
+        ])),
+        Err(WireError::InvalidPresence(2))
+    );
+}
+
+#[test]
+fn an_error_detail_crosses_a_link_with_its_code_and_text() {
+    // Given an application error in a record: kind 7, reason 70, presence 1,
+    // code u32, text length u16, text.
+    let app = ErrorKind::Application.code();
+    let body = sealed_body(&[1, app, 70, 1, 0, 0, 1, 0, 0, 3, b'g', b'o', b'd']);
+    let Ok(NodeRecord::SessionRelocationSealed(sealed)) = decode(&body) else {
+        panic!("a 43")
+    };
+    let error = sealed.outcome.unwrap_err();
+    assert_eq!((error.code(), error.detail()), (256, "god"));
+    // A code on a framework error is refused, as on a client frame.
+    let unavailable = ErrorKind::Unavailable.code();
+    let stale = Reason::StaleBinding.code();
+    assert_eq!(
+        decode(&sealed_body(&[
+            1,
+            unavailable,
+            stale,
+            1,
+            0,
+            0,
+            0,
+            1,
+            0,
+            1,
+            b'a'
+        ])),
+        Err(WireError::InvalidErrorDetail("a code on a framework error"))
     );
 }
 

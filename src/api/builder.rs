@@ -7,12 +7,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::core::trace::FlowCounters;
-use crate::error::Error;
-use crate::ids::{ActorId, MeshName, NodeGeneration, NodeRid, PacketKey, SpotId};
+use crate::error::{Error, Reason};
+use crate::ids::{ActorId, ActorRef, MeshName, NodeGeneration, NodeRid, PacketKey, SpotId};
 use crate::net::handshake::ClusterSecret;
 use crate::net::IoBackend;
 use crate::runtime::app::actor::Actor;
-use crate::runtime::app::session::{Packet, Session};
+use crate::runtime::app::session::{about_lookup, Packet, Session};
 use crate::runtime::app::spot::{ExecutionMode, Spot, SpotHandle};
 use crate::runtime::app::{NodeSettings, RelocationUnit, StartError};
 use crate::runtime::metrics::NodeMetrics;
@@ -21,6 +21,7 @@ use crate::runtime::{
     SpotKind,
 };
 use crate::store::LocationStore;
+use crate::typed::{self, Message};
 
 /// §3: what a process does with global Actors.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -231,6 +232,16 @@ impl NodeBuilder {
     }
 
     /// §3: enables global Actor dispatch. It takes no mesh name.
+    ///
+    /// It stays a call of its own (issue 21 item 5) because it is what
+    /// makes [`start`](Self::start) run §3's startup checks (S1, docs/contract.md):
+    /// with dispatch enabled, a node without an object role
+    /// ([`object_role`](Self::object_role) `Client` or `Server`) or without
+    /// a [`location_store`](Self::location_store) fails to start with a
+    /// configuration error, instead of running with no authority to find
+    /// its Actors by. Registering an Actor type does not turn it on: a
+    /// node that only relays to Actors elsewhere says so with this call
+    /// too.
     pub fn enable_actor_dispatch(mut self) -> Self {
         self.dispatch = true;
         self
@@ -301,6 +312,32 @@ impl NodeBuilder {
             self.duplicate_key.get_or_insert(key);
         }
         self
+    }
+
+    /// Registers the typed handler of `M` under `M::KEY` (issue 21 item 4:
+    /// request type in, reply type out). The payload is decoded as an `M`
+    /// — one that is not gets `MalformedPayload` naming `M`, and the
+    /// handler does not run — and the handler's `Ok` is encoded as the
+    /// client's reply, its `Err` (an [`Error::app`] among them) is the
+    /// client's typed error. A one-way message of the key runs the handler
+    /// too; its reply goes nowhere. For a handler that relays the packet to
+    /// an Actor, use [`on_packet`](Self::on_packet) and
+    /// [`Packet::decode`]. One key, one handler, typed or not (§3).
+    pub fn on_message<M, F, Fut>(self, handler: F) -> Self
+    where
+        M: Message,
+        F: Fn(Session, M) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<M::Reply, Error>> + 'static,
+    {
+        let handler = Arc::new(handler);
+        self.on_packet(M::KEY, move |session, packet| {
+            let handler = Arc::clone(&handler);
+            async move {
+                let message = packet.decode::<M>()?;
+                let outcome = handler(session.clone(), message).await;
+                session.reply(packet, typed::encode_outcome(outcome))
+            }
+        })
     }
 
     /// §1 step 1: the connect callback, which authenticates the client. It
@@ -558,17 +595,10 @@ impl Node {
     /// Looks up or creates the Actor `id` of `actor_type` on this node (§1
     /// step 2), before any session binds it. A new Actor belongs to its
     /// type's Entry Spot; an existing one is returned whatever its Spot.
-    pub fn create_actor(
-        &self,
-        actor_type: &str,
-        id: &ActorId,
-    ) -> Result<super::ActorHandle, Error> {
+    pub fn create_actor(&self, actor_type: &str, id: &ActorId) -> Result<ActorRef, Error> {
         self.running
             .create_actor(actor_type, id.clone(), None)
-            .map(|actor| super::ActorHandle {
-                id: actor.id,
-                generation: actor.generation,
-            })
+            .map_err(|e| about_lookup(e, actor_type, id))
     }
 
     /// §1: creates the User Spot `id` of the registered `kind` on this node
@@ -577,7 +607,12 @@ impl Node {
     /// registered, `InvalidOperation` (SpotIdInUse) when a Spot of another
     /// kind has the id.
     pub fn create_spot(&self, kind: &str, id: &SpotId) -> Result<SpotHandle, Error> {
-        self.running.create_spot(kind, id.clone())
+        self.running
+            .create_spot(kind, id.clone())
+            .map_err(|e| match e.reason() {
+                Reason::NoSpotKind => e.about_type(kind),
+                _ => e.about_spot(id),
+            })
     }
 
     /// §1: looks up or creates the Actor `id` of `actor_type` on this node,
@@ -593,13 +628,10 @@ impl Node {
         spot: &SpotHandle,
         actor_type: &str,
         id: &ActorId,
-    ) -> Result<super::ActorHandle, Error> {
+    ) -> Result<ActorRef, Error> {
         self.running
             .create_actor(actor_type, id.clone(), Some(spot.clone()))
-            .map(|actor| super::ActorHandle {
-                id: actor.id,
-                generation: actor.generation,
-            })
+            .map_err(|e| about_lookup(e, actor_type, id))
     }
 
     /// How many Actors this node hosts, as of its shards' last loop turns
@@ -622,7 +654,9 @@ impl Node {
     /// again (X6). `Unavailable` when this node does not host it, and
     /// (RelocationSealed) while it is being relocated.
     pub fn destroy_actor(&self, id: &ActorId) -> Result<(), Error> {
-        self.running.destroy_actor(id.clone())
+        self.running
+            .destroy_actor(id.clone())
+            .map_err(|e| e.about_actor(id))
     }
 
     /// §8 live relocation: moves the Actor `id` that this node hosts to
@@ -641,6 +675,7 @@ impl Node {
     pub fn relocate(&self, id: &ActorId, to: RelocateTo) -> Result<(), Error> {
         self.running
             .relocate(id.clone(), to.hint(), self.relocation_wait())
+            .map_err(|e| e.about_actor(id))
     }
 
     /// How long `relocate` waits for a move's outcome: every bounded wait of
@@ -667,6 +702,7 @@ impl Node {
     pub fn relocate_spot(&self, id: &SpotId, to: RelocateTo) -> Result<(), Error> {
         self.running
             .relocate_spot(id.clone(), to.hint(), self.relocation_wait())
+            .map_err(|e| e.about_spot(id))
     }
 
     /// §10 Relocate of this Actor owner host (a drain before a deploy):

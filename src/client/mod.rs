@@ -19,6 +19,7 @@ use bytes::{Bytes, BytesMut};
 
 use crate::error::Error;
 use crate::ids::{Correlation, PacketKey};
+use crate::typed::{self, Message};
 use crate::wire::client::ClientFrame;
 pub use crate::wire::client::CloseReason;
 use crate::wire::{DecodeLimits, WireError};
@@ -32,9 +33,15 @@ pub enum ClientError {
     /// The server sent bytes that are not a frame.
     #[error("malformed frame from the server: {0}")]
     Wire(#[from] WireError),
-    /// The server answered the request with a typed error (§12).
+    /// The server answered the request with a typed error (§12): the
+    /// framework's, or the application's own (`ErrorKind::Application`,
+    /// with its code and detail).
     #[error("server error: {0}")]
     Remote(Error),
+    /// A typed message did not encode, or the server's reply did not decode
+    /// as the reply type (`MalformedPayload`, naming the type).
+    #[error("payload: {0}")]
+    Payload(Error),
     /// The connection is closed; the reason, when the server gave one.
     #[error("connection closed ({0:?})")]
     Closed(Option<CloseReason>),
@@ -185,6 +192,27 @@ impl Client {
         let correlation = self.start_request(key, payload)?;
         self.wait_reply(correlation, timeout)?
             .map_err(ClientError::Remote)
+    }
+
+    /// A typed request (issue 21 item 4): sends `message` under `M::KEY`
+    /// (MessagePack, docs/wire.md "Typed payloads") and waits up to
+    /// `timeout` for its reply, decoded as `M::Reply`. A typed error from
+    /// the server is [`ClientError::Remote`]; a reply that is not an
+    /// `M::Reply` is [`ClientError::Payload`].
+    pub fn call<M: Message>(
+        &mut self,
+        message: &M,
+        timeout: Duration,
+    ) -> Result<M::Reply, ClientError> {
+        let payload = typed::encode(message).map_err(ClientError::Payload)?;
+        let reply = self.request(M::KEY, payload, timeout)?;
+        typed::decode(&reply).map_err(ClientError::Payload)
+    }
+
+    /// A typed one-way message under `M::KEY`.
+    pub fn send_typed<M: Message>(&mut self, message: &M) -> Result<(), ClientError> {
+        let payload = typed::encode(message).map_err(ClientError::Payload)?;
+        self.send(M::KEY, payload)
     }
 
     /// Waits up to `timeout` for the terminal of `correlation`.

@@ -56,7 +56,7 @@ pub enum ActorBehavior {
 }
 
 /// How a simulated node's runtime answers a Restore.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RestoreBehavior {
     /// The Actor is restored at once.
     Succeed,
@@ -622,7 +622,7 @@ impl Mesh {
                 state,
             } => {
                 let sim = self.node_mut(rid);
-                match sim.restore {
+                match sim.restore.clone() {
                     RestoreBehavior::Succeed => {
                         sim.states.insert(actor, state);
                         sim.core.relocations(now).restored(relocation, Ok(()));
@@ -848,7 +848,11 @@ impl Mesh {
     pub fn restart(&mut self, rid: NodeRid) -> NodeGeneration {
         let old = self.node(rid);
         let generation = old.peer.generation.0 + 1;
-        let (behavior, restore, config) = (old.behavior, old.restore, old.sessions_config.clone());
+        let (behavior, restore, config) = (
+            old.behavior,
+            old.restore.clone(),
+            old.sessions_config.clone(),
+        );
         let before = self.in_flight.len();
         self.in_flight
             .retain(|_, flight| flight.from.rid != rid && flight.to != rid);

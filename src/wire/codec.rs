@@ -198,24 +198,81 @@ impl<T: Field> Field for Option<T> {
     }
 }
 
-/// A typed failure: the kind code, then the reason code (error.rs owns both).
-/// The kind is redundant with the reason, and checked against it, so that a
-/// peer speaking another reason table is caught instead of misread.
+/// A typed failure in a node record: the kind code, then the reason code
+/// (error.rs owns both), then its detail as an `Option` (presence byte, then
+/// [`put_error_detail`]'s fields). The kind is redundant with the reason,
+/// and checked against it, so that a peer speaking another reason table is
+/// caught instead of misread. A client frame carries the same detail under
+/// a flag instead (`client/frame.rs`).
 impl Field for Error {
     fn put(&self, dst: &mut BytesMut) {
-        dst.put_u8(self.kind().code());
-        dst.put_u8(self.reason().code());
+        put_error_reason(dst, self);
+        dst.put_u8(u8::from(self.has_detail()));
+        if self.has_detail() {
+            put_error_detail(dst, self);
+        }
     }
     fn get(r: &mut Reader<'_>) -> Result<Self, WireError> {
-        let kind_code = r.u8()?;
-        let reason_code = r.u8()?;
-        let kind = ErrorKind::from_code(kind_code).ok_or(WireError::UnknownErrorKind(kind_code))?;
-        let reason = Reason::from_code(reason_code).ok_or(WireError::UnknownReason(reason_code))?;
-        if reason.kind() != kind {
-            return Err(WireError::ReasonKindMismatch { kind, reason });
+        let reason = get_error_reason(r)?;
+        match r.u8()? {
+            0 => Ok(Error::new(reason)),
+            1 => get_error_detail(r, reason),
+            other => Err(WireError::InvalidPresence(other)),
         }
-        Ok(Error::new(reason))
     }
+}
+
+/// The kind code and the reason code of `error`.
+pub(crate) fn put_error_reason(dst: &mut BytesMut, error: &Error) {
+    dst.put_u8(error.kind().code());
+    dst.put_u8(error.reason().code());
+}
+
+/// A kind code and a reason code that belong together.
+pub(crate) fn get_error_reason(r: &mut Reader<'_>) -> Result<Reason, WireError> {
+    let kind_code = r.u8()?;
+    let reason_code = r.u8()?;
+    let kind = ErrorKind::from_code(kind_code).ok_or(WireError::UnknownErrorKind(kind_code))?;
+    let reason = Reason::from_code(reason_code).ok_or(WireError::UnknownReason(reason_code))?;
+    if reason.kind() != kind {
+        return Err(WireError::ReasonKindMismatch { kind, reason });
+    }
+    Ok(reason)
+}
+
+/// An error's detail (docs/wire.md "Primitive fields"): the application's
+/// code `u32` (0 for a framework error), then the text with a `u16` length
+/// (at most [`Error::DETAIL_MAX`] bytes of UTF-8).
+pub(crate) fn put_error_detail(dst: &mut BytesMut, error: &Error) {
+    dst.put_u32(error.code());
+    let text = error.detail().as_bytes();
+    // Error's constructors bound the text; the cast cannot saturate.
+    let len = text.len().min(Error::DETAIL_MAX);
+    dst.put_u16(u16::try_from(len).unwrap_or(u16::MAX));
+    dst.put_slice(&text[..len]);
+}
+
+/// The detail of an error of `reason`, checked to be one the encoder
+/// writes, so that decoding stays canonical.
+pub(crate) fn get_error_detail(r: &mut Reader<'_>, reason: Reason) -> Result<Error, WireError> {
+    let code = r.u32()?;
+    let len = r.u16()?;
+    let max = u16::try_from(Error::DETAIL_MAX).unwrap_or(u16::MAX);
+    if len > max {
+        return Err(WireError::ErrorDetailTooLong { len, max });
+    }
+    let text = r.take(usize::from(len))?;
+    let text = std::str::from_utf8(&text)
+        .map_err(|_| WireError::InvalidErrorDetail("the text is not UTF-8"))?;
+    if code != 0 && reason != Reason::Application {
+        return Err(WireError::InvalidErrorDetail("a code on a framework error"));
+    }
+    if code == 0 && text.is_empty() {
+        return Err(WireError::InvalidErrorDetail(
+            "neither code nor text: written as no detail",
+        ));
+    }
+    Ok(Error::with_detail(reason, code, text.to_owned()))
 }
 
 /// An outcome: tag 0 then the value, or tag 1 then the typed failure.

@@ -128,6 +128,19 @@ pub enum WireError {
         /// [`TimerHandoff::PER_ACTOR_MAX`](crate::wire::node::TimerHandoff).
         max: u16,
     },
+    /// An error's detail text is longer than [`Error::DETAIL_MAX`](crate::error::Error::DETAIL_MAX).
+    #[error("error detail of {len} bytes exceeds the limit {max}")]
+    ErrorDetailTooLong {
+        /// The announced length.
+        len: u16,
+        /// The bound.
+        max: u16,
+    },
+    /// An error's detail is not one the encoder writes: a code on a
+    /// framework error, a detail with neither code nor text (written as
+    /// none), or a text that is not UTF-8.
+    #[error("invalid error detail: {0}")]
+    InvalidErrorDetail(&'static str),
     /// Bytes remain after the body: the frame is longer than its record.
     #[error("{len} trailing bytes after the body")]
     TrailingBytes {

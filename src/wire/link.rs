@@ -34,9 +34,11 @@ const KIND_VERSION_REFUSED: u8 = 0xA4;
 /// The protocol version a node speaks on its links: the handshake frames and
 /// every record after them (docs/operations.md "Versions"). Two nodes link
 /// only when they speak the same one. 2: the Welcome carries the version,
-/// the proofs cover it, and `VersionRefused` exists. 3: the 60 carries the
-/// Actor's ledger of open requests (`CallsHandoff`), and a 70 may come from
-/// node code (no sender).
+/// the proofs cover it, and `VersionRefused` exists. 3: every `Error` in a
+/// record carries an optional detail (the application's code and text, or
+/// what the error is about; docs/wire.md "Primitive fields"), the 60
+/// carries the Actor's ledger of open requests (`CallsHandoff`), and a 70
+/// may come from node code (no sender).
 pub const LINK_VERSION: u8 = 3;
 
 /// Who a node says it is on a link (§2 "Authenticated peer RID/node

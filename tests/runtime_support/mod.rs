@@ -904,7 +904,7 @@ fn with_session_disconnect(
     })
 }
 
-fn describe(actor: &zlink::api::ActorHandle) -> String {
+fn describe(actor: &zlink::ids::ActorRef) -> String {
     format!("{}:{}", actor.id, actor.generation.0)
 }
 

@@ -6,11 +6,23 @@ use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::sample::{select, Index};
 use zlink::error::{Error, Reason};
+use zlink::ids::ActorId;
 use zlink::wire::{DecodeLimits, WireError};
 
-/// Any typed failure: every reason, with its own kind.
+/// Any typed failure: every reason, with its own kind; an application
+/// error with any code and a detail up to its bound (multi-byte characters
+/// included); a framework error that says which Actor it is about.
 pub fn error() -> impl Strategy<Value = Error> {
-    select(Reason::ALL.to_vec()).prop_map(Error::new)
+    prop_oneof![
+        select(Reason::ALL.to_vec()).prop_map(Error::new),
+        (any::<u32>(), "\\PC{0,300}").prop_map(|(code, detail)| Error::app(code, detail)),
+        (any::<u32>(), Just("é".repeat(Error::DETAIL_MAX)))
+            .prop_map(|(code, detail)| Error::app(code, detail)),
+        (select(Reason::ALL.to_vec()), "[a-z0-9/-]{1,255}").prop_map(|(reason, id)| {
+            let id = ActorId::new(&id).expect("1 to 255 ASCII bytes");
+            Error::new(reason).about_actor(&id)
+        }),
+    ]
 }
 
 /// A payload, empty included.

@@ -230,7 +230,7 @@ class Connection {
         }
         this.settle(frame.correlation, p);
         if (frame.type === "reply") p.resolve(frame.payload);
-        else p.reject(new ZlinkError(frame.reason, { remote: true }));
+        else p.reject(new ZlinkError(frame.reason, { remote: true, code: frame.code, detail: frame.detail }));
         return;
       }
       case "push":

@@ -13,6 +13,7 @@ export const ErrorKind = {
   DeadlineExceeded: 4,
   Cancelled: 5,
   Configuration: 6,
+  Application: 7,
 } as const;
 export type ErrorKindName = keyof typeof ErrorKind;
 
@@ -53,6 +54,7 @@ export const Reasons = {
   ShuttingDown: { code: 22, kind: "Unavailable", text: "the node is shutting down" },
   RelocationAborted: { code: 23, kind: "Unavailable", text: "the relocation was aborted" },
   MeshUnreachable: { code: 24, kind: "Unavailable", text: "the actor's mesh is not one this node reaches its owner through" },
+  OutcomeUnknown: { code: 29, kind: "Unavailable", text: "the request may or may not have run: its connection ended first" },
   Deadline: { code: 30, kind: "DeadlineExceeded", text: "the deadline passed" },
   CallerCancelled: { code: 40, kind: "Cancelled", text: "the caller cancelled" },
   InvalidConfiguration: { code: 50, kind: "Configuration", text: "the configuration is invalid" },
@@ -61,17 +63,19 @@ export const Reasons = {
   SpotIdInUse: { code: 62, kind: "InvalidOperation", text: "a Spot of another kind already has this id" },
   NoSpotKind: { code: 63, kind: "NotFound", text: "no Spot kind is registered under this name" },
   NotRelocatable: { code: 64, kind: "InvalidOperation", text: "the actor cannot be relocated" },
+  MalformedPayload: { code: 65, kind: "InvalidOperation", text: "the payload is not a valid encoding of its message type" },
+  Application: { code: 70, kind: "Application", text: "the application refused the request" },
 } as const satisfies Record<string, ReasonInfo>;
 export type ServerReasonName = keyof typeof Reasons;
 
 /**
  * Reasons only this client produces; they never travel on the wire, so they
- * have no code.
+ * have no code. (`OutcomeUnknown` — the connection dropped, or the client
+ * was closed, while the request was in flight: the server may or may not
+ * have run it, and the client never sends it again — is in the server's
+ * table, code 29, since issue 21 made it part of the closed vocabulary; this
+ * client raises it with `remote: false`.)
  *
- * - `OutcomeUnknown` (Unavailable): the connection dropped, or the client
- *   was closed, while the request was in flight. The server may or may not
- *   have run it; the client never sends it again. Retry only what is safe
- *   to run twice.
  * - `NotConnected` (Unavailable): there was no logged-in connection when the
  *   call was made. Nothing was sent; retrying is safe.
  * - `ClientClosed` (Cancelled): the client is closed for good (`close()`,
@@ -84,7 +88,6 @@ export type ServerReasonName = keyof typeof Reasons;
  *   holds the platform's error.
  */
 export const LocalReasons = {
-  OutcomeUnknown: { kind: "Unavailable", text: "the connection was lost while the request was in flight: its outcome is unknown" },
   NotConnected: { kind: "Unavailable", text: "the client has no logged-in connection: nothing was sent" },
   ClientClosed: { kind: "Cancelled", text: "the client is closed" },
   LoginFailed: { kind: "Unavailable", text: "the login request failed" },
@@ -119,6 +122,18 @@ export class ZlinkError extends Error {
   readonly reason: ReasonName;
   /** The reason's wire code; `undefined` for a local reason. */
   readonly reasonCode: number | undefined;
+  /**
+   * The application's own code, for kind `Application` (the game's
+   * `Error::app(code, detail)`); 0 for every other error.
+   */
+  readonly code: number;
+  /**
+   * The error's detail: the application's text for kind `Application`;
+   * for a server error, what it is about (`actor player-7`, `type
+   * Move: …`, `packet key 9`); for a local one, the circumstances. Empty
+   * when there is none.
+   */
+  readonly detail: string;
   /** True when the server sent this error (an Error frame). */
   readonly remote: boolean;
   /**
@@ -130,18 +145,25 @@ export class ZlinkError extends Error {
 
   constructor(
     reason: ReasonName,
-    options: { remote?: boolean; outcomeUnknown?: boolean; cause?: unknown; detail?: string } = {},
+    options: { remote?: boolean; outcomeUnknown?: boolean; cause?: unknown; detail?: string; code?: number } = {},
   ) {
     const server = (Reasons as Record<string, ReasonInfo>)[reason];
     const local = (LocalReasons as Record<string, { kind: ErrorKindName; text: string }>)[reason];
     const info = server ?? local;
     const kind = info!.kind;
-    const text = info!.text + (options.detail ? `: ${options.detail}` : "");
-    super(`${kind}: ${text}`);
+    const code = options.code ?? 0;
+    const detail = options.detail ?? "";
+    super(
+      reason === "Application"
+        ? `application error ${code}: ${detail}`
+        : `${kind}: ${info!.text}${detail ? ` (${detail})` : ""}`,
+    );
     this.name = "ZlinkError";
     this.kind = kind;
     this.reason = reason;
     this.reasonCode = server?.code;
+    this.code = code;
+    this.detail = detail;
     this.remote = options.remote ?? false;
     this.outcomeUnknown = options.outcomeUnknown ?? reason === "OutcomeUnknown";
     if (options.cause !== undefined) {

@@ -37,12 +37,24 @@ export const FrameKind = {
   Pong: 8,
 } as const;
 
-/** One client frame. Payloads are copies the caller owns. */
+/**
+ * One client frame. Payloads are copies the caller owns. An error may carry
+ * a detail (flag 0x01 on the wire): `code` is the application's own code
+ * (kind `Application` only) and `detail` its text, or what a framework
+ * error is about; a decoded error has them only when the frame had the flag.
+ */
 export type Frame =
   | { type: "request"; key: number; correlation: number; payload: Uint8Array }
   | { type: "message"; key: number; payload: Uint8Array }
   | { type: "reply"; correlation: number; payload: Uint8Array }
-  | { type: "error"; correlation: number; kind: ErrorKindName; reason: ServerReasonName }
+  | {
+      type: "error";
+      correlation: number;
+      kind: ErrorKindName;
+      reason: ServerReasonName;
+      code?: number;
+      detail?: string;
+    }
   | { type: "push"; key: number; payload: Uint8Array }
   | { type: "close"; reason: CloseReasonName }
   | { type: "ping"; nonce: bigint }
@@ -57,6 +69,8 @@ export type WireErrorCode =
   | "UnknownErrorKind"
   | "UnknownReason"
   | "ReasonKindMismatch"
+  | "ErrorDetailTooLong"
+  | "InvalidErrorDetail"
   | "UnknownCloseReason"
   | "TrailingBytes"
   /** A WebSocket message that is not binary. */
@@ -78,6 +92,10 @@ export class WireError extends Error {
 export type DecodeResult = { ok: true; frame: Frame } | { ok: false; error: WireError };
 
 const FLAGS_NONE = 0;
+/** On an Error frame: the detail (code u32, text u16 + UTF-8) follows. */
+const FLAG_DETAIL = 0x01;
+/** The longest error detail text, in bytes (src/error.rs `DETAIL_MAX`). */
+export const ERROR_DETAIL_MAX = 1024;
 const U16_MAX = 0xffff;
 const U32_MAX = 0xffffffff;
 const U64_MAX = (1n << 64n) - 1n;
@@ -87,6 +105,14 @@ function isU16(n: unknown): n is number {
 }
 function isU32(n: unknown): n is number {
   return typeof n === "number" && Number.isInteger(n) && n >= 0 && n <= U32_MAX;
+}
+
+/** The detail an error frame carries, encoded; `undefined` for none. */
+function errorDetail(frame: Frame): { code: number; text: Uint8Array } | undefined {
+  if (frame.type !== "error") return undefined;
+  const code = frame.code ?? 0;
+  const text = new TextEncoder().encode(frame.detail ?? "");
+  return code === 0 && text.length === 0 ? undefined : { code, text };
 }
 
 /** The body length (after the prefix) `frame` encodes to. */
@@ -99,8 +125,10 @@ export function encodedBodyLength(frame: Frame): number {
       return 2 + 2 + 4 + frame.payload.length;
     case "reply":
       return 2 + 4 + 4 + frame.payload.length;
-    case "error":
-      return 2 + 4 + 2;
+    case "error": {
+      const detail = errorDetail(frame);
+      return 2 + 4 + 2 + (detail ? 4 + 2 + detail.text.length : 0);
+    }
     case "close":
       return 2 + 1;
     case "ping":
@@ -169,6 +197,23 @@ export function encodeFrame(frame: Frame): Uint8Array {
       }
       view.setUint8(at++, ErrorKind[frame.kind]);
       view.setUint8(at++, reason.code);
+      const detail = errorDetail(frame);
+      if (detail) {
+        if (!isU32(detail.code)) throw new RangeError(`error code ${detail.code} is not a u32`);
+        if (detail.code !== 0 && frame.reason !== "Application") {
+          throw new RangeError(`an error code belongs to an Application error, not ${frame.reason}`);
+        }
+        if (detail.text.length > ERROR_DETAIL_MAX) {
+          throw new RangeError(`error detail of ${detail.text.length} bytes over ${ERROR_DETAIL_MAX}`);
+        }
+        view.setUint8(5, FLAG_DETAIL);
+        view.setUint32(at, detail.code);
+        at += 4;
+        view.setUint16(at, detail.text.length);
+        at += 2;
+        out.set(detail.text, at);
+        at += detail.text.length;
+      }
       break;
     }
     case "push":
@@ -232,6 +277,14 @@ class Reader {
     this.at += 8;
     return v;
   }
+  /** `len` bytes, as a view of the body (the caller copies what it keeps). */
+  bytes(len: number): Uint8Array | WireError {
+    const e = this.need(len);
+    if (e) return e;
+    const b = this.body.subarray(this.at, this.at + len);
+    this.at += len;
+    return b;
+  }
   /** A `u32` length then that many bytes, the length checked first. */
   payload(): Uint8Array | WireError {
     const len = this.u32();
@@ -275,7 +328,10 @@ function decodeBodyInner(body: Uint8Array, frameLenMax: number): DecodeResult {
   if (kind instanceof WireError) return fail(kind);
   const flags = r.u8();
   if (flags instanceof WireError) return fail(flags);
-  if (flags !== FLAGS_NONE) return fail(new WireError("InvalidFlags", { flags }));
+  // Flags are checked before the kind: the one flag only on an Error.
+  if ((flags & ~FLAG_DETAIL) !== 0 || (flags !== FLAGS_NONE && kind !== FrameKind.Error)) {
+    return fail(new WireError("InvalidFlags", { flags }));
+  }
   let frame: Frame;
   switch (kind) {
     case FrameKind.Request: {
@@ -319,7 +375,30 @@ function decodeBodyInner(body: Uint8Array, frameLenMax: number): DecodeResult {
       if (Reasons[reason].kind !== errorKind) {
         return fail(new WireError("ReasonKindMismatch", { kind: errorKind, reason }));
       }
-      frame = { type: "error", correlation, kind: errorKind, reason };
+      if (flags === FLAGS_NONE) {
+        frame = { type: "error", correlation, kind: errorKind, reason };
+        break;
+      }
+      const code = r.u32();
+      if (code instanceof WireError) return fail(code);
+      const len = r.u16();
+      if (len instanceof WireError) return fail(len);
+      if (len > ERROR_DETAIL_MAX) return fail(new WireError("ErrorDetailTooLong", { len, max: ERROR_DETAIL_MAX }));
+      const text = r.bytes(len);
+      if (text instanceof WireError) return fail(text);
+      let detail: string;
+      try {
+        detail = new TextDecoder("utf-8", { fatal: true }).decode(text);
+      } catch {
+        return fail(new WireError("InvalidErrorDetail", { why: "the text is not UTF-8" }));
+      }
+      if (code !== 0 && reason !== "Application") {
+        return fail(new WireError("InvalidErrorDetail", { why: "a code on a framework error" }));
+      }
+      if (code === 0 && detail.length === 0) {
+        return fail(new WireError("InvalidErrorDetail", { why: "neither code nor text: written as no detail" }));
+      }
+      frame = { type: "error", correlation, kind: errorKind, reason, code, detail };
       break;
     }
     case FrameKind.Close: {

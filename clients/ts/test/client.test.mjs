@@ -89,6 +89,23 @@ test("a server error is a typed ZlinkError of its kind and reason", async () => 
   });
 });
 
+test("the game's own error is kind Application with its code and detail", async () => {
+  const { server, client } = await connected();
+  const p = client.request(MOVE, utf8("x"));
+  await flush();
+  const req = server.last.requests().at(-1);
+  const error = { type: "error", correlation: req.correlation, kind: "Application", reason: "Application" };
+  server.last.push({ ...error, code: 7, detail: "not your turn" });
+  await assert.rejects(p, (e) => {
+    assert.deepEqual(
+      [e.kind, e.reason, e.reasonCode, e.code, e.detail, e.remote],
+      ["Application", "Application", 70, 7, "not your turn", true],
+    );
+    assert.equal(e.message, "application error 7: not your turn");
+    return true;
+  });
+});
+
 test("a deadline ends the request with DeadlineExceeded; the late reply is dropped", async () => {
   const { server, client, timers, events } = await connected();
   const p = client.request(MOVE, utf8("slow"), { deadlineMs: 250 });

@@ -135,6 +135,22 @@ describe(`a zlink-node over ${name}`, () => {
     assert.equal(await text(c.request(MOVE, utf8("ts-unknown:1,1"))), "1,1");
   });
 
+  test("the game's own error reaches the client as kind Application, with its code and detail", async () => {
+    const c = await open("ts-app-error");
+    // The lobby refuses a MOVE it cannot read with Error::app(1, …).
+    await assert.rejects(c.request(MOVE, utf8("ts-app-error:left")), (e) => {
+      assert.ok(e instanceof ZlinkError);
+      assert.deepEqual(
+        [e.kind, e.reason, e.code, e.detail, e.remote],
+        ["Application", "Application", 1, "a MOVE is <player>:<dx>,<dy>", true],
+      );
+      return true;
+    });
+    // A framework error says what it is about (here the packet key).
+    await assert.rejects(c.request(999, utf8("x")), (e) => e.detail === "packet key 999");
+    assert.equal(await text(c.request(MOVE, utf8("ts-app-error:1,1"))), "1,1");
+  });
+
   test("a second login of the player closes the first with Replaced, which never reconnects", async () => {
     const first = await open("ts-dup", { reconnect: { initialDelayMs: 1 } });
     const closed = nextEvent(first, "close");

@@ -23,6 +23,10 @@ const samples = [
   { type: "close", reason: "Replaced" },
   { type: "ping", nonce: 0xfedcba9876543210n },
   { type: "pong", nonce: 1n },
+  // Errors with a detail (flag 0x01): the game's own, and one that says
+  // which Actor it is about (multi-byte text included).
+  { type: "error", correlation: 8, kind: "Application", reason: "Application", code: 404, detail: "no sword: épée" },
+  { type: "error", correlation: 9, kind: "Unavailable", reason: "StaleLocation", code: 0, detail: "actor player-7" },
 ];
 
 test("the docs/wire.md example encodes byte for byte", () => {
@@ -55,7 +59,11 @@ test("flags, kinds, error codes and close reasons are closed", () => {
     ["03 01 00000001 00000000", "InvalidFlags"],
     ["09 00", "UnknownFrameKind"],
     ["00 00", "UnknownFrameKind"],
-    ["04 00 00000001 07 15", "UnknownErrorKind"],
+    ["04 00 00000001 08 15", "UnknownErrorKind"],
+    ["04 00 00000001 07 15", "ReasonKindMismatch"], // Application (7) is only reason 70
+    ["03 02 00000001 00000000", "InvalidFlags"],
+    ["04 02 00000001 01 0a", "InvalidFlags"],
+    ["04 81 00000001 01 0a", "InvalidFlags"],
     ["04 00 00000001 03 63", "UnknownReason"],
     ["04 00 00000001 01 15", "ReasonKindMismatch"], // NoPacketHandler (21) is NotFound, not Unavailable
     ["06 00 00", "UnknownCloseReason"],
@@ -67,6 +75,33 @@ test("flags, kinds, error codes and close reasons are closed", () => {
     assert.ok(r.error instanceof WireError);
     assert.equal(r.error.code, code, body);
   }
+});
+
+test("an error without detail keeps its old bytes; the detail rides under flag 0x01", () => {
+  // As before the flag existed: flags 0, kind, reason.
+  assert.deepEqual(encodeFrame(samples[3]), hex("00 00 00 08 | 04 00 | 00 00 00 07 | 03 15"));
+  // src/wire/client/frame.rs's test bytes: Application 7, reason 70, code, length, "no".
+  const app = { type: "error", correlation: 2, kind: "Application", reason: "Application", code: 0x01020304, detail: "no" };
+  assert.deepEqual(encodeFrame(app).subarray(4), hex("04 01 | 00000002 | 07 46 | 01020304 | 0002 | 6e 6f"));
+});
+
+test("an error detail the server never writes is refused, typed", () => {
+  const cases = [
+    ["04 01 00000001 01 0a 00000009 0001 61", "InvalidErrorDetail"], // a code on a framework error
+    ["04 01 00000001 07 46 00000000 0000", "InvalidErrorDetail"], // neither code nor text
+    ["04 01 00000001 07 46 00000001 0002 fffe", "InvalidErrorDetail"], // not UTF-8
+    ["04 01 00000001 07 46 00000001 0401", "ErrorDetailTooLong"], // 1,025 bytes announced
+    ["04 01 00000001 07 46 00000001 0005 6162", "Truncated"],
+  ];
+  for (const [body, code] of cases) {
+    const r = decodeBody(hex(body));
+    assert.equal(r.ok, false, body);
+    assert.equal(r.error.code, code, body);
+  }
+  const longest = new Uint8Array(1024).fill(0x78);
+  const ok = decodeBody(concat([hex("04 01 00000001 07 46 00000001 0400"), longest]));
+  assert.ok(ok.ok, String(ok.error));
+  assert.equal(ok.frame.detail.length, 1024);
 });
 
 test("a payload length larger than the frame is Truncated before anything is sliced", () => {
@@ -160,6 +195,9 @@ test("encoding refuses fields out of range instead of writing wrong bytes", () =
   assert.throws(() => encodeFrame({ type: "request", key: 1, correlation: -1, payload: new Uint8Array() }), RangeError);
   assert.throws(() => encodeFrame({ type: "ping", nonce: 1n << 64n }), RangeError);
   assert.throws(() => encodeFrame({ type: "error", correlation: 1, kind: "Unavailable", reason: "NoPacketHandler" }), RangeError);
+  const stale = { type: "error", correlation: 1, kind: "Unavailable", reason: "StaleLocation" };
+  assert.throws(() => encodeFrame({ ...stale, code: 3 }), RangeError);
+  assert.throws(() => encodeFrame({ ...stale, detail: "x".repeat(1025) }), RangeError);
 });
 
 function concat(parts) {

@@ -51,6 +51,10 @@ pub const TICK: PacketKey = PacketKey(100);
 /// Sent by the duplicate-connection callback to the replaced session.
 pub const REPLACED_NOTICE: PacketKey = PacketKey(101);
 
+/// The game's own error code (`Error::app`, kind Application): a payload
+/// this game cannot read. Its detail says what was expected.
+pub const BAD_PAYLOAD: u32 = 1;
+
 /// The Actor type every player is.
 pub const PLAYER: &str = "player";
 /// The Spot kind of rooms: SpotWide, so a room's players take turns through
@@ -98,9 +102,8 @@ impl Actor for Player {
             return Some(Err(Reason::NoPacketHandler.into()));
         }
         let Some((dx, dy)) = parse_step(&message.payload) else {
-            // The closed vocabulary has no "bad argument" reason; a payload
-            // this game cannot read is an operation it does not support.
-            return Some(Err(Reason::NotSupported.into()));
+            // A payload this game cannot read is the game's own error.
+            return Some(Err(Error::app(BAD_PAYLOAD, "a MOVE is <player>:<dx>,<dy>")));
         };
         self.x = self.x.saturating_add(dx);
         self.y = self.y.saturating_add(dy);
@@ -158,9 +161,10 @@ impl Spot for Lobby {
 
 /// The player named before the first ':' of a payload.
 fn player_of(payload: &[u8]) -> Result<ActorId, Error> {
-    let text = std::str::from_utf8(payload).map_err(|_| Error::new(Reason::NotSupported))?;
+    let bad = || Error::app(BAD_PAYLOAD, "a player name of 1 to 255 bytes of UTF-8");
+    let text = std::str::from_utf8(payload).map_err(|_| bad())?;
     let name = text.split(':').next().unwrap_or(text);
-    ActorId::new(name).map_err(|_| Error::new(Reason::NotSupported))
+    ActorId::new(name).map_err(|_| bad())
 }
 
 /// The `<dx>,<dy>` after the ':' of a MOVE payload.

@@ -722,7 +722,7 @@ fn request(tally: &mut Tally, conn: &mut Conn, key: PacketKey, payload: Bytes) -
                 return match outcome {
                     Ok(reply) => Outcome::Reply(reply),
                     Err(error) => {
-                        tally.error(error);
+                        tally.error(error.clone());
                         Outcome::Error(error)
                     }
                 };

@@ -313,7 +313,7 @@ impl Actors<'_> {
         let verdict = self.admit_call(&call);
         let request = call.request;
         let refusal = match (&verdict, &call.body, request) {
-            (Err(error), _, Some(header)) => Some((header, *error)),
+            (Err(error), _, Some(header)) => Some((header, error.clone())),
             // An outcome is never a request.
             (Ok(()), CallBody::Outcome { .. }, Some(header)) => {
                 Some((header, Error::new(Reason::MalformedRecord)))

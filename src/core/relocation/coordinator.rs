@@ -246,7 +246,7 @@ impl Relocations<'_> {
                 self.prepare(coordinator, capture, held);
             }
             (Phase::Unwinding { error, held }, capture) => {
-                let (error, held) = (*error, std::mem::take(held));
+                let (error, held) = (error.clone(), std::mem::take(held));
                 let saved = capture.map(|c| c.queued).unwrap_or_default();
                 let work = Work {
                     saved,
@@ -297,7 +297,7 @@ impl Relocations<'_> {
             return;
         };
         debug_assert!(retry.is_none(), "a store answer while a retry is armed");
-        let (error, work, finished) = (*error, std::mem::take(work), finished.take());
+        let (error, work, finished) = (error.clone(), std::mem::take(work), finished.take());
         match answer {
             // §8.1: confirmed: the source stays owner and reopens.
             Ok(AbortAnswer::Aborted) => self.finish_abort(coordinator, error, Some(work), true),
@@ -558,7 +558,7 @@ impl Relocations<'_> {
                 self.fx.cancel(*deadline);
                 let work = std::mem::take(work);
                 let error = match &outcome {
-                    Err(error) => *error,
+                    Err(error) => error.clone(),
                     Ok(_) => Reason::Deadline.into(),
                 };
                 self.start_durable_abort(coordinator, error, work, Some(outcome));
@@ -968,7 +968,7 @@ impl Relocations<'_> {
         });
         for event in work.saved.into_iter().chain(held) {
             if self.still_owed(&event) {
-                self.refuse_event(event, error);
+                self.refuse_event(event, error.clone());
             }
         }
         self.event(RelocationEvent::DropInstance {

@@ -312,7 +312,7 @@ impl Relocations<'_> {
         let (source, actor) = (handoff.source(), handoff.actor.clone());
         // After relay-ready the source never runs the queued work again, so
         // every request among it ends here, through the source.
-        self.answer_queue(&handoff, error);
+        self.answer_queue(&handoff, error.clone());
         self.discard(handoff);
         self.send_finished(source, relocation, &actor, Err(error));
     }
@@ -556,7 +556,7 @@ impl Relocations<'_> {
 
     fn answer_queue(&mut self, handoff: &TargetHandoff, error: Error) {
         for work in &handoff.queue {
-            self.refuse_work(handoff.source(), work, error);
+            self.refuse_work(handoff.source(), work, error.clone());
         }
     }
 

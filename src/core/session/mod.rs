@@ -224,7 +224,10 @@ enum PendingKind {
         generation: BindingGeneration,
         ticket: Ticket,
     },
+    /// A relayed request; its Actor is named in the client's error, should
+    /// one end it (issue 21 item 4: an error says what it is about).
     Relay {
+        actor: ActorId,
         correlation: Correlation,
     },
     /// §8.1: a request held on a sealed binding, not sent yet; its deadline
@@ -494,7 +497,10 @@ impl Sessions<'_> {
                     correlation,
                 }
             } else {
-                PendingKind::Relay { correlation }
+                PendingKind::Relay {
+                    actor: actor.clone(),
+                    correlation,
+                }
             };
             self.track(id, session, peer, budget, kind);
             AcceptedRequest {
@@ -1008,7 +1014,8 @@ impl Sessions<'_> {
                     outcome: Err(error),
                 });
             }
-            PendingKind::Relay { correlation } => {
+            PendingKind::Relay { actor, correlation } => {
+                let error = error.about_actor(&actor);
                 self.fx.session_event(SessionEvent::Frame {
                     session: pending.session,
                     frame: ClientFrame::Error { correlation, error },
@@ -1018,6 +1025,7 @@ impl Sessions<'_> {
                 // §8.1: a held request still ends at its own deadline, and
                 // leaves the held list so that it is never sent later.
                 self.unhold(pending.session, &actor, request);
+                let error = error.about_actor(&actor);
                 self.fx.session_event(SessionEvent::Frame {
                     session: pending.session,
                     frame: ClientFrame::Error { correlation, error },
@@ -1072,14 +1080,17 @@ impl Sessions<'_> {
             return;
         };
         match pending.kind {
-            PendingKind::Relay { correlation } => {
+            PendingKind::Relay { actor, correlation } => {
                 self.fx.relay_replied(pending.started);
                 let frame = match reply.outcome {
                     Ok(payload) => ClientFrame::Reply {
                         correlation,
                         payload,
                     },
-                    Err(error) => ClientFrame::Error { correlation, error },
+                    Err(error) => ClientFrame::Error {
+                        correlation,
+                        error: error.about_actor(&actor),
+                    },
                 };
                 self.fx.session_event(SessionEvent::Frame {
                     session: pending.session,

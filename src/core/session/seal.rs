@@ -296,12 +296,13 @@ impl Sessions<'_> {
                         session,
                         frame: ClientFrame::Error {
                             correlation: request.correlation,
-                            error: Reason::Deadline.into(),
+                            error: Error::new(Reason::Deadline).about_actor(actor),
                         },
                     });
                     continue;
                 }
                 pending.kind = PendingKind::Relay {
+                    actor: actor.clone(),
                     correlation: request.correlation,
                 };
             }
@@ -344,14 +345,18 @@ impl Sessions<'_> {
             let Some(request) = message.request else {
                 continue;
             };
+            let mut about = error.clone();
             if let Some(pending) = self.owner.pending.remove(&request.id) {
                 self.fx.cancel(pending.deadline);
+                if let PendingKind::Held { actor, .. } = &pending.kind {
+                    about = about.about_actor(actor);
+                }
             }
             self.fx.session_event(SessionEvent::Frame {
                 session,
                 frame: ClientFrame::Error {
                     correlation: request.correlation,
-                    error,
+                    error: about,
                 },
             });
         }

@@ -14,8 +14,11 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+use serde::de::DeserializeOwned;
+
 use crate::error::Error;
 use crate::ids::{ActorId, CallId, Correlation, PacketKey, TimerId};
+use crate::typed::{self, Message};
 use crate::wire::client::CloseReason;
 
 /// A message from a bound session or from another Actor, as the Actor's
@@ -40,6 +43,25 @@ impl ActorMessage {
     /// Whether the sender waits for a reply.
     pub fn is_request(&self) -> bool {
         self.wants_reply
+    }
+
+    /// The payload decoded as a `T` (docs/wire.md "Typed payloads"); bytes
+    /// that are not one give `MalformedPayload` naming `T`.
+    pub fn decode<T: DeserializeOwned>(&self) -> Result<T, Error> {
+        typed::decode(&self.payload)
+    }
+
+    /// Answers the message as an `M` (issue 21 item 4: request type in,
+    /// reply type out): decodes the payload, runs `handler` and encodes its
+    /// reply — the value [`Actor::handle`] returns. A payload that is not an
+    /// `M` is answered with `MalformedPayload` naming `M`, and `handler`
+    /// does not run. Match on the key first: `Move::KEY =>
+    /// message.answer(|m: Move| self.step(m))` (the `zlink::api` example).
+    pub fn answer<M: Message>(
+        &self,
+        handler: impl FnOnce(M) -> Result<M::Reply, Error>,
+    ) -> Option<Result<Bytes, Error>> {
+        Some(typed::encode_outcome(self.decode::<M>().and_then(handler)))
     }
 }
 
@@ -147,6 +169,38 @@ pub trait ActorContext {
     /// reply and the handler's return value is ignored. Once per turn
     /// (`InvalidOperation`, TurnAlreadyAwaits, for a second).
     fn suspend(&mut self, turn: AsyncTurn) -> Result<(), Error>;
+}
+
+/// The typed calls of every context (issue 21 item 4): each encodes the
+/// message (MessagePack, docs/wire.md "Typed payloads") and makes the raw
+/// call with `M::KEY`. They are inherent methods of `dyn ActorContext`, so
+/// `ctx.send_typed(…)` needs no import.
+impl dyn ActorContext + '_ {
+    /// [`ActorContext::push`] of a typed message to the bound session.
+    pub fn push_typed<M: Message>(&mut self, message: &M) -> Result<(), Error> {
+        let payload = typed::encode(message)?;
+        self.push(M::KEY, payload)
+    }
+
+    /// [`ActorContext::send`] of a typed one-way message to the Actor `to`.
+    pub fn send_typed<M: Message>(&mut self, to: &ActorId, message: &M) -> Result<(), Error> {
+        let payload = typed::encode(message)?;
+        self.send(to, M::KEY, payload)
+    }
+
+    /// [`ActorContext::request`] of a typed request of the Actor `to`; its
+    /// outcome comes to [`Actor::on_reply`] as bytes:
+    /// [`typed::decode_reply::<M>`](crate::typed::decode_reply) gives the
+    /// `M::Reply`.
+    pub fn request_typed<M: Message>(
+        &mut self,
+        to: &ActorId,
+        message: &M,
+        deadline: Duration,
+    ) -> Result<CallId, Error> {
+        let payload = typed::encode(message)?;
+        self.request(to, M::KEY, payload, deadline)
+    }
 }
 
 /// The rest of a turn, run with the Actor and a fresh context once the

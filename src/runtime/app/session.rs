@@ -23,7 +23,7 @@ use bytes::Bytes;
 
 use super::spot::SpotHandle;
 use crate::error::{Error, Reason};
-use crate::ids::{ActorId, ActorRef, Correlation, ObjectGeneration, PacketKey, SessionRid};
+use crate::ids::{ActorId, ActorRef, Correlation, PacketKey, SessionRid};
 use crate::runtime::ShardHandle;
 
 /// One client connection's session.
@@ -58,7 +58,8 @@ impl Session {
     /// start relaying.
     pub async fn actor(&self, actor_type: &str, id: &ActorId) -> Result<ActorRef, Error> {
         let found = self.shard.actor(actor_type, id, None).await;
-        found.unwrap_or_else(|| Err(Reason::SessionClosing.into()))
+        let found = found.unwrap_or_else(|| Err(Reason::SessionClosing.into()));
+        found.map_err(|e| about_lookup(e, actor_type, id))
     }
 
     /// Like [`Session::actor`], but a new Actor is created into the User
@@ -72,7 +73,8 @@ impl Session {
         id: &ActorId,
     ) -> Result<ActorRef, Error> {
         let found = self.shard.actor(actor_type, id, Some(spot)).await;
-        found.unwrap_or_else(|| Err(Reason::SessionClosing.into()))
+        let found = found.unwrap_or_else(|| Err(Reason::SessionClosing.into()));
+        found.map_err(|e| about_lookup(e, actor_type, id))
     }
 
     /// Sends a frame to this session's client directly (for example the
@@ -146,9 +148,17 @@ impl SessionActors {
     /// route is stored. Unavailable if the location is stale, InvalidOperation
     /// if the generation differs (§12).
     pub async fn bind(&self, actor: ActorRef) -> Result<SessionActor, Error> {
-        let bound = self.session.shard.bind(self.session.rid, actor)?.await;
-        let bound = bound.unwrap_or_else(|| Err(Reason::SessionClosing.into()))?;
-        Ok(self.binding(bound))
+        let id = actor.id.clone();
+        let about = |e: Error| e.about_actor(&id);
+        let bound = self
+            .session
+            .shard
+            .bind(self.session.rid, actor)
+            .map_err(about)?;
+        let bound = bound
+            .await
+            .unwrap_or_else(|| Err(Reason::SessionClosing.into()));
+        Ok(self.binding(bound.map_err(about)?))
     }
 
     /// §13: the same binding if this session already holds it for this
@@ -173,18 +183,18 @@ impl SessionActors {
     }
 }
 
+/// A failed look-up or creation names the Actor type when the type is what
+/// failed (`NoActorFactory`), else the Actor (issue 21 item 4).
+pub(crate) fn about_lookup(error: Error, actor_type: &str, id: &ActorId) -> Error {
+    match error.reason() {
+        Reason::NoActorFactory => error.about_type(actor_type),
+        _ => error.about_actor(id),
+    }
+}
+
 /// An opaque, comparable snapshot of where a binding's Actor is now (L1).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct LocationSnapshot(crate::ids::ActorLocation);
-
-/// The application's view of an ActorRef: its identity and incarnation.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct ActorHandle {
-    /// The global identity.
-    pub id: ActorId,
-    /// The incarnation.
-    pub generation: ObjectGeneration,
-}
 
 /// One binding of a session to an Actor.
 #[derive(Clone, Debug)]
@@ -195,13 +205,11 @@ pub struct SessionActor {
 
 impl SessionActor {
     /// §13 SessionActor.ActorRef: the bound Actor's ActorId and
-    /// ObjectGeneration, unchanged by relocation (the location is
-    /// [`SessionActor::location`], an opaque snapshot, §1).
-    pub fn actor_ref(&self) -> ActorHandle {
-        ActorHandle {
-            id: self.actor.id.clone(),
-            generation: self.actor.generation,
-        }
+    /// ObjectGeneration, unchanged by relocation, with its location as of
+    /// this handle (opaque, §1: compare [`SessionActor::location`]s to see a
+    /// move). Another session may bind it.
+    pub fn actor_ref(&self) -> ActorRef {
+        self.actor.clone()
     }
 
     /// The binding's current location snapshot, as it was when this handle
@@ -215,13 +223,16 @@ impl SessionActor {
     /// client directly, exactly once (§12). Consumes the packet's dispatch.
     pub fn relay(&self, packet: Packet) -> Result<(), Error> {
         let correlation = packet.dispatch.correlation;
-        self.session.shard.relay(
-            self.session.rid,
-            &self.actor.id,
-            packet.key,
-            packet.payload,
-            correlation,
-        )?;
+        self.session
+            .shard
+            .relay(
+                self.session.rid,
+                &self.actor.id,
+                packet.key,
+                packet.payload,
+                correlation,
+            )
+            .map_err(|e| e.about_actor(&self.actor.id))?;
         packet.dispatch.answered.set(true);
         Ok(())
     }
@@ -230,12 +241,15 @@ impl SessionActor {
     /// Actor while the connection stays open; completes when the Spot callback
     /// reached a terminal, after which the binding is gone.
     pub async fn notify_disconnected(&self) -> Result<(), Error> {
+        let about = |e: Error| e.about_actor(&self.actor.id);
         let done = self
             .session
             .shard
-            .notify_disconnected(self.session.rid, &self.actor.id)?
+            .notify_disconnected(self.session.rid, &self.actor.id)
+            .map_err(about)?
             .await;
         done.unwrap_or_else(|| Err(Reason::SessionClosing.into()))
+            .map_err(about)
     }
 }
 
@@ -257,6 +271,13 @@ impl Packet {
     /// Whether the client waits for a reply.
     pub fn is_request(&self) -> bool {
         self.dispatch.correlation.is_some()
+    }
+
+    /// The payload decoded as a `T` (docs/wire.md "Typed payloads"); bytes
+    /// that are not one give `MalformedPayload` naming `T`. The packet is
+    /// left whole, so a handler may read it and still relay it.
+    pub fn decode<T: serde::de::DeserializeOwned>(&self) -> Result<T, Error> {
+        crate::typed::decode(&self.payload)
     }
 }
 

@@ -781,7 +781,13 @@ impl ShardState {
                 end.reply = reply;
             }
             ActorEvent::CallOutcome { call, outcome, .. } => {
-                ctx.routes.ended(Some(&actor), call, &outcome);
+                let target = ctx.routes.ended(Some(&actor), call, &outcome);
+                // The error names the Actor the request went to, when this
+                // shard routed it (issue 21 item 4).
+                let outcome = match (outcome, target) {
+                    (Err(e), Some(target)) => Err(e.about_actor(&target)),
+                    (outcome, _) => outcome,
+                };
                 instance.on_reply(&mut ctx, call, outcome);
             }
             ActorEvent::Disconnect { .. } => {}
@@ -935,6 +941,7 @@ impl ActorContext for TurnContext<'_> {
             }
             _ => Err(Reason::ActorInOtherSpot.into()),
         }
+        .map_err(|e| e.about_actor(member))
     }
 
     fn close_session(&mut self, reason: CloseReason) -> Result<(), Error> {
@@ -958,7 +965,7 @@ impl ActorContext for TurnContext<'_> {
     }
 
     fn send(&mut self, to: &ActorId, key: PacketKey, payload: Bytes) -> Result<(), Error> {
-        self.fits(&payload)?;
+        self.fits(&payload).map_err(|e| e.about_actor(to))?;
         self.routes.outgoing.push(super::calls::Outgoing {
             from: Some(self.actor.clone()),
             to: to.clone(),
@@ -977,7 +984,7 @@ impl ActorContext for TurnContext<'_> {
         payload: Bytes,
         deadline: Duration,
     ) -> Result<CallId, Error> {
-        self.fits(&payload)?;
+        self.fits(&payload).map_err(|e| e.about_actor(to))?;
         let call = self.core.actors(self.now).open_call(self.actor, deadline)?;
         self.routes.outgoing.push(super::calls::Outgoing {
             from: Some(self.actor.clone()),

@@ -99,16 +99,15 @@ impl Routes {
     }
 
     /// A request ended: when its error says the route was stale, the next
-    /// call to that target resolves again.
+    /// call to that target resolves again. Returns the target, when this
+    /// shard routed the request, for the error to name it.
     pub(super) fn ended(
         &mut self,
         caller: Option<&ActorId>,
         call: CallId,
         outcome: &Result<Bytes, Error>,
-    ) {
-        let Some(target) = self.targets.remove(&(caller.cloned(), call)) else {
-            return;
-        };
+    ) -> Option<ActorId> {
+        let target = self.targets.remove(&(caller.cloned(), call))?;
         let stale = outcome.as_ref().err().is_some_and(|e| {
             matches!(
                 e.reason(),
@@ -123,6 +122,7 @@ impl Routes {
         if stale {
             self.cached.remove(&target);
         }
+        Some(target)
     }
 }
 

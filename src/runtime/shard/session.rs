@@ -294,7 +294,7 @@ impl ShardState {
                 if hello || self.node.handlers.packets.contains_key(&key) {
                     self.submit_packet(lane, hello, key, correlation, payload)
                 } else {
-                    Some(Error::new(Reason::NoPacketHandler))
+                    Some(Error::new(Reason::NoPacketHandler).about_key(key))
                 }
             }
             _ => Some(Error::new(Reason::SessionClosing)),
@@ -608,7 +608,10 @@ impl ShardHandle {
         }
         let outcome = handler(session, packet).await;
         if let (false, Some(correlation)) = (dispatch.answered.get(), dispatch.correlation) {
-            let error = outcome.err().unwrap_or(Error::new(Reason::NotAnswered));
+            let error = outcome
+                .clone()
+                .err()
+                .unwrap_or(Error::new(Reason::NotAnswered));
             let _ = self.answer(rid, correlation, Err(error));
         }
         Some(outcome)

@@ -141,8 +141,14 @@ mod kind {
     pub(super) const PONG: u8 = 8;
 }
 
-/// The flags byte of every frame this version writes.
+/// The flags byte of a frame without flags.
 const FLAGS_NONE: u8 = 0;
+/// On an Error frame: the error's detail (the application's code and text,
+/// or what a framework error is about) follows its reason. An error without
+/// detail is written without the flag, byte for byte as before the flag
+/// existed, so an older client still reads it (docs/wire.md "Client
+/// frames").
+const FLAG_DETAIL: u8 = 0x01;
 
 impl ClientFrame {
     fn kind(&self) -> u8 {
@@ -180,9 +186,16 @@ impl ClientFrame {
     pub fn encode(&self, dst: &mut BytesMut) {
         codec::put_frame(dst, |dst| {
             dst.put_u8(self.kind());
-            dst.put_u8(FLAGS_NONE);
+            dst.put_u8(self.flags());
             self.put_fields(dst);
         });
+    }
+
+    fn flags(&self) -> u8 {
+        match self {
+            ClientFrame::Error { error, .. } if error.has_detail() => FLAG_DETAIL,
+            _ => FLAGS_NONE,
+        }
     }
 
     fn put_fields(&self, dst: &mut BytesMut) {
@@ -209,7 +222,10 @@ impl ClientFrame {
             }
             ClientFrame::Error { correlation, error } => {
                 correlation.put(dst);
-                error.put(dst);
+                codec::put_error_reason(dst, error);
+                if error.has_detail() {
+                    codec::put_error_detail(dst, error);
+                }
             }
             ClientFrame::Close { reason } => reason.put(dst),
             ClientFrame::Ping { nonce } | ClientFrame::Pong { nonce } => dst.put_u64(*nonce),
@@ -223,15 +239,16 @@ impl ClientFrame {
         let mut r = Reader::new(frame, limits);
         let kind = r.u8()?;
         let flags = r.u8()?;
-        if flags != FLAGS_NONE {
+        // Flags are checked before the kind: the one flag only on an Error.
+        if flags & !FLAG_DETAIL != 0 || (flags != FLAGS_NONE && kind != kind::ERROR) {
             return Err(WireError::InvalidFlags(flags));
         }
-        let frame = Self::get_fields(kind, &mut r)?;
+        let frame = Self::get_fields(kind, flags, &mut r)?;
         r.finish()?;
         Ok(frame)
     }
 
-    fn get_fields(kind: u8, r: &mut Reader<'_>) -> Result<Self, WireError> {
+    fn get_fields(kind: u8, flags: u8, r: &mut Reader<'_>) -> Result<Self, WireError> {
         Ok(match kind {
             kind::REQUEST => ClientFrame::Request {
                 key: r.get()?,
@@ -246,10 +263,16 @@ impl ClientFrame {
                 correlation: r.get()?,
                 payload: r.get()?,
             },
-            kind::ERROR => ClientFrame::Error {
-                correlation: r.get()?,
-                error: r.get()?,
-            },
+            kind::ERROR => {
+                let correlation = r.get()?;
+                let reason = codec::get_error_reason(r)?;
+                let error = if flags & FLAG_DETAIL != 0 {
+                    codec::get_error_detail(r, reason)?
+                } else {
+                    Error::new(reason)
+                };
+                ClientFrame::Error { correlation, error }
+            }
             kind::PUSH => ClientFrame::Push {
                 key: r.get()?,
                 payload: r.get()?,
