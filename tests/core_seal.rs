@@ -335,6 +335,15 @@ fn failed(correlation: Correlation, reason: Reason) -> ClientFrame {
     }
 }
 
+/// A request to the Actor "a" that ended with `reason`: the error names the
+/// Actor it is about (docs/wire.md "Errors").
+fn failed_for_a(correlation: Correlation, reason: Reason) -> ClientFrame {
+    ClientFrame::Error {
+        correlation,
+        error: error(reason).about_actor(&actor_id("a")),
+    }
+}
+
 #[test]
 fn core_l3_seal_timeout_closes_session_and_drops_held_messages() {
     // Given s bound to "a" (on the source) and to "b" (on another node), and
@@ -372,7 +381,7 @@ fn core_l3_seal_timeout_closes_session_and_drops_held_messages() {
     // written before the close.
     assert_eq!(
         g.mesh.answers(g.node, g.s, held),
-        vec![failed(held, Reason::RelocationSealed)]
+        vec![failed_for_a(held, Reason::RelocationSealed)]
     );
     let events = &g.mesh.node(g.node).session_events;
     let error_at = events
@@ -945,7 +954,7 @@ fn core_l2_held_request_ends_at_its_deadline_and_is_never_sent_later() {
     // Then it ends at its deadline with a typed error, while still held.
     assert_eq!(
         g.mesh.answers(g.node, g.s, c),
-        vec![failed(c, Reason::Deadline)]
+        vec![failed_for_a(c, Reason::Deadline)]
     );
     assert_eq!(error(Reason::Deadline).kind(), ErrorKind::DeadlineExceeded);
 
@@ -1144,7 +1153,7 @@ fn core_p2_replaced_while_sealed_ends_held_messages_and_the_seal() {
     // is ever sent, and the seal's timeout no longer exists.
     assert_eq!(
         g.mesh.answers(g.node, g.s, c),
-        vec![failed(c, Reason::StaleBinding)]
+        vec![failed_for_a(c, Reason::StaleBinding)]
     );
     assert_eq!(g.count(FlowTrace::HeldMessageDropped), 2);
     assert_eq!(g.find_a(), None);
@@ -1210,7 +1219,7 @@ fn core_l2_held_request_past_its_deadline_is_not_sent_by_a_commit_handled_first(
         events,
         vec![CoreEvent::Session(SessionEvent::Frame {
             session: s,
-            frame: failed(c, Reason::Deadline),
+            frame: failed_for_a(c, Reason::Deadline),
         })]
     );
     assert_eq!(core.session_owner().pending_count(), 0);

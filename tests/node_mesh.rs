@@ -380,7 +380,7 @@ fn l5_a_target_killed_mid_prepare_aborts_the_move_at_once_and_held_messages_go_t
     let took = answered_at.saturating_duration_since(killed_at);
     // then the move ends with PeerUnreachable, not at its prepare deadline
     // (DeadlineExceeded),
-    let unreachable = Error::new(Reason::PeerUnreachable);
+    let unreachable = Error::new(Reason::PeerUnreachable).about_actor(&ActorId::new("p").unwrap());
     assert_eq!(
         answer,
         format!("error {:?}: {unreachable}", unreachable.kind()),
