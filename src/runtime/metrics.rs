@@ -203,7 +203,7 @@ impl NodeMetrics {
 
     /// Every series in the Prometheus text format (version 0.0.4; serve it
     /// with [`CONTENT_TYPE`]). Blocks the calling thread for at most
-    /// [`SCRAPE_WAIT`] while the shards answer; never call it on a thread
+    /// 500 ms (`SCRAPE_WAIT`) while the shards answer; never call it on a thread
     /// that a shard waits for.
     pub fn encode(&self) -> String {
         let mut registry = Registry::default();

@@ -42,9 +42,9 @@ pub const LOOKUP: PacketKey = PacketKey(4);
 /// looked up again); replies "welcome".
 pub const JOIN: PacketKey = PacketKey(5);
 /// Request `"<player>"` of a player bound to this session: replies
-/// `"<player>:<ObjectGeneration> at <location>"`, the location being the
-/// session's snapshot of where the player is (it changes when the player
-/// moves, §8.1; its text is for people, not to be parsed).
+/// `"<player>:<ObjectGeneration> at <tag>"`, the tag an opaque digest of
+/// the session's snapshot of where the player is: it changes when the
+/// player moves (§8.1), and names no node (§1).
 pub const LOCATE: PacketKey = PacketKey(6);
 /// Push from a player to its session: `"tick <moves>"`.
 pub const TICK: PacketKey = PacketKey(100);
@@ -243,11 +243,16 @@ pub fn register(builder: NodeBuilder, stats: &Arc<NodeStats>) -> NodeBuilder {
                 .find(&id)
                 .ok_or(Error::new(Reason::SessionNotBound))?;
             let actor = bound.actor_ref();
+            // §1: no node id, endpoint or authority generation reaches a
+            // client: the location is shown as an opaque tag, which
+            // changes when the player moves (§8.1).
+            let mut tag = std::hash::DefaultHasher::new();
+            std::hash::Hash::hash(&format!("{:?}", bound.location()), &mut tag);
             let where_ = format!(
-                "{}:{} at {:?}",
+                "{}:{} at {:016x}",
                 actor.id,
                 actor.generation.0,
-                bound.location()
+                std::hash::Hasher::finish(&tag)
             );
             session.reply(packet, Ok(Bytes::from(where_)))
         })
