@@ -328,13 +328,6 @@ fn reply(correlation: Correlation, payload: &'static [u8]) -> ClientFrame {
     }
 }
 
-fn failed(correlation: Correlation, reason: Reason) -> ClientFrame {
-    ClientFrame::Error {
-        correlation,
-        error: error(reason),
-    }
-}
-
 /// A request to the Actor "a" that ended with `reason`: the error names the
 /// Actor it is about (docs/wire.md "Errors").
 fn failed_for_a(correlation: Correlation, reason: Reason) -> ClientFrame {
