@@ -65,6 +65,8 @@ export const Reasons = {
   NotRelocatable: { code: 64, kind: "InvalidOperation", text: "the actor cannot be relocated" },
   MalformedPayload: { code: 65, kind: "InvalidOperation", text: "the payload is not a valid encoding of its message type" },
   Application: { code: 70, kind: "Application", text: "the application refused the request" },
+  TurnAlreadyAwaits: { code: 66, kind: "InvalidOperation", text: "this turn already awaits" },
+  TurnOfAnotherType: { code: 67, kind: "InvalidOperation", text: "the turn's continuation is for another actor type" },
 } as const satisfies Record<string, ReasonInfo>;
 export type ServerReasonName = keyof typeof Reasons;
 

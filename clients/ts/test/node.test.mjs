@@ -6,8 +6,8 @@
 // One matrix over transports: ZLINK_TS_TRANSPORTS (default "tcp") lists
 // them. "ws" runs the same tests through the WebSocket transport against
 // the node's `listen.websocket` listener (issue 22 item 1), with Node's
-// WebSocket (global from Node 22; `--experimental-websocket` on Node 20);
-// until that listener is merged into zlink-node only "tcp" can run.
+// WebSocket (global from Node 22; `--experimental-websocket` on Node 20).
+// .ci/run runs both: ZLINK_TS_TRANSPORTS=tcp,ws.
 import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { ZlinkClient, ZlinkError, utf8, fromUtf8, decodeWholeFrame, webSocket } from "../dist/src/index.js";
