@@ -8,9 +8,15 @@
 //! ([`Client::connect_websocket`], tungstenite's blocking client: a client
 //! thread may block, a shard never does). It answers the server's keepalive pings itself, so
 //! they never reach the caller. It never reconnects by itself (§9: a
-//! reconnect is a new session that must authenticate and bind again).
+//! reconnect is a new session that must authenticate and bind again);
+//! [`ReconnectingClient`] does, with the rules of every zlink client
+//! (docs/clients.md "Reconnect rules").
 
-use std::collections::VecDeque;
+mod reconnect;
+
+pub use reconnect::{Endpoint, ReconnectEvent, ReconnectPolicy, ReconnectingClient, RequestId};
+
+use std::collections::{HashSet, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
@@ -112,6 +118,10 @@ pub struct Client {
     next_correlation: u32,
     inbox: VecDeque<ClientEvent>,
     closed: Option<Option<CloseReason>>,
+    /// Requests sent whose terminal has not arrived yet.
+    in_flight: HashSet<Correlation>,
+    /// Requests the caller stopped waiting for ([`Client::cancel`]).
+    cancelled: HashSet<Correlation>,
 }
 
 impl Client {
@@ -156,6 +166,8 @@ impl Client {
             next_correlation: 0,
             inbox: VecDeque::new(),
             closed: None,
+            in_flight: HashSet::new(),
+            cancelled: HashSet::new(),
         }
     }
 
@@ -178,6 +190,7 @@ impl Client {
             correlation,
             payload,
         })?;
+        self.in_flight.insert(correlation);
         Ok(correlation)
     }
 
@@ -274,6 +287,27 @@ impl Client {
         self.closed.is_some()
     }
 
+    /// The server's close reason, once it closed with one.
+    pub fn close_reason(&self) -> Option<CloseReason> {
+        self.closed.flatten()
+    }
+
+    /// Stops waiting for request `correlation` (R4's cancellation half):
+    /// its terminal, queued or still to come, is dropped and never reported.
+    /// Nothing goes to the server — a request may have run already — and
+    /// the client never sends it again. `false` when its terminal had
+    /// already been taken (or it was never started).
+    pub fn cancel(&mut self, correlation: Correlation) -> bool {
+        let queued = self.inbox.iter().position(
+            |e| matches!(e, ClientEvent::Reply { correlation: c, .. } if *c == correlation),
+        );
+        if let Some(index) = queued {
+            self.inbox.remove(index);
+            return true;
+        }
+        self.in_flight.remove(&correlation) && self.cancelled.insert(correlation)
+    }
+
     fn write(&mut self, frame: &ClientFrame) -> Result<(), ClientError> {
         if let Some(reason) = self.closed {
             return Err(ClientError::Closed(reason));
@@ -367,7 +401,14 @@ impl Client {
     }
 
     fn file(&mut self, frame: ClientFrame) -> Result<(), ClientError> {
+        if let ClientFrame::Reply { correlation, .. } | ClientFrame::Error { correlation, .. } =
+            &frame
+        {
+            self.in_flight.remove(correlation);
+        }
         match frame {
+            ClientFrame::Reply { correlation, .. } | ClientFrame::Error { correlation, .. }
+                if self.cancelled.remove(&correlation) => {}
             ClientFrame::Reply {
                 correlation,
                 payload,
