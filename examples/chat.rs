@@ -359,12 +359,8 @@ fn run() -> Result<(), Box<dyn StdError>> {
     }
 
     // bob leaves the lobby; what ann says next must not reach him.
-    bob.call(
-        &Leave {
-            room: "lobby".into(),
-        },
-        WAIT,
-    )?;
+    let lobby = "lobby".to_owned();
+    bob.call(&Leave { room: lobby }, WAIT)?;
     say(&mut ann, "lobby", "bob left?")?;
 
     // Everyone joins both rooms and each room says "the end". A room sends
@@ -377,36 +373,22 @@ fn run() -> Result<(), Box<dyn StdError>> {
     say(&mut ann, "lobby", "the end")?;
     say(&mut cy, "dev", "the end")?;
 
-    let expected = [
-        (
-            &mut ann,
-            "ann",
-            vec!["ann: hi lobby", "ann: bob left?", "ann: the end"],
-            vec!["cy: hi dev", "cy: the end"],
-        ),
-        (
-            &mut bob,
-            "bob",
-            vec!["ann: hi lobby", "ann: the end"],
-            vec!["cy: the end"],
-        ),
-        (
-            &mut cy,
-            "cy",
-            vec!["ann: the end"],
-            vec!["cy: hi dev", "cy: the end"],
-        ),
-    ];
-    for (client, name, lobby, dev) in expected {
-        let heard = read_until_the_end(client, name)?;
-        let lines = |said: Vec<&str>| said.into_iter().map(String::from).collect();
-        let want = BTreeMap::from([("dev".into(), lines(dev)), ("lobby".into(), lines(lobby))]);
-        if heard != want {
-            return Err(format!("{name} heard {heard:?}, expected {want:?}").into());
-        }
-        println!("{name} heard {heard:?}");
-    }
+    // What each client heard, room by room, in order.
+    let heard = read_until_the_end(&mut ann, "ann")?;
+    heard.expect(
+        "lobby",
+        &["ann: hi lobby", "ann: bob left?", "ann: the end"],
+    )?;
+    heard.expect("dev", &["cy: hi dev", "cy: the end"])?;
+    let heard = read_until_the_end(&mut bob, "bob")?;
+    heard.expect("lobby", &["ann: hi lobby", "ann: the end"])?;
+    heard.expect("dev", &["cy: the end"])?;
+    let heard = read_until_the_end(&mut cy, "cy")?;
+    heard.expect("lobby", &["ann: the end"])?;
+    heard.expect("dev", &["cy: hi dev", "cy: the end"])?;
 
+    // The clients leave first: a shutdown gives the sessions still open
+    // until its deadline (`NodeSettings::shutdown_deadline`) to finish.
     drop((ann, bob, cy));
     node.shutdown();
     Ok(())
@@ -438,20 +420,40 @@ fn say(client: &mut Client, room: &str, text: &str) -> Result<(), ClientError> {
     client.call(&say_in(room, text), WAIT)
 }
 
-/// The messages a client was pushed, by room, as "from: text", up to and
-/// including "the end" of both rooms.
-fn read_until_the_end(
-    client: &mut Client,
-    name: &str,
-) -> Result<BTreeMap<String, Vec<String>>, Box<dyn StdError>> {
+/// What one client was pushed, by room, as "from: text" lines.
+struct Heard {
+    name: String,
+    rooms: BTreeMap<String, Vec<String>>,
+}
+
+impl Heard {
+    /// Checks that the client heard exactly `lines` in `room`, in order.
+    fn expect(&self, room: &str, lines: &[&str]) -> Result<(), String> {
+        let heard = self.rooms.get(room).map(Vec::as_slice).unwrap_or_default();
+        if heard != lines {
+            return Err(format!(
+                "{} heard {heard:?} in {room}, expected {lines:?}",
+                self.name
+            ));
+        }
+        println!("{} heard in {room}: {heard:?}", self.name);
+        Ok(())
+    }
+
+    fn ended(&self, room: &str) -> bool {
+        let said = self.rooms.get(room).map(Vec::as_slice).unwrap_or_default();
+        said.iter().any(|line| line.ends_with(": the end"))
+    }
+}
+
+/// Reads a client's pushes up to "the end" of both rooms.
+fn read_until_the_end(client: &mut Client, name: &str) -> Result<Heard, Box<dyn StdError>> {
     let deadline = Instant::now() + WAIT;
-    let mut heard: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let ended = |heard: &BTreeMap<String, Vec<String>>, room: &str| {
-        heard
-            .get(room)
-            .is_some_and(|said| said.iter().any(|s| s.ends_with(": the end")))
+    let mut heard = Heard {
+        name: name.to_owned(),
+        rooms: BTreeMap::new(),
     };
-    while !(ended(&heard, "lobby") && ended(&heard, "dev")) {
+    while !(heard.ended("lobby") && heard.ended("dev")) {
         let left = deadline.saturating_duration_since(Instant::now());
         match client.next_event(left)? {
             Some(ClientEvent::Push {
@@ -460,13 +462,16 @@ fn read_until_the_end(
             }) => {
                 let said = typed::decode::<Said>(&payload)?;
                 let line = format!("{}: {}", said.from, said.text);
-                heard.entry(said.room).or_default().push(line);
+                heard.rooms.entry(said.room).or_default().push(line);
             }
             Some(ClientEvent::Closed(reason)) => {
                 return Err(format!("{name}'s connection closed: {reason:?}").into())
             }
             Some(_) => {}
-            None => return Err(format!("{name} still waits for \"the end\": {heard:?}").into()),
+            None => {
+                let so_far = &heard.rooms;
+                return Err(format!("{name} still waits for \"the end\": {so_far:?}").into());
+            }
         }
     }
     Ok(heard)
