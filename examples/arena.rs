@@ -158,6 +158,10 @@ impl Actor for Matchmaker {
     }
 }
 
+fn matchmaker() -> Result<ActorId, Error> {
+    ActorId::new("matchmaker").map_err(|_| Error::app(BAD_NAME, "bad matchmaker name"))
+}
+
 // ---- A room and its players: one SpotWide Spot ----
 
 /// The room Actor of Spot `room`: `<room>/room`.
@@ -320,11 +324,16 @@ struct Front {
 
 /// A node of the arena. Both nodes register the same game: a room that
 /// moves to node 2 is recreated there from its kind and its Actors' types.
-fn arena_node(rid: u64, store: Arc<EmbeddedStore>, front: Arc<OnceLock<Front>>) -> NodeBuilder {
+fn arena_node(
+    rid: u64,
+    store: Arc<EmbeddedStore>,
+    secret: ClusterSecret,
+    front: Arc<OnceLock<Front>>,
+) -> NodeBuilder {
     NodeBuilder::new(rid)
         .listen("127.0.0.1:0".parse().expect("an address"))
         .peer_listen("127.0.0.1:0".parse().expect("an address"))
-        .cluster_secret(ClusterSecret::new(b"arena-example-secret".to_vec()).expect("16 bytes"))
+        .cluster_secret(secret)
         .object_role(ObjectRole::Server)
         .location_store(store)
         .enable_actor_dispatch()
@@ -362,8 +371,9 @@ fn arena_node(rid: u64, store: Arc<EmbeddedStore>, front: Arc<OnceLock<Front>>) 
                 // Node code asks the matchmaker; `.await`, never `wait`, in
                 // a session callback: it runs on the node's shard.
                 let payload = typed::encode(&queue)?;
-                let matchmaker = ActorId::new("matchmaker").expect("a name");
-                let reply = front.caller.request(&matchmaker, Queue::KEY, payload, WAIT);
+                let reply = front
+                    .caller
+                    .request(&matchmaker()?, Queue::KEY, payload, WAIT);
                 let seat = typed::decode_reply::<Queue>(reply.await)?;
                 // The player's Actor is created in the room's Spot, and
                 // the session bound to it: its client gets the room's ticks.
@@ -403,14 +413,19 @@ fn run() -> Result<(), Box<dyn StdError>> {
         MonotonicClock::new(),
         Duration::from_secs(10),
     ));
+    // The links between the nodes authenticate with this secret (in
+    // production: from a file or the environment, never the code).
+    let secret = ClusterSecret::new(b"arena-example-secret".to_vec())?;
     // Node 2 takes node 1's link (the lower RID dials), so it starts first.
+    // No client connects to it here, so its front is never set (a QUEUE
+    // there would be told that the arena opens soon).
     let unused = Arc::new(OnceLock::new());
-    let node2 = arena_node(2, store.clone(), unused)
+    let node2 = arena_node(2, store.clone(), secret.clone(), unused)
         .accept_peer(1)
         .start()?;
     let front = Arc::new(OnceLock::new());
     let node2_addr = node2.peer_addr().ok_or("node 2 has no peer address")?;
-    let node1 = arena_node(1, store, Arc::clone(&front))
+    let node1 = arena_node(1, store, secret, Arc::clone(&front))
         .peer(2, node2_addr)
         .start()?;
     if !node1.wait_linked(2, WAIT) {
@@ -425,7 +440,7 @@ fn run() -> Result<(), Box<dyn StdError>> {
         node1.create_actor_in(&spot, "room", &room_actor(room)?)?;
         rooms.insert(room.to_owned(), spot);
     }
-    node1.create_actor("matchmaker", &ActorId::new("matchmaker")?)?;
+    node1.create_actor("matchmaker", &matchmaker()?)?;
     let caller = node1.caller();
     if front.set(Front { caller, rooms }).is_err() {
         return Err("the front was set twice".into());
@@ -540,7 +555,7 @@ fn play(addr: SocketAddr, name: &str, seen: mpsc::Sender<()>) -> Result<String, 
         return Err(fail("last position", &at.x));
     }
     Ok(format!(
-        "{name} (seat {} in {}): ticks 1..={tick} in order, {x} moves applied once, longest wait between ticks {gap_max:?}",
+        "{name}, seat {} in {}: ticks 1..={tick} in order, {x} moves, longest gap {gap_max:?}",
         seat.seat, seat.room
     ))
 }
