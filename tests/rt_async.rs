@@ -66,7 +66,17 @@ fn settings(turn: Duration, seal: Duration) -> NodeSettings {
 /// awaiting turn ended. The awaited reply comes back once.
 #[test]
 fn y1_an_async_turn_awaits_another_actors_reply_while_the_shard_serves_everything_else() {
-    let mesh = start_mesh(2, GameOptions::default());
+    // The other player relays back to back for a second: past the default
+    // per-session rate (10,000 a second) on a fast machine, so no limit.
+    let options = GameOptions {
+        settings: Some(NodeSettings {
+            session_rate: 0,
+            pin_cores: false,
+            ..NodeSettings::default()
+        }),
+        ..GameOptions::default()
+    };
+    let mesh = start_mesh(2, options);
     mesh[1].node.create_actor("player", &id("callee")).unwrap();
     let mut caller = login(&mesh[0], "caller");
     let mut other = login(&mesh[0], "other");
