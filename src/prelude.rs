@@ -42,11 +42,15 @@
 //! ```
 
 pub use crate::api::{
-    Actor, ActorContext, ActorMessage, CallId, ClusterSecret, ExecutionMode, LocationSnapshot,
-    Mesh, Node, NodeBuilder, NodeSettings, ObjectRole, Packet, RelocateTo, Session, SessionActor,
-    SessionActors, Spot, SpotHandle, StartError, TimerId, TimerTick,
+    Actor, ActorCaller, ActorContext, ActorMessage, AsyncTurn, CallId, CallReply, ClusterSecret,
+    ExecutionMode, LocationSnapshot, Mesh, Node, NodeBuilder, NodeSettings, ObjectRole, Packet,
+    RelocateTo, Session, SessionActor, SessionActors, Spot, SpotHandle, StartError, TimerId,
+    TimerTick,
 };
-pub use crate::client::{Client, ClientError, ClientEvent, CloseReason};
+pub use crate::client::{
+    Client, ClientError, ClientEvent, CloseReason, Endpoint, ReconnectEvent, ReconnectPolicy,
+    ReconnectingClient,
+};
 pub use crate::error::{Error, ErrorKind, Reason};
 pub use crate::ids::{ActorId, ActorRef, PacketKey, SpotId};
 pub use crate::store::{

@@ -264,3 +264,60 @@ fn a4_node_code_sends_to_and_requests_from_actors_by_id_without_a_store_read_per
         Reason::MessageTooLarge
     );
 }
+
+/// A4 from a session callback: the callback awaits an Actor's reply through
+/// `Session::caller()` — on its shard, without blocking it — and answers
+/// its client with it; the Actor sees no sender.
+#[test]
+fn a4_a_session_callback_awaits_an_actors_reply_through_its_caller() {
+    use std::sync::Arc;
+    use zlink::api::{Actor, ActorContext, ActorMessage, NodeBuilder, ObjectRole, Spot};
+    use zlink::error::Error;
+    use zlink::ids::{ActorId, PacketKey};
+    use zlink::store::{EmbeddedStore, MonotonicClock};
+
+    struct Echo;
+    impl Actor for Echo {
+        fn handle(
+            &mut self,
+            _: &mut dyn ActorContext,
+            m: ActorMessage,
+        ) -> Option<Result<Bytes, Error>> {
+            let from = if m.from.is_none() { "node" } else { "actor" };
+            Some(Ok(Bytes::from(format!(
+                "{from}:{}",
+                String::from_utf8_lossy(&m.payload)
+            ))))
+        }
+    }
+    struct Entry;
+    impl Spot for Entry {
+        fn on_disconnect_actor(&self, _: &ActorId) -> Result<(), Error> {
+            Ok(())
+        }
+    }
+    const ASK: PacketKey = PacketKey(1);
+    let store = Arc::new(EmbeddedStore::new(MonotonicClock::new(), WAIT));
+    let node = NodeBuilder::new(1)
+        .listen("127.0.0.1:0".parse().unwrap())
+        .object_role(ObjectRole::Server)
+        .location_store(store)
+        .enable_actor_dispatch()
+        .actor_type("echo", Arc::new(Entry), |_| Box::new(Echo))
+        .on_packet(ASK, |session, packet| async move {
+            let target = ActorId::new("echo-1").unwrap();
+            let reply = session
+                .caller()
+                .request(&target, PacketKey(9), packet.payload.clone(), WAIT)
+                .await;
+            session.reply(packet, reply)
+        })
+        .start()
+        .unwrap();
+    node.create_actor("echo", &id("echo-1")).unwrap();
+    let mut client = Client::connect(node.stream_addr().unwrap()).unwrap();
+    let reply = client
+        .request(ASK, Bytes::from_static(b"hi"), WAIT)
+        .unwrap();
+    assert_eq!(reply, Bytes::from_static(b"node:hi"));
+}

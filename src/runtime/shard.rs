@@ -946,6 +946,16 @@ impl ShardHandle {
         Ok(())
     }
 
+    /// Calls to Actors from a session callback (docs/actors.md "From node
+    /// code"), over this node's shards.
+    pub(crate) fn caller(&self) -> crate::runtime::caller::ActorCaller {
+        let state = self.state.borrow();
+        crate::runtime::caller::ActorCaller::new(
+            Arc::clone(&state.router),
+            state.node.settings.decode_limits,
+        )
+    }
+
     pub(crate) fn close_session(&self, rid: SessionRid) {
         let mut state = self.state.borrow_mut();
         let now = state.now();

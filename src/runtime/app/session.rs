@@ -45,6 +45,13 @@ impl std::fmt::Debug for Session {
 }
 
 impl Session {
+    /// Sends to and requests from Actors by ActorId from this session's
+    /// callbacks (docs/actors.md "From node code"): `.await` its requests
+    /// here, never `wait` on them (a session callback runs on a shard).
+    pub fn caller(&self) -> crate::runtime::caller::ActorCaller {
+        self.shard.caller()
+    }
+
     /// This session's bindings (§13 `IZLinkSessionActors`).
     pub fn actors(&self) -> SessionActors {
         SessionActors {
