@@ -22,20 +22,24 @@ const root = fileURLToPath(new URL("../", import.meta.url));
 const TYPES = {
   ".html": "text/html; charset=utf-8",
   ".js": "text/javascript; charset=utf-8",
-  ".mjs": "text/javascript; charset=utf-8",
   ".map": "application/json; charset=utf-8",
-  ".css": "text/css; charset=utf-8",
-  ".png": "image/png",
 };
 
 /**
  * Starts the static server on 127.0.0.1:`port` (0: any); resolves with
- * { server, origin, close() }. Only GET and HEAD of files under demo/ and
- * dist/ are served; "/" and "/demo" lead to the page.
+ * { server, origin, close() }. Only GET and HEAD of the .html, .js and
+ * .map files under demo/ and dist/ are served; "/" and "/demo" lead to
+ * the page.
  */
 export async function serveDemo({ port = 0 } = {}) {
   const server = createServer(async (req, res) => {
-    const path = decodeURIComponent(new URL(req.url, "http://x").pathname);
+    let path;
+    try {
+      path = decodeURIComponent(new URL(req.url, "http://x").pathname);
+    } catch {
+      res.writeHead(400).end();
+      return;
+    }
     if (path === "/" || path === "/demo") {
       res.writeHead(302, { location: "/demo/" + (req.url.includes("?") ? req.url.slice(req.url.indexOf("?")) : "") });
       return res.end();
