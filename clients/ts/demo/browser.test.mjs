@@ -47,8 +47,9 @@ describe("the demo page in headless Chromium", () => {
     await page.goto(`${site.origin}/demo/?port=${node.websocketPort}&player=ann`);
     const state = "document.body?.dataset.state";
     await page.waitFor(state, (s) => s === "ready" || s === "failed", "the page logging in");
-    assert.equal(await page.evaluate(state), "ready", `the page did not log in: ${await page.evaluate("document.getElementById('error').textContent")}`);
-    assert.equal(await page.evaluate("document.getElementById('pos').textContent"), "0,0");
+    const text = (id) => page.evaluate(`document.getElementById(${JSON.stringify(id)}).textContent`);
+    assert.equal(await page.evaluate(state), "ready", `the page did not log in: ${await text("error")}`);
+    assert.equal(await text("pos"), "0,0");
 
     // Each key, then the position the page shows once its MOVE is answered.
     const steps = [
@@ -60,13 +61,13 @@ describe("the demo page in headless Chromium", () => {
     for (const [i, [key, want]] of steps.entries()) {
       await page.press(key);
       const moves = `${i + 1} sent, ${i + 1} answered`;
-      await page.waitFor(`document.getElementById("moves").textContent`, (s) => s === moves, `"${moves}" after ${key}`);
-      assert.equal(await page.evaluate(`document.getElementById("pos").textContent`), want, `the position after ${key}`);
+      await page.waitFor(`document.getElementById("moves").textContent`, (s) => s === moves, `"${moves}"`);
+      assert.equal(await text("pos"), want, `the position after ${key}`);
     }
     // The player pushes "tick <moves>" on every fourth MOVE.
     await page.waitFor(`document.getElementById("push").textContent`, (s) => s === "tick 4", "the page showing the push");
-    assert.equal(await page.evaluate(`document.getElementById("moves").textContent`), "4 sent, 4 answered");
-    assert.equal(await page.evaluate(`document.getElementById("error").textContent`), "none");
+    assert.equal(await text("moves"), "4 sent, 4 answered");
+    assert.equal(await text("error"), "none");
     assert.equal((await node.counters()).moves, 4, "one MOVE per key, none lost or doubled");
 
     const png = await page.screenshot(WIDTH);
@@ -85,7 +86,7 @@ describe("the demo page in headless Chromium", () => {
       await other.connect();
       assert.equal(fromUtf8(await other.request(WHERE, utf8("ann"))), "3,1", "WHERE agrees with the page");
       await page.waitFor(state, (s) => s === "closed", "the page showing its session replaced");
-      assert.match(await page.evaluate(`document.getElementById("state").textContent`), /Replaced/);
+      assert.match(await text("state"), /Replaced/);
     } finally {
       other.close();
     }
@@ -99,7 +100,7 @@ describe("the demo page in headless Chromium", () => {
     // localhost is another origin than 127.0.0.1; the page still dials 127.0.0.1.
     const port = new URL(site.origin).port;
     await page.goto(`http://localhost:${port}/demo/?port=${node.websocketPort}&host=127.0.0.1&player=bob`);
-    const state = await page.waitFor("document.body?.dataset.state", (s) => s !== "connecting", "the page's connection ending");
+    const state = await page.waitFor("document.body?.dataset.state", (s) => s !== "connecting", "the login's end");
     assert.equal(state, "failed", "the page logged in from an origin not on the list");
     assert.match(await page.evaluate(`document.getElementById("error").textContent`), /TransportFailed/);
     assert.equal((await node.counters()).websocket_upgrade_refused, refusedBefore + 1, "refused by its Origin");
