@@ -9,7 +9,7 @@
 // origin not on the list is refused its WebSocket.
 //
 // Run: `cargo build --bin zlink-node`, then in clients/ts `npx tsc -p .`
-// and `node --test demo/` (Node 20: NODE_OPTIONS=--experimental-websocket).
+// and `npm run test:browser` (Node 20: NODE_OPTIONS=--experimental-websocket).
 // ZLINK_DEMO_SCREENSHOT=<path> saves a PNG of the page after the moves
 // (docs/img/browser-demo.png is one). Every wait is bounded.
 import { test, describe, before, after } from "node:test";
