@@ -32,9 +32,11 @@ export function nodeBinary() {
   );
 }
 
-function config(port, websocket) {
-  // listen.websocket: the node's WebSocket listener (issue 22 item 1).
-  const ws = websocket === undefined ? "" : `websocket = "127.0.0.1:${websocket}"\n`;
+function config(port, websocket, websocketOrigins) {
+  // listen.websocket: the node's WebSocket listener (issue 22 item 1);
+  // listen.websocket_origins: the page origins it lets upgrade (empty: any).
+  let ws = websocket === undefined ? "" : `websocket = "127.0.0.1:${websocket}"\n`;
+  if (websocketOrigins?.length) ws += `websocket_origins = ${JSON.stringify(websocketOrigins)}\n`;
   return `
 [node]
 rid = 1
@@ -96,18 +98,19 @@ export class NodeProcess {
   /**
    * Starts a node listening for clients on `port` (0: any) and, with
    * `websocket` (a port, 0: any), for WebSocket clients too; resolves once
-   * it printed its ready line.
+   * it printed its ready line. `websocketOrigins`: the listener's Origin
+   * allow-list (`listen.websocket_origins`; the browser demo's).
    */
-  static async start({ port = 0, websocket } = {}) {
-    const node = new NodeProcess(port, websocket);
+  static async start({ port = 0, websocket, websocketOrigins } = {}) {
+    const node = new NodeProcess(port, websocket, websocketOrigins);
     await node.ready;
     return node;
   }
 
-  constructor(port, websocket) {
+  constructor(port, websocket, websocketOrigins) {
     const dir = mkdtempSync(join(tmpdir(), "zlink-ts-"));
     const path = join(dir, "node.toml");
-    writeFileSync(path, config(port, websocket));
+    writeFileSync(path, config(port, websocket, websocketOrigins));
     this.child = spawn(nodeBinary(), ["--config", path, "--console"], { stdio: ["pipe", "pipe", "pipe"] });
     this.pid = this.child.pid;
     live.add(this.child);
