@@ -808,6 +808,40 @@ mod tests {
         assert!(why.contains("at most 256 sessions"), "{why}");
     }
 
+    /// `mixed`'s rooms tick on the server at 20 Hz unless told otherwise;
+    /// zlink's timers cannot tick faster than its 1 ms wheel.
+    #[test]
+    fn the_tick_period_defaults_to_20_hz_and_is_at_least_a_millisecond() {
+        let options = parse_args(&["--workload", "mixed"]).unwrap();
+        assert_eq!(options.tick, Duration::from_millis(50));
+        let options = parse_args(&["--workload", "mixed", "--tick-ms", "10"]).unwrap();
+        assert_eq!(options.tick, Duration::from_millis(10));
+        let why = refusal(&["--tick-ms", "0"]);
+        assert!(why.contains("between 1 and 1000"), "{why}");
+    }
+
+    /// `--compare --full` runs actor-rtt too, on the systems that run it;
+    /// the load flags that do not apply to it are refused when it runs
+    /// alone.
+    #[test]
+    fn actor_rtt_runs_on_zlink_and_its_tokio_baselines() {
+        let options = parse_args(&["--compare", "--workload", "actor-rtt"]).unwrap();
+        let systems: Vec<_> = options
+            .systems
+            .iter()
+            .filter(|s| s.runs(Workload::ActorRtt))
+            .map(|s| s.name())
+            .collect();
+        assert_eq!(systems, ["zlink", "zlink-epoll", "tokio-chan", "tokio-tcp"]);
+        let full = parse_args(&["--compare", "--full"]).unwrap();
+        assert!(full.workloads.contains(&Workload::ActorRtt));
+        let why = refusal(&["--workload", "actor-rtt", "--actors", "100"]);
+        assert!(
+            why.contains("--actors does not apply to actor-rtt"),
+            "{why}"
+        );
+    }
+
     #[test]
     fn a_target_refuses_actors() {
         let why = refusal(&["--target", "127.0.0.1:1", "--actors", "100"]);

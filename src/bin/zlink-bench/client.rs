@@ -109,6 +109,9 @@ pub struct TickSchedule {
 impl TickSchedule {
     /// A schedule whose first tick is due `period` from now.
     pub fn starting_now(period: Duration) -> Self {
+        // The epoch is fixed before any due time, so that every stamp
+        // reads as a time after it.
+        epoch();
         Self {
             first: Instant::now() + period,
             period,
@@ -1040,5 +1043,42 @@ fn file_tick(
                 ns(stamp.sent.saturating_duration_since(stamp.due)),
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A tick that runs late is charged from its own due time, the last
+    /// one at or before it, never a later one.
+    #[test]
+    fn a_tick_is_due_at_the_last_period_boundary_before_it_ran() {
+        let schedule = TickSchedule::starting_now(Duration::from_millis(10));
+        let first = schedule.first();
+        assert_eq!(schedule.due(first), first);
+        assert_eq!(schedule.due(first + Duration::from_millis(9)), first);
+        assert_eq!(
+            schedule.due(first + Duration::from_micros(25_500)),
+            first + Duration::from_millis(20)
+        );
+        // A tick never runs early; if one did, it is charged from the first.
+        assert_eq!(schedule.due(first - Duration::from_millis(1)), first);
+    }
+
+    #[test]
+    fn a_tick_stamp_reads_back_as_pushed_whatever_the_payload_size() {
+        let due = TickSchedule::starting_now(Duration::from_millis(1)).first();
+        let stamp = TickStamp::now(7, 3, due);
+        for len in [8, TICK_STAMP_LEN, 64] {
+            let payload = stamp.encode(len);
+            assert_eq!(payload.len(), len.max(TICK_STAMP_LEN));
+            let back = TickStamp::decode(&payload).unwrap();
+            assert_eq!((back.tick, back.room), (7, 3));
+            // Nanoseconds since the process's epoch: exact to the ns.
+            assert!(back.due.max(due) - back.due.min(due) < Duration::from_micros(1));
+            assert!(back.sent + Duration::from_millis(1) >= back.due);
+        }
+        assert_eq!(TickStamp::decode(&[0; 23]), None);
     }
 }
