@@ -498,7 +498,7 @@ pub fn json(options: &Options, run: &Run, summaries: &[Summary]) -> serde_json::
         "actors": options.target.is_empty().then_some(options.actors),
         "in_flight": options.in_flight,
         "rate_per_second": options.rate,
-        "tick_ms": (run.workload == Workload::Mixed).then(|| options.tick.as_millis() as u64),
+        "tick_ms": (run.workload == Workload::Mixed).then_some(options.tick.as_millis() as u64),
         "load": load_mode(options, run.workload),
         "target": options.target.iter().map(ToString::to_string).collect::<Vec<_>>(),
         "payload_bytes": options.payload_len,
