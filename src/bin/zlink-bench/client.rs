@@ -86,7 +86,7 @@ pub fn room_members(room: u32, sessions: usize) -> Range<usize> {
 /// pushes as nanoseconds since it, and the load client reads them back.
 /// Both run in this process (a `--target` mesh runs no `mixed`), so the
 /// stamps are `Instant`s of one monotonic clock, not wall-clock readings
-/// of two machines.
+/// of two machines. Fixed before the first stamp is taken.
 fn epoch() -> Instant {
     static EPOCH: OnceLock<Instant> = OnceLock::new();
     *EPOCH.get_or_init(Instant::now)
@@ -96,66 +96,33 @@ fn nanos_since_epoch(at: Instant) -> u64 {
     u64::try_from(at.saturating_duration_since(epoch()).as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// A room's tick timer as the bench's systems run it: fixed rate, the
-/// first tick `period` after `origin`'s start, a tick due while the last
-/// one still runs skipped (zlink's `set_repeating_timer`, tokio's
-/// `Interval` with `MissedTickBehavior::Skip`).
-#[derive(Clone, Copy, Debug)]
-pub struct TickSchedule {
-    first: Instant,
-    period: Duration,
-}
-
-impl TickSchedule {
-    /// A schedule whose first tick is due `period` from now.
-    pub fn starting_now(period: Duration) -> Self {
-        // The epoch is fixed before any due time, so that every stamp
-        // reads as a time after it.
-        epoch();
-        Self {
-            first: Instant::now() + period,
-            period,
-        }
-    }
-
-    /// The first tick's due time.
-    pub fn first(&self) -> Instant {
-        self.first
-    }
-
-    /// When the tick that runs at `now` was due: the last due time at or
-    /// before `now` (a tick runs late, never early). `now - due` is how
-    /// late the tick's turn ran.
-    pub fn due(&self, now: Instant) -> Instant {
-        let since = now.saturating_duration_since(self.first).as_nanos();
-        let period = self.period.as_nanos().max(1);
-        let periods = u32::try_from(since / period).unwrap_or(u32::MAX);
-        self.first + self.period * periods
-    }
-}
-
-/// What each `mixed` tick push carries (in the first 24 bytes of a
+/// What each `mixed` tick push carries (in the first 16 bytes of a
 /// `--payload`-sized payload): the room's tick number (1, 2, 3 …, counting
-/// the ticks that ran), the room, when the tick was due and when the room
-/// pushed it (both [`Instant`]s of this process).
+/// the ticks that ran), the room, and when the room pushed it (an
+/// [`Instant`] of this process).
+///
+/// No due time: zlink's timer counts from its shard's clock as of the
+/// turn that set it, which the Actor cannot read, so a due time computed
+/// from the handler's own clock would be later than the timer's and a tick
+/// on time would read as a period late. The interval between two ticks as
+/// the room pushed them needs no origin ([`file_tick`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TickStamp {
     pub tick: u32,
     pub room: u32,
-    pub due: Instant,
     pub sent: Instant,
 }
 
 /// The bytes a [`TickStamp`] takes.
-pub const TICK_STAMP_LEN: usize = 24;
+pub const TICK_STAMP_LEN: usize = 16;
 
 impl TickStamp {
-    /// The room's `tick`th tick, due at `due`, pushed now.
-    pub fn now(tick: u32, room: u32, due: Instant) -> Self {
+    /// The room's `tick`th tick, pushed now.
+    pub fn now(tick: u32, room: u32) -> Self {
+        epoch();
         Self {
             tick,
             room,
-            due,
             sent: Instant::now(),
         }
     }
@@ -165,8 +132,7 @@ impl TickStamp {
         let mut payload = BytesMut::zeroed(len.max(TICK_STAMP_LEN));
         payload[..4].copy_from_slice(&self.tick.to_le_bytes());
         payload[4..8].copy_from_slice(&self.room.to_le_bytes());
-        payload[8..16].copy_from_slice(&nanos_since_epoch(self.due).to_le_bytes());
-        payload[16..24].copy_from_slice(&nanos_since_epoch(self.sent).to_le_bytes());
+        payload[8..16].copy_from_slice(&nanos_since_epoch(self.sent).to_le_bytes());
         payload.freeze()
     }
 
@@ -184,8 +150,7 @@ impl TickStamp {
         Some(Self {
             tick: half(0)?,
             room: half(4)?,
-            due: epoch() + Duration::from_nanos(word(8)?),
-            sent: epoch() + Duration::from_nanos(word(16)?),
+            sent: epoch() + Duration::from_nanos(word(8)?),
         })
     }
 }
@@ -686,8 +651,9 @@ pub async fn answer(stream: &mut TcpStream, correlation: Correlation) -> Result<
 /// `mixed`: what one session saw of its room's ticks.
 #[derive(Default)]
 struct TickSeen {
-    /// The last tick number received: the next must follow it.
-    last: Option<u32>,
+    /// The last tick number received, which the next must follow, and
+    /// when the room pushed it.
+    last: Option<(u32, Instant)>,
 }
 
 /// One session's message window.
@@ -986,10 +952,12 @@ fn file_frames(
 /// ran, 1, 2, 3 … with no gap): a gap is ticks pushed to this member and
 /// never received (lost), a number not after the last a duplicate. The
 /// first tick a session sees may be any: its room ticked before it logged
-/// in. A tick due inside the measured window (`phases.warm_end` to
+/// in. A tick pushed inside the measured window (`phases.warm_end` to
 /// `window_end`) is timed as `tick`, from the room's push to this
-/// member's receipt; the room's first member also times how late the
-/// tick's turn ran after it was due (`tick-late`), once per tick.
+/// member's receipt; the room's first member also records, once per tick,
+/// the time since the room pushed the tick before it (`tick-interval`):
+/// the period when the timer keeps time, more when a tick ran late, two
+/// periods when one was skipped.
 fn file_tick(
     window: &mut Window,
     payload: &[u8],
@@ -999,12 +967,9 @@ fn file_tick(
 ) {
     let now = Instant::now();
     let room = u32::try_from(window.index / ROOM_SIZE).unwrap_or(u32::MAX);
+    let whole = payload.len() == window.payload_len.max(TICK_STAMP_LEN);
     let stamp = match TickStamp::decode(payload) {
-        Some(stamp)
-            if stamp.room == room && payload.len() == window.payload_len.max(TICK_STAMP_LEN) =>
-        {
-            stamp
-        }
+        Some(stamp) if stamp.room == room && whole => stamp,
         _ => {
             t.corrupt += 1;
             t.note(format!(
@@ -1014,8 +979,9 @@ fn file_tick(
             return;
         }
     };
+    let mut previous = None;
     match window.ticks.last {
-        Some(last) if stamp.tick <= last => {
+        Some((last, _)) if stamp.tick <= last => {
             t.duplicated += 1;
             t.note(format!(
                 "session {}: tick {} of room {room} after tick {last}",
@@ -1023,7 +989,7 @@ fn file_tick(
             ));
             return;
         }
-        Some(last) if stamp.tick > last + 1 => {
+        Some((last, _)) if stamp.tick > last + 1 => {
             let missed = stamp.tick - last - 1;
             t.lost += u64::from(missed);
             t.note(format!(
@@ -1031,16 +997,17 @@ fn file_tick(
                 window.index, stamp.tick
             ));
         }
-        _ => {}
+        Some((_, sent)) => previous = Some(sent),
+        None => {}
     }
-    window.ticks.last = Some(stamp.tick);
-    if stamp.due >= phases.warm_end && stamp.due < window_end {
+    window.ticks.last = Some((stamp.tick, stamp.sent));
+    if stamp.sent >= phases.warm_end && stamp.sent < window_end {
         let ns = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
         t.record_kind("tick", ns(now.saturating_duration_since(stamp.sent)));
-        if window.index % ROOM_SIZE == 0 {
+        if let (0, Some(previous)) = (window.index % ROOM_SIZE, previous) {
             t.record_kind(
-                "tick-late",
-                ns(stamp.sent.saturating_duration_since(stamp.due)),
+                "tick-interval",
+                ns(stamp.sent.saturating_duration_since(previous)),
             );
         }
     }
@@ -1050,35 +1017,17 @@ fn file_tick(
 mod tests {
     use super::*;
 
-    /// A tick that runs late is charged from its own due time, the last
-    /// one at or before it, never a later one.
-    #[test]
-    fn a_tick_is_due_at_the_last_period_boundary_before_it_ran() {
-        let schedule = TickSchedule::starting_now(Duration::from_millis(10));
-        let first = schedule.first();
-        assert_eq!(schedule.due(first), first);
-        assert_eq!(schedule.due(first + Duration::from_millis(9)), first);
-        assert_eq!(
-            schedule.due(first + Duration::from_micros(25_500)),
-            first + Duration::from_millis(20)
-        );
-        // A tick never runs early; if one did, it is charged from the first.
-        assert_eq!(schedule.due(first - Duration::from_millis(1)), first);
-    }
-
     #[test]
     fn a_tick_stamp_reads_back_as_pushed_whatever_the_payload_size() {
-        let due = TickSchedule::starting_now(Duration::from_millis(1)).first();
-        let stamp = TickStamp::now(7, 3, due);
+        let stamp = TickStamp::now(7, 3);
         for len in [8, TICK_STAMP_LEN, 64] {
             let payload = stamp.encode(len);
             assert_eq!(payload.len(), len.max(TICK_STAMP_LEN));
             let back = TickStamp::decode(&payload).unwrap();
             assert_eq!((back.tick, back.room), (7, 3));
             // Nanoseconds since the process's epoch: exact to the ns.
-            assert!(back.due.max(due) - back.due.min(due) < Duration::from_micros(1));
-            assert!(back.sent + Duration::from_millis(1) >= back.due);
+            assert_eq!(back.sent, stamp.sent);
         }
-        assert_eq!(TickStamp::decode(&[0; 23]), None);
+        assert_eq!(TickStamp::decode(&[0; 15]), None);
     }
 }

@@ -33,10 +33,15 @@ impl Run {
     }
 
     fn placement(&self) -> String {
-        self.pin.map_or(
-            "floating: every thread may run on any core".to_owned(),
-            |p| p.to_string(),
-        )
+        match self.pin {
+            None => "floating: every thread may run on any core".to_owned(),
+            // actor-rtt has no load client: only the system is placed.
+            Some(p) if self.workload == Workload::ActorRtt => format!(
+                "pinned: every system thread on core {} (no load client)",
+                p.system_core
+            ),
+            Some(p) => p.to_string(),
+        }
     }
 }
 

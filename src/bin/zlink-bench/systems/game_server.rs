@@ -35,8 +35,7 @@ use zlink::wire::DecodeLimits;
 
 use super::Running;
 use crate::client::{
-    login_names, player_name, room_number, LoadSpec, TickSchedule, TickStamp, LOGIN, PUSH, RELAY,
-    TICK,
+    login_names, player_name, room_number, LoadSpec, TickStamp, LOGIN, PUSH, RELAY, TICK,
 };
 
 /// Frames queued for one session's writer; a full queue makes the player
@@ -63,13 +62,13 @@ pub enum ToPlayer {
     Tick,
 }
 
-/// A room's tick: its schedule, how many ticks ran, and the flag its
+/// A room's tick: when its first is due, how many ticks ran, and the flag its
 /// ticker sets while a tick it sent is still queued or running (a ractor
 /// room's ticker is a task of its own; a tokio room ticks in its own task
 /// and needs none).
 pub struct RoomClock {
     room: u32,
-    schedule: TickSchedule,
+    first: Instant,
     ticks: u32,
     payload_len: usize,
     pending: Option<Arc<AtomicBool>>,
@@ -80,7 +79,7 @@ impl RoomClock {
     pub fn new(name: &str, period: Duration, payload_len: usize) -> Result<Self, String> {
         Ok(Self {
             room: room_number(name).ok_or_else(|| format!("{name} is no room"))?,
-            schedule: TickSchedule::starting_now(period),
+            first: Instant::now() + period,
             ticks: 0,
             payload_len,
             pending: None,
@@ -89,7 +88,7 @@ impl RoomClock {
 
     /// When the first tick is due, for the room's `Interval`.
     pub fn first(&self) -> Instant {
-        self.schedule.first()
+        self.first
     }
 
     /// A ticker outside the room's task: it skips a tick while `pending`
@@ -135,8 +134,7 @@ impl PlayerState {
             return;
         };
         clock.ticks += 1;
-        let due = clock.schedule.due(Instant::now());
-        let payload = TickStamp::now(clock.ticks, clock.room, due).encode(clock.payload_len);
+        let payload = TickStamp::now(clock.ticks, clock.room).encode(clock.payload_len);
         let mut gone = Vec::new();
         for (i, member) in self.members.iter().enumerate() {
             let frame = ClientFrame::Push {

@@ -34,8 +34,8 @@ use zlink::store::{EmbeddedStore, LocationStore, MonotonicClock};
 use super::{Move, Running};
 use crate::args::Workload;
 use crate::client::{
-    login_names, player_name, room_members, room_name, room_number, LoadSpec, TickSchedule,
-    TickStamp, LOGIN, PUSH, RELAY, ROOM_SIZE, TICK,
+    login_names, player_name, room_members, room_name, room_number, LoadSpec, TickStamp, LOGIN,
+    PUSH, RELAY, ROOM_SIZE, TICK,
 };
 
 /// The Actor type of every player.
@@ -94,7 +94,8 @@ impl Actor for Player {
 struct Room {
     room: u32,
     members: Vec<ActorId>,
-    schedule: Option<TickSchedule>,
+    /// Whether its timer runs (it starts once).
+    ticking: bool,
     payload_len: usize,
 }
 
@@ -113,7 +114,7 @@ impl Room {
         Self {
             room,
             members,
-            schedule: None,
+            ticking: false,
             payload_len: 0,
         }
     }
@@ -125,7 +126,7 @@ impl Actor for Room {
         ctx: &mut dyn ActorContext,
         message: ActorMessage,
     ) -> Option<Result<Bytes, Error>> {
-        if message.key != START_TICKS || self.schedule.is_some() {
+        if message.key != START_TICKS || self.ticking {
             return Some(Err(Error::new(Reason::NotSupported)));
         }
         let word = |at: usize| {
@@ -140,22 +141,18 @@ impl Actor for Room {
         };
         let period = Duration::from_millis(period_ms);
         self.payload_len = usize::try_from(len).unwrap_or(0);
-        let schedule = TickSchedule::starting_now(period);
         if let Err(e) = ctx.set_repeating_timer(period, period) {
             return Some(Err(e));
         }
-        self.schedule = Some(schedule);
+        self.ticking = true;
         None
     }
 
     fn on_timer(&mut self, ctx: &mut dyn ActorContext, tick: TimerTick) {
-        let Some(schedule) = self.schedule else {
-            return;
-        };
         // The timer numbers the ticks that ran, with no gap (skipped ones
         // take no number): what the client checks.
         let number = u32::try_from(tick.tick).unwrap_or(u32::MAX);
-        let stamp = TickStamp::now(number, self.room, schedule.due(std::time::Instant::now()));
+        let stamp = TickStamp::now(number, self.room);
         let payload = stamp.encode(self.payload_len);
         for member in &self.members {
             let _ = ctx.push_to_member(member, TICK, payload.clone());
