@@ -363,7 +363,7 @@ pub fn render(options: &Options, run: &Run, summaries: &[Summary]) -> String {
                 let q = |q: f64| h.value_at_quantile(q) as f64 / 1e3;
                 let _ = writeln!(
                     out,
-                    "  {:<12} {:<10} p50 {:>9.1} p99 {:>9.1} p99.9 {:>9.1} max {:>9.1} count {:>9} {:>9.0}/s",
+                    "  {:<12} {:<13} p50 {:>9.1} p99 {:>9.1} p99.9 {:>9.1} max {:>9.1} count {:>9} {:>9.0}/s",
                     s.system.name(),
                     kind,
                     q(0.5),
