@@ -132,6 +132,14 @@ fn smoke(workload: &str, systems: &[&str], extra: &[&str], kinds: &[&str]) -> se
             "the report compares zlink's backends:\n{stdout}"
         );
     }
+    for base in ["tokio-chan", "tokio-tcp"] {
+        if systems.contains(&base) {
+            assert!(
+                stdout.contains(&format!("ratios to {base} ")),
+                "the report gives the ratios to {base}:\n{stdout}"
+            );
+        }
+    }
     for printed in ["lost", "dup", "p99.99", "cpu µs/msg"] {
         assert!(
             stdout.contains(printed),
@@ -159,6 +167,8 @@ const ALL: [&str; 6] = [
 ];
 const WITH_PROTOCOL: [&str; 4] = ["zlink", "zlink-epoll", "tokio", "ractor"];
 const ZLINK: [&str; 2] = ["zlink", "zlink-epoll"];
+/// The systems of `actor-rtt`: zlink's Actors and tokio's two round trips.
+const ACTOR_RTT: [&str; 4] = ["zlink", "zlink-epoll", "tokio-chan", "tokio-tcp"];
 
 /// The io stack each system reports running on (issue 8 item 4: the report
 /// names the backend of every zlink row, as the nodes report it).
@@ -166,6 +176,7 @@ fn io_stack(system: &str) -> &'static str {
     match system {
         "zlink" | "raw-uring" => "io_uring",
         "zlink-epoll" => "epoll",
+        "tokio-chan" => "none (in memory)",
         _ => "epoll (tokio)",
     }
 }
@@ -195,23 +206,92 @@ fn bench_push_runs_on_the_systems_with_a_protocol_with_nothing_lost() {
     smoke("push", &WITH_PROTOCOL, &[], &["push"]);
 }
 
-/// A tick reaches every member of its room: the fan-out deliveries are
-/// counted apart from the relay replies, and each is owed exactly once
-/// (lost and duplicated are 0).
+/// `mixed` (issue 21): each room ticks on the server, on zlink's
+/// repeating timer and on the baselines' `Interval`, and pushes every tick
+/// to its 4 members; the clients send only requests. Every system times
+/// its relays, its tick pushes (`tick`) and the time between two ticks
+/// (`tick-interval`), and reports the pushes delivered against those
+/// scheduled; no member missed a tick between two it received, or got one
+/// twice (lost and duplicated are 0). It asserts no speed.
 #[test]
-fn bench_mixed_fans_ticks_out_to_every_room_member_with_nothing_lost() {
-    let report = smoke("mixed", &WITH_PROTOCOL, &[], &["relay", "fan-out"]);
+fn bench_mixed_ticks_on_the_server_and_pushes_to_every_room_member_with_nothing_lost() {
+    let report = smoke(
+        "mixed",
+        &WITH_PROTOCOL,
+        &["--tick-ms", "10"],
+        &["relay", "tick", "tick-interval"],
+    );
+    assert_eq!(report["tick_ms"], 10);
+    assert!(report["load"]
+        .as_str()
+        .unwrap()
+        .contains("ticking on the server every 10 ms"));
     for system in report["systems"].as_array().unwrap() {
-        let count = |kind: &str| system["kinds_us"][kind]["count"].as_u64().unwrap();
-        // 8 sessions make 2 full rooms of 4: a tick (every 4th message) is
-        // delivered 4 times, so the deliveries outnumber the relay replies.
-        assert!(
-            count("fan-out") > count("relay"),
-            "{}: {} fan-out deliveries for {} relay replies",
-            system["system"],
-            count("fan-out"),
-            count("relay")
+        let name = system["system"].as_str().unwrap();
+        // 8 sessions, each a member of one room ticking at 100 Hz.
+        assert_eq!(
+            system["tick_pushes"]["scheduled_per_second"], 800.0,
+            "{name}"
         );
+        assert!(
+            system["tick_pushes"]["delivered_per_second"]
+                .as_f64()
+                .unwrap()
+                > 0.0,
+            "{name}: no tick push measured"
+        );
+        // The main row is the requests alone: the pushes are their own kind.
+        assert_eq!(
+            system["messages"], system["kinds_us"]["relay"]["count"],
+            "{name}"
+        );
+    }
+}
+
+/// `actor-rtt` (issue 21): an Actor on node 1 requests an Actor on node 2
+/// (request, on_reply), closed loop, timed inside the process, beside
+/// tokio's channel round trip and tokio over a loopback TCP connection;
+/// the report gives the ratios to both. It asserts no speed.
+#[test]
+fn bench_actor_rtt_times_actor_requests_across_nodes_beside_tokio() {
+    let report = smoke("actor-rtt", &ACTOR_RTT, &[], &["rtt"]);
+    assert!(report["load"]
+        .as_str()
+        .unwrap()
+        .starts_with("closed loop inside the system"));
+    let zlink = &report["systems"][0];
+    assert_eq!(zlink["actors"], 16, "8 callers and 8 callees");
+    assert!(zlink["describes"]
+        .as_str()
+        .unwrap()
+        .contains("ActorContext::request"));
+}
+
+/// What `actor-rtt` cannot do is refused before anything runs, exit 2: no
+/// load client paces its callers, and the game servers have no actors
+/// calling each other across nodes.
+#[test]
+fn bench_actor_rtt_refuses_what_does_not_apply() {
+    let cases: [(&[&str], &str); 3] = [
+        (&["--rate", "1000"], "--rate does not apply to actor-rtt"),
+        (
+            &["--messages", "10"],
+            "--messages does not apply to actor-rtt",
+        ),
+        (
+            &["--system", "tokio,ractor,raw-epoll"],
+            "no chosen system runs the actor-rtt workload",
+        ),
+    ];
+    for (extra, needle) in cases {
+        let output = Command::new(env!("CARGO_BIN_EXE_zlink-bench"))
+            .args(["--workload", "actor-rtt"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{extra:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(needle), "{extra:?}: {stderr}");
     }
 }
 

@@ -16,9 +16,12 @@ pub enum Workload {
     Relay,
     /// A one-way message to the bound actor, which pushes it back (§5).
     Push,
-    /// A game tick: relay requests, and every [`crate::client::TICK_EVERY`]th
-    /// message a one-way tick that the room fans out as a push to each of
-    /// its [`crate::client::ROOM_SIZE`] members.
+    /// A game tick: the sessions send relay requests, and each room of
+    /// [`crate::client::ROOM_SIZE`] players ticks on the server, on a
+    /// repeating timer (`--tick-ms`), pushing its state to every member at
+    /// each tick. No client sends a tick (issue 21): a game's tick is the
+    /// server's clock, and a client-driven one would tie the push rate to
+    /// the request rate.
     Mixed,
     /// Session churn: login (and bind), replacement by a second login,
     /// disconnect, reconnect; latency per operation kind (§6, §7, §9).
@@ -26,15 +29,21 @@ pub enum Workload {
     /// The relay workload while the players relocate between the nodes
     /// (§8, zlink only): the client-visible pause per move.
     Relocate,
+    /// No sessions: an Actor on one node requests an Actor on another,
+    /// closed loop, timed inside the node (issue 21), beside tokio's
+    /// channel round trip and tokio over a loopback TCP connection
+    /// ([`crate::actor_rtt`]).
+    ActorRtt,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 5] = [
+    pub const ALL: [Workload; 6] = [
         Workload::Relay,
         Workload::Push,
         Workload::Mixed,
         Workload::Churn,
         Workload::Relocate,
+        Workload::ActorRtt,
     ];
 
     pub fn name(self) -> &'static str {
@@ -44,6 +53,7 @@ impl Workload {
             Workload::Mixed => "mixed",
             Workload::Churn => "churn",
             Workload::Relocate => "relocate",
+            Workload::ActorRtt => "actor-rtt",
         }
     }
 
@@ -96,6 +106,8 @@ pub struct Options {
     /// Open loop: messages per second over all sessions, each measured from
     /// its intended send time; `None` is closed loop.
     pub rate: Option<u64>,
+    /// `mixed`: the period of each room's server-side tick (`--tick-ms`).
+    pub tick: Duration,
     /// `--idle-sessions N`: no load; bind N sessions and report the memory
     /// each costs.
     pub idle_sessions: Option<usize>,
@@ -215,6 +227,13 @@ const MAX_SECONDS: u64 = 600;
 const MAX_ROUNDS: usize = 100;
 const MAX_MESSAGES: u64 = 1_000_000_000;
 const MAX_NODES: u64 = 16;
+/// `--tick-ms`: zlink's timer wheel ticks every millisecond, so a shorter
+/// period is refused there (`TimerPeriodTooShort`); a period above a
+/// second would give a measured window of a few seconds too few ticks.
+const MAX_TICK_MS: u64 = 1_000;
+/// `mixed`'s default tick: 20 Hz, a common server tick rate (the README's
+/// timer example).
+const DEFAULT_TICK_MS: u64 = 50;
 const MAX_SHARDS: usize = 16;
 /// Open-loop rates above this would only measure the client's queue.
 const MAX_RATE: u64 = 10_000_000;
@@ -249,7 +268,8 @@ const STORE_AXIS_FLAGS: [&str; 9] = [
 pub const USAGE: &str = "\
 usage: zlink-bench [--system S[,S..]] [--workload W] [--sessions N] [--in-flight N]
                    [--payload BYTES] [--warmup SECS] [--duration SECS] [--messages N] [--rounds N]
-                   [--actors N] [--nodes N] [--shards N] [--pin C:S] [--rate R] [--compare [--full]]
+                   [--actors N] [--nodes N] [--shards N] [--pin C:S] [--rate R] [--tick-ms MS]
+                   [--compare [--full]]
                    [--idle-sessions N] [--scale-report DIR] [--target ADDR[,ADDR..]]
                    [--json FILE] [--out DIR]
        zlink-bench --store-axis [--store redis|embedded] [--store-latency MS] [--store-hang MS]
@@ -261,10 +281,14 @@ session or open loop at a fixed rate, and prints p50..max, messages/s, CPU per
 message, lost and duplicated.
 
   --system S     zlink (shards on io_uring), zlink-epoll (shards on epoll),
-                 raw-uring, raw-epoll, tokio, ractor, or all (default zlink)
-  --workload W   relay (all systems); push, mixed, churn (zlink, zlink-epoll,
-                 tokio, ractor); relocate (zlink, zlink-epoll) (default relay)
-  --sessions N   client sessions (default 64)
+                 raw-uring, raw-epoll, tokio, ractor, tokio-chan, tokio-tcp, or all
+                 (default zlink)
+  --workload W   relay (zlink, zlink-epoll, raw-uring, raw-epoll, tokio, ractor);
+                 push, mixed, churn (zlink, zlink-epoll, tokio, ractor); relocate
+                 (zlink, zlink-epoll); actor-rtt (zlink, zlink-epoll, tokio-chan,
+                 tokio-tcp: an Actor on node 1 requests an Actor on node 2, closed
+                 loop, timed inside the process, no client) (default relay)
+  --sessions N   client sessions (default 64); actor-rtt: caller/callee pairs
   --actors N     player actors each system hosts (zlink, zlink-epoll, tokio, ractor),
                  at least the sessions (with --idle-sessions, at least those): one
                  bound per session and driven, the rest idle, created at start (NPCs,
@@ -272,12 +296,13 @@ message, lost and duplicated.
                  replaces the first (§7). Default: the sessions; at most 200000
   --in-flight N  requests in flight per session, closed loop (default 1)
   --rate R       open loop: R messages/s over all sessions, latency from each
-                 message's intended send time (not with churn)
+                 message's intended send time (not with churn or actor-rtt)
+  --tick-ms MS   mixed: each room's server-side tick period (default 50: 20 Hz)
   --payload B    payload bytes per request (default 64)
   --warmup S     seconds of load before measuring (default 1; fractions allowed)
   --duration S   measured seconds (default 5)
   --messages N   also end the measured window once N messages were sent in it,
-                 whichever comes first (not churn); msg/s is over the window
+                 whichever comes first (not churn or actor-rtt); msg/s is over the window
   --rounds N     rounds over the systems, interleaved (default 1)
   --nodes N      zlink nodes, 2 or more: sessions on node 1, players on the others (default 2)
   --shards N     shards per zlink node (default 1)
@@ -475,6 +500,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, ArgsErro
         out_dir: None,
         placements: vec![None],
         rate: None,
+        tick: Duration::from_millis(DEFAULT_TICK_MS),
         idle_sessions: None,
         idle_child: false,
         scale_report: None,
@@ -545,6 +571,9 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, ArgsErro
                 shaped.push(flag);
             }
             "--rate" => options.rate = Some(number(&flag, &value, 1, MAX_RATE)?),
+            "--tick-ms" => {
+                options.tick = Duration::from_millis(number(&flag, &value, 1, MAX_TICK_MS)?);
+            }
             "--idle-sessions" => {
                 options.idle_sessions = Some(number(&flag, &value, 1, MAX_SESSIONS)?);
             }
@@ -663,6 +692,20 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, ArgsErro
             "--messages does not apply to churn: it counts operations in time".to_owned(),
         ));
     }
+    if options.workloads == [Workload::ActorRtt] {
+        // Its callers are Actors (or tasks) inside the system: no load
+        // client paces them, and they host no players.
+        let refused = [
+            (options.rate.is_some(), "--rate"),
+            (options.messages.is_some(), "--messages"),
+            (actors.is_some(), "--actors"),
+        ];
+        if let Some((_, flag)) = refused.iter().find(|(given, _)| *given) {
+            return Err(invalid(format!(
+                "{flag} does not apply to actor-rtt: its callers run closed loop inside the system (--sessions pairs, --in-flight each)"
+            )));
+        }
+    }
     if options.duration.is_zero() {
         return Err(invalid("--duration must be positive".to_owned()));
     }
@@ -763,6 +806,40 @@ mod tests {
         assert!(why.contains("between 0 and 8000"), "{why}");
         let why = refusal(&["--store-axis", "--sessions", "257"]);
         assert!(why.contains("at most 256 sessions"), "{why}");
+    }
+
+    /// `mixed`'s rooms tick on the server at 20 Hz unless told otherwise;
+    /// zlink's timers cannot tick faster than its 1 ms wheel.
+    #[test]
+    fn the_tick_period_defaults_to_20_hz_and_is_at_least_a_millisecond() {
+        let options = parse_args(&["--workload", "mixed"]).unwrap();
+        assert_eq!(options.tick, Duration::from_millis(50));
+        let options = parse_args(&["--workload", "mixed", "--tick-ms", "10"]).unwrap();
+        assert_eq!(options.tick, Duration::from_millis(10));
+        let why = refusal(&["--tick-ms", "0"]);
+        assert!(why.contains("between 1 and 1000"), "{why}");
+    }
+
+    /// `--compare --full` runs actor-rtt too, on the systems that run it;
+    /// the load flags that do not apply to it are refused when it runs
+    /// alone.
+    #[test]
+    fn actor_rtt_runs_on_zlink_and_its_tokio_baselines() {
+        let options = parse_args(&["--compare", "--workload", "actor-rtt"]).unwrap();
+        let systems: Vec<_> = options
+            .systems
+            .iter()
+            .filter(|s| s.runs(Workload::ActorRtt))
+            .map(|s| s.name())
+            .collect();
+        assert_eq!(systems, ["zlink", "zlink-epoll", "tokio-chan", "tokio-tcp"]);
+        let full = parse_args(&["--compare", "--full"]).unwrap();
+        assert!(full.workloads.contains(&Workload::ActorRtt));
+        let why = refusal(&["--workload", "actor-rtt", "--actors", "100"]);
+        assert!(
+            why.contains("--actors does not apply to actor-rtt"),
+            "{why}"
+        );
     }
 
     #[test]

@@ -14,14 +14,17 @@
 //! four bytes and is tracked until answered: an answer for a number not
 //! outstanding is a duplicate; a message still unanswered when the bounded
 //! drain ends is lost; an answer whose payload is not the one sent is
-//! corrupt. A `mixed` tick is tracked at every member of the room
-//! ([`Fanout`]). `churn` has its own driver ([`crate::churn`]).
+//! corrupt. Under `mixed` a session also takes its room's server-side tick
+//! pushes ([`TickStamp`]): numbered per room with no gap, so a member that
+//! misses one counts it lost, and one seen twice duplicated. `churn` has
+//! its own driver ([`crate::churn`]).
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::ops::Range;
 use std::rc::Rc;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
@@ -43,13 +46,11 @@ pub const RELAY: PacketKey = PacketKey(2);
 /// One-way message relayed to the session's player, which pushes the
 /// payload back to the session with the same key.
 pub const PUSH: PacketKey = PacketKey(3);
-/// `mixed`: a one-way tick to the session's room, pushed with the same key
-/// and payload to every member of the room, the sender included.
+/// `mixed`: the push a room makes to each of its members at every tick of
+/// its server-side timer, carrying a [`TickStamp`]. No client sends it.
 pub const TICK: PacketKey = PacketKey(4);
 /// `mixed`: players per room (sessions `k * ROOM_SIZE ..` share room `k`).
 pub const ROOM_SIZE: usize = 4;
-/// `mixed`: every this many messages of a session, one is a tick.
-pub const TICK_EVERY: u32 = 4;
 
 /// How long, after the measured window, a session waits for its
 /// outstanding answers before it counts them lost: far beyond any relay
@@ -68,6 +69,90 @@ pub fn player_name(index: usize) -> String {
 /// The room of session `index` under `mixed`.
 pub fn room_name(index: usize) -> String {
     format!("room-{}", index / ROOM_SIZE)
+}
+
+/// The number of room `name` (`room-k`: k), which its tick pushes carry.
+pub fn room_number(name: &str) -> Option<u32> {
+    name.strip_prefix("room-")?.parse().ok()
+}
+
+/// The sessions (players) of room `room` when the run has `sessions`.
+pub fn room_members(room: u32, sessions: usize) -> Range<usize> {
+    let first = room as usize * ROOM_SIZE;
+    first.min(sessions)..(first + ROOM_SIZE).min(sessions)
+}
+
+/// The one clock origin of the process: the systems stamp their tick
+/// pushes as nanoseconds since it, and the load client reads them back.
+/// Both run in this process (a `--target` mesh runs no `mixed`), so the
+/// stamps are `Instant`s of one monotonic clock, not wall-clock readings
+/// of two machines. Fixed before the first stamp is taken.
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+fn nanos_since_epoch(at: Instant) -> u64 {
+    u64::try_from(at.saturating_duration_since(epoch()).as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// What each `mixed` tick push carries (in the first 16 bytes of a
+/// `--payload`-sized payload): the room's tick number (1, 2, 3 …, counting
+/// the ticks that ran), the room, and when the room pushed it (an
+/// [`Instant`] of this process).
+///
+/// No due time: zlink's timer counts from its shard's clock as of the
+/// turn that set it, which the Actor cannot read, so a due time computed
+/// from the handler's own clock would be later than the timer's and a tick
+/// on time would read as a period late. The interval between two ticks as
+/// the room pushed them needs no origin ([`file_tick`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TickStamp {
+    pub tick: u32,
+    pub room: u32,
+    pub sent: Instant,
+}
+
+/// The bytes a [`TickStamp`] takes.
+pub const TICK_STAMP_LEN: usize = 16;
+
+impl TickStamp {
+    /// The room's `tick`th tick, pushed now.
+    pub fn now(tick: u32, room: u32) -> Self {
+        epoch();
+        Self {
+            tick,
+            room,
+            sent: Instant::now(),
+        }
+    }
+
+    /// The push's payload: the stamp, zero-padded to `len` bytes.
+    pub fn encode(&self, len: usize) -> Bytes {
+        let mut payload = BytesMut::zeroed(len.max(TICK_STAMP_LEN));
+        payload[..4].copy_from_slice(&self.tick.to_le_bytes());
+        payload[4..8].copy_from_slice(&self.room.to_le_bytes());
+        payload[8..16].copy_from_slice(&nanos_since_epoch(self.sent).to_le_bytes());
+        payload.freeze()
+    }
+
+    pub fn decode(payload: &[u8]) -> Option<Self> {
+        let word = |at: usize| -> Option<u64> {
+            Some(u64::from_le_bytes(
+                payload.get(at..at + 8)?.try_into().ok()?,
+            ))
+        };
+        let half = |at: usize| -> Option<u32> {
+            Some(u32::from_le_bytes(
+                payload.get(at..at + 4)?.try_into().ok()?,
+            ))
+        };
+        Some(Self {
+            tick: half(0)?,
+            room: half(4)?,
+            sent: epoch() + Duration::from_nanos(word(8)?),
+        })
+    }
 }
 
 /// What a session's LOGIN carries: its player's name and, for `mixed`, a
@@ -102,6 +187,8 @@ pub struct LoadSpec {
     pub duration: Duration,
     /// Open loop: messages per second over all sessions.
     pub rate: Option<u64>,
+    /// `mixed`: each room's server-side tick period.
+    pub tick: Duration,
     /// The zlink system's mesh; the baselines have their fixed shape.
     pub nodes: u64,
     pub shards: usize,
@@ -380,8 +467,6 @@ async fn drive_all(
     };
     let budget = Rc::new(Budget::new(spec.messages));
     let cpu = tokio::task::spawn_local(sample_cpu(phases, Rc::clone(&budget)));
-    let fanout = Rc::new(RefCell::new(Fanout::new(spec.sessions)));
-    fanout.borrow_mut().senders = streams.len();
     let drivers: Vec<_> = if spec.workload == Workload::Churn {
         (0..spec.sessions)
             .map(|index| {
@@ -404,7 +489,6 @@ async fn drive_all(
                     spec.clone(),
                     phases,
                     Rc::clone(&tally),
-                    Rc::clone(&fanout),
                     Rc::clone(&budget),
                 ))
             })
@@ -417,7 +501,6 @@ async fn drive_all(
     }
     let (cpu_seconds, cpu_wall_seconds) = cpu.await.map_err(|e| format!("cpu sampler: {e}"))??;
     let mut t = tally.borrow_mut();
-    t.lost += fanout.borrow().undelivered();
     t.cpu_seconds = cpu_seconds;
     t.cpu_wall_seconds = cpu_wall_seconds;
     t.phases = Some(phases);
@@ -527,7 +610,8 @@ async fn ask(
 
 /// Reads frames until the reply to `correlation` and returns its payload;
 /// a typed error, a close or another frame is an error (a ping is
-/// answered).
+/// answered, a push skipped: under `mixed` the room's server-side tick
+/// may reach a member between its binding and its LOGIN's reply).
 pub async fn answer(stream: &mut TcpStream, correlation: Correlation) -> Result<Bytes, String> {
     let limits = DecodeLimits::default();
     let mut inbound = BytesMut::with_capacity(4096);
@@ -547,6 +631,7 @@ pub async fn answer(stream: &mut TcpStream, correlation: Correlation) -> Result<
                     .map_err(|e| format!("pong write: {e}"))?;
                 continue;
             }
+            Ok(Some(ClientFrame::Push { .. })) => continue,
             Ok(Some(ClientFrame::Error { error, .. })) => {
                 return Err(format!("typed error: {error}"))
             }
@@ -563,78 +648,12 @@ pub async fn answer(stream: &mut TcpStream, correlation: Correlation) -> Result<
     }
 }
 
-/// `mixed`: every tick still owed to a room member other than its sender
-/// (the sender's own copy is in its [`Window`]).
-pub struct Fanout {
-    /// (sender, sequence number) → (intended send time, the members still
-    /// owed the tick, one bit per place in the room).
-    owed: HashMap<(usize, u32), (Instant, u8)>,
-    /// How many ticks each session is still owed: it reads until none.
-    owed_to: Vec<u32>,
-    /// Sessions still sending: until none is, a session may yet be owed a
-    /// tick, so it keeps reading.
-    senders: usize,
-}
-
-/// How often a session that is owed nothing yet looks again whether every
-/// sender has stopped (the tail of a `mixed` run only).
-const FANOUT_RECHECK: Duration = Duration::from_millis(10);
-
-impl Fanout {
-    fn new(sessions: usize) -> Self {
-        Self {
-            owed: HashMap::new(),
-            owed_to: vec![0; sessions],
-            senders: 0,
-        }
-    }
-
-    /// Whether `member` can be owed no more ticks.
-    fn settled(&self, member: usize) -> bool {
-        self.senders == 0 && self.owed_to.get(member).map_or(true, |n| *n == 0)
-    }
-
-    /// The sessions of `sender`'s room other than `sender`.
-    fn others(sender: usize, sessions: usize) -> impl Iterator<Item = usize> {
-        let first = sender - sender % ROOM_SIZE;
-        (first..(first + ROOM_SIZE).min(sessions)).filter(move |&m| m != sender)
-    }
-
-    fn sent(&mut self, sender: usize, seq: u32, at: Instant) {
-        let mut mask = 0u8;
-        for member in Self::others(sender, self.owed_to.len()) {
-            mask |= 1 << (member % ROOM_SIZE);
-            self.owed_to[member] += 1;
-        }
-        if mask != 0 {
-            self.owed.insert((sender, seq), (at, mask));
-        }
-    }
-
-    /// `member` received `sender`'s tick `seq`: its intended send time, or
-    /// `None` when it was not owed (a duplicate).
-    fn received(&mut self, member: usize, sender: usize, seq: u32) -> Option<Instant> {
-        let bit = 1u8 << (member % ROOM_SIZE);
-        let (at, mask) = self.owed.get_mut(&(sender, seq))?;
-        if *mask & bit == 0 {
-            return None;
-        }
-        *mask &= !bit;
-        let at = *at;
-        if *mask == 0 {
-            self.owed.remove(&(sender, seq));
-        }
-        self.owed_to[member] -= 1;
-        Some(at)
-    }
-
-    /// Deliveries still owed at the end: lost.
-    fn undelivered(&self) -> u64 {
-        self.owed
-            .values()
-            .map(|(_, mask)| u64::from(mask.count_ones()))
-            .sum()
-    }
+/// `mixed`: what one session saw of its room's ticks.
+#[derive(Default)]
+struct TickSeen {
+    /// The last tick number received, which the next must follow, and
+    /// when the room pushed it.
+    last: Option<(u32, Instant)>,
 }
 
 /// One session's message window.
@@ -650,12 +669,14 @@ struct Window {
     timeline: Vec<(Instant, u64)>,
     /// `--target`: the requests are the lobby game's MOVEs.
     mover: Option<Mover>,
+    /// `mixed`: the room's tick pushes seen so far.
+    ticks: TickSeen,
 }
 
 impl Window {
     /// Queues the next message, meant to leave at `intended`; it goes out
     /// with the next write.
-    fn queue(&mut self, intended: Instant, fanout: &RefCell<Fanout>) {
+    fn queue(&mut self, intended: Instant) {
         self.next_seq = self.next_seq.wrapping_add(1).max(1);
         let seq = self.next_seq;
         if let Some(mover) = &self.mover {
@@ -674,10 +695,6 @@ impl Window {
         payload[4..8].copy_from_slice(&sender.to_le_bytes());
         let payload = payload.freeze();
         let frame = match self.workload {
-            Workload::Mixed if seq % TICK_EVERY == 0 => {
-                fanout.borrow_mut().sent(self.index, seq, intended);
-                ClientFrame::Message { key: TICK, payload }
-            }
             Workload::Push => ClientFrame::Message { key: PUSH, payload },
             _ => ClientFrame::Request {
                 key: RELAY,
@@ -748,7 +765,6 @@ async fn drive(
     spec: LoadSpec,
     phases: Phases,
     tally: Rc<RefCell<Tally>>,
-    fanout: Rc<RefCell<Fanout>>,
     budget: Rc<Budget>,
 ) {
     let mut window = Window {
@@ -763,6 +779,7 @@ async fn drive(
             player: target.player(index),
             offset: 0,
         }),
+        ticks: TickSeen::default(),
     };
     let limits = DecodeLimits::default();
     let mut inbound = BytesMut::with_capacity(16 * 1024);
@@ -779,7 +796,7 @@ async fn drive(
         for _ in 0..spec.in_flight {
             let now = Instant::now();
             if budget.take(now, &phases) {
-                window.queue(now, &fanout);
+                window.queue(now);
             }
         }
     }
@@ -792,7 +809,7 @@ async fn drive(
         if let Some(s) = &mut schedule {
             let now = Instant::now();
             while s.next <= now && budget.take(s.next, &phases) {
-                window.queue(s.next, &fanout);
+                window.queue(s.next);
                 s.next += s.interval;
             }
         }
@@ -808,17 +825,12 @@ async fn drive(
         };
         if sending && !still {
             sending = false;
-            fanout.borrow_mut().senders -= 1;
         }
-        let settled = spec.workload != Workload::Mixed || fanout.borrow().settled(index);
-        if !sending && window.outstanding.is_empty() && settled {
+        if !sending && window.outstanding.is_empty() {
             break None;
         }
         let wake = match &schedule {
             Some(s) if sending => s.next,
-            _ if !sending && window.outstanding.is_empty() => {
-                (Instant::now() + FANOUT_RECHECK).min(phases.drain_end)
-            }
             _ => phases.drain_end,
         };
         let read = tokio::time::timeout_at(wake.into(), stream.read_buf(&mut inbound));
@@ -836,15 +848,12 @@ async fn drive(
             &limits,
             &phases,
             &tally,
-            &fanout,
-            refill.then_some(&*budget),
+            &budget,
+            refill,
         ) {
             break Some(format!("{player}: {why}"));
         }
     };
-    if sending {
-        fanout.borrow_mut().senders -= 1;
-    }
     let mut t = tally.borrow_mut();
     t.lost += window.outstanding.len() as u64;
     if spec.workload == Workload::Relocate {
@@ -856,17 +865,17 @@ async fn drive(
     }
 }
 
-/// Files every complete frame in `inbound`; closed loop (`refill`: the
-/// budget), each answer is replaced by a new message while the measured
-/// window is open.
+/// Files every complete frame in `inbound`; closed loop (`refill`), each
+/// answer is replaced by a new message while the measured window is open
+/// and the budget lasts.
 fn file_frames(
     window: &mut Window,
     inbound: &mut BytesMut,
     limits: &DecodeLimits,
     phases: &Phases,
     tally: &Rc<RefCell<Tally>>,
-    fanout: &RefCell<Fanout>,
-    refill: Option<&Budget>,
+    budget: &Budget,
+    refill: bool,
 ) -> Result<(), String> {
     loop {
         let frame = ClientFrame::decode_from(inbound, limits)
@@ -886,26 +895,9 @@ fn file_frames(
                 ("push", seq_of(&payload).map_or(0, |(seq, _)| seq), payload)
             }
             (Workload::Mixed, ClientFrame::Push { key, payload }) if key == TICK => {
-                match seq_of(&payload) {
-                    Some((seq, sender)) if sender != window.index => {
-                        let now = Instant::now();
-                        let owed = fanout.borrow_mut().received(window.index, sender, seq);
-                        let mut t = tally.borrow_mut();
-                        match owed {
-                            Some(at) if at >= phases.warm_end && at < phases.measure_end => {
-                                t.record("fan-out", now - at);
-                            }
-                            Some(_) => {}
-                            None => {
-                                t.duplicated += 1;
-                                t.note(format!("a tick {seq} of {sender}, which is not owed"));
-                            }
-                        }
-                        continue;
-                    }
-                    Some((seq, _)) => ("fan-out", seq, payload),
-                    None => ("fan-out", 0, payload),
-                }
+                let end = budget.window_end(phases);
+                file_tick(window, &payload, phases, end, &mut tally.borrow_mut());
+                continue;
             }
             (_, ClientFrame::Error { correlation, error }) => {
                 let mut t = tally.borrow_mut();
@@ -949,8 +941,93 @@ fn file_frames(
             }
         }
         drop(t);
-        if refill.is_some_and(|budget| budget.take(now, phases)) {
-            window.queue(now, fanout);
+        if refill && budget.take(now, phases) {
+            window.queue(now);
         }
+    }
+}
+
+/// `mixed`: files one tick push of the session's room. Its number must
+/// follow the last one this session saw (the room numbers the ticks that
+/// ran, 1, 2, 3 … with no gap): a gap is ticks pushed to this member and
+/// never received (lost), a number not after the last a duplicate. The
+/// first tick a session sees may be any: its room ticked before it logged
+/// in. A tick pushed inside the measured window (`phases.warm_end` to
+/// `window_end`) is timed as `tick`, from the room's push to this
+/// member's receipt; the room's first member also records, once per tick,
+/// the time since the room pushed the tick before it (`tick-interval`):
+/// the period when the timer keeps time, more when a tick ran late, two
+/// periods when one was skipped.
+fn file_tick(
+    window: &mut Window,
+    payload: &[u8],
+    phases: &Phases,
+    window_end: Instant,
+    t: &mut Tally,
+) {
+    let now = Instant::now();
+    let room = u32::try_from(window.index / ROOM_SIZE).unwrap_or(u32::MAX);
+    let whole = payload.len() == window.payload_len.max(TICK_STAMP_LEN);
+    let stamp = match TickStamp::decode(payload) {
+        Some(stamp) if stamp.room == room && whole => stamp,
+        _ => {
+            t.corrupt += 1;
+            t.note(format!(
+                "session {} got a tick push that is not its room's",
+                window.index
+            ));
+            return;
+        }
+    };
+    let mut previous = None;
+    match window.ticks.last {
+        Some((last, _)) if stamp.tick <= last => {
+            t.duplicated += 1;
+            t.note(format!(
+                "session {}: tick {} of room {room} after tick {last}",
+                window.index, stamp.tick
+            ));
+            return;
+        }
+        Some((last, _)) if stamp.tick > last + 1 => {
+            let missed = stamp.tick - last - 1;
+            t.lost += u64::from(missed);
+            t.note(format!(
+                "session {}: {missed} tick(s) of room {room} missing before tick {}",
+                window.index, stamp.tick
+            ));
+        }
+        Some((_, sent)) => previous = Some(sent),
+        None => {}
+    }
+    window.ticks.last = Some((stamp.tick, stamp.sent));
+    if stamp.sent >= phases.warm_end && stamp.sent < window_end {
+        let ns = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        t.record_kind("tick", ns(now.saturating_duration_since(stamp.sent)));
+        if let (0, Some(previous)) = (window.index % ROOM_SIZE, previous) {
+            t.record_kind(
+                "tick-interval",
+                ns(stamp.sent.saturating_duration_since(previous)),
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tick_stamp_reads_back_as_pushed_whatever_the_payload_size() {
+        let stamp = TickStamp::now(7, 3);
+        for len in [8, TICK_STAMP_LEN, 64] {
+            let payload = stamp.encode(len);
+            assert_eq!(payload.len(), len.max(TICK_STAMP_LEN));
+            let back = TickStamp::decode(&payload).unwrap();
+            assert_eq!((back.tick, back.room), (7, 3));
+            // Nanoseconds since the process's epoch: exact to the ns.
+            assert_eq!(back.sent, stamp.sent);
+        }
+        assert_eq!(TickStamp::decode(&[0; 15]), None);
     }
 }

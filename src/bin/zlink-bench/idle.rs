@@ -54,6 +54,7 @@ fn idle_spec(options: &Options, sessions: usize) -> LoadSpec {
         warmup: options.warmup,
         duration: options.duration,
         rate: None,
+        tick: options.tick,
         nodes: options.nodes,
         shards: options.shards,
         messages: None,

@@ -7,13 +7,16 @@
 //! asked. `--target` drives a zlink mesh already running elsewhere instead
 //! ([`client::Target`]). `--idle-sessions` measures memory instead
 //! ([`idle`]). `--store-axis` measures what a slow or hung Location Store
-//! costs established sessions instead ([`store_axis`]). It exits 1
+//! costs established sessions instead ([`store_axis`]). The `actor-rtt`
+//! workload has no load client: its callers are Actors (or tasks) inside
+//! the system ([`actor_rtt`]). It exits 1
 //! when any message was lost, duplicated or corrupted, or (store axis) an
 //! established request failed.
 //!
 //! `cargo run --release --features bench --bin zlink-bench -- --help`
 //! lists the flags.
 
+mod actor_rtt;
 mod args;
 mod churn;
 mod client;
@@ -191,6 +194,13 @@ fn run_rounds(
     systems: &[systems::SystemKind],
     started: Instant,
 ) -> Result<Vec<Summary>, String> {
+    // Churn's operations and actor-rtt's callers pace themselves: no rate
+    // or message budget applies to them (`--compare` runs them beside the
+    // workloads it applies to).
+    let paced = !matches!(
+        run.workload,
+        args::Workload::Churn | args::Workload::ActorRtt
+    );
     let spec = LoadSpec {
         workload: run.workload,
         sessions: options.sessions,
@@ -199,14 +209,11 @@ fn run_rounds(
         payload_len: options.payload_len,
         warmup: options.warmup,
         duration: options.duration,
-        rate: options
-            .rate
-            .filter(|_| run.workload != args::Workload::Churn),
+        rate: options.rate.filter(|_| paced),
+        tick: options.tick,
         nodes: options.nodes,
         shards: options.shards,
-        messages: options
-            .messages
-            .filter(|_| run.workload != args::Workload::Churn),
+        messages: options.messages.filter(|_| paced),
         target: None,
     };
     let mut summaries = systems
@@ -238,26 +245,15 @@ fn run_rounds(
                 // Fresh players every round: a player keeps its position.
                 spec.target = Some(Target::new(options.target.clone()));
             }
-            let system = systems::start(summary.system, &spec)?;
-            summary.io_stack = system.io_stack();
-            let entry = system.entry();
-            let bound = system.bound_signal();
-            let client_core = run.pin.map(|p| p.client_core);
-            let load_spec = spec.clone();
-            let load = std::thread::Builder::new()
-                .name("load-client".to_owned())
-                .spawn(move || {
-                    client_core.map_or(Ok(()), pin_current)?;
-                    client::run(entry, &load_spec, bound)
-                })
-                .map_err(|e| format!("spawning the load client: {e}"))?;
-            let tally = load
-                .join()
-                .map_err(|_| format!("{name}: the load client panicked"))?;
-            summary.actors = system.actors();
-            let moves = system.stop();
-            let mut tally = tally.map_err(|why| format!("{name}: {why}"))?;
-            pause::record(&mut tally, &moves);
+            let tally = if run.workload == args::Workload::ActorRtt {
+                let outcome = actor_rtt::run(summary.system, &spec)
+                    .map_err(|why| format!("{name}: {why}"))?;
+                summary.io_stack = outcome.io_stack;
+                summary.actors = outcome.actors;
+                outcome.tally
+            } else {
+                drive(summary, &spec, run)?
+            };
             eprintln!(
                 "zlink-bench:   {} measured, p50 {:.1} µs, lost {}, duplicated {}",
                 tally.measured,
@@ -270,6 +266,34 @@ fn run_rounds(
         }
     }
     Ok(summaries)
+}
+
+/// Starts `summary`'s system, drives it with the load client (on its
+/// own thread, on the client core when pinned), stops it, and gives the
+/// round's tally with the relocations' pauses (`relocate`).
+fn drive(summary: &mut Summary, spec: &LoadSpec, run: &Run) -> Result<client::Tally, String> {
+    let name = summary.system.name();
+    let system = systems::start(summary.system, spec)?;
+    summary.io_stack = system.io_stack();
+    let entry = system.entry();
+    let bound = system.bound_signal();
+    let client_core = run.pin.map(|p| p.client_core);
+    let load_spec = spec.clone();
+    let load = std::thread::Builder::new()
+        .name("load-client".to_owned())
+        .spawn(move || {
+            client_core.map_or(Ok(()), pin_current)?;
+            client::run(entry, &load_spec, bound)
+        })
+        .map_err(|e| format!("spawning the load client: {e}"))?;
+    let tally = load
+        .join()
+        .map_err(|_| format!("{name}: the load client panicked"))?;
+    summary.actors = system.actors();
+    let moves = system.stop();
+    let mut tally = tally.map_err(|why| format!("{name}: {why}"))?;
+    pause::record(&mut tally, &moves);
+    Ok(tally)
 }
 
 /// Pins the calling thread to `core`.

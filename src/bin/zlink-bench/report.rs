@@ -12,7 +12,7 @@ use hdrhistogram::Histogram;
 use plotters::prelude::*;
 
 use crate::args::{Options, Placement, Workload};
-use crate::client::Tally;
+use crate::client::{Tally, ROOM_SIZE};
 use crate::systems::SystemKind;
 
 /// One workload in one placement: the systems' summaries are over its
@@ -33,10 +33,15 @@ impl Run {
     }
 
     fn placement(&self) -> String {
-        self.pin.map_or(
-            "floating: every thread may run on any core".to_owned(),
-            |p| p.to_string(),
-        )
+        match self.pin {
+            None => "floating: every thread may run on any core".to_owned(),
+            // actor-rtt has no load client: only the system is placed.
+            Some(p) if self.workload == Workload::ActorRtt => format!(
+                "pinned: every system thread on core {} (no load client)",
+                p.system_core
+            ),
+            Some(p) => p.to_string(),
+        }
     }
 }
 
@@ -188,10 +193,23 @@ impl Summary {
 fn load_mode(options: &Options, workload: Workload) -> String {
     let mode = match (workload, options.rate) {
         (Workload::Churn, _) => "churn: one operation at a time per session".to_owned(),
+        (Workload::ActorRtt, _) => {
+            return format!(
+                "closed loop inside the system, no client: {} caller(s), {} request(s) in flight each, each to its own callee on another node (tokio-chan: another task), timed from the caller's send to the caller taking the reply",
+                options.sessions, options.in_flight
+            )
+        }
         (_, Some(rate)) => {
             format!("open loop at {rate} msg/s in total, latency from the intended send time")
         }
         (_, None) => format!("closed loop, {} in flight each", options.in_flight),
+    };
+    let mode = match workload {
+        Workload::Mixed => format!(
+            "{mode}, every room of {ROOM_SIZE} ticking on the server every {} ms and pushing each tick to its members",
+            options.tick.as_millis()
+        ),
+        _ => mode,
     };
     match options.messages {
         Some(n) if workload != Workload::Churn => {
@@ -201,9 +219,19 @@ fn load_mode(options: &Options, workload: Workload) -> String {
     }
 }
 
+/// `mixed`: the tick pushes every member is owed per second (each session
+/// is a member of one room, and each room pushes every tick to each of
+/// its members), against which the deliveries measured are read.
+fn ticks_scheduled_per_second(options: &Options) -> f64 {
+    options.sessions as f64 / options.tick.as_secs_f64()
+}
+
 /// The sessions, and the player actors each system hosts (`--actors`),
 /// in words; a `--target` mesh's own actors are not this run's to say.
-fn population(options: &Options) -> String {
+fn population(options: &Options, workload: Workload) -> String {
+    if workload == Workload::ActorRtt {
+        return format!("{} caller/callee pairs", options.sessions);
+    }
     let sessions = format!("{} sessions", options.sessions);
     if !options.target.is_empty() {
         return sessions;
@@ -233,7 +261,7 @@ pub fn render(options: &Options, run: &Run, summaries: &[Summary]) -> String {
         out,
         "zlink-bench: workload {}, {}, {}, {}, {:.1} s warm-up + {:.1} s measured, {} round(s) interleaved, {} cores",
         run.workload.name(),
-        population(options),
+        population(options, run.workload),
         load_mode(options, run.workload),
         payload(options),
         options.warmup.as_secs_f64(),
@@ -242,9 +270,14 @@ pub fn render(options: &Options, run: &Run, summaries: &[Summary]) -> String {
         options.cores
     );
     let _ = writeln!(out, "placement {}", run.placement());
+    let cpu = if run.workload == Workload::ActorRtt {
+        "no client: the system's threads alone"
+    } else {
+        "client included"
+    };
     let _ = writeln!(
         out,
-        "latency in µs (all rounds merged); CPU is the whole process (client included)"
+        "latency in µs (all rounds merged); CPU is the whole process ({cpu})"
     );
     let _ = write!(out, "{:<12} {:<13}", "system", "io");
     for (label, _) in QUANTILES {
@@ -281,11 +314,14 @@ pub fn render(options: &Options, run: &Run, summaries: &[Summary]) -> String {
             rounds.join(" ")
         );
     }
-    // Ratios to both raw forwarders for every system; then zlink on epoll
-    // against zlink on io_uring (issue 8 item 4), when both ran.
+    // Ratios to both raw forwarders for every system, or (actor-rtt) to
+    // both tokio round trips; then zlink on epoll against zlink on
+    // io_uring (issue 8 item 4), when both ran.
     let bases = [
         (SystemKind::RawUring, None),
         (SystemKind::RawEpoll, None),
+        (SystemKind::TokioChan, None),
+        (SystemKind::TokioTcp, None),
         (SystemKind::Zlink, Some(SystemKind::ZlinkEpoll)),
     ];
     for (base, only) in bases {
@@ -327,7 +363,7 @@ pub fn render(options: &Options, run: &Run, summaries: &[Summary]) -> String {
                 let q = |q: f64| h.value_at_quantile(q) as f64 / 1e3;
                 let _ = writeln!(
                     out,
-                    "  {:<12} {:<10} p50 {:>9.1} p99 {:>9.1} p99.9 {:>9.1} max {:>9.1} count {:>9} {:>9.0}/s",
+                    "  {:<12} {:<13} p50 {:>9.1} p99 {:>9.1} p99.9 {:>9.1} max {:>9.1} count {:>9} {:>9.0}/s",
                     s.system.name(),
                     kind,
                     q(0.5),
@@ -344,6 +380,15 @@ pub fn render(options: &Options, run: &Run, summaries: &[Summary]) -> String {
                     "  {:<12} moves that did not commit: {}",
                     s.system.name(),
                     s.move_failures
+                );
+            }
+            if run.workload == Workload::Mixed {
+                let (delivered, scheduled) = tick_deliveries(options, s);
+                let _ = writeln!(
+                    out,
+                    "  {:<12} tick pushes delivered {delivered:.0}/s of {scheduled:.0}/s scheduled ({:.1}%; a tick due while the last still runs is skipped)",
+                    s.system.name(),
+                    if scheduled > 0.0 { delivered / scheduled * 100.0 } else { 0.0 }
                 );
             }
         }
@@ -363,13 +408,23 @@ pub fn render(options: &Options, run: &Run, summaries: &[Summary]) -> String {
             out,
             "  {:<12} {}; actors {actors}",
             s.system.name(),
-            s.system.describes(options)
+            s.system.describes(options, run.workload)
         );
         for note in s.notes.iter().take(4) {
             let _ = writeln!(out, "               anomaly: {note}");
         }
     }
     out
+}
+
+/// `mixed`: the tick pushes measured per second (those due in the window)
+/// and those scheduled ([`ticks_scheduled_per_second`]).
+fn tick_deliveries(options: &Options, s: &Summary) -> (f64, f64) {
+    let delivered = s
+        .kinds
+        .get("tick")
+        .map_or(0.0, |h| per_second(h.len(), s.seconds));
+    (delivered, ticks_scheduled_per_second(options))
 }
 
 fn per_second(count: u64, seconds: f64) -> f64 {
@@ -413,9 +468,17 @@ pub fn json(options: &Options, run: &Run, summaries: &[Summary]) -> serde_json::
                     ((*kind).to_owned(), f.into())
                 })
                 .collect();
+            let ticks = (run.workload == Workload::Mixed).then(|| {
+                let (delivered, scheduled) = tick_deliveries(options, s);
+                serde_json::json!({
+                    "delivered_per_second": delivered,
+                    "scheduled_per_second": scheduled,
+                })
+            });
             serde_json::json!({
                 "system": s.system.name(),
-                "describes": s.system.describes(options),
+                "tick_pushes": ticks,
+                "describes": s.system.describes(options, run.workload),
                 "io_stack": s.io_stack,
                 "latency_us": latency,
                 "messages": s.measured,
@@ -440,6 +503,7 @@ pub fn json(options: &Options, run: &Run, summaries: &[Summary]) -> serde_json::
         "actors": options.target.is_empty().then_some(options.actors),
         "in_flight": options.in_flight,
         "rate_per_second": options.rate,
+        "tick_ms": (run.workload == Workload::Mixed).then_some(options.tick.as_millis() as u64),
         "load": load_mode(options, run.workload),
         "target": options.target.iter().map(ToString::to_string).collect::<Vec<_>>(),
         "payload_bytes": options.payload_len,

@@ -1053,9 +1053,14 @@ struct Mesh {
 /// with `Node::create_actor` on the other node and bound by LOGIN, so that
 /// every RELAY crosses the link both ways.
 fn start_mesh(backend: &Backend, sessions: usize) -> Result<Mesh, String> {
-    let started = start_linked(2, sessions, 1, IoBackend::IoUring, |rid| {
-        backend.store_for(rid)
-    })?;
+    let started = start_linked(
+        2,
+        sessions,
+        1,
+        IoBackend::IoUring,
+        |rid| backend.store_for(rid),
+        &|builder| builder,
+    )?;
     let nodes: Vec<Node> = started.into_iter().map(|(_, node)| node).collect();
     let entries = nodes
         .iter()

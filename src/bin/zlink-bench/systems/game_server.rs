@@ -8,7 +8,10 @@
 //! it; RELAY goes to the player, which replies; PUSH goes to the player,
 //! which pushes it back. For `mixed` a LOGIN also names the player's room,
 //! an entity of the same directory (a task or an actor) that the session
-//! joins; a TICK goes to the room, which pushes it to every member. The
+//! joins; the room ticks on a server-side timer of its own from when it is
+//! spawned (`--tick-ms`, tokio's `Interval` with `MissedTickBehavior::Skip`,
+//! as zlink's repeating timer skips a tick due while the last one runs)
+//! and pushes each tick to every member ([`PlayerState::tick`]). The
 //! players no session binds (`--actors` beyond the sessions) are spawned
 //! into the directory at start and stay idle. No
 //! second node: the player lives in the same process as the session
@@ -16,8 +19,10 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc as std_mpsc, Arc};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -29,7 +34,9 @@ use zlink::wire::client::ClientFrame;
 use zlink::wire::DecodeLimits;
 
 use super::Running;
-use crate::client::{login_names, player_name, LoadSpec, LOGIN, PUSH, RELAY, TICK};
+use crate::client::{
+    login_names, player_name, room_number, LoadSpec, TickStamp, LOGIN, PUSH, RELAY, TICK,
+};
 
 /// Frames queued for one session's writer; a full queue makes the player
 /// wait (backpressure), as a bounded mpsc does for a user.
@@ -50,8 +57,54 @@ pub enum ToPlayer {
     Message { payload: Bytes },
     /// A room gains a member: this session's writer (LOGIN with a room).
     Join(mpsc::Sender<ClientFrame>),
-    /// A room's tick: pushed to every member.
-    Tick { payload: Bytes },
+    /// The room's own timer ticked (never a client's message): push a
+    /// tick to every member.
+    Tick,
+}
+
+/// A room's tick: when its first is due, how many ticks ran, and the flag its
+/// ticker sets while a tick it sent is still queued or running (a ractor
+/// room's ticker is a task of its own; a tokio room ticks in its own task
+/// and needs none).
+pub struct RoomClock {
+    room: u32,
+    first: Instant,
+    ticks: u32,
+    payload_len: usize,
+    pending: Option<Arc<AtomicBool>>,
+}
+
+impl RoomClock {
+    /// Room `name`'s clock, its first tick `period` from now.
+    pub fn new(name: &str, period: Duration, payload_len: usize) -> Result<Self, String> {
+        Ok(Self {
+            room: room_number(name).ok_or_else(|| format!("{name} is no room"))?,
+            first: Instant::now() + period,
+            ticks: 0,
+            payload_len,
+            pending: None,
+        })
+    }
+
+    /// When the first tick is due, for the room's `Interval`.
+    pub fn first(&self) -> Instant {
+        self.first
+    }
+
+    /// A ticker outside the room's task: it skips a tick while `pending`
+    /// is set, and the room clears it once the tick ran.
+    pub fn pending(&mut self) -> Arc<AtomicBool> {
+        Arc::clone(self.pending.get_or_insert_with(Default::default))
+    }
+}
+
+/// The `Interval` of a room's ticker: ticks at `first`, then every
+/// `period`; a tick missed while the room was busy is skipped, not run in
+/// a burst (zlink's repeating timer's rule, docs/actors.md "Timers").
+pub fn room_interval(first: Instant, period: Duration) -> tokio::time::Interval {
+    let mut interval = tokio::time::interval_at(first.into(), period);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    interval
 }
 
 /// A player's (or a room's) game state and logic, the same in both
@@ -61,9 +114,45 @@ pub struct PlayerState {
     session: Option<mpsc::Sender<ClientFrame>>,
     /// A room's members' sessions; a player has none.
     members: Vec<mpsc::Sender<ClientFrame>>,
+    /// A room's tick; a player has none.
+    clock: Option<RoomClock>,
 }
 
 impl PlayerState {
+    /// A room's state, ticking on `clock`.
+    pub fn room(clock: RoomClock) -> Self {
+        Self {
+            clock: Some(clock),
+            ..Self::default()
+        }
+    }
+
+    /// One tick of the room: a [`TickStamp`] pushed to every member, as
+    /// zlink's room Actor does in its timer turn.
+    async fn tick(&mut self) {
+        let Some(clock) = &mut self.clock else {
+            return;
+        };
+        clock.ticks += 1;
+        let payload = TickStamp::now(clock.ticks, clock.room).encode(clock.payload_len);
+        let mut gone = Vec::new();
+        for (i, member) in self.members.iter().enumerate() {
+            let frame = ClientFrame::Push {
+                key: TICK,
+                payload: payload.clone(),
+            };
+            if member.send(frame).await.is_err() {
+                gone.push(i);
+            }
+        }
+        for i in gone.into_iter().rev() {
+            self.members.swap_remove(i);
+        }
+        if let Some(pending) = &clock.pending {
+            pending.store(false, Ordering::Release);
+        }
+    }
+
     /// Handles one message; a message for a player with no live session is
     /// dropped (the client counts it lost).
     pub async fn handle(&mut self, message: ToPlayer) {
@@ -84,20 +173,8 @@ impl PlayerState {
                 self.members.push(member);
                 return;
             }
-            ToPlayer::Tick { payload } => {
-                let mut gone = Vec::new();
-                for (i, member) in self.members.iter().enumerate() {
-                    let frame = ClientFrame::Push {
-                        key: TICK,
-                        payload: payload.clone(),
-                    };
-                    if member.send(frame).await.is_err() {
-                        gone.push(i);
-                    }
-                }
-                for i in gone.into_iter().rev() {
-                    self.members.swap_remove(i);
-                }
+            ToPlayer::Tick => {
+                self.tick().await;
                 return;
             }
         };
@@ -114,6 +191,12 @@ pub trait Directory: Send + Sync + 'static {
     type Player: Clone + Send + Sync + 'static;
     /// The player named `name`, spawned on first use.
     fn find_or_spawn(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Result<Self::Player, String>> + Send;
+    /// The room named `name` (`mixed`), spawned on first use with its
+    /// tick running ([`RoomClock`]).
+    fn find_or_spawn_room(
         &self,
         name: &str,
     ) -> impl Future<Output = Result<Self::Player, String>> + Send;
@@ -151,7 +234,6 @@ async fn session<D: Directory>(stream: TcpStream, directory: Arc<D>) {
     let limits = DecodeLimits::default();
     let mut inbound = BytesMut::with_capacity(16 * 1024);
     let mut player: Option<D::Player> = None;
-    let mut room: Option<D::Player> = None;
     loop {
         match input.read_buf(&mut inbound).await {
             Ok(0) | Err(_) => return,
@@ -180,11 +262,10 @@ async fn session<D: Directory>(stream: TcpStream, directory: Arc<D>) {
                     let mut bound = D::deliver(&found, ToPlayer::Bind(tx.clone())).await;
                     player = Some(found);
                     if let Some(room_name) = room_name {
-                        let Ok(joined) = directory.find_or_spawn(room_name).await else {
+                        let Ok(joined) = directory.find_or_spawn_room(room_name).await else {
                             return;
                         };
                         bound = bound.and(D::deliver(&joined, ToPlayer::Join(tx.clone())).await);
-                        room = Some(joined);
                     }
                     let welcome = ClientFrame::Reply {
                         correlation,
@@ -211,10 +292,6 @@ async fn session<D: Directory>(stream: TcpStream, directory: Arc<D>) {
                 (ClientFrame::Message { key, payload }, Some(p)) if key == PUSH => {
                     D::deliver(p, ToPlayer::Message { payload }).await.is_ok()
                 }
-                (ClientFrame::Message { key, payload }, _) if key == TICK => match &room {
-                    Some(r) => D::deliver(r, ToPlayer::Tick { payload }).await.is_ok(),
-                    None => true,
-                },
                 // Anything else is not this game's: ignored, as a user's
                 // server would.
                 _ => true,

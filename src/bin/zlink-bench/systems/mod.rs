@@ -32,6 +32,14 @@ pub enum SystemKind {
     RawEpoll,
     Tokio,
     Ractor,
+    /// `actor-rtt`'s in-process baseline: tokio's channel round trip, two
+    /// tasks per pair on a multi-thread runtime, an mpsc request and a
+    /// oneshot reply ([`crate::actor_rtt`]).
+    TokioChan,
+    /// `actor-rtt`'s cross-node baseline: two tokio runtimes, one thread
+    /// each (a "node" each, as each zlink node runs one shard), their tasks
+    /// talking over one loopback TCP connection ([`crate::actor_rtt`]).
+    TokioTcp,
     /// `--target`: an already running zlink mesh given by address (issue 5
     /// item 1), playing the lobby game; not started here, so not in
     /// [`SystemKind::ALL`].
@@ -40,13 +48,15 @@ pub enum SystemKind {
 
 impl SystemKind {
     /// Every system, in the order `--compare` interleaves them.
-    pub const ALL: [SystemKind; 6] = [
+    pub const ALL: [SystemKind; 8] = [
         SystemKind::Zlink,
         SystemKind::ZlinkEpoll,
         SystemKind::RawUring,
         SystemKind::RawEpoll,
         SystemKind::Tokio,
         SystemKind::Ractor,
+        SystemKind::TokioChan,
+        SystemKind::TokioTcp,
     ];
 
     pub fn name(self) -> &'static str {
@@ -57,6 +67,8 @@ impl SystemKind {
             SystemKind::RawEpoll => "raw-epoll",
             SystemKind::Tokio => "tokio",
             SystemKind::Ractor => "ractor",
+            SystemKind::TokioChan => "tokio-chan",
+            SystemKind::TokioTcp => "tokio-tcp",
             SystemKind::ZlinkTarget => "zlink@target",
         }
     }
@@ -66,20 +78,26 @@ impl SystemKind {
     }
 
     /// The raw forwarders have no protocol, so they run `relay` only; only
-    /// zlink can move a live actor, so `relocate` is its alone.
+    /// zlink can move a live actor, so `relocate` is its alone; the game
+    /// servers have no actor calling another across nodes, and the
+    /// `actor-rtt` baselines nothing but that.
     pub fn runs(self, workload: Workload) -> bool {
         match self {
             SystemKind::RawUring | SystemKind::RawEpoll | SystemKind::ZlinkTarget => {
                 workload == Workload::Relay
             }
-            SystemKind::Tokio | SystemKind::Ractor => workload != Workload::Relocate,
+            SystemKind::Tokio | SystemKind::Ractor => {
+                !matches!(workload, Workload::Relocate | Workload::ActorRtt)
+            }
+            SystemKind::TokioChan | SystemKind::TokioTcp => workload == Workload::ActorRtt,
             SystemKind::Zlink | SystemKind::ZlinkEpoll => true,
         }
     }
 
     /// What the system is, in the report's words: its io stack and shape
-    /// (zlink's from `--nodes` and `--shards`; a target's addresses).
-    pub fn describes(self, options: &Options) -> String {
+    /// (zlink's from `--nodes` and `--shards`; a target's addresses), for
+    /// `workload`.
+    pub fn describes(self, options: &Options, workload: Workload) -> String {
         let (nodes, shards) = (options.nodes, options.shards);
         let fixed = match self {
             SystemKind::ZlinkTarget => {
@@ -95,6 +113,11 @@ impl SystemKind {
                     SystemKind::Zlink => "io_uring",
                     _ => "epoll",
                 };
+                if workload == Workload::ActorRtt {
+                    return format!(
+                        "{nodes} zlink nodes, {shards} shard(s) each, shards on {backend} (io_backend); caller Actors on node 1, each requesting its callee Actor on nodes 2..={nodes} over the link (ActorContext::request, Actor::on_reply), timed in the caller"
+                    );
+                }
                 return format!(
                     "{nodes} zlink nodes, {shards} shard(s) each, shards on {backend} (io_backend); sessions on node 1, players on nodes 2..={nodes}"
                 );
@@ -103,6 +126,8 @@ impl SystemKind {
             SystemKind::RawEpoll => "two-hop forwarder on tokio current-thread (epoll), one thread per hop, every client multiplexed on one A-B link",
             SystemKind::Tokio => "one server on tokio multi-thread (2 workers): a task per session and per player, mpsc channels, HashMap of players",
             SystemKind::Ractor => "one server on tokio multi-thread (2 workers): a ractor actor per player, a task per session",
+            SystemKind::TokioChan => "tokio multi-thread (2 workers), one process, no network: per pair a caller task and a callee task, an mpsc request carrying a oneshot for the reply, timed in the caller",
+            SystemKind::TokioTcp => "two tokio current-thread runtimes, one thread each (node A: caller tasks, node B: callee tasks), one loopback TCP connection between them carrying every pair's requests and replies (length-prefixed frames, a pending-reply map of oneshots on A), timed in the caller",
         };
         fixed.to_owned()
     }
@@ -189,6 +214,10 @@ pub fn start(kind: SystemKind, spec: &LoadSpec) -> Result<Box<dyn Running>, Stri
         SystemKind::RawEpoll => raw_epoll::start(),
         SystemKind::Tokio => tokio_game::start(spec),
         SystemKind::Ractor => ractor_game::start(spec),
+        SystemKind::TokioChan | SystemKind::TokioTcp => Err(format!(
+            "{} runs the actor-rtt workload only, which starts it itself",
+            kind.name()
+        )),
         SystemKind::ZlinkTarget => spec
             .target
             .as_ref()

@@ -6,10 +6,12 @@
 //! nodes, so a RELAY crosses a link both ways (request → actor on another
 //! node → reply).
 //!
-//! `mixed`: each room is a SpotWide User Spot on a host node and its
-//! players are its Actors (`room-k/p-i`, §5: they share the room's gate);
-//! a player's TICK is pushed to every member's bound session
-//! ([`ActorContext::push_to_member`]). `relocate`: a mover thread moves the
+//! `mixed`: each room is a SpotWide User Spot on a host node, its players
+//! are its Actors (`room-k/p-i`, §5: they share the room's gate), and so is
+//! the room's own Actor (`room-k/room`), which ticks on a repeating timer
+//! ([`ActorContext::set_repeating_timer`]) and pushes each tick to every
+//! member's bound session ([`ActorContext::push_to_member`]): the game's
+//! tick is the server's, as a game would run it. `relocate`: a mover thread moves the
 //! bound players one after the other between all the nodes through
 //! [`Node::relocate`] (§8) while the load runs, and records each move.
 
@@ -22,23 +24,30 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use zlink::api::{
     Actor, ActorContext, ActorMessage, ExecutionMode, IoBackend, Node, NodeBuilder, NodeSettings,
-    ObjectRole, Packet, RelocateTo, Session, SessionActor, Spot,
+    ObjectRole, Packet, RelocateTo, Session, SessionActor, Spot, TimerTick,
 };
 use zlink::error::{Error, Reason};
-use zlink::ids::{ActorId, SpotId};
+use zlink::ids::{ActorId, PacketKey, SpotId};
 use zlink::net::handshake::ClusterSecret;
 use zlink::store::{EmbeddedStore, LocationStore, MonotonicClock};
 
 use super::{Move, Running};
 use crate::args::Workload;
 use crate::client::{
-    login_names, player_name, room_name, LoadSpec, LOGIN, PUSH, RELAY, ROOM_SIZE, TICK,
+    login_names, player_name, room_members, room_name, room_number, LoadSpec, TickStamp, LOGIN,
+    PUSH, RELAY, ROOM_SIZE, TICK,
 };
 
 /// The Actor type of every player.
 pub const PLAYER: &str = "player";
 /// The Spot kind of `mixed`'s rooms.
 const ROOM: &str = "room";
+/// The Actor type of `mixed`'s room Actors, and each one's name in its
+/// room (`room-k/room`).
+const ROOM_ACTOR: &str = "room";
+/// Node code's one message to a room Actor: start ticking, every
+/// `period` ms (the payload: period ms and push payload bytes, u64 LE).
+const START_TICKS: PacketKey = PacketKey(40);
 /// `relocate`: the pause between two moves, so that the mover does not
 /// take the whole machine from the load it is meant to disturb.
 const MOVE_GAP: Duration = Duration::from_millis(10);
@@ -48,33 +57,8 @@ pub const LEASE_TERM: Duration = Duration::from_secs(10);
 /// How long the link between the two nodes may take to come up.
 const LINK_WAIT: Duration = Duration::from_secs(10);
 
-/// A player answers a RELAY with its payload, pushes a PUSH back (§5) and,
-/// in a room, pushes a TICK to every member of the room.
-struct Player {
-    /// The room's other members (`mixed`); empty outside a room.
-    room_mates: Vec<ActorId>,
-}
-
-impl Player {
-    /// The player `id`: in a room (`room-k/p-i`) its mates are the room's
-    /// other players of the `sessions` the run has.
-    fn new(id: &ActorId, sessions: usize) -> Self {
-        let room_mates = id
-            .as_str()
-            .split_once('/')
-            .and_then(|(room, player)| {
-                let index: usize = player.strip_prefix("p-")?.parse().ok()?;
-                let first = index - index % ROOM_SIZE;
-                let mates = (first..(first + ROOM_SIZE).min(sessions))
-                    .filter(|&m| m != index)
-                    .filter_map(|m| ActorId::new(&format!("{room}/{}", player_name(m))).ok())
-                    .collect();
-                Some(mates)
-            })
-            .unwrap_or_default();
-        Self { room_mates }
-    }
-}
+/// A player answers a RELAY with its payload and pushes a PUSH back (§5).
+struct Player;
 
 impl Actor for Player {
     fn handle(
@@ -87,14 +71,7 @@ impl Actor for Player {
         }
         // A refused push (the session went away) is the client's lost
         // message: the bench counts it there.
-        if message.key == TICK {
-            for mate in &self.room_mates {
-                let _ = ctx.push_to_member(mate, TICK, message.payload.clone());
-            }
-            let _ = ctx.push(TICK, message.payload);
-        } else {
-            let _ = ctx.push(PUSH, message.payload);
-        }
+        let _ = ctx.push(PUSH, message.payload);
         None
     }
 
@@ -109,6 +86,80 @@ impl Actor for Player {
     }
 }
 
+/// `mixed`'s room: an Actor of the room's SpotWide Spot that no session
+/// binds. Told to start by node code, it sets a repeating timer, and each
+/// tick, a turn under the room's gate, pushes a [`TickStamp`] to every
+/// member's bound session. A member not bound yet refuses the push (§12:
+/// session-not-bound); the client counts only the ticks after its first.
+struct Room {
+    room: u32,
+    members: Vec<ActorId>,
+    /// Whether its timer runs (it starts once).
+    ticking: bool,
+    payload_len: usize,
+}
+
+impl Room {
+    /// The Actor `room-k/room`, whose members are the players of room k
+    /// among the run's `sessions`.
+    fn new(id: &ActorId, sessions: usize) -> Self {
+        let room = id
+            .as_str()
+            .split_once('/')
+            .and_then(|(room, _)| room_number(room))
+            .unwrap_or(u32::MAX);
+        let members = room_members(room, sessions)
+            .filter_map(|m| ActorId::new(&format!("{}/{}", room_name(m), player_name(m))).ok())
+            .collect();
+        Self {
+            room,
+            members,
+            ticking: false,
+            payload_len: 0,
+        }
+    }
+}
+
+impl Actor for Room {
+    fn handle(
+        &mut self,
+        ctx: &mut dyn ActorContext,
+        message: ActorMessage,
+    ) -> Option<Result<Bytes, Error>> {
+        if message.key != START_TICKS || self.ticking {
+            return Some(Err(Error::new(Reason::NotSupported)));
+        }
+        let word = |at: usize| {
+            message
+                .payload
+                .get(at..at + 8)
+                .and_then(|b| b.try_into().ok())
+                .map(u64::from_le_bytes)
+        };
+        let (Some(period_ms), Some(len)) = (word(0), word(8)) else {
+            return Some(Err(Error::new(Reason::NotSupported)));
+        };
+        let period = Duration::from_millis(period_ms);
+        self.payload_len = usize::try_from(len).unwrap_or(0);
+        if let Err(e) = ctx.set_repeating_timer(period, period) {
+            return Some(Err(e));
+        }
+        self.ticking = true;
+        None
+    }
+
+    fn on_timer(&mut self, ctx: &mut dyn ActorContext, tick: TimerTick) {
+        // The timer numbers the ticks that ran, with no gap (skipped ones
+        // take no number): what the client checks.
+        let number = u32::try_from(tick.tick).unwrap_or(u32::MAX);
+        let stamp = TickStamp::now(number, self.room);
+        let payload = stamp.encode(self.payload_len);
+        for member in &self.members {
+            let _ = ctx.push_to_member(member, TICK, payload.clone());
+        }
+    }
+}
+
 /// The players' Spot: a disconnect needs no game action in the bench (§7).
 struct Lobby;
 
@@ -119,8 +170,8 @@ impl Spot for Lobby {
 }
 
 /// LOGIN binds the named player (in its room, for `mixed`) and keeps the
-/// binding on the session, so that RELAY, PUSH and TICK reach it without
-/// parsing their payloads.
+/// binding on the session, so that RELAY and PUSH reach it without parsing
+/// their payloads.
 async fn login(session: Session, packet: Packet) -> Result<(), Error> {
     let text =
         std::str::from_utf8(&packet.payload).map_err(|_| Error::new(Reason::NotSupported))?;
@@ -143,10 +194,16 @@ async fn relay(session: Session, packet: Packet) -> Result<(), Error> {
     bound.relay(packet)
 }
 
+/// Registers more Actor types on each node [`start_linked`] starts
+/// ([`crate::actor_rtt`]'s callers and callees); `&|builder| builder` for
+/// none.
+pub type Extra<'a> = &'a dyn Fn(NodeBuilder) -> NodeBuilder;
+
 /// Starts node `rid` of the lobby game on loopback, linked to `peers`, on
 /// `store`: any Location Store, so that the store axis
 /// ([`crate::store_axis`]) runs the same game on Redis that the load runs
 /// on the embedded store, instead of a copy of it.
+#[allow(clippy::too_many_arguments)]
 fn start_node(
     rid: u64,
     sessions: usize,
@@ -155,6 +212,7 @@ fn start_node(
     store: Arc<dyn LocationStore>,
     secret: ClusterSecret,
     peers: &[(u64, SocketAddr)],
+    extra: Extra<'_>,
 ) -> Result<Node, String> {
     let loopback: SocketAddr = ([127, 0, 0, 1], 0).into();
     let settings = NodeSettings {
@@ -166,7 +224,7 @@ fn start_node(
         session_rate: 0,
         ..NodeSettings::default()
     };
-    let mut builder = NodeBuilder::new(rid)
+    let builder = NodeBuilder::new(rid)
         .listen(loopback)
         .peer_listen(loopback)
         .cluster_secret(secret)
@@ -174,14 +232,15 @@ fn start_node(
         .location_store(store)
         .settings(settings)
         .enable_actor_dispatch()
-        .actor_type(PLAYER, Arc::new(Lobby), move |id| {
-            Box::new(Player::new(id, sessions))
+        .actor_type(PLAYER, Arc::new(Lobby), |_| Box::new(Player))
+        .actor_type(ROOM_ACTOR, Arc::new(Lobby), move |id| {
+            Box::new(Room::new(id, sessions))
         })
         .spot_kind(ROOM, ExecutionMode::SpotWide, |_| Arc::new(Lobby))
         .on_packet(LOGIN, login)
         .on_packet(RELAY, relay)
-        .on_packet(PUSH, relay)
-        .on_packet(TICK, relay);
+        .on_packet(PUSH, relay);
+    let mut builder = extra(builder);
     for &(rid, addr) in peers {
         builder = builder.peer(rid, addr);
     }
@@ -307,6 +366,7 @@ pub fn start_linked(
     shards: usize,
     io_backend: IoBackend,
     mut store: impl FnMut(u64) -> Result<Arc<dyn LocationStore>, String>,
+    extra: Extra<'_>,
 ) -> Result<Vec<(u64, Node)>, String> {
     let secret = ClusterSecret::new(b"zlink-bench-cluster-secret".to_vec())
         .map_err(|e| format!("cluster secret: {e}"))?;
@@ -328,6 +388,7 @@ pub fn start_linked(
             store(rid)?,
             secret.clone(),
             &peers,
+            extra,
         )?;
         started.push((rid, node));
     }
@@ -352,24 +413,41 @@ pub fn start_linked(
 pub fn start(spec: &LoadSpec, io_backend: IoBackend) -> Result<Box<dyn Running>, String> {
     let store: Arc<dyn LocationStore> =
         Arc::new(EmbeddedStore::new(MonotonicClock::new(), LEASE_TERM));
-    let started = start_linked(spec.nodes, spec.sessions, spec.shards, io_backend, |_| {
-        Ok(Arc::clone(&store))
-    })?;
+    let started = start_linked(
+        spec.nodes,
+        spec.sessions,
+        spec.shards,
+        io_backend,
+        |_| Ok(Arc::clone(&store)),
+        &|builder| builder,
+    )?;
     let hosts = &started[1..];
     let mut placed = Vec::with_capacity(spec.sessions);
+    let mut rooms = Vec::new();
     for index in 0..spec.actors {
         let bound = index < spec.sessions;
         if bound && spec.workload == Workload::Mixed {
-            // A room's players live with their room (its gate, §5).
+            // A room's players and its own Actor live with their room (its
+            // gate, §5).
             let room = index / ROOM_SIZE;
             let (rid, host) = &hosts[room % hosts.len()];
             let spot = SpotId::new(&room_name(index)).map_err(|e| format!("room id: {e}"))?;
             let id = spot
                 .actor_id(&player_name(index))
                 .map_err(|e| format!("player id: {e}"))?;
-            host.create_spot(ROOM, &spot)
-                .and_then(|spot| host.create_actor_in(&spot, PLAYER, &id))
+            let handle = host
+                .create_spot(ROOM, &spot)
+                .map_err(|e| format!("creating {spot} on node {rid}: {e}"))?;
+            host.create_actor_in(&handle, PLAYER, &id)
                 .map_err(|e| format!("creating {id} on node {rid}: {e}"))?;
+            if index % ROOM_SIZE == 0 {
+                let id = spot
+                    .actor_id(ROOM_ACTOR)
+                    .map_err(|e| format!("room actor id: {e}"))?;
+                host.create_actor_in(&handle, ROOM_ACTOR, &id)
+                    .map_err(|e| format!("creating {id} on node {rid}: {e}"))?;
+                rooms.push((host.caller(), id));
+            }
             continue;
         }
         let id = ActorId::new(&player_name(index)).map_err(|e| format!("player id: {e}"))?;
@@ -379,6 +457,20 @@ pub fn start(spec: &LoadSpec, io_backend: IoBackend) -> Result<Box<dyn Running>,
         if bound {
             placed.push(*rid);
         }
+    }
+    // Every room starts ticking now: sessions log in to rooms that tick,
+    // as players join a running game.
+    let mut ticks = Vec::with_capacity(16);
+    ticks.extend_from_slice(&(spec.tick.as_millis() as u64).to_le_bytes());
+    ticks.extend_from_slice(&(spec.payload_len as u64).to_le_bytes());
+    let ticks = Bytes::from(ticks);
+    for (caller, room) in rooms {
+        // A request, so that a timer the room could not set fails the
+        // start instead of a run with no ticks.
+        caller
+            .request(&room, START_TICKS, ticks.clone(), LINK_WAIT)
+            .wait()
+            .map_err(|e| format!("starting {room}'s ticks: {e}"))?;
     }
     let entry = started[0].1.stream_addr().ok_or("node 1 does not listen")?;
     let io_stack = match started[0].1.io_backend() {
