@@ -85,16 +85,12 @@ shard_matrix! {
         let mut new = login_on(&mesh[2], &player, session_shard(shards));
         assert_eq!(held.recv_timeout(WAIT).unwrap(), "replaced");
         // The old connection is still open (its callback awaits), yet its relay
-        // is refused.
+        // is refused: the session is closing (§6). The other half of P2, the
+        // retired binding generation refused at the Actor owner, is
+        // `p2_a_relay_on_a_binding_whose_51_was_lost_is_refused_at_the_actor_owner`.
         let error = relay_error(&mut old, &player, "late");
         assert_eq!(error.kind(), ErrorKind::Unavailable, "{error:?}");
-        assert!(
-            matches!(
-                error.reason(),
-                Reason::SessionClosing | Reason::StaleBinding
-            ),
-            "{error:?}"
-        );
+        assert_eq!(error.reason(), Reason::SessionClosing, "{error:?}");
         assert_push(&mut new, &player, "tick");
         assert!(!mesh[1]
             .observed
@@ -146,6 +142,52 @@ shard_matrix! {
         }
         assert_eq!(new.next_event(Duration::from_millis(200)).unwrap(), None);
     }
+}
+
+/// P2's other half: the 51 never reached the old session, which still
+/// relays on its binding; the Actor owner refuses the retired binding
+/// generation (`Unavailable`, a stale binding fence, §12), and the current
+/// binding stays.
+#[test]
+fn p2_a_relay_on_a_binding_whose_51_was_lost_is_refused_at_the_actor_owner() {
+    let (mesh, tap) = tapped_mesh(GameOptions::default());
+    mesh[1]
+        .node
+        .create_actor("player", &id("player-1"))
+        .unwrap();
+    tap.set(Direction::ToDialer, REPLACED, TapAction::Drop);
+    let mut old = login(&mesh[0], "player-1");
+    let mut new = login(&mesh[2], "player-1");
+    wait_until("the 51 to be sent (and dropped)", || {
+        tap.count(Direction::ToDialer, REPLACED) == 1
+    });
+    let refused = mesh[1]
+        .node
+        .flow_counters()
+        .get(FlowTrace::RelayRejectedStaleBinding);
+    let error = relay_error(&mut old, "player-1", "late");
+    assert_eq!(error.kind(), ErrorKind::Unavailable, "{error:?}");
+    assert_eq!(error.reason(), Reason::StaleBinding, "{error:?}");
+    assert_eq!(
+        mesh[1]
+            .node
+            .flow_counters()
+            .get(FlowTrace::RelayRejectedStaleBinding),
+        refused + 1
+    );
+    // The current binding did not change: the new session relays and gets
+    // the pushes, and the refused relay never reached the handler.
+    assert_eq!(
+        new.request(RELAY, payload("player-1", "mine"), WAIT)
+            .unwrap(),
+        payload("player-1", "mine")
+    );
+    assert_push(&mut new, "player-1", "tick");
+    assert_eq!(
+        mesh[1].observed.delivered.lock().unwrap().clone(),
+        vec![payload("player-1", "mine"), payload("player-1", "tick")]
+    );
+    assert!(!old.is_closed());
 }
 
 #[test]
