@@ -2,7 +2,7 @@
 
 mod runtime_support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use runtime_support::*;
@@ -163,6 +163,7 @@ fn x17_a_disconnect_callback_that_never_finishes_does_not_stall_cleanup() {
         GameOptions {
             settings: Some(settings),
             blocking_disconnect: Some("slow".to_owned()),
+            session_disconnect: SessionDisconnect::Logs,
             ..GameOptions::default()
         },
     );
@@ -176,9 +177,13 @@ fn x17_a_disconnect_callback_that_never_finishes_does_not_stall_cleanup() {
     let held = mesh[1].observed.held_receiver();
     drop(client);
     assert_eq!(held.recv_timeout(WAIT).unwrap(), "disconnect");
-    // The lifecycle deadline was armed when node 1 sent the notice, before
-    // this callback started: the clock starts now.
-    let started = Instant::now();
+    // The lifecycle deadline was armed when node 1 handled the close and
+    // sent the notices; the session's own disconnect callback started after
+    // that, on the same shard: the clock starts there.
+    wait_until("the session's disconnect callback", || {
+        !mesh[0].observed.session_log.lock().unwrap().is_empty()
+    });
+    let started = mesh[0].observed.session_log.lock().unwrap()[0].1;
     // The other binding's cleanup is not held up by the stuck callback.
     assert_eq!(
         mesh[2].disconnect_events.recv_timeout(WAIT).unwrap(),

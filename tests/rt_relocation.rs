@@ -245,15 +245,16 @@ fn quick_seal() -> NodeSettings {
     }
 }
 
-/// When the session owner's 43 crossed the tap to the coordinator: after
-/// the 42 sealed the binding and armed its SessionRelocationSealTimeout.
+/// When the coordinator's 42 crossed the tap to the session owner, one
+/// loopback hop before the session owner sealed the binding and armed its
+/// SessionRelocationSealTimeout. The last event the test sees before the
+/// arming: a start after it (the 43 at the tap, say) would be late by the
+/// tap's own wake-up, as long as the close's way to the client, and a
+/// correct timer would then look early now and then.
 fn sealed_at(m: &Moving) -> Instant {
     m.session_source
-        .first_seen(
-            Direction::ToAcceptor,
-            Command::SessionRelocationSealed.code(),
-        )
-        .expect("the session owner answered the seal")
+        .first_seen(Direction::ToDialer, Command::SessionRelocationSeal.code())
+        .expect("the coordinator asked for the seal")
 }
 
 /// The 60 as if the source expected another authority owner generation:
@@ -331,8 +332,8 @@ fn l3_without_44_the_session_closes_at_the_seal_timeout_and_held_messages_are_dr
         .node
         .relocate(&id("player-1"), RelocateTo::Node(3))
         .unwrap();
-    // The seal timeout was armed when the 42 sealed the binding, before the
-    // 43 went out: the clock starts when the tap read the 43.
+    // The seal timeout was armed when the 42 sealed the binding: the clock
+    // starts as the 42 reached the session owner's link.
     let sealed = sealed_at(&m);
     // The move committed at the target, but its 44 is lost: the binding
     // stays sealed at the session owner, which holds what is relayed now.
@@ -344,7 +345,7 @@ fn l3_without_44_the_session_closes_at_the_seal_timeout_and_held_messages_are_dr
     assert_held_request_ended_by_the_seal_timeout(&mut client, ended);
     assert!(
         elapsed >= Duration::from_millis(600),
-        "ended {elapsed:?} after the 43"
+        "ended {elapsed:?} after the 42"
     );
     assert!(elapsed < WAIT);
     assert_eq!(m.session_target.count(Direction::ToDialer, 44), 1);
@@ -690,7 +691,7 @@ fn l6_a_cas_failure_after_relay_ready_never_reopens_the_source_and_the_seal_time
     let elapsed = sealed.elapsed();
     assert!(
         elapsed >= Duration::from_millis(600),
-        "ended {elapsed:?} after the 43"
+        "ended {elapsed:?} after the 42"
     );
     assert_eq!(m.session_target.count(Direction::ToDialer, 44), 0);
     for game in [&m.source, &m.target] {
