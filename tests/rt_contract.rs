@@ -17,6 +17,7 @@ use zlink::error::{ErrorKind, Reason};
 use zlink::ids::PacketKey;
 use zlink::store::{EmbeddedStore, MonotonicClock};
 use zlink::wire::client::{ClientFrame, CloseReason};
+use zlink::wire::node::Command;
 
 fn store() -> Arc<EmbeddedStore> {
     Arc::new(EmbeddedStore::new(
@@ -295,6 +296,10 @@ shard_matrix! {
     }
 }
 
+/// The Actor lives on node 2 and the old session's node 1 reaches it
+/// through a tap, which reads the 51 one loopback hop before node 1 arms
+/// the callback timeout: the clock starts there (docs/TESTING.md "Timer
+/// lower bounds").
 #[test]
 fn x1_callback_without_terminal_is_force_closed_at_the_timeout() {
     let timeout = Duration::from_millis(400);
@@ -302,31 +307,39 @@ fn x1_callback_without_terminal_is_force_closed_at_the_timeout() {
         replacement_callback_timeout: timeout,
         ..NodeSettings::default()
     };
-    let game = start_game(GameOptions {
+    let options = GameOptions {
         settings: Some(settings),
         replaced_never_finishes: true,
         ..GameOptions::default()
-    });
-    let mut old = login(&game, "player-1");
-    let _new = login(&game, "player-1");
+    };
+    let store = new_store();
+    let two = start_node(2, store.clone(), options.clone(), &[]);
+    let tap = link_tap(two.node.peer_addr().unwrap());
+    let one = start_node(1, store, options, &[(2, tap.addr)]);
+    assert!(one.node.wait_linked(2, WAIT));
+    two.node.create_actor("player", &id("player-1")).unwrap();
+    let mut old = login(&one, "player-1");
+    let _new = login(&two, "player-1");
     assert_eq!(old.wait_closed(WAIT).unwrap(), Some(CloseReason::Replaced));
-    // The timeout was armed before the callback started: the clock starts
-    // at the callback's start.
-    let started = game.observed.replaced_started.lock().unwrap().clone();
-    assert_eq!(started.len(), 1);
-    let elapsed = started[0].elapsed();
+    let notice = tap
+        .first_seen(Direction::ToDialer, Command::BoundSessionReplaced.code())
+        .expect("the 51 crossed the tap");
+    let elapsed = notice.elapsed();
     assert!(
         elapsed >= timeout,
-        "force-closed {elapsed:?} after the callback started"
+        "force-closed {elapsed:?} after the 51 reached node 1's link"
     );
     assert!(elapsed < Duration::from_secs(5), "{elapsed:?}");
+    // The timeout closed it: the callback never ended.
+    assert!(one.observed.replaced_callbacks.lock().unwrap().is_empty());
+    assert_eq!(
+        one.node
+            .flow_counters()
+            .get(FlowTrace::ReplacementCallbackTimeout),
+        1
+    );
 }
 
-/// The spec's defaults of the two server settings it names, as the public
-/// API and zlink-node (whose config defaults are `NodeSettings::default()`,
-/// src/bin/zlink-node/config.rs `x1_l3_left_out_keys_take_the_specs_defaults`)
-/// give them: SessionReplacementCallbackTimeout 30,000 ms (§6, X1) and
-/// SessionRelocationSealTimeout 3,000 ms (§8.1, L3).
 #[test]
 fn x1_l3_the_public_defaults_are_the_specs_30000_ms_and_3000_ms() {
     let defaults = NodeSettings::default();

@@ -2,7 +2,7 @@
 
 mod runtime_support;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use runtime_support::*;
@@ -163,7 +163,6 @@ fn x17_a_disconnect_callback_that_never_finishes_does_not_stall_cleanup() {
         GameOptions {
             settings: Some(settings),
             blocking_disconnect: Some("slow".to_owned()),
-            session_disconnect: SessionDisconnect::Logs,
             ..GameOptions::default()
         },
     );
@@ -175,15 +174,15 @@ fn x17_a_disconnect_callback_that_never_finishes_does_not_stall_cleanup() {
         Bytes::from_static(b"bound")
     );
     let held = mesh[1].observed.held_receiver();
+    // The lifecycle deadline is armed when node 1 handles the client's end
+    // and sends the notices, one loopback hop after this: the last event
+    // before the arming the test sees. (A clock started after the arming,
+    // at the session's own disconnect callback, made a correct deadline
+    // look 1.3 ms early on the loaded machine: docs/TESTING.md "Timer lower
+    // bounds".)
+    let started = Instant::now();
     drop(client);
     assert_eq!(held.recv_timeout(WAIT).unwrap(), "disconnect");
-    // The lifecycle deadline was armed when node 1 handled the close and
-    // sent the notices; the session's own disconnect callback started after
-    // that, on the same shard: the clock starts there.
-    wait_until("the session's disconnect callback", || {
-        !mesh[0].observed.session_log.lock().unwrap().is_empty()
-    });
-    let started = mesh[0].observed.session_log.lock().unwrap()[0].1;
     // The other binding's cleanup is not held up by the stuck callback.
     assert_eq!(
         mesh[2].disconnect_events.recv_timeout(WAIT).unwrap(),
@@ -193,7 +192,7 @@ fn x17_a_disconnect_callback_that_never_finishes_does_not_stall_cleanup() {
     let elapsed = started.elapsed();
     assert!(
         elapsed >= deadline,
-        "gave up {elapsed:?} after the callback started"
+        "gave up {elapsed:?} after the client left"
     );
     assert!(elapsed < Duration::from_secs(5), "{elapsed:?}");
     assert_eq!(

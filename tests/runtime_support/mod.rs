@@ -187,10 +187,6 @@ thread_local! {
 pub struct Observed {
     pub disconnects: Mutex<Vec<String>>,
     pub replaced_callbacks: Mutex<Vec<(String, Instant)>>,
-    /// When each replacement callback started: after the runtime armed its
-    /// SessionReplacementCallbackTimeout (§6), so a lower bound measured
-    /// from here never counts time before the arming (X1).
-    pub replaced_started: Mutex<Vec<Instant>>,
     pub handler_in_session_context: AtomicBool,
     pub session_callbacks_overlapped: AtomicBool,
     pub in_session_turn: AtomicBool,
@@ -835,7 +831,6 @@ pub fn start_node<S: LocationStore + 'static>(
     let builder = builder.on_replaced(move |session, actor| {
         let o = Arc::clone(&o);
         async move {
-            o.replaced_started.lock().unwrap().push(Instant::now());
             session.send_to_client(
                 REPLACED_NOTICE,
                 Bytes::copy_from_slice(actor.as_str().as_bytes()),
