@@ -239,6 +239,35 @@ fn core_p3_close_not_before_100ms_after_callback_terminal() {
     }
 }
 
+/// §6: the 100 ms close "revalidates before closing". When the client went
+/// away within the 100 ms, the timer finds the session closed already: it
+/// closes nothing and records `replacement_close_superseded`.
+#[test]
+fn core_p3_the_close_timer_revalidates_and_closes_nothing_when_the_session_is_gone() {
+    let Given {
+        mut mesh,
+        old,
+        new,
+        s1,
+        s2,
+        a,
+        ..
+    } = given(SessionOwnerConfig::default());
+    bind_ok(&mut mesh, new, s2, &a);
+    let callback = the_replacement_callback(&mesh, old, s1);
+    mesh.sessions(old)
+        .replacement_callback_done(s1, callback, true);
+    // When the client goes away 40 ms later.
+    mesh.advance(Duration::from_millis(40));
+    mesh.sessions(old).connection_lost(s1);
+    assert_eq!(count(&mesh, old, FlowTrace::ReplacementCloseSuperseded), 0);
+    // Then at the 100 ms the timer stands down: no close, and it says so.
+    mesh.advance(Duration::from_millis(60));
+    assert_eq!(count(&mesh, old, FlowTrace::ReplacementCloseSuperseded), 1);
+    assert!(closes(&mesh, old, s1).is_empty());
+    assert!(!mesh.closed(new, s2));
+}
+
 #[test]
 fn core_p4_rebinding_the_current_binding_is_idempotent() {
     // Given s1 bound to "a".

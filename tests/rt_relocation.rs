@@ -245,6 +245,18 @@ fn quick_seal() -> NodeSettings {
     }
 }
 
+/// When the coordinator's 42 crossed the tap to the session owner, one
+/// loopback hop before the session owner sealed the binding and armed its
+/// SessionRelocationSealTimeout. The last event the test sees before the
+/// arming: a start after it (the 43 at the tap, say) would be late by the
+/// tap's own wake-up, as long as the close's way to the client, and a
+/// correct timer would then look early now and then.
+fn sealed_at(m: &Moving) -> Instant {
+    m.session_source
+        .first_seen(Direction::ToDialer, Command::SessionRelocationSeal.code())
+        .expect("the coordinator asked for the seal")
+}
+
 /// The 60 as if the source expected another authority owner generation:
 /// the target's CAS then conflicts after relay-ready (L6).
 fn stale_expected_authority(record: NodeRecord) -> NodeRecord {
@@ -257,6 +269,56 @@ fn stale_expected_authority(record: NodeRecord) -> NodeRecord {
     }
 }
 
+/// L2 through the seal itself: the 44 commit is kept back at the tap, so a
+/// message relayed after the 43 is held by the session owner (§8.1) until
+/// it arrives; then it goes to the target, once, before a later relay.
+#[test]
+fn l2_a_message_relayed_under_the_seal_is_held_and_processed_once_on_the_target() {
+    // The default seal timeout (3 s): the test takes its time.
+    let settings = NodeSettings {
+        pin_cores: false,
+        ..NodeSettings::default()
+    };
+    let (m, mut client) = relocating_with(settings, Some(TapAction::Hold));
+    wait_until("the 44 reached the tap", || {
+        m.session_target.count(Direction::ToDialer, 44) == 1
+    });
+    let held = client
+        .start_request(RELAY, payload("player-1", "held"))
+        .unwrap();
+    wait_until("the relay held under the seal", || {
+        held_under_seal(&m.session) == 1
+    });
+    // When the 44 commit arrives.
+    assert_eq!(m.session_target.replay(), 1);
+    let later = client
+        .start_request(RELAY, payload("player-1", "later"))
+        .unwrap();
+    assert_eq!(
+        client.wait_reply(held, WAIT).unwrap(),
+        Ok(payload("player-1", "held"))
+    );
+    assert_eq!(
+        client.wait_reply(later, WAIT).unwrap(),
+        Ok(payload("player-1", "later"))
+    );
+    // Then it ran on the target exactly once, before the later relay, and
+    // never at the source.
+    assert_eq!(
+        m.target.observed.delivered.lock().unwrap().clone(),
+        vec![payload("player-1", "held"), payload("player-1", "later")]
+    );
+    assert!(m.source.observed.delivered.lock().unwrap().is_empty());
+    assert_eq!(
+        m.session
+            .node
+            .flow_counters()
+            .get(FlowTrace::HeldMessageReleased),
+        1
+    );
+    assert_eq!(held_under_seal(&m.session), 0);
+}
+
 #[test]
 fn l3_without_44_the_session_closes_at_the_seal_timeout_and_held_messages_are_dropped() {
     let m = moving(quick_seal());
@@ -266,22 +328,24 @@ fn l3_without_44_the_session_closes_at_the_seal_timeout_and_held_messages_are_dr
         Command::SessionRelocationRoute.code(),
         TapAction::Drop,
     );
-    let started = Instant::now();
     m.source
         .node
         .relocate(&id("player-1"), RelocateTo::Node(3))
         .unwrap();
+    // The seal timeout was armed when the 42 sealed the binding: the clock
+    // starts as the 42 reached the session owner's link.
+    let sealed = sealed_at(&m);
     // The move committed at the target, but its 44 is lost: the binding
     // stays sealed at the session owner, which holds what is relayed now.
     let held = client
         .start_request(RELAY, payload("player-1", "held"))
         .unwrap();
     let ended = client.wait_reply(held, WAIT);
-    let elapsed = started.elapsed();
+    let elapsed = sealed.elapsed();
     assert_held_request_ended_by_the_seal_timeout(&mut client, ended);
     assert!(
         elapsed >= Duration::from_millis(600),
-        "ended after {elapsed:?}"
+        "ended {elapsed:?} after the 42"
     );
     assert!(elapsed < WAIT);
     assert_eq!(m.session_target.count(Direction::ToDialer, 44), 1);
@@ -304,7 +368,15 @@ fn l3_without_44_the_session_closes_at_the_seal_timeout_and_held_messages_are_dr
 /// client bound on node 1; the 44 coming back to node 1 is handled by
 /// `route` when given.
 fn relocating(route: Option<TapAction>) -> (Moving, zlink::client::Client) {
-    let m = moving(quick_seal());
+    relocating_with(quick_seal(), route)
+}
+
+/// [`relocating`] with these settings.
+fn relocating_with(
+    settings: NodeSettings,
+    route: Option<TapAction>,
+) -> (Moving, zlink::client::Client) {
+    let m = moving(settings);
     let client = login(&m.session, "player-1");
     if let Some(action) = route {
         m.session_target.set(
@@ -344,6 +416,65 @@ fn l4_a_duplicate_44_changes_no_route_and_only_warns() {
     assert_eq!(
         on_target,
         vec![payload("player-1", "after"), payload("player-1", "again")]
+    );
+    assert_eq!(
+        m.session
+            .node
+            .flow_counters()
+            .get(FlowTrace::LateSessionRouteUpdate),
+        1
+    );
+    assert!(!client.is_closed());
+}
+
+/// The duplicate above is byte for byte the 44 that switched the route, so
+/// applying it again would not show. Here the late 44 is an earlier move's:
+/// the Actor moved 2 → 3, then back 3 → 2, and only then does the first
+/// move's 44 (route: node 3) arrive again. The route must still name node 2.
+#[test]
+fn l4_a_late_44_of_an_earlier_move_changes_no_route_and_only_warns() {
+    let (m, mut client) = relocating(Some(TapAction::Keep));
+    assert_eq!(
+        client
+            .request(RELAY, payload("player-1", "there"), WAIT)
+            .unwrap(),
+        payload("player-1", "there")
+    );
+    // The Actor moves back to node 2; that move's 44 comes from node 2.
+    m.target
+        .node
+        .relocate(&id("player-1"), RelocateTo::Node(2))
+        .unwrap();
+    wait_moved(&m.target, &m.source);
+    assert_eq!(
+        client
+            .request(RELAY, payload("player-1", "back"), WAIT)
+            .unwrap(),
+        payload("player-1", "back")
+    );
+    let relays_to_3 = m.session_target.count(Direction::ToAcceptor, 24);
+    // When the first move's 44 arrives again, late.
+    assert_eq!(m.session_target.replay(), 1);
+    wait_counter(&m.session, FlowTrace::LateSessionRouteUpdate, 1);
+    // Then the route still names node 2: the next relay goes straight
+    // there, none over the link to node 3.
+    assert_eq!(
+        client
+            .request(RELAY, payload("player-1", "still"), WAIT)
+            .unwrap(),
+        payload("player-1", "still")
+    );
+    assert_eq!(
+        m.session_target.count(Direction::ToAcceptor, 24),
+        relays_to_3
+    );
+    assert_eq!(
+        m.source.observed.delivered.lock().unwrap().clone(),
+        vec![payload("player-1", "back"), payload("player-1", "still")]
+    );
+    assert_eq!(
+        m.target.observed.delivered.lock().unwrap().clone(),
+        vec![payload("player-1", "there")]
     );
     assert_eq!(
         m.session
@@ -491,10 +622,24 @@ fn l5_a_target_lost_before_relay_ready_sends_held_messages_over_the_source_route
         let held = client
             .start_request(RELAY, payload("player-1", "held"))
             .unwrap();
+        // The session owner holds it under the seal (§8.1) ...
+        wait_until("the relay held under the seal", || {
+            held_under_seal(&m.session) == 1
+        });
         let reply = client.wait_reply(held, WAIT).unwrap();
         assert_eq!(reply.unwrap(), payload("player-1", "held"));
         mover.join().unwrap()
     });
+    // ... and the 44 abort released it over the source route.
+    assert_eq!(
+        m.session
+            .node
+            .flow_counters()
+            .get(FlowTrace::HeldMessageReleased),
+        1
+    );
+    assert_eq!(held_under_seal(&m.session), 0);
+    assert_eq!(m.session_target.count(Direction::ToAcceptor, 24), 0);
     // The coordinator's bounded wait for relay-ready ended the move.
     let error = refused.unwrap_err();
     assert_eq!(error.kind(), ErrorKind::DeadlineExceeded, "{error:?}");
@@ -529,12 +674,12 @@ fn l6_a_cas_failure_after_relay_ready_never_reopens_the_source_and_the_seal_time
         Command::RelocationPrepare.code(),
         TapAction::Rewrite(stale_expected_authority),
     );
-    let started = Instant::now();
     let failed = m
         .source
         .node
         .relocate(&id("player-1"), RelocateTo::Node(3))
         .unwrap_err();
+    let sealed = sealed_at(&m);
     assert_eq!(failed.kind(), ErrorKind::Unavailable, "{failed:?}");
     // No 44 came: what the client relays now is held, and the seal timeout
     // closes the session; nothing goes back to the source route.
@@ -543,7 +688,11 @@ fn l6_a_cas_failure_after_relay_ready_never_reopens_the_source_and_the_seal_time
         .unwrap();
     let ended = client.wait_reply(held, WAIT);
     assert_held_request_ended_by_the_seal_timeout(&mut client, ended);
-    assert!(started.elapsed() >= Duration::from_millis(600));
+    let elapsed = sealed.elapsed();
+    assert!(
+        elapsed >= Duration::from_millis(600),
+        "ended {elapsed:?} after the 42"
+    );
     assert_eq!(m.session_target.count(Direction::ToDialer, 44), 0);
     for game in [&m.source, &m.target] {
         assert!(game.observed.delivered.lock().unwrap().is_empty());

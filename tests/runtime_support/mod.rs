@@ -1195,6 +1195,8 @@ struct TapState {
     kept: Vec<(Direction, Vec<u8>)>,
     /// Every record frame after the handshake, as it arrived.
     frames: Vec<(Direction, Vec<u8>)>,
+    /// When the tap read each record (direction, command), in order.
+    seen_at: Vec<(Direction, u8, Instant)>,
     writers: HashMap<Direction, Arc<Mutex<std::net::TcpStream>>>,
 }
 
@@ -1248,6 +1250,18 @@ impl LinkTap {
             .filter(|(d, f)| *d == direction && f[4] == command)
             .map(|(_, f)| f.clone())
             .collect()
+    }
+
+    /// When the tap read the first record of `command` going `direction`:
+    /// after the sending node sent it, so after anything that node did
+    /// before sending it (a timer it armed, say).
+    pub fn first_seen(&self, direction: Direction, command: u8) -> Option<Instant> {
+        let state = self.state.lock().unwrap();
+        state
+            .seen_at
+            .iter()
+            .find(|&&(d, c, _)| d == direction && c == command)
+            .map(|&(_, _, at)| at)
     }
 
     /// Writes `frame` as is into the link going `direction`, as if the
@@ -1341,6 +1355,7 @@ pub fn link_tap(target: SocketAddr) -> LinkTap {
                             records.lock().unwrap().push((direction, command));
                             let mut state = state.lock().unwrap();
                             state.frames.push((direction, frame.clone()));
+                            state.seen_at.push((direction, command, Instant::now()));
                             let action = state
                                 .actions
                                 .get(&(direction, command))
@@ -1516,6 +1531,36 @@ impl Raw {
         }
     }
 
+    /// Ends the client's side of the connection (a FIN): the node sees the
+    /// client go away, and may still send until it closes its side.
+    pub fn shutdown_write(&mut self) {
+        self.stream.shutdown(std::net::Shutdown::Write).unwrap();
+    }
+
+    /// The next frame, or `None` once the node closed the connection
+    /// without another frame.
+    pub fn next_or_end(&mut self) -> Option<ClientFrame> {
+        assert!(self.ws.is_none(), "next_or_end reads TCP connections only");
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if let Some(frame) = ClientFrame::decode_from(&mut self.buf, &DecodeLimits::default())
+                .expect("a well-formed frame")
+            {
+                return Some(frame);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            assert!(!left.is_zero(), "no frame and no close from the server");
+            self.stream.set_read_timeout(Some(left)).unwrap();
+            let mut chunk = [0u8; 16 * 1024];
+            match self.stream.read(&mut chunk) {
+                Ok(0) => return None,
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return None,
+                Err(e) => panic!("read: {e}"),
+            }
+        }
+    }
+
     pub fn request(key: PacketKey, correlation: u32, payload: Bytes) -> ClientFrame {
         ClientFrame::Request {
             key,
@@ -1552,4 +1597,15 @@ impl Raw {
             other => panic!("login: {other:?}"),
         }
     }
+}
+
+/// How many messages `game`'s sessions hold under relocation seals now
+/// (§8.1; the public gauge `zlink_held_messages{hold="session_seal"}`).
+pub fn held_under_seal<S: LocationStore>(game: &Game<S>) -> u64 {
+    let text = game.node.metrics().encode();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("zlink_held_messages{") && l.contains(r#"hold="session_seal""#))
+        .unwrap_or_else(|| panic!("no held-messages gauge in {text}"));
+    line.rsplit(' ').next().unwrap().parse().unwrap()
 }

@@ -828,7 +828,7 @@ mod tests {
     /// Keys left out take the runtime's defaults, which are the spec's
     /// where it gives one (§6: 30,000 ms; §8.1: 3,000 ms).
     #[test]
-    fn left_out_keys_take_the_runtime_defaults() {
+    fn x1_l3_left_out_keys_take_the_specs_defaults() {
         let text = "[node]\nrid = 1\nmeshes = [\"m\"]\n[listen]\nstream = \"127.0.0.1:0\"\n\
                     [store]\nurl = \"embedded\"\n";
         let config = parse(text, Path::new(".")).unwrap();
