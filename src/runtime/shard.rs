@@ -228,6 +228,10 @@ impl ShardState {
     /// (docs/threading.md "One clock per turn"). Every input of the turn is
     /// stamped with it, so the core, the links and the edge deadlines see
     /// one time; a deadline is checked late by at most one turn, never early.
+    /// Reads the clock: at the start of each loop turn, and once more when
+    /// a replacement callback reaches its terminal, whose 100 ms close must
+    /// start from the terminal, not from the turn's start (§6;
+    /// docs/threading.md "One clock per turn").
     fn tick(&mut self) {
         self.wall = std::time::Instant::now();
         self.clock = self.node.instant_at(self.wall).max(self.clock);

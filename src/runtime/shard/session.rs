@@ -570,6 +570,11 @@ impl ShardHandle {
                     None => true,
                 };
                 let mut state = self.state.borrow_mut();
+                // §6: the close follows the callback's terminal by 100 ms,
+                // never sooner. The callback may end late in a long loop
+                // turn, so the clock is read again here: the turn's first
+                // reading would start the close too early.
+                state.tick();
                 let now = state.now();
                 state
                     .core
