@@ -19,6 +19,9 @@ const PASSWORD: &str = "zlink-test-store-password";
 fn store(redis: &RedisServer, password: Option<&str>) -> RedisStore {
     let config = RedisStoreConfig {
         password: password.map(|p| RedisPassword(p.to_owned())),
+        // Generous on a busy CI machine (issue 23 item 4): these tests
+        // check answers, never how fast they come.
+        call_timeout: std::time::Duration::from_secs(5),
         ..RedisStoreConfig::new(redis.url(), "auth")
     };
     RedisStore::open(config, MonotonicClock::new()).expect("a valid config")
