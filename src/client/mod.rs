@@ -13,6 +13,8 @@
 //! (docs/clients.md "Reconnect rules").
 
 mod reconnect;
+#[cfg(feature = "client-tokio")]
+pub mod tokio;
 
 pub use reconnect::{Endpoint, ReconnectEvent, ReconnectPolicy, ReconnectingClient, RequestId};
 

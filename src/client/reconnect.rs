@@ -66,6 +66,33 @@ pub struct ReconnectPolicy {
     pub login_timeout: Duration,
 }
 
+impl ReconnectPolicy {
+    /// The wait before attempt `attempts` (from 0) after a drop:
+    /// `first_delay` doubled per attempt, capped at `max_delay`, then drawn
+    /// between half of it and all of it (`jitter`: the caller's xorshift
+    /// state), so that clients dropped together do not return together.
+    pub(crate) fn delay(&self, attempts: u32, jitter: &mut u64) -> Duration {
+        let cap = self
+            .first_delay
+            .saturating_mul(1u32 << attempts.min(16))
+            .min(self.max_delay);
+        *jitter ^= *jitter << 13;
+        *jitter ^= *jitter >> 7;
+        *jitter ^= *jitter << 17;
+        let half = cap / 2;
+        let spread = u64::try_from(half.as_micros()).unwrap_or(u64::MAX).max(1);
+        half + Duration::from_micros(*jitter % spread)
+    }
+
+    /// A seed for [`Self::delay`]'s jitter.
+    pub(crate) fn jitter_seed() -> u64 {
+        let mut seed = [0u8; 8];
+        // A weak seed is only a worse spread of retries, never a fault.
+        let _ = getrandom::fill(&mut seed);
+        u64::from_le_bytes(seed) | 1
+    }
+}
+
 impl Default for ReconnectPolicy {
     fn default() -> Self {
         Self {
@@ -144,9 +171,6 @@ impl ReconnectingClient {
     ) -> Result<Self, ClientError> {
         let mut client = endpoint.connect()?;
         client.request(login_key, login_payload.clone(), policy.login_timeout)?;
-        let mut seed = [0u8; 8];
-        // A weak seed is only a worse spread of retries, never a fault.
-        let _ = getrandom::fill(&mut seed);
         Ok(Self {
             endpoint,
             login: (login_key, login_payload),
@@ -158,7 +182,7 @@ impl ReconnectingClient {
             attempts: 0,
             next_attempt: Instant::now(),
             ended: None,
-            jitter: u64::from_le_bytes(seed) | 1,
+            jitter: ReconnectPolicy::jitter_seed(),
         })
     }
 
@@ -347,20 +371,9 @@ impl ReconnectingClient {
         self.events.push_back(ReconnectEvent::Closed(reason));
     }
 
-    /// The wait before the next attempt: `first_delay` doubled per attempt,
-    /// capped, then drawn between half of it and all of it.
+    /// The wait before the next attempt.
     fn delay(&mut self) -> Duration {
-        let doubled = self
-            .policy
-            .first_delay
-            .saturating_mul(1u32 << self.attempts.min(16));
-        let cap = doubled.min(self.policy.max_delay);
-        self.jitter ^= self.jitter << 13;
-        self.jitter ^= self.jitter >> 7;
-        self.jitter ^= self.jitter << 17;
-        let half = cap / 2;
-        let spread = u64::try_from(half.as_micros()).unwrap_or(u64::MAX).max(1);
-        half + Duration::from_micros(self.jitter % spread)
+        self.policy.delay(self.attempts, &mut self.jitter)
     }
 
     fn connected(&mut self) -> Result<&mut Client, ClientError> {
