@@ -640,6 +640,9 @@ pub fn wait_sample(address: SocketAddr, series: &str, value: f64, ended: impl Fn
 // ---- the lobby game's client side (src/bin/lobby/game.rs) -------------------
 
 /// The lobby's typed messages (src/bin/lobby/messages.rs): MessagePack maps.
+/// A test that also has tests/layout_support loads the file a second time,
+/// inside the lobby game there: two copies of the same plain types.
+#[allow(clippy::duplicate_mod)]
 #[path = "../../src/bin/lobby/messages.rs"]
 pub mod lobby;
 #[allow(unused_imports)]
