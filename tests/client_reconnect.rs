@@ -15,11 +15,29 @@ use zlink::client::{
     Client, ClientEvent, CloseReason, Endpoint, ReconnectEvent, ReconnectPolicy, ReconnectingClient,
 };
 use zlink::error::Reason;
-use zlink::ids::PacketKey;
+use zlink::typed;
 
-/// The lobby game's keys (src/bin/lobby/game.rs).
-const LOGIN: PacketKey = PacketKey(1);
-const MOVE: PacketKey = PacketKey(2);
+/// The lobby game's LOGIN payload for `player` (MessagePack).
+fn login_of(player: &str) -> Bytes {
+    payload(&lobby::Login {
+        player: player.to_owned(),
+    })
+}
+
+/// The lobby game's MOVE payload of `player` by (`dx`, `dy`).
+fn move_of(player: &str, dx: i64, dy: i64) -> Bytes {
+    payload(&lobby::Move {
+        player: player.to_owned(),
+        dx,
+        dy,
+    })
+}
+
+/// The position a MOVE reply carries.
+fn position(reply: &[u8]) -> (i64, i64) {
+    let at: lobby::Position = typed::decode(reply).expect("a Position");
+    (at.x, at.y)
+}
 
 /// A node on the embedded store, its STREAM listener on `port` (0: any).
 fn node_config(port: u16) -> String {
@@ -75,22 +93,14 @@ fn a_node_killed_and_restarted_under_the_client_ends_the_request_in_flight_outco
     let dir = temp_dir("reconnect");
     let mut node = NodeProcess::start(1, &write_config(&dir, "a.toml", &node_config(0)));
     let port = node.stream.port();
-    let mut client = ReconnectingClient::connect(
-        Endpoint::Tcp(node.stream),
-        LOGIN,
-        Bytes::from_static(b"ann"),
-        policy(),
-    )
-    .expect("the first connection and login");
-    let moved = client
-        .request(MOVE, Bytes::from_static(b"ann:1,0"), WAIT)
-        .unwrap();
-    assert_eq!(moved, Bytes::from_static(b"1,0"));
+    let mut client =
+        ReconnectingClient::connect(Endpoint::Tcp(node.stream), LOGIN, login_of("ann"), policy())
+            .expect("the first connection and login");
+    let moved = client.request(MOVE, move_of("ann", 1, 0), WAIT).unwrap();
+    assert_eq!(position(&moved), (1, 0));
     // A request in flight when the node dies: frozen, then killed.
     node.freeze(true);
-    let lost = client
-        .start_request(MOVE, Bytes::from_static(b"ann:1000,0"))
-        .unwrap();
+    let lost = client.start_request(MOVE, move_of("ann", 1000, 0)).unwrap();
     node.kill9();
     let outcome = next(&mut client, |e| match e {
         ReconnectEvent::Reply { id, outcome } if id == lost => Some(outcome),
@@ -106,32 +116,20 @@ fn a_node_killed_and_restarted_under_the_client_ends_the_request_in_flight_outco
     });
     // The lost MOVE was not sent again: the new node's player (a fresh one,
     // on the embedded store) moves from the origin.
-    let moved = client
-        .request(MOVE, Bytes::from_static(b"ann:0,1"), WAIT)
-        .unwrap();
-    assert_eq!(
-        moved,
-        Bytes::from_static(b"0,1"),
-        "the lost request ran again"
-    );
+    let moved = client.request(MOVE, move_of("ann", 0, 1), WAIT).unwrap();
+    assert_eq!(position(&moved), (0, 1), "the lost request ran again");
 }
 
 #[test]
 fn a_close_for_replaced_never_reconnects() {
     let dir = temp_dir("replaced");
     let node = NodeProcess::start(1, &write_config(&dir, "a.toml", &node_config(0)));
-    let mut first = ReconnectingClient::connect(
-        Endpoint::Tcp(node.stream),
-        LOGIN,
-        Bytes::from_static(b"bob"),
-        policy(),
-    )
-    .unwrap();
+    let mut first =
+        ReconnectingClient::connect(Endpoint::Tcp(node.stream), LOGIN, login_of("bob"), policy())
+            .unwrap();
     // Another connection of the same player takes over (§6).
     let mut second = Client::connect(node.stream).unwrap();
-    second
-        .request(LOGIN, Bytes::from_static(b"bob"), WAIT)
-        .unwrap();
+    login(&mut second, "bob").unwrap();
     let closed = next(&mut first, |e| match e {
         ReconnectEvent::Closed(reason) => Some(reason),
         ReconnectEvent::Reconnected => panic!("reconnected after Replaced"),
@@ -141,12 +139,8 @@ fn a_close_for_replaced_never_reconnects() {
     assert!(!first.is_connected());
     assert!(first.start_request(MOVE, Bytes::new()).is_err());
     // The second connection is still the player's.
-    assert_eq!(
-        second
-            .request(MOVE, Bytes::from_static(b"bob:2,2"), WAIT)
-            .unwrap(),
-        Bytes::from_static(b"2,2")
-    );
+    let moved = second.request(MOVE, move_of("bob", 2, 2), WAIT).unwrap();
+    assert_eq!(position(&moved), (2, 2));
 }
 
 #[test]
@@ -154,18 +148,12 @@ fn a_cancelled_request_is_never_reported_and_later_ones_are() {
     let dir = temp_dir("cancel");
     let node = NodeProcess::start(1, &write_config(&dir, "a.toml", &node_config(0)));
     let mut client = Client::connect(node.stream).unwrap();
-    client
-        .request(LOGIN, Bytes::from_static(b"cid"), WAIT)
-        .unwrap();
-    let cancelled = client
-        .start_request(MOVE, Bytes::from_static(b"cid:5,5"))
-        .unwrap();
+    login(&mut client, "cid").unwrap();
+    let cancelled = client.start_request(MOVE, move_of("cid", 5, 5)).unwrap();
     assert!(client.cancel(cancelled));
     // A later request's reply comes after the cancelled one's: by then the
     // cancelled reply was read and dropped.
-    let later = client
-        .start_request(MOVE, Bytes::from_static(b"cid:1,1"))
-        .unwrap();
+    let later = client.start_request(MOVE, move_of("cid", 1, 1)).unwrap();
     match client.next_event(WAIT).unwrap().expect("the later reply") {
         ClientEvent::Reply {
             correlation,
@@ -173,7 +161,7 @@ fn a_cancelled_request_is_never_reported_and_later_ones_are() {
         } => {
             assert_eq!(correlation, later, "the cancelled request was reported");
             // Cancelling does not undo a request: it ran (5,5 + 1,1).
-            assert_eq!(outcome.unwrap(), Bytes::from_static(b"6,6"));
+            assert_eq!(position(&outcome.unwrap()), (6, 6));
         }
         other => panic!("{other:?}"),
     }

@@ -14,55 +14,95 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::channel;
 use std::sync::Arc;
 
-use bytes::Bytes;
-use layout_support::lobby::{JOIN, LOCATE, LOGIN, LOOKUP, MOVE, REPLACED_NOTICE, TICK};
+use layout_support::lobby::{
+    Found, Join, Locate, Location, Login, Lookup, Move, Position, Replaced, Tick, Welcome,
+    REPLACED_NOTICE, TICK,
+};
 use layout_support::{layout_matrix, Layout, Mesh};
 use runtime_support::WAIT;
 use zlink::client::{Client, ClientEvent};
 use zlink::ids::PacketKey;
+use zlink::typed::{self, Message};
 use zlink::wire::client::CloseReason;
 use zlink::wire::node::Command;
 
-/// Sends a request and returns its reply as text.
-fn request(client: &mut Client, key: PacketKey, payload: &str) -> String {
-    let reply = client
-        .request(key, Bytes::copy_from_slice(payload.as_bytes()), WAIT)
-        .unwrap_or_else(|e| panic!("{key:?} {payload:?}: {e:?}"));
-    String::from_utf8(reply.to_vec()).expect("a UTF-8 reply")
+/// Sends a typed request of the lobby and returns its reply.
+fn call<M: Message + std::fmt::Debug>(client: &mut Client, message: &M) -> M::Reply {
+    client
+        .call(message, WAIT)
+        .unwrap_or_else(|e| panic!("{message:?}: {e:?}"))
 }
 
 /// Creates `player` on node `owner`: a LOOKUP there creates it (§1 step 2)
 /// without binding it.
 fn create(mesh: &mut Mesh, owner: u64, player: &str) {
     let mut client = mesh.client(owner);
-    assert_eq!(request(&mut client, LOOKUP, player), "found");
+    let found = call(
+        &mut client,
+        &Lookup {
+            player: player.to_owned(),
+        },
+    );
+    assert_eq!(
+        found,
+        Found {
+            player: player.to_owned()
+        }
+    );
 }
 
 /// Binds `player` to the client's session.
 fn login(client: &mut Client, player: &str) {
-    assert_eq!(request(client, LOGIN, player), "welcome");
+    let welcome = call(
+        client,
+        &Login {
+            player: player.to_owned(),
+        },
+    );
+    assert_eq!(
+        welcome,
+        Welcome {
+            player: player.to_owned()
+        }
+    );
 }
 
-/// The x of a position reply `"<x>,<y>"`.
+/// The MOVE of `player` by (1, 0).
+fn step_of(player: &str) -> Move {
+    Move {
+        player: player.to_owned(),
+        dx: 1,
+        dy: 0,
+    }
+}
+
+/// The x of a MOVE reply (a `Position` on the x axis).
 fn x_of(reply: &[u8]) -> u64 {
-    let text = std::str::from_utf8(reply).expect("a UTF-8 position");
-    let (x, _) = text.split_once(',').expect("a position x,y");
-    x.parse().expect("a whole x")
+    let at: Position = typed::decode(reply).expect("a Position");
+    assert_eq!(at.y, 0, "only x moves");
+    at.x.try_into().expect("a non-negative x")
 }
 
 /// MOVEs `player` by (1, 0); its new x, which counts the MOVEs it handled.
 fn step(client: &mut Client, player: &str) -> u64 {
-    x_of(request(client, MOVE, &format!("{player}:1,0")).as_bytes())
+    let at = call(client, &step_of(player));
+    assert_eq!(at.y, 0, "only x moves");
+    at.x.try_into().expect("a non-negative x")
 }
 
-/// The next push the client gets, as (key, text).
-fn next_push(client: &mut Client) -> (PacketKey, String) {
+/// The next push the client gets: its key and its payload.
+fn next_push(client: &mut Client) -> (PacketKey, bytes::Bytes) {
     match client.next_event(WAIT).expect("the connection is open") {
-        Some(ClientEvent::Push { key, payload }) => {
-            (key, String::from_utf8(payload.to_vec()).expect("UTF-8"))
-        }
+        Some(ClientEvent::Push { key, payload }) => (key, payload),
         other => panic!("expected a push, got {other:?}"),
     }
+}
+
+/// The next push, which must be the player's Tick.
+fn next_tick(client: &mut Client) -> Tick {
+    let (key, payload) = next_push(client);
+    assert_eq!(key, TICK);
+    typed::decode(&payload).expect("a Tick")
 }
 
 layout_matrix! {
@@ -79,7 +119,7 @@ layout_matrix! {
             assert_eq!(step(&mut client, &a), x);
         }
         // then the fourth MOVE's tick, pushed on node 2, reaches the client,
-        assert_eq!(next_push(&mut client), (TICK, "tick 4".to_owned()));
+        assert_eq!(next_tick(&mut client), Tick { moves: 4 });
         // the bind, the relays and the push crossed the link 1 -> 2 as
         // records 38, 24 and 36,
         let seen = tap.commands.lock().unwrap().clone();
@@ -118,10 +158,12 @@ layout_matrix! {
         // the next MOVE continues the same player and its tick arrives on
         // the new session,
         assert_eq!(step(&mut new, &b), 4);
-        assert_eq!(next_push(&mut new), (TICK, "tick 4".to_owned()));
+        assert_eq!(next_tick(&mut new), Tick { moves: 4 });
         // and the old session gets the duplicate-connection notice and its
         // close, never the tick.
-        assert_eq!(next_push(&mut old), (REPLACED_NOTICE, b.clone()));
+        let (key, notice) = next_push(&mut old);
+        assert_eq!(key, REPLACED_NOTICE);
+        assert_eq!(typed::decode::<Replaced>(&notice).unwrap(), Replaced { player: b.clone() });
         assert_eq!(old.wait_closed(WAIT).unwrap(), Some(CloseReason::Replaced));
         assert_eq!(mesh.counters(3).get("replaced"), 1);
     }
@@ -137,13 +179,13 @@ layout_matrix! {
         let c = mesh.player("c");
         create(&mut mesh, 2, &c);
         let mut client = mesh.client(1);
-        assert_eq!(request(&mut client, LOOKUP, &c), "found");
+        assert_eq!(call(&mut client, &Lookup { player: c.clone() }), Found { player: c.clone() });
         // when it moves to node 3,
         mesh.relocate(2, &c, 3).unwrap();
         let reads = mesh.counters(1).get("store_row_operations");
         // then binding that stale ActorRef succeeds, followed once over
         // node 2's Message Follow route, with no store read on node 1,
-        assert_eq!(request(&mut client, JOIN, ""), "welcome");
+        assert_eq!(call(&mut client, &Join {}), Welcome { player: c.clone() });
         assert_eq!(mesh.counters(1).get("store_row_operations"), reads);
         assert_eq!(mesh.counters(2).get("message_followed"), 1);
         // and the binding's route is the target's: a relay goes to node 3
@@ -155,9 +197,9 @@ layout_matrix! {
     }
 }
 
-/// The "<player>:<ObjectGeneration>" part of a LOCATE reply.
-fn identity(located: &str) -> &str {
-    located.split_once(" at ").expect("a LOCATE reply").0
+/// The player and ObjectGeneration of a LOCATE reply, without the tag.
+fn identity(located: &Location) -> (&str, u64) {
+    (&located.player, located.generation)
 }
 
 layout_matrix! {
@@ -171,7 +213,7 @@ layout_matrix! {
         let mut client = mesh.client(1);
         login(&mut client, &d);
         assert_eq!(step(&mut client, &d), 1);
-        let before = request(&mut client, LOCATE, &d);
+        let before = call(&mut client, &Locate { player: d.clone() });
         // when node 2 moves it to node 3,
         mesh.relocate(2, &d, 3).unwrap();
         // then a MOVE over the same connection is processed on node 3,
@@ -182,13 +224,13 @@ layout_matrix! {
         assert_eq!((two.get("actors"), three.get("actors")), (0, 1));
         // its ActorId and ObjectGeneration are kept, the session's
         // location snapshot changed,
-        let after = request(&mut client, LOCATE, &d);
+        let after = call(&mut client, &Locate { player: d.clone() });
         assert_eq!(identity(&after), identity(&before));
         assert_ne!(after, before, "the snapshot names the target");
         // a push from the moved player reaches the client,
         assert_eq!(step(&mut client, &d), 3);
         assert_eq!(step(&mut client, &d), 4);
-        assert_eq!(next_push(&mut client), (TICK, "tick 4".to_owned()));
+        assert_eq!(next_tick(&mut client), Tick { moves: 4 });
         // and the connection stayed, with no disconnect callback (§8.1).
         assert!(!client.is_closed());
         assert_eq!(mesh.counters(2).get("disconnects"), 0);
@@ -216,7 +258,7 @@ layout_matrix! {
         create(&mut mesh, 2, &e);
         let mut client = mesh.client(1);
         login(&mut client, &e);
-        let step_e = Bytes::from(format!("{e}:1,0"));
+        let step_e = typed::encode(&step_of(&e)).unwrap();
         let (progress_tx, progress) = channel();
         let stop = Arc::new(AtomicBool::new(false));
         let stopping = Arc::clone(&stop);
@@ -225,7 +267,7 @@ layout_matrix! {
             let mut replies = 0;
             loop {
                 while in_flight.len() < IN_FLIGHT && !stopping.load(Ordering::SeqCst) {
-                    let moving = client.start_request(MOVE, step_e.clone());
+                    let moving = client.start_request(Move::KEY, step_e.clone());
                     in_flight.push_back(moving.expect("the connection is open"));
                 }
                 let Some(correlation) = in_flight.pop_front() else {

@@ -59,21 +59,25 @@ fn node_config_a_good_config_starts_serves_and_stops_on_sigterm() {
     // The lobby game is registered: a LOGIN and a MOVE are answered.
     let mut client = zlink::client::Client::connect(node.stream).expect("the node accepts");
     let login = client
-        .request(
-            zlink::ids::PacketKey(1),
-            bytes::Bytes::from_static(b"p1"),
+        .call(
+            &lobby::Login {
+                player: "p1".into(),
+            },
             WAIT,
         )
         .expect("LOGIN is answered");
-    assert_eq!(&login[..], b"welcome");
+    assert_eq!(login.player, "p1");
     let moved = client
-        .request(
-            zlink::ids::PacketKey(2),
-            bytes::Bytes::from_static(b"p1:2,3"),
+        .call(
+            &lobby::Move {
+                player: "p1".into(),
+                dx: 2,
+                dy: 3,
+            },
             WAIT,
         )
         .expect("MOVE is answered");
-    assert_eq!(&moved[..], b"2,3");
+    assert_eq!(moved, lobby::Position { x: 2, y: 3 });
     // The console (--console) answers each command, a bad one with an
     // error naming the commands; this node hosts p1 and has no peer to
     // move it to.
@@ -110,13 +114,14 @@ fn node_config_listen_websocket_serves_the_game_over_websocket() {
     let mut client = zlink::client::Client::connect_websocket(&format!("ws://{websocket}/"))
         .expect("the node upgrades");
     let login = client
-        .request(
-            zlink::ids::PacketKey(1),
-            bytes::Bytes::from_static(b"p1"),
+        .call(
+            &lobby::Login {
+                player: "p1".into(),
+            },
             WAIT,
         )
         .expect("LOGIN is answered over WebSocket");
-    assert_eq!(&login[..], b"welcome");
+    assert_eq!(login.player, "p1");
     let (_, status) = node.terminate();
     assert!(status.success(), "{status:?}");
 }
@@ -363,12 +368,13 @@ fn node_config_several_meshes_each_with_its_secret_and_peers() {
     let config = write_config(&dir, "two.toml", &format!("{two}{arena}"));
     let mut node = NodeProcess::start(7, &config);
     let mut client = zlink::client::Client::connect(node.stream).expect("the node accepts");
-    let login = client.request(
-        zlink::ids::PacketKey(1),
-        bytes::Bytes::from_static(b"p1"),
+    let login = client.call(
+        &lobby::Login {
+            player: "p1".into(),
+        },
         WAIT,
     );
-    assert_eq!(&login.expect("LOGIN is answered")[..], b"welcome");
+    assert_eq!(login.expect("LOGIN is answered").player, "p1");
     let (_, status) = node.terminate();
     assert!(status.success(), "{status:?}");
 }
@@ -386,12 +392,13 @@ fn node_config_role_and_max_sessions_reach_the_node() {
     let text = format!("{pinned}\n[limits]\nmax_sessions = 1\n");
     let mut node = NodeProcess::start(7, &write_config(&dir, "one.toml", &text));
     let mut first = zlink::client::Client::connect(node.stream).expect("the node accepts");
-    let login = first.request(
-        zlink::ids::PacketKey(1),
-        bytes::Bytes::from_static(b"p1"),
+    let login = first.call(
+        &lobby::Login {
+            player: "p1".into(),
+        },
         WAIT,
     );
-    assert_eq!(&login.expect("LOGIN is answered")[..], b"welcome");
+    assert_eq!(login.expect("LOGIN is answered").player, "p1");
     // a second client is told SessionLimit and closed, and it is counted.
     let mut second = zlink::client::Client::connect(node.stream).expect("the node accepts");
     match second.next_event(WAIT) {
@@ -410,9 +417,10 @@ fn node_config_role_and_max_sessions_reach_the_node() {
     let text = edit("shards = 1", "shards = 1\nrole = \"none\"");
     let mut node = NodeProcess::start(7, &write_config(&dir, "none.toml", &text));
     let mut client = zlink::client::Client::connect(node.stream).expect("the node accepts");
-    match client.request(
-        zlink::ids::PacketKey(1),
-        bytes::Bytes::from_static(b"p1"),
+    match client.call(
+        &lobby::Login {
+            player: "p1".into(),
+        },
         WAIT,
     ) {
         // Today NotFound (NoActorFactory): no Actor type is dispatched here.

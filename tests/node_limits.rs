@@ -9,7 +9,6 @@ mod node_support;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use node_support::*;
 use zlink::client::Client;
 
@@ -38,10 +37,7 @@ fn out_of_descriptors(backend: &str) {
     let mut node = NodeProcess::start_with_nofile(1, &path, NOFILE);
     // Given a session logged in and playing,
     let mut client = Client::connect(node.stream).expect("the node accepts a client");
-    let reply = client
-        .request(LOGIN, Bytes::from_static(b"p"), WAIT)
-        .expect("login");
-    assert_eq!(&reply[..], b"welcome");
+    login(&mut client, "p").expect("login");
     // when far more connections arrive than descriptors are left (the
     // kernel completes them into the backlog; accept fails with EMFILE),
     let flood: Vec<TcpStream> = (0..2 * NOFILE)
@@ -56,9 +52,7 @@ fn out_of_descriptors(backend: &str) {
     let started = Instant::now();
     let mut moves = 0;
     while started.elapsed() < Duration::from_secs(2) {
-        client
-            .request(MOVE, Bytes::from_static(b"p:1,0"), WAIT)
-            .expect("a MOVE of the established session");
+        step(&mut client, "p").expect("a MOVE of the established session");
         moves += 1;
     }
     let window = started.elapsed();
@@ -88,15 +82,12 @@ fn out_of_descriptors(backend: &str) {
             "no client accepted after the flood"
         );
         if let Ok(mut fresh) = Client::connect(node.stream) {
-            if fresh.request(LOGIN, Bytes::from_static(b"q"), WAIT).is_ok() {
+            if login(&mut fresh, "q").is_ok() {
                 break fresh;
             }
         }
     };
-    let reply = again
-        .request(MOVE, Bytes::from_static(b"q:1,0"), WAIT)
-        .unwrap();
-    assert_eq!(&reply[..], b"1,0");
+    assert_eq!(step(&mut again, "q").unwrap(), 1);
     let (report, status) = node.terminate();
     assert!(status.success(), "{report}");
 }

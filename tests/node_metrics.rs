@@ -12,8 +12,6 @@ use std::io::Read;
 use std::net::TcpStream;
 use std::time::Instant;
 
-use bytes::Bytes;
-
 use node_support::*;
 use redis_support::{Mode, RedisServer};
 
@@ -318,7 +316,7 @@ fn a_scrape_shows_a_message_held_under_a_seal_and_the_pause_it_waited() {
         wait_sample(metrics, prepare_sent, 1.0, || relocating.is_finished());
         let seen_sent = Instant::now();
         let held = client
-            .start_request(MOVE, Bytes::from_static(b"p:1,0"))
+            .start_request(MOVE, payload(&step_message("p")))
             .expect("the session takes a MOVE");
         wait_sample(metrics, sealed, 1.0, || relocating.is_finished());
         let during = scrape_at(metrics);
@@ -341,7 +339,7 @@ fn a_scrape_shows_a_message_held_under_a_seal_and_the_pause_it_waited() {
     // The held MOVE went to node 2 and is answered from p's moved state.
     let reply = client.wait_reply(held, REQUEST_WAIT);
     let reply = reply.expect("the held MOVE ends").expect("it is answered");
-    assert_eq!(&reply[..], b"2,0");
+    assert_eq!(x_of(&reply), Ok(2));
     let after = scrape_at(metrics);
     assert_line(
         &after,

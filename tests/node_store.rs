@@ -44,7 +44,6 @@ use std::sync::mpsc::channel;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use node_support::*;
 use redis_support::{Mode, RedisServer};
 use zlink::client::{Client, ClientError, ClientEvent};
@@ -690,16 +689,6 @@ impl Lineage {
     }
 }
 
-/// The x in a MOVE reply `"<x>,0"`.
-fn x_of(reply: &[u8]) -> Result<i64, String> {
-    std::str::from_utf8(reply)
-        .ok()
-        .and_then(|text| text.split_once(','))
-        .filter(|(_, y)| *y == "0")
-        .and_then(|(x, _)| x.parse().ok())
-        .ok_or_else(|| format!("a MOVE reply that is no position x,0: {reply:?}"))
-}
-
 /// The rest of the freeze, watched: the first event on `client` before
 /// `until` (a push is skipped), or `None` when nothing came — which is
 /// what a client whose Actor is moving and whose store is frozen should
@@ -1051,7 +1040,7 @@ fn a_move_across_a_store_freeze(cluster: &str, freeze: Duration) {
         // The freeze itself (the stimulus), from the CAS on, watched for
         // anything the session gets.
         let pending = client
-            .start_request(MOVE, Bytes::from(format!("{player}:1,0")))
+            .start_request(MOVE, payload(&step_message(player)))
             .expect("the session takes a MOVE");
         let early = watch(&mut client, cas_at + freeze);
         redis.resume();
@@ -1222,7 +1211,7 @@ fn a_redis_freeze_during_a_durable_abort_reopens_the_source_with_the_player() {
         });
         std::thread::sleep(FREEZE / 2);
         let pending = client
-            .start_request(MOVE, Bytes::from(format!("{player}:1,0")))
+            .start_request(MOVE, payload(&step_message(player)))
             .expect("the session takes a MOVE");
         let early = watch(&mut client, frozen_at + FREEZE);
         redis.resume();

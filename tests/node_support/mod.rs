@@ -639,10 +639,14 @@ pub fn wait_sample(address: SocketAddr, series: &str, value: f64, ended: impl Fn
 
 // ---- the lobby game's client side (src/bin/lobby/game.rs) -------------------
 
-/// LOGIN: binds the named player (created on first login).
-pub const LOGIN: zlink::ids::PacketKey = zlink::ids::PacketKey(1);
-/// MOVE `"<player>:<dx>,<dy>"`: the reply is the player's new position.
-pub const MOVE: zlink::ids::PacketKey = zlink::ids::PacketKey(2);
+/// The lobby's typed messages (src/bin/lobby/messages.rs): MessagePack maps.
+/// A test that also has tests/layout_support loads the file a second time,
+/// inside the lobby game there: two copies of the same plain types.
+#[allow(clippy::duplicate_mod)]
+#[path = "../../src/bin/lobby/messages.rs"]
+pub mod lobby;
+#[allow(unused_imports)]
+pub use lobby::{LOGIN, MOVE};
 
 /// A client's own limit on one request: far past the relay deadline (2 s),
 /// so a request that gets no terminal from the node is a failure, not a
@@ -654,13 +658,18 @@ pub fn connect(address: SocketAddr) -> zlink::client::Client {
     zlink::client::Client::connect(address).expect("the node accepts clients")
 }
 
-/// Logs `player` in; the lobby answers "welcome".
+/// Logs `player` in; the lobby answers `Welcome` naming it.
 pub fn login(
     client: &mut zlink::client::Client,
     player: &str,
 ) -> Result<(), zlink::client::ClientError> {
-    let reply = client.request(LOGIN, bytes::Bytes::from(player.to_owned()), REQUEST_WAIT)?;
-    assert_eq!(&reply[..], b"welcome");
+    let welcome = client.call(
+        &lobby::Login {
+            player: player.to_owned(),
+        },
+        REQUEST_WAIT,
+    )?;
+    assert_eq!(welcome.player, player);
     Ok(())
 }
 
@@ -669,10 +678,31 @@ pub fn step(
     client: &mut zlink::client::Client,
     player: &str,
 ) -> Result<i64, zlink::client::ClientError> {
-    let payload = bytes::Bytes::from(format!("{player}:1,0"));
-    let reply = client.request(MOVE, payload, REQUEST_WAIT)?;
-    let text = std::str::from_utf8(&reply).expect("a UTF-8 position");
-    let (x, y) = text.split_once(',').expect("a position x,y");
-    assert_eq!(y, "0", "only x moves");
-    Ok(x.parse().expect("a whole x"))
+    let at = client.call(&step_message(player), REQUEST_WAIT)?;
+    assert_eq!(at.y, 0, "only x moves");
+    Ok(at.x)
+}
+
+/// The MOVE of `player` by (1, 0), for a test that sends it itself.
+pub fn step_message(player: &str) -> lobby::Move {
+    lobby::Move {
+        player: player.to_owned(),
+        dx: 1,
+        dy: 0,
+    }
+}
+
+/// The payload of a lobby message, for `start_request` (MessagePack).
+pub fn payload<M: zlink::typed::Message>(message: &M) -> bytes::Bytes {
+    zlink::typed::encode(message).expect("a lobby message encodes")
+}
+
+/// The x of a MOVE reply (a `Position`) whose y is 0.
+pub fn x_of(reply: &[u8]) -> Result<i64, String> {
+    let at: lobby::Position = zlink::typed::decode(reply)
+        .map_err(|e| format!("a MOVE reply that is no position: {e}"))?;
+    if at.y != 0 {
+        return Err(format!("a MOVE reply off the x axis: {at:?}"));
+    }
+    Ok(at.x)
 }

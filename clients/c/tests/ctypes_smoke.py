@@ -1,6 +1,8 @@
 """The C ABI's shared library (libzlink_c.so, what Unity's P/Invoke loads)
 through Python's ctypes, against a zlink-node it starts: login, MOVE
 requests answered by position, the player's tick push, a typed error, close.
+The lobby's messages are MessagePack maps (docs/wire.md "The lobby game's
+messages"), written here by hand for the few small values they carry.
 
     python3 clients/c/tests/ctypes_smoke.py $CARGO_TARGET_DIR/debug/libzlink_c.so \
         $CARGO_TARGET_DIR/debug/zlink-node
@@ -21,6 +23,22 @@ import time
 WAIT_S = 20.0
 LOGIN, MOVE, TICK = 1, 2, 100
 EVENT_LOGGED_IN, EVENT_REPLY, EVENT_PUSH, EVENT_CLOSED = 1, 2, 3, 4
+
+
+def mp(fields):
+    """A MessagePack map of short string keys to short strings or integers
+    in 0..127: all the lobby's messages here need (fixmap, fixstr, fixint)."""
+    out = bytes([0x80 | len(fields)])
+    for key, value in fields.items():
+        for item in (key, value):
+            if isinstance(item, str):
+                raw = item.encode()
+                assert len(raw) < 32
+                out += bytes([0xA0 | len(raw)]) + raw
+            else:
+                assert 0 <= item < 128
+                out += bytes([item])
+    return out
 
 
 class Options(C.Structure):
@@ -145,19 +163,21 @@ def main():
         assert lib.zlink_options_default(C.byref(o)) == 0
         o.address = f"127.0.0.1:{node.port}".encode()
         o.has_login, o.login_key = 1, LOGIN
-        o.login_payload, o.login_payload_len = b"py-player", len(b"py-player")
+        login = mp({"player": "py-player"})
+        o.login_payload, o.login_payload_len = login, len(login)
         client = lib.zlink_client_new(C.byref(o))
         assert client
         assert lib.zlink_connect(client) == 0
         ev = Event()
         next_event(lib, client, ev)
-        assert (ev.kind, ev.reconnect, ev.data()) == (EVENT_LOGGED_IN, 0, b"welcome"), (ev.kind, ev.data())
+        assert (ev.kind, ev.reconnect, ev.data()) == (EVENT_LOGGED_IN, 0, login), (ev.kind, ev.data())
         passed += 1
 
         pushes, replies = [], []
         for i in range(1, 5):
             rid = C.c_uint64()
-            assert lib.zlink_request(client, MOVE, b"py-player:1,0", 13, 0, C.byref(rid)) == 0
+            step = mp({"player": "py-player", "dx": 1, "dy": 0})
+            assert lib.zlink_request(client, MOVE, step, len(step), 0, C.byref(rid)) == 0
             while True:
                 next_event(lib, client, ev)
                 if ev.kind == EVENT_PUSH:
@@ -166,12 +186,12 @@ def main():
                 assert ev.kind == EVENT_REPLY and ev.request_id == rid.value and ev.error_kind == 0
                 replies.append(ev.data())
                 break
-        assert replies == [b"1,0", b"2,0", b"3,0", b"4,0"], replies
+        assert replies == [mp({"x": x, "y": 0}) for x in range(1, 5)], replies
         while not pushes:
             next_event(lib, client, ev)
             if ev.kind == EVENT_PUSH:
                 pushes.append((ev.key, ev.data()))
-        assert pushes == [(TICK, b"tick 4")], pushes
+        assert pushes == [(TICK, mp({"moves": 4}))], pushes
         passed += 1
 
         rid = C.c_uint64()

@@ -1,9 +1,12 @@
 /*
  * The C ABI client end to end, against real zlink-node processes (the
- * lobby game every zlink-node registers: LOGIN key 1 with a player name,
- * MOVE key 2 "<player>:<dx>,<dy>" answered with the new position, WHERE
- * key 3, a "tick <n>" push with key 100 on every fourth MOVE, a notice
- * push with key 101 to a session about to be replaced).
+ * lobby game every zlink-node registers, its messages MessagePack maps
+ * (docs/wire.md "The lobby game's messages"): LOGIN key 1 {player}
+ * answered {player}, MOVE key 2 {player, dx, dy} answered with the new
+ * position {x, y}, WHERE key 3 {player}, a push {moves} with key 100 on
+ * every fourth MOVE, a notice {player} with key 101 to a session about to
+ * be replaced). The C ABI carries bytes only: the few MessagePack payloads
+ * are written and read by the small helpers below, by hand.
  *
  *   cc -std=c11 -Wall -Wextra -Werror -I clients/c/include clients/c/tests/e2e.c \
  *      $CARGO_TARGET_DIR/debug/libzlink_c.a -lpthread -ldl -lm -o e2e
@@ -200,6 +203,222 @@ static void node_kill(struct node *n, int sig) {
     close(n->in);
 }
 
+/* ---- MessagePack, by hand ----------------------------------------------- */
+
+/* A payload being written: the lobby's messages are maps of a few short
+ * fields, far below this size. */
+struct mp {
+    uint8_t b[256];
+    size_t len;
+};
+
+static void mp_byte(struct mp *m, uint8_t v) {
+    CHECK(m->len < sizeof m->b, "a MessagePack payload over %zu bytes", sizeof m->b);
+    m->b[m->len++] = v;
+}
+
+static void mp_be(struct mp *m, uint64_t v, int bytes) {
+    for (int i = bytes - 1; i >= 0; i--) mp_byte(m, (uint8_t)(v >> (8 * i)));
+}
+
+/* A map header of n entries (fixmap: n <= 15). */
+static void mp_map(struct mp *m, unsigned n) {
+    CHECK(n <= 15, "a map of %u entries", n);
+    mp_byte(m, (uint8_t)(0x80 | n));
+}
+
+/* A string (fixstr, or str8 up to 255 bytes). */
+static void mp_str(struct mp *m, const char *s) {
+    size_t l = strlen(s);
+    CHECK(l <= 255, "a string of %zu bytes", l);
+    if (l <= 31) {
+        mp_byte(m, (uint8_t)(0xa0 | l));
+    } else {
+        mp_byte(m, 0xd9);
+        mp_byte(m, (uint8_t)l);
+    }
+    for (size_t i = 0; i < l; i++) mp_byte(m, (uint8_t)s[i]);
+}
+
+/* An integer in its smallest form, as rmp-serde writes one. */
+static void mp_int(struct mp *m, long long v) {
+    if (v >= 0) {
+        uint64_t u = (uint64_t)v;
+        if (u < 128) mp_byte(m, (uint8_t)u);
+        else if (u < 256) (mp_byte(m, 0xcc), mp_be(m, u, 1));
+        else if (u < 65536) (mp_byte(m, 0xcd), mp_be(m, u, 2));
+        else if (u < 4294967296ULL) (mp_byte(m, 0xce), mp_be(m, u, 4));
+        else (mp_byte(m, 0xcf), mp_be(m, u, 8));
+    } else if (v >= -32) {
+        mp_byte(m, (uint8_t)(int8_t)v);
+    } else if (v >= -128) {
+        (mp_byte(m, 0xd0), mp_be(m, (uint64_t)v, 1));
+    } else if (v >= -32768) {
+        (mp_byte(m, 0xd1), mp_be(m, (uint64_t)v, 2));
+    } else if (v >= -2147483648LL) {
+        (mp_byte(m, 0xd2), mp_be(m, (uint64_t)v, 4));
+    } else {
+        (mp_byte(m, 0xd3), mp_be(m, (uint64_t)v, 8));
+    }
+}
+
+/* LOGIN, WHERE: {player}. */
+static struct mp msg_player(const char *player) {
+    struct mp m = {.len = 0};
+    mp_map(&m, 1);
+    mp_str(&m, "player");
+    mp_str(&m, player);
+    return m;
+}
+
+/* MOVE: {player, dx, dy}. */
+static struct mp msg_move(const char *player, long long dx, long long dy) {
+    struct mp m = {.len = 0};
+    mp_map(&m, 3);
+    mp_str(&m, "player");
+    mp_str(&m, player);
+    mp_str(&m, "dx");
+    mp_int(&m, dx);
+    mp_str(&m, "dy");
+    mp_int(&m, dy);
+    return m;
+}
+
+/* Reading: a cursor over a payload; each read returns 0 when the bytes
+ * are not what is asked for (never reads past the end). */
+struct mp_in {
+    const uint8_t *p;
+    size_t len, at;
+};
+
+static int mp_get(struct mp_in *r, uint8_t *v) {
+    if (r->at >= r->len) return 0;
+    *v = r->p[r->at++];
+    return 1;
+}
+
+static int mp_get_be(struct mp_in *r, int bytes, uint64_t *v) {
+    *v = 0;
+    for (int i = 0; i < bytes; i++) {
+        uint8_t b;
+        if (!mp_get(r, &b)) return 0;
+        *v = *v << 8 | b;
+    }
+    return 1;
+}
+
+/* A map header (fixmap, map16). */
+static int mp_read_map(struct mp_in *r, size_t *n) {
+    uint8_t b;
+    uint64_t v;
+    if (!mp_get(r, &b)) return 0;
+    if ((b & 0xf0) == 0x80) {
+        *n = b & 0x0f;
+        return 1;
+    }
+    if (b == 0xde && mp_get_be(r, 2, &v)) {
+        *n = (size_t)v;
+        return 1;
+    }
+    return 0;
+}
+
+/* A string: where it starts in the payload and its length. */
+static int mp_read_str(struct mp_in *r, const uint8_t **s, size_t *l) {
+    uint8_t b;
+    uint64_t v;
+    if (!mp_get(r, &b)) return 0;
+    if ((b & 0xe0) == 0xa0) v = b & 0x1f;
+    else if (b == 0xd9) { if (!mp_get_be(r, 1, &v)) return 0; }
+    else if (b == 0xda) { if (!mp_get_be(r, 2, &v)) return 0; }
+    else return 0;
+    if (v > r->len - r->at) return 0;
+    *s = r->p + r->at;
+    *l = (size_t)v;
+    r->at += (size_t)v;
+    return 1;
+}
+
+/* An integer of any form that fits a long long. */
+static int mp_read_int(struct mp_in *r, long long *out) {
+    uint8_t b;
+    uint64_t v;
+    if (!mp_get(r, &b)) return 0;
+    if (b <= 0x7f) return (*out = b), 1;
+    if (b >= 0xe0) return (*out = (int8_t)b), 1;
+    switch (b) {
+    case 0xcc: if (!mp_get_be(r, 1, &v)) return 0; *out = (long long)v; return 1;
+    case 0xcd: if (!mp_get_be(r, 2, &v)) return 0; *out = (long long)v; return 1;
+    case 0xce: if (!mp_get_be(r, 4, &v)) return 0; *out = (long long)v; return 1;
+    case 0xcf: if (!mp_get_be(r, 8, &v) || v > (uint64_t)INT64_MAX) return 0; *out = (long long)v; return 1;
+    case 0xd0: if (!mp_get_be(r, 1, &v)) return 0; *out = (int8_t)v; return 1;
+    case 0xd1: if (!mp_get_be(r, 2, &v)) return 0; *out = (int16_t)v; return 1;
+    case 0xd2: if (!mp_get_be(r, 4, &v)) return 0; *out = (int32_t)v; return 1;
+    case 0xd3: if (!mp_get_be(r, 8, &v)) return 0; *out = (int64_t)v; return 1;
+    default: return 0;
+    }
+}
+
+static int mp_key_is(const uint8_t *s, size_t l, const char *name) {
+    return l == strlen(name) && memcmp(s, name, l) == 0;
+}
+
+/* A map of integer fields, each of `names` once and no other, and nothing
+ * after it: the Position {x, y} of a MOVE or WHERE reply, the Tick
+ * {moves} push. 1 when it is one. */
+static int mp_read_ints(const uint8_t *p, size_t len, size_t count, const char *const *names,
+                        long long *values) {
+    struct mp_in r = {.p = p, .len = len, .at = 0};
+    size_t n;
+    unsigned seen = 0;
+    if (p == NULL || !mp_read_map(&r, &n) || n != count) return 0;
+    for (size_t i = 0; i < n; i++) {
+        const uint8_t *key;
+        size_t kl;
+        if (!mp_read_str(&r, &key, &kl)) return 0;
+        size_t f = 0;
+        while (f < count && !mp_key_is(key, kl, names[f])) f++;
+        if (f == count || (seen & (1u << f)) || !mp_read_int(&r, &values[f])) return 0;
+        seen |= 1u << f;
+    }
+    return r.at == r.len;
+}
+
+/* Whether a payload is the Position {x, y}. */
+static int is_position(const uint8_t *p, size_t len, long long x, long long y) {
+    static const char *const names[] = {"x", "y"};
+    long long v[2];
+    return mp_read_ints(p, len, 2, names, v) && v[0] == x && v[1] == y;
+}
+
+/* The move count of a Tick push {moves}; -1 when it is none. */
+static long long tick_moves(const zlink_event *ev) {
+    static const char *const names[] = {"moves"};
+    long long v;
+    return mp_read_ints(ev->payload, ev->payload_len, 1, names, &v) ? v : -1;
+}
+
+/* Whether a payload is {player: <player>}: the Welcome reply and the
+ * Replaced notice. */
+static int is_player(const uint8_t *p, size_t len, const char *player) {
+    struct mp_in r = {.p = p, .len = len, .at = 0};
+    size_t n;
+    const uint8_t *s;
+    size_t l;
+    return p != NULL && mp_read_map(&r, &n) && n == 1 && mp_read_str(&r, &s, &l) &&
+           mp_key_is(s, l, "player") && mp_read_str(&r, &s, &l) && mp_key_is(s, l, player) &&
+           r.at == r.len;
+}
+
+/* A payload as hex, for a failure's message. */
+static const char *hex(const uint8_t *p, size_t len) {
+    static char s[2 * 64 + 4];
+    size_t n = len < 64 ? len : 64;
+    for (size_t i = 0; i < n; i++) snprintf(s + 2 * i, 3, "%02x", p[i]);
+    strcpy(s + 2 * n, len > n ? "..." : "");
+    return s;
+}
+
 /* ---- the client -------------------------------------------------------- */
 
 static zlink_client *client_new(int port, const char *player, uint32_t initial_ms,
@@ -211,8 +430,9 @@ static zlink_client *client_new(int port, const char *player, uint32_t initial_m
     o.address = address;
     o.has_login = 1;
     o.login_key = LOGIN;
-    o.login_payload = (const uint8_t *)player;
-    o.login_payload_len = strlen(player);
+    struct mp login = msg_player(player); /* copied by zlink_client_new */
+    o.login_payload = login.b;
+    o.login_payload_len = login.len;
     o.request_deadline_ms = 5000;
     o.reconnect_initial_ms = initial_ms;
     o.reconnect_max_ms = max_ms;
@@ -235,20 +455,7 @@ static void next_event(zlink_client *c, zlink_event *ev, int ms) {
     }
 }
 
-static int payload_is(const zlink_event *ev, const char *text) {
-    size_t l = strlen(text);
-    return ev->payload_len == l && (l == 0 || memcmp(ev->payload, text, l) == 0);
-}
-
-static const char *payload_str(const zlink_event *ev) {
-    static char s[256];
-    size_t l = ev->payload_len < sizeof s - 1 ? ev->payload_len : sizeof s - 1;
-    if (l > 0) memcpy(s, ev->payload, l);
-    s[l] = 0;
-    return s;
-}
-
-static void logged_in(zlink_client *c, int reconnect) {
+static void logged_in(zlink_client *c, const char *player, int reconnect) {
     zlink_event ev;
     for (;;) {
         next_event(c, &ev, WAIT_MS);
@@ -261,14 +468,15 @@ static void logged_in(zlink_client *c, int reconnect) {
     CHECK(ev.kind == ZLINK_EVENT_LOGGED_IN, "expected LOGGED_IN, got event %u (cause %u)",
           ev.kind, ev.cause);
     CHECK(ev.reconnect == reconnect, "LOGGED_IN reconnect=%u", ev.reconnect);
-    CHECK(payload_is(&ev, "welcome"), "login reply \"%s\"", payload_str(&ev));
+    CHECK(is_player(ev.payload, ev.payload_len, player), "login reply %s, want {player: %s}",
+          hex(ev.payload, ev.payload_len), player);
 }
 
 /* Sends one request and waits for its reply; pushes meanwhile are counted. */
-static void request(zlink_client *c, uint16_t key, const char *payload, zlink_event *ev,
+static void request(zlink_client *c, uint16_t key, const struct mp *payload, zlink_event *ev,
                     int *pushes) {
     uint64_t id = 0;
-    int r = zlink_request(c, key, (const uint8_t *)payload, strlen(payload), 0, &id);
+    int r = zlink_request(c, key, payload->b, payload->len, 0, &id);
     CHECK(r == ZLINK_OK && id > 0, "zlink_request: %d", r);
     for (;;) {
         next_event(c, ev, WAIT_MS);
@@ -282,13 +490,15 @@ static void request(zlink_client *c, uint16_t key, const char *payload, zlink_ev
           "expected the REPLY of %llu, got event %u", (unsigned long long)id, ev->kind);
 }
 
-static void expect_reply(zlink_client *c, uint16_t key, const char *payload, const char *want,
-                         int *pushes) {
+/* Sends a MOVE or WHERE and checks that the reply is the Position {x, y}. */
+static void expect_position(zlink_client *c, uint16_t key, struct mp payload, long long x,
+                            long long y) {
     zlink_event ev;
-    request(c, key, payload, &ev, pushes);
-    CHECK(ev.error_kind == 0, "%s: error %s/%s", payload, zlink_error_kind_name(ev.error_kind),
+    request(c, key, &payload, &ev, NULL);
+    CHECK(ev.error_kind == 0, "key %u: error %s/%s", key, zlink_error_kind_name(ev.error_kind),
           zlink_reason_name(ev.error_reason));
-    CHECK(payload_is(&ev, want), "%s: reply \"%s\", want \"%s\"", payload, payload_str(&ev), want);
+    CHECK(is_position(ev.payload, ev.payload_len, x, y), "key %u: reply %s, want {x: %lld, y: %lld}",
+          key, hex(ev.payload, ev.payload_len), x, y);
 }
 
 /* ---- the tests --------------------------------------------------------- */
@@ -296,16 +506,16 @@ static void expect_reply(zlink_client *c, uint16_t key, const char *payload, con
 struct callback_seen {
     int calls;
     uint64_t id;
-    char payload[64];
+    uint8_t payload[64];
+    size_t len;
 };
 
 static void on_reply(void *user, const zlink_event *ev) {
     struct callback_seen *seen = user;
     seen->calls++;
     seen->id = ev->request_id;
-    size_t l = ev->payload_len < sizeof seen->payload - 1 ? ev->payload_len : 0;
-    if (l > 0) memcpy(seen->payload, ev->payload, l);
-    seen->payload[l] = 0;
+    seen->len = ev->payload_len <= sizeof seen->payload ? ev->payload_len : 0;
+    if (seen->len > 0) memcpy(seen->payload, ev->payload, seen->len);
 }
 
 /* 1,000 MOVEs (32 in flight), each reply the position after it, and the
@@ -314,17 +524,17 @@ static void requests_and_pushes(struct node *n) {
     zlink_client *c = client_new(n->port, "c-player", 100, 5000);
     CHECK(zlink_state(c) == ZLINK_STATE_IDLE, "state before connect");
     CHECK(zlink_connect(c) == ZLINK_OK, "zlink_connect");
-    logged_in(c, 0);
+    logged_in(c, "c-player", 0);
     CHECK(zlink_state(c) == ZLINK_STATE_OPEN, "state after the login");
 
-    const char *move = "c-player:1,0";
+    const struct mp move = msg_move("c-player", 1, 0);
     uint64_t first = 0;
     int sent = 0, replies = 0, pushes = 0;
-    long last_tick = 0;
+    long long last_tick = 0;
     while (replies < REQUESTS || pushes < REQUESTS / 4) {
         while (sent < REQUESTS && sent - replies < WINDOW) {
             uint64_t id = 0;
-            int r = zlink_request(c, MOVE, (const uint8_t *)move, strlen(move), 0, &id);
+            int r = zlink_request(c, MOVE, move.b, move.len, 0, &id);
             CHECK(r == ZLINK_OK, "zlink_request %d: %d", sent, r);
             if (sent == 0) first = id;
             CHECK(id == first + (uint64_t)sent, "request ids are consecutive");
@@ -334,9 +544,9 @@ static void requests_and_pushes(struct node *n) {
         next_event(c, &ev, WAIT_MS);
         if (ev.kind == ZLINK_EVENT_PUSH) {
             CHECK(ev.key == TICK, "push key %u", ev.key);
-            long tick = atol(payload_str(&ev) + 5);
-            CHECK(strncmp(payload_str(&ev), "tick ", 5) == 0 && tick == last_tick + 4,
-                  "push \"%s\" after tick %ld", payload_str(&ev), last_tick);
+            long long tick = tick_moves(&ev);
+            CHECK(tick == last_tick + 4, "push %s after tick {moves: %lld}",
+                  hex(ev.payload, ev.payload_len), last_tick);
             last_tick = tick;
             pushes++;
             continue;
@@ -345,36 +555,36 @@ static void requests_and_pushes(struct node *n) {
         CHECK(ev.error_kind == 0, "MOVE failed: %s/%s", zlink_error_kind_name(ev.error_kind),
               zlink_reason_name(ev.error_reason));
         /* One player, its MOVEs applied once and in order. */
-        char want[32];
-        snprintf(want, sizeof want, "%llu,0", (unsigned long long)(ev.request_id - first + 1));
-        CHECK(payload_is(&ev, want), "reply \"%s\", want \"%s\"", payload_str(&ev), want);
+        long long want = (long long)(ev.request_id - first + 1);
+        CHECK(is_position(ev.payload, ev.payload_len, want, 0), "reply %s, want {x: %lld, y: 0}",
+              hex(ev.payload, ev.payload_len), want);
         replies++;
     }
     CHECK(replies == REQUESTS && pushes == REQUESTS / 4, "%d replies, %d pushes", replies, pushes);
 
     /* A one-way send reaches the player before the WHERE behind it. */
-    const char *step = "c-player:5,5";
-    CHECK(zlink_send(c, MOVE, (const uint8_t *)step, strlen(step)) == ZLINK_OK, "zlink_send");
-    expect_reply(c, WHERE, "c-player", "1005,5", NULL);
+    const struct mp step = msg_move("c-player", 5, 5);
+    CHECK(zlink_send(c, MOVE, step.b, step.len) == ZLINK_OK, "zlink_send");
+    expect_position(c, WHERE, msg_player("c-player"), 1005, 5);
 
     /* A reply through a callback: inside zlink_poll, never an event. */
     struct callback_seen seen = {0};
     uint64_t id = 0;
-    CHECK(zlink_request_cb(c, WHERE, (const uint8_t *)"c-player", 8, 0, on_reply, &seen, &id) ==
-              ZLINK_OK,
+    const struct mp where = msg_player("c-player");
+    CHECK(zlink_request_cb(c, WHERE, where.b, where.len, 0, on_reply, &seen, &id) == ZLINK_OK,
           "zlink_request_cb");
     long long end = now_ms() + WAIT_MS;
     while (seen.calls == 0) {
         CHECK(now_ms() < end, "the callback was not called within %d ms", WAIT_MS);
         CHECK(zlink_wait(c, 100) == 0, "an event came instead of the callback");
     }
-    CHECK(seen.calls == 1 && seen.id == id && strcmp(seen.payload, "1005,5") == 0,
-          "callback: %d calls, id %llu, \"%s\"", seen.calls, (unsigned long long)seen.id,
-          seen.payload);
+    CHECK(seen.calls == 1 && seen.id == id && is_position(seen.payload, seen.len, 1005, 5),
+          "callback: %d calls, id %llu, %s", seen.calls, (unsigned long long)seen.id,
+          hex(seen.payload, seen.len));
 
     /* A packet key the lobby has no handler for: the typed error. */
     zlink_event ev;
-    request(c, 999, "x", &ev, NULL);
+    request(c, 999, &where, &ev, NULL);
     CHECK(ev.error_kind == ZLINK_KIND_NOT_FOUND && ev.remote == 1 && ev.outcome_unknown == 0 &&
               strcmp(zlink_reason_name(ev.error_reason), "NoPacketHandler") == 0,
           "unknown key: %s/%s", zlink_error_kind_name(ev.error_kind),
@@ -389,7 +599,7 @@ static void requests_and_pushes(struct node *n) {
     CHECK(ev.kind == ZLINK_EVENT_CLOSED && ev.cause == ZLINK_CAUSE_CLIENT_CLOSED &&
               ev.will_reconnect == 0,
           "after zlink_close: event %u cause %u", ev.kind, ev.cause);
-    CHECK(zlink_request(c, WHERE, (const uint8_t *)"c-player", 8, 0, &id) == ZLINK_E_CLOSED,
+    CHECK(zlink_request(c, WHERE, where.b, where.len, 0, &id) == ZLINK_E_CLOSED,
           "a request after zlink_close");
     CHECK(zlink_client_free(c) == ZLINK_OK, "zlink_client_free");
     printf("ok: %d requests, %d pushes, a send, a callback, a typed error\n", REQUESTS + 3,
@@ -397,19 +607,53 @@ static void requests_and_pushes(struct node *n) {
     passed++;
 }
 
+/* The hand-written MessagePack is what rmp-serde writes for the lobby's
+ * types (clients/ts/test/fixtures/msgpack.txt has "move": {dx: 1, dy: -1}),
+ * and its reader refuses what is not a Position. */
+static void messagepack_by_hand(void) {
+    struct mp m = msg_move("p", 1, -1);
+    static const uint8_t move[] = {0x83, 0xa6, 'p', 'l', 'a', 'y', 'e', 'r', 0xa1, 'p',
+                                   0xa2, 'd',  'x', 0x01, 0xa2, 'd', 'y', 0xff};
+    CHECK(m.len == sizeof move && memcmp(m.b, move, sizeof move) == 0, "MOVE %s",
+          hex(m.b, m.len));
+    struct mp ints = {.len = 0};
+    const long long values[] = {127, 128, 65535, 65536, 4294967296LL, -32, -33, -32769,
+                                -2147483649LL};
+    for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) mp_int(&ints, values[i]);
+    CHECK(strcmp(hex(ints.b, ints.len), "7fcc80cdffffce00010000cf0000000100000000e0d0dfd2ffff7fff"
+                                        "d3ffffffff7fffffff") == 0,
+          "integers %s", hex(ints.b, ints.len));
+    struct mp_in r = {.p = ints.b, .len = ints.len, .at = 0};
+    for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+        long long v;
+        CHECK(mp_read_int(&r, &v) && v == values[i], "integer %zu read back", i);
+    }
+    static const uint8_t position[] = {0x82, 0xa1, 'x', 0xd3, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                       0xff, 0xff, 0xfe, 0xa1, 'y', 0xcd, 0x01, 0x2c};
+    CHECK(is_position(position, sizeof position, -2, 300), "a Position read");
+    for (size_t cut = 0; cut < sizeof position; cut++)
+        CHECK(!is_position(position, cut, -2, 300), "a Position cut at %zu read", cut);
+    static const uint8_t repeated[] = {0x82, 0xa1, 'x', 0x01, 0xa1, 'x', 0x02};
+    CHECK(!is_position(repeated, sizeof repeated, 1, 2), "a repeated field read");
+    printf("ok: MessagePack by hand: the lobby's bytes, integers, a Position and its prefixes\n");
+    passed++;
+}
+
 /* A second login of the player closes the first with Replaced: no reconnect. */
 static void replaced_never_reconnects(struct node *n) {
     zlink_client *first = client_new(n->port, "c-dup", 1, 10);
     CHECK(zlink_connect(first) == ZLINK_OK, "zlink_connect");
-    logged_in(first, 0);
+    logged_in(first, "c-dup", 0);
     zlink_client *second = client_new(n->port, "c-dup", 1, 10);
     CHECK(zlink_connect(second) == ZLINK_OK, "zlink_connect");
-    logged_in(second, 0);
+    logged_in(second, "c-dup", 0);
     zlink_event ev;
     next_event(first, &ev, WAIT_MS);
     /* The lobby's duplicate-connection callback pushes a notice first. */
-    CHECK(ev.kind == ZLINK_EVENT_PUSH && ev.key == REPLACED_NOTICE, "the replaced notice: event %u",
-          ev.kind);
+    CHECK(ev.kind == ZLINK_EVENT_PUSH && ev.key == REPLACED_NOTICE &&
+              is_player(ev.payload, ev.payload_len, "c-dup"),
+          "the replaced notice: event %u key %u %s", ev.kind, ev.key,
+          hex(ev.payload, ev.payload_len));
     next_event(first, &ev, WAIT_MS);
     CHECK(ev.kind == ZLINK_EVENT_CLOSED && ev.cause == ZLINK_CAUSE_SERVER_CLOSE &&
               strcmp(zlink_close_reason_name(ev.close_reason), "Replaced") == 0 &&
@@ -418,7 +662,7 @@ static void replaced_never_reconnects(struct node *n) {
     CHECK(zlink_state(first) == ZLINK_STATE_CLOSED, "Replaced closes for good");
     zlink_stats st;
     CHECK(zlink_get_stats(first, &st) == ZLINK_OK && st.connections == 1, "one connection");
-    expect_reply(second, MOVE, "c-dup:2,2", "2,2", NULL);
+    expect_position(second, MOVE, msg_move("c-dup", 2, 2), 2, 2);
     zlink_client_free(first);
     zlink_client_free(second);
     printf("ok: Replaced closes for good\n");
@@ -430,15 +674,14 @@ static void replaced_never_reconnects(struct node *n) {
 static void reconnect_after_kill(struct node *n, const char *bin) {
     zlink_client *c = client_new(n->port, "c-rc", 50, 400);
     CHECK(zlink_connect(c) == ZLINK_OK, "zlink_connect");
-    logged_in(c, 0);
-    expect_reply(c, MOVE, "c-rc:1,0", "1,0", NULL);
+    logged_in(c, "c-rc", 0);
+    expect_position(c, MOVE, msg_move("c-rc", 1, 0), 1, 0);
 
     /* Frozen, so the next request is surely in flight when the node dies. */
     node_freeze(n);
-    const char *big = "c-rc:1000,0";
+    const struct mp big = msg_move("c-rc", 1000, 0);
     uint64_t id = 0;
-    CHECK(zlink_request(c, MOVE, (const uint8_t *)big, strlen(big), 60000, &id) == ZLINK_OK,
-          "zlink_request");
+    CHECK(zlink_request(c, MOVE, big.b, big.len, 60000, &id) == ZLINK_OK, "zlink_request");
     zlink_stats st;
     long long end = now_ms() + WAIT_MS;
     for (;;) {
@@ -471,15 +714,16 @@ static void reconnect_after_kill(struct node *n, const char *bin) {
     CHECK(ev.kind == ZLINK_EVENT_RECONNECT_FAILED && ev.cause == ZLINK_CAUSE_CONNECT_FAILED,
           "a failed attempt while down: event %u cause %u", ev.kind, ev.cause);
     CHECK(zlink_state(c) == ZLINK_STATE_RECONNECTING, "reconnecting");
-    CHECK(zlink_request(c, WHERE, (const uint8_t *)"c-rc", 4, 0, &id) == ZLINK_E_NOT_CONNECTED,
+    const struct mp where = msg_player("c-rc");
+    CHECK(zlink_request(c, WHERE, where.b, where.len, 0, &id) == ZLINK_E_NOT_CONNECTED,
           "no request while reconnecting");
 
     node_start(n, bin, port);
-    logged_in(c, 1);
+    logged_in(c, "c-rc", 1);
     /* The restarted node has a new player at 0,0: had the in-flight MOVE been
      * replayed, it would have run before this one and the reply would be
-     * "1001,0". */
-    expect_reply(c, MOVE, "c-rc:1,0", "1,0", NULL);
+     * {x: 1001, y: 0}. */
+    expect_position(c, MOVE, msg_move("c-rc", 1, 0), 1, 0);
     long moves = node_moves(n);
     CHECK(moves == 1, "the restarted node ran %ld MOVEs", moves);
     /* And on the wire: 2 logins and 3 MOVEs, the one of unknown outcome once. */
@@ -500,6 +744,7 @@ int main(int argc, char **argv) {
     }
     signal(SIGPIPE, SIG_IGN);
     static struct node node;
+    messagepack_by_hand();
     node_start(&node, argv[1], 0);
     requests_and_pushes(&node);
     replaced_never_reconnects(&node);

@@ -15,7 +15,7 @@
 import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { writeFileSync } from "node:fs";
-import { ZlinkClient, ZlinkError, utf8, fromUtf8 } from "../dist/src/index.js";
+import { ZlinkClient, pack } from "../dist/src/index.js";
 import { tcp } from "../dist/src/tcp.js";
 import { NodeProcess } from "../test/support/node.mjs";
 import { Chromium } from "./chromium.mjs";
@@ -64,7 +64,7 @@ describe("the demo page in headless Chromium", () => {
       await page.waitFor(`document.getElementById("moves").textContent`, (s) => s === moves, `"${moves}"`);
       assert.equal(await text("pos"), want, `the position after ${key}`);
     }
-    // The player pushes "tick <moves>" on every fourth MOVE.
+    // The player pushes {moves} on every fourth MOVE, shown as "tick <moves>".
     await page.waitFor(`document.getElementById("push").textContent`, (s) => s === "tick 4", "the page showing the push");
     assert.equal(await text("moves"), "4 sent, 4 answered");
     assert.equal(await text("error"), "none");
@@ -78,13 +78,13 @@ describe("the demo page in headless Chromium", () => {
     // replaces the page's session (§6), which must not reconnect.
     const other = new ZlinkClient({
       connect: tcp({ host: "127.0.0.1", port: node.port }),
-      login: { key: LOGIN, payload: utf8("ann") },
+      login: { key: LOGIN, payload: pack({ player: "ann" }) },
       requestDeadlineMs: 5000,
       reconnect: false,
     });
     try {
       await other.connect();
-      assert.equal(fromUtf8(await other.request(WHERE, utf8("ann"))), "3,1", "WHERE agrees with the page");
+      assert.deepEqual(await other.call(WHERE, { player: "ann" }), { x: 3, y: 1 }, "WHERE agrees with the page");
       await page.waitFor(state, (s) => s === "closed", "the page showing its session replaced");
       assert.match(await text("state"), /Replaced/);
     } finally {

@@ -1,16 +1,18 @@
 // The demo page's game loop: the lobby game of every zlink-node
 // (src/bin/lobby/game.rs) through the TypeScript client's WebSocket
-// transport. LOGIN (1) "<player>" binds the player; MOVE (2)
-// "<player>:<dx>,<dy>" answers the new position "<x>,<y>"; WHERE (3)
-// "<player>" answers it without moving; the player pushes TICK (100)
-// "tick <moves>" on every fourth MOVE.
+// transport, its messages MessagePack maps through the client's `call`,
+// `pack` and `unpack` (docs/wire.md "The lobby game's messages"): LOGIN (1)
+// {player} binds the player; MOVE (2) {player, dx, dy} answers the new
+// position {x, y}; WHERE (3) {player} answers it without moving; the
+// player pushes TICK (100) {moves} on every fourth MOVE, shown as
+// "tick <moves>".
 //
 // The page says where it is for a test to read: <body data-state> is
 // "connecting", "ready" (logged in, position known), "reconnecting",
 // "closed" or "failed"; data-pending counts MOVEs not yet answered; #pos,
 // #push, #moves and #error hold what is shown. No framework, no bundler:
 // the built client is imported as it is.
-import { ZlinkClient, ZlinkError, webSocket, utf8, fromUtf8 } from "../dist/src/index.js";
+import { ZlinkClient, ZlinkError, webSocket, pack, unpack } from "../dist/src/index.js";
 
 const LOGIN = 1;
 const MOVE = 2;
@@ -50,11 +52,11 @@ function showError(e) {
     : String(e);
 }
 
-function setPosition(text) {
-  const m = /^(-?\d+),(-?\d+)$/.exec(text);
-  if (!m) throw new Error(`not a position: ${JSON.stringify(text)}`);
-  view.x = Number(m[1]);
-  view.y = Number(m[2]);
+function setPosition(position) {
+  const { x, y } = position ?? {};
+  if (!Number.isSafeInteger(x) || !Number.isSafeInteger(y)) throw new Error(`not a position: ${JSON.stringify(position)}`);
+  view.x = x;
+  view.y = y;
   $("pos").textContent = `${view.x},${view.y}`;
   draw();
 }
@@ -100,21 +102,32 @@ function line(x0, y0, x1, y1) {
 
 const client = new ZlinkClient({
   connect: webSocket(url),
-  login: { key: LOGIN, payload: utf8(player) },
+  login: { key: LOGIN, payload: pack({ player }) },
   requestDeadlineMs: 5000,
 });
 
+/** A push's payload as text: the tick's count, or the value as JSON. */
+function pushText(key, payload) {
+  try {
+    const value = unpack(payload);
+    if (key === TICK && Number.isSafeInteger(value?.moves)) return `tick ${value.moves}`;
+    return `key ${key}: ${JSON.stringify(value, (_, v) => (typeof v === "bigint" ? String(v) : v))}`;
+  } catch (e) {
+    return `key ${key}: ${e.message}`;
+  }
+}
+
 client.onPush(({ key, payload }) => {
-  $("push").textContent = key === TICK ? fromUtf8(payload) : `key ${key}: ${fromUtf8(payload)}`;
+  $("push").textContent = pushText(key, payload);
 });
 
 // Every login (the first and each reconnect's) asks where the player is:
 // a player that moved before (another tab, a reload) is shown where it is.
 client.on("open", ({ reconnect }) => {
   client
-    .request(WHERE, utf8(player))
-    .then((reply) => {
-      setPosition(fromUtf8(reply));
+    .call(WHERE, { player })
+    .then((position) => {
+      setPosition(position);
       show("ready", `${reconnect ? "logged in again" : "logged in"} as ${player} at ${url}`);
     })
     .catch((e) => {
@@ -142,11 +155,11 @@ window.addEventListener("keydown", (event) => {
   const seq = ++view.sent;
   showMoves();
   client
-    .request(MOVE, utf8(`${player}:${step[0]},${step[1]}`))
-    .then((reply) => {
+    .call(MOVE, { player, dx: step[0], dy: step[1] })
+    .then((position) => {
       if (seq > view.applied) {
         view.applied = seq;
-        setPosition(fromUtf8(reply));
+        setPosition(position);
       }
     })
     .catch(showError)

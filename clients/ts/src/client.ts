@@ -20,6 +20,7 @@ import {
 } from "./errors.js";
 import type { Connector, Transport } from "./transport.js";
 import { FRAME_LEN_MAX_DEFAULT, Frame, WireError, encodeFrame, encodedBodyLength } from "./wire.js";
+import { MsgValue, pack, unpack } from "./msgpack.js";
 
 /** The login as one request: a packet key and a payload. */
 export interface LoginRequest {
@@ -33,6 +34,23 @@ export interface LoginRequest {
 export interface LoginSession {
   request(key: number, payload: Uint8Array, options?: RequestOptions): Promise<Uint8Array>;
   send(key: number, payload: Uint8Array): void;
+  /** `request` with a MessagePack value in and out (see `ZlinkClient.call`). */
+  call<R = MsgValue>(key: number, value: unknown, options?: RequestOptions): Promise<R>;
+}
+
+/**
+ * A request of a MessagePack value whose reply is a MessagePack value: what
+ * `call` does over `request`. An encoding failure or a reply that does not
+ * decode rejects with `MalformedPayload` (remote: false).
+ */
+async function callOver<R>(
+  request: (key: number, payload: Uint8Array, options?: RequestOptions) => Promise<Uint8Array>,
+  key: number,
+  value: unknown,
+  options?: RequestOptions,
+): Promise<R> {
+  const payload = pack(value as MsgValue);
+  return unpack(await request(key, payload, options)) as R;
 }
 
 /**
@@ -409,6 +427,20 @@ export class ZlinkClient {
   }
 
   /**
+   * A typed request: `value` encoded as MessagePack (docs/wire.md "Typed
+   * payloads": an object is a map of its fields by name, as rmp-serde
+   * writes a Rust struct), the reply decoded the same way. `R` is the
+   * reply's shape as the caller knows it (nothing checks it at run time).
+   * Rejects like `request`, and with `MalformedPayload` (remote: false)
+   * when `value` has no MessagePack form or the reply does not decode; a
+   * server that could not decode the request answers `MalformedPayload`
+   * itself (remote: true), its detail naming the Rust type.
+   */
+  call<R = MsgValue>(key: number, value: unknown, options?: RequestOptions): Promise<R> {
+    return callOver((k, p, o) => this.request(k, p, o), key, value, options);
+  }
+
+  /**
    * Sends a one-way message. Throws a ZlinkError when it cannot be sent
    * (`NotConnected`, `MessageTooLarge`, `QueueFull`); once sent, nothing
    * tells whether it arrived.
@@ -567,6 +599,7 @@ export class ZlinkClient {
         return await login({
           request: (key, payload, options) => conn.request(key, payload, options),
           send: (key, payload) => conn.send(key, payload),
+          call: (key, value, options) => callOver(conn.request.bind(conn), key, value, options),
         });
       }
       return await conn.request(login.key, login.payload, { deadlineMs: login.deadlineMs });

@@ -7,8 +7,9 @@ export * from "./wire.js";
 export * from "./transport.js";
 export * from "./ws.js";
 export * from "./client.js";
+export * from "./msgpack.js";
 
-/** UTF-8 bytes of a string: payloads are bytes until MessagePack lands. */
+/** UTF-8 bytes of a string (a raw payload; typed ones are MessagePack: `pack`, `call`). */
 export function utf8(text: string): Uint8Array {
   return new TextEncoder().encode(text);
 }

@@ -1,7 +1,10 @@
-// End to end against a real zlink-node (the lobby game: LOGIN key 1 with a
-// player name, MOVE key 2 "<player>:<dx>,<dy>" answered with the new
-// position, WHERE key 3, a "tick <n>" push with key 100 on every fourth
-// MOVE). Every wait is bounded; nothing is shown by a sleep.
+// End to end against a real zlink-node (the lobby game, its messages
+// MessagePack maps: LOGIN key 1 {player} answered {player}, MOVE key 2
+// {player, dx, dy} answered with the new position {x, y}, WHERE key 3
+// {player}, a push {moves} with key 100 on every fourth MOVE; docs/wire.md
+// "The lobby game's messages"). The tests use the client's MessagePack
+// helpers: `call`, `pack`, `unpack`. Every wait is bounded; nothing is
+// shown by a sleep.
 //
 // One matrix over transports: ZLINK_TS_TRANSPORTS (default "tcp") lists
 // them. "ws" runs the same tests through the WebSocket transport against
@@ -10,7 +13,7 @@
 // .ci/run runs both: ZLINK_TS_TRANSPORTS=tcp,ws.
 import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { ZlinkClient, ZlinkError, utf8, fromUtf8, decodeWholeFrame, webSocket } from "../dist/src/index.js";
+import { ZlinkClient, ZlinkError, pack, unpack, decodeWholeFrame, webSocket } from "../dist/src/index.js";
 import { tcp } from "../dist/src/tcp.js";
 import { NodeProcess, nextEvent, bounded, WAIT_MS } from "./support/node.mjs";
 
@@ -37,7 +40,9 @@ const WHERE = 3;
 const TICK = 100;
 
 /** The lobby login of `player`: the generic login, a first request with a key and a payload. */
-const lobbyLogin = (player) => ({ key: LOGIN, payload: utf8(player) });
+const lobbyLogin = (player) => ({ key: LOGIN, payload: pack({ player }) });
+/** A lobby MOVE. */
+const move = (player, dx, dy) => ({ player, dx, dy });
 
 /** A connector that keeps, per connection, every frame the client wrote. */
 function recording(connector) {
@@ -74,7 +79,8 @@ function client(connect, player, options = {}) {
   });
 }
 
-const text = async (p) => fromUtf8(await p);
+const welcome = (player) => ({ player });
+const at = (x, y) => ({ x, y });
 
 for (const name of selected) {
 const transport = TRANSPORTS[name];
@@ -85,7 +91,7 @@ describe(`a zlink-node over ${name}`, () => {
   const open = async (player, options) => {
     const c = client(transport.connector(node), player, options);
     clients.push(c);
-    assert.equal(await text(c.connect()), "welcome");
+    assert.deepEqual(unpack(await c.connect()), welcome(player));
     return c;
   };
   before(async () => {
@@ -99,56 +105,63 @@ describe(`a zlink-node over ${name}`, () => {
   test("logs in and gets its replies by correlation", async () => {
     const c = await open("ts-basic");
     assert.equal(c.state, "open");
-    const replies = await Promise.all([1, 2, 3].map((i) => text(c.request(MOVE, utf8(`ts-basic:${i},0`)))));
+    const replies = await Promise.all([1, 2, 3].map((i) => c.call(MOVE, move("ts-basic", i, 0))));
     // One player, its MOVEs applied in order: 1, 3, 6.
-    assert.deepEqual(replies, ["1,0", "3,0", "6,0"]);
-    assert.equal(await text(c.request(WHERE, utf8("ts-basic"))), "6,0");
+    assert.deepEqual(replies, [at(1, 0), at(3, 0), at(6, 0)]);
+    assert.deepEqual(await c.call(WHERE, { player: "ts-basic" }), at(6, 0));
   });
 
   test("receives the player's push", async () => {
     const c = await open("ts-push");
     const push = nextEvent(c, "push", WAIT_MS, (p) => p.key === TICK);
-    for (let i = 0; i < 4; i++) await c.request(MOVE, utf8("ts-push:0,1"));
+    for (let i = 0; i < 4; i++) await c.call(MOVE, move("ts-push", 0, 1));
     const p = await push;
-    assert.equal(fromUtf8(p.payload), "tick 4");
+    assert.deepEqual(unpack(p.payload), { moves: 4 });
   });
 
   test("a one-way send reaches the player", async () => {
     const c = await open("ts-send");
-    c.send(MOVE, utf8("ts-send:5,5"));
+    c.send(MOVE, pack(move("ts-send", 5, 5)));
     // Same session, same player: the WHERE is handled after the MOVE.
-    assert.equal(await text(c.request(WHERE, utf8("ts-send"))), "5,5");
+    assert.deepEqual(await c.call(WHERE, { player: "ts-send" }), at(5, 5));
   });
 
   test("an unknown packet key ends with the typed NotFound/NoPacketHandler", async () => {
     const c = await open("ts-unknown");
-    await assert.rejects(c.request(999, utf8("x")), (e) => {
+    await assert.rejects(c.call(999, "x"), (e) => {
       assert.ok(e instanceof ZlinkError);
       assert.deepEqual([e.kind, e.reason, e.reasonCode, e.remote], ["NotFound", "NoPacketHandler", 21, true]);
       return true;
     });
-    await assert.rejects(c.request(MOVE, utf8("someone-else:1,1")), (e) => {
+    await assert.rejects(c.call(MOVE, move("someone-else", 1, 1)), (e) => {
       assert.deepEqual([e.kind, e.reason, e.remote], ["InvalidOperation", "SessionNotBound", true]);
       return true;
     });
     // The session goes on.
-    assert.equal(await text(c.request(MOVE, utf8("ts-unknown:1,1"))), "1,1");
+    assert.deepEqual(await c.call(MOVE, move("ts-unknown", 1, 1)), at(1, 1));
   });
 
   test("the game's own error reaches the client as kind Application, with its code and detail", async () => {
     const c = await open("ts-app-error");
-    // The lobby refuses a MOVE it cannot read with Error::app(1, …).
-    await assert.rejects(c.request(MOVE, utf8("ts-app-error:left")), (e) => {
+    // The lobby refuses a player name that is no ActorId with Error::app(1, …).
+    await assert.rejects(c.call(MOVE, move("", 1, 1)), (e) => {
       assert.ok(e instanceof ZlinkError);
       assert.deepEqual(
         [e.kind, e.reason, e.code, e.detail, e.remote],
-        ["Application", "Application", 1, "a MOVE is <player>:<dx>,<dy>", true],
+        ["Application", "Application", 1, "a player name of 1 to 255 bytes of UTF-8", true],
       );
       return true;
     });
-    // A framework error says what it is about (here the packet key).
-    await assert.rejects(c.request(999, utf8("x")), (e) => e.detail === "packet key 999");
-    assert.equal(await text(c.request(MOVE, utf8("ts-app-error:1,1"))), "1,1");
+    // A framework error says what it is about: a payload that is not the
+    // message's type names the Rust type and what was wrong,
+    await assert.rejects(c.call(MOVE, { player: "ts-app-error", dx: "left" }), (e) => {
+      assert.deepEqual([e.kind, e.reason, e.reasonCode, e.remote], ["InvalidOperation", "MalformedPayload", 65, true]);
+      assert.match(e.detail, /^type \S*Move: /);
+      return true;
+    });
+    // and an unknown key names the key.
+    await assert.rejects(c.call(999, "x"), (e) => e.detail === "packet key 999");
+    assert.deepEqual(await c.call(MOVE, move("ts-app-error", 1, 1)), at(1, 1));
   });
 
   test("a second login of the player closes the first with Replaced, which never reconnects", async () => {
@@ -159,8 +172,8 @@ describe(`a zlink-node over ${name}`, () => {
     assert.deepEqual([info.cause, info.reason, info.willReconnect], ["server-close", "Replaced", false]);
     assert.equal(first.state, "closed");
     assert.equal(first.stats.connections, 1);
-    await assert.rejects(first.request(WHERE, utf8("ts-dup")), (e) => e.reason === "ClientClosed");
-    assert.equal(await text(second.request(MOVE, utf8("ts-dup:2,2"))), "2,2");
+    await assert.rejects(first.call(WHERE, { player: "ts-dup" }), (e) => e.reason === "ClientClosed");
+    assert.deepEqual(await second.call(MOVE, move("ts-dup", 2, 2)), at(2, 2));
   });
 
   test("a deadline ends the request typed; its late reply is dropped, and the session goes on", async () => {
@@ -170,7 +183,7 @@ describe(`a zlink-node over ${name}`, () => {
     let late;
     try {
       late = nextEvent(c, "dropped");
-      await assert.rejects(c.request(MOVE, utf8("ts-deadline:1,0"), { deadlineMs: 300 }), (e) => {
+      await assert.rejects(c.call(MOVE, move("ts-deadline", 1, 0), { deadlineMs: 300 }), (e) => {
         assert.deepEqual([e.kind, e.reason, e.remote, e.outcomeUnknown], ["DeadlineExceeded", "Deadline", false, true]);
         return true;
       });
@@ -182,7 +195,7 @@ describe(`a zlink-node over ${name}`, () => {
     assert.equal(c.stats.dropped, 1);
     assert.equal(c.state, "open");
     // The MOVE ran (its reply came late): the next one lands on top of it.
-    assert.equal(await text(c.request(MOVE, utf8("ts-deadline:1,0"))), "2,0");
+    assert.deepEqual(await c.call(MOVE, move("ts-deadline", 1, 0)), at(2, 0));
   });
 });
 
@@ -204,14 +217,14 @@ describe(`reconnect across a node restart, over ${name}`, () => {
       requestDeadlineMs: 5000,
       reconnect: { initialDelayMs: 50, maxDelayMs: 400, jitter: 0.5 },
     });
-    assert.equal(await text(c.connect()), "welcome");
-    assert.equal(await text(c.request(MOVE, utf8("ts-rc:1,0"))), "1,0");
+    assert.deepEqual(unpack(await c.connect()), welcome("ts-rc"));
+    assert.deepEqual(await c.call(MOVE, move("ts-rc", 1, 0)), at(1, 0));
 
     // Freeze the node so the next request is surely in flight (written,
     // unanswered) when it dies.
     await node.freeze();
     const closed = nextEvent(c, "close");
-    const inFlight = c.request(MOVE, utf8("ts-rc:1000,0"), { deadlineMs: 60_000 }).then(
+    const inFlight = c.call(MOVE, move("ts-rc", 1000, 0), { deadlineMs: 60_000 }).then(
       () => assert.fail("the request cannot have been answered"),
       (e) => e,
     );
@@ -231,24 +244,24 @@ describe(`reconnect across a node restart, over ${name}`, () => {
     node = await transport.start(ports);
     const open = await reopened;
     assert.equal(open.reconnect, true);
-    assert.equal(fromUtf8(open.login), "welcome");
+    assert.deepEqual(unpack(open.login), welcome("ts-rc"));
     assert.equal(c.state, "open");
 
     // The restarted node has a new player at 0,0: had the in-flight MOVE
     // been replayed, it would have run before this one (same session, same
-    // player, in order) and this reply would be "1001,0".
-    assert.equal(await text(c.request(MOVE, utf8("ts-rc:1,0"))), "1,0");
+    // player, in order) and this reply would be at 1001,0.
+    assert.deepEqual(await c.call(MOVE, move("ts-rc", 1, 0)), at(1, 0));
     assert.equal((await node.counters()).moves, 1);
 
     // And on the wire: the MOVE of unknown outcome was written once, on the
     // first connection; each opened connection began with its login.
     const opened = rec.log.filter((sent) => sent.length > 0);
     assert.equal(opened.length, 2);
-    for (const sent of opened) assert.deepEqual([sent[0].key, fromUtf8(sent[0].payload)], [LOGIN, "ts-rc"]);
-    const requests = opened.map((sent) => sent.filter((f) => f.type === "request").map((f) => fromUtf8(f.payload)));
+    for (const sent of opened) assert.deepEqual([sent[0].key, unpack(sent[0].payload)], [LOGIN, { player: "ts-rc" }]);
+    const requests = opened.map((sent) => sent.filter((f) => f.type === "request").map((f) => unpack(f.payload)));
     assert.deepEqual(requests, [
-      ["ts-rc", "ts-rc:1,0", "ts-rc:1000,0"],
-      ["ts-rc", "ts-rc:1,0"],
+      [{ player: "ts-rc" }, move("ts-rc", 1, 0), move("ts-rc", 1000, 0)],
+      [{ player: "ts-rc" }, move("ts-rc", 1, 0)],
     ]);
     assert.equal(c.stats.reconnects, 1);
   });
@@ -272,7 +285,7 @@ describe(`reconnect across a node restart, over ${name}`, () => {
     const reopened = nextEvent(c, "open");
     node = await transport.start(ports);
     assert.equal((await reopened).reconnect, true);
-    assert.equal(await text(c.request(MOVE, utf8("ts-rc:2,0"))), "2,0");
+    assert.deepEqual(await c.call(MOVE, move("ts-rc", 2, 0)), at(2, 0));
     assert.equal(c.stats.reconnects, 2);
   });
 });

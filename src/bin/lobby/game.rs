@@ -10,6 +10,12 @@
 //! have gone stale meanwhile, §12), and ask where its bound player is
 //! (LOCATE).
 //!
+//! Its messages are typed (issue 21 item 6): Rust types implementing
+//! `zlink::typed::Message`, carried as MessagePack (messages.rs, and the
+//! table in docs/wire.md "The lobby game's messages"). The session
+//! handlers read them with `on_message` or `Packet::decode`, the player
+//! answers with `ActorMessage::answer` and pushes with `push_typed`.
+//!
 //! Everything the game observes is counted per node in [`NodeStats`] so that
 //! a report can set the server's view beside the clients'. Each binary
 //! includes this file as a `#[path]` module; [`register`] adds the game to a
@@ -23,37 +29,11 @@ use zlink::api::{
     Actor, ActorContext, ActorMessage, ExecutionMode, NodeBuilder, Packet, Session, Spot,
 };
 use zlink::error::{Error, Reason};
-use zlink::ids::{ActorId, ActorRef, PacketKey};
+use zlink::ids::{ActorId, ActorRef};
 
-/// Request: binds the player named by the payload; replies "welcome".
-pub const LOGIN: PacketKey = PacketKey(1);
-/// Request `"<player>:<dx>,<dy>"`: relayed to the player, which replies with
-/// its new position `"<x>,<y>"`.
-pub const MOVE: PacketKey = PacketKey(2);
-/// Request `"<player>"`: relayed to the player, which replies with its
-/// position without moving (the clients' final check).
-pub const WHERE: PacketKey = PacketKey(3);
-/// Request `"<player>"`: looks the player up (or creates it on this node,
-/// §1 step 2) without binding it, and keeps the ActorRef for JOIN; replies
-/// "found".
-pub const LOOKUP: PacketKey = PacketKey(4);
-/// Request: binds the ActorRef the last LOOKUP of this session found,
-/// wherever the player is by now (§12: followed once if it moved, never
-/// looked up again); replies "welcome".
-pub const JOIN: PacketKey = PacketKey(5);
-/// Request `"<player>"` of a player bound to this session: replies
-/// `"<player>:<ObjectGeneration> at <tag>"`, the tag an opaque digest of
-/// the session's snapshot of where the player is: it changes when the
-/// player moves (§8.1), and names no node (§1).
-pub const LOCATE: PacketKey = PacketKey(6);
-/// Push from a player to its session: `"tick <moves>"`.
-pub const TICK: PacketKey = PacketKey(100);
-/// Sent by the duplicate-connection callback to the replaced session.
-pub const REPLACED_NOTICE: PacketKey = PacketKey(101);
-
-/// The game's own error code (`Error::app`, kind Application): a payload
-/// this game cannot read. Its detail says what was expected.
-pub const BAD_PAYLOAD: u32 = 1;
+#[path = "messages.rs"]
+mod messages;
+pub use messages::*;
 
 /// The Actor type every player is.
 pub const PLAYER: &str = "player";
@@ -89,33 +69,41 @@ struct Player {
     stats: Arc<NodeStats>,
 }
 
+impl Player {
+    fn position(&self) -> Position {
+        Position {
+            x: self.x,
+            y: self.y,
+        }
+    }
+
+    /// A MOVE: the step applied once, and a tick pushed on every fourth.
+    fn step(&mut self, ctx: &mut dyn ActorContext, step: Move) -> Result<Position, Error> {
+        self.x = self.x.saturating_add(step.dx);
+        self.y = self.y.saturating_add(step.dy);
+        self.moves += 1;
+        bump(&self.stats.moves);
+        if self.moves % 4 == 0 {
+            match ctx.push_typed(&Tick { moves: self.moves }) {
+                Ok(()) => bump(&self.stats.pushes),
+                Err(_) => bump(&self.stats.push_refused),
+            }
+        }
+        Ok(self.position())
+    }
+}
+
 impl Actor for Player {
     fn handle(
         &mut self,
         ctx: &mut dyn ActorContext,
         message: ActorMessage,
     ) -> Option<Result<Bytes, Error>> {
-        if message.key == WHERE {
-            return Some(Ok(Bytes::from(format!("{},{}", self.x, self.y))));
+        match message.key {
+            MOVE => message.answer(|step: Move| self.step(ctx, step)),
+            WHERE => message.answer(|_: Where| Ok(self.position())),
+            _ => Some(Err(Reason::NoPacketHandler.into())),
         }
-        if message.key != MOVE {
-            return Some(Err(Reason::NoPacketHandler.into()));
-        }
-        let Some((dx, dy)) = parse_step(&message.payload) else {
-            // A payload this game cannot read is the game's own error.
-            return Some(Err(Error::app(BAD_PAYLOAD, "a MOVE is <player>:<dx>,<dy>")));
-        };
-        self.x = self.x.saturating_add(dx);
-        self.y = self.y.saturating_add(dy);
-        self.moves += 1;
-        bump(&self.stats.moves);
-        if self.moves % 4 == 0 {
-            match ctx.push(TICK, Bytes::from(format!("tick {}", self.moves))) {
-                Ok(()) => bump(&self.stats.pushes),
-                Err(_) => bump(&self.stats.push_refused),
-            }
-        }
-        Some(Ok(Bytes::from(format!("{},{}", self.x, self.y))))
     }
 
     /// Relocation (§8) carries the position and the move count, so the
@@ -159,29 +147,21 @@ impl Spot for Lobby {
     }
 }
 
-/// The player named before the first ':' of a payload.
-fn player_of(payload: &[u8]) -> Result<ActorId, Error> {
-    let bad = || Error::app(BAD_PAYLOAD, "a player name of 1 to 255 bytes of UTF-8");
-    let text = std::str::from_utf8(payload).map_err(|_| bad())?;
-    let name = text.split(':').next().unwrap_or(text);
-    ActorId::new(name).map_err(|_| bad())
-}
-
-/// The `<dx>,<dy>` after the ':' of a MOVE payload.
-fn parse_step(payload: &[u8]) -> Option<(i64, i64)> {
-    let text = std::str::from_utf8(payload).ok()?;
-    let (_, step) = text.split_once(':')?;
-    let (dx, dy) = step.split_once(',')?;
-    Some((dx.parse().ok()?, dy.parse().ok()?))
+/// The ActorId of a player's name; a name that is none (empty, or over
+/// 255 bytes) is the game's own error.
+fn player_id(name: &str) -> Result<ActorId, Error> {
+    ActorId::new(name)
+        .map_err(|_| Error::app(BAD_PAYLOAD, "a player name of 1 to 255 bytes of UTF-8"))
 }
 
 /// The ActorRef the last LOOKUP of a session found (a session attribute).
 struct LookedUp(ActorRef);
 
-/// Relays a packet to the player it names, which must be bound to this
-/// session: the player answers the client directly (§5).
-async fn relay_to_player(session: Session, packet: Packet) -> Result<(), Error> {
-    let id = player_of(&packet.payload)?;
+/// Relays a packet to the player `player`, which must be bound to this
+/// session: the player answers the client directly (§5), reading the same
+/// bytes as its type again.
+fn relay_to_player(session: &Session, player: &str, packet: Packet) -> Result<(), Error> {
+    let id = player_id(player)?;
     let bound = session
         .actors()
         .find(&id)
@@ -215,29 +195,42 @@ pub fn register(builder: NodeBuilder, stats: &Arc<NodeStats>) -> NodeBuilder {
                 stats: Arc::clone(&factory_stats),
             })
         })
-        .on_packet(LOGIN, |session, packet| async move {
-            let id = player_of(&packet.payload)?;
+        .on_message(|session, login: Login| async move {
+            let id = player_id(&login.player)?;
             let player = session.actor(PLAYER, &id).await?;
             session.actors().bind(player).await?;
-            session.reply(packet, Ok(Bytes::from_static(b"welcome")))
+            Ok(Welcome {
+                player: login.player,
+            })
         })
-        .on_packet(MOVE, relay_to_player)
-        .on_packet(WHERE, relay_to_player)
-        .on_packet(LOOKUP, |session, packet| async move {
-            let id = player_of(&packet.payload)?;
+        .on_packet(MOVE, |session, packet| async move {
+            let step: Move = packet.decode()?;
+            relay_to_player(&session, &step.player, packet)
+        })
+        .on_packet(WHERE, |session, packet| async move {
+            let at: Where = packet.decode()?;
+            relay_to_player(&session, &at.player, packet)
+        })
+        .on_message(|session, lookup: Lookup| async move {
+            let id = player_id(&lookup.player)?;
             let player = session.actor(PLAYER, &id).await?;
             session.set_attribute(LookedUp(player));
-            session.reply(packet, Ok(Bytes::from_static(b"found")))
+            Ok(Found {
+                player: lookup.player,
+            })
         })
-        .on_packet(JOIN, |session, packet| async move {
+        .on_message(|session, _: Join| async move {
             let player = session
                 .attribute::<LookedUp>()
                 .ok_or(Error::new(Reason::SessionNotBound))?;
+            let id = player.0.id.clone();
             session.actors().bind(player.0.clone()).await?;
-            session.reply(packet, Ok(Bytes::from_static(b"welcome")))
+            Ok(Welcome {
+                player: id.as_str().to_owned(),
+            })
         })
-        .on_packet(LOCATE, |session, packet| async move {
-            let id = player_of(&packet.payload)?;
+        .on_message(|session, locate: Locate| async move {
+            let id = player_id(&locate.player)?;
             let bound = session
                 .actors()
                 .find(&id)
@@ -248,22 +241,20 @@ pub fn register(builder: NodeBuilder, stats: &Arc<NodeStats>) -> NodeBuilder {
             // changes when the player moves (§8.1).
             let mut tag = std::hash::DefaultHasher::new();
             std::hash::Hash::hash(&format!("{:?}", bound.location()), &mut tag);
-            let where_ = format!(
-                "{}:{} at {:016x}",
-                actor.id,
-                actor.generation.0,
-                std::hash::Hasher::finish(&tag)
-            );
-            session.reply(packet, Ok(Bytes::from(where_)))
+            Ok(Location {
+                player: actor.id.as_str().to_owned(),
+                generation: actor.generation.0,
+                at: format!("{:016x}", std::hash::Hasher::finish(&tag)),
+            })
         })
         .on_replaced(move |session, actor| {
             let stats = Arc::clone(&replaced_stats);
             async move {
                 bump(&stats.replaced_callbacks);
-                session.send_to_client(
-                    REPLACED_NOTICE,
-                    Bytes::copy_from_slice(actor.as_str().as_bytes()),
-                )
+                let notice = zlink::typed::encode(&Replaced {
+                    player: actor.as_str().to_owned(),
+                })?;
+                session.send_to_client(REPLACED_NOTICE, notice)
             }
         })
 }
@@ -271,15 +262,23 @@ pub fn register(builder: NodeBuilder, stats: &Arc<NodeStats>) -> NodeBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use zlink::typed;
 
     #[test]
-    fn payloads_parse_or_are_refused() {
-        assert_eq!(parse_step(b"player-1:3,-2"), Some((3, -2)));
-        assert_eq!(parse_step(b"player-1:3"), None);
-        assert_eq!(parse_step(b"player-1"), None);
-        assert_eq!(parse_step(&[0xff, b':', b'1', b',', b'1']), None);
-        assert_eq!(player_of(b"player-7:1,1").unwrap().as_str(), "player-7");
-        assert!(player_of(&[0xff]).is_err());
-        assert!(player_of(b"").is_err());
+    fn messages_are_maps_of_their_fields_and_names_are_checked() {
+        let bytes = typed::encode(&Move {
+            player: "p".into(),
+            dx: 1,
+            dy: -1,
+        })
+        .unwrap();
+        // A map of three entries whose first key is "player".
+        assert_eq!(&bytes[..8], b"\x83\xa6player");
+        let back: Move = typed::decode(&bytes).unwrap();
+        assert_eq!((back.dx, back.dy), (1, -1));
+        assert_eq!(typed::encode(&Join {}).unwrap().as_ref(), b"\x80");
+        assert_eq!(player_id("player-7").unwrap().as_str(), "player-7");
+        let e = player_id("").unwrap_err();
+        assert_eq!(e.code(), BAD_PAYLOAD, "{e}");
     }
 }

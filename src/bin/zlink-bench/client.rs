@@ -37,6 +37,7 @@ use zlink::wire::client::ClientFrame;
 use zlink::wire::DecodeLimits;
 
 use crate::args::Workload;
+use crate::lobby;
 
 /// Request: binds the session to the player its payload names; any reply
 /// is success.
@@ -216,8 +217,9 @@ impl LoadSpec {
 /// `i % n`; with two or more addresses its player is first created on
 /// address `(i + 1) % n` (LOOKUP), so that its MOVEs cross a link as the
 /// local RELAY does. The session logs in as player `<tag>-<i>` (`tag` unique to the run, so a
-/// rerun meets fresh players at 0,0) and sends MOVE `"<player>:1,0"`
-/// requests: the player's reply `"<x>,0"` must be its MOVE count, so a MOVE
+/// rerun meets fresh players at 0,0) and sends MOVE `{player, dx: 1, dy: 0}`
+/// requests (the lobby's typed messages, MessagePack: src/bin/lobby/messages.rs):
+/// the x of the player's `Position` reply must be its MOVE count, so a MOVE
 /// the mesh lost or applied twice shows in the next reply's position.
 #[derive(Clone, Debug)]
 pub struct Target {
@@ -261,18 +263,19 @@ impl Target {
     }
 }
 
-/// The lobby game's LOOKUP `"<player>"`: creates the player on the node
-/// asked when it does not exist yet (§1 step 2), without binding it.
-const LOBBY_LOOKUP: PacketKey = PacketKey(4);
+/// The payload of one of the lobby game's typed messages: a struct of
+/// strings and integers, which always encodes.
+fn lobby_payload<M: zlink::typed::Message>(message: &M) -> Bytes {
+    zlink::typed::encode(message).expect("a lobby message encodes")
+}
 
-/// The lobby game's push every fourth MOVE (`"tick <moves>"`), which a
-/// `--target` session receives and ignores.
-const LOBBY_TICK: PacketKey = PacketKey(100);
-
-/// A `--target` session's player and how far its position is from its
-/// MOVE count so far (MOVEs lost, negative, or applied twice, positive).
+/// A `--target` session's player, its MOVE's payload (encoded once) and how
+/// far its position is from its MOVE count so far (MOVEs lost, negative, or
+/// applied twice, positive). The lobby's Tick push every fourth MOVE is
+/// received and ignored.
 struct Mover {
     player: String,
+    step: Bytes,
     offset: i64,
 }
 
@@ -517,21 +520,33 @@ pub async fn login_all(
 ) -> Result<Vec<(usize, TcpStream)>, String> {
     let logins: Vec<_> = (0..spec.sessions)
         .map(|index| {
-            let (entry, payload, host) = match &spec.target {
-                Some(target) => (
+            let target = spec.target.as_ref().map(|target| {
+                (
                     target.address(index, entry),
                     target.player(index),
                     target.player_host(index),
-                ),
-                None => (entry, login_payload(index, spec.workload), None),
-            };
+                )
+            });
+            let workload = spec.workload;
             tokio::task::spawn_local(async move {
+                let Some((entry, player, host)) = target else {
+                    let payload = login_payload(index, workload);
+                    return login(entry, &payload).await.map(|stream| (index, stream));
+                };
                 if let Some(host) = host {
                     // Placed by a connection of its own, which then closes:
                     // a LOOKUP binds nothing, so the player stays.
-                    ask(host, (LOBBY_LOOKUP, "lookup"), &payload).await?;
+                    let lookup = lobby_payload(&lobby::Lookup {
+                        player: player.clone(),
+                    });
+                    ask(host, (lobby::LOOKUP, "lookup"), &player, lookup).await?;
                 }
-                login(entry, &payload).await.map(|stream| (index, stream))
+                let login = lobby_payload(&lobby::Login {
+                    player: player.clone(),
+                });
+                ask(entry, (lobby::LOGIN, "login"), &player, login)
+                    .await
+                    .map(|stream| (index, stream))
             })
         })
         .collect();
@@ -575,36 +590,38 @@ async fn sample_cpu(phases: Phases, budget: Rc<Budget>) -> Result<(f64, f64), St
 /// `mixed`): the LOGIN request binds the session to the player. Returns the
 /// connection once the LOGIN is answered.
 pub async fn login(entry: SocketAddr, payload: &str) -> Result<TcpStream, String> {
-    ask(entry, (LOGIN, "login"), payload).await
+    let bytes = Bytes::from(payload.to_owned().into_bytes());
+    ask(entry, (LOGIN, "login"), payload, bytes).await
 }
 
-/// Connects and sends one request `key` (named `what` in errors) with
-/// `payload`; returns the connection once it is answered.
+/// Connects and sends one request `key` (named `what` in errors, with
+/// `who`) with `payload`; returns the connection once it is answered.
 async fn ask(
     entry: SocketAddr,
     (key, what): (PacketKey, &str),
-    payload: &str,
+    who: &str,
+    payload: Bytes,
 ) -> Result<TcpStream, String> {
     let mut stream = TcpStream::connect(entry)
         .await
-        .map_err(|e| format!("{payload}: connect: {e}"))?;
+        .map_err(|e| format!("{who}: connect: {e}"))?;
     stream
         .set_nodelay(true)
-        .map_err(|e| format!("{payload}: nodelay: {e}"))?;
+        .map_err(|e| format!("{who}: nodelay: {e}"))?;
     let mut out = BytesMut::new();
     ClientFrame::Request {
         key,
         correlation: Correlation(0),
-        payload: Bytes::from(payload.to_owned().into_bytes()),
+        payload,
     }
     .encode(&mut out);
     stream
         .write_all(&out)
         .await
-        .map_err(|e| format!("{payload}: {what} write: {e}"))?;
+        .map_err(|e| format!("{who}: {what} write: {e}"))?;
     match answer(&mut stream, Correlation(0)).await {
         Ok(_) => Ok(stream),
-        Err(why) => Err(format!("{payload}: {what}: {why}")),
+        Err(why) => Err(format!("{who}: {what}: {why}")),
     }
 }
 
@@ -681,9 +698,9 @@ impl Window {
         let seq = self.next_seq;
         if let Some(mover) = &self.mover {
             ClientFrame::Request {
-                key: RELAY,
+                key: lobby::MOVE,
                 correlation: Correlation(seq),
-                payload: Bytes::from(format!("{}:1,0", mover.player)),
+                payload: mover.step.clone(),
             }
             .encode(&mut self.outbound);
             self.outstanding.insert(seq, intended);
@@ -712,19 +729,22 @@ impl Window {
 /// the last reply's offset says MOVEs were applied twice; one behind says
 /// MOVEs were lost; a reply that is no position is corrupt.
 fn check_move(mover: &mut Mover, seq: u32, payload: &[u8], t: &mut Tally) {
-    let x = std::str::from_utf8(payload)
-        .ok()
-        .and_then(|text| text.split_once(','))
-        .filter(|(_, y)| *y == "0")
-        .and_then(|(x, _)| x.parse::<i64>().ok());
-    let Some(x) = x else {
-        t.corrupt += 1;
-        t.note(format!(
-            "{}: the reply to MOVE {seq} is no position: {:?}",
-            mover.player,
-            String::from_utf8_lossy(payload)
-        ));
-        return;
+    let x = zlink::typed::decode::<lobby::Position>(payload)
+        .map_err(|e| e.to_string())
+        .and_then(|at| match at {
+            lobby::Position { x, y: 0 } => Ok(x),
+            other => Err(format!("{other:?} is off the x axis")),
+        });
+    let x = match x {
+        Ok(x) => x,
+        Err(why) => {
+            t.corrupt += 1;
+            t.note(format!(
+                "{}: the reply to MOVE {seq} is no position: {why}",
+                mover.player
+            ));
+            return;
+        }
     };
     let offset = x - i64::from(seq);
     let change = offset - mover.offset;
@@ -775,9 +795,18 @@ async fn drive(
         outstanding: HashMap::with_capacity(spec.in_flight),
         outbound: BytesMut::with_capacity(4096),
         timeline: Vec::new(),
-        mover: spec.target.as_ref().map(|target| Mover {
-            player: target.player(index),
-            offset: 0,
+        mover: spec.target.as_ref().map(|target| {
+            let player = target.player(index);
+            let step = lobby_payload(&lobby::Move {
+                player: player.clone(),
+                dx: 1,
+                dy: 0,
+            });
+            Mover {
+                player,
+                step,
+                offset: 0,
+            }
         }),
         ticks: TickSeen::default(),
     };
@@ -906,7 +935,7 @@ fn file_frames(
                 window.outstanding.remove(&correlation.0);
                 continue;
             }
-            (_, ClientFrame::Push { key, .. }) if key == LOBBY_TICK && window.mover.is_some() => {
+            (_, ClientFrame::Push { key, .. }) if key == lobby::TICK && window.mover.is_some() => {
                 continue;
             }
             (_, ClientFrame::Ping { nonce }) => {

@@ -21,6 +21,10 @@ mod args;
 mod churn;
 mod client;
 mod idle;
+/// The lobby game's typed messages, which a `--target` run sends to
+/// zlink-node (src/bin/lobby/messages.rs).
+#[path = "../lobby/messages.rs"]
+mod lobby;
 mod pause;
 mod report;
 mod scale;

@@ -245,12 +245,12 @@ fn population(options: &Options, workload: Workload) -> String {
 }
 
 /// What each request carries, in words: `--payload` bytes, or a
-/// `--target` mesh's MOVE text (`--payload` does not apply there).
+/// `--target` mesh's MOVE (`--payload` does not apply there).
 fn payload(options: &Options) -> String {
     if options.target.is_empty() {
         format!("{} B payload", options.payload_len)
     } else {
-        "lobby MOVE \"<player>:1,0\" requests".to_owned()
+        "lobby MOVE {player, dx: 1, dy: 0} requests (MessagePack)".to_owned()
     }
 }
 

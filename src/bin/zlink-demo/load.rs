@@ -8,20 +8,27 @@
 //! a typed error, or the connection's close. A terminal for a correlation
 //! already answered is a duplicate; a request whose terminal never comes
 //! (the wait outlasts the server's relay deadline) is a silent drop.
+//!
+//! The requests are the lobby's typed messages (src/bin/lobby/messages.rs),
+//! MessagePack both ways. Each is sent with `start_request` and its
+//! terminal awaited event by event rather than with `Client::call`, so that
+//! every other event meanwhile (a push, a duplicate or unsolicited reply, a
+//! close) is filed as it comes: [`call`] is `Client::call` with that
+//! bookkeeping.
 
 use std::collections::{BTreeMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use hdrhistogram::Histogram;
 use zlink::client::{Client, ClientEvent};
 use zlink::error::{Error, Reason};
 use zlink::ids::{Correlation, PacketKey};
+use zlink::typed::{self, Message};
 use zlink::wire::client::CloseReason;
 
-use crate::game::{LOGIN, MOVE, REPLACED_NOTICE, TICK, WHERE};
+use crate::game::{Login, Move, Position, Where, REPLACED_NOTICE, TICK};
 
 /// How long a client waits for a terminal. Longer than the nodes' relay and
 /// bind deadlines (5 s), so a request still unanswered then was dropped.
@@ -261,8 +268,8 @@ impl Tally {
 }
 
 /// The end of one request, as the client saw it.
-enum Outcome {
-    Reply(Bytes),
+enum Outcome<T> {
+    Reply(T),
     Error(Error),
     /// The connection closed before the terminal.
     Closed(Option<CloseReason>),
@@ -383,16 +390,16 @@ fn final_check(tally: &mut Tally, sim: &mut Sim) {
     };
     if conn.closed.is_none() && conn.logged_in {
         tally.wheres_sent += 1;
-        let payload = Bytes::copy_from_slice(sim.player.as_bytes());
-        if let Outcome::Reply(reply) = request(tally, conn, WHERE, payload) {
+        let at = Where {
+            player: sim.player.clone(),
+        };
+        if let Outcome::Reply(reply) = call(tally, conn, &at) {
             tally.wheres_ok += 1;
-            if parse_position(&reply) != Some(sim.position) {
+            if (reply.x, reply.y) != sim.position {
                 tally.position_mismatches += 1;
                 tally.note(format!(
-                    "{} is finally at {:?}, expected {:?}",
-                    sim.player,
-                    String::from_utf8_lossy(&reply),
-                    sim.position
+                    "{} is finally at {reply:?}, expected {:?}",
+                    sim.player, sim.position
                 ));
             }
         }
@@ -452,12 +459,10 @@ fn connect_and_login(
     let started = Instant::now();
     for attempt in 0..=LOGIN_RETRIES {
         tally.logins_sent += 1;
-        match request(
-            tally,
-            &mut conn,
-            LOGIN,
-            Bytes::copy_from_slice(player.as_bytes()),
-        ) {
+        let login = Login {
+            player: player.to_owned(),
+        };
+        match call(tally, &mut conn, &login) {
             Outcome::Reply(_) => {
                 tally.logins_ok += 1;
                 conn.logged_in = true;
@@ -491,29 +496,29 @@ fn move_rounds(tally: &mut Tally, sims: &mut [Sim], rounds: usize) {
             if conn.closed.is_some() {
                 continue;
             }
-            let payload = Bytes::from(format!("{}:{dx},{dy}", sim.player));
+            let step = Move {
+                player: sim.player.clone(),
+                dx,
+                dy,
+            };
             tally.moves_sent += 1;
             let started = Instant::now();
-            match request(tally, conn, MOVE, payload) {
-                Outcome::Reply(reply) => {
+            match call(tally, conn, &step) {
+                Outcome::Reply(Position { x, y }) => {
                     record(&mut tally.move_latency, started);
                     tally.moves_ok += 1;
                     sim.accepted += 1;
                     sim.position.0 += dx;
                     sim.position.1 += dy;
-                    let expected = format!("{},{}", sim.position.0, sim.position.1);
-                    if reply.as_ref() != expected.as_bytes() {
+                    if (x, y) != sim.position {
                         tally.position_mismatches += 1;
                         tally.note(format!(
-                            "{} is at {:?}, expected {expected}",
-                            sim.player,
-                            String::from_utf8_lossy(&reply)
+                            "{} is at {x},{y}, expected {:?}",
+                            sim.player, sim.position
                         ));
                         // Follow the server from here, so that one anomaly
                         // is counted once.
-                        if let Some(position) = parse_position(&reply) {
-                            sim.position = position;
-                        }
+                        sim.position = (x, y);
                     }
                 }
                 Outcome::Closed(reason) => {
@@ -525,12 +530,6 @@ fn move_rounds(tally: &mut Tally, sims: &mut [Sim], rounds: usize) {
             }
         }
     }
-}
-
-fn parse_position(reply: &[u8]) -> Option<(i64, i64)> {
-    let text = std::str::from_utf8(reply).ok()?;
-    let (x, y) = text.split_once(',')?;
-    Some((x.parse().ok()?, y.parse().ok()?))
 }
 
 /// Logs a quarter of the players in a second time from the next node, sends
@@ -555,10 +554,14 @@ fn replace_quarter(tally: &mut Tally, sims: &mut [Sim], addrs: &[SocketAddr]) {
         };
         sim.conn = Some(new);
         // A late MOVE from the replaced session: the player must not move.
-        let payload = Bytes::from(format!("{}:100,100", sim.player));
+        let late = Move {
+            player: sim.player.clone(),
+            dx: 100,
+            dy: 100,
+        };
         tally.moves_sent += 1;
         let mut seen_close = false;
-        match request(tally, &mut old, MOVE, payload) {
+        match call(tally, &mut old, &late) {
             Outcome::Error(_) => tally.late_moves_refused += 1,
             Outcome::Reply(_) => {
                 tally.late_moves_accepted += 1;
@@ -680,9 +683,19 @@ fn file(tally: &mut Tally, conn: &mut Conn, event: ClientEvent) {
     }
 }
 
-/// Sends one request and waits for its terminal, filing every other event.
-fn request(tally: &mut Tally, conn: &mut Conn, key: PacketKey, payload: Bytes) -> Outcome {
-    let correlation = match conn.client.start_request(key, payload) {
+/// Sends one typed request and waits for its terminal, filing every other
+/// event; the reply decoded as `M::Reply`. A message that does not encode
+/// or a reply that does not decode is a typed error (`MalformedPayload`),
+/// which fails the run.
+fn call<M: Message>(tally: &mut Tally, conn: &mut Conn, message: &M) -> Outcome<M::Reply> {
+    let payload = match typed::encode(message) {
+        Ok(payload) => payload,
+        Err(error) => {
+            tally.error(error.clone());
+            return Outcome::Error(error);
+        }
+    };
+    let correlation = match conn.client.start_request(M::KEY, payload) {
         Ok(correlation) => correlation,
         Err(e) => {
             // Never reached the server: not a request without a terminal,
@@ -719,7 +732,7 @@ fn request(tally: &mut Tally, conn: &mut Conn, key: PacketKey, payload: Bytes) -
                 outcome,
             } if c == correlation => {
                 conn.answered.insert(c);
-                return match outcome {
+                return match typed::decode_reply::<M>(outcome) {
                     Ok(reply) => Outcome::Reply(reply),
                     Err(error) => {
                         tally.error(error.clone());

@@ -545,6 +545,17 @@ fn render(
             f.final_disconnects, t.live_bindings
         ));
     }
+    let undecodable: u64 = t
+        .errors
+        .iter()
+        .filter(|((_, reason), _)| reason == "MalformedPayload")
+        .map(|(_, n)| n)
+        .sum();
+    if undecodable > 0 {
+        failures.push(format!(
+            "{undecodable} requests or replies were not their message type (must be 0)"
+        ));
+    }
     let timed_out: u64 = t
         .errors
         .iter()

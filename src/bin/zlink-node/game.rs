@@ -1,7 +1,9 @@
 //! The sample game every zlink-node runs out of the box: the lobby game
-//! shared with zlink-demo (src/bin/lobby/game.rs). A client sends LOGIN
-//! (key 1) with a player name, then MOVE (key 2) `"<player>:<dx>,<dy>"` and
-//! WHERE (key 3) `"<player>"`, relayed to the player wherever it lives.
+//! shared with zlink-demo (src/bin/lobby/game.rs). Its messages are
+//! MessagePack maps (src/bin/lobby/messages.rs, docs/wire.md "The lobby
+//! game's messages"): a client sends LOGIN (key 1) `{player}`, then MOVE
+//! (key 2) `{player, dx, dy}` and WHERE (key 3) `{player}`, relayed to the
+//! player wherever it lives, which answers `{x, y}`.
 
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
