@@ -626,6 +626,43 @@ fn bench_target_refuses_what_a_running_mesh_cannot_do() {
     }
 }
 
+/// `--transport-axis` (issue 22) with tiny windows: the same load over
+/// zlink's TCP and WebSocket listeners, each with relays and latencies in
+/// the table and the JSON, and the ratio printed. It asserts no speed.
+#[test]
+fn bench_transport_axis_drives_zlink_over_tcp_and_websocket() {
+    let dir = out_dir("transport-axis");
+    let json = dir.join("transport-axis.json");
+    let (stdout, report) = run_bench(
+        &[
+            "--transport-axis",
+            "--sessions",
+            "2",
+            "--warmup",
+            "0.1",
+            "--duration",
+            "0.3",
+        ],
+        &json,
+    );
+    assert!(stdout.contains("websocket / tcp: relays/s"), "{stdout}");
+    assert_eq!(report["mode"], "transport-axis");
+    assert_eq!(report["clean"], true);
+    let transports = report["transports"].as_array().unwrap();
+    let names: Vec<&str> = transports
+        .iter()
+        .map(|t| t["transport"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["tcp", "websocket"]);
+    for transport in transports {
+        assert!(transport["relays"].as_u64().unwrap() > 0, "{transport}");
+        assert!(transport["latency_us"]["p50"].as_f64().unwrap() > 0.0);
+    }
+    assert!(report["websocket_over_tcp"]["relays_per_s"]
+        .as_f64()
+        .is_some());
+}
+
 /// `--store-axis` (issue 19 item 7) with tiny windows: the four phases
 /// (storm at +0 ms and at +1 ms store latency, baseline, a 300 ms store
 /// hang) each have their row in the table and the JSON, the two ratios are

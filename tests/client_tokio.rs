@@ -14,12 +14,29 @@ use node_support::*;
 use zlink::client::tokio::{AsyncClient, AsyncEvent};
 use zlink::client::{Client, ClientError, CloseReason, ReconnectPolicy};
 use zlink::error::Reason;
-use zlink::ids::PacketKey;
+use zlink::typed;
 
-/// The lobby game's keys (src/bin/lobby/game.rs).
-const LOGIN: PacketKey = PacketKey(1);
-const MOVE: PacketKey = PacketKey(2);
-const TICK: PacketKey = PacketKey(100);
+/// The lobby game's LOGIN payload for `player` (MessagePack).
+fn login_of(player: &str) -> Bytes {
+    payload(&lobby::Login {
+        player: player.to_owned(),
+    })
+}
+
+/// The lobby game's MOVE payload of `player` by (`dx`, `dy`).
+fn move_of(player: &str, dx: i64, dy: i64) -> Bytes {
+    payload(&lobby::Move {
+        player: player.to_owned(),
+        dx,
+        dy,
+    })
+}
+
+/// The position a MOVE reply carries.
+fn position(reply: &[u8]) -> (i64, i64) {
+    let at: lobby::Position = typed::decode(reply).expect("a Position");
+    (at.x, at.y)
+}
 
 fn node_config(port: u16) -> String {
     format!(
@@ -56,28 +73,28 @@ async fn overlapping_requests_pushes_and_a_restart_under_the_client() {
     let dir = temp_dir("tokio-client");
     let mut node = NodeProcess::start(1, &write_config(&dir, "a.toml", &node_config(0)));
     let port = node.stream.port();
-    let mut client = AsyncClient::connect(node.stream, LOGIN, Bytes::from_static(b"ann"), policy())
+    let mut client = AsyncClient::connect(node.stream, LOGIN, login_of("ann"), policy())
         .await
         .expect("the first connection and login");
     // Four moves at once: each gets its own reply; every fourth move pushes.
-    let step = || client.request(MOVE, Bytes::from_static(b"ann:1,0"), WAIT);
+    let step = || client.request(MOVE, move_of("ann", 1, 0), WAIT);
     let (a, b, c, d) = tokio::join!(step(), step(), step(), step());
-    let mut replies: Vec<Bytes> = [a, b, c, d].into_iter().map(Result::unwrap).collect();
-    replies.sort();
-    let expected: Vec<Bytes> = [&b"1,0"[..], b"2,0", b"3,0", b"4,0"]
+    let mut xs: Vec<i64> = [a, b, c, d]
         .into_iter()
-        .map(Bytes::from_static)
+        .map(|reply| position(&reply.unwrap()).0)
         .collect();
-    assert_eq!(replies, expected);
+    xs.sort_unstable();
+    assert_eq!(xs, [1, 2, 3, 4]);
     let tick = next(&mut client, |e| match e {
-        AsyncEvent::Push { key, payload } if key == TICK => Some(payload),
+        AsyncEvent::Push { key, payload } if key == lobby::TICK => Some(payload),
         _ => None,
     })
     .await;
-    assert_eq!(tick, Bytes::from_static(b"tick 4"));
+    let tick: lobby::Tick = typed::decode(&tick).expect("a Tick");
+    assert_eq!(tick.moves, 4);
     // A request in flight when the node dies (frozen, then killed).
     node.freeze(true);
-    let lost = client.request(MOVE, Bytes::from_static(b"ann:1000,0"), WAIT);
+    let lost = client.request(MOVE, move_of("ann", 1000, 0), WAIT);
     let killer = async {
         // The request is written before the kill: the frozen node's socket
         // takes it.
@@ -100,29 +117,23 @@ async fn overlapping_requests_pushes_and_a_restart_under_the_client() {
     .await;
     // The lost move was not sent again: the new node's player starts at 0.
     let moved = client
-        .request(MOVE, Bytes::from_static(b"ann:0,1"), WAIT)
+        .request(MOVE, move_of("ann", 0, 1), WAIT)
         .await
         .unwrap();
-    assert_eq!(
-        moved,
-        Bytes::from_static(b"0,1"),
-        "the lost request ran again"
-    );
+    assert_eq!(position(&moved), (0, 1), "the lost request ran again");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_close_for_replaced_never_reconnects() {
     let dir = temp_dir("tokio-replaced");
     let node = NodeProcess::start(1, &write_config(&dir, "a.toml", &node_config(0)));
-    let mut client = AsyncClient::connect(node.stream, LOGIN, Bytes::from_static(b"bob"), policy())
+    let mut client = AsyncClient::connect(node.stream, LOGIN, login_of("bob"), policy())
         .await
         .unwrap();
     let stream = node.stream;
     let mut second = tokio::task::spawn_blocking(move || {
         let mut second = Client::connect(stream).unwrap();
-        second
-            .request(LOGIN, Bytes::from_static(b"bob"), WAIT)
-            .unwrap();
+        second.request(LOGIN, login_of("bob"), WAIT).unwrap();
         second
     })
     .await
@@ -136,11 +147,9 @@ async fn a_close_for_replaced_never_reconnects() {
     assert_eq!(closed, Some(CloseReason::Replaced));
     assert!(client.request(MOVE, Bytes::new(), WAIT).await.is_err());
     let reply = tokio::task::spawn_blocking(move || {
-        second
-            .request(MOVE, Bytes::from_static(b"bob:2,2"), WAIT)
-            .unwrap()
+        second.request(MOVE, move_of("bob", 2, 2), WAIT).unwrap()
     })
     .await
     .unwrap();
-    assert_eq!(reply, Bytes::from_static(b"2,2"));
+    assert_eq!(position(&reply), (2, 2));
 }

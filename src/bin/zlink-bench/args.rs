@@ -123,6 +123,10 @@ pub struct Options {
     /// `--store-axis`: no load client; the store axis's phases instead
     /// ([`crate::store_axis`], issue 19 item 7).
     pub store_axis: Option<StoreAxis>,
+    /// `--transport-axis`: no load client; zlink over TCP and over its
+    /// WebSocket listener, side by side ([`crate::transport_axis`], issue
+    /// 22).
+    pub transport_axis: bool,
 }
 
 /// Which Location Store the store axis runs zlink on.
@@ -239,6 +243,9 @@ const MAX_SHARDS: usize = 16;
 const MAX_RATE: u64 = 10_000_000;
 /// `--compare` runs interleaved rounds: at least this many (issue 5 item 2).
 pub const COMPARE_ROUNDS_MIN: usize = 3;
+/// `--transport-axis`'s sessions when `--sessions` is not given.
+const TRANSPORT_AXIS_SESSIONS: usize = 8;
+
 /// `--store-axis` runs one thread per session: beyond this the threads,
 /// not the store, would set the figures.
 const MAX_STORE_AXIS_SESSIONS: usize = 256;
@@ -274,6 +281,8 @@ usage: zlink-bench [--system S[,S..]] [--workload W] [--sessions N] [--in-flight
                    [--json FILE] [--out DIR]
        zlink-bench --store-axis [--store redis|embedded] [--store-latency MS] [--store-hang MS]
                    [--storm-rate R] [--sessions N] [--payload BYTES] [--warmup SECS] [--duration SECS] [--json FILE]
+       zlink-bench --transport-axis [--sessions N] [--payload BYTES] [--warmup SECS]
+                   [--duration SECS] [--rounds N]
 
 Starts each system on loopback, drives it with one shared load client (STREAM
 frames, the same payloads for every system), closed loop with N in flight per
@@ -506,6 +515,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, ArgsErro
         scale_report: None,
         target: Vec::new(),
         store_axis: None,
+        transport_axis: false,
         nodes: 2,
         shards: 1,
         cores: std::thread::available_parallelism().map_or(1, usize::from),
@@ -541,6 +551,10 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, ArgsErro
         }
         if flag == "--store-axis" {
             store_axis_asked = true;
+            continue;
+        }
+        if flag == "--transport-axis" {
+            options.transport_axis = true;
             continue;
         }
         if flag == "--idle-child" {
@@ -619,6 +633,14 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, ArgsErro
     options.placements = vec![pin];
     if store_axis_asked {
         return store_axis(options, axis, &given, sessions_given);
+    }
+    if options.transport_axis {
+        // One client thread per session: a few keep both transports busy
+        // without the threads themselves being what is measured.
+        if !sessions_given {
+            options.sessions = TRANSPORT_AXIS_SESSIONS;
+        }
+        return Ok(options);
     }
     if let Some(flag) = given
         .iter()

@@ -30,6 +30,7 @@ mod report;
 mod scale;
 mod store_axis;
 mod systems;
+mod transport_axis;
 
 use std::path::Path;
 use std::time::Instant;
@@ -56,6 +57,12 @@ fn main() {
         }
     };
     let outcome = match &options.store_axis {
+        None if options.transport_axis => transport_axis::run(&options).map(|clean| {
+            (
+                clean,
+                "a request ended in an error or with the wrong echo (see the report)",
+            )
+        }),
         Some(axis) => store_axis::run(&options, axis).map(|clean| {
             (
                 clean,
