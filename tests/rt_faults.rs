@@ -515,6 +515,10 @@ impl Seat<'_> {
             via,
             opened_at,
         };
+        let refused = match &conn_result {
+            Err(ClientError::Remote(error)) => error.to_string(),
+            _ => String::new(),
+        };
         match ended(conn_result) {
             Ended::Reply => {
                 self.tally.add("login: bound");
@@ -523,7 +527,7 @@ impl Seat<'_> {
             Ended::Error(kind) => {
                 assert!(
                     matches!(kind, ErrorKind::Unavailable | ErrorKind::DeadlineExceeded),
-                    "{}: login {kind:?}",
+                    "{}: login {kind:?} ({refused})",
                     self.player
                 );
                 self.tally.add(format!("login: {kind:?}"));
