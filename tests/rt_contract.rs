@@ -141,7 +141,20 @@ fn s5_relay_to_an_actor_the_session_has_not_bound_is_session_not_bound() {
         }
         other => panic!("expected session-not-bound, got {other:?}"),
     }
-    // The same call succeeds once the binding exists; the actor can push.
+    // An Actor with no binding that pushes or closes its session — asked
+    // by node code, since no session reaches it — gets session-not-bound
+    // for each, typed (§12).
+    game.node.create_actor("player", &id("player-9")).unwrap();
+    let caller = game.node.caller();
+    for key in [PUSH, CLOSE_SESSION] {
+        let unbound = caller
+            .request(&id("player-9"), key, payload("player-9", "x"), WAIT)
+            .wait()
+            .expect_err("no binding");
+        assert_eq!(unbound.kind(), ErrorKind::InvalidOperation, "{unbound}");
+        assert_eq!(unbound.reason(), Reason::SessionNotBound, "{unbound}");
+    }
+    // The same calls succeed once the binding exists; the actor can push.
     let mut client = login(&game, "player-9");
     assert_eq!(
         client
@@ -155,6 +168,12 @@ fn s5_relay_to_an_actor_the_session_has_not_bound_is_session_not_bound() {
             key: PUSHED,
             payload: payload("player-9", "hello")
         })
+    );
+    // And close its session: the client is told why.
+    let _ = client.start_request(CLOSE_SESSION, payload("player-9", "bye"));
+    assert_eq!(
+        client.wait_closed(WAIT).unwrap(),
+        Some(CloseReason::Application)
     );
 }
 

@@ -102,6 +102,9 @@ pub const AWAIT_CALL: PacketKey = PacketKey(25);
 /// future, a database call say), then replies `after-gate:<handled>`, the
 /// messages its instance had handled when its continuation ran.
 pub const AWAIT_GATE: PacketKey = PacketKey(26);
+/// Relays: the player closes its bound session (`CloseReason::Application`)
+/// and replies "closed", or the error (session-not-bound without a binding).
+pub const CLOSE_SESSION: PacketKey = PacketKey(27);
 /// The key of messages between players: the callee records the payload with
 /// its sender (`<from>><payload>`, [`Observed::delivered`]) and replies
 /// `echo:<payload>` — after awaiting [`Observed::gate`] when the payload
@@ -432,6 +435,10 @@ impl Actor for Player {
                 ctx.request(&target, CALLED, data, deadline)
                     .map(|call| Bytes::from(call.0.to_string())),
             );
+        }
+        if message.key == CLOSE_SESSION {
+            let closed = ctx.close_session(zlink::wire::client::CloseReason::Application);
+            return Some(closed.map(|()| Bytes::from_static(b"closed")));
         }
         if message.key == AWAIT_CALL {
             let text = String::from_utf8_lossy(&message.payload).into_owned();
@@ -803,6 +810,7 @@ pub fn start_node<S: LocationStore + 'static>(
         .on_packet(CALL_REQUEST, relay_handler(Arc::clone(&observed)))
         .on_packet(AWAIT_CALL, relay_handler(Arc::clone(&observed)))
         .on_packet(AWAIT_GATE, relay_handler(Arc::clone(&observed)))
+        .on_packet(CLOSE_SESSION, relay_handler(Arc::clone(&observed)))
         .on_packet(ENTER, move |session, packet| {
             let o = Arc::clone(&entering);
             async move {
