@@ -315,6 +315,37 @@ shard_matrix! {
     }
 }
 
+/// P1, "does not wait for the old callback": the old session's replacement
+/// callback never ends (its timeout is 30 s), and still the new session's
+/// bind completes and the Actor's push reaches the new session — while the
+/// old callback is running, as the node's counters show at that moment.
+#[test]
+fn p1_the_new_binding_does_not_wait_for_the_old_sessions_callback() {
+    let game = start_game(GameOptions {
+        replaced_never_finishes: true,
+        ..GameOptions::default()
+    });
+    let _old = login(&game, "player-1");
+    let mut new = login(&game, "player-1");
+    assert_eq!(
+        new.request(PUSH, payload("player-1", "tick"), WAIT)
+            .unwrap(),
+        Bytes::from_static(b"pushed")
+    );
+    assert_eq!(
+        new.next_event(WAIT).unwrap(),
+        Some(ClientEvent::Push {
+            key: PUSHED,
+            payload: payload("player-1", "tick")
+        })
+    );
+    // The old callback has not ended: no terminal, no timeout yet.
+    assert!(game.observed.replaced_callbacks.lock().unwrap().is_empty());
+    let counters = game.node.flow_counters();
+    assert_eq!(counters.get(FlowTrace::ReplacementCallbackTimeout), 0);
+    assert_eq!(counters.get(FlowTrace::ReplacementCallbackFailed), 0);
+}
+
 /// The Actor lives on node 2 and the old session's node 1 reaches it
 /// through a tap, which reads the 51 one loopback hop before node 1 arms
 /// the callback timeout: the clock starts there (docs/TESTING.md "Timer
