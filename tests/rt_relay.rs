@@ -305,3 +305,97 @@ fn x18_bind_terminals_relays_and_disconnect_cleanup_proceed_while_a_callback_awa
     let _ = stall;
     mesh[0].observed.gate.open();
 }
+
+/// R2 over real sockets, record by record: with the Actor on node 2 and
+/// the session on node 1 (which dials node 2), the bind crosses as a 38
+/// request towards node 2 and its terminal back; each relay as a 24 message
+/// towards node 2 carrying the bound-session tail — node 1's session, its
+/// binding, and the session's order, one more per message — and its 24
+/// reply back; the push as a 36 towards node 1, never the other way.
+#[test]
+fn r2_bind_relay_and_push_cross_the_link_each_way_with_the_bound_session_tail() {
+    use bytes::BytesMut;
+    use zlink::ids::NodeRid;
+    use zlink::wire::node::{ActorSend, BoundSessionBind, NodeRecord};
+    use zlink::wire::DecodeLimits;
+
+    let store = new_store();
+    let two = start_node(
+        2,
+        std::sync::Arc::clone(&store),
+        GameOptions::default(),
+        &[],
+    );
+    let tap = link_tap(two.node.peer_addr().unwrap());
+    let one = start_node(1, store, GameOptions::default(), &[(2, tap.addr)]);
+    assert!(one.node.wait_linked(2, WAIT));
+    two.node.create_actor("player", &id("p")).unwrap();
+    let mut client = login(&one, "p");
+    for n in 0..3 {
+        let reply = client.request(RELAY, payload("p", &n.to_string()), WAIT);
+        assert!(reply.is_ok(), "{reply:?}");
+    }
+    client.request(PUSH, payload("p", "hello"), WAIT).unwrap();
+    assert!(matches!(
+        client.next_event(WAIT).unwrap(),
+        Some(ClientEvent::Push { key: PUSHED, .. })
+    ));
+    let decode = |frame: &Vec<u8>| {
+        let mut bytes = BytesMut::from(&frame[..]);
+        NodeRecord::decode_from(&mut bytes, &DecodeLimits::default())
+            .expect("a record")
+            .expect("a whole record")
+    };
+    let records = |direction, command: u8| -> Vec<NodeRecord> {
+        tap.frames(direction, command).iter().map(decode).collect()
+    };
+    // 38: the request towards the Actor's node, the terminal back.
+    let bind_out = records(Direction::ToAcceptor, 38);
+    assert!(
+        matches!(
+            bind_out[..],
+            [NodeRecord::BoundSessionBind(BoundSessionBind::Request(_))]
+        ),
+        "{bind_out:?}"
+    );
+    let bind_back = records(Direction::ToDialer, 38);
+    assert!(
+        matches!(
+            bind_back[..],
+            [NodeRecord::BoundSessionBind(BoundSessionBind::Terminal(_))]
+        ),
+        "{bind_back:?}"
+    );
+    // 24: four messages out (three relays and the PUSH request), each with
+    // the tail of node 1's session and binding, in the session's order;
+    // four replies back.
+    let tails: Vec<_> = records(Direction::ToAcceptor, 24)
+        .into_iter()
+        .map(|record| match record {
+            NodeRecord::ActorSend(ActorSend::Message(message)) => message.tail,
+            other => panic!("a 24 towards node 2 that is no message: {other:?}"),
+        })
+        .collect();
+    assert_eq!(tails.len(), 4, "{tails:?}");
+    for pair in tails.windows(2) {
+        assert_eq!(pair[0].session, pair[1].session);
+        assert_eq!(pair[0].binding, pair[1].binding);
+        assert_eq!(pair[1].sequence.0, pair[0].sequence.0 + 1, "{tails:?}");
+    }
+    assert_eq!(tails[0].session.owner, NodeRid(1));
+    let replies = records(Direction::ToDialer, 24);
+    assert_eq!(replies.len(), 4);
+    assert!(replies
+        .iter()
+        .all(|r| matches!(r, NodeRecord::ActorSend(ActorSend::Reply(_)))));
+    // 36: the push, towards the session's node only, for the same
+    // session and binding the tail named.
+    assert_eq!(tap.count(Direction::ToAcceptor, 36), 0);
+    match &records(Direction::ToDialer, 36)[..] {
+        [NodeRecord::BoundSessionSend(push)] => {
+            assert_eq!(push.session, tails[0].session);
+            assert_eq!(push.binding, tails[0].binding);
+        }
+        other => panic!("one 36 towards node 1: {other:?}"),
+    }
+}
