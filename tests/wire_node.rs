@@ -1443,6 +1443,21 @@ fn a_request_between_actors_that_does_not_decode_is_still_answered_under_its_id(
         .find(|r| matches!(r, NodeRecord::ActorCall(c) if c.request.is_none()))
         .unwrap();
     assert_eq!(NodeRecord::request_of(&body_of(&outcome)), None);
+    // An outcome that carries a request header decodes (the core answers
+    // it MalformedRecord under that id), so request_of names the same id
+    // as the record does (found by the node_record fuzz target).
+    let NodeRecord::ActorCall(mut malformed) = outcome else {
+        unreachable!("an ActorCall")
+    };
+    malformed.request = Some(RequestHeader {
+        id: RequestId(RequestId::CALL_BIT | 9),
+        budget: Duration::from_secs(1),
+    });
+    let malformed = NodeRecord::ActorCall(malformed);
+    assert_eq!(
+        NodeRecord::request_of(&body_of(&malformed)).map(|(_, id)| id),
+        malformed.request_id()
+    );
 }
 
 #[test]
