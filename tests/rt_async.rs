@@ -28,6 +28,23 @@ fn handed(game: &Game, data: &str) {
     });
 }
 
+/// Starts player "p"'s turn that awaits the gate, and waits until its
+/// handler ran (the turn now awaits).
+fn await_gate(client: &mut Client, game: &Game) -> zlink::ids::Correlation {
+    let awaited = client
+        .start_request(AWAIT_GATE, payload("p", "await"))
+        .unwrap();
+    handed(game, "p:await");
+    awaited
+}
+
+/// Waits until `node` parked a move behind an awaiting turn.
+fn parked(node: &zlink::api::Node) {
+    wait_until("the move parked behind the turn", || {
+        node.flow_counters().get(FlowTrace::RelocationWaitsForTurn) == 1
+    });
+}
+
 /// The reply to request `correlation`, skipping pushes.
 fn reply_to(
     client: &mut Client,
@@ -158,19 +175,11 @@ fn mailbox_depth(game: &Game) -> u64 {
 fn y2_a_move_waits_for_the_awaiting_turn_then_takes_the_actor_between_two_turns() {
     let mesh = start_mesh(2, GameOptions::default());
     let mut client = login(&mesh[0], "p");
-    let awaited = client
-        .start_request(AWAIT_GATE, payload("p", "await"))
-        .unwrap();
-    handed(&mesh[0], "p:await");
+    let awaited = await_gate(&mut client, &mesh[0]);
     let source = &mesh[0].node;
     std::thread::scope(|scope| {
         let mover = scope.spawn(|| source.relocate(&id("p"), RelocateTo::Node(2)));
-        wait_until("the move parked behind the turn", || {
-            source
-                .flow_counters()
-                .get(FlowTrace::RelocationWaitsForTurn)
-                == 1
-        });
+        parked(source);
         // A message queues behind the awaiting turn.
         let queued = client.start_request(COUNT, payload("p", "queued")).unwrap();
         wait_until("the message queued behind the turn", || {
@@ -222,19 +231,11 @@ fn a_turn_that_awaits_past_its_deadline_ends_and_the_move_waiting_for_it_goes_on
     let mesh = start_mesh(2, options);
     let mut client = login(&mesh[0], "p");
     let asked = Instant::now();
-    let awaited = client
-        .start_request(AWAIT_GATE, payload("p", "await"))
-        .unwrap();
-    handed(&mesh[0], "p:await");
+    let awaited = await_gate(&mut client, &mesh[0]);
     let source = &mesh[0].node;
     std::thread::scope(|scope| {
         let mover = scope.spawn(|| source.relocate(&id("p"), RelocateTo::Node(2)));
-        wait_until("the move parked behind the turn", || {
-            source
-                .flow_counters()
-                .get(FlowTrace::RelocationWaitsForTurn)
-                == 1
-        });
+        parked(source);
         let error = reply_to(&mut client, awaited).expect_err("past its deadline");
         assert_eq!(error.kind(), ErrorKind::DeadlineExceeded, "{error}");
         assert!(asked.elapsed() >= turn, "ended after {:?}", asked.elapsed());
@@ -267,10 +268,7 @@ fn a_move_parked_past_its_prepare_bound_ends_with_nothing_sealed() {
     };
     let mesh = start_mesh(2, options);
     let mut client = login(&mesh[0], "p");
-    let awaited = client
-        .start_request(AWAIT_GATE, payload("p", "await"))
-        .unwrap();
-    handed(&mesh[0], "p:await");
+    let awaited = await_gate(&mut client, &mesh[0]);
     let asked = Instant::now();
     let error = mesh[0]
         .node
@@ -302,10 +300,7 @@ fn a_move_parked_past_its_prepare_bound_ends_with_nothing_sealed() {
 fn destroying_an_actor_whose_turn_awaits_ends_the_turn_typed() {
     let mesh = start_mesh(1, GameOptions::default());
     let mut client = login(&mesh[0], "p");
-    let awaited = client
-        .start_request(AWAIT_GATE, payload("p", "await"))
-        .unwrap();
-    handed(&mesh[0], "p:await");
+    let awaited = await_gate(&mut client, &mesh[0]);
     mesh[0].node.destroy_actor(&id("p")).unwrap();
     let error = reply_to(&mut client, awaited).expect_err("destroyed");
     assert_eq!(error.reason(), Reason::StaleLocation, "{error}");

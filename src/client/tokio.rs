@@ -65,6 +65,15 @@ struct Shared {
     ended: Mutex<Option<Option<CloseReason>>>,
 }
 
+impl Shared {
+    /// The next request's correlation, unique across connections.
+    fn next_correlation(&self) -> Correlation {
+        let mut last = lock(&self.last_correlation);
+        *last = last.wrapping_add(1);
+        Correlation(*last)
+    }
+}
+
 /// An async STREAM client that reconnects by itself.
 pub struct AsyncClient {
     shared: Arc<Shared>,
@@ -132,11 +141,7 @@ impl AsyncClient {
         timeout: Duration,
     ) -> Result<Bytes, ClientError> {
         let (waiter, outcome) = oneshot::channel();
-        let correlation = {
-            let mut last = lock(&self.shared.last_correlation);
-            *last = last.wrapping_add(1);
-            Correlation(*last)
-        };
+        let correlation = self.shared.next_correlation();
         lock(&self.shared.pending).insert(correlation, waiter);
         let frame = ClientFrame::Request {
             key,
@@ -299,11 +304,7 @@ impl Connection {
     /// its reply came.
     async fn login_on_new_connection(&self) -> Result<tokio::net::tcp::OwnedReadHalf, ClientError> {
         let (mut reader, mut writer) = open(self.addr).await?;
-        let correlation = {
-            let mut last = lock(&self.shared.last_correlation);
-            *last = last.wrapping_add(1);
-            Correlation(*last)
-        };
+        let correlation = self.shared.next_correlation();
         let mut bytes = BytesMut::new();
         ClientFrame::Request {
             key: self.login.0,
