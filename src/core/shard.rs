@@ -12,7 +12,9 @@ use super::actor::{ActorOwner, ActorOwnerIdentity, Actors};
 use super::admission::LinkAdmission;
 use super::effects::{CoreEvent, CoreTimer, Effects};
 use super::relocation::{RelocationConfig, RelocationOwner, Relocations};
-use super::session::{SessionOwner, SessionOwnerConfig, SessionOwnerIdentity, Sessions};
+use super::session::{
+    SessionEvent, SessionOwner, SessionOwnerConfig, SessionOwnerIdentity, Sessions,
+};
 use super::time::Instant;
 use super::trace::{FlowCounters, FlowTrace};
 use crate::ids::{NodeRid, Peer, RequestId};
@@ -306,10 +308,24 @@ impl ShardCore {
         self.fx.poll_transmit()
     }
 
-    /// The next event to carry out.
+    /// The next event to carry out. Once the queued events are out, the
+    /// next session callback turn whose lane is ready comes as
+    /// [`SessionEvent::Turn`] (src/core/session/lanes.rs): the shard runs
+    /// it and reports its end with [`Sessions::turn_done`].
     #[must_use]
     pub fn poll_event(&mut self) -> Option<CoreEvent> {
-        self.fx.poll_event()
+        if let Some(event) = self.fx.poll_event() {
+            return Some(event);
+        }
+        let mut sessions = Sessions {
+            owner: &mut self.sessions,
+            fx: &mut self.fx,
+        };
+        match sessions.next_turn() {
+            Some(turn) => Some(CoreEvent::Session(SessionEvent::Turn(turn))),
+            // Requests refused on a closing lane have their answers queued.
+            None => self.fx.poll_event(),
+        }
     }
 
     /// When [`ShardCore::handle_timeout`] should next be called.

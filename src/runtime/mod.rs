@@ -1045,6 +1045,8 @@ fn run_shard(
             disconnect_deadline: shared.settings.disconnect_deadline,
             relocation_seal_timeout: shared.settings.relocation_seal_timeout,
             client_frame_deadline: shared.settings.client_frame_deadline,
+            session_queue_max: shared.settings.session_queue_max,
+            connect_callback: shared.handlers.on_connect.is_some(),
         },
         relocation: RelocationConfig {
             limits: shared.settings.decode_limits.for_links(),

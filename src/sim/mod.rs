@@ -978,7 +978,15 @@ impl Mesh {
                 event: event.clone(),
             });
             match event {
-                CoreEvent::Session(event) => node.session_events.push(event),
+                CoreEvent::Session(event) => {
+                    // A session callback turn: the simulated application's
+                    // callbacks end at once (a replacement callback's
+                    // terminal is a scheduled action of its own).
+                    if let SessionEvent::Turn(turn) = &event {
+                        node.core.sessions(now).turn_done(turn.session, turn.turn);
+                    }
+                    node.session_events.push(event);
+                }
                 CoreEvent::Actor(event) => {
                     match node.behavior {
                         ActorBehavior::Echo => echo(&mut node.core.actors(now), &event),

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use zlink::core::actor::ActorEvent;
-use zlink::core::session::{BindStart, SessionEvent, Ticket};
+use zlink::core::session::{BindStart, SessionEvent, SessionTurn, SessionWork, Ticket};
 use zlink::core::time::Instant;
 use zlink::core::trace::FlowTrace;
 use zlink::error::Error;
@@ -130,11 +130,11 @@ pub fn replacement_callbacks(
         .session_events
         .iter()
         .filter_map(|e| match e {
-            SessionEvent::ReplacementCallback {
+            SessionEvent::Turn(SessionTurn {
                 session: s,
-                callback,
-                actor,
-            } if *s == session => Some((*callback, actor.clone())),
+                work: SessionWork::Replaced { callback, actor },
+                ..
+            }) if *s == session => Some((*callback, actor.clone())),
             _ => None,
         })
         .collect()
