@@ -50,6 +50,7 @@ fn shard() -> ShardCore {
         },
         relocation: zlink::core::relocation::RelocationConfig::default(),
         send_timeout: SEND_TIMEOUT,
+        actor_turn_deadline: Duration::from_millis(1_400),
     };
     ShardCore::new(config, Instant::ZERO)
 }

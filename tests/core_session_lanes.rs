@@ -6,22 +6,22 @@
 //! wheel. One shard core that hosts the Actor and the sessions itself, so
 //! its records loop back to it, on virtual time.
 
+mod common;
+
 use std::time::Duration;
 
 use bytes::Bytes;
-use zlink::core::actor::ActorOwnerIdentity;
 use zlink::core::session::{
-    BindStart, ClientPacket, SessionEvent, SessionOwnerConfig, SessionOwnerIdentity, SessionTurn,
-    SessionWork, TurnId,
+    BindStart, ClientPacket, SessionEvent, SessionOwnerConfig, SessionTurn, SessionWork, TurnId,
 };
-use zlink::core::shard::{ShardConfig, ShardCore};
+use zlink::core::shard::ShardCore;
 use zlink::core::time::Instant;
 use zlink::core::trace::FlowTrace;
 use zlink::core::CoreEvent;
 use zlink::error::Reason;
 use zlink::ids::{
-    AuthorityOwnerGeneration, Correlation, MeshName, NodeGeneration, NodeRid, ObjectGeneration,
-    OwnerLeaseGeneration, PacketKey, Peer, SessionOwnerId, SessionRid,
+    AuthorityOwnerGeneration, Correlation, NodeGeneration, NodeRid, ObjectGeneration, PacketKey,
+    Peer, SessionRid,
 };
 use zlink::sim::actor_id;
 use zlink::wire::client::ClientFrame;
@@ -34,30 +34,12 @@ const ME: Peer = Peer {
 };
 
 fn shard(queue: usize, connect_callback: bool) -> ShardCore {
-    let mesh = MeshName::new("sim").unwrap();
-    let config = ShardConfig {
-        session_owner: SessionOwnerIdentity {
-            node: ME.rid,
-            lifecycle: ME.generation,
-            owner_id: SessionOwnerId(0),
-            lease: OwnerLeaseGeneration(1),
-        },
-        actor_owner: ActorOwnerIdentity {
-            mesh,
-            node: ME.rid,
-            node_generation: ME.generation,
-            lease: OwnerLeaseGeneration(1),
-        },
-        sessions: SessionOwnerConfig {
-            disconnect_deadline: DEADLINE,
-            session_queue_max: queue,
-            connect_callback,
-            ..SessionOwnerConfig::default()
-        },
-        relocation: zlink::core::relocation::RelocationConfig::default(),
-        send_timeout: Duration::from_millis(3_000),
-    };
-    ShardCore::new(config, Instant::ZERO)
+    common::one_shard(SessionOwnerConfig {
+        disconnect_deadline: DEADLINE,
+        session_queue_max: queue,
+        connect_callback,
+        ..SessionOwnerConfig::default()
+    })
 }
 
 /// What the core asked of the session side, records looped back to the

@@ -128,6 +128,9 @@ pub struct ShardConfig {
     pub relocation: RelocationConfig,
     /// §6 send timeout of a 51 waiting for admission to a full link.
     pub send_timeout: Duration,
+    /// How long an Actor's async turn may await in all (docs/actors.md
+    /// "Async turns").
+    pub actor_turn_deadline: Duration,
 }
 
 /// The sans-IO core of one shard.
@@ -144,11 +147,17 @@ pub struct ShardCore {
 impl ShardCore {
     /// A shard core whose clock starts at `now`.
     pub fn new(config: ShardConfig, now: Instant) -> Self {
+        let prepare = config.relocation.prepare_timeout;
         Self {
             fx: Effects::new(now),
             relocation: RelocationOwner::new(config.session_owner.owner_id, config.relocation),
             sessions: SessionOwner::new(config.session_owner, config.sessions),
-            actors: ActorOwner::new(config.actor_owner, config.session_owner.owner_id),
+            actors: ActorOwner::new(
+                config.actor_owner,
+                config.session_owner.owner_id,
+                config.actor_turn_deadline,
+                prepare,
+            ),
             admission: LinkAdmission::new(config.send_timeout),
         }
     }
@@ -288,6 +297,7 @@ impl ShardCore {
                 CoreTimer::Session(timer) => self.sessions(now).handle_timer(timer),
                 CoreTimer::Relocation(timer) => self.relocations(now).handle_timer(timer),
                 CoreTimer::Actor(fire) => self.actors(now).fire_timer(&fire),
+                CoreTimer::Await(timer) => self.actors(now).on_await_timer(timer),
                 CoreTimer::Call(request) => self.actors(now).on_call_deadline(request),
                 CoreTimer::CallDeadline(fire) => self.actors(now).on_caller_deadline(&fire),
                 CoreTimer::Admission => {

@@ -1053,6 +1053,7 @@ fn run_shard(
             ..shared.settings.relocation.clone()
         },
         send_timeout: shared.settings.send_timeout,
+        actor_turn_deadline: shared.settings.actor_turn_deadline,
     };
     let core = ShardCore::new(config, shared.now());
     let _ = plan.counters.latency.set(Arc::clone(core.latency()));

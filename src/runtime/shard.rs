@@ -174,10 +174,6 @@ impl ShardState {
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .expires_at
         });
-        let awaits = awaits::Awaits::new(
-            node.settings.actor_turn_deadline,
-            node.settings.relocation.prepare_timeout,
-        );
         let ws_handshakes = FifoDeadlines::new(node.settings.websocket_handshake_deadline);
         let wall = std::time::Instant::now();
         let clock = node.instant_at(wall);
@@ -202,7 +198,7 @@ impl ShardState {
             host: ActorHost::new(),
             moves: Moves::default(),
             routes: calls::Routes::default(),
-            awaits,
+            awaits: awaits::Awaits::default(),
             ready_turns: std::collections::VecDeque::new(),
             running_turns: HashMap::new(),
             attributes: HashMap::new(),
@@ -396,6 +392,7 @@ impl ShardState {
                     CoreEvent::Session(event) => self.session_event(event),
                     CoreEvent::Actor(event) => self.actor_event(event),
                     CoreEvent::Relocation(event) => self.relocation_event(event),
+                    CoreEvent::Await(event) => self.await_event(event),
                     CoreEvent::NodeCallOutcome { call, outcome } => {
                         self.node_call_ended(call, outcome)
                     }
@@ -994,9 +991,6 @@ pub(crate) fn run(
                 if let Some(deadline) = state.ws_handshakes.next_in(state.wall) {
                     wait = wait.min(deadline);
                 }
-                if let Some(deadline) = state.awaits.next_in(state.wall) {
-                    wait = wait.min(deadline);
-                }
                 Some(wait)
             }
         };
@@ -1016,7 +1010,6 @@ pub(crate) fn run(
             state.core.handle_timeout(now);
             state.expire_handshakes();
             state.expire_ws_handshakes();
-            state.expire_awaits();
             state.admit_waiting();
             backlog = state.run_actor_work();
         }

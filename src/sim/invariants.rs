@@ -439,7 +439,8 @@ impl Checker {
                 | ActorEvent::Call { .. }
                 | ActorEvent::CallOutcome { .. },
             )
-            | CoreEvent::Relocation(_) => {}
+            | CoreEvent::Relocation(_)
+            | CoreEvent::Await(_) => {}
             CoreEvent::NodeCallOutcome { call, outcome } => self.call_outcome(call.0, outcome),
         }
     }

@@ -305,6 +305,8 @@ impl Mesh {
             sessions: config,
             relocation: self.relocation.clone(),
             send_timeout: Duration::from_millis(3_000),
+            // The simulator's Actors answer in their turn: none awaits.
+            actor_turn_deadline: Duration::from_millis(1_400),
         };
         let node = SimNode {
             core: ShardCore::new(config, self.now),
@@ -1004,8 +1006,9 @@ impl Mesh {
                     relocation_events.push(event);
                 }
                 // Node code's request ended: the checker saw it in the
-                // journal; nobody else waits for it.
-                CoreEvent::NodeCallOutcome { .. } => {}
+                // journal; nobody else waits for it. No simulated turn
+                // awaits, so nothing is about one.
+                CoreEvent::NodeCallOutcome { .. } | CoreEvent::Await(_) => {}
             }
         }
         progress |= !transmits.is_empty();
