@@ -303,7 +303,7 @@ message, lost and duplicated.
                  node 1 requests an Actor on node 2 (-local: on node 1), closed loop,
                  timed inside the process, no client) (default relay)
   --sessions N   client sessions (default 64); actor-rtt: caller/callee pairs
-  --actors N     player actors each system hosts (zlink, zlink-epoll, tokio, ractor),
+  --actors N     player actors each system hosts (the zlink ones, tokio, ractor),
                  at least the sessions (with --idle-sessions, at least those): one
                  bound per session and driven, the rest idle, created at start (NPCs,
                  offline players). A session cannot share a player: a second binding
@@ -332,7 +332,7 @@ message, lost and duplicated.
                  one-hop ones (raw-uring-1hop, raw-epoll-1hop) and tokio, and the
                  local path beside the cross-node one
   --full         with --compare: every workload, floating and pinned
-  --idle-sessions N  no load: bind N sessions on each system (zlink, zlink-epoll, tokio, ractor)
+  --idle-sessions N  no load: bind N sessions on each system (the zlink ones, tokio, ractor)
                  and report the resident memory each costs, one process per system
   --scale-report DIR  no load: read the sweep scripts/scale.sh wrote in DIR
                  (<axis>-<value>.json), print its table, write DIR/scale.svg
@@ -723,7 +723,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, ArgsErro
         options.systems.retain(|s| s.runs(Workload::Churn));
         if options.systems.is_empty() {
             return Err(invalid(
-                "--idle-sessions needs zlink, zlink-epoll, tokio or ractor: the raw forwarders bind nothing"
+                "--idle-sessions needs a zlink system, tokio or ractor: the raw forwarders bind nothing"
                     .to_owned(),
             ));
         }
