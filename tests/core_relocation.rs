@@ -9,6 +9,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
+use zlink::core::creation::OwnRow;
 use zlink::core::relocation::{AbortAnswer, CasAnswer, RelocationEvent, StoreOp, CUTOVER_FALLBACK};
 use zlink::core::trace::FlowTrace;
 use zlink::core::CoreEvent;
@@ -374,7 +375,11 @@ fn core_relocation_cas_failure_after_relay_ready_never_reopens_the_source() {
     // 44), and the source did not reopen: the relocation failed.
     let ops = store_ops(&mesh);
     assert_eq!(ops.len(), 1);
-    assert_eq!(ops[0].2, StoreDone::Cas(Ok(CasAnswer::Conflict)));
+    assert!(
+        matches!(&ops[0].2, StoreDone::Cas(Ok(CasAnswer::Conflict { current })) if current.owner == other),
+        "{:?}",
+        ops[0].2
+    );
     assert_eq!(
         finished(&mesh, source, relocation),
         Some(Err(error(Reason::StaleAuthority)))
@@ -448,6 +453,92 @@ fn core_relocation_a_cas_whose_outcome_is_unknown_is_made_again_and_the_instance
     assert_eq!(commands(&mesh, target, source), vec![61, 65]);
     assert!(matches!(finished(&mesh, source, relocation), Some(Ok(_))));
     assert_eq!(count(&mesh, source, FlowTrace::RelocationFailed), 0);
+}
+
+#[test]
+fn core_relocation_a_cas_applied_with_its_answer_lost_commits_once_when_made_again() {
+    // Given a relocation whose target CAS is applied but its answer lost
+    // (a call timeout after the store swapped: issue 19 item 3),
+    let (mut mesh, _, source, target, a) = three_nodes();
+    mesh.set_store(StoreBehavior::LoseReply);
+    let relocation = relocate(&mut mesh, source, "a", target);
+    let ops = store_ops(&mesh);
+    assert_eq!(ops.len(), 1);
+    assert_eq!(
+        ops[0].2,
+        StoreDone::Cas(Err(error(Reason::StoreUnavailable)))
+    );
+    let row = mesh.store().lookup(&a.id).unwrap().unwrap();
+    assert_eq!(row.location.owner, target, "the CAS was applied");
+    // the target serves nothing yet and tells nobody,
+    assert_eq!(
+        mesh.node(target).core().actor_owner().actor_ref(&a.id),
+        None
+    );
+    assert_eq!(commands(&mesh, target, source), vec![61]);
+    // and a login at the target meanwhile, which finds the row naming the
+    // target, creates nothing there: the Actor is in motion, not lost (the
+    // player keeps the state its move carries; issue 19 item 3).
+    assert_eq!(mesh.node(target).core().own_row(&a.id), OwnRow::InMotion);
+    let got = mesh.host_or_get(target, &a.id).unwrap();
+    assert_eq!(got.location.owner, target);
+    assert_eq!(count(&mesh, target, FlowTrace::LostIncarnationReplaced), 0);
+    assert_eq!(
+        mesh.node(target).core().actor_owner().actor_ref(&a.id),
+        None
+    );
+
+    // When the CAS is made again and finds the row naming this very
+    // lifecycle under this lease (a conflict by version),
+    mesh.set_store(StoreBehavior::Immediate);
+    mesh.advance(Duration::from_millis(200));
+    mesh.run();
+    let ops = store_ops(&mesh);
+    assert_eq!(ops.len(), 2);
+    assert!(
+        matches!(&ops[1].2, StoreDone::Cas(Ok(CasAnswer::Conflict { current })) if current.owner == target),
+        "{:?}",
+        ops[1].2
+    );
+    // then that conflict is its own swap: the move commits once, under the
+    // authority the first CAS took, and the row is not touched again.
+    let moved = mesh
+        .node(target)
+        .core()
+        .actor_owner()
+        .actor_ref(&a.id)
+        .expect("the target hosts the Actor");
+    assert_eq!(moved.location.authority, row.location.authority);
+    assert_eq!(mesh.store().lookup(&a.id).unwrap().unwrap(), row);
+    assert_eq!(commands(&mesh, target, source), vec![61, 65]);
+    assert!(matches!(finished(&mesh, source, relocation), Some(Ok(_))));
+}
+
+#[test]
+fn core_relocation_a_durable_abort_applied_with_its_answer_lost_completes_when_made_again() {
+    // Given a target that fails its Restore, and a durable abort applied
+    // with its answer lost,
+    let (mut mesh, _, source, target, a) = three_nodes();
+    mesh.set_restore(target, RestoreBehavior::Fail(error(Reason::NoActorFactory)));
+    mesh.set_store(StoreBehavior::LoseReply);
+    let relocation = relocate(&mut mesh, source, "a", target);
+    assert_eq!(finished(&mesh, source, relocation), None);
+    // when it is made again, the store confirms it, and the source reopens
+    // with the Actor it kept.
+    mesh.set_store(StoreBehavior::Immediate);
+    mesh.advance(Duration::from_millis(200));
+    mesh.run();
+    let ops = store_ops(&mesh);
+    assert_eq!(ops.len(), 2);
+    assert_eq!(ops[1].2, StoreDone::Abort(Ok(AbortAnswer::Aborted)));
+    assert_eq!(
+        finished(&mesh, source, relocation),
+        Some(Err(error(Reason::NoActorFactory)))
+    );
+    assert_eq!(
+        mesh.node(source).core().actor_owner().actor_ref(&a.id),
+        Some(a)
+    );
 }
 
 #[test]

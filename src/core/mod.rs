@@ -6,6 +6,7 @@
 
 pub mod actor;
 pub mod admission;
+pub mod creation;
 mod effects;
 pub mod lane;
 pub mod latency;

@@ -200,7 +200,9 @@ impl From<CasOutcome> for CasAnswer {
             CasOutcome::Swapped(row) => CasAnswer::Swapped {
                 authority: row.location.authority,
             },
-            CasOutcome::Conflict { .. } => CasAnswer::Conflict,
+            CasOutcome::Conflict { current } => CasAnswer::Conflict {
+                current: current.location,
+            },
             CasOutcome::Absent => CasAnswer::Absent,
             CasOutcome::RelocationAborted => CasAnswer::RelocationAborted,
         }

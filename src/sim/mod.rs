@@ -13,6 +13,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 
 use crate::core::actor::{ActorEvent, ActorOwnerIdentity, Actors, ReplyTicket};
+use crate::core::creation::OwnRow;
 use crate::core::relocation::{
     AbortAnswer, Capture, CasAnswer, RelocationConfig, RelocationEvent, Relocations, StoreOp,
 };
@@ -75,6 +76,9 @@ pub enum StoreBehavior {
     Hold,
     /// Each operation fails as if the store were unreachable.
     Down,
+    /// Each operation is carried out, and its answer lost: the caller gets
+    /// `StoreUnavailable` (a call timeout) and cannot know it was applied.
+    LoseReply,
 }
 
 /// A Location Store operation the stand-in runtime carried out, and its
@@ -489,12 +493,12 @@ impl Mesh {
     }
 
     /// BindOrGet's create step at `node`, as the runtime's `host_or_get`
-    /// takes it (src/runtime/shard/actors.rs, `own_row_unhosted`): create
-    /// the row if absent and host the new incarnation here; a live row that
-    /// names another node is that node's; a row that names this node while
-    /// no instance is hosted is the moving incarnation if a relocation is
-    /// under way, and otherwise a lost one (L6), replaced by a new
-    /// incarnation after removing the row at its version.
+    /// takes it: create the row if absent and host the new incarnation
+    /// here; a live row that names another node is that node's; one that
+    /// names this node means what the core's policy says
+    /// ([`ShardCore::own_row`]): the hosted Actor, one in motion (the row's
+    /// ActorRef), or a lost incarnation (L6), replaced by a new one after
+    /// removing the row at its version.
     pub fn host_or_get(&mut self, node: NodeRid, actor: &ActorId) -> Result<ActorRef, Error> {
         let claim = self.lease(node)?.claim();
         self.sync_clock();
@@ -502,12 +506,13 @@ impl Mesh {
             Created::New(row) => return self.host_row(node, &row),
             Created::Existing(row) => row,
         };
-        let core = &self.node(node).core;
-        if row.location.owner != node || core.relocation().is_relocating(actor) {
+        if row.location.owner != node {
             return Ok(row.actor_ref());
         }
-        if let Some(hosted) = core.actor_owner().actor_ref(actor) {
-            return Ok(hosted);
+        match self.node(node).core.own_row(actor) {
+            OwnRow::Hosted(hosted) => return Ok(hosted),
+            OwnRow::InMotion => return Ok(row.actor_ref()),
+            OwnRow::Lost => {}
         }
         match self
             .store
@@ -645,7 +650,7 @@ impl Mesh {
             }
             RelocationEvent::Store { relocation, op } => match self.store_behavior {
                 StoreBehavior::Hold => self.held_store.push_back((rid, relocation, op)),
-                StoreBehavior::Immediate | StoreBehavior::Down => {
+                StoreBehavior::Immediate | StoreBehavior::Down | StoreBehavior::LoseReply => {
                     self.carry_out_store(rid, relocation, op)
                 }
             },
@@ -691,6 +696,12 @@ impl Mesh {
                     .map(AbortAnswer::from)
                     .map_err(Error::from)
             }),
+        };
+        // Applied, but the caller never hears how.
+        let done = match (self.store_behavior, done) {
+            (StoreBehavior::LoseReply, StoreDone::Cas(_)) => StoreDone::Cas(Err(unreachable())),
+            (StoreBehavior::LoseReply, StoreDone::Abort(_)) => StoreDone::Abort(Err(unreachable())),
+            (_, done) => done,
         };
         self.journal.push(Journal::Store {
             node,

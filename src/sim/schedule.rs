@@ -638,10 +638,11 @@ impl World {
     }
 
     fn choose_store(&mut self) -> Action {
-        Action::Store(match self.below(10) {
+        Action::Store(match self.below(11) {
             0..=5 => StoreBehavior::Immediate,
             6..=8 => StoreBehavior::Hold,
-            _ => StoreBehavior::Down,
+            9 => StoreBehavior::Down,
+            _ => StoreBehavior::LoseReply,
         })
     }
 

@@ -41,8 +41,8 @@ use super::effects::{CoreTimer, Effects};
 use super::trace::FlowTrace;
 use crate::error::{Error, Reason};
 use crate::ids::{
-    ActorId, ActorRef, AuthorityOwnerGeneration, NodeRid, Peer, RelocationId, RequestId,
-    SessionOwnerId,
+    ActorId, ActorLocation, ActorRef, AuthorityOwnerGeneration, NodeRid, Peer, RelocationId,
+    RequestId, SessionOwnerId,
 };
 use crate::wire::node::{
     ActorReply, ActorSend, BindTerminal, BoundRoute, BoundSessionBind, NodeRecord, RequestHeader,
@@ -137,15 +137,21 @@ pub enum StoreOp {
 }
 
 /// The answer to [`StoreOp::TakeAuthority`] (the store's `CasOutcome`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CasAnswer {
     /// Authority moved here, under this new authority owner generation.
     Swapped {
         /// The generation after the CAS.
         authority: AuthorityOwnerGeneration,
     },
-    /// The row has another version: authority is elsewhere.
-    Conflict,
+    /// The row has another version, `current`: authority is elsewhere —
+    /// unless `current` names this very lifecycle under this lease, which
+    /// only this relocation's own earlier CAS, applied with its answer lost,
+    /// can have done (the target decides so: `cas_done`).
+    Conflict {
+        /// Where the row's authority is now.
+        current: ActorLocation,
+    },
     /// There is no live row.
     Absent,
     /// The coordinator recorded this relocation aborted.

@@ -288,6 +288,7 @@ impl Relocations<'_> {
             self.fx.trace(FlowTrace::RelocationRecordStale);
             return;
         };
+        let answer = answer.map(|answer| self.own_swap(answer));
         let error = match answer {
             // The runtime hosted the Actor here by itself meanwhile: the
             // store says this node owns it, but two instances must never
@@ -296,7 +297,7 @@ impl Relocations<'_> {
                 Reason::RelocationTargetInvalid.into()
             }
             Ok(CasAnswer::Swapped { authority }) => return self.commit(handoff, authority),
-            Ok(CasAnswer::Conflict) => Reason::StaleAuthority.into(),
+            Ok(CasAnswer::Conflict { .. }) => Reason::StaleAuthority.into(),
             Ok(CasAnswer::Absent) => Reason::StaleLocation.into(),
             Ok(CasAnswer::RelocationAborted) => Reason::RelocationAborted.into(),
             // Unknown: the CAS may or may not have been applied. Only the
@@ -315,6 +316,31 @@ impl Relocations<'_> {
         self.answer_queue(&handoff, error.clone());
         self.discard(handoff);
         self.send_finished(source, relocation, &actor, Err(error));
+    }
+
+    /// A CAS is made again when an earlier one's outcome was unknown
+    /// (`retry_cas`); if that earlier one was applied and only its answer
+    /// lost, the row now names this very lifecycle under this lease, past
+    /// the version expected, and the new CAS finds a conflict. No other
+    /// operation can have put it there: the row stayed live at the source
+    /// until a CAS moved it, a create makes no row while one is live, and
+    /// this lifecycle hosts no instance of the Actor to move on. So that
+    /// conflict is this relocation's own swap (docs/relocation.md "An
+    /// unknown CAS outcome").
+    fn own_swap(&self, answer: CasAnswer) -> CasAnswer {
+        let me = self.owner.identity();
+        match answer {
+            CasAnswer::Conflict { current }
+                if current.owner == me.node
+                    && current.node_generation == me.node_generation
+                    && current.lease == me.lease =>
+            {
+                CasAnswer::Swapped {
+                    authority: current.authority,
+                }
+            }
+            answer => answer,
+        }
     }
 
     /// An unknown CAS outcome: the CAS is made again after the store retry

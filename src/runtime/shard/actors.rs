@@ -33,6 +33,7 @@ use bytes::Bytes;
 use super::awaits::{TurnLane, TurnOutcome};
 use super::{ShardHandle, ShardState, TASK_BUDGET};
 use crate::core::actor::ActorEvent;
+use crate::core::creation::OwnRow;
 use crate::core::lane::{ActorDeliveryLane, LaneEngine, LaneId, Ordinary, SpotLane};
 use crate::core::shard::ShardCore;
 use crate::core::time::Instant;
@@ -378,29 +379,28 @@ impl ShardState {
         self.own_row_unhosted(id, request, row)
     }
 
-    /// The live row names this node, but the core hosts no such Actor. The
-    /// incarnation is never hosted anew here under its old ObjectGeneration:
-    /// that would be a second, blank instance beside the real one (§1, §4).
-    /// - It is relocating away, past relay-ready (the target's CAS has not
-    ///   swapped the row yet): the bind goes to this node's coordinator,
-    ///   which keeps it and forwards it by Message Follow once the target
-    ///   committed (docs/relocation.md).
-    /// - Otherwise the incarnation was lost after relay-ready (L6): the row
-    ///   is removed at its version, and a new incarnation created, which old
-    ///   ActorRefs and bindings never resolve to (one store effect, answered
-    ///   by [`Self::replace_answered`]). A target's CAS still in flight
-    ///   loses to the removal at the store.
+    /// The live row names this node: the core says what that means
+    /// (`core::creation`, the one place the policy is kept). Hosted: that
+    /// is it. In motion (relocating away, or arriving here): the row's
+    /// ActorRef, nothing created — but not in a Spot, which must host it
+    /// here. Lost (L6): the row is removed at its version and a new
+    /// incarnation created (one store effect, answered by
+    /// [`Self::replace_answered`]).
     fn own_row_unhosted(
         &mut self,
         id: &ActorId,
         request: &HostRequest,
         row: LocationRow,
     ) -> Option<Result<ActorRef, Error>> {
-        if self.core.relocation().is_relocating(&row.actor) {
-            return Some(match request.spot {
-                Some(_) => Err(Reason::RelocationSealed.into()),
-                None => Ok(row.actor_ref()),
-            });
+        match self.core.own_row(&row.actor) {
+            OwnRow::Hosted(hosted) => return Some(Ok(hosted)),
+            OwnRow::InMotion => {
+                return Some(match request.spot {
+                    Some(_) => Err(Reason::RelocationSealed.into()),
+                    None => Ok(row.actor_ref()),
+                })
+            }
+            OwnRow::Lost => {}
         }
         let Some(claim) = self.claim_for(&request.actor_type) else {
             return Some(Err(Reason::NoActorFactory.into()));

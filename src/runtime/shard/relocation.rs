@@ -34,7 +34,7 @@ use crate::error::{Error, Reason};
 use crate::ids::{ActorId, ActorRef, NodeRid, ObjectGeneration, RelocationId, SpotId};
 use crate::runtime::app::spot::ExecutionMode;
 use crate::runtime::store_effects::StoreAnswer;
-use crate::store::{AbortOutcome, CasOutcome, OwnerClaim};
+use crate::store::AbortOutcome;
 
 type Reply = crate::runtime::MoveReply;
 
@@ -444,7 +444,7 @@ impl ShardState {
                 answer: match claim {
                     Some(claim) => store
                         .compare_and_set(&actor, expected.into(), relocation, &claim)
-                        .map(|outcome| cas_answer(outcome, &claim))
+                        .map(CasAnswer::from)
                         .map_err(Error::from),
                     None => Err(Reason::NoActorFactory.into()),
                 },
@@ -469,30 +469,6 @@ impl ShardState {
                     .abort_done(relocation, Err(refused));
             }
         }
-    }
-}
-
-/// The core's view of a CAS outcome, for the target that made it under
-/// `claim`. A CAS is made again when an earlier one's outcome was unknown
-/// (docs/relocation.md "An unknown CAS outcome"); if that earlier one was
-/// applied and only its answer lost, the row now names this very lifecycle
-/// under this lease, past the version expected, and the new CAS finds a
-/// conflict. No other operation can have put it there: the row stayed live
-/// at the source until a CAS moved it, a create makes no row while one is
-/// live, and this lifecycle hosts no instance of the Actor to move on. So
-/// that conflict is this relocation's own swap, and answered as one.
-fn cas_answer(outcome: CasOutcome, claim: &OwnerClaim) -> CasAnswer {
-    match outcome {
-        CasOutcome::Conflict { current }
-            if current.location.owner == claim.owner
-                && current.location.node_generation == claim.node_generation
-                && current.location.lease == claim.lease =>
-        {
-            CasAnswer::Swapped {
-                authority: current.location.authority,
-            }
-        }
-        outcome => outcome.into(),
     }
 }
 
