@@ -376,7 +376,7 @@ fn core_relocation_cas_failure_after_relay_ready_never_reopens_the_source() {
     let ops = store_ops(&mesh);
     assert_eq!(ops.len(), 1);
     assert!(
-        matches!(&ops[0].2, StoreDone::Cas(Ok(CasAnswer::Conflict { current })) if current.owner == other),
+        matches!(&ops[0].2, StoreDone::Cas(Ok(CasAnswer::Conflict { current, .. })) if current.owner == other),
         "{:?}",
         ops[0].2
     );
@@ -496,7 +496,7 @@ fn core_relocation_a_cas_applied_with_its_answer_lost_commits_once_when_made_aga
     let ops = store_ops(&mesh);
     assert_eq!(ops.len(), 2);
     assert!(
-        matches!(&ops[1].2, StoreDone::Cas(Ok(CasAnswer::Conflict { current })) if current.owner == target),
+        matches!(&ops[1].2, StoreDone::Cas(Ok(CasAnswer::Conflict { current, .. })) if current.owner == target),
         "{:?}",
         ops[1].2
     );
@@ -512,6 +512,65 @@ fn core_relocation_a_cas_applied_with_its_answer_lost_commits_once_when_made_aga
     assert_eq!(mesh.store().lookup(&a.id).unwrap().unwrap(), row);
     assert_eq!(commands(&mesh, target, source), vec![61, 65]);
     assert!(matches!(finished(&mesh, source, relocation), Some(Ok(_))));
+}
+
+#[test]
+fn core_relocation_a_cas_made_again_over_a_new_incarnation_at_the_target_is_no_swap_of_its_own() {
+    // Given a target whose CAS outcome is unknown (the store down), and a
+    // source whose lease lapses meanwhile (its process died), so the row is
+    // no longer live,
+    let mut mesh = Mesh::with_lease_term(LATENCY, Duration::from_secs(2));
+    let (source, target) = (mesh.add_node(2), mesh.add_node(3));
+    let a = mesh.create(source, "a");
+    mesh.set_store(StoreBehavior::Down);
+    let relocation = relocate(&mut mesh, source, "a", target);
+    mesh.restart(source);
+    // (in steps: the target's lease is renewed as time passes)
+    for _ in 0..25 {
+        mesh.advance(Duration::from_millis(100));
+    }
+    // when a login at the target creates a new incarnation there (the
+    // store's ordinary create, the old lease having lapsed),
+    let fresh = mesh.host_or_get(target, &a.id).unwrap();
+    assert_ne!(fresh.generation, a.generation);
+    assert_eq!(fresh.location.owner, target);
+    // and the CAS is made again: the row names this very lifecycle under
+    // this lease, but another incarnation,
+    mesh.set_store(StoreBehavior::Immediate);
+    mesh.advance(Duration::from_millis(200));
+    mesh.run();
+    let cas = store_ops(&mesh)
+        .into_iter()
+        .filter_map(|(_, op, done)| matches!(op, StoreOp::TakeAuthority { .. }).then_some(done))
+        .last();
+    assert!(
+        matches!(&cas, Some(StoreDone::Cas(Ok(CasAnswer::Conflict { object, .. }))) if *object == fresh.generation),
+        "{cas:?}"
+    );
+    // then that conflict is no swap of its own: the move ends
+    // StaleAuthority, the handed instance is dropped, the new incarnation
+    // stays hosted with its row untouched (seed 7247).
+    // (Its 65 is for the source's past lifecycle: dropped, journaled.)
+    let outcomes: Vec<_> = mesh
+        .journal()
+        .iter()
+        .filter_map(|entry| match entry {
+            Journal::AnswerDropped(t) => match &t.record {
+                NodeRecord::RelocationFinished(f) if f.relocation == relocation => {
+                    Some(f.outcome.clone())
+                }
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    assert_eq!(outcomes, vec![Err(error(Reason::StaleAuthority))]);
+    assert_eq!(
+        mesh.node(target).core().actor_owner().actor_ref(&a.id),
+        Some(fresh.clone())
+    );
+    let row = mesh.store().lookup(&a.id).unwrap().unwrap();
+    assert_eq!(row.object, fresh.generation);
 }
 
 #[test]

@@ -210,3 +210,45 @@ fn the_checker_names_a_timer_tick_lost_or_run_twice() {
     checker.ran(&tick(1), Some(ObjectGeneration(2)));
     assert_eq!(checker.violation(), None);
 }
+
+#[test]
+fn the_checker_names_overlapping_session_turns_and_a_turn_after_the_disconnect_turn() {
+    use zlink::core::session::{SessionEvent, SessionTurn, SessionWork, Ticket, TurnId};
+    use zlink::core::time::Instant;
+    use zlink::core::CoreEvent;
+    // A core whose session 1 is `session()`.
+    let mut mesh = zlink::sim::Mesh::default();
+    let node = mesh.add_node(1);
+    let core = mesh.node(node).core();
+    let turn = |n, work| {
+        CoreEvent::Session(SessionEvent::Turn(SessionTurn {
+            session: SessionRid(1),
+            turn: TurnId(n),
+            work,
+        }))
+    };
+    let replaced = || SessionWork::Replaced {
+        callback: Ticket(1),
+        actor: ActorId::new("a").unwrap(),
+    };
+    let at = Instant::ZERO;
+
+    // One turn, its end, then the disconnect turn: nothing is wrong.
+    let mut checker = Checker::new(Duration::from_secs(30));
+    checker.observe(0, at, &turn(1, replaced()), core);
+    checker.session_turn_ended(session(), TurnId(1));
+    checker.observe(1, at, &turn(2, SessionWork::Disconnected), core);
+    assert_eq!(checker.violation(), None);
+    // A turn after the disconnect turn (ended or not) is named.
+    checker.session_turn_ended(session(), TurnId(2));
+    checker.observe(2, at, &turn(3, replaced()), core);
+    let violation = checker.violation().cloned().unwrap();
+    assert_eq!(violation.invariant, "disconnect_turn_once_and_last");
+
+    // A second turn while the first runs is named (W1).
+    let mut checker = Checker::new(Duration::from_secs(30));
+    checker.observe(0, at, &turn(1, replaced()), core);
+    checker.observe(1, at, &turn(2, SessionWork::Disconnected), core);
+    let violation = checker.violation().cloned().unwrap();
+    assert_eq!(violation.invariant, "session_turns_one_at_a_time");
+}

@@ -202,6 +202,7 @@ impl From<CasOutcome> for CasAnswer {
             },
             CasOutcome::Conflict { current } => CasAnswer::Conflict {
                 current: current.location,
+                object: current.object,
             },
             CasOutcome::Absent => CasAnswer::Absent,
             CasOutcome::RelocationAborted => CasAnswer::RelocationAborted,

@@ -16,7 +16,7 @@ use bytes::Bytes;
 use crate::core::actor::ActorEvent;
 use crate::core::relocation::RelocationEvent;
 use crate::core::session::{
-    SessionEvent, SessionTurn, SessionWork, Ticket, REPLACEMENT_CLOSE_DELAY,
+    SessionEvent, SessionTurn, SessionWork, Ticket, TurnId, REPLACEMENT_CLOSE_DELAY,
 };
 use crate::core::shard::ShardCore;
 use crate::core::time::Instant;
@@ -24,7 +24,7 @@ use crate::core::CoreEvent;
 use crate::error::Error;
 use crate::ids::{
     ActorId, ActorRef, BindingIdentity, CallId, Correlation, NodeGeneration, NodeRid,
-    ObjectGeneration, RelocationId, SessionRef, SessionRid, TimerId,
+    ObjectGeneration, RelocationId, SessionRef, SessionRid, SessionSequence, TimerId,
 };
 use crate::wire::client::{ClientFrame, CloseReason};
 use crate::wire::node::{ActorSend, ActorSendBody, NodeRecord, SessionRelocationRoute};
@@ -208,6 +208,13 @@ pub struct Checker {
     /// accepted.
     cut_over: HashSet<RelocationId>,
     closed: HashSet<SessionRef>,
+    /// The session callback turn running on each session's lane.
+    session_turns: HashMap<SessionRef, TurnId>,
+    /// Sessions whose disconnect turn was handed out: their lane's last.
+    disconnect_turns: HashSet<SessionRef>,
+    /// Every client message put on a link, by its session and sequence: a
+    /// second sending is a forward.
+    submitted: HashSet<(SessionRef, SessionSequence)>,
     cursor: usize,
     tally: Tally,
 }
@@ -227,6 +234,9 @@ impl Checker {
             bindings: HashMap::new(),
             timer_ticks: HashMap::new(),
             captured: HashSet::new(),
+            session_turns: HashMap::new(),
+            disconnect_turns: HashSet::new(),
+            submitted: HashSet::new(),
             calls_ran: HashMap::new(),
             call_outcomes: HashMap::new(),
             calls_made: HashMap::new(),
@@ -277,6 +287,34 @@ impl Checker {
     /// The Actor pushed `id` while its owner had `binding` as current.
     pub fn pushed(&mut self, id: u64, actor: ActorId, binding: BindingIdentity) {
         self.pushes.insert(id, Push { actor, binding });
+    }
+
+    /// §10, W1: a session's lane runs one callback turn at a time, and its
+    /// disconnect turn once, last (§7; src/core/session/lanes.rs).
+    fn session_turn(&mut self, session: SessionRef, turn: &SessionTurn) {
+        if self.disconnect_turns.contains(&session) {
+            let detail = format!("{session:?} got {:?} after its disconnect turn", turn.work);
+            return self.fail("disconnect_turn_once_and_last", "§7, §10", detail);
+        }
+        if let Some(running) = self.session_turns.get(&session) {
+            let detail = format!(
+                "{session:?} got {:?} while its turn {running:?} runs",
+                turn.work
+            );
+            return self.fail("session_turns_one_at_a_time", "§10, W1", detail);
+        }
+        self.session_turns.insert(session, turn.turn);
+        if turn.work == SessionWork::Disconnected {
+            self.disconnect_turns.insert(session);
+        }
+    }
+
+    /// The application's session callback `turn` ended (or was over at its
+    /// lifecycle deadline).
+    pub fn session_turn_ended(&mut self, session: SessionRef, turn: TurnId) {
+        if self.session_turns.get(&session) == Some(&turn) {
+            self.session_turns.remove(&session);
+        }
     }
 
     /// The schedule's Actor lane ran `work`: a handler, a join or a
@@ -588,22 +626,19 @@ impl Checker {
                     _ => {}
                 }
             }
-            SessionEvent::Turn(SessionTurn {
-                session,
-                work: SessionWork::Replaced { callback, .. },
-                ..
-            }) => {
-                self.tally.replacements += 1;
-                let session = owner.session_ref(*session);
-                let started = Callback {
-                    started: at,
-                    terminal: None,
-                };
-                self.callbacks.insert(session, started);
-                self.pending_callbacks.push(PendingCallback {
-                    session,
-                    callback: *callback,
-                });
+            SessionEvent::Turn(turn) => {
+                let session = owner.session_ref(turn.session);
+                self.session_turn(session, turn);
+                if let SessionWork::Replaced { callback, .. } = turn.work {
+                    self.tally.replacements += 1;
+                    let started = Callback {
+                        started: at,
+                        terminal: None,
+                    };
+                    self.callbacks.insert(session, started);
+                    self.pending_callbacks
+                        .push(PendingCallback { session, callback });
+                }
             }
             SessionEvent::SessionEnded { session } => {
                 let session = owner.session_ref(*session);
@@ -614,9 +649,10 @@ impl Checker {
                 Ok(_) => self.tally.binds += 1,
                 Err(_) => self.tally.binds_refused += 1,
             },
-            SessionEvent::NotifyCompleted { .. }
-            | SessionEvent::Turn(_)
-            | SessionEvent::TurnExpired { .. } => {}
+            SessionEvent::TurnExpired { session, turn } => {
+                self.session_turn_ended(owner.session_ref(*session), *turn);
+            }
+            SessionEvent::NotifyCompleted { .. } => {}
         }
     }
 
@@ -716,9 +752,14 @@ impl Checker {
                 // its own sends count: a record it submitted before the
                 // seal, which an Actor owner holds and then forwards by
                 // Message Follow, is the Actor's queue's to deliver (§10:
-                // once submitted, the Actor queue owns the order).
+                // once submitted, the Actor queue owns the order). Its
+                // node may be the session owner's too, so a forward is told
+                // by its tail: the session sequence it was first sent with
+                // (seed 4642, once session callbacks took their time).
                 let session = message.tail.session;
+                let forwarded = !self.submitted.insert((session, message.tail.sequence));
                 if from == session.owner
+                    && !forwarded
                     && self
                         .seal_timed_out
                         .get(&session)

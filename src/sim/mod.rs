@@ -18,7 +18,7 @@ use crate::core::relocation::{
     AbortAnswer, Capture, CasAnswer, RelocationConfig, RelocationEvent, Relocations, StoreOp,
 };
 use crate::core::session::{
-    BindStart, SessionEvent, SessionOwnerConfig, SessionOwnerIdentity, Sessions, Ticket,
+    BindStart, SessionEvent, SessionOwnerConfig, SessionOwnerIdentity, Sessions, Ticket, TurnId,
 };
 use crate::core::shard::{ShardConfig, ShardCore};
 use crate::core::time::Instant;
@@ -118,6 +118,9 @@ pub enum Journal {
         /// Its answer.
         done: StoreDone,
     },
+    /// An answer to a node lifecycle that is gone, dropped as the transport
+    /// drops it (never delivered to the lifecycle after it).
+    AnswerDropped(Tapped),
 }
 
 /// One record seen on a link.
@@ -154,14 +157,33 @@ pub struct SimNode {
     pub relocation_events: Vec<RelocationEvent>,
     /// The stand-in runtime's Actor lanes ([`ActorBehavior::Queue`]).
     lanes: BTreeMap<ActorId, VecDeque<ActorEvent>>,
-    /// The Actors' states: what a capture snapshots and a restore sets.
+    /// The hosted Actors' states: what a capture snapshots.
     pub states: BTreeMap<ActorId, Bytes>,
+    /// What a relocation's target restored, until the move opens (its
+    /// state becomes the hosted Actor's) or is dropped (§8.1). Kept apart
+    /// from `states`: the node may host another incarnation of the Actor
+    /// meanwhile, which a dropped move must leave alone.
+    restored: Vec<(RelocationId, ActorId, Bytes)>,
     restore: RestoreBehavior,
     held_restores: Vec<RelocationId>,
     sessions_config: SessionOwnerConfig,
+    /// Session callback turns running ([`Mesh::hold_session_turns`]), in
+    /// the order they started.
+    open_turns: Vec<(SessionRid, TurnId)>,
 }
 
 impl SimNode {
+    fn take_restored(
+        &mut self,
+        relocation: RelocationId,
+    ) -> Option<(RelocationId, ActorId, Bytes)> {
+        let at = self
+            .restored
+            .iter()
+            .position(|(id, _, _)| *id == relocation)?;
+        Some(self.restored.remove(at))
+    }
+
     /// The node's core.
     pub fn core(&self) -> &ShardCore {
         &self.core
@@ -203,6 +225,9 @@ pub struct Mesh {
     held_store: VecDeque<(NodeRid, RelocationId, StoreOp)>,
     timer_lateness: Duration,
     observer: ObserverSlot,
+    /// Whether session callback turns run until [`Mesh::end_session_turn`]
+    /// (else each ends as soon as it starts).
+    hold_session_turns: bool,
 }
 
 /// Sees every core event as it is drained, with the core that emitted it as
@@ -267,6 +292,7 @@ impl Mesh {
             held_store: VecDeque::new(),
             timer_lateness: Duration::ZERO,
             observer: ObserverSlot::default(),
+            hold_session_turns: false,
         }
     }
 
@@ -326,7 +352,9 @@ impl Mesh {
             states: BTreeMap::new(),
             restore: RestoreBehavior::Succeed,
             held_restores: Vec::new(),
+            restored: Vec::new(),
             sessions_config,
+            open_turns: Vec::new(),
         };
         self.nodes.insert(rid, node);
         rid
@@ -631,22 +659,32 @@ impl Mesh {
                 let sim = self.node_mut(rid);
                 match sim.restore.clone() {
                     RestoreBehavior::Succeed => {
-                        sim.states.insert(actor, state);
+                        sim.restored.push((relocation, actor, state));
                         sim.core.relocations(now).restored(relocation, Ok(()));
                     }
                     RestoreBehavior::Fail(error) => {
                         sim.core.relocations(now).restored(relocation, Err(error));
                     }
                     RestoreBehavior::Hold => {
-                        sim.states.insert(actor, state);
+                        sim.restored.push((relocation, actor, state));
                         sim.held_restores.push(relocation);
                     }
                 }
             }
-            RelocationEvent::DropInstance { actor, .. } => {
+            RelocationEvent::Opened { relocation, .. } => {
                 let sim = self.node_mut(rid);
-                sim.states.remove(&actor);
-                sim.lanes.remove(&actor);
+                if let Some((_, actor, state)) = sim.take_restored(relocation) {
+                    sim.states.insert(actor, state);
+                }
+            }
+            // At the target: what it restored for the move. At the source:
+            // the instance that moved away.
+            RelocationEvent::DropInstance { relocation, actor } => {
+                let sim = self.node_mut(rid);
+                if sim.take_restored(relocation).is_none() {
+                    sim.states.remove(&actor);
+                    sim.lanes.remove(&actor);
+                }
             }
             RelocationEvent::Store { relocation, op } => match self.store_behavior {
                 StoreBehavior::Hold => self.held_store.push_back((rid, relocation, op)),
@@ -654,9 +692,7 @@ impl Mesh {
                     self.carry_out_store(rid, relocation, op)
                 }
             },
-            RelocationEvent::Reopen { .. }
-            | RelocationEvent::Opened { .. }
-            | RelocationEvent::Finished { .. } => {}
+            RelocationEvent::Reopen { .. } | RelocationEvent::Finished { .. } => {}
         }
     }
 
@@ -741,6 +777,12 @@ impl Mesh {
         let current = self.nodes.get(&transmit.to).map(|n| n.peer.generation);
         if transmit.lifecycle.is_some_and(|l| current != Some(l)) {
             self.lost += 1;
+            self.journal.push(Journal::AnswerDropped(Tapped {
+                at: self.now,
+                from: from.rid,
+                to: transmit.to,
+                record: transmit.record,
+            }));
             if let Some(node) = self.nodes.get_mut(&from.rid) {
                 node.core.trace(FlowTrace::AnswerToPastLifecycleDropped);
             }
@@ -993,10 +1035,20 @@ impl Mesh {
             match event {
                 CoreEvent::Session(event) => {
                     // A session callback turn: the simulated application's
-                    // callbacks end at once (a replacement callback's
-                    // terminal is a scheduled action of its own).
-                    if let SessionEvent::Turn(turn) = &event {
-                        node.core.sessions(now).turn_done(turn.session, turn.turn);
+                    // callback ends at once, or when the schedule says (a
+                    // replacement callback's terminal is an action of its
+                    // own); one over at its lifecycle deadline is gone.
+                    match &event {
+                        SessionEvent::Turn(turn) if self.hold_session_turns => {
+                            node.open_turns.push((turn.session, turn.turn));
+                        }
+                        SessionEvent::Turn(turn) => {
+                            node.core.sessions(now).turn_done(turn.session, turn.turn);
+                        }
+                        SessionEvent::TurnExpired { session, turn } => {
+                            node.open_turns.retain(|open| *open != (*session, *turn));
+                        }
+                        _ => {}
                     }
                     node.session_events.push(event);
                 }
@@ -1030,6 +1082,26 @@ impl Mesh {
             self.stand_in(rid, event);
         }
         progress
+    }
+
+    /// Session callback turns run until [`Mesh::end_session_turn`] ends
+    /// each (`true`), or end as soon as they start (`false`, the default).
+    pub fn hold_session_turns(&mut self, hold: bool) {
+        self.hold_session_turns = hold;
+    }
+
+    /// The session callback turns running at `node`, oldest first.
+    pub fn open_session_turns(&self, node: NodeRid) -> &[(SessionRid, TurnId)] {
+        &self.node(node).open_turns
+    }
+
+    /// The application's session callback `turn` ends.
+    pub fn end_session_turn(&mut self, node: NodeRid, session: SessionRid, turn: TurnId) {
+        let now = self.now;
+        let sim = self.node_mut(node);
+        sim.open_turns.retain(|open| *open != (session, turn));
+        sim.core.sessions(now).turn_done(session, turn);
+        self.pump();
     }
 
     /// Hosts a Ready Actor at a node (generation and authority 1 unless given).

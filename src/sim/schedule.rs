@@ -27,7 +27,7 @@ use super::invariants::{
 };
 use super::{ActorBehavior, Journal, Mesh, RestoreBehavior, StoreBehavior};
 use crate::core::relocation::RelocationConfig;
-use crate::core::session::{BindStart, SessionOwnerConfig};
+use crate::core::session::{BindStart, SessionOwnerConfig, TurnId};
 use crate::core::time::Instant;
 use crate::error::{Error, Reason};
 use crate::ids::{ActorId, ActorRef, CallId, Correlation, NodeRid, PacketKey, SessionRid};
@@ -93,6 +93,13 @@ pub enum Action {
         node: NodeRid,
         session: SessionRid,
         ok: bool,
+    },
+    /// A session callback turn (its replacement or disconnect callback)
+    /// ends (§10).
+    EndSessionTurn {
+        node: NodeRid,
+        session: SessionRid,
+        turn: TurnId,
     },
     /// An Actor pushes to its bound session.
     Push { actor: ActorId, id: u64 },
@@ -231,6 +238,9 @@ impl World {
         for &node in &nodes {
             mesh.set_behavior(node, ActorBehavior::Queue);
         }
+        // Session callbacks take their time: the lanes and the lifecycle
+        // deadline are the core's (src/core/session/lanes.rs).
+        mesh.hold_session_turns(true);
         // A busy shard loop handles its timers late, never early.
         mesh.set_timer_lateness(Duration::from_micros(rng.next_u64() % 3_000));
         let checker = Rc::new(RefCell::new(Checker::new(
@@ -453,7 +463,8 @@ impl World {
         match roll {
             0..=79 => self.choose_connect(),
             80..=259 => self.choose_login(),
-            260..=499 => self.choose_send(true),
+            260..=479 => self.choose_send(true),
+            480..=499 => self.choose_end_turn(),
             500..=559 => self.choose_send(false),
             560..=599 => self.choose_disconnect(),
             600..=619 => self.choose_notify(),
@@ -546,6 +557,17 @@ impl World {
             node,
             session: callback.session.session,
             ok,
+        })
+    }
+
+    fn choose_end_turn(&mut self) -> Option<Action> {
+        let node = self.pick(&self.up())?;
+        let open = self.mesh.open_session_turns(node).to_vec();
+        let (session, turn) = self.pick(&open)?;
+        Some(Action::EndSessionTurn {
+            node,
+            session,
+            turn,
         })
     }
 
@@ -685,6 +707,22 @@ impl World {
                 if let Some((node, session)) = self.session_of(*player) {
                     let _ = self.mesh.sessions(node).notify_disconnected(session, actor);
                 }
+            }
+            Action::EndSessionTurn {
+                node,
+                session,
+                turn,
+            } => {
+                let session_ref = self
+                    .mesh
+                    .node(*node)
+                    .core()
+                    .session_owner()
+                    .session_ref(*session);
+                self.checker
+                    .borrow_mut()
+                    .session_turn_ended(session_ref, *turn);
+                self.mesh.end_session_turn(*node, *session, *turn);
             }
             Action::CallbackDone { node, session, ok } => {
                 let pending = self.checker.borrow().pending_callbacks().to_vec();
@@ -1004,6 +1042,15 @@ impl World {
                     self.apply(&Action::RunLane { node, actor });
                 }
             }
+            for node in self.up() {
+                for (session, turn) in self.mesh.open_session_turns(node).to_vec() {
+                    self.apply(&Action::EndSessionTurn {
+                        node,
+                        session,
+                        turn,
+                    });
+                }
+            }
             let pending = self.checker.borrow().pending_callbacks().to_vec();
             for callback in pending {
                 let node = callback.session.owner;
@@ -1056,6 +1103,7 @@ impl World {
             let left = [
                 ("sessions", sessions.session_count()),
                 ("pending requests", sessions.pending_count()),
+                ("session lanes", sessions.lane_count()),
                 ("actors", actors.actor_count()),
                 ("owed replies", actors.owed_count()),
                 ("armed timers", core.armed_timers()),
@@ -1089,6 +1137,10 @@ fn describe(entry: &Journal) -> String {
             op,
             done,
         } => format!("{node:?} store {relocation:?} {op:?} -> {done:?}"),
+        Journal::AnswerDropped(tapped) => format!(
+            "@{:?} {:?}->{:?} dropped (a past lifecycle) {:?}",
+            tapped.at, tapped.from, tapped.to, tapped.record
+        ),
     }
 }
 

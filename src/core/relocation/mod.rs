@@ -41,8 +41,8 @@ use super::effects::{CoreTimer, Effects};
 use super::trace::FlowTrace;
 use crate::error::{Error, Reason};
 use crate::ids::{
-    ActorId, ActorLocation, ActorRef, AuthorityOwnerGeneration, NodeRid, Peer, RelocationId,
-    RequestId, SessionOwnerId,
+    ActorId, ActorLocation, ActorRef, AuthorityOwnerGeneration, NodeRid, ObjectGeneration, Peer,
+    RelocationId, RequestId, SessionOwnerId,
 };
 use crate::wire::node::{
     ActorReply, ActorSend, BindTerminal, BoundRoute, BoundSessionBind, NodeRecord, RequestHeader,
@@ -145,12 +145,15 @@ pub enum CasAnswer {
         authority: AuthorityOwnerGeneration,
     },
     /// The row has another version, `current`: authority is elsewhere —
-    /// unless `current` names this very lifecycle under this lease, which
-    /// only this relocation's own earlier CAS, applied with its answer lost,
-    /// can have done (the target decides so: `cas_done`).
+    /// unless `current` names this very lifecycle under this lease, for the
+    /// incarnation this relocation moves, which only its own earlier CAS,
+    /// applied with its answer lost, can have done (the target decides so:
+    /// `cas_done`).
     Conflict {
         /// Where the row's authority is now.
         current: ActorLocation,
+        /// The row's incarnation.
+        object: ObjectGeneration,
     },
     /// There is no live row.
     Absent,

@@ -288,7 +288,7 @@ impl Relocations<'_> {
             self.fx.trace(FlowTrace::RelocationRecordStale);
             return;
         };
-        let answer = answer.map(|answer| self.own_swap(answer));
+        let answer = answer.map(|answer| self.own_swap(handoff.generation, answer));
         let error = match answer {
             // The runtime hosted the Actor here by itself meanwhile: the
             // store says this node owns it, but two instances must never
@@ -320,18 +320,20 @@ impl Relocations<'_> {
 
     /// A CAS is made again when an earlier one's outcome was unknown
     /// (`retry_cas`); if that earlier one was applied and only its answer
-    /// lost, the row now names this very lifecycle under this lease, past
-    /// the version expected, and the new CAS finds a conflict. No other
-    /// operation can have put it there: the row stayed live at the source
-    /// until a CAS moved it, a create makes no row while one is live, and
-    /// this lifecycle hosts no instance of the Actor to move on. So that
-    /// conflict is this relocation's own swap (docs/relocation.md "An
-    /// unknown CAS outcome").
-    fn own_swap(&self, answer: CasAnswer) -> CasAnswer {
+    /// lost, the row now names this very lifecycle under this lease, for
+    /// the incarnation moved, past the version expected, and the new CAS
+    /// finds a conflict. No other operation can have put it there: a CAS
+    /// keeps the incarnation and only this relocation's moves it here, and
+    /// a create (this node's own, once the source's lease lapsed) makes a
+    /// new incarnation. So that conflict is this relocation's own swap
+    /// (docs/relocation.md "An unknown CAS outcome"; found by the
+    /// simulator's seed 7247 when the incarnation was not compared).
+    fn own_swap(&self, moved: ObjectGeneration, answer: CasAnswer) -> CasAnswer {
         let me = self.owner.identity();
         match answer {
-            CasAnswer::Conflict { current }
-                if current.owner == me.node
+            CasAnswer::Conflict { current, object }
+                if object == moved
+                    && current.owner == me.node
                     && current.node_generation == me.node_generation
                     && current.lease == me.lease =>
             {
