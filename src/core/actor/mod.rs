@@ -19,7 +19,9 @@ mod open_calls;
 mod timers;
 
 pub use self::open_calls::CallDeadline;
-pub use self::timers::{ActorTimerFire, TIMER_PERIOD_MIN};
+pub use self::timers::ActorTimerFire;
+#[cfg(feature = "testing")]
+pub use self::timers::TIMER_PERIOD_MIN;
 
 use std::time::Duration;
 
@@ -233,6 +235,7 @@ impl ActorOwner {
     }
 
     /// How many requests this shard's Actors have in flight.
+    #[cfg(feature = "testing")]
     pub fn call_count(&self) -> usize {
         self.calls.len()
     }
@@ -243,6 +246,7 @@ impl ActorOwner {
     }
 
     /// How many timers the hosted Actor has pending.
+    #[cfg(feature = "testing")]
     pub fn timer_count(&self, actor: &ActorId) -> usize {
         self.actors
             .get(actor)
@@ -250,6 +254,7 @@ impl ActorOwner {
     }
 
     /// How many requests the hosted Actor has open.
+    #[cfg(feature = "testing")]
     pub fn open_call_count(&self, actor: &ActorId) -> usize {
         self.actors
             .get(actor)
@@ -312,11 +317,13 @@ impl ActorOwner {
     }
 
     /// How many Actors are hosted.
+    #[cfg(feature = "testing")]
     pub fn actor_count(&self) -> usize {
         self.actors.len()
     }
 
     /// How many replies are owed (requests and callbacks in progress).
+    #[cfg(feature = "testing")]
     pub fn owed_count(&self) -> usize {
         self.owed.len()
     }

@@ -124,6 +124,7 @@ impl<P: LanePolicy, T> LaneEngine<P, T> {
     }
 
     /// Whether `id` names a lane that exists (was added and not removed).
+    #[cfg(feature = "testing")]
     pub fn contains(&self, id: LaneId) -> bool {
         self.lane(id).is_some()
     }
@@ -247,11 +248,13 @@ impl<P: LanePolicy, T> LaneEngine<P, T> {
     }
 
     /// Lane `id`'s policy state.
+    #[cfg(feature = "testing")]
     pub fn state(&self, id: LaneId) -> P::State {
         self.expect_lane(id).state
     }
 
     /// How many items lane `id` holds (not counting one in its turn).
+    #[cfg(feature = "testing")]
     pub fn queue_len(&self, id: LaneId) -> usize {
         self.expect_lane(id).queue.len()
     }
