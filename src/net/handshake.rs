@@ -31,7 +31,7 @@ pub const SECRET_LEN_MIN: usize = 16;
 pub struct ClusterSecret(Vec<u8>);
 
 impl ClusterSecret {
-    /// A secret of at least [`SECRET_LEN_MIN`] bytes.
+    /// A secret of at least `SECRET_LEN_MIN` (16) bytes.
     pub fn new(bytes: impl Into<Vec<u8>>) -> Result<Self, HandshakeError> {
         let bytes = bytes.into();
         if bytes.len() < SECRET_LEN_MIN {
