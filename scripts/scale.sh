@@ -14,7 +14,8 @@
 #
 # usage: scripts/scale.sh [OUT_DIR]
 #   env: DURATION=3 WARMUP=1 SYSTEMS=zlink,tokio,ractor ZLINK=zlink (or zlink,zlink-epoll)
-#        SESSIONS="100 1000 10000" NODES="2 3 5" SHARDS="1 2" (the points)
+#        SESSIONS="100 1000 10000" NODES="2 3 5" SHARDS="1 2" (the points;
+#        NODES may hold 1, the local path, whose rows are zlink-local)
 # A check in seconds: DURATION=0.3 WARMUP=0 SESSIONS=10 NODES=3 SHARDS=2 scripts/scale.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."

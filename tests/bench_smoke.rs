@@ -157,34 +157,145 @@ fn smoke(workload: &str, systems: &[&str], extra: &[&str], kinds: &[&str]) -> se
     report
 }
 
-const ALL: [&str; 6] = [
+/// Every system that relays: zlink across nodes and on the local path
+/// (issue 24 item 3: one node, `--nodes 1`), the two-hop and the one-hop
+/// raw forwarders, the game servers.
+const ALL: [&str; 10] = [
     "zlink",
     "zlink-epoll",
+    "zlink-local",
+    "zlink-epoll-local",
     "raw-uring",
     "raw-epoll",
+    "raw-uring-1hop",
+    "raw-epoll-1hop",
     "tokio",
     "ractor",
 ];
-const WITH_PROTOCOL: [&str; 4] = ["zlink", "zlink-epoll", "tokio", "ractor"];
+const WITH_PROTOCOL: [&str; 6] = [
+    "zlink",
+    "zlink-epoll",
+    "zlink-local",
+    "zlink-epoll-local",
+    "tokio",
+    "ractor",
+];
 const ZLINK: [&str; 2] = ["zlink", "zlink-epoll"];
-/// The systems of `actor-rtt`: zlink's Actors and tokio's two round trips.
-const ACTOR_RTT: [&str; 4] = ["zlink", "zlink-epoll", "tokio-chan", "tokio-tcp"];
+/// The systems of `actor-rtt`: zlink's Actors (across nodes and on one
+/// node) and tokio's two round trips.
+const ACTOR_RTT: [&str; 6] = [
+    "zlink",
+    "zlink-epoll",
+    "zlink-local",
+    "zlink-epoll-local",
+    "tokio-chan",
+    "tokio-tcp",
+];
 
 /// The io stack each system reports running on (issue 8 item 4: the report
 /// names the backend of every zlink row, as the nodes report it).
 fn io_stack(system: &str) -> &'static str {
     match system {
-        "zlink" | "raw-uring" => "io_uring",
-        "zlink-epoll" => "epoll",
+        "zlink" | "zlink-local" | "raw-uring" | "raw-uring-1hop" => "io_uring",
+        "zlink-epoll" | "zlink-epoll-local" => "epoll",
         "tokio-chan" => "none (in memory)",
         _ => "epoll (tokio)",
     }
 }
 
+/// Every system relays, the local path (issue 24 item 3) and the one-hop
+/// forwarders too: the local path's players were all created on node 1
+/// (its one node counts them all; the cross-node zlink's node 1 none), and
+/// the report reads the local path against its limits, tokio and the
+/// cross-node path.
 #[test]
 fn bench_relay_runs_on_every_system_with_nothing_lost() {
     let report = smoke("relay", &ALL, &[], &["relay"]);
     assert!(report["load"].as_str().unwrap().starts_with("closed loop"));
+    let system = |name: &str| {
+        report["systems"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["system"] == name)
+            .unwrap()
+            .clone()
+    };
+    for local in ["zlink-local", "zlink-epoll-local"] {
+        let local = system(local);
+        assert_eq!(local["zlink_nodes"], 1, "{}", local["system"]);
+        assert_eq!(local["actors_by_node"], serde_json::json!([8]));
+    }
+    for cross in ZLINK {
+        let cross = system(cross);
+        assert_eq!(cross["zlink_nodes"], 2);
+        assert_eq!(cross["actors_by_node"], serde_json::json!([0, 8]));
+    }
+    let rows: Vec<&str> = report["local_path"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| row["system"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            "raw-uring-1hop",
+            "raw-epoll-1hop",
+            "zlink-local",
+            "zlink-epoll-local"
+        ]
+    );
+    let zlink_local = &report["local_path"][2]["ratios"];
+    let against: Vec<&str> = zlink_local
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["to"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        against,
+        [
+            "raw-uring-1hop",
+            "tokio",
+            "tokio",
+            "zlink",
+            "zlink",
+            "zlink"
+        ]
+    );
+}
+
+/// `--nodes 1`: zlink runs the local path (as `zlink-local`), its players
+/// on the one node; a second's load.
+#[test]
+fn bench_one_node_runs_zlink_on_the_local_path() {
+    let dir = out_dir("one-node");
+    let json = dir.join("one-node.json");
+    let args = [
+        "--nodes",
+        "1",
+        "--shards",
+        "2",
+        "--sessions",
+        "4",
+        "--warmup",
+        "0.2",
+        "--duration",
+        "0.5",
+    ];
+    let (stdout, report) = run_bench(&args, &json);
+    let zlink = &report["runs"][0]["systems"][0];
+    assert_eq!(zlink["system"], "zlink-local");
+    assert_eq!(zlink["zlink_nodes"], 1);
+    assert_eq!(zlink["actors_by_node"], serde_json::json!([4]));
+    assert_eq!(zlink["lost"], 0);
+    assert!(zlink["messages"].as_u64().unwrap() > 0);
+    assert!(
+        stdout.contains("1 zlink node, 2 shard(s)"),
+        "the report names the shape:\n{stdout}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `--actors` beyond the sessions (issue 5 item 1): each system hosts the
@@ -265,6 +376,13 @@ fn bench_actor_rtt_times_actor_requests_across_nodes_beside_tokio() {
         .as_str()
         .unwrap()
         .contains("ActorContext::request"));
+    let local = &report["systems"][2];
+    assert_eq!(local["system"], "zlink-local");
+    assert_eq!(local["actors"], 16, "8 callers and 8 callees on one node");
+    assert!(local["describes"]
+        .as_str()
+        .unwrap()
+        .contains("both on node 1"));
 }
 
 /// What `actor-rtt` cannot do is refused before anything runs, exit 2: no
@@ -319,9 +437,26 @@ fn bench_relocate_runs_on_zlink_alone_and_reports_the_pause_per_move() {
     }
 }
 
+/// On the cross-node systems and the game servers: the schedule is the
+/// client's, the same for every system (the local path runs it too, in
+/// `--compare`), so the smoke run leaves the local ones out to stay short.
 #[test]
 fn bench_open_loop_runs_at_a_fixed_rate_on_every_system() {
-    let report = smoke("relay", &ALL, &["--rate", "2000"], &["relay"]);
+    let systems = [
+        "zlink",
+        "zlink-epoll",
+        "raw-uring",
+        "raw-epoll",
+        "tokio",
+        "ractor",
+    ];
+    let extra = [
+        "--system",
+        "zlink,zlink-epoll,raw-uring,raw-epoll,tokio,ractor",
+        "--rate",
+        "2000",
+    ];
+    let report = smoke("relay", &systems, &extra, &["relay"]);
     assert!(report["load"].as_str().unwrap().starts_with("open loop"));
     assert_eq!(report["rate_per_second"], 2000);
     for system in report["systems"].as_array().unwrap() {

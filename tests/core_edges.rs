@@ -10,16 +10,15 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use common::replaced_notice;
-use zlink::core::actor::ActorOwnerIdentity;
-use zlink::core::session::{SessionEvent, SessionOwnerConfig, SessionOwnerIdentity};
-use zlink::core::shard::{ShardConfig, ShardCore};
+use zlink::core::session::{SessionEvent, SessionOwnerConfig};
+use zlink::core::shard::ShardCore;
 use zlink::core::time::Instant;
 use zlink::core::trace::FlowTrace;
 use zlink::core::{CoreEvent, Transmit};
 use zlink::error::Reason;
 use zlink::ids::{
     ActorLocation, ActorRef, AuthorityOwnerGeneration, MeshName, NodeGeneration, NodeRid,
-    ObjectGeneration, OwnerLeaseGeneration, SessionOwnerId, SessionRid,
+    ObjectGeneration, OwnerLeaseGeneration, SessionRid,
 };
 use zlink::sim::actor_id;
 use zlink::wire::client::CloseReason;
@@ -29,29 +28,12 @@ const FRAME_DEADLINE: Duration = Duration::from_millis(10_000);
 const SEND_TIMEOUT: Duration = Duration::from_millis(3_000);
 const JUST: Duration = Duration::from_micros(1);
 
+/// One shard core of node 1; its send timeout is [`SEND_TIMEOUT`].
 fn shard() -> ShardCore {
-    let mesh = MeshName::new("sim").unwrap();
-    let config = ShardConfig {
-        session_owner: SessionOwnerIdentity {
-            node: NodeRid(1),
-            lifecycle: NodeGeneration(1),
-            owner_id: SessionOwnerId(0),
-            lease: OwnerLeaseGeneration(1),
-        },
-        actor_owner: ActorOwnerIdentity {
-            mesh,
-            node: NodeRid(1),
-            node_generation: NodeGeneration(1),
-            lease: OwnerLeaseGeneration(1),
-        },
-        sessions: SessionOwnerConfig {
-            client_frame_deadline: FRAME_DEADLINE,
-            ..SessionOwnerConfig::default()
-        },
-        relocation: zlink::core::relocation::RelocationConfig::default(),
-        send_timeout: SEND_TIMEOUT,
-    };
-    ShardCore::new(config, Instant::ZERO)
+    common::one_shard(SessionOwnerConfig {
+        client_frame_deadline: FRAME_DEADLINE,
+        ..SessionOwnerConfig::default()
+    })
 }
 
 /// The sessions the core asked to close since the last call, with why.

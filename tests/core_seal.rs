@@ -701,6 +701,7 @@ fn sealed_shard() -> (ShardCore, SessionRid, RouteCommit, Instant) {
         sessions: SessionOwnerConfig::default(),
         relocation: zlink::core::relocation::RelocationConfig::default(),
         send_timeout: std::time::Duration::from_millis(3_000),
+        actor_turn_deadline: std::time::Duration::from_millis(1_400),
     };
     let mut core = ShardCore::new(config, Instant::ZERO);
     let source = Peer {

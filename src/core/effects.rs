@@ -48,6 +48,9 @@ pub enum CoreTimer {
     Admission,
     /// A tick of an Actor's timer is due (docs/actors.md "Timers").
     Actor(super::actor::ActorTimerFire),
+    /// An awaiting turn's deadline, or a parked move's (docs/actors.md
+    /// "Async turns").
+    Await(super::actor::AwaitTimer),
     /// The deadline of a request as the node that sent it keeps it (to
     /// route its answer; calls.rs).
     Call(crate::ids::RequestId),
@@ -65,6 +68,8 @@ pub enum CoreEvent {
     Actor(ActorEvent),
     /// For the runtime's part in a relocation (capture, restore, store).
     Relocation(RelocationEvent),
+    /// About an Actor's awaiting turn or a move parked behind it.
+    Await(super::actor::AwaitEvent),
     /// The outcome of a request node code made of an Actor (docs/actors.md
     /// "From node code"): for its waiter, not for any Actor's lane.
     NodeCallOutcome {

@@ -12,7 +12,9 @@ use super::actor::{ActorOwner, ActorOwnerIdentity, Actors};
 use super::admission::LinkAdmission;
 use super::effects::{CoreEvent, CoreTimer, Effects};
 use super::relocation::{RelocationConfig, RelocationOwner, Relocations};
-use super::session::{SessionOwner, SessionOwnerConfig, SessionOwnerIdentity, Sessions};
+use super::session::{
+    SessionEvent, SessionOwner, SessionOwnerConfig, SessionOwnerIdentity, Sessions,
+};
 use super::time::Instant;
 use super::trace::{FlowCounters, FlowTrace};
 use crate::ids::{NodeRid, Peer, RequestId};
@@ -126,6 +128,9 @@ pub struct ShardConfig {
     pub relocation: RelocationConfig,
     /// §6 send timeout of a 51 waiting for admission to a full link.
     pub send_timeout: Duration,
+    /// How long an Actor's async turn may await in all (docs/actors.md
+    /// "Async turns").
+    pub actor_turn_deadline: Duration,
 }
 
 /// The sans-IO core of one shard.
@@ -142,11 +147,17 @@ pub struct ShardCore {
 impl ShardCore {
     /// A shard core whose clock starts at `now`.
     pub fn new(config: ShardConfig, now: Instant) -> Self {
+        let prepare = config.relocation.prepare_timeout;
         Self {
             fx: Effects::new(now),
             relocation: RelocationOwner::new(config.session_owner.owner_id, config.relocation),
             sessions: SessionOwner::new(config.session_owner, config.sessions),
-            actors: ActorOwner::new(config.actor_owner, config.session_owner.owner_id),
+            actors: ActorOwner::new(
+                config.actor_owner,
+                config.session_owner.owner_id,
+                config.actor_turn_deadline,
+                prepare,
+            ),
             admission: LinkAdmission::new(config.send_timeout),
         }
     }
@@ -286,6 +297,7 @@ impl ShardCore {
                 CoreTimer::Session(timer) => self.sessions(now).handle_timer(timer),
                 CoreTimer::Relocation(timer) => self.relocations(now).handle_timer(timer),
                 CoreTimer::Actor(fire) => self.actors(now).fire_timer(&fire),
+                CoreTimer::Await(timer) => self.actors(now).on_await_timer(timer),
                 CoreTimer::Call(request) => self.actors(now).on_call_deadline(request),
                 CoreTimer::CallDeadline(fire) => self.actors(now).on_caller_deadline(&fire),
                 CoreTimer::Admission => {
@@ -306,10 +318,24 @@ impl ShardCore {
         self.fx.poll_transmit()
     }
 
-    /// The next event to carry out.
+    /// The next event to carry out. Once the queued events are out, the
+    /// next session callback turn whose lane is ready comes as
+    /// [`SessionEvent::Turn`] (src/core/session/lanes.rs): the shard runs
+    /// it and reports its end with [`Sessions::turn_done`].
     #[must_use]
     pub fn poll_event(&mut self) -> Option<CoreEvent> {
-        self.fx.poll_event()
+        if let Some(event) = self.fx.poll_event() {
+            return Some(event);
+        }
+        let mut sessions = Sessions {
+            owner: &mut self.sessions,
+            fx: &mut self.fx,
+        };
+        match sessions.next_turn() {
+            Some(turn) => Some(CoreEvent::Session(SessionEvent::Turn(turn))),
+            // Requests refused on a closing lane have their answers queued.
+            None => self.fx.poll_event(),
+        }
     }
 
     /// When [`ShardCore::handle_timeout`] should next be called.

@@ -55,6 +55,9 @@ flow_trace! {
     ReplacementCallbackTimeout => "replacement_callback_timeout", warn;
     /// §6: the 100 ms close timer found its target no longer current.
     ReplacementCloseSuperseded => "replacement_close_superseded", debug;
+    /// §7: a session callback turn that ran after its session ended
+    /// outlived the lifecycle deadline: it was dropped and its lane moved on.
+    SessionTurnExpired => "session_turn_expired", warn;
     /// §6: the replacement callback ended with a failure.
     ReplacementCallbackFailed => "replacement_callback_failed", warn;
     /// §7: a disconnect callback ended with a failure.

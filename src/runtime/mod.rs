@@ -1045,12 +1045,15 @@ fn run_shard(
             disconnect_deadline: shared.settings.disconnect_deadline,
             relocation_seal_timeout: shared.settings.relocation_seal_timeout,
             client_frame_deadline: shared.settings.client_frame_deadline,
+            session_queue_max: shared.settings.session_queue_max,
+            connect_callback: shared.handlers.on_connect.is_some(),
         },
         relocation: RelocationConfig {
             limits: shared.settings.decode_limits.for_links(),
             ..shared.settings.relocation.clone()
         },
         send_timeout: shared.settings.send_timeout,
+        actor_turn_deadline: shared.settings.actor_turn_deadline,
     };
     let core = ShardCore::new(config, shared.now());
     let _ = plan.counters.latency.set(Arc::clone(core.latency()));

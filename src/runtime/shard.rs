@@ -31,7 +31,7 @@ use bytes::Bytes;
 use self::actors::{ActorHost, HostRequest, HostWaiter};
 pub(crate) use self::calls::NodeCallReply;
 use self::relocation::Moves;
-use self::session::{LaneSession, LifecycleDeadlines, RunningTurn, SessionWork};
+use self::session::RunningTurn;
 use super::deadlines::FifoDeadlines;
 use super::executor::{completion, Completer, Completion, Executor, Spawner};
 use super::links::{Links, Sent};
@@ -40,7 +40,6 @@ use super::router::{Router, ShardMsg, LINK_SHARD};
 use super::store_effects::StoreAnswer;
 use super::{NodeCommand, NodeShared, PublishedCounters};
 use crate::core::admission::LinkAdmission;
-use crate::core::lane::{LaneEngine, LaneId, SessionLane};
 use crate::core::session::{BindStart, Ticket};
 use crate::core::shard::ShardCore;
 use crate::core::time::Instant;
@@ -69,7 +68,6 @@ struct Drain {
 
 struct SessionEntry {
     conn: ConnId,
-    lane: LaneId,
     /// Its inbound rate limit (`rate_limit`).
     bucket: super::rate_limit::TokenBucket,
 }
@@ -110,7 +108,6 @@ pub(crate) struct ShardState {
     /// Client connections this shard closed whose last bytes (the Close
     /// frame) are not out yet.
     flushing: foldhash::HashSet<ConnId>,
-    session_lanes: LaneEngine<SessionLane, SessionWork>,
     /// The Actors hosted here, their lanes and the User Spots whose home
     /// this shard is.
     host: ActorHost,
@@ -120,10 +117,12 @@ pub(crate) struct ShardState {
     routes: calls::Routes,
     /// Turns that await, and moves waiting for them (awaits.rs).
     awaits: awaits::Awaits,
-    lane_sessions: HashMap<LaneId, LaneSession>,
+    /// Session turns the core handed out, to start as tasks.
+    ready_turns: std::collections::VecDeque<crate::core::session::SessionTurn>,
     /// The running turn of each busy session lane.
-    running_turns: HashMap<LaneId, RunningTurn>,
-    lifecycle_deadlines: LifecycleDeadlines,
+    running_turns: HashMap<SessionRid, RunningTurn>,
+    /// Each session's typed attributes, until its disconnect turn is over.
+    attributes: HashMap<SessionRid, crate::runtime::app::session::Attributes>,
     draining: Option<Drain>,
     bind_waiters: HashMap<Ticket, Completer<Result<ActorRef, Error>>>,
     /// Actor look-ups answered by the Actor's shard.
@@ -175,11 +174,6 @@ impl ShardState {
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .expires_at
         });
-        let lifecycle_deadlines = LifecycleDeadlines::new(node.settings.disconnect_deadline);
-        let awaits = awaits::Awaits::new(
-            node.settings.actor_turn_deadline,
-            node.settings.relocation.prepare_timeout,
-        );
         let ws_handshakes = FifoDeadlines::new(node.settings.websocket_handshake_deadline);
         let wall = std::time::Instant::now();
         let clock = node.instant_at(wall);
@@ -201,14 +195,13 @@ impl ShardState {
             sessions: HashMap::new(),
             conns: HashMap::new(),
             flushing: foldhash::HashSet::default(),
-            session_lanes: LaneEngine::new(),
             host: ActorHost::new(),
             moves: Moves::default(),
             routes: calls::Routes::default(),
-            awaits,
-            lane_sessions: HashMap::new(),
+            awaits: awaits::Awaits::default(),
+            ready_turns: std::collections::VecDeque::new(),
             running_turns: HashMap::new(),
-            lifecycle_deadlines,
+            attributes: HashMap::new(),
             draining: None,
             bind_waiters: HashMap::new(),
             actor_waiters: HashMap::new(),
@@ -399,6 +392,7 @@ impl ShardState {
                     CoreEvent::Session(event) => self.session_event(event),
                     CoreEvent::Actor(event) => self.actor_event(event),
                     CoreEvent::Relocation(event) => self.relocation_event(event),
+                    CoreEvent::Await(event) => self.await_event(event),
                     CoreEvent::NodeCallOutcome { call, outcome } => {
                         self.node_call_ended(call, outcome)
                     }
@@ -991,16 +985,10 @@ pub(crate) fn run(
                 if let Some(left) = state.lease_left() {
                     wait = wait.min(left);
                 }
-                if let Some(deadline) = state.lifecycle_deadlines.next_in(state.wall) {
-                    wait = wait.min(deadline);
-                }
                 if let Some(deadline) = state.links.next_handshake_in() {
                     wait = wait.min(deadline);
                 }
                 if let Some(deadline) = state.ws_handshakes.next_in(state.wall) {
-                    wait = wait.min(deadline);
-                }
-                if let Some(deadline) = state.awaits.next_in(state.wall) {
                     wait = wait.min(deadline);
                 }
                 Some(wait)
@@ -1020,10 +1008,8 @@ pub(crate) fn run(
             state.process_inbox();
             let now = state.now();
             state.core.handle_timeout(now);
-            state.expire_lifecycle_deadlines();
             state.expire_handshakes();
             state.expire_ws_handshakes();
-            state.expire_awaits();
             state.admit_waiting();
             backlog = state.run_actor_work();
         }

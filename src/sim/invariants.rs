@@ -15,7 +15,9 @@ use bytes::Bytes;
 
 use crate::core::actor::ActorEvent;
 use crate::core::relocation::RelocationEvent;
-use crate::core::session::{SessionEvent, Ticket, REPLACEMENT_CLOSE_DELAY};
+use crate::core::session::{
+    SessionEvent, SessionTurn, SessionWork, Ticket, REPLACEMENT_CLOSE_DELAY,
+};
 use crate::core::shard::ShardCore;
 use crate::core::time::Instant;
 use crate::core::CoreEvent;
@@ -437,7 +439,8 @@ impl Checker {
                 | ActorEvent::Call { .. }
                 | ActorEvent::CallOutcome { .. },
             )
-            | CoreEvent::Relocation(_) => {}
+            | CoreEvent::Relocation(_)
+            | CoreEvent::Await(_) => {}
             CoreEvent::NodeCallOutcome { call, outcome } => self.call_outcome(call.0, outcome),
         }
     }
@@ -585,9 +588,11 @@ impl Checker {
                     _ => {}
                 }
             }
-            SessionEvent::ReplacementCallback {
-                session, callback, ..
-            } => {
+            SessionEvent::Turn(SessionTurn {
+                session,
+                work: SessionWork::Replaced { callback, .. },
+                ..
+            }) => {
                 self.tally.replacements += 1;
                 let session = owner.session_ref(*session);
                 let started = Callback {
@@ -609,7 +614,9 @@ impl Checker {
                 Ok(_) => self.tally.binds += 1,
                 Err(_) => self.tally.binds_refused += 1,
             },
-            SessionEvent::NotifyCompleted { .. } => {}
+            SessionEvent::NotifyCompleted { .. }
+            | SessionEvent::Turn(_)
+            | SessionEvent::TurnExpired { .. } => {}
         }
     }
 

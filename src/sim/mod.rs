@@ -305,6 +305,8 @@ impl Mesh {
             sessions: config,
             relocation: self.relocation.clone(),
             send_timeout: Duration::from_millis(3_000),
+            // The simulator's Actors answer in their turn: none awaits.
+            actor_turn_deadline: Duration::from_millis(1_400),
         };
         let node = SimNode {
             core: ShardCore::new(config, self.now),
@@ -978,7 +980,15 @@ impl Mesh {
                 event: event.clone(),
             });
             match event {
-                CoreEvent::Session(event) => node.session_events.push(event),
+                CoreEvent::Session(event) => {
+                    // A session callback turn: the simulated application's
+                    // callbacks end at once (a replacement callback's
+                    // terminal is a scheduled action of its own).
+                    if let SessionEvent::Turn(turn) = &event {
+                        node.core.sessions(now).turn_done(turn.session, turn.turn);
+                    }
+                    node.session_events.push(event);
+                }
                 CoreEvent::Actor(event) => {
                     match node.behavior {
                         ActorBehavior::Echo => echo(&mut node.core.actors(now), &event),
@@ -996,8 +1006,9 @@ impl Mesh {
                     relocation_events.push(event);
                 }
                 // Node code's request ended: the checker saw it in the
-                // journal; nobody else waits for it.
-                CoreEvent::NodeCallOutcome { .. } => {}
+                // journal; nobody else waits for it. No simulated turn
+                // awaits, so nothing is about one.
+                CoreEvent::NodeCallOutcome { .. } | CoreEvent::Await(_) => {}
             }
         }
         progress |= !transmits.is_empty();

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use zlink::core::actor::ActorEvent;
-use zlink::core::session::{BindStart, SessionEvent, Ticket};
+use zlink::core::session::{BindStart, SessionEvent, SessionTurn, SessionWork, Ticket};
 use zlink::core::time::Instant;
 use zlink::core::trace::FlowTrace;
 use zlink::error::Error;
@@ -130,11 +130,11 @@ pub fn replacement_callbacks(
         .session_events
         .iter()
         .filter_map(|e| match e {
-            SessionEvent::ReplacementCallback {
+            SessionEvent::Turn(SessionTurn {
                 session: s,
-                callback,
-                actor,
-            } if *s == session => Some((*callback, actor.clone())),
+                work: SessionWork::Replaced { callback, actor },
+                ..
+            }) if *s == session => Some((*callback, actor.clone())),
             _ => None,
         })
         .collect()
@@ -259,4 +259,49 @@ pub fn replaced_notice(to: u64, retired: u64) -> zlink::core::Transmit {
             retired: BindingGeneration(retired),
         }),
     }
+}
+
+/// The actor turn deadline of [`one_shard`].
+pub const TURN_DEADLINE: Duration = Duration::from_millis(1_400);
+
+/// One shard core of node 1 (lifecycle 1), with default relocation
+/// settings (a 1,500 ms prepare bound) and [`TURN_DEADLINE`], at time zero:
+/// a core test drives it directly, looping its records back to itself.
+pub fn one_shard(
+    sessions: zlink::core::session::SessionOwnerConfig,
+) -> zlink::core::shard::ShardCore {
+    one_shard_with(
+        sessions,
+        zlink::core::relocation::RelocationConfig::default(),
+    )
+}
+
+/// [`one_shard`] with its relocation settings.
+pub fn one_shard_with(
+    sessions: zlink::core::session::SessionOwnerConfig,
+    relocation: zlink::core::relocation::RelocationConfig,
+) -> zlink::core::shard::ShardCore {
+    use zlink::core::actor::ActorOwnerIdentity;
+    use zlink::core::session::SessionOwnerIdentity;
+    use zlink::core::shard::{ShardConfig, ShardCore};
+    use zlink::ids::{MeshName, NodeGeneration, OwnerLeaseGeneration, SessionOwnerId};
+    let config = ShardConfig {
+        session_owner: SessionOwnerIdentity {
+            node: NodeRid(1),
+            lifecycle: NodeGeneration(1),
+            owner_id: SessionOwnerId(0),
+            lease: OwnerLeaseGeneration(1),
+        },
+        actor_owner: ActorOwnerIdentity {
+            mesh: MeshName::new("sim").unwrap(),
+            node: NodeRid(1),
+            node_generation: NodeGeneration(1),
+            lease: OwnerLeaseGeneration(1),
+        },
+        sessions,
+        relocation,
+        send_timeout: Duration::from_millis(3_000),
+        actor_turn_deadline: TURN_DEADLINE,
+    };
+    ShardCore::new(config, Instant::ZERO)
 }

@@ -23,6 +23,8 @@
 //!   uses between Actors, which never holds the caller's lane while it
 //!   waits (docs/actors.md "Messages between Actors"). Every request
 //!   crosses the link both ways.
+//! - `zlink-local`, `zlink-epoll-local` (or `--nodes 1`): the same on one
+//!   node, caller and callee both on node 1: no link.
 //! - `tokio-chan`: the lower bound of a round trip between two tasks in
 //!   one process: a multi-thread runtime (2 workers), per pair a caller
 //!   task and a callee task, the request an mpsc message carrying a
@@ -59,7 +61,7 @@ use zlink::store::{EmbeddedStore, LocationStore, MonotonicClock};
 
 use crate::client::{LoadSpec, Phases, Tally, DRAIN_WAIT, LATENCY_MAX_NS};
 use crate::systems::zlink::{start_linked, LEASE_TERM};
-use crate::systems::SystemKind;
+use crate::systems::{self, SystemKind};
 
 /// The Actor types of the pairs on zlink.
 const CALLER: &str = "rtt-caller";
@@ -218,8 +220,13 @@ impl Shared {
 /// Runs one round of `system` under `spec`'s shape.
 pub fn run(system: SystemKind, spec: &LoadSpec) -> Result<Outcome, String> {
     match system {
-        SystemKind::Zlink => zlink(spec, IoBackend::IoUring),
-        SystemKind::ZlinkEpoll => zlink(spec, IoBackend::Epoll),
+        SystemKind::Zlink
+        | SystemKind::ZlinkEpoll
+        | SystemKind::ZlinkLocal
+        | SystemKind::ZlinkEpollLocal => {
+            let (spec, backend) = systems::zlink_shape(system, spec)?;
+            zlink(&spec, backend)
+        }
         SystemKind::TokioChan => tokio_chan(spec),
         SystemKind::TokioTcp => tokio_tcp(spec),
         other => Err(format!("{} does not run actor-rtt", other.name())),
@@ -436,9 +443,10 @@ fn zlink(spec: &LoadSpec, io_backend: IoBackend) -> Result<Outcome, String> {
 }
 
 /// Creates the pairs on `nodes` (callers on node 1, callees on the
-/// others) and measures them.
+/// others; on the local path, one node, both on node 1) and measures them.
 fn zlink_pairs(nodes: &[Node], shared: &Shared, spec: &LoadSpec) -> Result<Tally, String> {
-    let (home, hosts) = nodes.split_first().ok_or("no zlink node")?;
+    let (home, others) = nodes.split_first().ok_or("no zlink node")?;
+    let hosts = if others.is_empty() { nodes } else { others };
     let mut callers = Vec::with_capacity(spec.sessions);
     for pair in 0..spec.sessions {
         let id = |name: String| ActorId::new(&name).map_err(|e| format!("{name}: {e}"));

@@ -94,7 +94,8 @@ pub struct Options {
     pub json: Option<PathBuf>,
     /// The folder for the `.hgrm` files and the SVG plot.
     pub out_dir: Option<PathBuf>,
-    /// zlink nodes: sessions on node 1, players spread over the others.
+    /// zlink nodes: sessions on node 1, players spread over the others;
+    /// 1 is the local path (the zlink systems become their `-local` ones).
     pub nodes: u64,
     /// Shards (threads) per zlink node.
     pub shards: usize,
@@ -289,16 +290,20 @@ frames, the same payloads for every system), closed loop with N in flight per
 session or open loop at a fixed rate, and prints p50..max, messages/s, CPU per
 message, lost and duplicated.
 
-  --system S     zlink (shards on io_uring), zlink-epoll (shards on epoll),
-                 raw-uring, raw-epoll, tokio, ractor, tokio-chan, tokio-tcp, or all
-                 (default zlink)
-  --workload W   relay (zlink, zlink-epoll, raw-uring, raw-epoll, tokio, ractor);
-                 push, mixed, churn (zlink, zlink-epoll, tokio, ractor); relocate
-                 (zlink, zlink-epoll); actor-rtt (zlink, zlink-epoll, tokio-chan,
-                 tokio-tcp: an Actor on node 1 requests an Actor on node 2, closed
-                 loop, timed inside the process, no client) (default relay)
+  --system S     zlink (shards on io_uring), zlink-epoll (shards on epoll): sessions
+                 on node 1, players on the other nodes; zlink-local, zlink-epoll-local:
+                 the local path, one node, sessions and players on it; raw-uring,
+                 raw-epoll: two-hop forwarders, the cross-node limit; raw-uring-1hop,
+                 raw-epoll-1hop: one-hop echo, the local path's limit; tokio, ractor,
+                 tokio-chan, tokio-tcp, or all (default zlink)
+  --workload W   relay (every system but tokio-chan and tokio-tcp); push, mixed, churn
+                 (zlink, zlink-epoll, zlink-local, zlink-epoll-local, tokio, ractor);
+                 relocate (zlink, zlink-epoll); actor-rtt (zlink, zlink-epoll,
+                 zlink-local, zlink-epoll-local, tokio-chan, tokio-tcp: an Actor on
+                 node 1 requests an Actor on node 2 (-local: on node 1), closed loop,
+                 timed inside the process, no client) (default relay)
   --sessions N   client sessions (default 64); actor-rtt: caller/callee pairs
-  --actors N     player actors each system hosts (zlink, zlink-epoll, tokio, ractor),
+  --actors N     player actors each system hosts (the zlink ones, tokio, ractor),
                  at least the sessions (with --idle-sessions, at least those): one
                  bound per session and driven, the rest idle, created at start (NPCs,
                  offline players). A session cannot share a player: a second binding
@@ -313,15 +318,21 @@ message, lost and duplicated.
   --messages N   also end the measured window once N messages were sent in it,
                  whichever comes first (not churn or actor-rtt); msg/s is over the window
   --rounds N     rounds over the systems, interleaved (default 1)
-  --nodes N      zlink nodes, 2 or more: sessions on node 1, players on the others (default 2)
+  --nodes N      zlink nodes: sessions on node 1, players on the others (default 2);
+                 1: the local path, sessions and players on node 1 (zlink runs as
+                 zlink-local, zlink-epoll as zlink-epoll-local; --shards still
+                 applies); with --compare, 1 also leaves out the cross-node systems
+                 and limits (zlink, zlink-epoll, raw-uring, raw-epoll, tokio-tcp)
   --shards N     shards per zlink node (default 1)
   --pin C:S      the load client on core C, every thread of the system on core S
                  (default: all threads float over every core)
   --compare      relay and mixed (or --workload), every system that runs each, pinned
                  (--pin, or client and system on core 1), interleaved, at least 3 rounds,
-                 with ratios to raw-uring and raw-epoll
+                 with ratios to the two-hop forwarders (raw-uring, raw-epoll), the
+                 one-hop ones (raw-uring-1hop, raw-epoll-1hop) and tokio, and the
+                 local path beside the cross-node one
   --full         with --compare: every workload, floating and pinned
-  --idle-sessions N  no load: bind N sessions on each system (zlink, zlink-epoll, tokio, ractor)
+  --idle-sessions N  no load: bind N sessions on each system (the zlink ones, tokio, ractor)
                  and report the resident memory each costs, one process per system
   --scale-report DIR  no load: read the sweep scripts/scale.sh wrote in DIR
                  (<axis>-<value>.json), print its table, write DIR/scale.svg
@@ -492,6 +503,30 @@ fn store_axis(
     Ok(options)
 }
 
+/// `--nodes 1`: the local path (issue 24 item 3). zlink's systems become
+/// their one-node `-local` ones (once each, in their order); `--compare`
+/// with no `--system` (`compare_all`) leaves out what measures or bounds
+/// the cross-node path, so that it runs the local path beside its limits
+/// and tokio. `relocate` moves players between nodes: refused alone.
+fn local_path(options: &mut Options, compare_all: bool) -> Result<(), ArgsError> {
+    if options.workloads == [Workload::Relocate] {
+        return Err(invalid(
+            "relocate moves players between nodes: it needs --nodes 2 or more".to_owned(),
+        ));
+    }
+    if compare_all {
+        options.systems.retain(|s| !s.crosses_nodes());
+    }
+    let mut local = Vec::with_capacity(options.systems.len());
+    for system in options.systems.iter().map(|s| s.local()) {
+        if !local.contains(&system) {
+            local.push(system);
+        }
+    }
+    options.systems = local;
+    Ok(())
+}
+
 /// Parses the arguments after the program name.
 pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, ArgsError> {
     let mut options = Options {
@@ -601,7 +636,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, ArgsErro
             "--out" => options.out_dir = Some(PathBuf::from(value)),
             "--scale-report" => options.scale_report = Some(PathBuf::from(value)),
             "--nodes" => {
-                options.nodes = number(&flag, &value, 2, MAX_NODES)?;
+                options.nodes = number(&flag, &value, 1, MAX_NODES)?;
                 shaped.push(flag);
             }
             "--shards" => {
@@ -680,12 +715,15 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, ArgsErro
             }
         }
     }
+    if options.nodes == 1 {
+        local_path(&mut options, compare && !systems_given)?;
+    }
     if options.idle_sessions.is_some() {
         // Idle memory is a bound session's: only the systems with a protocol.
         options.systems.retain(|s| s.runs(Workload::Churn));
         if options.systems.is_empty() {
             return Err(invalid(
-                "--idle-sessions needs zlink, zlink-epoll, tokio or ractor: the raw forwarders bind nothing"
+                "--idle-sessions needs a zlink system, tokio or ractor: the raw forwarders bind nothing"
                     .to_owned(),
             ));
         }
@@ -854,13 +892,126 @@ mod tests {
             .filter(|s| s.runs(Workload::ActorRtt))
             .map(|s| s.name())
             .collect();
-        assert_eq!(systems, ["zlink", "zlink-epoll", "tokio-chan", "tokio-tcp"]);
+        assert_eq!(
+            systems,
+            [
+                "zlink",
+                "zlink-epoll",
+                "zlink-local",
+                "zlink-epoll-local",
+                "tokio-chan",
+                "tokio-tcp"
+            ]
+        );
         let full = parse_args(&["--compare", "--full"]).unwrap();
         assert!(full.workloads.contains(&Workload::ActorRtt));
         let why = refusal(&["--workload", "actor-rtt", "--actors", "100"]);
         assert!(
             why.contains("--actors does not apply to actor-rtt"),
             "{why}"
+        );
+    }
+
+    /// `--nodes 1` is the local path (issue 24 item 3): zlink's systems
+    /// become their one-node ones, once each; the others are unchanged.
+    #[test]
+    fn one_node_runs_zlink_on_the_local_path() {
+        assert_eq!(parse_args(&[]).unwrap().systems, [SystemKind::Zlink]);
+        let options = parse_args(&["--nodes", "1"]).unwrap();
+        assert_eq!(options.nodes, 1);
+        assert_eq!(options.systems, [SystemKind::ZlinkLocal]);
+        let options = parse_args(&[
+            "--nodes",
+            "1",
+            "--shards",
+            "2",
+            "--system",
+            "zlink,zlink-epoll,zlink-local,tokio,raw-uring",
+        ])
+        .unwrap();
+        assert_eq!(options.shards, 2);
+        assert_eq!(
+            options.systems,
+            [
+                SystemKind::ZlinkLocal,
+                SystemKind::ZlinkEpollLocal,
+                SystemKind::Tokio,
+                SystemKind::RawUring
+            ]
+        );
+        // The local systems run one node whatever --nodes says.
+        let options = parse_args(&["--system", "zlink-local,zlink", "--nodes", "3"]).unwrap();
+        assert_eq!(options.systems, [SystemKind::ZlinkLocal, SystemKind::Zlink]);
+        assert_eq!(SystemKind::ZlinkLocal.zlink_nodes(options.nodes), Some(1));
+        assert_eq!(SystemKind::Zlink.zlink_nodes(options.nodes), Some(3));
+        let why = refusal(&["--nodes", "0"]);
+        assert!(why.contains("between 1 and 16"), "{why}");
+    }
+
+    /// The local path runs every workload but relocate, which needs a
+    /// second node; the one-hop forwarders, like the two-hop ones, relay
+    /// only.
+    #[test]
+    fn the_local_path_and_the_one_hop_forwarders_run_what_they_can() {
+        for workload in ["relay", "push", "mixed", "churn", "actor-rtt"] {
+            let options = parse_args(&["--nodes", "1", "--workload", workload]).unwrap();
+            assert_eq!(options.systems, [SystemKind::ZlinkLocal], "{workload}");
+            assert_eq!(options.workloads.len(), 1, "{workload}");
+        }
+        let why = refusal(&["--nodes", "1", "--workload", "relocate"]);
+        assert!(why.contains("needs --nodes 2 or more"), "{why}");
+        let why = refusal(&["--system", "zlink-epoll-local", "--workload", "relocate"]);
+        assert!(why.contains("no chosen system runs the relocate"), "{why}");
+        let options = parse_args(&["--system", "raw-uring-1hop,raw-epoll-1hop"]).unwrap();
+        assert_eq!(
+            options.systems,
+            [SystemKind::RawUringOneHop, SystemKind::RawEpollOneHop]
+        );
+        let why = refusal(&[
+            "--system",
+            "raw-uring-1hop,raw-epoll-1hop",
+            "--workload",
+            "push",
+        ]);
+        assert!(why.contains("no chosen system runs the push"), "{why}");
+    }
+
+    /// `--compare` runs the local path beside the cross-node one, with both
+    /// kinds of forwarder; `--compare --nodes 1` the local path alone,
+    /// beside its limits and tokio.
+    #[test]
+    fn compare_runs_the_local_path_beside_the_cross_node_one() {
+        let options = parse_args(&["--compare"]).unwrap();
+        assert_eq!(options.systems, SystemKind::ALL);
+        for system in [
+            SystemKind::Zlink,
+            SystemKind::ZlinkLocal,
+            SystemKind::RawUring,
+            SystemKind::RawUringOneHop,
+            SystemKind::RawEpollOneHop,
+        ] {
+            assert!(options.systems.contains(&system), "{system:?}");
+        }
+        let options = parse_args(&["--compare", "--nodes", "1"]).unwrap();
+        assert_eq!(
+            options.systems,
+            [
+                SystemKind::ZlinkLocal,
+                SystemKind::ZlinkEpollLocal,
+                SystemKind::RawUringOneHop,
+                SystemKind::RawEpollOneHop,
+                SystemKind::Tokio,
+                SystemKind::Ractor,
+                SystemKind::TokioChan,
+            ]
+        );
+        assert_eq!(options.workloads, [Workload::Relay, Workload::Mixed]);
+        // Systems named on the command line are kept (made local).
+        let options =
+            parse_args(&["--compare", "--nodes", "1", "--system", "zlink,raw-epoll"]).unwrap();
+        assert_eq!(
+            options.systems,
+            [SystemKind::ZlinkLocal, SystemKind::RawEpoll]
         );
     }
 

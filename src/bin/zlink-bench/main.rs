@@ -301,6 +301,7 @@ fn drive(summary: &mut Summary, spec: &LoadSpec, run: &Run) -> Result<client::Ta
         .join()
         .map_err(|_| format!("{name}: the load client panicked"))?;
     summary.actors = system.actors();
+    summary.actors_by_node = system.actors_by_node();
     let moves = system.stop();
     let mut tally = tally.map_err(|why| format!("{name}: {why}"))?;
     pause::record(&mut tally, &moves);

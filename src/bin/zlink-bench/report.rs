@@ -1,8 +1,10 @@
 //! The report (issue 5 item 3): per system, the latency percentiles of all
 //! its rounds merged (hdrhistogram), messages/s in total and per core, CPU
 //! time per message from getrusage, and lost, duplicated and corrupt counts
-//! (must be 0, printed always); ratios to both raw forwarders; JSON, one
-//! `.hgrm` percentile distribution per system and one SVG of all curves.
+//! (must be 0, printed always); ratios to the raw forwarders (two-hop and
+//! one-hop) and to tokio; the local path beside the cross-node one (issue
+//! 24 item 3, [`local_path`]); JSON, one `.hgrm` percentile distribution
+//! per system and one SVG of all curves.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -96,6 +98,10 @@ pub struct Summary {
     /// The player actors the system counted itself after the last round's
     /// load ([`crate::systems::Running::actors`]); `None`: it has none.
     pub actors: Option<usize>,
+    /// The same per zlink node, node 1 first
+    /// ([`crate::systems::Running::actors_by_node`]): where the players
+    /// were (all on node 1 on the local path).
+    pub actors_by_node: Option<Vec<usize>>,
 }
 
 impl Summary {
@@ -118,6 +124,7 @@ impl Summary {
             kinds: BTreeMap::new(),
             move_failures: 0,
             actors: None,
+            actors_by_node: None,
         }
     }
 
@@ -279,7 +286,7 @@ pub fn render(options: &Options, run: &Run, summaries: &[Summary]) -> String {
         out,
         "latency in µs (all rounds merged); CPU is the whole process ({cpu})"
     );
-    let _ = write!(out, "{:<12} {:<13}", "system", "io");
+    let _ = write!(out, "{:<17} {:<13}", "system", "io");
     for (label, _) in QUANTILES {
         let _ = write!(out, " {label:>8}");
     }
@@ -289,7 +296,7 @@ pub fn render(options: &Options, run: &Run, summaries: &[Summary]) -> String {
         "max", "mean", "count", "msg/s", "msg/s/core", "cpu µs/msg", "lost", "dup", "bad"
     );
     for s in summaries {
-        let _ = write!(out, "{:<12} {:<13}", s.system.name(), s.io_stack);
+        let _ = write!(out, "{:<17} {:<13}", s.system.name(), s.io_stack);
         for (_, q) in QUANTILES {
             let _ = write!(out, " {:>8.1}", s.us(q));
         }
@@ -314,15 +321,21 @@ pub fn render(options: &Options, run: &Run, summaries: &[Summary]) -> String {
             rounds.join(" ")
         );
     }
-    // Ratios to both raw forwarders for every system, or (actor-rtt) to
+    // Ratios to every raw forwarder, two-hop (the cross-node limit) and
+    // one-hop (the local path's limit), and to tokio (which serves a
+    // player in-process, one hop) for every system, or (actor-rtt) to
     // both tokio round trips; then zlink on epoll against zlink on
-    // io_uring (issue 8 item 4), when both ran.
+    // io_uring (issue 8 item 4), on each path, when both ran.
     let bases = [
         (SystemKind::RawUring, None),
         (SystemKind::RawEpoll, None),
+        (SystemKind::RawUringOneHop, None),
+        (SystemKind::RawEpollOneHop, None),
+        (SystemKind::Tokio, None),
         (SystemKind::TokioChan, None),
         (SystemKind::TokioTcp, None),
         (SystemKind::Zlink, Some(SystemKind::ZlinkEpoll)),
+        (SystemKind::ZlinkLocal, Some(SystemKind::ZlinkEpollLocal)),
     ];
     for (base, only) in bases {
         let Some(b) = summaries.iter().find(|s| s.system == base) else {
@@ -340,7 +353,7 @@ pub fn render(options: &Options, run: &Run, summaries: &[Summary]) -> String {
             let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
             let _ = writeln!(
                 out,
-                "  {:<12} p50 {:>5.2}x  p99 {:>5.2}x  p99.9 {:>5.2}x  msg/s {:>5.2}x  cpu/msg {:>5.2}x",
+                "  {:<17} p50 {:>5.2}x  p99 {:>5.2}x  p99.9 {:>5.2}x  msg/s {:>5.2}x  cpu/msg {:>5.2}x",
                 s.system.name(),
                 ratio(s.us(0.5), b.us(0.5)),
                 ratio(s.us(0.99), b.us(0.99)),
@@ -353,6 +366,21 @@ pub fn render(options: &Options, run: &Run, summaries: &[Summary]) -> String {
             );
         }
     }
+    let local = local_path(summaries);
+    if !local.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nthe local path (session and player on one node) beside the cross-node one and the limits (msg/s: higher is better; p50, p99: lower)"
+        );
+        for row in &local {
+            let ratios: Vec<String> = row
+                .ratios
+                .iter()
+                .map(|r| format!("{} {:.2}x {}", r.metric.name(), r.value, r.to.name()))
+                .collect();
+            let _ = writeln!(out, "  {:<17} {}", row.system.name(), ratios.join(", "));
+        }
+    }
     if summaries.iter().any(|s| !s.kinds.is_empty()) {
         let _ = writeln!(
             out,
@@ -363,7 +391,7 @@ pub fn render(options: &Options, run: &Run, summaries: &[Summary]) -> String {
                 let q = |q: f64| h.value_at_quantile(q) as f64 / 1e3;
                 let _ = writeln!(
                     out,
-                    "  {:<12} {:<13} p50 {:>9.1} p99 {:>9.1} p99.9 {:>9.1} max {:>9.1} count {:>9} {:>9.0}/s",
+                    "  {:<17} {:<13} p50 {:>9.1} p99 {:>9.1} p99.9 {:>9.1} max {:>9.1} count {:>9} {:>9.0}/s",
                     s.system.name(),
                     kind,
                     q(0.5),
@@ -377,7 +405,7 @@ pub fn render(options: &Options, run: &Run, summaries: &[Summary]) -> String {
             if run.workload == Workload::Relocate {
                 let _ = writeln!(
                     out,
-                    "  {:<12} moves that did not commit: {}",
+                    "  {:<17} moves that did not commit: {}",
                     s.system.name(),
                     s.move_failures
                 );
@@ -386,7 +414,7 @@ pub fn render(options: &Options, run: &Run, summaries: &[Summary]) -> String {
                 let (delivered, scheduled) = tick_deliveries(options, s);
                 let _ = writeln!(
                     out,
-                    "  {:<12} tick pushes delivered {delivered:.0}/s of {scheduled:.0}/s scheduled ({:.1}%; a tick due while the last still runs is skipped)",
+                    "  {:<17} tick pushes delivered {delivered:.0}/s of {scheduled:.0}/s scheduled ({:.1}%; a tick due while the last still runs is skipped)",
                     s.system.name(),
                     if scheduled > 0.0 { delivered / scheduled * 100.0 } else { 0.0 }
                 );
@@ -403,15 +431,133 @@ pub fn render(options: &Options, run: &Run, summaries: &[Summary]) -> String {
     for s in summaries {
         let actors = s
             .actors
-            .map_or("n/a".to_owned(), |n| format!("{n} (its own count)"));
+            .map_or("n/a".to_owned(), |n| match &s.actors_by_node {
+                Some(by_node) => {
+                    let by_node: Vec<String> = by_node
+                        .iter()
+                        .enumerate()
+                        .map(|(i, n)| format!("node {}: {n}", i + 1))
+                        .collect();
+                    format!("{n} (its own count; {})", by_node.join(", "))
+                }
+                None => format!("{n} (its own count)"),
+            });
         let _ = writeln!(
             out,
-            "  {:<12} {}; actors {actors}",
+            "  {:<17} {}; actors {actors}",
             s.system.name(),
             s.system.describes(options, run.workload)
         );
         for note in s.notes.iter().take(4) {
-            let _ = writeln!(out, "               anomaly: {note}");
+            let _ = writeln!(out, "                    anomaly: {note}");
+        }
+    }
+    out
+}
+
+/// What a ratio of [`local_path`] compares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Metric {
+    /// Messages per second: higher is better.
+    Rate,
+    P50,
+    P99,
+}
+
+impl Metric {
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::Rate => "msg/s",
+            Metric::P50 => "p50",
+            Metric::P99 => "p99",
+        }
+    }
+
+    fn of(self, s: &Summary) -> f64 {
+        match self {
+            Metric::Rate => s.messages_per_second(),
+            Metric::P50 => s.us(0.5),
+            Metric::P99 => s.us(0.99),
+        }
+    }
+}
+
+/// One ratio of [`local_path`]: `metric` of the row's system over the same
+/// of `to`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Ratio {
+    pub metric: Metric,
+    pub to: SystemKind,
+    pub value: f64,
+}
+
+/// One row of [`local_path`]: a system and its ratios.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LocalRow {
+    pub system: SystemKind,
+    pub ratios: Vec<Ratio>,
+}
+
+/// The local path beside the cross-node one (issue 24 item 3), as the
+/// issue's goals read it: first each one-hop forwarder against tokio (the
+/// ceiling: what the local path could reach on that io stack, msg/s and
+/// p99), then each `-local` zlink against the one-hop forwarder of its own
+/// io stack (msg/s), against tokio (msg/s, p99; tokio serves its player
+/// in-process, one hop, too) and against the cross-node zlink on the same
+/// stack (msg/s, p50, p99). A ratio whose systems did not both run (or
+/// measured nothing) is left out, and so is a row with none.
+pub fn local_path(summaries: &[Summary]) -> Vec<LocalRow> {
+    let find = |kind: SystemKind| {
+        summaries
+            .iter()
+            .find(|s| s.system == kind && s.messages_per_second() > 0.0)
+    };
+    let ratio = |metric: Metric, s: &Summary, to: SystemKind| {
+        let base = metric.of(find(to)?);
+        (base > 0.0).then(|| Ratio {
+            metric,
+            to,
+            value: metric.of(s) / base,
+        })
+    };
+    let rows = [
+        (SystemKind::RawUringOneHop, None, None),
+        (SystemKind::RawEpollOneHop, None, None),
+        (
+            SystemKind::ZlinkLocal,
+            Some(SystemKind::RawUringOneHop),
+            Some(SystemKind::Zlink),
+        ),
+        (
+            SystemKind::ZlinkEpollLocal,
+            Some(SystemKind::RawEpollOneHop),
+            Some(SystemKind::ZlinkEpoll),
+        ),
+    ];
+    let mut out = Vec::new();
+    for (system, limit, cross_node) in rows {
+        let Some(s) = find(system) else {
+            continue;
+        };
+        let mut wanted = Vec::new();
+        if let Some(limit) = limit {
+            wanted.push((Metric::Rate, limit));
+        }
+        wanted.push((Metric::Rate, SystemKind::Tokio));
+        wanted.push((Metric::P99, SystemKind::Tokio));
+        if let Some(cross_node) = cross_node {
+            wanted.extend([
+                (Metric::Rate, cross_node),
+                (Metric::P50, cross_node),
+                (Metric::P99, cross_node),
+            ]);
+        }
+        let ratios: Vec<Ratio> = wanted
+            .into_iter()
+            .filter_map(|(metric, to)| ratio(metric, s, to))
+            .collect();
+        if !ratios.is_empty() {
+            out.push(LocalRow { system, ratios });
         }
     }
     out
@@ -492,6 +638,8 @@ pub fn json(options: &Options, run: &Run, summaries: &[Summary]) -> serde_json::
                 "failed_sessions": s.failed_sessions,
                 "move_failures": s.move_failures,
                 "actors": s.actors,
+                "actors_by_node": s.actors_by_node,
+                "zlink_nodes": s.system.zlink_nodes(options.nodes),
                 "kinds_us": kinds,
                 "round_p50_us": s.round_p50_ns.iter().map(|ns| *ns as f64 / 1e3).collect::<Vec<_>>(),
             })
@@ -516,6 +664,17 @@ pub fn json(options: &Options, run: &Run, summaries: &[Summary]) -> serde_json::
         "zlink_shards": options.shards,
         "placement": run.pin.map_or("floating".to_owned(), |p| p.to_string()),
         "systems": systems,
+        "local_path": local_path(summaries)
+            .iter()
+            .map(|row| {
+                let ratios: Vec<serde_json::Value> = row
+                    .ratios
+                    .iter()
+                    .map(|r| serde_json::json!({ "metric": r.metric.name(), "to": r.to.name(), "ratio": r.value }))
+                    .collect();
+                serde_json::json!({ "system": row.system.name(), "ratios": ratios })
+            })
+            .collect::<Vec<_>>(),
     })
 }
 
@@ -618,4 +777,126 @@ pub fn svg(path: &Path, title: &str, summaries: &[Summary]) -> Result<(), String
         .draw()
         .map_err(|e| fail(&e))?;
     root.present().map_err(|e| fail(&e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A summary of `rate` messages in one measured second, each taking
+    /// `us` µs.
+    fn summary(system: SystemKind, rate: u64, us: u64) -> Summary {
+        let mut latency = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).unwrap();
+        latency.record_n(us * 1_000, rate).unwrap();
+        let mut s = Summary::new(system, latency);
+        s.measured = rate;
+        s.seconds = 1.0;
+        s
+    }
+
+    fn ratios(row: &LocalRow) -> Vec<(&'static str, &'static str, f64)> {
+        row.ratios
+            .iter()
+            .map(|r| {
+                (
+                    r.metric.name(),
+                    r.to.name(),
+                    (r.value * 100.0).round() / 100.0,
+                )
+            })
+            .collect()
+    }
+
+    /// The ceiling (one-hop forwarders against tokio), then each local
+    /// zlink against its io stack's one-hop forwarder, tokio and the
+    /// cross-node zlink; what did not run is left out.
+    #[test]
+    fn the_local_path_is_read_against_its_limit_tokio_and_the_cross_node_path() {
+        let summaries = [
+            summary(SystemKind::Zlink, 100, 40),
+            summary(SystemKind::ZlinkLocal, 150, 20),
+            summary(SystemKind::ZlinkEpollLocal, 90, 30),
+            summary(SystemKind::RawUringOneHop, 200, 10),
+            summary(SystemKind::Tokio, 120, 25),
+        ];
+        let rows = local_path(&summaries);
+        let systems: Vec<_> = rows.iter().map(|r| r.system).collect();
+        assert_eq!(
+            systems,
+            [
+                SystemKind::RawUringOneHop,
+                SystemKind::ZlinkLocal,
+                SystemKind::ZlinkEpollLocal
+            ]
+        );
+        assert_eq!(
+            ratios(&rows[0]),
+            [("msg/s", "tokio", 1.67), ("p99", "tokio", 0.4)]
+        );
+        assert_eq!(
+            ratios(&rows[1]),
+            [
+                ("msg/s", "raw-uring-1hop", 0.75),
+                ("msg/s", "tokio", 1.25),
+                ("p99", "tokio", 0.8),
+                ("msg/s", "zlink", 1.5),
+                ("p50", "zlink", 0.5),
+                ("p99", "zlink", 0.5),
+            ]
+        );
+        // No raw-epoll-1hop and no zlink-epoll ran: tokio alone.
+        assert_eq!(
+            ratios(&rows[2]),
+            [("msg/s", "tokio", 0.75), ("p99", "tokio", 1.2)]
+        );
+        // Nothing local ran: no section.
+        let cross = [
+            summary(SystemKind::Zlink, 100, 40),
+            summary(SystemKind::Tokio, 120, 25),
+        ];
+        assert!(local_path(&cross).is_empty());
+    }
+
+    /// The table, the ratios to the one-hop forwarders and to tokio, the
+    /// local-path section and where the players were, in text and JSON.
+    #[test]
+    fn the_report_shows_the_local_path_and_where_its_players_are() {
+        let options = crate::args::parse(Vec::new()).unwrap();
+        let run = Run {
+            workload: Workload::Relay,
+            pin: None,
+        };
+        let mut local = summary(SystemKind::ZlinkEpollLocal, 150, 20);
+        local.actors = Some(64);
+        local.actors_by_node = Some(vec![64]);
+        let mut cross = summary(SystemKind::ZlinkEpoll, 100, 40);
+        cross.actors = Some(64);
+        cross.actors_by_node = Some(vec![0, 64]);
+        let summaries = [
+            cross,
+            local,
+            summary(SystemKind::RawEpollOneHop, 200, 10),
+            summary(SystemKind::Tokio, 120, 25),
+        ];
+        let text = render(&options, &run, &summaries);
+        for needle in [
+            "ratios to raw-epoll-1hop ",
+            "ratios to tokio ",
+            "the local path (session and player on one node)",
+            "zlink-epoll-local msg/s 0.75x raw-epoll-1hop, msg/s 1.25x tokio, p99 0.80x tokio, msg/s 1.50x zlink-epoll, p50 0.50x zlink-epoll",
+            "actors 64 (its own count; node 1: 64)",
+            "actors 64 (its own count; node 1: 0, node 2: 64)",
+        ] {
+            assert!(text.contains(needle), "no {needle:?} in:\n{text}");
+        }
+        let json = json(&options, &run, &summaries);
+        assert_eq!(json["systems"][1]["zlink_nodes"], 1);
+        assert_eq!(json["systems"][0]["zlink_nodes"], 2);
+        assert_eq!(
+            json["systems"][1]["actors_by_node"],
+            serde_json::json!([64])
+        );
+        assert_eq!(json["local_path"][1]["system"], "zlink-epoll-local");
+        assert_eq!(json["local_path"][1]["ratios"][0]["to"], "raw-epoll-1hop");
+    }
 }

@@ -14,10 +14,12 @@
 //!
 //! The Actor's timers are `timers` (docs/actors.md "Timers").
 
+mod awaits;
 mod calls;
 mod open_calls;
 mod timers;
 
+pub use self::awaits::{AwaitEvent, AwaitId, AwaitTimer, ParkId};
 pub use self::open_calls::CallDeadline;
 pub use self::timers::ActorTimerFire;
 #[cfg(feature = "testing")]
@@ -219,10 +221,17 @@ pub struct ActorOwner {
     /// Requests this shard's Actors made of other Actors (calls.rs).
     calls: HashMap<RequestId, calls::PendingCall>,
     next_call: RequestId,
+    /// Turns that await and the moves parked behind them (awaits.rs).
+    awaits: awaits::TurnAwaits,
 }
 
 impl ActorOwner {
-    pub(crate) fn new(identity: ActorOwnerIdentity, shard: SessionOwnerId) -> Self {
+    pub(crate) fn new(
+        identity: ActorOwnerIdentity,
+        shard: SessionOwnerId,
+        turn_deadline: Duration,
+        prepare: Duration,
+    ) -> Self {
         Self {
             identity,
             fenced: false,
@@ -231,7 +240,20 @@ impl ActorOwner {
             next_ticket: 0,
             calls: HashMap::new(),
             next_call: RequestId::call_origin(shard),
+            awaits: awaits::TurnAwaits::new(turn_deadline, prepare),
         }
+    }
+
+    /// The awaiting turn of `actor`, if its turn awaits (docs/actors.md
+    /// "Async turns").
+    pub fn awaiting(&self, actor: &ActorId) -> Option<AwaitId> {
+        self.awaits.of(actor)
+    }
+
+    /// How many moves wait, parked, for an awaiting turn to end.
+    #[cfg(feature = "testing")]
+    pub fn parked_moves(&self) -> usize {
+        self.awaits.parked_len()
     }
 
     /// How many requests this shard's Actors have in flight.

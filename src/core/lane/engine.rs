@@ -119,6 +119,7 @@ impl<P: LanePolicy, T> LaneEngine<P, T> {
     }
 
     /// How many lanes exist.
+    #[cfg(feature = "testing")]
     pub fn lanes_len(&self) -> usize {
         self.lanes_len
     }
@@ -248,7 +249,6 @@ impl<P: LanePolicy, T> LaneEngine<P, T> {
     }
 
     /// Lane `id`'s policy state.
-    #[cfg(feature = "testing")]
     pub fn state(&self, id: LaneId) -> P::State {
         self.expect_lane(id).state
     }

@@ -19,9 +19,11 @@
 //!   SessionRelocationSealTimeout (§8.1, `seal.rs`).
 
 mod aggregate;
+mod lanes;
 mod seal;
 
 pub use aggregate::SessionBindingAggregate;
+pub use lanes::{ClientPacket, SessionTurn, SessionWork, TurnId};
 
 use foldhash::{HashMap, HashMapExt};
 use std::time::Duration;
@@ -73,6 +75,12 @@ pub struct SessionOwnerConfig {
     /// connection for free otherwise; docs/threading.md "Timeouts on the
     /// edges"). Default 10,000 ms.
     pub client_frame_deadline: Duration,
+    /// How many callback turns one session's lane may queue (§10); a packet
+    /// beyond it is refused `QueueFull`. Default 1,024.
+    pub session_queue_max: usize,
+    /// Whether the node has a connect callback (§1 step 1): a session's
+    /// first packet is then its hello, for that callback.
+    pub connect_callback: bool,
 }
 
 impl Default for SessionOwnerConfig {
@@ -83,6 +91,8 @@ impl Default for SessionOwnerConfig {
             disconnect_deadline: Duration::from_millis(5_000),
             relocation_seal_timeout: Duration::from_millis(3_000),
             client_frame_deadline: Duration::from_millis(10_000),
+            session_queue_max: 1_024,
+            connect_callback: false,
         }
     }
 }
@@ -141,6 +151,14 @@ pub enum SessionTimer {
     FrameDeadline(SessionRid),
     /// §10: the drain deadline; the sessions still open close now.
     DrainDeadline,
+    /// §7: the lifecycle deadline of a session turn that runs after its
+    /// session ended.
+    LifecycleDeadline {
+        /// The session.
+        session: SessionRid,
+        /// The turn it was armed for.
+        turn: TurnId,
+    },
     /// §8.1 SessionRelocationSealTimeout: 44 did not come in time.
     SealTimeout {
         /// The session holding the sealed binding.
@@ -188,15 +206,16 @@ pub enum SessionEvent {
         /// removed either way.
         outcome: Result<(), Error>,
     },
-    /// §6: run the session's duplicate-Actor-connection callback; report its
-    /// terminal with `replacement_callback_done`.
-    ReplacementCallback {
-        /// The replaced session.
+    /// Run a session callback (lanes.rs): the lane stays in this turn until
+    /// [`Sessions::turn_done`] reports its end, or its lifecycle deadline.
+    Turn(SessionTurn),
+    /// §7: a session turn outlived its lifecycle deadline: it is over (the
+    /// lane has moved on); drop its callback.
+    TurnExpired {
+        /// The session.
         session: SessionRid,
-        /// Names the callback.
-        callback: Ticket,
-        /// The Actor bound elsewhere now.
-        actor: ActorId,
+        /// The turn.
+        turn: TurnId,
     },
     /// Every binding of a closed session is cleaned up; nothing of it is left.
     SessionEnded {
@@ -260,6 +279,8 @@ pub struct SessionOwner {
     /// The client frame deadline of each session with a frame begun and not
     /// yet whole.
     partial_frames: HashMap<SessionRid, TimerKey>,
+    /// The lane of each session's callbacks (lanes.rs).
+    lanes: lanes::SessionLanes,
 }
 
 impl SessionOwner {
@@ -275,6 +296,7 @@ impl SessionOwner {
             next_ticket: 0,
             draining: false,
             partial_frames: HashMap::new(),
+            lanes: lanes::SessionLanes::new(),
         }
     }
 
@@ -312,6 +334,12 @@ impl SessionOwner {
             .sum()
     }
 
+    /// How many session lanes exist: a session's lane lives until its
+    /// disconnect callback's turn is over (§7, §10).
+    pub fn lane_count(&self) -> usize {
+        self.lanes.len()
+    }
+
     /// How many requests are in flight.
     pub fn pending_count(&self) -> usize {
         self.pending.len()
@@ -328,6 +356,7 @@ impl SessionOwner {
     }
 
     /// Whether the session exists and is open (not replacing, not closed).
+    #[cfg(feature = "testing")]
     pub fn is_open(&self, session: SessionRid) -> bool {
         self.sessions
             .get(&session)
@@ -404,6 +433,9 @@ impl Sessions<'_> {
         self.owner
             .sessions
             .insert(rid, SessionBindingAggregate::new());
+        let config = &self.owner.config;
+        let (capacity, hello) = (config.session_queue_max, config.connect_callback);
+        self.owner.lanes.open(rid, capacity, hello);
         rid
     }
 
@@ -740,6 +772,9 @@ impl Sessions<'_> {
                 }
             }
             SessionTimer::DrainDeadline => self.close_all(),
+            SessionTimer::LifecycleDeadline { session, turn } => {
+                self.on_lifecycle_deadline(session, turn)
+            }
         }
     }
 
@@ -890,6 +925,7 @@ impl Sessions<'_> {
         for actor in current {
             self.send_disconnect_notice(session, &actor, TombstoneCause::Disconnect, None);
         }
+        self.end_lane(session);
         self.end_if_settled(session);
     }
 
@@ -1295,10 +1331,6 @@ impl Sessions<'_> {
                 phase: ReplacementPhase::CallbackRunning { timeout },
             });
         }
-        self.fx.session_event(SessionEvent::ReplacementCallback {
-            session,
-            callback,
-            actor,
-        });
+        self.queue_replacement_callback(session, callback, actor);
     }
 }

@@ -800,7 +800,7 @@ impl ShardState {
             hosted.instance = Some(instance);
         }
         match suspended {
-            Some(turn) => self.suspend_turn(actor, generation, lane, end, turn, None),
+            Some(turn) => self.suspend_turn(actor, generation, lane, end, turn),
             None => {
                 self.end_turn(&actor, end, outcome);
                 self.finish_turn_lane(lane);

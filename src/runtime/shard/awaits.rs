@@ -2,24 +2,24 @@
 //! Actor's handler suspends its turn on a future ([`AsyncTurn`]) and its
 //! continuation finishes the turn once the future is ready.
 //!
-//! Rules this module keeps:
+//! The rules (how long a turn may await, when a move parked behind it goes
+//! on) are the core's (src/core/actor/awaits.rs), on the shard's one timer
+//! wheel; this module holds what the core cannot: the future, the
+//! continuation, the turn's place on its lane and the move's reply.
 //! - The lane stays in its turn while the turn awaits: the Actor's next
 //!   message waits (turns are never reentrant), and a SpotWide Spot's gate
 //!   stays held, since the Spot is one serial context (§5, §11). The shard
 //!   serves everything else meanwhile: the future is a task of the shard's
 //!   executor, polled between its loop turns, never blocking it.
-//! - An awaiting turn is never captured. A move asked for while the Actor's
-//!   turn awaits is parked before anything is sealed (so the 42→43 seal is
-//!   never delayed by an awaiting turn, X18) and starts as soon as the turn
-//!   ends, between two turns; if the turn has not ended within the move's
-//!   prepare bound, the move ends `DeadlineExceeded` with nothing sealed or
-//!   moved (L5: an abort before relay-ready).
-//! - A turn awaits at most `actor_turn_deadline` in all (however often its
-//!   continuations suspend again): then its future is dropped, its
-//!   continuation never runs, a request it answers ends `DeadlineExceeded`,
-//!   a timer tick counts as done, and the lane goes on
-//!   (`actor_turn_deadline_exceeded`). Startup keeps the deadline below the
-//!   seal timeout minus the prepare timeout.
+//! - An awaiting turn is never captured: a move asked for meanwhile is
+//!   parked in the core and starts when the core says
+//!   ([`AwaitEvent::ParkedReady`]), or ends `DeadlineExceeded` with nothing
+//!   sealed ([`AwaitEvent::ParkedExpired`]).
+//! - A turn over at its deadline ([`AwaitEvent::TurnExpired`]): its future
+//!   is dropped, its continuation never runs, a request it answers ends
+//!   `DeadlineExceeded`, a timer tick counts as done, and the lane goes on.
+//!   Startup keeps the deadline below the seal timeout minus the prepare
+//!   timeout.
 //! - Destroying the Actor ends its awaiting turn first (`StaleLocation` to
 //!   a request it answers).
 
@@ -28,16 +28,15 @@ use std::pin::Pin;
 use std::rc::Rc;
 
 use bytes::Bytes;
-use foldhash::{HashMap, HashMapExt};
+use foldhash::HashMap;
 
 use super::actors::TurnEnd;
 use super::{ShardHandle, ShardState};
+use crate::core::actor::{AwaitEvent, AwaitId, ParkId};
 use crate::core::lane::LaneId;
-use crate::core::trace::FlowTrace;
 use crate::error::{Error, Reason};
 use crate::ids::{ActorId, NodeRid, ObjectGeneration, SpotId};
 use crate::runtime::app::actor::{AsyncTurn, Resume};
-use crate::runtime::deadlines::FifoDeadlines;
 use crate::runtime::executor::{completion, or_abort, Completer, Completion};
 
 /// Which lane engine a turn holds a lane of.
@@ -75,64 +74,27 @@ enum Parked {
     SpotMember { spot: SpotId, actor: ActorId },
 }
 
-impl Parked {
-    fn actor(&self) -> &ActorId {
-        match self {
-            Parked::Actor { actor, .. } | Parked::SpotMember { actor, .. } => actor,
-        }
-    }
-}
-
 type TurnFuture = Pin<Box<dyn Future<Output = Resume>>>;
 
-/// The shard's awaiting turns and the moves waiting for them.
+/// The shard's awaiting turns and the moves waiting for them, as the core
+/// names them.
+#[derive(Default)]
 pub(super) struct Awaits {
-    turns: HashMap<u64, Awaiting>,
-    by_actor: HashMap<ActorId, u64>,
-    last: u64,
-    deadlines: FifoDeadlines<u64>,
+    turns: HashMap<AwaitId, Awaiting>,
     /// Futures to start as tasks once the shard's state is not borrowed.
-    to_start: Vec<(u64, TurnFuture, Completion<()>)>,
-    parked: HashMap<u64, Parked>,
-    parked_deadlines: FifoDeadlines<u64>,
-    last_parked: u64,
-}
-
-impl Awaits {
-    pub(super) fn new(turn_deadline: std::time::Duration, prepare: std::time::Duration) -> Self {
-        Self {
-            turns: HashMap::new(),
-            by_actor: HashMap::new(),
-            last: 0,
-            deadlines: FifoDeadlines::new(turn_deadline),
-            to_start: Vec::new(),
-            parked: HashMap::new(),
-            parked_deadlines: FifoDeadlines::new(prepare),
-            last_parked: 0,
-        }
-    }
-
-    /// Whether a turn of `actor` awaits.
-    pub(super) fn awaits(&self, actor: &ActorId) -> bool {
-        self.by_actor.contains_key(actor)
-    }
-
-    /// How long until the next turn or parked-move deadline.
-    pub(super) fn next_in(&self, now: std::time::Instant) -> Option<std::time::Duration> {
-        match (
-            self.deadlines.next_in(now),
-            self.parked_deadlines.next_in(now),
-        ) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
-    }
+    to_start: Vec<(AwaitId, TurnFuture, Completion<()>)>,
+    parked: HashMap<ParkId, Parked>,
 }
 
 impl ShardState {
+    /// Whether a turn of `actor` awaits (a move of it is parked).
+    pub(super) fn turn_awaits(&self, actor: &ActorId) -> bool {
+        self.core.actor_owner().awaiting(actor).is_some()
+    }
+
     /// The turn of `actor` suspended on `turn`: its lane stays in its turn
     /// until the continuation ends it. A continuation that suspends again
-    /// keeps its turn's first deadline.
+    /// keeps its turn's first deadline (the core's).
     pub(super) fn suspend_turn(
         &mut self,
         actor: ActorId,
@@ -140,17 +102,10 @@ impl ShardState {
         lane: TurnLane,
         end: TurnEnd,
         turn: AsyncTurn,
-        again: Option<u64>,
     ) {
         let (abort, aborted) = completion();
-        let id = again.unwrap_or_else(|| {
-            self.awaits.last += 1;
-            self.awaits.last
-        });
-        if again.is_none() {
-            self.awaits.deadlines.arm(id, self.wall);
-        }
-        self.awaits.by_actor.insert(actor.clone(), id);
+        let now = self.now();
+        let id = self.core.actors(now).turn_suspended(&actor);
         let awaiting = Awaiting {
             actor,
             generation,
@@ -165,14 +120,13 @@ impl ShardState {
     /// The awaited future of turn `id` is ready: its continuation runs as
     /// the rest of the turn, with the Actor, unless the turn was ended
     /// meanwhile (its deadline, a destroy).
-    fn resume_turn(&mut self, id: u64, resume: Option<Resume>) {
+    fn resume_turn(&mut self, id: AwaitId, resume: Option<Resume>) {
         let Some(resume) = resume else {
             return;
         };
         let Some(awaiting) = self.awaits.turns.remove(&id) else {
             return;
         };
-        self.awaits.by_actor.remove(&awaiting.actor);
         let instance = self
             .host
             .actors
@@ -180,7 +134,6 @@ impl ShardState {
             .filter(|h| h.generation == awaiting.generation)
             .and_then(|h| h.instance.take());
         let Some(mut instance) = instance else {
-            self.awaits.deadlines.disarm(id);
             return self.end_awaiting(awaiting, Reason::StaleLocation.into());
         };
         let (outcome, suspended) = self.continue_turn(&awaiting.actor, &mut *instance, resume);
@@ -195,12 +148,12 @@ impl ShardState {
             _abort: _,
         } = awaiting;
         match suspended {
-            Some(turn) => self.suspend_turn(actor, generation, lane, end, turn, Some(id)),
+            Some(turn) => self.suspend_turn(actor, generation, lane, end, turn),
             None => {
-                self.awaits.deadlines.disarm(id);
                 self.end_turn(&actor, end, outcome);
                 self.finish_turn_lane(lane);
-                self.start_parked(&actor);
+                let now = self.now();
+                self.core.actors(now).turn_ended(&actor);
             }
         }
         // What the continuation sent goes now; its lane's next turn runs in
@@ -210,47 +163,59 @@ impl ShardState {
 
     /// Ends an awaiting turn without its continuation: a request it
     /// answers ends with `error`, a timer tick counts as done, the lane
-    /// goes on, and a move waiting for it starts.
+    /// goes on, and the core lets a move waiting for it start.
     fn end_awaiting(&mut self, awaiting: Awaiting, error: Error) {
+        let actor = awaiting.actor.clone();
+        self.drop_awaiting(awaiting, error);
+        let now = self.now();
+        self.core.actors(now).turn_ended(&actor);
+    }
+
+    /// Ends the turn's work on the runtime's side: its answer, its lane.
+    /// Dropping the `Awaiting` drops its abort, which ends the future's task.
+    fn drop_awaiting(&mut self, awaiting: Awaiting, error: Error) {
         let Awaiting {
             actor, lane, end, ..
         } = awaiting;
         self.end_turn(&actor, end, Some(Err(error)));
         self.finish_turn_lane(lane);
-        self.start_parked(&actor);
     }
 
     /// The Actor is being destroyed: its awaiting turn, if any, ends first.
     pub(super) fn end_turn_of(&mut self, actor: &ActorId) {
-        let Some(id) = self.awaits.by_actor.remove(actor) else {
+        let Some(id) = self.core.actor_owner().awaiting(actor) else {
             return;
         };
-        self.awaits.deadlines.disarm(id);
         if let Some(awaiting) = self.awaits.turns.remove(&id) {
             self.end_awaiting(awaiting, Reason::StaleLocation.into());
         }
     }
 
-    /// Turns whose deadline passed end now (`DeadlineExceeded`), and moves
-    /// parked past their prepare bound end with nothing sealed.
-    pub(super) fn expire_awaits(&mut self) {
-        for id in self.awaits.deadlines.expire(self.wall) {
-            let Some(awaiting) = self.awaits.turns.remove(&id) else {
-                continue;
-            };
-            self.awaits.by_actor.remove(&awaiting.actor);
-            self.core.trace(FlowTrace::ActorTurnDeadlineExceeded);
-            tracing::debug!(actor = %awaiting.actor, "an awaiting turn passed its deadline");
-            self.end_awaiting(awaiting, Reason::Deadline.into());
-        }
-        for id in self.awaits.parked_deadlines.expire(self.wall) {
-            match self.awaits.parked.remove(&id) {
+    /// What the core decided about an awaiting turn or a parked move.
+    pub(super) fn await_event(&mut self, event: AwaitEvent) {
+        match event {
+            AwaitEvent::TurnExpired { actor, turn } => {
+                tracing::debug!(%actor, "an awaiting turn passed its deadline");
+                if let Some(awaiting) = self.awaits.turns.remove(&turn) {
+                    self.drop_awaiting(awaiting, Reason::Deadline.into());
+                }
+            }
+            AwaitEvent::ParkedReady { park } => match self.awaits.parked.remove(&park) {
+                Some(Parked::Actor {
+                    actor,
+                    target,
+                    reply,
+                }) => self.start_relocation(&actor, target, reply),
+                Some(Parked::SpotMember { spot, .. }) => self.next_spot_member(&spot),
+                None => {}
+            },
+            AwaitEvent::ParkedExpired { park } => match self.awaits.parked.remove(&park) {
                 Some(Parked::Actor { reply, .. }) => reply.send(Err(Reason::Deadline.into())),
                 Some(Parked::SpotMember { spot, .. }) => {
                     self.finish_spot_move(&spot, Err(Reason::Deadline.into()));
                 }
                 None => {}
-            }
+            },
         }
     }
 
@@ -275,36 +240,12 @@ impl ShardState {
     }
 
     fn park(&mut self, parked: Parked) {
-        self.core.trace(FlowTrace::RelocationWaitsForTurn);
-        self.awaits.last_parked += 1;
-        let id = self.awaits.last_parked;
-        self.awaits.parked_deadlines.arm(id, self.wall);
-        self.awaits.parked.insert(id, parked);
-    }
-
-    /// The moves parked behind `actor`'s turn start now, in the order they
-    /// were asked for.
-    fn start_parked(&mut self, actor: &ActorId) {
-        let mut ready: Vec<u64> = self
-            .awaits
-            .parked
-            .iter()
-            .filter(|(_, parked)| parked.actor() == actor)
-            .map(|(&id, _)| id)
-            .collect();
-        ready.sort_unstable();
-        for id in ready {
-            self.awaits.parked_deadlines.disarm(id);
-            match self.awaits.parked.remove(&id) {
-                Some(Parked::Actor {
-                    actor,
-                    target,
-                    reply,
-                }) => self.start_relocation(&actor, target, reply),
-                Some(Parked::SpotMember { spot, .. }) => self.next_spot_member(&spot),
-                None => {}
-            }
-        }
+        let actor = match &parked {
+            Parked::Actor { actor, .. } | Parked::SpotMember { actor, .. } => actor,
+        };
+        let now = self.now();
+        let park = self.core.actors(now).park_move(actor);
+        self.awaits.parked.insert(park, parked);
     }
 }
 

@@ -83,7 +83,7 @@ impl ShardState {
         }
         // An awaiting turn is never captured: the move waits for it to end
         // before anything is sealed (awaits.rs).
-        if self.awaits.awaits(id) {
+        if self.turn_awaits(id) {
             return self.park_move(id.clone(), target, reply);
         }
         let now = self.now();
@@ -183,7 +183,7 @@ impl ShardState {
             };
             // The next member's turn awaits: the Spot's move waits for it.
             if let Some(next) = spot_move.remaining.front() {
-                if self.awaits.awaits(next) {
+                if self.core.actor_owner().awaiting(next).is_some() {
                     let next = next.clone();
                     return self.park_spot_member(spot.clone(), next);
                 }

@@ -1,133 +1,36 @@
-//! The session side of a shard: each STREAM session's lane and the turns of
-//! the application's session callbacks on it (§1 step 1, §6, §7, §10;
+//! The session side of a shard: the connections of STREAM sessions and the
+//! turns of the application's session callbacks (§1 step 1, §6, §7, §10;
 //! docs/threading.md "Session callbacks").
 //!
-//! Rules this module keeps:
-//! - One lane per session, one turn at a time (§10, W1): the connect
-//!   callback with the client's first packet, the packet handlers, the
-//!   duplicate-Actor-connection callback and the disconnect callback all run
-//!   as turns of that lane, so no two of them overlap, and none of them runs
-//!   an Actor handler (those run on Actor lanes).
-//! - The connect callback authenticates (§1 step 1): packets that arrive
-//!   while it runs wait on the lane behind it; when it fails, the session
-//!   closes with `AuthenticationFailed` and those packets reach no handler
-//!   (a closing session runs no new application dispatch, §6).
-//! - When the connection ends, for whatever reason, the lane is closed to
-//!   packets and the disconnect turn is queued once, after the turn running
-//!   then. The framework's own disconnect notifications and cleanup (§7) run
-//!   in the core and never wait for any of these turns (§10).
-//! - A turn that runs after its connection ended gets the §7 lifecycle
-//!   deadline (`NodeSettings::disconnect_deadline`) from the later of the
-//!   end and its start; one still running then is dropped, so a callback
-//!   that never finishes cannot hold its lane (and its session's memory)
-//!   forever. Every such deadline has the same length, so a FIFO queue is in
-//!   deadline order and needs no timer wheel.
-//! - The lane, and with it the session's attributes, lives until its
-//!   disconnect turn has finished; then it is removed.
+//! The protocol facts live in the core (src/core/session/lanes.rs): which
+//! callback runs next on a session's lane, that a closing session runs no
+//! new application dispatch, the disconnect turn queued once, and the §7
+//! lifecycle deadline of a turn that runs after its session ended. This
+//! module runs what the core hands out ([`SessionEvent::Turn`]), reports
+//! each turn's end, and drops a callback whose turn is over
+//! ([`SessionEvent::TurnExpired`]). Session attributes live until the
+//! disconnect turn is over.
 
-use std::collections::VecDeque;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::{Duration, Instant as WallInstant};
 
 use super::{ShardHandle, ShardState};
-use crate::core::lane::{LaneId, LaneRefusal, SessionClass, SessionState};
-use crate::core::session::{SessionEvent, Ticket};
+use crate::core::session::{ClientPacket, SessionEvent, SessionTurn, SessionWork, TurnId};
 use crate::core::trace::FlowTrace;
 use crate::error::{Error, Reason};
-use crate::ids::{ActorId, Correlation, PacketKey, SessionRid};
+use crate::ids::{Correlation, PacketKey, SessionRid};
 use crate::net::{CloseCause, ConnId};
 use crate::runtime::app::session::{Attributes, Dispatch, Packet, Session};
-use crate::runtime::executor::{completion, or_abort, Completer, Completion};
+use crate::runtime::executor::{completion, or_abort, Completer};
 use crate::runtime::rate_limit::TokenBucket;
 use crate::runtime::PacketHandler;
 use crate::wire::client::{ClientFrame, CloseReason};
 
-/// Work on a session's lane (§10): two turns of one connection never overlap.
-pub(super) enum SessionWork {
-    /// §1 step 1: the client's first packet, for the connect callback.
-    Connect(Packet),
-    /// A packet for its typed handler.
-    Packet(Packet),
-    /// §6: the duplicate-Actor-connection callback.
-    Replaced { callback: Ticket, actor: ActorId },
-    /// §7: the session's disconnect callback; always the lane's last turn.
-    Disconnected,
-}
-
-/// Where a session's connection stands, as its lane sees it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum ConnectionPhase {
-    /// Open, with a connect callback that has not had its packet yet.
-    AwaitingHello,
-    /// Open: packets go to their handlers.
-    Open,
-    /// Ended: the disconnect turn is queued on the lane.
-    Ended,
-    /// Ended while the lane was full: the disconnect turn is queued as soon
-    /// as a finished turn leaves a place.
-    EndedAtFullLane,
-}
-
-impl ConnectionPhase {
-    fn ended(self) -> bool {
-        match self {
-            Self::AwaitingHello | Self::Open => false,
-            Self::Ended | Self::EndedAtFullLane => true,
-        }
-    }
-}
-
-/// What a session lane belongs to; it outlives the session's entry in the
-/// core, until its disconnect turn finished.
-pub(super) struct LaneSession {
-    rid: SessionRid,
-    attributes: Attributes,
-    phase: ConnectionPhase,
-}
-
 /// The running turn of a session lane.
 pub(super) struct RunningTurn {
-    id: u64,
+    turn: TurnId,
     /// Held for its drop, which aborts the turn.
     _abort: Completer<()>,
-}
-
-/// §7 lifecycle deadlines of session turns that run after their connection
-/// ended, in deadline order.
-pub(super) struct LifecycleDeadlines {
-    after: Duration,
-    queue: VecDeque<(WallInstant, LaneId, u64)>,
-    next_turn: u64,
-}
-
-impl LifecycleDeadlines {
-    pub(super) fn new(after: Duration) -> Self {
-        Self {
-            after,
-            queue: VecDeque::new(),
-            next_turn: 0,
-        }
-    }
-
-    /// The time left at `now` until the earliest deadline, if one is armed.
-    pub(super) fn next_in(&self, now: WallInstant) -> Option<Duration> {
-        let &(at, _, _) = self.queue.front()?;
-        Some(at.saturating_duration_since(now))
-    }
-
-    /// Numbers every session turn, so that an expired deadline drops only
-    /// the turn it was armed for.
-    fn turn_id(&mut self) -> u64 {
-        self.next_turn += 1;
-        self.next_turn
-    }
-
-    fn arm(&mut self, lane: LaneId, turn: u64, now: WallInstant) {
-        let at = now + self.after;
-        debug_assert!(self.queue.back().map_or(true, |&(last, _, _)| last <= at));
-        self.queue.push_back((at, lane, turn));
-    }
 }
 
 impl ShardState {
@@ -147,28 +50,14 @@ impl ShardState {
         }
         let now = self.now();
         let rid = self.core.sessions(now).open_session();
-        let lane = self
-            .session_lanes
-            .add_lane(self.node.settings.session_queue_max);
         self.sessions.insert(
             rid,
             super::SessionEntry {
                 conn,
-                lane,
                 bucket: TokenBucket::new(self.wall, self.node.settings.session_burst),
             },
         );
-        let phase = if self.node.handlers.on_connect.is_some() {
-            ConnectionPhase::AwaitingHello
-        } else {
-            ConnectionPhase::Open
-        };
-        let session = LaneSession {
-            rid,
-            attributes: Attributes::default(),
-            phase,
-        };
-        self.lane_sessions.insert(lane, session);
+        self.attributes.insert(rid, Attributes::default());
         self.conns.insert(conn, rid);
     }
 
@@ -207,7 +96,6 @@ impl ShardState {
             return;
         };
         tracing::debug!(?rid, ?cause, "session connection closed");
-        self.connection_ended(rid);
         let now = self.now();
         self.core.sessions(now).connection_lost(rid);
     }
@@ -218,49 +106,14 @@ impl ShardState {
     pub(super) fn close_with(&mut self, rid: SessionRid, conn: ConnId, reason: CloseReason) {
         self.close_conn(conn, reason);
         self.conns.remove(&conn);
-        self.connection_ended(rid);
         let now = self.now();
         self.core.sessions(now).connection_lost(rid);
     }
 
-    /// §7, §10: the session's connection ended: its lane takes no more
-    /// packets, the turn running now gets the lifecycle deadline, and the
-    /// disconnect turn is queued behind it. Only the first call counts.
-    pub(super) fn connection_ended(&mut self, rid: SessionRid) {
-        let Some(lane) = self.sessions.get(&rid).map(|entry| entry.lane) else {
-            return;
-        };
-        let Some(phase) = self.lane_sessions.get(&lane).map(|s| s.phase) else {
-            return;
-        };
-        if phase.ended() {
-            return;
-        }
-        self.session_lanes.set_state(lane, SessionState::Closed);
-        let queued =
-            self.session_lanes
-                .submit(lane, SessionClass::Lifecycle, SessionWork::Disconnected);
-        // A closed lane admits lifecycle work: only a full one refuses it.
-        if let Err(refused) = &queued {
-            debug_assert!(matches!(refused.reason, LaneRefusal::Full { .. }));
-        }
-        let phase = match queued {
-            Ok(()) => ConnectionPhase::Ended,
-            Err(_) => ConnectionPhase::EndedAtFullLane,
-        };
-        if let Some(session) = self.lane_sessions.get_mut(&lane) {
-            session.phase = phase;
-        }
-        if let Some(turn) = self.running_turns.get(&lane) {
-            let id = turn.id;
-            self.lifecycle_deadlines.arm(lane, id, self.wall);
-        }
-    }
-
-    /// A packet from the client: onto the session's lane, for the connect
-    /// callback when it is the first one and there is a connect callback,
-    /// else for its handler; refused with a typed error when it has no
-    /// handler or the lane refuses it (full, or the session is closing).
+    /// A packet from the client: past the session's rate limit, onto its
+    /// lane in the core, which decides whether it is the hello, whether it
+    /// has a handler and whether the lane takes it; refused with the typed
+    /// error the core gives.
     pub(super) fn packet(
         &mut self,
         rid: SessionRid,
@@ -286,59 +139,16 @@ impl ShardState {
             }
             return;
         }
-        let lane = self.sessions.get(&rid).map(|entry| entry.lane);
-        let phase = lane.and_then(|lane| self.lane_sessions.get(&lane).map(|s| s.phase));
-        let refusal = match (lane, phase) {
-            (Some(lane), Some(phase)) => {
-                let hello = phase == ConnectionPhase::AwaitingHello;
-                if hello || self.node.handlers.packets.contains_key(&key) {
-                    self.submit_packet(lane, hello, key, correlation, payload)
-                } else {
-                    Some(Error::new(Reason::NoPacketHandler).about_key(key))
-                }
-            }
-            _ => Some(Error::new(Reason::SessionClosing)),
-        };
-        if let (Some(error), Some(correlation)) = (refusal, correlation) {
-            self.write_frame(conn, &ClientFrame::Error { correlation, error });
-        }
-    }
-
-    fn submit_packet(
-        &mut self,
-        lane: LaneId,
-        hello: bool,
-        key: PacketKey,
-        correlation: Option<Correlation>,
-        payload: bytes::Bytes,
-    ) -> Option<Error> {
-        let packet = Packet {
+        let handled = self.node.handlers.packets.contains_key(&key);
+        let packet = ClientPacket {
             key,
+            correlation,
             payload,
-            dispatch: Rc::new(Dispatch {
-                correlation,
-                answered: std::cell::Cell::new(false),
-            }),
         };
-        let work = if hello {
-            SessionWork::Connect(packet)
-        } else {
-            SessionWork::Packet(packet)
-        };
-        match self
-            .session_lanes
-            .submit(lane, SessionClass::Application, work)
-        {
-            Ok(()) => {
-                if let (true, Some(session)) = (hello, self.lane_sessions.get_mut(&lane)) {
-                    session.phase = ConnectionPhase::Open;
-                }
-                None
-            }
-            Err(refused) => Some(match refused.reason {
-                LaneRefusal::Full { .. } => Error::new(Reason::QueueFull),
-                _ => Error::new(Reason::SessionClosing),
-            }),
+        let now = self.now();
+        let refused = self.core.sessions(now).packet(rid, packet, handled);
+        if let (Err(error), Some(correlation)) = (refused, correlation) {
+            self.write_frame(conn, &ClientFrame::Error { correlation, error });
         }
     }
 
@@ -361,7 +171,6 @@ impl ShardState {
                 if let Some(conn) = self.sessions.get(&session).map(|e| e.conn) {
                     self.close_conn(conn, reason);
                     self.conns.remove(&conn);
-                    self.connection_ended(session);
                 }
             }
             SessionEvent::BindCompleted {
@@ -378,15 +187,20 @@ impl ShardState {
                     waiter.complete(outcome);
                 }
             }
-            SessionEvent::ReplacementCallback {
-                session,
-                callback,
-                actor,
-            } => self.replacement_callback(session, callback, actor),
+            SessionEvent::Turn(turn) => self.ready_turns.push_back(turn),
+            SessionEvent::TurnExpired { session, turn } => {
+                // §7: the lane moved on; the callback is dropped here (its
+                // task then ends, and its end is stale to the core).
+                if self
+                    .running_turns
+                    .get(&session)
+                    .is_some_and(|running| running.turn == turn)
+                {
+                    self.running_turns.remove(&session);
+                }
+            }
             SessionEvent::SessionEnded { session } => {
-                // Every ended session gets its disconnect turn, however its
-                // connection ended; the lane goes once that turn finished.
-                self.connection_ended(session);
+                // Its lane lives on until its disconnect turn is over.
                 if let Some(entry) = self.sessions.remove(&session) {
                     self.conns.remove(&entry.conn);
                     self.node.session_ended();
@@ -395,122 +209,47 @@ impl ShardState {
         }
     }
 
-    /// §6: the previous session is closing before its callback starts: new
-    /// inbound application dispatch is refused; the callback is admitted.
-    fn replacement_callback(&mut self, session: SessionRid, callback: Ticket, actor: ActorId) {
-        let lane = self
-            .sessions
-            .get(&session)
-            .map(|e| e.lane)
-            .filter(|lane| self.lane_sessions.contains_key(lane));
-        if let Some(lane) = lane {
-            self.session_lanes.set_state(lane, SessionState::Closed);
-        }
-        let work = SessionWork::Replaced { callback, actor };
-        let admitted = lane.map(|lane| {
-            self.session_lanes
-                .submit(lane, SessionClass::Lifecycle, work)
-        });
-        if !matches!(admitted, Some(Ok(()))) {
-            let now = self.now();
-            self.core
-                .sessions(now)
-                .replacement_callback_done(session, callback, false);
-        }
-    }
-
-    /// Takes the next ready session turn, with what the task needs to run
-    /// it: the session's identity and attributes and the turn's abort. A
-    /// turn that runs after its connection ended gets its lifecycle deadline.
-    fn next_session_turn(&mut self) -> Option<(LaneId, SessionWork, Option<TurnStart>)> {
-        let (lane, work) = self.session_lanes.next_turn()?;
-        let Some(session) = self.lane_sessions.get(&lane) else {
-            return Some((lane, work, None));
-        };
-        let (rid, attributes, phase) = (session.rid, session.attributes.clone(), session.phase);
-        let id = self.lifecycle_deadlines.turn_id();
+    /// Starts a turn the core handed out: its abort, and what its task
+    /// needs to run it (the session's identity and attributes).
+    fn start_turn(
+        &mut self,
+        turn: &SessionTurn,
+    ) -> Option<(Attributes, crate::runtime::executor::Completion<()>)> {
+        let attributes = self.attributes.get(&turn.session)?.clone();
         let (abort, aborted) = completion::<()>();
-        self.running_turns
-            .insert(lane, RunningTurn { id, _abort: abort });
-        if phase.ended() {
-            self.lifecycle_deadlines.arm(lane, id, self.wall);
-        }
-        let start = TurnStart {
-            rid,
-            attributes,
-            aborted,
+        let running = RunningTurn {
+            turn: turn.turn,
+            _abort: abort,
         };
-        Some((lane, work, Some(start)))
+        self.running_turns.insert(turn.session, running);
+        Some((attributes, aborted))
     }
 
-    /// Ends a session turn; after the disconnect turn the lane is removed.
-    /// A disconnect turn refused at a full lane is queued now.
-    fn end_session_turn(&mut self, lane: LaneId, last: bool) {
-        self.running_turns.remove(&lane);
-        self.session_lanes.finish_turn(lane);
+    /// A turn's task ended (its callback returned, or was dropped): the core
+    /// moves the lane on. After the disconnect turn the session's
+    /// attributes go.
+    fn end_session_turn(&mut self, session: SessionRid, turn: TurnId, last: bool) {
+        if self
+            .running_turns
+            .get(&session)
+            .is_some_and(|running| running.turn == turn)
+        {
+            self.running_turns.remove(&session);
+        }
         if last {
-            self.remove_session_lane(lane);
-            return;
+            self.attributes.remove(&session);
         }
-        let deferred = self
-            .lane_sessions
-            .get(&lane)
-            .is_some_and(|s| s.phase == ConnectionPhase::EndedAtFullLane);
-        if deferred {
-            let queued =
-                self.session_lanes
-                    .submit(lane, SessionClass::Lifecycle, SessionWork::Disconnected);
-            if let (Ok(()), Some(session)) = (queued, self.lane_sessions.get_mut(&lane)) {
-                session.phase = ConnectionPhase::Ended;
-            }
-        }
-    }
-
-    /// Removes an ended session's lane; what it still held is dropped (the
-    /// session's requests already ended in the core).
-    fn remove_session_lane(&mut self, lane: LaneId) {
-        self.lane_sessions.remove(&lane);
-        drop(self.session_lanes.remove_lane(lane));
-    }
-
-    /// §7: drops every session turn still running at its lifecycle deadline
-    /// (its task then ends the turn, and the lane moves on).
-    pub(super) fn expire_lifecycle_deadlines(&mut self) {
-        let now = self.wall;
-        while let Some(&(at, lane, id)) = self.lifecycle_deadlines.queue.front() {
-            if at > now {
-                return;
-            }
-            self.lifecycle_deadlines.queue.pop_front();
-            if self
-                .running_turns
-                .get(&lane)
-                .is_some_and(|turn| turn.id == id)
-            {
-                tracing::warn!(
-                    ?lane,
-                    "a session callback outlived the lifecycle deadline: dropped"
-                );
-                self.running_turns.remove(&lane);
-            }
-        }
+        let now = self.now();
+        self.core.sessions(now).turn_done(session, turn);
     }
 
     /// Whether no session is left on this shard, its lanes included (a
     /// drain is done only once every disconnect callback has run, §10), and
     /// every connection it closed has sent its last bytes (its Close frame).
     pub(super) fn sessions_gone(&self) -> bool {
-        self.core.session_owner().session_count() == 0
-            && self.session_lanes.lanes_len() == 0
-            && self.flushing.is_empty()
+        let owner = self.core.session_owner();
+        owner.session_count() == 0 && owner.lane_count() == 0 && self.flushing.is_empty()
     }
-}
-
-/// What a session turn's task starts from.
-struct TurnStart {
-    rid: SessionRid,
-    attributes: Attributes,
-    aborted: Completion<()>,
 }
 
 impl ShardHandle {
@@ -519,29 +258,40 @@ impl ShardHandle {
         self.state.borrow().index
     }
 
-    /// Starts every ready session lane turn as a task (§10: binding work
-    /// proceeds while the callback awaits).
+    /// Starts every session turn the core handed out as a task (§10:
+    /// binding work proceeds while the callback awaits).
     pub(super) fn start_session_turns(self: &Rc<Self>) {
+        self.state.borrow_mut().drain_core();
         loop {
-            let next = self.state.borrow_mut().next_session_turn();
-            let Some((lane, work, start)) = next else {
+            let next = {
+                let mut state = self.state.borrow_mut();
+                state.ready_turns.pop_front().map(|turn| {
+                    let started = state.start_turn(&turn);
+                    (turn, started)
+                })
+            };
+            let Some((turn, started)) = next else {
                 return;
             };
-            let Some(start) = start else {
-                self.state.borrow_mut().session_lanes.finish_turn(lane);
+            let (session, id) = (turn.session, turn.turn);
+            let last = matches!(turn.work, SessionWork::Disconnected);
+            let Some((attributes, aborted)) = started else {
+                // No attributes: never reached (they live as long as the
+                // lane); the turn ends at once.
+                self.state.borrow_mut().end_session_turn(session, id, last);
                 continue;
             };
-            let session = Session {
+            let handle = Session {
                 shard: Rc::clone(self),
-                rid: start.rid,
-                attributes: start.attributes,
+                rid: session,
+                attributes,
             };
-            let last = matches!(work, SessionWork::Disconnected);
             let shard = Rc::clone(self);
             self.spawner.spawn(async move {
                 // A turn dropped at its lifecycle deadline ends here too.
-                let _ = or_abort(shard.session_turn(session, work), start.aborted).await;
-                shard.state.borrow_mut().end_session_turn(lane, last);
+                let _ = or_abort(shard.session_turn(handle, turn.work), aborted).await;
+                // What the lane has next comes with the next drain.
+                shard.state.borrow_mut().end_session_turn(session, id, last);
             });
         }
     }
@@ -554,7 +304,7 @@ impl ShardHandle {
                 let Some(handler) = &handlers.on_connect else {
                     return;
                 };
-                if let Some(Err(error)) = self.dispatch(handler, session, hello).await {
+                if let Err(error) = self.dispatch(handler, session, hello).await {
                     tracing::debug!(?rid, %error, "the connect callback refused the client");
                     self.state.borrow_mut().refuse_session(rid);
                 }
@@ -591,26 +341,26 @@ impl ShardHandle {
         }
     }
 
-    /// Runs a packet's callback (the connect callback or a packet handler)
-    /// on an open session; a request it leaves unanswered ends with its
-    /// error or `NotAnswered`, never with silence (§12). `None` when the
-    /// session is no longer open: §6, a closing session runs no new
-    /// application dispatch, even for packets queued before it began closing.
+    /// Runs a packet's callback (the connect callback or a packet handler);
+    /// a request it leaves unanswered ends with its error or `NotAnswered`,
+    /// never with silence (§12). The core hands out no packet of a session
+    /// that began closing (§6), so none is checked here.
     async fn dispatch(
         &self,
         handler: &PacketHandler,
         session: Session,
-        packet: Packet,
-    ) -> Option<Result<(), Error>> {
+        packet: ClientPacket,
+    ) -> Result<(), Error> {
         let rid = session.rid;
-        let dispatch = Rc::clone(&packet.dispatch);
-        let open = self.state.borrow().core.session_owner().is_open(rid);
-        if !open {
-            if let Some(correlation) = dispatch.correlation {
-                let _ = self.answer(rid, correlation, Err(Reason::SessionClosing.into()));
-            }
-            return None;
-        }
+        let dispatch = Rc::new(Dispatch {
+            correlation: packet.correlation,
+            answered: std::cell::Cell::new(false),
+        });
+        let packet = Packet {
+            key: packet.key,
+            payload: packet.payload,
+            dispatch: Rc::clone(&dispatch),
+        };
         let outcome = handler(session, packet).await;
         if let (false, Some(correlation)) = (dispatch.answered.get(), dispatch.correlation) {
             let error = outcome
@@ -619,6 +369,6 @@ impl ShardHandle {
                 .unwrap_or(Error::new(Reason::NotAnswered));
             let _ = self.answer(rid, correlation, Err(error));
         }
-        Some(outcome)
+        outcome
     }
 }

@@ -104,7 +104,6 @@ impl ShardState {
                     self.ws.remove(&conn);
                     self.reactor.close(conn);
                     self.conns.remove(&conn);
-                    self.connection_ended(rid);
                     let now = self.now();
                     self.core.sessions(now).connection_lost(rid);
                     return;

@@ -8,6 +8,11 @@
 //! frame). B answers each request frame with a reply frame carrying the
 //! same correlation and payload, in a chunk with the same tag; A copies the
 //! chunk's bytes to that client. No protocol logic runs on A.
+//!
+//! The one-hop forwarders (`raw-uring-1hop`, `raw-epoll-1hop`: the limit of
+//! the local path, a session and its player on one node) answer on the
+//! connection that read the request, with the same [`answer_frames`] and
+//! no link.
 
 use std::collections::HashMap;
 
@@ -44,6 +49,35 @@ pub fn next_chunk(inbound: &mut BytesMut) -> Option<(u32, BytesMut)> {
     Some((tag, inbound.split_to(len)))
 }
 
+/// Answers every complete request frame at the front of `bytes` with a
+/// reply frame (same correlation, same payload) appended to `out`, and
+/// leaves a partial frame in `bytes` for the bytes still to come. The one
+/// piece of protocol every raw forwarder runs: hop B of the two-hop ones
+/// ([`Reflector`]) calls it on each client's chunk, the one-hop ones
+/// (`raw-*-1hop`) straight on the client's connection.
+pub fn answer_frames(
+    bytes: &mut BytesMut,
+    out: &mut BytesMut,
+    limits: &DecodeLimits,
+) -> Result<(), Malformed> {
+    loop {
+        match ClientFrame::decode_from(bytes, limits) {
+            Ok(Some(ClientFrame::Request {
+                correlation,
+                payload,
+                ..
+            })) => ClientFrame::Reply {
+                correlation,
+                payload,
+            }
+            .encode(out),
+            Ok(Some(_)) => {}
+            Ok(None) => return Ok(()),
+            Err(_) => return Err(Malformed),
+        }
+    }
+}
+
 /// Hop B's side of one link: every client's partial frame, by tag.
 #[derive(Default)]
 pub struct Reflector {
@@ -74,22 +108,7 @@ impl Reflector {
             let start = out.len();
             out.put_u32_le(tag);
             out.put_u32_le(0);
-            loop {
-                match ClientFrame::decode_from(&mut bytes, &self.limits) {
-                    Ok(Some(ClientFrame::Request {
-                        correlation,
-                        payload,
-                        ..
-                    })) => ClientFrame::Reply {
-                        correlation,
-                        payload,
-                    }
-                    .encode(out),
-                    Ok(Some(_)) => {}
-                    Ok(None) => break,
-                    Err(_) => return Err(Malformed),
-                }
-            }
+            answer_frames(&mut bytes, out, &self.limits)?;
             let len = out.len() - start - HEADER;
             if len == 0 {
                 out.truncate(start);
@@ -144,6 +163,34 @@ mod tests {
             tags.push((tag, correlation.0));
         }
         assert_eq!(tags, [(9, 2), (7, 1)]);
+    }
+
+    /// One hop: the complete requests are answered, a partial one stays
+    /// for the bytes still to come.
+    #[test]
+    fn answer_frames_answers_whole_requests_and_keeps_a_partial_one() {
+        let (one, two) = (request(1), request(2));
+        let mut bytes = one.clone();
+        bytes.extend_from_slice(&two[..4]);
+        let mut out = BytesMut::new();
+        answer_frames(&mut bytes, &mut out, &DecodeLimits::default()).unwrap();
+        assert_eq!(&bytes[..], &two[..4]);
+        bytes.extend_from_slice(&two[4..]);
+        answer_frames(&mut bytes, &mut out, &DecodeLimits::default()).unwrap();
+        assert!(bytes.is_empty());
+        let mut correlations = Vec::new();
+        while let Ok(Some(frame)) = ClientFrame::decode_from(&mut out, &DecodeLimits::default()) {
+            let ClientFrame::Reply {
+                correlation,
+                payload,
+            } = frame
+            else {
+                panic!("not a reply: {frame:?}");
+            };
+            assert_eq!(&payload[..], b"payload!");
+            correlations.push(correlation.0);
+        }
+        assert_eq!(correlations, [1, 2]);
     }
 
     #[test]

@@ -7,6 +7,10 @@
 //! chunks go straight to each client with a non-blocking write; only what
 //! the socket does not take waits for the client's writer task. B answers
 //! each request frame with a reply frame, all of one read in one write.
+//!
+//! `raw-epoll-1hop` ([`start_one_hop`]) is the limit of the local path on
+//! this stack: one current-thread runtime, each client's task answering its
+//! request frames on its own connection, with hop B's code.
 
 use std::net::SocketAddr;
 use std::sync::mpsc;
@@ -21,6 +25,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{oneshot, Notify};
+use zlink::wire::DecodeLimits;
 
 use super::{forward, Running};
 
@@ -203,9 +208,11 @@ async fn relay(client: TcpStream, hub: Rc<Hub>) {
 
 /// Node B's work for one link: every request answered in kind, the
 /// replies of one read in one write (a read holds at most what the socket
-/// had, so the batch is bounded by the read).
-async fn reflect(mut conn: TcpStream) {
+/// had, so the batch is bounded by the read). One hop (`raw-epoll-1hop`),
+/// the connection is a client's, its bytes frames with no chunk header.
+async fn reflect(mut conn: TcpStream, one_hop: bool) {
     let mut reflector = forward::Reflector::default();
+    let limits = DecodeLimits::default();
     let mut inbound = BytesMut::with_capacity(64 * 1024);
     let mut replies = BytesMut::with_capacity(64 * 1024);
     loop {
@@ -213,7 +220,12 @@ async fn reflect(mut conn: TcpStream) {
             Ok(0) | Err(_) => return,
             Ok(_) => {}
         }
-        if reflector.answer(&mut inbound, &mut replies).is_err() {
+        let answered = if one_hop {
+            forward::answer_frames(&mut inbound, &mut replies, &limits)
+        } else {
+            reflector.answer(&mut inbound, &mut replies)
+        };
+        if answered.is_err() {
             return;
         }
         if conn.write_all(&replies).await.is_err() {
@@ -242,10 +254,21 @@ async fn link_to(upstream: SocketAddr) -> Result<Rc<Hub>, String> {
     Ok(hub)
 }
 
+/// What a hop does with each connection it accepts.
+#[derive(Clone, Copy)]
+enum Role {
+    /// Hop A: relays its clients over one link to hop B at this address.
+    Relay(SocketAddr),
+    /// Hop B: answers the requests of A's link.
+    Reflect,
+    /// `raw-epoll-1hop`: answers each client's requests on its own
+    /// connection.
+    Echo,
+}
+
 /// Starts a hop on its own current-thread runtime, each accepted
-/// connection in its own task: hop A (`upstream`: B's address) relays,
-/// hop B reflects.
-fn spawn_hop(name: &str, upstream: Option<SocketAddr>) -> Result<(SocketAddr, HopThread), String> {
+/// connection in its own task, doing what its `role` says.
+fn spawn_hop(name: &str, role: Role) -> Result<(SocketAddr, HopThread), String> {
     let (tx, rx) = mpsc::channel();
     let (stop, stopped) = oneshot::channel::<()>();
     let thread = std::thread::Builder::new()
@@ -270,23 +293,24 @@ fn spawn_hop(name: &str, upstream: Option<SocketAddr>) -> Result<(SocketAddr, Ho
                         return;
                     }
                 };
-                let hub = match upstream {
-                    Some(upstream) => match link_to(upstream).await {
+                let hub = match role {
+                    Role::Relay(upstream) => match link_to(upstream).await {
                         Ok(hub) => Some(hub),
                         Err(why) => {
                             let _ = tx.send(Err(why));
                             return;
                         }
                     },
-                    None => None,
+                    Role::Reflect | Role::Echo => None,
                 };
+                let one_hop = matches!(role, Role::Echo);
                 let _ = tx.send(listener.local_addr().map_err(|e| e.to_string()));
                 let accept = async {
                     while let Ok((conn, _)) = listener.accept().await {
                         let _ = conn.set_nodelay(true);
                         match &hub {
                             Some(hub) => tokio::task::spawn_local(relay(conn, Rc::clone(hub))),
-                            None => tokio::task::spawn_local(reflect(conn)),
+                            None => tokio::task::spawn_local(reflect(conn, one_hop)),
                         };
                     }
                 };
@@ -304,10 +328,20 @@ fn spawn_hop(name: &str, upstream: Option<SocketAddr>) -> Result<(SocketAddr, Ho
 }
 
 pub fn start() -> Result<Box<dyn Running>, String> {
-    let (b_addr, b) = spawn_hop("raw-epoll-b", None)?;
-    let (entry, a) = spawn_hop("raw-epoll-a", Some(b_addr))?;
+    let (b_addr, b) = spawn_hop("raw-epoll-b", Role::Reflect)?;
+    let (entry, a) = spawn_hop("raw-epoll-a", Role::Relay(b_addr))?;
     Ok(Box::new(Forwarder {
         entry,
         hops: vec![a, b],
+    }))
+}
+
+/// `raw-epoll-1hop`: hop B's answering alone, on the clients' own
+/// connections (client → hop → client), one thread.
+pub fn start_one_hop() -> Result<Box<dyn Running>, String> {
+    let (entry, hop) = spawn_hop("raw-epoll-1hop", Role::Echo)?;
+    Ok(Box::new(Forwarder {
+        entry,
+        hops: vec![hop],
     }))
 }

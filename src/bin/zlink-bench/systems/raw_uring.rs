@@ -9,6 +9,11 @@
 //! thread each, TCP_NODELAY on every socket: one link send per turn carries
 //! every client's bytes of that turn. The difference to the `zlink` system
 //! is the protocol and runtime above the reactor.
+//!
+//! `raw-uring-1hop` ([`start_one_hop`]) is the limit of the local path (a
+//! session and its player on one node, `zlink-local`): one thread, one
+//! reactor, each client's request frames answered on its own connection in
+//! the turn that read them, with the same answering code as hop B.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -18,6 +23,7 @@ use std::thread::JoinHandle;
 
 use bytes::BytesMut;
 use zlink::net::{ConnId, IoBackend, NetEvent, Reactor, ReactorConfig, ReactorWaker};
+use zlink::wire::DecodeLimits;
 
 use super::{forward, Running};
 
@@ -173,9 +179,15 @@ impl HopLogic for Relay {
     }
 }
 
-/// Node B: answers every request frame on the link with its payload.
+/// Node B: answers every request frame on the link with its payload; or,
+/// one hop (`raw-uring-1hop`), every request frame of a client on that
+/// client's own connection, in the turn that read it.
 #[derive(Default)]
 struct Reflect {
+    /// `raw-uring-1hop`: the connections are the clients themselves, whose
+    /// bytes are frames with no chunk header.
+    one_hop: bool,
+    limits: DecodeLimits,
     links: HashMap<ConnId, forward::Reflector>,
     replies: BytesMut,
 }
@@ -187,8 +199,15 @@ impl HopLogic for Reflect {
                 let Some(inbound) = reactor.inbound(conn) else {
                     return;
                 };
-                let reflector = self.links.entry(conn).or_default();
-                if reflector.answer(inbound, &mut self.replies).is_err() {
+                // A partial frame (or chunk) stays in `inbound` for the
+                // bytes still to come.
+                let answered = if self.one_hop {
+                    forward::answer_frames(inbound, &mut self.replies, &self.limits)
+                } else {
+                    let reflector = self.links.entry(conn).or_default();
+                    reflector.answer(inbound, &mut self.replies)
+                };
+                if answered.is_err() {
                     reactor.close(conn);
                     return;
                 }
@@ -273,5 +292,21 @@ pub fn start() -> Result<Box<dyn Running>, String> {
         entry,
         stop,
         hops: vec![a, b],
+    }))
+}
+
+/// `raw-uring-1hop`: hop B's answering alone, on the clients' own
+/// connections (client → hop → client), one thread.
+pub fn start_one_hop() -> Result<Box<dyn Running>, String> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let echo = Reflect {
+        one_hop: true,
+        ..Reflect::default()
+    };
+    let (entry, hop) = spawn_hop("raw-uring-1hop", echo, Arc::clone(&stop))?;
+    Ok(Box::new(Forwarder {
+        entry,
+        stop,
+        hops: vec![hop],
     }))
 }

@@ -4,7 +4,9 @@
 //! runtime (`--pin` places the whole system instead). Every session
 //! connects to node 1 and every player is an Actor on one of the other
 //! nodes, so a RELAY crosses a link both ways (request → actor on another
-//! node → reply).
+//! node → reply). The local path (`zlink-local`, `--nodes 1`, issue 24 item
+//! 3) starts node 1 alone, with no peer, and creates every player there:
+//! a RELAY never leaves the node.
 //!
 //! `mixed`: each room is a SpotWide User Spot on a host node, its players
 //! are its Actors (`room-k/p-i`, §5: they share the room's gate), and so is
@@ -285,6 +287,10 @@ impl Running for Mesh {
         Some(self.nodes.iter().map(Node::actor_count).sum())
     }
 
+    fn actors_by_node(&self) -> Option<Vec<usize>> {
+        Some(self.nodes.iter().map(Node::actor_count).collect())
+    }
+
     fn bound_signal(&self) -> Option<mpsc::Sender<()>> {
         self.mover.as_ref().map(|mover| mover.bound.clone())
     }
@@ -405,7 +411,8 @@ pub fn start_linked(
 
 /// Starts `spec.nodes` linked nodes on one embedded store
 /// ([`start_linked`]) and creates player `i` on node
-/// `2 + i % (nodes - 1)`, for every one of
+/// `2 + i % (nodes - 1)` (on node 1 when it is the only one: the local
+/// path), for every one of
 /// `spec.actors`: the idle ones ([`LoadSpec::idle_players`]) as plain
 /// players in no room, which `relocate` leaves where they are. Every node's shards
 /// run on `io_backend` (issue 8: `zlink` on io_uring, `zlink-epoll` on
@@ -421,7 +428,12 @@ pub fn start(spec: &LoadSpec, io_backend: IoBackend) -> Result<Box<dyn Running>,
         |_| Ok(Arc::clone(&store)),
         &|builder| builder,
     )?;
-    let hosts = &started[1..];
+    // The players' nodes: every node but the sessions' node 1, or node 1
+    // itself when it is alone (the local path).
+    let hosts = match started.get(1..) {
+        Some(others) if !others.is_empty() => others,
+        _ => &started[..],
+    };
     let mut placed = Vec::with_capacity(spec.sessions);
     let mut rooms = Vec::new();
     for index in 0..spec.actors {
