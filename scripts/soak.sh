@@ -15,7 +15,7 @@ seeds="${1:-100000}"
 steps="${2:-2000}"
 first="${3:-0}"
 
-cargo build --profile sim --bin zlink-sim
+cargo build --profile sim --features testing --bin zlink-sim
 echo "== zlink-sim: seeds ${first}..$((first + seeds)), ${steps} steps each ($(date -u +%FT%TZ), $(git rev-parse --short HEAD))"
 nice -n 10 ./target/sim/zlink-sim --first "$first" --seeds "$seeds" --steps "$steps" \
     2> >(grep -v ' seeds done$' >&2) | tee target/soak.txt

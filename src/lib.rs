@@ -14,29 +14,58 @@
 //! layers below — `wire` (frames and records), `core` (the sans-IO state
 //! machines), `time`, `net` (the socket loops; the only layer allowed
 //! `unsafe`) and `sim` (an in-memory mesh of cores with virtual time) — are
-//! internal: reachable for the crate's own tests, benches and tools, hidden
-//! from the documentation, and without stability promises. docs/core.md
-//! "Layers" lists which layer may use which; tests/layering.rs enforces it.
+//! crate-private. The `testing` feature makes them `pub` (and compiles
+//! `sim`) for the crate's own tests, benches, fuzz targets and tools,
+//! hidden from the documentation and without stability promises; no
+//! embedder turns it on. docs/core.md "Layers" lists which layer may use
+//! which; tests/layering.rs enforces it, and that an embedder reaches none
+//! of the internals.
 
 #![deny(unsafe_code)]
-#![warn(missing_docs, unreachable_pub)]
+// `unnameable_types`: a type of an internal layer that a public signature
+// exposes (a return type, a field, a trait impl on a public type) must be
+// re-exported by the public layers, or the build without `testing` warns.
+#![warn(missing_docs, unreachable_pub, unnameable_types)]
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod api;
 pub mod client;
-#[doc(hidden)]
-pub mod core;
 pub mod error;
 pub mod ids;
-#[doc(hidden)]
-pub mod net;
 pub mod prelude;
 mod runtime;
+pub mod store;
+pub mod typed;
+
+// The internal layers: `pub` with `testing`, crate-private without it. Their
+// items stay `pub` in their own files, so that one source serves both
+// builds: without the feature they are unreachable by construction, which
+// is what `unreachable_pub` would report, hence the allow on each.
+#[cfg(feature = "testing")]
+#[doc(hidden)]
+pub mod core;
+#[cfg(not(feature = "testing"))]
+#[allow(unreachable_pub)]
+mod core;
+#[cfg(feature = "testing")]
+#[doc(hidden)]
+pub mod net;
+#[cfg(not(feature = "testing"))]
+#[allow(unreachable_pub)]
+mod net;
+// The simulator is a test harness: not compiled at all without `testing`.
+#[cfg(feature = "testing")]
 #[doc(hidden)]
 pub mod sim;
-pub mod store;
+#[cfg(feature = "testing")]
 #[doc(hidden)]
 pub mod time;
-pub mod typed;
+#[cfg(not(feature = "testing"))]
+#[allow(unreachable_pub)]
+mod time;
+#[cfg(feature = "testing")]
 #[doc(hidden)]
 pub mod wire;
+#[cfg(not(feature = "testing"))]
+#[allow(unreachable_pub)]
+mod wire;

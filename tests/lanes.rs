@@ -1,8 +1,9 @@
-//! CONTRACT W3 (§11) on the public surface: the lane policy types cannot
-//! express a combination missing from the §11 table. The compile-fail half
-//! compiles small programs against the built `zlink` library with the same
-//! rustc; the other half drives every state that does exist through the
-//! public `LaneEngine` and checks it does what its §11 row says.
+//! CONTRACT W3 (§11) on the core's lane types (`pub` with the `testing`
+//! feature): the lane policy types cannot express a combination missing
+//! from the §11 table. The compile-fail half compiles small programs
+//! against the built `zlink` library with the same rustc; the other half
+//! drives every state that does exist through `LaneEngine` and checks it
+//! does what its §11 row says.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -52,9 +53,13 @@ fn deps_dir() -> PathBuf {
     exe.parent().expect("the deps directory").to_path_buf()
 }
 
-/// The newest `libzlink-*.rlib` in `deps` (the build this test was made with).
-fn zlink_rlib(deps: &Path) -> PathBuf {
-    std::fs::read_dir(deps)
+/// The `libzlink-*.rlib` files in `deps`, newest first. The newest with
+/// the `testing` feature is the build this test was made with; one without
+/// it (tests/layering.rs builds the library as an embedder gets it, into
+/// the same directory) may be newer, and is told apart by [`check`], which
+/// takes the first the PRESENT program compiles against.
+fn zlink_rlibs(deps: &Path) -> Vec<PathBuf> {
+    let mut rlibs: Vec<PathBuf> = std::fs::read_dir(deps)
         .expect("deps is readable")
         .filter_map(Result::ok)
         .map(|e| e.path())
@@ -63,14 +68,17 @@ fn zlink_rlib(deps: &Path) -> PathBuf {
                 .and_then(|n| n.to_str())
                 .is_some_and(|n| n.starts_with("libzlink-") && n.ends_with(".rlib"))
         })
-        .max_by_key(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok())
-        .expect("the zlink rlib next to the test binary")
+        .collect();
+    rlibs.sort_by_key(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok());
+    rlibs.reverse();
+    assert!(!rlibs.is_empty(), "no zlink rlib next to the test binary");
+    rlibs
 }
 
 /// Type-checks a program whose functions are `bodies`, one function per
-/// line of the file (function i is on line i + 2); returns rustc's stderr
-/// and whether it succeeded.
-fn check(name: &str, bodies: &[&str]) -> (bool, String) {
+/// line of the file (function i is on line i + 2), against `rlib`; returns
+/// rustc's stderr and whether it succeeded.
+fn check_against(rlib: &Path, name: &str, bodies: &[&str]) -> (bool, String) {
     let deps = deps_dir();
     let dir = std::env::temp_dir().join(format!("zlink-w3-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -98,7 +106,7 @@ fn check(name: &str, bodies: &[&str]) -> (bool, String) {
         .arg("-L")
         .arg(format!("dependency={}", deps.display()))
         .arg("--extern")
-        .arg(format!("zlink={}", zlink_rlib(&deps).display()))
+        .arg(format!("zlink={}", rlib.display()))
         .arg(&file)
         .output()
         .expect("rustc runs");
@@ -107,6 +115,20 @@ fn check(name: &str, bodies: &[&str]) -> (bool, String) {
         out.status.success(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// [`check_against`] the newest rlib the PRESENT program compiles against:
+/// the build with the lane types.
+fn check(name: &str, bodies: &[&str]) -> (bool, String) {
+    let mut refused = String::new();
+    for rlib in zlink_rlibs(&deps_dir()) {
+        let (ok, stderr) = check_against(&rlib, "present", PRESENT);
+        if ok {
+            return check_against(&rlib, name, bodies);
+        }
+        refused.push_str(&format!("{}:\n{stderr}\n", rlib.display()));
+    }
+    panic!("no zlink rlib has the lane types (built with `testing`):\n{refused}");
 }
 
 #[test]

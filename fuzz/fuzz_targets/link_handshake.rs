@@ -21,7 +21,9 @@
 use bytes::BytesMut;
 use libfuzzer_sys::fuzz_target;
 use zlink::ids::{MeshName, NodeGeneration, NodeRid};
-use zlink::net::handshake::{Answer, ClusterSecret, HandshakeError, LinkHandshake, Progress};
+use zlink::net::handshake::{
+    refusal_frame, Answer, ClusterSecret, HandshakeError, LinkHandshake, Progress,
+};
 use zlink::wire::link::{LinkFrame, LinkIdentity, LINK_VERSION, NONCE_LEN};
 use zlink::wire::DecodeLimits;
 use zlink_fuzz::{check_stream, Codec};
@@ -110,7 +112,7 @@ fn run(mut state: LinkHandshake, mut sent: Vec<LinkFrame>, chunks: &[&[u8]]) -> 
                     };
                 }
                 Err(error) => {
-                    sent.extend(error.answer());
+                    sent.extend(refusal_frame(&error));
                     let end = End::Failed(error);
                     return Run {
                         sent,

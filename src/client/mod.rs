@@ -28,9 +28,12 @@ use bytes::{Bytes, BytesMut};
 use crate::error::Error;
 use crate::ids::{Correlation, PacketKey};
 use crate::typed::{self, Message};
-use crate::wire::client::ClientFrame;
-pub use crate::wire::client::CloseReason;
-use crate::wire::{DecodeLimits, WireError};
+// The STREAM frame codec is public here, not only used: a client that
+// drives its own sockets (the C ABI client, clients/c; a game's own async
+// client) frames its bytes with it, under the same decode limits and
+// errors as this one.
+pub use crate::wire::client::{ClientFrame, CloseReason};
+pub use crate::wire::{DecodeLimits, WireError};
 
 /// Why a client call failed.
 #[derive(Debug, thiserror::Error)]

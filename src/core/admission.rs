@@ -100,6 +100,7 @@ impl LinkAdmission {
     }
 
     /// The earliest send timeout among the waiting records.
+    #[cfg(feature = "testing")]
     pub fn next_deadline(&self) -> Option<Instant> {
         self.waiting
             .values()

@@ -218,6 +218,7 @@ impl Effects {
         self.timers.next_deadline()
     }
 
+    #[cfg(feature = "testing")]
     pub(crate) fn pending_timers(&self) -> usize {
         self.timers.len()
     }

@@ -14,8 +14,14 @@ pub mod relocation;
 pub mod session;
 pub mod shard;
 /// Time as the core counts it (kept below the core and the store: both use it).
+#[cfg(feature = "testing")]
 pub use crate::time;
+/// Time as the core counts it (kept below the core and the store: both use it).
+#[cfg(not(feature = "testing"))]
+pub(crate) use crate::time;
 pub mod timer;
 pub mod trace;
 
-pub use effects::{CoreEvent, CoreTimer, Transmit};
+#[cfg(feature = "testing")]
+pub use effects::CoreTimer;
+pub use effects::{CoreEvent, Transmit};

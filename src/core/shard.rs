@@ -372,6 +372,7 @@ impl ShardCore {
     }
 
     /// How many timers are armed (a leak check for the tests).
+    #[cfg(feature = "testing")]
     pub fn armed_timers(&self) -> usize {
         self.fx.pending_timers()
     }

@@ -167,6 +167,7 @@ impl<T> TimerWheel<T> {
     }
 
     /// How many timers are armed (neither fired nor cancelled).
+    #[cfg(feature = "testing")]
     pub fn len(&self) -> usize {
         self.len
     }

@@ -32,7 +32,7 @@ pub enum ReactorError {
         /// What was refused or missing.
         why: String,
     },
-    /// The [`super::ReactorConfig`] cannot be used as given.
+    /// The reactor's configuration cannot be used as given.
     #[error("invalid reactor configuration: {0}")]
     InvalidConfig(&'static str),
     /// A setup step failed for a reason that is not a missing permission or

@@ -210,14 +210,6 @@ impl Reactor {
         })
     }
 
-    /// Which backend runs (never `Auto`): for diagnostics.
-    pub fn backend(&self) -> IoBackend {
-        match self.backend {
-            Backend::IoUring(_) => IoBackend::IoUring,
-            Backend::Epoll(_) => IoBackend::Epoll,
-        }
-    }
-
     /// Listens on `addr` (SO_REUSEADDR and SO_REUSEPORT, so that every shard
     /// can listen on the same port) and starts accepting. Returns the bound
     /// address, with port 0 resolved.

@@ -33,7 +33,7 @@ use crate::error::{Error, Reason};
 use crate::ids::RequestId;
 use crate::ids::{MeshName, NodeGeneration, NodeRid, Peer};
 use crate::net::handshake::{
-    fresh_nonce, Answer, ClusterSecret, HandshakeError, LinkHandshake, Progress,
+    fresh_nonce, refusal_frame, Answer, ClusterSecret, HandshakeError, LinkHandshake, Progress,
 };
 use crate::net::{ConnId, Reactor};
 use crate::store::Member;
@@ -605,7 +605,7 @@ impl Links {
                     HandshakeError::Version { peer, .. } => *peer,
                     _ => None,
                 });
-                if let Some(answer) = error.answer() {
+                if let Some(answer) = refusal_frame(&error) {
                     // Told why before the close, so that the dialer's log
                     // names both versions too (docs/operations.md).
                     core.trace(FlowTrace::LinkVersionRefused);

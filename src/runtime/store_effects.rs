@@ -182,7 +182,9 @@ pub(crate) enum StoreAnswer {
 // to the other.
 
 /// The relocation core's expectation is the row version (§8.1 "the
-/// expected source owner and generation").
+/// expected source owner and generation"). Hidden: `RowVersion` is public,
+/// `ExpectedOwner` is not.
+#[doc(hidden)]
 impl From<ExpectedOwner> for RowVersion {
     fn from(expected: ExpectedOwner) -> Self {
         RowVersion {

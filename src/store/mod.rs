@@ -74,7 +74,10 @@ use crate::ids::{
     ActorId, ActorLocation, ActorRef, AuthorityOwnerGeneration, MeshName, NodeGeneration, NodeRid,
     ObjectGeneration, OwnerLeaseGeneration, RelocationId,
 };
-use crate::time::Instant;
+// The time a store counts in (a lease's expiry, `LocationStore::now`) is
+// public here: a store of the embedder's own names it. It is defined below
+// the store and the core, in the internal `time` layer, because both use it.
+pub use crate::time::Instant;
 
 /// The Location Store: the shared authority over Actor ownership and owner
 /// leases (§1, §5, §8.1).

@@ -117,7 +117,7 @@ pub enum WireError {
     TooManyOpenCalls {
         /// The announced count.
         count: u16,
-        /// [`CallsHandoff::OPEN_MAX`](crate::wire::node::CallsHandoff).
+        /// The wire's `CallsHandoff::OPEN_MAX`.
         max: u16,
     },
     /// A relocation prepare announces more timers than an Actor may have.
@@ -125,7 +125,7 @@ pub enum WireError {
     TooManyTimers {
         /// The announced count.
         count: u16,
-        /// [`TimerHandoff::PER_ACTOR_MAX`](crate::wire::node::TimerHandoff).
+        /// The wire's `TimerHandoff::PER_ACTOR_MAX`.
         max: u16,
     },
     /// An error's detail text is longer than [`Error::DETAIL_MAX`](crate::error::Error::DETAIL_MAX).

@@ -214,6 +214,7 @@ impl LinkFrame {
 
     /// Splits one frame off a link's receive buffer; `Ok(None)` while it is
     /// incomplete.
+    #[cfg(feature = "testing")]
     pub fn decode_from(
         buf: &mut BytesMut,
         limits: &DecodeLimits,

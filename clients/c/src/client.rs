@@ -15,10 +15,9 @@ use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes, BytesMut};
+use zlink::client::{ClientFrame, CloseReason, DecodeLimits, WireError};
 use zlink::error::ErrorKind;
 use zlink::ids::{Correlation, PacketKey};
-use zlink::wire::client::{ClientFrame, CloseReason};
-use zlink::wire::{DecodeLimits, WireError};
 
 /// The ErrorKind code the client reports for a kind this build does not
 /// know (a newer server's): a generic error, never a dropped connection.

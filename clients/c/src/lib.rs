@@ -32,8 +32,8 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use zlink::client::CloseReason;
 use zlink::error::{ErrorKind, Reason};
-use zlink::wire::client::CloseReason;
 
 use client::{Backoff, Cause, Client, Event, Failure, Options, Refused, State};
 
@@ -1034,9 +1034,8 @@ mod tests {
     use super::*;
     use std::io::{Read, Write};
     use std::net::TcpListener;
+    use zlink::client::{ClientFrame, DecodeLimits};
     use zlink::ids::Correlation;
-    use zlink::wire::client::ClientFrame;
-    use zlink::wire::DecodeLimits;
 
     fn name(p: *const c_char) -> String {
         assert!(!p.is_null());

@@ -6,8 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use zlink::api::{Node, NodeBuilder, ObjectRole};
-use zlink::net::handshake::ClusterSecret;
+use zlink::api::{ClusterSecret, Node, NodeBuilder, ObjectRole};
 use zlink::store::{CountingStore, EmbeddedStore};
 
 #[path = "../lobby/game.rs"]

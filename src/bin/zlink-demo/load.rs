@@ -22,11 +22,10 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
-use zlink::client::{Client, ClientEvent};
+use zlink::client::{Client, ClientEvent, CloseReason};
 use zlink::error::{Error, Reason};
 use zlink::ids::{Correlation, PacketKey};
 use zlink::typed::{self, Message};
-use zlink::wire::client::CloseReason;
 
 use crate::game::{Login, Move, Position, Where, REPLACED_NOTICE, TICK};
 

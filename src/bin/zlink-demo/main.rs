@@ -19,7 +19,7 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
-use zlink::core::trace::FlowTrace;
+use zlink::api::FlowTrace;
 use zlink::ids::{ActorId, SpotId};
 use zlink::store::{EmbeddedStore, MonotonicClock};
 

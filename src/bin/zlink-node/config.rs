@@ -12,10 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
-use zlink::api::{NodeSettings, ObjectRole};
-use zlink::core::relocation::RelocationConfig;
-use zlink::net::IoBackend;
-use zlink::wire::DecodeLimits;
+use zlink::api::{DecodeLimits, IoBackend, NodeSettings, ObjectRole, RelocationConfig};
 
 /// A config the node refuses to start with; the message names the key.
 #[derive(Debug, PartialEq, Eq)]

@@ -22,9 +22,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::Parser;
-use zlink::api::{Mesh, NodeBuilder, ObjectRole, StartError};
+use zlink::api::{ClusterSecret, Mesh, NodeBuilder, ObjectRole, StartError};
 use zlink::ids::NodeGeneration;
-use zlink::net::handshake::ClusterSecret;
 use zlink::store::{
     CountingStore, EmbeddedStore, LocationStore, MonotonicClock, RedisPassword, RedisStore,
     RedisStoreConfig, StoreCounts,

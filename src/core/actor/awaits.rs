@@ -108,6 +108,7 @@ impl TurnAwaits {
     }
 
     /// How many moves are parked.
+    #[cfg(feature = "testing")]
     pub(super) fn parked_len(&self) -> usize {
         self.parked.len()
     }

@@ -21,7 +21,9 @@ mod timers;
 
 pub use self::awaits::{AwaitEvent, AwaitId, AwaitTimer, ParkId};
 pub use self::open_calls::CallDeadline;
-pub use self::timers::{ActorTimerFire, TIMER_PERIOD_MIN};
+pub use self::timers::ActorTimerFire;
+#[cfg(feature = "testing")]
+pub use self::timers::TIMER_PERIOD_MIN;
 
 use std::time::Duration;
 
@@ -249,11 +251,13 @@ impl ActorOwner {
     }
 
     /// How many moves wait, parked, for an awaiting turn to end.
+    #[cfg(feature = "testing")]
     pub fn parked_moves(&self) -> usize {
         self.awaits.parked_len()
     }
 
     /// How many requests this shard's Actors have in flight.
+    #[cfg(feature = "testing")]
     pub fn call_count(&self) -> usize {
         self.calls.len()
     }
@@ -264,6 +268,7 @@ impl ActorOwner {
     }
 
     /// How many timers the hosted Actor has pending.
+    #[cfg(feature = "testing")]
     pub fn timer_count(&self, actor: &ActorId) -> usize {
         self.actors
             .get(actor)
@@ -271,6 +276,7 @@ impl ActorOwner {
     }
 
     /// How many requests the hosted Actor has open.
+    #[cfg(feature = "testing")]
     pub fn open_call_count(&self, actor: &ActorId) -> usize {
         self.actors
             .get(actor)
@@ -333,11 +339,13 @@ impl ActorOwner {
     }
 
     /// How many Actors are hosted.
+    #[cfg(feature = "testing")]
     pub fn actor_count(&self) -> usize {
         self.actors.len()
     }
 
     /// How many replies are owed (requests and callbacks in progress).
+    #[cfg(feature = "testing")]
     pub fn owed_count(&self) -> usize {
         self.owed.len()
     }

@@ -170,6 +170,7 @@ impl OpenCalls {
     }
 
     /// How many requests are open.
+    #[cfg(feature = "testing")]
     pub(crate) fn len(&self) -> usize {
         self.open.len()
     }

@@ -261,6 +261,7 @@ impl ActorTimers {
     }
 
     /// How many timers are pending.
+    #[cfg(feature = "testing")]
     pub(crate) fn len(&self) -> usize {
         self.timers.len()
     }

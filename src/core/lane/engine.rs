@@ -119,11 +119,13 @@ impl<P: LanePolicy, T> LaneEngine<P, T> {
     }
 
     /// How many lanes exist.
+    #[cfg(feature = "testing")]
     pub fn lanes_len(&self) -> usize {
         self.lanes_len
     }
 
     /// Whether `id` names a lane that exists (was added and not removed).
+    #[cfg(feature = "testing")]
     pub fn contains(&self, id: LaneId) -> bool {
         self.lane(id).is_some()
     }
@@ -252,6 +254,7 @@ impl<P: LanePolicy, T> LaneEngine<P, T> {
     }
 
     /// How many items lane `id` holds (not counting one in its turn).
+    #[cfg(feature = "testing")]
     pub fn queue_len(&self, id: LaneId) -> usize {
         self.expect_lane(id).queue.len()
     }

@@ -80,11 +80,16 @@
 mod engine;
 mod policy;
 
-pub use engine::{LaneEngine, LaneId, LaneRefusal, Refused};
+pub use engine::{LaneEngine, LaneId, LaneRefusal};
 pub use policy::{
-    ActorDeliveryLane, ActorDeliveryState, LanePolicy, Ordinary, PolicyRefusal, SessionClass,
-    SessionLane, SessionState, SpotLane, SpotState,
+    ActorDeliveryLane, Ordinary, SessionClass, SessionLane, SessionState, SpotLane, SpotState,
 };
+// Named by the W3 tests (tests/lanes.rs) and the unit tests; the runtime
+// needs no name for them.
+#[cfg(feature = "testing")]
+pub use engine::Refused;
+#[cfg(feature = "testing")]
+pub use policy::{ActorDeliveryState, LanePolicy, PolicyRefusal};
 
 #[cfg(test)]
 mod tests;

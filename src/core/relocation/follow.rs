@@ -63,6 +63,7 @@ impl FollowTable {
     }
 
     /// How many entries are live.
+    #[cfg(feature = "testing")]
     pub(super) fn len(&self) -> usize {
         self.entries.len()
     }

@@ -105,6 +105,10 @@ impl Default for RelocationConfig {
 /// What the source expects the Location Store row to be: itself as owner,
 /// under the authority owner generation it hosts the Actor with (§8.1 "the
 /// expected source owner and generation"). The store's `RowVersion`.
+// Reachable from the public surface only through the runtime's
+// `From<ExpectedOwner> for RowVersion` (runtime/store_effects.rs, hidden
+// from the documentation): the bridge between the core and the store.
+#[allow(unnameable_types)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ExpectedOwner {
     /// The source node.
@@ -319,6 +323,7 @@ impl RelocationOwner {
     }
 
     /// Whether `actor` is arriving here (a target handoff before commit).
+    #[cfg(feature = "testing")]
     pub fn is_arriving(&self, actor: &ActorId) -> bool {
         self.arriving
             .get(actor)
@@ -327,16 +332,19 @@ impl RelocationOwner {
     }
 
     /// Whether a Message Follow entry for `actor` is live here.
+    #[cfg(feature = "testing")]
     pub fn follows(&self, actor: &ActorId) -> bool {
         self.follow.get(actor).is_some()
     }
 
     /// How many proxied requests are in flight.
+    #[cfg(feature = "testing")]
     pub fn proxy_count(&self) -> usize {
         self.proxies.len()
     }
 
     /// Message Follow entries held now (bounded by `follow_max`, §8.2).
+    #[cfg(feature = "testing")]
     pub fn follow_count(&self) -> usize {
         self.follow.len()
     }
@@ -344,6 +352,7 @@ impl RelocationOwner {
     /// Whether no relocation is under way here, as source or target, and no
     /// follow entry or proxied request is left: nothing leaks once every
     /// move has ended and its follow lifetime has passed.
+    #[cfg(feature = "testing")]
     pub fn is_idle(&self) -> bool {
         self.coordinators.is_empty()
             && self.relocating.is_empty()

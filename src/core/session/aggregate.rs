@@ -14,7 +14,7 @@ use crate::core::timer::TimerKey;
 use crate::error::Reason;
 use crate::ids::{
     ActorId, ActorLocation, ActorRef, BindingGeneration, ObjectGeneration, Peer, RequestId,
-    SessionRid, SessionSequence,
+    SessionSequence,
 };
 use crate::wire::node::{BoundSessionSend, SealIdentity};
 
@@ -131,7 +131,6 @@ pub(crate) enum SealStep {
 /// The session-side validation of one physical session.
 #[derive(Debug)]
 pub struct SessionBindingAggregate {
-    pub(crate) rid: SessionRid,
     pub(crate) lifecycle: Lifecycle,
     pub(crate) bindings: HashMap<ActorId, Binding>,
     /// Binds sent and not yet terminal, by ActorId: one at a time per Actor.
@@ -151,19 +150,13 @@ pub(crate) enum PushVerdict {
 }
 
 impl SessionBindingAggregate {
-    pub(crate) fn new(rid: SessionRid) -> Self {
+    pub(crate) fn new() -> Self {
         Self {
-            rid,
             lifecycle: Lifecycle::Open,
             bindings: HashMap::new(),
             binds_in_flight: HashMap::new(),
             sequence: SessionSequence(0),
         }
-    }
-
-    /// The session's RID.
-    pub fn rid(&self) -> SessionRid {
-        self.rid
     }
 
     pub(crate) fn is_open(&self) -> bool {

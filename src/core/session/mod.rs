@@ -41,9 +41,9 @@ use super::timer::TimerKey;
 use super::trace::FlowTrace;
 use crate::error::{Error, Reason};
 use crate::ids::{
-    ActorId, ActorLocation, ActorRef, BindingGeneration, BindingIdentity, Correlation,
-    NodeGeneration, NodeRid, OwnerLeaseGeneration, PacketKey, Peer, RelocationId, RequestId,
-    SessionOwnerId, SessionRef, SessionRid,
+    ActorId, ActorLocation, ActorRef, BindingGeneration, Correlation, NodeGeneration, NodeRid,
+    OwnerLeaseGeneration, PacketKey, Peer, RelocationId, RequestId, SessionOwnerId, SessionRef,
+    SessionRid,
 };
 use crate::wire::client::{ClientFrame, CloseReason};
 use crate::wire::node::{
@@ -301,6 +301,7 @@ impl SessionOwner {
     }
 
     /// This owner's identity.
+    #[cfg(feature = "testing")]
     pub fn identity(&self) -> SessionOwnerIdentity {
         self.identity
     }
@@ -355,6 +356,7 @@ impl SessionOwner {
     }
 
     /// Whether the session exists and is open (not replacing, not closed).
+    #[cfg(feature = "testing")]
     pub fn is_open(&self, session: SessionRid) -> bool {
         self.sessions
             .get(&session)
@@ -383,26 +385,18 @@ impl SessionOwner {
     /// NotifyDisconnected until its tombstone (§7): what a 24 sent now
     /// carries and what a 36 is judged against (§5). For the simulator's
     /// invariants.
+    #[cfg(feature = "testing")]
     pub fn binding_identity(
         &self,
         session: SessionRid,
         actor: &ActorId,
-    ) -> Option<BindingIdentity> {
+    ) -> Option<crate::ids::BindingIdentity> {
         let binding = self.sessions.get(&session)?.bindings.get(actor)?;
-        Some(BindingIdentity {
+        Some(crate::ids::BindingIdentity {
             owner: self.identity.node,
             lifecycle: self.identity.lifecycle,
             generation: binding.generation,
         })
-    }
-
-    /// Whether the session's binding of `actor` is sealed for a relocation
-    /// (§8.1): relays on it are held until the seal's outcome.
-    pub fn is_sealed(&self, session: SessionRid, actor: &ActorId) -> bool {
-        self.sessions
-            .get(&session)
-            .and_then(|a| a.current(actor))
-            .is_some_and(|b| matches!(b.state, BindingState::Sealed(_)))
     }
 
     fn ticket(&mut self) -> Ticket {
@@ -438,7 +432,7 @@ impl Sessions<'_> {
         self.owner.next_session = rid;
         self.owner
             .sessions
-            .insert(rid, SessionBindingAggregate::new(rid));
+            .insert(rid, SessionBindingAggregate::new());
         let config = &self.owner.config;
         let (capacity, hello) = (config.session_queue_max, config.connect_callback);
         self.owner.lanes.open(rid, capacity, hello);
