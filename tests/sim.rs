@@ -68,6 +68,14 @@ fn a_budget_of_seeds_runs_with_no_violation_and_exercises_the_races() {
     assert!(tally.replacements > 0, "{tally:?}");
     assert!(tally.moved > 0 && tally.moves_failed > 0, "{tally:?}");
     assert!(tally.seal_timeouts > 0, "{tally:?}");
+    // Awaiting Actor turns over at their deadline, moves parked behind one
+    // that then went on, and session callbacks that outlived their
+    // lifecycle deadline (the core's awaits and session lanes).
+    assert!(
+        tally.turns_expired > 0 && tally.moves_unparked > 0,
+        "{tally:?}"
+    );
+    assert!(tally.session_turns_expired > 0, "{tally:?}");
     assert!(tally.pushes > 0, "{tally:?}");
     assert!(tally.replies > 0 && tally.errors > 0, "{tally:?}");
 }

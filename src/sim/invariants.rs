@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::core::actor::ActorEvent;
+use crate::core::actor::{ActorEvent, AwaitEvent};
 use crate::core::relocation::RelocationEvent;
 use crate::core::session::{
     SessionEvent, SessionTurn, SessionWork, Ticket, TurnId, REPLACEMENT_CLOSE_DELAY,
@@ -156,6 +156,12 @@ pub struct Tally {
     pub ticks: u64,
     /// Messages between Actors their targets ran.
     pub calls: u64,
+    /// Awaiting Actor turns over at their deadline.
+    pub turns_expired: u64,
+    /// Moves parked behind an awaiting turn that then went on.
+    pub moves_unparked: u64,
+    /// Session callback turns over at their lifecycle deadline.
+    pub session_turns_expired: u64,
 }
 
 impl std::ops::AddAssign for Tally {
@@ -171,6 +177,9 @@ impl std::ops::AddAssign for Tally {
         self.seal_timeouts += other.seal_timeouts;
         self.moved += other.moved;
         self.moves_failed += other.moves_failed;
+        self.turns_expired += other.turns_expired;
+        self.moves_unparked += other.moves_unparked;
+        self.session_turns_expired += other.session_turns_expired;
     }
 }
 
@@ -461,6 +470,24 @@ impl Checker {
     /// in the journal).
     pub fn observe(&mut self, position: usize, at: Instant, event: &CoreEvent, core: &ShardCore) {
         self.captures(event, core);
+        match event {
+            CoreEvent::Await(AwaitEvent::TurnExpired { .. }) => self.tally.turns_expired += 1,
+            CoreEvent::Await(AwaitEvent::ParkedReady { .. }) => self.tally.moves_unparked += 1,
+            CoreEvent::Session(SessionEvent::TurnExpired { .. }) => {
+                self.tally.session_turns_expired += 1;
+            }
+            _ => {}
+        }
+        if let CoreEvent::Relocation(RelocationEvent::Capture { actor, .. }) = event {
+            if core.actor_owner().awaiting(actor).is_some() {
+                let detail = format!("{actor:?} was captured while its turn awaits");
+                self.fail(
+                    "no_capture_while_a_turn_awaits",
+                    "§8.1; docs/actors.md",
+                    detail,
+                );
+            }
+        }
         match event {
             CoreEvent::Actor(ActorEvent::Deliver { actor, payload, .. }) => {
                 self.delivered(actor, payload, core);

@@ -13,6 +13,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 
 use crate::core::actor::{ActorEvent, ActorOwnerIdentity, Actors, ReplyTicket};
+use crate::core::actor::{AwaitEvent, ParkId};
 use crate::core::creation::OwnRow;
 use crate::core::relocation::{
     AbortAnswer, Capture, CasAnswer, RelocationConfig, RelocationEvent, Relocations, StoreOp,
@@ -170,6 +171,11 @@ pub struct SimNode {
     /// Session callback turns running ([`Mesh::hold_session_turns`]), in
     /// the order they started.
     open_turns: Vec<(SessionRid, TurnId)>,
+    /// Actor turns that await ([`Mesh::suspend_turn`]): the message each
+    /// began with, answered when it resumes. The Actor's lane waits.
+    suspended: BTreeMap<ActorId, ActorEvent>,
+    /// Moves parked behind an awaiting turn, with their targets.
+    parked: Vec<(ParkId, ActorId, NodeRid)>,
 }
 
 impl SimNode {
@@ -355,6 +361,8 @@ impl Mesh {
             restored: Vec::new(),
             sessions_config,
             open_turns: Vec::new(),
+            suspended: BTreeMap::new(),
+            parked: Vec::new(),
         };
         self.nodes.insert(rid, node);
         rid
@@ -578,6 +586,10 @@ impl Mesh {
     pub fn run_lane(&mut self, node: NodeRid, actor: &ActorId) -> Vec<ActorEvent> {
         let now = self.now;
         let sim = self.node_mut(node);
+        if sim.suspended.contains_key(actor) {
+            // Its turn awaits: the lane waits with it.
+            return Vec::new();
+        }
         let queued = sim.lanes.remove(actor).unwrap_or_default();
         for event in &queued {
             echo(&mut sim.core.actors(now), event);
@@ -586,12 +598,77 @@ impl Mesh {
         queued.into()
     }
 
+    /// The next message on the Actor's lane starts a turn that awaits
+    /// (docs/actors.md "Async turns"): the core keeps its deadline, the lane
+    /// waits, and [`Mesh::resume_turn`] answers it. Returns the message, or
+    /// `None` when the lane has no message first or already awaits.
+    pub fn suspend_turn(&mut self, node: NodeRid, actor: &ActorId) -> Option<ActorEvent> {
+        let now = self.now;
+        let sim = self.node_mut(node);
+        if sim.suspended.contains_key(actor) {
+            return None;
+        }
+        let lane = sim.lanes.get_mut(actor)?;
+        if !matches!(lane.front(), Some(ActorEvent::Deliver { .. })) {
+            return None;
+        }
+        let event = lane.pop_front()?;
+        sim.core.actors(now).turn_suspended(actor);
+        sim.suspended.insert(actor.clone(), event.clone());
+        Some(event)
+    }
+
+    /// The awaiting turn's future is ready: the turn answers its message
+    /// and ends; moves parked behind it go on.
+    pub fn resume_turn(&mut self, node: NodeRid, actor: &ActorId) {
+        let now = self.now;
+        let sim = self.node_mut(node);
+        let Some(event) = sim.suspended.remove(actor) else {
+            return;
+        };
+        echo(&mut sim.core.actors(now), &event);
+        sim.core.actors(now).turn_ended(actor);
+        self.pump();
+    }
+
+    /// The Actors at `node` whose turns await.
+    pub fn suspended(&self, node: NodeRid) -> Vec<ActorId> {
+        self.node(node).suspended.keys().cloned().collect()
+    }
+
+    /// Ends an awaiting turn without its continuation (a destroy): its
+    /// message is answered with `reason`.
+    fn end_suspended(&mut self, node: NodeRid, actor: &ActorId, reason: Reason) {
+        let now = self.now;
+        let sim = self.node_mut(node);
+        if let Some(event) = sim.suspended.remove(actor) {
+            sim.core.actors(now).refuse(event, reason);
+            sim.core.actors(now).turn_ended(actor);
+        }
+    }
+
+    /// Relocates `actor` from `from` to `to`, as the runtime's
+    /// `Node::relocate` does: a move of an Actor whose turn awaits is
+    /// parked until the turn ends, at most the prepare bound.
+    pub fn relocate_or_park(&mut self, from: NodeRid, actor: &ActorId, to: NodeRid) -> bool {
+        let now = self.now;
+        let sim = self.node_mut(from);
+        if sim.core.actor_owner().awaiting(actor).is_some() {
+            let park = sim.core.actors(now).park_move(actor);
+            sim.parked.push((park, actor.clone(), to));
+            return true;
+        }
+        let started = sim.core.relocations(now).relocate(actor, to).is_ok();
+        self.pump();
+        started
+    }
+
     /// The Actors at a node whose lanes have work waiting, in order.
     pub fn busy_lanes(&self, node: NodeRid) -> Vec<ActorId> {
-        let lanes = &self.node(node).lanes;
-        lanes
+        let sim = self.node(node);
+        sim.lanes
             .iter()
-            .filter(|(_, lane)| !lane.is_empty())
+            .filter(|(actor, lane)| !lane.is_empty() && !sim.suspended.contains_key(*actor))
             .map(|(actor, _)| actor.clone())
             .collect()
     }
@@ -939,6 +1016,8 @@ impl Mesh {
     /// incarnation, and the store's row is removed, so the next create of the
     /// same ActorId gets greater generations (§1, §4).
     pub fn destroy(&mut self, node: NodeRid, actor: &ActorId) -> Result<(), Error> {
+        // An awaiting turn ends first (docs/actors.md "Async turns").
+        self.end_suspended(node, actor, Reason::StaleLocation);
         self.actors(node).destroy(actor)?;
         self.node_mut(node).states.remove(actor);
         // The lane goes with the Actor; what it held still ends (§12).
@@ -1069,9 +1148,23 @@ impl Mesh {
                     relocation_events.push(event);
                 }
                 // Node code's request ended: the checker saw it in the
-                // journal; nobody else waits for it. No simulated turn
-                // awaits, so nothing is about one.
-                CoreEvent::NodeCallOutcome { .. } | CoreEvent::Await(_) => {}
+                // journal; nobody else waits for it.
+                CoreEvent::NodeCallOutcome { .. } => {}
+                // The core's word on an awaiting turn or a parked move.
+                CoreEvent::Await(AwaitEvent::TurnExpired { actor, .. }) => {
+                    if let Some(event) = node.suspended.remove(&actor) {
+                        node.core.actors(now).refuse(event, Reason::Deadline);
+                    }
+                }
+                CoreEvent::Await(AwaitEvent::ParkedReady { park }) => {
+                    if let Some(at) = node.parked.iter().position(|p| p.0 == park) {
+                        let (_, actor, to) = node.parked.remove(at);
+                        let _ = node.core.relocations(now).relocate(&actor, to);
+                    }
+                }
+                CoreEvent::Await(AwaitEvent::ParkedExpired { park }) => {
+                    node.parked.retain(|p| p.0 != park);
+                }
             }
         }
         progress |= !transmits.is_empty();

@@ -131,6 +131,11 @@ pub enum Action {
     },
     /// An Actor's lane runs its queued work (its handlers).
     RunLane { node: NodeRid, actor: ActorId },
+    /// The next message on an Actor's lane starts a turn that awaits
+    /// (docs/actors.md "Async turns").
+    SuspendTurn { node: NodeRid, actor: ActorId },
+    /// An awaiting turn's future is ready: the turn answers and ends.
+    ResumeTurn { node: NodeRid, actor: ActorId },
     /// Time passes.
     Advance(Duration),
     /// The link between two nodes breaks; what was in flight is lost.
@@ -474,7 +479,9 @@ impl World {
             728..=729 => self.choose_timer(),
             730..=734 => self.choose_call(),
             735..=804 => self.choose_relocate(),
-            805..=904 => self.choose_lane(),
+            805..=889 => self.choose_lane(),
+            890..=897 => self.choose_suspend(),
+            898..=904 => self.choose_resume(),
             905..=964 => Some(self.choose_advance()),
             965..=972 => self.choose_break(),
             973..=975 => self.pick(&self.up()).map(Action::Restart),
@@ -640,6 +647,20 @@ impl World {
         let busy = self.mesh.busy_lanes(node);
         let actor = self.pick(&busy)?;
         Some(Action::RunLane { node, actor })
+    }
+
+    fn choose_suspend(&mut self) -> Option<Action> {
+        let node = self.pick(&self.nodes.clone())?;
+        let busy = self.mesh.busy_lanes(node);
+        let actor = self.pick(&busy)?;
+        Some(Action::SuspendTurn { node, actor })
+    }
+
+    fn choose_resume(&mut self) -> Option<Action> {
+        let node = self.pick(&self.nodes.clone())?;
+        let awaiting = self.mesh.suspended(node);
+        let actor = self.pick(&awaiting)?;
+        Some(Action::ResumeTurn { node, actor })
     }
 
     fn choose_advance(&mut self) -> Action {
@@ -829,10 +850,24 @@ impl World {
                 let _ = self.mesh.actors(*node).set_timer(actor, *after, *period);
             }
             Action::Relocate { actor, from, to } => {
-                if self.mesh.relocations(*from).relocate(actor, *to).is_ok() {
+                if self.mesh.relocate_or_park(*from, actor, *to) {
                     self.relocations += 1;
                 }
             }
+            Action::SuspendTurn { node, actor } => {
+                let generation = self
+                    .mesh
+                    .node(*node)
+                    .core()
+                    .actor_owner()
+                    .actor_ref(actor)
+                    .map(|r| r.generation);
+                if let Some(work) = self.mesh.suspend_turn(*node, actor) {
+                    // The handler ran up to its await: processed once.
+                    self.checker.borrow_mut().ran(&work, generation);
+                }
+            }
+            Action::ResumeTurn { node, actor } => self.mesh.resume_turn(*node, actor),
             Action::RunLane { node, actor } => {
                 // A lane holds work for the incarnation its node hosts (a
                 // destroy or a restart empties it).
@@ -1038,6 +1073,9 @@ impl World {
         while passed < time {
             self.revive();
             for node in self.nodes.clone() {
+                for actor in self.mesh.suspended(node) {
+                    self.apply(&Action::ResumeTurn { node, actor });
+                }
                 for actor in self.mesh.busy_lanes(node) {
                     self.apply(&Action::RunLane { node, actor });
                 }
