@@ -285,6 +285,20 @@ pub(crate) struct Completion<T> {
     shared: Rc<RefCell<Shared<T>>>,
 }
 
+impl<T> Drop for Completion<T> {
+    /// Nobody awaits the value any more: the waker the last poll left is
+    /// let go, so that a later completion or drop of the completer wakes
+    /// no task. A session turn's abort is dropped so, then its completer
+    /// as the turn ends: that wake queued the finished task once more per
+    /// message (a ready-queue push and an unpark, and a loop turn that did
+    /// not park) for a poll the executor then skipped.
+    fn drop(&mut self) {
+        if let Ok(mut shared) = self.shared.try_borrow_mut() {
+            shared.waker = None;
+        }
+    }
+}
+
 impl<T> Future for Completion<T> {
     type Output = Option<T>;
 
@@ -368,6 +382,21 @@ mod tests {
             .wake();
         assert_eq!(executor.run_ready(16), 0, "the stale wake polled a task");
         assert_eq!(*polls.borrow(), 1);
+    }
+
+    /// A turn that ended before its abort leaves no waker behind: dropping
+    /// the abort's completer afterwards queues nothing.
+    #[test]
+    fn a_completer_dropped_after_its_task_ended_wakes_nothing() {
+        let mut executor = Executor::new(CountUnparks(Arc::new(AtomicUsize::new(0))));
+        let (abort, aborted) = completion::<()>();
+        executor.spawn(async move {
+            assert_eq!(or_abort(async { 7 }, aborted).await, Some(7));
+        });
+        assert_eq!(executor.run_ready(16), 1);
+        assert!(!executor.has_ready());
+        drop(abort);
+        assert!(!executor.has_ready(), "the ended task was queued again");
     }
 
     #[test]
