@@ -12,7 +12,9 @@
 //! the payload it got, so what is counted is the node's. The figure is
 //! printed (`cargo test --test alloc_relay -- --nocapture`) and bounded:
 //! a regression bound, not a speed (docs/PERFORMANCE.md "Allocations per
-//! relayed message" names each allocation behind it).
+//! relayed message" names each allocation behind it). It stays the only
+//! test of this file: the count is the whole process's, and a test running
+//! beside it would be counted too.
 
 mod runtime_support;
 
