@@ -9,6 +9,7 @@
 
 use std::collections::VecDeque;
 use std::io;
+use std::mem;
 use std::net::SocketAddr;
 
 use bytes::{Bytes, BytesMut};
@@ -242,6 +243,10 @@ pub(super) struct Conns {
     pub(super) events: VecDeque<NetEvent>,
     /// Connections to look at in the gather step.
     pub(super) flush: Vec<ConnId>,
+    /// The gather step's copy of `flush` ([`Conns::take_flush`]), kept
+    /// empty between turns so that both lists keep their capacity: listing
+    /// a connection allocates nothing once warm (issue 24 item 4).
+    flush_spare: Vec<ConnId>,
     /// Ended connections not yet released.
     pub(super) ending: Vec<ConnId>,
     /// The caller's bound on one connection's queued and in-flight bytes.
@@ -254,9 +259,28 @@ impl Conns {
             slab: Slab::default(),
             events: VecDeque::with_capacity(events),
             flush: Vec::new(),
+            flush_spare: Vec::new(),
             ending: Vec::new(),
             outbound_max,
         }
+    }
+
+    /// The connections listed for the gather step, leaving the list empty
+    /// with the capacity of the last one handed back
+    /// ([`give_back_flush`](Self::give_back_flush)): taking the list
+    /// whole (`mem::take`) would leave it without capacity, and the next
+    /// listing would allocate it again, once or twice per message.
+    pub(super) fn take_flush(&mut self) -> Vec<ConnId> {
+        let mut list = mem::take(&mut self.flush_spare);
+        mem::swap(&mut list, &mut self.flush);
+        list
+    }
+
+    /// Hands back a list [`take_flush`](Self::take_flush) gave, done with,
+    /// to be the next one's buffer.
+    pub(super) fn give_back_flush(&mut self, mut list: Vec<ConnId>) {
+        list.clear();
+        self.flush_spare = list;
     }
 
     /// See [`super::Reactor::inbound`].

@@ -220,9 +220,11 @@ impl EpollReactor {
     /// Step 1: each listed connection writes what it has queued; a draining
     /// connection with nothing left ends.
     fn gather_sends(&mut self) {
-        for id in mem::take(&mut self.conns.flush) {
+        let list = self.conns.take_flush();
+        for &id in &list {
             self.flush_one(id);
         }
+        self.conns.give_back_flush(list);
     }
 
     fn flush_one(&mut self, id: ConnId) {

@@ -267,14 +267,17 @@ impl UringReactor {
     /// Step 1: one send per connection with queued bytes and none in flight;
     /// a draining connection with nothing left ends.
     fn gather_sends(&mut self) -> io::Result<()> {
-        let list = mem::take(&mut self.conns.flush);
+        let list = self.conns.take_flush();
+        let mut outcome = Ok(());
         for (done, &id) in list.iter().enumerate() {
             if let Err(err) = self.flush_one(id) {
                 self.conns.flush.extend_from_slice(&list[done..]);
-                return Err(err);
+                outcome = Err(err);
+                break;
             }
         }
-        Ok(())
+        self.conns.give_back_flush(list);
+        outcome
     }
 
     fn flush_one(&mut self, id: ConnId) -> io::Result<()> {

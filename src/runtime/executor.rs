@@ -10,6 +10,7 @@
 
 use std::cell::RefCell;
 use std::future::Future;
+use std::mem;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -35,8 +36,11 @@ type LocalFuture = Pin<Box<dyn Future<Output = ()>>>;
 struct Slot {
     generation: u32,
     future: Option<LocalFuture>,
-    /// Built once per task, so polling allocates nothing.
-    waker: Option<Waker>,
+    /// Built once per task, so polling allocates nothing; kept after the
+    /// task ends, so that the slot's next task takes it over instead of
+    /// allocating its own when no stale clone of it is left
+    /// ([`Executor::insert`]).
+    waker: Option<Arc<TaskWaker>>,
 }
 
 struct Ready {
@@ -100,6 +104,9 @@ pub(crate) struct Executor {
     free: Vec<u32>,
     ready: Arc<Ready>,
     spawner: Spawner,
+    /// The buffer `run_ready` moves the spawned futures through, kept
+    /// (empty) between calls so that starting a task allocates no list.
+    starting: Vec<LocalFuture>,
     live: usize,
 }
 
@@ -115,6 +122,7 @@ impl Executor {
             spawner: Spawner {
                 spawned: Rc::new(RefCell::new(Vec::new())),
             },
+            starting: Vec::new(),
             live: 0,
         }
     }
@@ -153,10 +161,18 @@ impl Executor {
             index,
             generation: slot.generation,
         };
-        slot.waker = Some(Waker::from(Arc::new(TaskWaker {
-            id,
-            ready: Arc::clone(&self.ready),
-        })));
+        // The slot's last waker is taken over when nothing else holds it:
+        // a clone still held somewhere (a stale wake, which the generation
+        // check ignores) keeps its id, and the task gets a waker of its own.
+        match slot.waker.as_mut().and_then(Arc::get_mut) {
+            Some(waker) => waker.id = id,
+            None => {
+                slot.waker = Some(Arc::new(TaskWaker {
+                    id,
+                    ready: Arc::clone(&self.ready),
+                }));
+            }
+        }
         self.ready.queue.push(id);
         id
     }
@@ -174,10 +190,12 @@ impl Executor {
 
     /// Polls up to `budget` ready tasks; returns how many were polled.
     pub(crate) fn run_ready(&mut self, budget: usize) -> usize {
-        let spawned: Vec<LocalFuture> = self.spawner.spawned.borrow_mut().drain(..).collect();
-        for future in spawned {
+        let mut starting = mem::take(&mut self.starting);
+        mem::swap(&mut starting, &mut *self.spawner.spawned.borrow_mut());
+        for future in starting.drain(..) {
             self.insert(future);
         }
+        self.starting = starting;
         let mut polled = 0;
         while polled < budget {
             let Some(id) = self.ready.queue.pop() else {
@@ -193,12 +211,12 @@ impl Executor {
             let (Some(mut future), Some(waker)) = (slot.future.take(), slot.waker.clone()) else {
                 continue;
             };
+            let waker = Waker::from(waker);
             polled += 1;
             let mut cx = Context::from_waker(&waker);
             match future.as_mut().poll(&mut cx) {
                 Poll::Pending => self.slots[id.index as usize].future = Some(future),
                 Poll::Ready(()) => {
-                    self.slots[id.index as usize].waker = None;
                     self.live -= 1;
                     self.free.push(id.index);
                 }
@@ -267,6 +285,20 @@ pub(crate) struct Completion<T> {
     shared: Rc<RefCell<Shared<T>>>,
 }
 
+impl<T> Drop for Completion<T> {
+    /// Nobody awaits the value any more: the waker the last poll left is
+    /// let go, so that a later completion or drop of the completer wakes
+    /// no task. A session turn's abort is dropped so, then its completer
+    /// as the turn ends: that wake queued the finished task once more per
+    /// message (a ready-queue push and an unpark, and a loop turn that did
+    /// not park) for a poll the executor then skipped.
+    fn drop(&mut self) {
+        if let Ok(mut shared) = self.shared.try_borrow_mut() {
+            shared.waker = None;
+        }
+    }
+}
+
 impl<T> Future for Completion<T> {
     type Output = Option<T>;
 
@@ -322,6 +354,49 @@ mod tests {
         executor.run_ready(16);
         assert_eq!(*got.borrow(), vec![Some(0), Some(7)]);
         assert_eq!(executor.live(), 0);
+    }
+
+    /// A slot's next task takes over its waker only when no clone of it
+    /// is left: a waker kept past its task's end still names that task,
+    /// and its wake polls nothing.
+    #[test]
+    fn a_stale_waker_does_not_wake_the_next_task_of_its_slot() {
+        let mut executor = Executor::new(CountUnparks(Arc::new(AtomicUsize::new(0))));
+        let kept = Rc::new(RefCell::new(None));
+        let k = Rc::clone(&kept);
+        executor.spawn(std::future::poll_fn(move |cx| {
+            *k.borrow_mut() = Some(cx.waker().clone());
+            Poll::Ready(())
+        }));
+        assert_eq!(executor.run_ready(16), 1);
+        let polls = Rc::new(RefCell::new(0));
+        let p = Rc::clone(&polls);
+        executor.spawn(std::future::poll_fn(move |_| {
+            *p.borrow_mut() += 1;
+            Poll::<()>::Pending
+        }));
+        assert_eq!(executor.run_ready(16), 1, "the new task's first poll");
+        kept.borrow_mut()
+            .take()
+            .expect("the first task's waker")
+            .wake();
+        assert_eq!(executor.run_ready(16), 0, "the stale wake polled a task");
+        assert_eq!(*polls.borrow(), 1);
+    }
+
+    /// A turn that ended before its abort leaves no waker behind: dropping
+    /// the abort's completer afterwards queues nothing.
+    #[test]
+    fn a_completer_dropped_after_its_task_ended_wakes_nothing() {
+        let mut executor = Executor::new(CountUnparks(Arc::new(AtomicUsize::new(0))));
+        let (abort, aborted) = completion::<()>();
+        executor.spawn(async move {
+            assert_eq!(or_abort(async { 7 }, aborted).await, Some(7));
+        });
+        assert_eq!(executor.run_ready(16), 1);
+        assert!(!executor.has_ready());
+        drop(abort);
+        assert!(!executor.has_ready(), "the ended task was queued again");
     }
 
     #[test]

@@ -32,6 +32,7 @@ use self::actors::{ActorHost, HostRequest, HostWaiter};
 pub(crate) use self::calls::NodeCallReply;
 use self::relocation::Moves;
 use self::session::RunningTurn;
+use super::app::session::Dispatches;
 use super::deadlines::FifoDeadlines;
 use super::executor::{completion, Completer, Completion, Executor, Spawner};
 use super::links::{Links, Sent};
@@ -152,6 +153,8 @@ pub(crate) struct ShardState {
 pub(crate) struct ShardHandle {
     state: RefCell<ShardState>,
     spawner: Spawner,
+    /// The packets' dispatches kept for reuse (`session.rs`'s `dispatch`).
+    dispatches: Dispatches,
 }
 
 impl ShardState {
@@ -842,6 +845,7 @@ impl ShardHandle {
         Rc::new(Self {
             state: RefCell::new(state),
             spawner,
+            dispatches: Dispatches::default(),
         })
     }
 

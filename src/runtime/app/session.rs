@@ -295,3 +295,73 @@ pub(crate) struct Dispatch {
     pub(crate) correlation: Option<Correlation>,
     pub(crate) answered: Cell<bool>,
 }
+
+/// A shard's [`Dispatch`]es kept for reuse, so that dispatching a packet
+/// allocates none once warm (issue 24 item 4). One is kept only when
+/// nothing else holds it: a handler that kept its [`Packet`] past its turn
+/// keeps that dispatch to itself.
+#[derive(Debug, Default)]
+pub(crate) struct Dispatches {
+    spare: RefCell<Vec<Rc<Dispatch>>>,
+}
+
+impl Dispatches {
+    /// At most this many are kept: the packet turns running at once on a
+    /// shard, beyond which a dispatch is simply freed.
+    const KEPT: usize = 64;
+
+    /// A dispatch for a packet with `correlation` (none for a one-way
+    /// message), not answered yet.
+    pub(crate) fn take(&self, correlation: Option<Correlation>) -> Rc<Dispatch> {
+        let spare = self.spare.borrow_mut().pop();
+        if let Some(mut dispatch) = spare {
+            if let Some(fresh) = Rc::get_mut(&mut dispatch) {
+                fresh.correlation = correlation;
+                fresh.answered.set(false);
+                return dispatch;
+            }
+        }
+        Rc::new(Dispatch {
+            correlation,
+            answered: Cell::new(false),
+        })
+    }
+
+    /// Keeps `dispatch`, whose packet's turn is over, for the next packet,
+    /// unless its packet is still held somewhere.
+    pub(crate) fn give_back(&self, dispatch: Rc<Dispatch>) {
+        let mut spare = self.spare.borrow_mut();
+        if Rc::strong_count(&dispatch) == 1
+            && Rc::weak_count(&dispatch) == 0
+            && spare.len() < Self::KEPT
+        {
+            spare.push(dispatch);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dispatch_given_back_is_reused_fresh_unless_its_packet_is_still_held() {
+        let dispatches = Dispatches::default();
+        let first = dispatches.take(Some(Correlation(1)));
+        first.answered.set(true);
+        let at = Rc::as_ptr(&first);
+        dispatches.give_back(first);
+        let second = dispatches.take(None);
+        assert_eq!(Rc::as_ptr(&second), at, "the kept dispatch is reused");
+        assert_eq!(second.correlation, None);
+        assert!(
+            !second.answered.get(),
+            "a reused dispatch starts unanswered"
+        );
+        let held = Rc::clone(&second);
+        dispatches.give_back(second);
+        let third = dispatches.take(Some(Correlation(3)));
+        assert_ne!(Rc::as_ptr(&third), at, "a dispatch still held was reused");
+        assert_eq!(held.correlation, None, "the held dispatch was changed");
+    }
+}

@@ -20,7 +20,7 @@ use crate::core::trace::FlowTrace;
 use crate::error::{Error, Reason};
 use crate::ids::{Correlation, PacketKey, SessionRid};
 use crate::net::{CloseCause, ConnId};
-use crate::runtime::app::session::{Attributes, Dispatch, Packet, Session};
+use crate::runtime::app::session::{Attributes, Packet, Session};
 use crate::runtime::executor::{completion, or_abort, Completer};
 use crate::runtime::rate_limit::TokenBucket;
 use crate::runtime::PacketHandler;
@@ -352,10 +352,7 @@ impl ShardHandle {
         packet: ClientPacket,
     ) -> Result<(), Error> {
         let rid = session.rid;
-        let dispatch = Rc::new(Dispatch {
-            correlation: packet.correlation,
-            answered: std::cell::Cell::new(false),
-        });
+        let dispatch = self.dispatches.take(packet.correlation);
         let packet = Packet {
             key: packet.key,
             payload: packet.payload,
@@ -369,6 +366,7 @@ impl ShardHandle {
                 .unwrap_or(Error::new(Reason::NotAnswered));
             let _ = self.answer(rid, correlation, Err(error));
         }
+        self.dispatches.give_back(dispatch);
         outcome
     }
 }
