@@ -247,6 +247,56 @@ struct Shared<T> {
     dropped: bool,
 }
 
+/// The abort completions of session turns, used again once both their ends
+/// are gone: a turn's abort was an allocation per relayed message on the
+/// local path (docs/PERFORMANCE.md "Allocations per relayed message").
+#[derive(Default)]
+pub(crate) struct AbortPool {
+    free: Vec<Rc<RefCell<Shared<()>>>>,
+}
+
+/// Gives a turn's abort back to its [`AbortPool`] ([`AbortPool::give`]).
+pub(crate) struct AbortSlot(Rc<RefCell<Shared<()>>>);
+
+impl AbortPool {
+    /// At most this many are kept: the turns running at once, in practice.
+    const KEEP: usize = 64;
+
+    /// A fresh abort pair, from the pool when it has one.
+    pub(crate) fn take(&mut self) -> (Completer<()>, Completion<()>, AbortSlot) {
+        let shared = self.free.pop().unwrap_or_else(|| {
+            Rc::new(RefCell::new(Shared {
+                value: None,
+                waker: None,
+                dropped: false,
+            }))
+        });
+        {
+            let mut state = shared.borrow_mut();
+            state.value = None;
+            state.waker = None;
+            state.dropped = false;
+        }
+        (
+            Completer {
+                shared: Rc::clone(&shared),
+            },
+            Completion {
+                shared: Rc::clone(&shared),
+            },
+            AbortSlot(shared),
+        )
+    }
+
+    /// Keeps the slot for the next turn if nothing else holds it any more
+    /// (both its completer and its completion were dropped).
+    pub(crate) fn give(&mut self, slot: AbortSlot) {
+        if Rc::strong_count(&slot.0) == 1 && self.free.len() < Self::KEEP {
+            self.free.push(slot.0);
+        }
+    }
+}
+
 /// Fills a [`Completion`].
 pub(crate) struct Completer<T> {
     shared: Rc<RefCell<Shared<T>>>,
@@ -415,5 +465,39 @@ mod tests {
         executor.run_ready(16);
         assert_eq!(*got.borrow(), Some(None));
         assert_eq!(executor.live(), 0);
+    }
+
+    #[test]
+    fn a_pooled_abort_is_used_again_only_once_both_ends_are_gone_and_starts_unaborted() {
+        let mut executor = Executor::new(CountUnparks(Arc::new(AtomicUsize::new(0))));
+        let mut pool = AbortPool::default();
+        // A turn aborted: its completion still held by the task, so the slot
+        // is not kept.
+        let (abort, aborted, slot) = pool.take();
+        drop(abort);
+        pool.give(slot);
+        assert!(pool.free.is_empty(), "kept while its completion lives");
+        drop(aborted);
+        // A turn that ended: both ends dropped, the slot is kept and the
+        // next turn's abort starts fresh (not dropped, no value).
+        let (abort, aborted, slot) = pool.take();
+        executor.spawn(async move {
+            assert_eq!(or_abort(async { 1 }, aborted).await, Some(1));
+        });
+        executor.run_ready(16);
+        drop(abort);
+        pool.give(slot);
+        assert_eq!(pool.free.len(), 1);
+        let (abort, aborted, _slot) = pool.take();
+        let got = Rc::new(RefCell::new(None));
+        let g = Rc::clone(&got);
+        executor.spawn(async move {
+            *g.borrow_mut() = or_abort(std::future::pending::<u8>(), aborted).await;
+        });
+        executor.run_ready(16);
+        assert_eq!(executor.live(), 1, "a fresh abort does not end the turn");
+        drop(abort);
+        executor.run_ready(16);
+        assert_eq!((*got.borrow(), executor.live()), (None, 0));
     }
 }

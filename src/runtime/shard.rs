@@ -124,6 +124,8 @@ pub(crate) struct ShardState {
     running_turns: HashMap<SessionRid, RunningTurn>,
     /// Each session's typed attributes, until its disconnect turn is over.
     attributes: HashMap<SessionRid, crate::runtime::app::session::Attributes>,
+    /// Session turns' aborts kept for reuse (`session.rs`'s `start_turn`).
+    aborts: super::executor::AbortPool,
     draining: Option<Drain>,
     bind_waiters: HashMap<Ticket, Completer<Result<ActorRef, Error>>>,
     /// Actor look-ups answered by the Actor's shard.
@@ -205,6 +207,7 @@ impl ShardState {
             ready_turns: std::collections::VecDeque::new(),
             running_turns: HashMap::new(),
             attributes: HashMap::new(),
+            aborts: super::executor::AbortPool::default(),
             draining: None,
             bind_waiters: HashMap::new(),
             actor_waiters: HashMap::new(),

@@ -21,7 +21,7 @@ use crate::error::{Error, Reason};
 use crate::ids::{Correlation, PacketKey, SessionRid};
 use crate::net::{CloseCause, ConnId};
 use crate::runtime::app::session::{Attributes, Packet, Session};
-use crate::runtime::executor::{completion, or_abort, Completer};
+use crate::runtime::executor::{or_abort, AbortSlot, Completer};
 use crate::runtime::rate_limit::TokenBucket;
 use crate::runtime::PacketHandler;
 use crate::wire::client::{ClientFrame, CloseReason};
@@ -30,7 +30,9 @@ use crate::wire::client::{ClientFrame, CloseReason};
 pub(super) struct RunningTurn {
     turn: TurnId,
     /// Held for its drop, which aborts the turn.
-    _abort: Completer<()>,
+    abort: Completer<()>,
+    /// The abort's storage, for the shard's pool once the turn is over.
+    slot: AbortSlot,
 }
 
 impl ShardState {
@@ -216,10 +218,11 @@ impl ShardState {
         turn: &SessionTurn,
     ) -> Option<(Attributes, crate::runtime::executor::Completion<()>)> {
         let attributes = self.attributes.get(&turn.session)?.clone();
-        let (abort, aborted) = completion::<()>();
+        let (abort, aborted, slot) = self.aborts.take();
         let running = RunningTurn {
             turn: turn.turn,
-            _abort: abort,
+            abort,
+            slot,
         };
         self.running_turns.insert(turn.session, running);
         Some((attributes, aborted))
@@ -234,7 +237,10 @@ impl ShardState {
             .get(&session)
             .is_some_and(|running| running.turn == turn)
         {
-            self.running_turns.remove(&session);
+            if let Some(RunningTurn { abort, slot, .. }) = self.running_turns.remove(&session) {
+                drop(abort);
+                self.aborts.give(slot);
+            }
         }
         if last {
             self.attributes.remove(&session);
