@@ -83,10 +83,12 @@ const ECHO: PacketKey = PacketKey(61);
 const WARM: u32 = 2_000;
 /// Relays counted.
 const MEASURED: u32 = 10_000;
-/// The bound on allocations per relayed message, the figure measured
-/// when the test was written rounded up (see docs/PERFORMANCE.md): a
-/// regression bound, lowered as allocations are taken off the path.
-const BOUND_PER_MESSAGE: f64 = 3.0;
+/// The bound on allocations per relayed message: issue 24's "at most 1"
+/// (the packet handler's boxed future, docs/PERFORMANCE.md), with 2% of
+/// slack for the node's periodic work that may fall in the window (a
+/// lease round, a metrics publish), which is not per message. A
+/// regression bound, not a speed.
+const BOUND_PER_MESSAGE: f64 = 1.02;
 
 /// Answers every message with the payload it got: no allocation of its own.
 struct Echo;

@@ -9,14 +9,13 @@
 //! a budget, so one busy callback cannot starve the socket loop.
 
 use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::future::Future;
 use std::mem;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
-
-use crossbeam_queue::SegQueue;
 
 /// Wakes the thread that runs the executor (the shard's reactor).
 pub(crate) trait Unpark: Send + Sync + 'static {
@@ -43,8 +42,34 @@ struct Slot {
     waker: Option<Arc<TaskWaker>>,
 }
 
+impl Ready {
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<TaskId>> {
+        self.queue
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn push(&self, id: TaskId) {
+        self.lock().push_back(id);
+    }
+
+    fn pop(&self) -> Option<TaskId> {
+        self.lock().pop_front()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
+}
+
 struct Ready {
-    queue: SegQueue<TaskId>,
+    /// Woken tasks, in order. A locked deque rather than a lock-free
+    /// segment queue: it keeps its capacity, so a warm shard allocates
+    /// nothing per wake (a segment queue allocated a block every 31
+    /// pushes, once per relayed message: docs/PERFORMANCE.md "Allocations
+    /// per relayed message"); almost every wake comes from the shard's own
+    /// thread, so the lock is uncontended.
+    queue: Mutex<VecDeque<TaskId>>,
     unpark: Box<dyn Unpark>,
 }
 
@@ -59,7 +84,7 @@ impl Wake for TaskWaker {
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
-        self.ready.queue.push(self.id);
+        self.ready.push(self.id);
         self.ready.unpark.unpark();
     }
 }
@@ -116,7 +141,7 @@ impl Executor {
             slots: Vec::new(),
             free: Vec::new(),
             ready: Arc::new(Ready {
-                queue: SegQueue::new(),
+                queue: Mutex::new(VecDeque::new()),
                 unpark: Box::new(unpark),
             }),
             spawner: Spawner {
@@ -173,7 +198,7 @@ impl Executor {
                 }));
             }
         }
-        self.ready.queue.push(id);
+        self.ready.push(id);
         id
     }
 
@@ -185,7 +210,7 @@ impl Executor {
 
     /// Whether a task is ready to be polled.
     pub(crate) fn has_ready(&self) -> bool {
-        !self.ready.queue.is_empty() || !self.spawner.spawned.borrow().is_empty()
+        !self.ready.is_empty() || !self.spawner.spawned.borrow().is_empty()
     }
 
     /// Polls up to `budget` ready tasks; returns how many were polled.
@@ -198,7 +223,7 @@ impl Executor {
         self.starting = starting;
         let mut polled = 0;
         while polled < budget {
-            let Some(id) = self.ready.queue.pop() else {
+            let Some(id) = self.ready.pop() else {
                 break;
             };
             let Some(slot) = self.slots.get_mut(id.index as usize) else {

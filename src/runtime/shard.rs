@@ -126,6 +126,8 @@ pub(crate) struct ShardState {
     attributes: HashMap<SessionRid, crate::runtime::app::session::Attributes>,
     /// Session turns' aborts kept for reuse (`session.rs`'s `start_turn`).
     aborts: super::executor::AbortPool,
+    /// Each session's lane task's mailbox, while the task lives.
+    lane_tasks: HashMap<SessionRid, Rc<session::LaneMailbox>>,
     draining: Option<Drain>,
     bind_waiters: HashMap<Ticket, Completer<Result<ActorRef, Error>>>,
     /// Actor look-ups answered by the Actor's shard.
@@ -208,6 +210,7 @@ impl ShardState {
             running_turns: HashMap::new(),
             attributes: HashMap::new(),
             aborts: super::executor::AbortPool::default(),
+            lane_tasks: HashMap::new(),
             draining: None,
             bind_waiters: HashMap::new(),
             actor_waiters: HashMap::new(),

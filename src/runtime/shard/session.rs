@@ -11,8 +11,12 @@
 //! ([`SessionEvent::TurnExpired`]). Session attributes live until the
 //! disconnect turn is over.
 
+use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 
 use super::{ShardHandle, ShardState};
 use crate::core::session::{ClientPacket, SessionEvent, SessionTurn, SessionWork, TurnId};
@@ -21,10 +25,50 @@ use crate::error::{Error, Reason};
 use crate::ids::{Correlation, PacketKey, SessionRid};
 use crate::net::{CloseCause, ConnId};
 use crate::runtime::app::session::{Attributes, Packet, Session};
-use crate::runtime::executor::{or_abort, AbortSlot, Completer};
+use crate::runtime::executor::{or_abort, AbortSlot, Completer, Completion};
 use crate::runtime::rate_limit::TokenBucket;
 use crate::runtime::PacketHandler;
 use crate::wire::client::{ClientFrame, CloseReason};
+
+/// A turn for a session's lane task, with what it runs with.
+struct TurnToRun {
+    turn: SessionTurn,
+    attributes: Attributes,
+    aborted: Completion<()>,
+}
+
+/// Where a session's lane task takes its next turn from: the core hands
+/// out one turn of a lane at a time, so it holds at most one.
+#[derive(Default)]
+pub(super) struct LaneMailbox {
+    turn: RefCell<Option<TurnToRun>>,
+    waker: RefCell<Option<Waker>>,
+}
+
+impl LaneMailbox {
+    fn put(&self, turn: TurnToRun) {
+        let previous = self.turn.borrow_mut().replace(turn);
+        debug_assert!(previous.is_none(), "two turns of one lane at once");
+        if let Some(waker) = self.waker.borrow_mut().take() {
+            waker.wake();
+        }
+    }
+}
+
+/// The lane task's wait for its next turn.
+struct NextTurn<'a>(&'a LaneMailbox);
+
+impl Future for NextTurn<'_> {
+    type Output = TurnToRun;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<TurnToRun> {
+        if let Some(turn) = self.0.turn.borrow_mut().take() {
+            return Poll::Ready(turn);
+        }
+        *self.0.waker.borrow_mut() = Some(cx.waker().clone());
+        Poll::Pending
+    }
+}
 
 /// The running turn of a session lane.
 pub(super) struct RunningTurn {
@@ -264,8 +308,12 @@ impl ShardHandle {
         self.state.borrow().index
     }
 
-    /// Starts every session turn the core handed out as a task (§10:
-    /// binding work proceeds while the callback awaits).
+    /// Hands every session turn the core handed out to its session's lane
+    /// task (§10: binding work proceeds while the callback awaits). A
+    /// session's lane task is spawned with its first turn and runs its
+    /// turns one after another until the disconnect turn: one task per
+    /// session, not per turn (a task was an allocation per relayed message:
+    /// docs/PERFORMANCE.md "Allocations per relayed message").
     pub(super) fn start_session_turns(self: &Rc<Self>) {
         self.state.borrow_mut().drain_core();
         loop {
@@ -280,26 +328,59 @@ impl ShardHandle {
                 return;
             };
             let (session, id) = (turn.session, turn.turn);
-            let last = matches!(turn.work, SessionWork::Disconnected);
             let Some((attributes, aborted)) = started else {
                 // No attributes: never reached (they live as long as the
                 // lane); the turn ends at once.
+                let last = matches!(turn.work, SessionWork::Disconnected);
                 self.state.borrow_mut().end_session_turn(session, id, last);
                 continue;
             };
-            let handle = Session {
-                shard: Rc::clone(self),
-                rid: session,
+            let mailbox = self.state.borrow().lane_tasks.get(&session).cloned();
+            let mailbox = mailbox.unwrap_or_else(|| self.spawn_lane_task(session));
+            mailbox.put(TurnToRun {
+                turn,
                 attributes,
-            };
-            let shard = Rc::clone(self);
-            self.spawner.spawn(async move {
+                aborted,
+            });
+        }
+    }
+
+    /// Spawns the lane task of `session`: it runs each turn put in its
+    /// mailbox, under the turn's abort, and reports its end; it ends after
+    /// the disconnect turn.
+    fn spawn_lane_task(self: &Rc<Self>, session: SessionRid) -> Rc<LaneMailbox> {
+        let mailbox = Rc::new(LaneMailbox::default());
+        self.state
+            .borrow_mut()
+            .lane_tasks
+            .insert(session, Rc::clone(&mailbox));
+        let (shard, next) = (Rc::clone(self), Rc::clone(&mailbox));
+        self.spawner.spawn(async move {
+            loop {
+                let TurnToRun {
+                    turn,
+                    attributes,
+                    aborted,
+                } = NextTurn(&next).await;
+                let id = turn.turn;
+                let last = matches!(turn.work, SessionWork::Disconnected);
+                let handle = Session {
+                    shard: Rc::clone(&shard),
+                    rid: session,
+                    attributes,
+                };
                 // A turn dropped at its lifecycle deadline ends here too.
                 let _ = or_abort(shard.session_turn(handle, turn.work), aborted).await;
                 // What the lane has next comes with the next drain.
-                shard.state.borrow_mut().end_session_turn(session, id, last);
-            });
-        }
+                let mut state = shard.state.borrow_mut();
+                state.end_session_turn(session, id, last);
+                if last {
+                    state.lane_tasks.remove(&session);
+                    return;
+                }
+            }
+        });
+        mailbox
     }
 
     async fn session_turn(self: &Rc<Self>, session: Session, work: SessionWork) {
