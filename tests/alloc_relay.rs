@@ -16,6 +16,7 @@
 //! test of this file: the count is the whole process's, and a test running
 //! beside it would be counted too.
 
+mod bound;
 mod runtime_support;
 
 use std::alloc::{GlobalAlloc, Layout, System};

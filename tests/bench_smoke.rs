@@ -8,6 +8,7 @@
 
 #![cfg(feature = "bench")]
 
+mod bound;
 mod node_support;
 mod redis_support;
 

@@ -5,6 +5,7 @@
 //! again, and the client logs in again by itself; a close for `Replaced`
 //! never reconnects; a cancelled request's reply is never reported.
 
+mod bound;
 mod node_support;
 
 use std::time::Duration;

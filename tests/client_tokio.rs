@@ -5,6 +5,7 @@
 //! the client logs in again by itself; `Replaced` never reconnects.
 #![cfg(feature = "client-tokio")]
 
+mod bound;
 mod node_support;
 
 use std::time::Duration;

@@ -5,6 +5,7 @@
 //! Redis (`::processes`). Everything a test checks comes through the client
 //! protocol, the nodes' diagnostics counters or a tapped link.
 
+mod bound;
 mod layout_support;
 mod node_support;
 mod redis_support;

@@ -2,6 +2,7 @@
 //! startup with exit code 2 and a message naming the key; a good config
 //! starts, serves and stops on SIGTERM. Real processes of the built binary.
 
+mod bound;
 mod node_support;
 
 use std::path::Path;

@@ -4,6 +4,7 @@
 //! the node serves its established sessions throughout; once descriptors
 //! free, it accepts again.
 
+mod bound;
 mod node_support;
 
 use std::net::TcpStream;

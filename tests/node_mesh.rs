@@ -7,6 +7,7 @@
 //! too, in tests/mesh_contract.rs. A Redis that is missing is a clear
 //! failure (redis_support).
 
+mod bound;
 mod node_support;
 mod redis_support;
 

@@ -5,6 +5,7 @@
 //! while the node drains after SIGTERM. Every wait is on an event (a line
 //! the node prints, a reply, a socket's end) and bounded; none sleeps.
 
+mod bound;
 mod node_support;
 mod redis_support;
 

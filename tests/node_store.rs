@@ -33,6 +33,7 @@
 //! (the move tests ask again at once, each attempt waiting on its
 //! terminal). A missing redis-server is a clear failure (redis_support).
 
+mod bound;
 mod node_support;
 mod redis_support;
 

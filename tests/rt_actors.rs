@@ -2,6 +2,7 @@
 //! and User Spots, the execution modes PerActor and SpotWide, and destroy
 //! and re-create inside a Spot.
 
+mod bound;
 mod runtime_support;
 
 use bytes::Bytes;

@@ -5,6 +5,7 @@
 //! anything, and takes the Actor between two turns; a turn that awaits too
 //! long ends `DeadlineExceeded` and its lane goes on.
 
+mod bound;
 mod runtime_support;
 
 use std::time::{Duration, Instant};

@@ -1,6 +1,7 @@
 //! Startup-and-bind contract items (§4, §5, §12, §13) over real nodes on
 //! loopback: a session on one node, its actors on others.
 
+mod bound;
 mod runtime_support;
 
 use bytes::Bytes;

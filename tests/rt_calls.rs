@@ -5,6 +5,7 @@
 //! error, none twice and none silently; one-way messages between two
 //! Actors keep their order.
 
+mod bound;
 mod runtime_support;
 
 use std::collections::HashMap;

@@ -2,6 +2,7 @@
 //! listener on loopback) and real clients. Times use the real clock with a
 //! one-sided check: never sooner, and only a generous upper bound.
 
+mod bound;
 mod runtime_support;
 
 use std::sync::atomic::Ordering;

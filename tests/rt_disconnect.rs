@@ -1,5 +1,6 @@
 //! Disconnect contract items (§7, §9) over real nodes on loopback.
 
+mod bound;
 mod runtime_support;
 
 use std::time::{Duration, Instant};

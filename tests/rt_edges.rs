@@ -5,6 +5,7 @@
 //! deadline — never sooner, within a generous bound. A quiet client between
 //! frames is left alone.
 
+mod bound;
 mod runtime_support;
 
 use std::io::{Read, Write};

@@ -1,5 +1,6 @@
 //! Fences and generations (§4, §5, §6, §12) over real nodes on loopback.
 
+mod bound;
 mod redis_support;
 mod runtime_support;
 

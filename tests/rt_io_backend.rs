@@ -5,6 +5,7 @@
 //! a node. The child is this test binary again, running only the test that
 //! spawned it, or the demo binary (the README's main job).
 
+mod bound;
 mod runtime_support;
 
 use std::io;

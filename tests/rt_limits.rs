@@ -3,6 +3,7 @@
 //! no client can make a peer drop a link. A reply or push an Actor makes
 //! that no client frame could carry is refused at its sender, typed.
 
+mod bound;
 mod runtime_support;
 
 use bytes::Bytes;

@@ -6,6 +6,7 @@
 //! ends speak one version). A peer's restarted lifecycle is still linked:
 //! `x19_after_a_session_owner_restart_…` (tests/rt_fences.rs).
 
+mod bound;
 mod runtime_support;
 
 use std::io::{Read, Write};

@@ -1,5 +1,6 @@
 //! Contract items across several real nodes linked over loopback TCP.
 
+mod bound;
 mod runtime_support;
 
 use std::io::{Read, Write};

@@ -3,6 +3,7 @@
 //! node 2 only in "lobby", node 3 only in "battle", each mesh with its own
 //! cluster secret.
 
+mod bound;
 mod runtime_support;
 
 use std::net::SocketAddr;

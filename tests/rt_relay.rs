@@ -1,6 +1,7 @@
 //! Relay, reply and execution-order contract items (§5, §10, §12) over real
 //! nodes on loopback.
 
+mod bound;
 mod runtime_support;
 
 use std::time::{Duration, Instant};

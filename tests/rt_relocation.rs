@@ -2,6 +2,7 @@
 //! a bound Actor moves between nodes of a loopback mesh while its client
 //! stays connected to the node it connected to.
 
+mod bound;
 mod runtime_support;
 
 use std::sync::Arc;

@@ -1,6 +1,7 @@
 //! Rebind and replacement contract items (§6) over real nodes on loopback,
 //! some with a tap on the link that drops, duplicates or rewrites record 51.
 
+mod bound;
 mod runtime_support;
 
 use std::time::{Duration, Instant};

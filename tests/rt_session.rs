@@ -4,6 +4,7 @@
 //! after the connection ended, never overlapping another callback of the
 //! session, and never holding up the framework's own disconnect work.
 
+mod bound;
 mod runtime_support;
 
 use std::sync::atomic::{AtomicUsize, Ordering};

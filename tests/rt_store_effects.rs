@@ -9,6 +9,7 @@
 //! shape (the store called on the shard thread) the shard would sit in the
 //! create and the relays would get no reply at all.
 
+mod bound;
 mod runtime_support;
 
 use std::sync::{Arc, Condvar, Mutex};

@@ -4,6 +4,7 @@
 //! before its time; a cancelled timer ticks no more; a timer that cannot be
 //! set is a typed error.
 
+mod bound;
 mod runtime_support;
 
 use std::time::{Duration, Instant};

@@ -8,6 +8,7 @@
 //! names the type and leaves the session working; a framework error names
 //! the Actor, type or key it is about, and never a node.
 
+mod bound;
 mod runtime_support;
 
 use std::collections::BTreeMap;

@@ -8,6 +8,7 @@
 //! replacement, session callbacks) runs over WebSocket as the transport
 //! matrix of tests/runtime_support (`ZLINK_CLIENT_TRANSPORT=websocket`).
 
+mod bound;
 mod runtime_support;
 
 use std::io::{Read, Write};

@@ -4,6 +4,7 @@
 //! text), and a store that demands one refuses a client without it with a
 //! clear, typed error.
 
+mod bound;
 mod node_support;
 mod redis_support;
 

@@ -7,6 +7,7 @@
 //! TLS settings that cannot work are refused before anything connects,
 //! naming their setting.
 
+mod bound;
 mod node_support;
 mod redis_support;
 

@@ -24,6 +24,7 @@ use zlink::store::{
     CountingStore, EmbeddedStore, LocationStore, MonotonicClock, RedisStore, RedisStoreConfig,
 };
 
+use crate::bound;
 use crate::node_support::{self, NodeProcess, Peers};
 use crate::redis_support::{Mode, RedisServer};
 use crate::runtime_support::{
@@ -162,6 +163,8 @@ impl Mesh {
         name: &str,
         tapped: Option<(u64, u64)>,
     ) -> (Mesh, Option<LinkTap>) {
+        // Every layout test is under the bound from here.
+        bound::arm();
         let on_redis = matches!(layout, Layout::Redis | Layout::Processes);
         let redis = on_redis.then(|| RedisServer::start(Mode::Volatile));
         let embedded = Arc::new(CountingStore::new(EmbeddedStore::new(
@@ -248,6 +251,7 @@ impl Mesh {
     }
 
     fn wait_linked(&mut self, rid: u64, peer: u64) {
+        let _wait = bound::waiting(format_args!("the link {rid} -> {peer}"));
         match self.node(rid) {
             Started::InProcess(n) => assert!(
                 n.node.wait_linked(peer, WAIT),
@@ -276,6 +280,9 @@ impl Mesh {
     /// Moves `actor`, which node `host` hosts, to node `to`; `Ok` once the
     /// move committed, else the error's text.
     pub fn relocate(&mut self, host: u64, actor: &str, to: u64) -> Result<(), String> {
+        let _wait = bound::waiting(format_args!(
+            "the move of {actor:?} from node {host} to {to}"
+        ));
         match self.node(host) {
             Started::InProcess(n) => {
                 let id = ActorId::new(actor).expect("an ActorId");

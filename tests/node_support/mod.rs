@@ -13,6 +13,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
+use crate::bound;
+
 /// How long a node may take to print a line a test waits for.
 pub const WAIT: Duration = Duration::from_secs(20);
 
@@ -127,6 +129,7 @@ pub struct Exited {
 /// Runs the binary with `args` until it exits (a refused config exits at
 /// once); panics if it is still running after [`WAIT`].
 pub fn run_to_exit(args: &[&str]) -> Exited {
+    let _wait = bound::waiting(format_args!("zlink-node {args:?} to exit"));
     let child = command(args)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -156,6 +159,7 @@ pub fn run_to_exit(args: &[&str]) -> Exited {
 /// when it did not.
 fn wait_child(mut child: Child) -> Option<ExitStatus> {
     let pid = child.id();
+    let _wait = bound::waiting(format_args!("zlink-node pid {pid} to exit"));
     let (tx, done) = channel();
     std::thread::spawn(move || {
         let _ = tx.send(child.wait());
@@ -256,6 +260,8 @@ impl NodeProcess {
     }
 
     fn try_start_with(rid: u64, config: &Path, nofile: Option<u64>) -> Result<Self, StartFailure> {
+        // Every test that starts a zlink-node is under the bound from here.
+        bound::arm();
         let path = config.to_str().expect("a UTF-8 path");
         let mut command = command(&["--config", path, "--console"]);
         if let Some(nofile) = nofile {
@@ -313,6 +319,7 @@ impl NodeProcess {
             metrics: None,
             node_generation: 0,
         };
+        let wait = bound::waiting(format_args!("node {rid}'s ready line"));
         let ready = match node.next_match(0, |s, l| {
             s == Stream::Out && l.contains("zlink-node ready:")
         }) {
@@ -323,6 +330,7 @@ impl NodeProcess {
                 node.seen
             ),
         };
+        drop(wait);
         node.stream = field(&ready, "stream")
             .parse()
             .unwrap_or_else(|_| panic!("a stream address in {ready:?}"));
@@ -363,6 +371,10 @@ impl NodeProcess {
     /// [`NodeProcess::wait_line`] on either stream (a log line on stderr or
     /// a printed one on stdout); returns the stream and the line.
     pub fn wait_line_anywhere(&mut self, needle: &str) -> (Stream, String) {
+        let _wait = bound::waiting(format_args!(
+            "a line with {needle:?} from node {}",
+            self.rid
+        ));
         self.next_match(0, |_, l| l.contains(needle))
             .unwrap_or_else(|_| {
                 panic!(
@@ -398,6 +410,10 @@ impl NodeProcess {
         writeln!(console, "{command}").expect("the console takes a command");
         console.flush().expect("the console takes a command");
         let prefix = "zlink-node control: ";
+        let _wait = bound::waiting(format_args!(
+            "the answer to console command {command:?} on node {}",
+            self.rid
+        ));
         let line = self.wait_line_from(mark, Stream::Out, prefix);
         line.split_once(prefix)
             .map_or(line.clone(), |(_, answer)| answer.to_owned())
@@ -405,6 +421,10 @@ impl NodeProcess {
 
     /// [`NodeProcess::wait_line`] among the lines from the `from`th on.
     fn wait_line_from(&mut self, from: usize, stream: Stream, needle: &str) -> String {
+        let _wait = bound::waiting(format_args!(
+            "a line with {needle:?} on node {}'s {stream:?}",
+            self.rid
+        ));
         match self.next_match(from, |s, l| s == stream && l.contains(needle)) {
             Ok((_, line)) => line,
             Err(_) => panic!(
@@ -619,6 +639,7 @@ pub fn sample(text: &str, series: &str) -> f64 {
 /// `/metrics` at `address` reads `value`; fails at once if `ended` says
 /// the operation the test waits inside is over.
 pub fn wait_sample(address: SocketAddr, series: &str, value: f64, ended: impl Fn() -> bool) {
+    let _wait = bound::waiting(format_args!("{series} to read {value} at {address}"));
     let deadline = Instant::now() + WAIT;
     loop {
         let now = sample(&scrape_at(address), series);
@@ -655,6 +676,7 @@ pub const REQUEST_WAIT: Duration = Duration::from_secs(15);
 
 /// A client of the node at `address`.
 pub fn connect(address: SocketAddr) -> zlink::client::Client {
+    bound::arm();
     zlink::client::Client::connect(address).expect("the node accepts clients")
 }
 
@@ -663,6 +685,7 @@ pub fn login(
     client: &mut zlink::client::Client,
     player: &str,
 ) -> Result<(), zlink::client::ClientError> {
+    let _wait = bound::waiting(format_args!("the Welcome of {player:?}"));
     let welcome = client.call(
         &lobby::Login {
             player: player.to_owned(),
@@ -678,6 +701,7 @@ pub fn step(
     client: &mut zlink::client::Client,
     player: &str,
 ) -> Result<i64, zlink::client::ClientError> {
+    let _wait = bound::waiting(format_args!("the reply to a MOVE of {player:?}"));
     let at = client.call(&step_message(player), REQUEST_WAIT)?;
     assert_eq!(at.y, 0, "only x moves");
     Ok(at.x)

@@ -32,6 +32,8 @@ use zlink::store::{CountingStore, EmbeddedStore, LocationStore, MonotonicClock};
 use zlink::wire::client::ClientFrame;
 use zlink::wire::DecodeLimits;
 
+use crate::bound;
+
 /// Binds the actor named by the payload; replies "bound".
 pub const LOGIN: PacketKey = PacketKey(1);
 /// Relays to the actor named before ':' in the payload; the actor echoes.
@@ -165,6 +167,7 @@ pub fn transport() -> Transport {
 
 /// A client of `node` over the suite's transport.
 pub fn connect(node: &Node) -> Client {
+    bound::arm();
     match transport() {
         Transport::Tcp => Client::connect(node.stream_addr().expect("the node listens")),
         Transport::WebSocket => Client::connect_websocket(&ws_url(node)),
@@ -695,6 +698,7 @@ pub fn start_mesh(n: u64, options: GameOptions) -> Vec<Game> {
     for a in &started {
         for b in &started {
             if a.rid != b.rid {
+                let _wait = bound::waiting(format_args!("link {} -> {}", a.rid, b.rid));
                 assert!(
                     a.node.wait_linked(b.rid, WAIT),
                     "link {} -> {} did not come up",
@@ -713,6 +717,8 @@ pub fn start_node<S: LocationStore + 'static>(
     options: GameOptions,
     peers: &[(u64, SocketAddr)],
 ) -> Game<S> {
+    // Every test that starts a game is under the bound from here.
+    bound::arm();
     let observed = Arc::new(Observed::default());
     let (events_tx, disconnect_events) = mpsc::channel();
     let lobby = Arc::new(Lobby {
@@ -1080,6 +1086,7 @@ pub fn room(game: &Game, room: &str) -> SpotHandle {
 /// Logs in as `actor` on a fresh client.
 pub fn login<S: LocationStore>(game: &Game<S>, actor: &str) -> Client {
     let mut client = game.client();
+    let _wait = bound::waiting(format_args!("the login of {actor:?} on node {}", game.rid));
     let reply = client
         .request(LOGIN, Bytes::copy_from_slice(actor.as_bytes()), WAIT)
         .expect("login");
@@ -1298,6 +1305,7 @@ impl LinkTap {
 /// frame are the handshake).
 pub fn link_tap(target: SocketAddr) -> LinkTap {
     use std::io::{Read, Write};
+    bound::arm();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     let commands = Arc::new(Mutex::new(Vec::new()));
@@ -1409,6 +1417,7 @@ pub fn link_tap(target: SocketAddr) -> LinkTap {
 
 /// Waits until `condition` holds, at most [`WAIT`]; panics with `what` otherwise.
 pub fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
+    let _wait = bound::waiting(what);
     let deadline = Instant::now() + WAIT;
     while !condition() {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
@@ -1443,6 +1452,7 @@ pub fn id(name: &str) -> ActorId {
 
 /// Sends `key` with `payload` as a request and expects the typed error.
 pub fn expect_error(client: &mut Client, key: PacketKey, payload: &str) -> Error {
+    let _wait = bound::waiting(format_args!("the error to {key:?} {payload:?}"));
     match client.request(key, Bytes::copy_from_slice(payload.as_bytes()), WAIT) {
         Err(zlink::client::ClientError::Remote(error)) => error,
         other => panic!("expected a typed error for {key:?} {payload:?}, got {other:?}"),
@@ -1451,6 +1461,7 @@ pub fn expect_error(client: &mut Client, key: PacketKey, payload: &str) -> Error
 
 /// Sends `key` with `payload` as a request and expects a reply.
 pub fn expect_reply(client: &mut Client, key: PacketKey, payload: &str) -> Bytes {
+    let _wait = bound::waiting(format_args!("the reply to {key:?} {payload:?}"));
     client
         .request(key, Bytes::copy_from_slice(payload.as_bytes()), WAIT)
         .unwrap_or_else(|e| panic!("{key:?} {payload:?}: {e:?}"))
@@ -1467,6 +1478,7 @@ pub struct Raw {
 impl Raw {
     /// A TCP connection to a STREAM port.
     pub fn connect(addr: SocketAddr) -> Self {
+        bound::arm();
         let stream = TcpStream::connect(addr).unwrap();
         stream.set_nodelay(true).unwrap();
         Self {
@@ -1512,6 +1524,7 @@ impl Raw {
     }
 
     pub fn next(&mut self) -> ClientFrame {
+        let _wait = bound::waiting("a frame from the node (Raw::next)");
         let deadline = Instant::now() + WAIT;
         loop {
             if let Some(frame) = ClientFrame::decode_from(&mut self.buf, &DecodeLimits::default())
@@ -1549,6 +1562,7 @@ impl Raw {
     /// without another frame.
     pub fn next_or_end(&mut self) -> Option<ClientFrame> {
         assert!(self.ws.is_none(), "next_or_end reads TCP connections only");
+        let _wait = bound::waiting("a frame or the close from the node (Raw::next_or_end)");
         let deadline = Instant::now() + WAIT;
         loop {
             if let Some(frame) = ClientFrame::decode_from(&mut self.buf, &DecodeLimits::default())
@@ -1581,6 +1595,7 @@ impl Raw {
     /// before it has been taken off the socket and put on its lane by then.
     /// Returns the frames that came first.
     pub fn ping(&mut self, nonce: u64) -> Vec<ClientFrame> {
+        let _wait = bound::waiting(format_args!("the pong to ping {nonce}"));
         self.send(&[ClientFrame::Ping { nonce }]);
         let mut before = Vec::new();
         loop {
@@ -1592,6 +1607,7 @@ impl Raw {
     }
 
     pub fn login(&mut self, actor: &str) {
+        let _wait = bound::waiting(format_args!("the login of {actor:?} (Raw::login)"));
         self.send(&[Self::request(
             LOGIN,
             1,
