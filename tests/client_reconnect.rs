@@ -89,7 +89,7 @@ fn next<T>(
 }
 
 #[test]
-fn a_node_killed_and_restarted_under_the_client_ends_the_request_in_flight_outcome_unknown_and_it_logs_in_again(
+fn c2_a_node_killed_and_restarted_under_the_client_ends_the_request_in_flight_outcome_unknown_and_it_logs_in_again(
 ) {
     let dir = temp_dir("reconnect");
     let mut node = NodeProcess::start(1, &write_config(&dir, "a.toml", &node_config(0)));

@@ -126,6 +126,64 @@ fn t1_a_repeating_timer_ticks_contiguously_and_never_early_across_50_relocations
 }
 
 #[test]
+fn t2_destroying_an_actor_ends_its_timers_and_none_fires_on_its_next_incarnation() {
+    let mesh = start_mesh(2, GameOptions::default());
+    let first = mesh[1].node.create_actor("player", &id("ticker")).unwrap();
+    let mut client = login(&mesh[0], "ticker");
+    // Given the first incarnation's repeating timer, ticking every 10 ms,
+    let old: u64 = std::str::from_utf8(
+        &client
+            .request(TICK_START, payload("ticker", "10"), WAIT)
+            .unwrap(),
+    )
+    .unwrap()
+    .parse()
+    .unwrap();
+    let mut ticks = Vec::new();
+    for _ in 0..3 {
+        read_ticks(
+            &mut client,
+            &mut ticks,
+            |e| matches!(e, ClientEvent::Push { key, .. } if *key == TICKED),
+        );
+    }
+    assert!(ticks.iter().all(|&((t, _), _)| t == old));
+    // when the Actor is destroyed and created again, a new incarnation,
+    mesh[1].node.destroy_actor(&id("ticker")).unwrap();
+    let second = mesh[1].node.create_actor("player", &id("ticker")).unwrap();
+    assert_ne!(second.generation, first.generation);
+    let mut again = login(&mesh[0], "ticker");
+    // which sets a timer of its own,
+    let new: u64 = std::str::from_utf8(
+        &again
+            .request(TICK_START, payload("ticker", "10"), WAIT)
+            .unwrap(),
+    )
+    .unwrap()
+    .parse()
+    .unwrap();
+    // then the new session sees that timer's ticks alone, numbered from 1
+    // with no gap: by its fifth tick (50 ms, five of the old period) the
+    // old timer, had it survived, would have fired on the new incarnation
+    // too, numbered past 3 or twice per number.
+    let mut after = Vec::new();
+    while after.len() < 5 {
+        read_ticks(
+            &mut again,
+            &mut after,
+            |e| matches!(e, ClientEvent::Push { key, .. } if *key == TICKED),
+        );
+    }
+    ticks_until_marker(&mut again, &mut after);
+    let seen: Vec<(u64, u64)> = after.iter().map(|&(tick, _)| tick).collect();
+    let expected: Vec<(u64, u64)> = (1..=seen.len() as u64).map(|n| (new, n)).collect();
+    assert_eq!(
+        seen, expected,
+        "the old timer ({old}) fired on the new incarnation"
+    );
+}
+
+#[test]
 fn a_timer_that_cannot_be_set_reaches_the_client_as_a_typed_error() {
     let mesh = start_mesh(2, GameOptions::default());
     mesh[1].node.create_actor("player", &id("ticker")).unwrap();

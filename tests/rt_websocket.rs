@@ -23,7 +23,7 @@ use tungstenite::protocol::frame::coding::{CloseCode, Data, OpCode};
 use tungstenite::protocol::frame::FrameHeader;
 use tungstenite::{Message, WebSocket};
 use zlink::api::{Node, NodeSettings};
-use zlink::client::Client;
+use zlink::client::{Client, ClientEvent};
 use zlink::core::trace::FlowTrace;
 use zlink::wire::client::{ClientFrame, CloseReason};
 use zlink::wire::DecodeLimits;
@@ -109,6 +109,64 @@ fn login_websocket(game: &Game, actor: &str) -> Client {
         .expect("login");
     assert_eq!(reply, Bytes::from_static(b"bound"));
     client
+}
+
+/// C1: a WebSocket session keeps the TCP session's contract, side by side
+/// on one node: it relays to its Actor and gets the Actor's pushes; a TCP
+/// session binding that Actor replaces it (the WebSocket session closes
+/// with `Replaced`, §6), the TCP one then relays and gets the pushes; and
+/// the TCP session's end notifies the Actor's Spot once (§7). The whole
+/// contract suite also runs over WebSocket (the transport matrix).
+#[test]
+fn c1_a_websocket_session_keeps_the_tcp_contract_relay_push_replacement_and_disconnect() {
+    let game = game();
+    let mut ws = login_websocket(&game, "p");
+    assert_eq!(
+        expect_reply(&mut ws, RELAY, "p:over-ws"),
+        payload("p", "over-ws")
+    );
+    let pushed = ws.request(PUSH, payload("p", "to-ws"), WAIT).unwrap();
+    assert_eq!(pushed, Bytes::from_static(b"pushed"));
+    assert_eq!(
+        ws.next_event(WAIT).unwrap(),
+        Some(ClientEvent::Push {
+            key: PUSHED,
+            payload: payload("p", "to-ws")
+        })
+    );
+
+    // A TCP session binds "p": the WebSocket session is replaced.
+    let mut tcp = Client::connect(game.node.stream_addr().unwrap()).unwrap();
+    assert!(!tcp.is_websocket());
+    let bound = tcp.request(LOGIN, Bytes::from_static(b"p"), WAIT).unwrap();
+    assert_eq!(bound, Bytes::from_static(b"bound"));
+    loop {
+        match ws.next_event(WAIT).unwrap() {
+            Some(ClientEvent::Closed(reason)) => {
+                assert_eq!(reason, Some(CloseReason::Replaced));
+                break;
+            }
+            Some(_) => {}
+            None => panic!("the replaced WebSocket session did not close"),
+        }
+    }
+    assert_eq!(
+        expect_reply(&mut tcp, RELAY, "p:over-tcp"),
+        payload("p", "over-tcp")
+    );
+    let pushed = tcp.request(PUSH, payload("p", "to-tcp"), WAIT).unwrap();
+    assert_eq!(pushed, Bytes::from_static(b"pushed"));
+    assert_eq!(
+        tcp.next_event(WAIT).unwrap(),
+        Some(ClientEvent::Push {
+            key: PUSHED,
+            payload: payload("p", "to-tcp")
+        })
+    );
+
+    // The TCP session ends: the Actor's Spot hears of it once.
+    drop(tcp);
+    assert_eq!(game.disconnect_events.recv_timeout(WAIT).unwrap(), "p");
 }
 
 #[test]
