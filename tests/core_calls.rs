@@ -109,6 +109,8 @@ fn core_a_request_across_nodes_ends_once_with_its_reply_as_a_later_message() {
     let (mut mesh, one, two, b) = two();
     let a = actor_id("a");
     let call = request(&mut mesh, one, &a, &b, b"ping");
+    // In flight: the sending node keeps it to route its answer.
+    assert_eq!(mesh.node(one).core().actor_owner().call_count(), 1);
     mesh.run();
     assert_eq!(
         calls_to(&mesh, "b"),
