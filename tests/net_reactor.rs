@@ -193,8 +193,14 @@ fn a_large_write_to_a_slow_reader_arrives_whole_and_outbound_len_drops_to_zero()
     const LEN: usize = 8 * 1024 * 1024;
     let mut reactor = Reactor::new(small_config())?;
     let (_, addr) = reactor.listen(localhost())?;
+    // The reader starts reading only once the reactor's first send has
+    // ended: the socket buffers then hold far less than 8 MiB, so the write
+    // takes several sends whatever the machine's speed (an idle machine's
+    // reader once kept up with a single 8 MiB send).
+    let (go, start_reading) = std::sync::mpsc::channel::<()>();
     let reader = thread::spawn(move || -> std::io::Result<Vec<u8>> {
         let mut stream = connect_client(addr)?;
+        let _ = start_reading.recv();
         let mut got = Vec::with_capacity(LEN);
         let mut chunk = [0u8; 4096];
         loop {
@@ -220,6 +226,9 @@ fn a_large_write_to_a_slow_reader_arrives_whole_and_outbound_len_drops_to_zero()
         reactor.turn(Some(Duration::from_millis(500)))?;
         while reactor.poll_event().is_some() {}
         turns += 1;
+        if turns == 1 {
+            let _ = go.send(());
+        }
     }
     assert!(turns > 1, "8 MiB to a slow reader takes several sends");
     reactor.close(conn);
