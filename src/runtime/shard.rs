@@ -562,7 +562,7 @@ impl ShardState {
                     self.start_spot_relocation(&id, target, reply);
                 }
                 ShardMsg::Command(NodeCommand::HostedActors { reply }) => {
-                    let _ = reply.send(self.host.relocation_units());
+                    let _ = reply.send(self.relocation_units());
                 }
                 ShardMsg::Command(NodeCommand::Relocate { id, target, reply }) => {
                     self.start_relocation(&id, target, reply);
@@ -819,8 +819,9 @@ impl ShardState {
     /// clean stop, which removes them at their versions (docs/store.md
     /// "Clean stop").
     fn leave_rows(&self) {
-        let rows = self.host.actors.keys().filter_map(|id| {
-            let actor_ref = self.core.actor_owner().actor_ref(id)?;
+        let owner = self.core.actor_owner();
+        let rows = owner.placements().filter_map(|(id, _)| {
+            let actor_ref = owner.actor_ref(id)?;
             Some((id.clone(), (&actor_ref.location).into()))
         });
         self.node
@@ -1036,7 +1037,8 @@ pub(crate) fn run(
             }
             state.advance_drain();
             state.run_actor_work();
-            let (actors, spots) = (state.host.actor_count(), state.host.spot_count());
+            let owner = state.core.actor_owner();
+            let (actors, spots) = (owner.actor_count(), owner.spot_count());
             counters.publish(state.core.counters(), actors, spots);
         }
         // Work the last round started (a loopback 51's callback) is started

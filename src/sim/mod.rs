@@ -496,7 +496,11 @@ impl Mesh {
             "no restore is held at {node:?}"
         );
         let relocation = sim.held_restores.remove(0);
-        sim.core.relocations(now).restored(relocation, outcome);
+        // The simulator places no instances: nothing comes back.
+        let _ = sim
+            .core
+            .relocations(now)
+            .restored(relocation, outcome.map(|()| None));
         self.pump();
     }
 
@@ -737,10 +741,10 @@ impl Mesh {
                 match sim.restore.clone() {
                     RestoreBehavior::Succeed => {
                         sim.restored.push((relocation, actor, state));
-                        sim.core.relocations(now).restored(relocation, Ok(()));
+                        let _ = sim.core.relocations(now).restored(relocation, Ok(None));
                     }
                     RestoreBehavior::Fail(error) => {
-                        sim.core.relocations(now).restored(relocation, Err(error));
+                        let _ = sim.core.relocations(now).restored(relocation, Err(error));
                     }
                     RestoreBehavior::Hold => {
                         sim.restored.push((relocation, actor, state));
@@ -756,7 +760,9 @@ impl Mesh {
             }
             // At the target: what it restored for the move. At the source:
             // the instance that moved away.
-            RelocationEvent::DropInstance { relocation, actor } => {
+            RelocationEvent::DropInstance {
+                relocation, actor, ..
+            } => {
                 let sim = self.node_mut(rid);
                 if sim.take_restored(relocation).is_none() {
                     sim.states.remove(&actor);

@@ -17,10 +17,12 @@
 mod awaits;
 mod calls;
 mod open_calls;
+mod placement;
 mod timers;
 
 pub use self::awaits::{AwaitEvent, AwaitId, AwaitTimer, ParkId};
 pub use self::open_calls::CallDeadline;
+pub use self::placement::{ActorLane, HostedSpot, InstanceSlot, Placement};
 pub use self::timers::ActorTimerFire;
 #[cfg(feature = "testing")]
 pub use self::timers::TIMER_PERIOD_MIN;
@@ -37,7 +39,7 @@ use crate::error::{Error, Reason};
 use crate::ids::{
     ActorId, ActorLocation, ActorRef, AuthorityOwnerGeneration, BindingGeneration, BindingIdentity,
     CallId, Correlation, MeshName, NodeGeneration, NodeRid, ObjectGeneration, OwnerLeaseGeneration,
-    PacketKey, Peer, RequestId, SessionOwnerId, SessionRef, SessionSequence, TimerId,
+    PacketKey, Peer, RequestId, SessionOwnerId, SessionRef, SessionSequence, SpotId, TimerId,
 };
 use crate::wire::client::CloseReason;
 use crate::wire::node::{
@@ -72,6 +74,8 @@ pub(crate) struct HandedActor {
     pub(crate) binding: Option<BindingHandoff>,
     pub(crate) timers: TimersHandoff,
     pub(crate) calls: CallsHandoff,
+    /// Where the runtime placed the restored instance.
+    pub(crate) placement: Option<Placement>,
 }
 
 /// Names a reply the Actor owes: a request relay or a disconnect callback.
@@ -205,6 +209,12 @@ struct HostedActor {
     /// Its requests: numbered by the Actor, never reused by it, and those
     /// open, each with its deadline; they move with it (open_calls.rs).
     calls: OpenCalls,
+    /// Where it runs (placement.rs); `None` for a driver that keeps no
+    /// instances and lanes of its own (the simulator, core tests).
+    placement: Option<Placement>,
+    /// Its row's removal is with the Location Store (a destroy): no move
+    /// starts meanwhile, and no second destroy.
+    ending: bool,
 }
 
 /// The state of every Actor this shard hosts.
@@ -216,6 +226,8 @@ pub struct ActorOwner {
     /// lease).
     fenced: bool,
     actors: HashMap<ActorId, HostedActor>,
+    /// The User Spots whose home is this shard (§1).
+    spots: HashMap<SpotId, HostedSpot>,
     owed: HashMap<ReplyTicket, (Peer, RequestId)>,
     next_ticket: u64,
     /// Requests this shard's Actors made of other Actors (calls.rs).
@@ -236,6 +248,7 @@ impl ActorOwner {
             identity,
             fenced: false,
             actors: HashMap::new(),
+            spots: HashMap::new(),
             owed: HashMap::new(),
             next_ticket: 0,
             calls: HashMap::new(),
@@ -339,9 +352,13 @@ impl ActorOwner {
     }
 
     /// How many Actors are hosted.
-    #[cfg(feature = "testing")]
     pub fn actor_count(&self) -> usize {
         self.actors.len()
+    }
+
+    /// How many User Spots have their home here.
+    pub fn spot_count(&self) -> usize {
+        self.spots.len()
     }
 
     /// How many replies are owed (requests and callbacks in progress).
@@ -375,9 +392,64 @@ impl ActorOwner {
         AuthorityOwnerGeneration,
         Option<BindingHandoff>,
     )> {
-        let hosted = self.actors.get(actor)?;
+        // An Actor whose row is being removed is ending: nothing to move.
+        let hosted = self.actors.get(actor).filter(|h| !h.ending)?;
         let binding = hosted.binding.as_ref().map(RegisteredBinding::handoff);
         Some((hosted.generation, hosted.authority, binding))
+    }
+
+    /// Where the hosted Actor runs, if the runtime placed it.
+    pub fn placement(&self, actor: &ActorId) -> Option<&Placement> {
+        self.actors.get(actor)?.placement.as_ref()
+    }
+
+    /// §4, X6: the instance a turn admitted for incarnation `generation` of
+    /// `actor` runs on — `None` when that incarnation is gone (destroyed,
+    /// moved away, or re-created since): the turn ends `StaleLocation`.
+    pub fn turn_slot(&self, actor: &ActorId, generation: ObjectGeneration) -> Option<InstanceSlot> {
+        let hosted = self.actors.get(actor)?;
+        (hosted.generation == generation).then_some(hosted.placement.as_ref()?.slot)
+    }
+
+    /// The lane the Actor's work goes to, and the incarnation it is for.
+    pub fn turn_lane(&self, actor: &ActorId) -> Option<(ActorLane, ObjectGeneration)> {
+        let hosted = self.actors.get(actor)?;
+        Some((hosted.placement.as_ref()?.lane, hosted.generation))
+    }
+
+    /// Every placed Actor and where it runs.
+    pub fn placements(&self) -> impl Iterator<Item = (&ActorId, &Placement)> {
+        self.actors
+            .iter()
+            .filter_map(|(id, hosted)| Some((id, hosted.placement.as_ref()?)))
+    }
+
+    /// The User Spot `id`, if its home is this shard.
+    pub fn spot(&self, id: &SpotId) -> Option<&HostedSpot> {
+        self.spots.get(id)
+    }
+
+    /// The User Spots whose home is this shard.
+    pub fn spots(&self) -> impl Iterator<Item = (&SpotId, &HostedSpot)> {
+        self.spots.iter()
+    }
+
+    /// The Actors of User Spot `id` hosted here, in ActorId order (the
+    /// order a Spot's move takes them in).
+    pub fn spot_members(&self, id: &SpotId) -> Vec<ActorId> {
+        let mut members: Vec<ActorId> = self
+            .placements()
+            .filter(|(_, p)| p.user_spot.as_ref() == Some(id))
+            .map(|(actor, _)| actor.clone())
+            .collect();
+        members.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+        members
+    }
+
+    /// Whether the Actor's row removal is with the store (a destroy).
+    #[cfg(feature = "testing")]
+    pub fn is_ending(&self, actor: &ActorId) -> bool {
+        self.actors.get(actor).is_some_and(|h| h.ending)
     }
 
     /// Whether `actor` is hosted here.
@@ -409,13 +481,37 @@ pub struct Actors<'a> {
 
 impl Actors<'_> {
     /// Hosts a Ready Actor with the incarnation and authority generation the
-    /// Location Store gave it. Hosting an Actor that is already here under
-    /// another incarnation is refused: destroy it first.
+    /// Location Store gave it, with no placement (a driver that keeps no
+    /// instances: the simulator, core tests). Hosting an Actor that is
+    /// already here under another incarnation is refused: destroy it first.
+    #[cfg(feature = "testing")]
     pub fn host(
         &mut self,
         actor: ActorId,
         generation: ObjectGeneration,
         authority: AuthorityOwnerGeneration,
+    ) -> Result<ActorRef, Error> {
+        self.host_at(actor, generation, authority, None)
+    }
+
+    /// [`Self::host`] where the runtime placed the Actor: the registry
+    /// holds its lane, Spot and instance slot from now on (placement.rs).
+    pub fn host_placed(
+        &mut self,
+        actor: ActorId,
+        generation: ObjectGeneration,
+        authority: AuthorityOwnerGeneration,
+        placement: Placement,
+    ) -> Result<ActorRef, Error> {
+        self.host_at(actor, generation, authority, Some(placement))
+    }
+
+    fn host_at(
+        &mut self,
+        actor: ActorId,
+        generation: ObjectGeneration,
+        authority: AuthorityOwnerGeneration,
+        placement: Option<Placement>,
     ) -> Result<ActorRef, Error> {
         if let Some(existing) = self.owner.actors.get(&actor) {
             if existing.generation != generation {
@@ -429,10 +525,46 @@ impl Actors<'_> {
             binding: None,
             timers: ActorTimers::default(),
             calls: OpenCalls::default(),
+            placement,
+            ending: false,
         };
         let actor_ref = self.owner.make_ref(&actor, &hosted);
         self.owner.actors.insert(actor, hosted);
         Ok(actor_ref)
+    }
+
+    /// §1: registers the User Spot `id` at its home, this shard.
+    pub fn host_spot(&mut self, id: SpotId, spot: HostedSpot) {
+        self.owner.spots.insert(id, spot);
+    }
+
+    /// The User Spot `id` leaves this shard (its move committed, or an
+    /// arrival that created it failed).
+    pub fn remove_spot(&mut self, id: &SpotId) -> Option<HostedSpot> {
+        self.owner.spots.remove(id)
+    }
+
+    /// §1, §4: a destroy asks the store to remove the Actor's row; until it
+    /// answers ([`Self::destroy`] or [`Self::destroy_failed`]) the Actor is
+    /// ending: it does not move (`StaleLocation` to a relocation) and a
+    /// second destroy is refused. Returns its ActorRef, whose location is
+    /// the row version to remove.
+    pub fn begin_destroy(&mut self, actor: &ActorId) -> Result<ActorRef, Error> {
+        let hosted = self.owner.actors.get(actor).filter(|h| !h.ending);
+        let Some(actor_ref) = hosted.map(|h| self.owner.make_ref(actor, h)) else {
+            return Err(Reason::StaleLocation.into());
+        };
+        if let Some(hosted) = self.owner.actors.get_mut(actor) {
+            hosted.ending = true;
+        }
+        Ok(actor_ref)
+    }
+
+    /// The store could not remove the row: the Actor goes on as before.
+    pub fn destroy_failed(&mut self, actor: &ActorId) {
+        if let Some(hosted) = self.owner.actors.get_mut(actor) {
+            hosted.ending = false;
+        }
     }
 
     /// docs/relocation.md: the target hosts a relocated Actor after its CAS,
@@ -451,6 +583,7 @@ impl Actors<'_> {
             binding,
             timers,
             calls,
+            placement,
         } = handed;
         debug_assert!(!self.owner.actors.contains_key(&actor));
         let hosted = HostedActor {
@@ -463,6 +596,8 @@ impl Actors<'_> {
             }),
             timers: ActorTimers::handed(timers, queued, &actor, self.fx),
             calls: OpenCalls::handed(calls, &actor, self.fx),
+            placement,
+            ending: false,
         };
         let actor_ref = self.owner.make_ref(&actor, &hosted);
         self.owner.actors.insert(actor, hosted);
@@ -470,8 +605,9 @@ impl Actors<'_> {
     }
 
     /// §4: destroying an Actor ends its incarnation's binding for good; a
-    /// later incarnation under the same ActorId starts with none.
-    pub fn destroy(&mut self, actor: &ActorId) -> Result<(), Error> {
+    /// later incarnation under the same ActorId starts with none. Returns
+    /// where it ran: the runtime drops that instance and lane.
+    pub fn destroy(&mut self, actor: &ActorId) -> Result<Option<Placement>, Error> {
         let mut destroyed = self
             .owner
             .actors
@@ -479,7 +615,7 @@ impl Actors<'_> {
             .ok_or_else(|| Error::new(Reason::StaleLocation))?;
         destroyed.timers.cancel_all(self.fx);
         destroyed.calls.cancel_all(self.fx);
-        Ok(())
+        Ok(destroyed.placement)
     }
 
     /// Sets one of the Actor's timers: its first tick is due `after` from

@@ -936,13 +936,14 @@ impl Relocations<'_> {
             actor: actor.clone(),
         };
         self.fx.send(target, NodeRecord::RelocationCutover(cutover));
+        // The registry entry goes with the instance; its binding lives on
+        // at the target. It was hosted until now, so this cannot fail.
+        let placement = self.actors().destroy(&actor).ok().flatten();
         self.event(RelocationEvent::DropInstance {
             relocation,
             actor: actor.clone(),
+            placement,
         });
-        // The registry entry goes with the instance; its binding lives on
-        // at the target. It was hosted until now, so this cannot fail.
-        let _ = self.actors().destroy(&actor);
         let wait = self.state.config.finish_timeout;
         let deadline = self.arm(wait, RelocationTimer::FinishWait(relocation));
         coordinator.phase = Phase::Handed {
@@ -971,11 +972,12 @@ impl Relocations<'_> {
                 self.refuse_event(event, error.clone());
             }
         }
+        let placement = self.actors().destroy(&actor).ok().flatten();
         self.event(RelocationEvent::DropInstance {
             relocation,
             actor: actor.clone(),
+            placement,
         });
-        let _ = self.actors().destroy(&actor);
         self.fx.trace(FlowTrace::RelocationFailed);
         self.event(RelocationEvent::Finished {
             relocation,

@@ -36,7 +36,7 @@ use self::coordinator::Coordinator;
 use self::follow::FollowTable;
 use self::proxy::{Origin, Proxy, ProxyTable};
 use self::target::TargetHandoff;
-use super::actor::{ActorEvent, ActorOwner, Actors};
+use super::actor::{ActorEvent, ActorOwner, Actors, Placement};
 use super::effects::{CoreTimer, Effects};
 use super::trace::FlowTrace;
 use crate::error::{Error, Reason};
@@ -214,12 +214,16 @@ pub enum RelocationEvent {
     },
     /// Drop the Actor's instance: the source's after relay-ready was
     /// accepted, or the target's when it discards. May come before a
-    /// pending Restore finished: the runtime drops what it restored.
+    /// pending Restore finished: [`Relocations::restored`] then hands the
+    /// placement back.
     DropInstance {
         /// The relocation.
         relocation: RelocationId,
         /// The Actor.
         actor: ActorId,
+        /// Where the instance ran (or was restored to): the runtime frees
+        /// its slot and its own lane. `None` when nothing was placed.
+        placement: Option<Placement>,
     },
     /// Target: build the Actor from `state` without dispatch, then answer
     /// [`Relocations::restored`].

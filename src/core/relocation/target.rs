@@ -18,10 +18,10 @@
 //! | `Committed` | `follow_lifetime` (late 62s only) | delivered at once while the handed-over binding is current, else refused (StaleBinding) |
 
 use super::{
-    CasAnswer, ExpectedOwner, RelocationEvent, RelocationTimer, Relocations, StoreOp,
-    CUTOVER_FALLBACK,
+    CasAnswer, ExpectedOwner, RelocationEvent, RelocationOwner, RelocationTimer, Relocations,
+    StoreOp, CUTOVER_FALLBACK,
 };
-use crate::core::actor::{ActorEvent, HandedActor};
+use crate::core::actor::{ActorEvent, HandedActor, Placement};
 use crate::core::timer::TimerKey;
 use crate::core::trace::FlowTrace;
 use crate::error::{Error, Reason};
@@ -55,6 +55,8 @@ pub(super) struct TargetHandoff {
     calls: CallsHandoff,
     /// The temporary queue: saved work, then the ingress hold, in order.
     queue: Vec<SavedWork>,
+    /// Where the runtime placed the restored instance (once restored).
+    placement: Option<Placement>,
     phase: TargetPhase,
 }
 
@@ -112,6 +114,7 @@ impl Relocations<'_> {
             timers: prepare.timers,
             calls: prepare.calls,
             queue: prepare.saved,
+            placement: None,
             phase: TargetPhase::Restoring {
                 request: prepare.request.id,
             },
@@ -160,21 +163,30 @@ impl Relocations<'_> {
     }
 
     /// The runtime's answer to [`RelocationEvent::Restore`]: relay-ready
-    /// (61, the 1,000 ms fallback starts) or the target's explicit failure.
-    pub fn restored(&mut self, relocation: RelocationId, outcome: Result<(), Error>) {
+    /// (61, the 1,000 ms fallback starts) with where the instance was
+    /// placed (`None` for a driver that keeps no instances), or the
+    /// target's explicit failure. A handoff discarded meanwhile hands the
+    /// placement back: the runtime drops that instance.
+    #[must_use = "a placement handed back is an instance to drop"]
+    pub fn restored(
+        &mut self,
+        relocation: RelocationId,
+        outcome: Result<Option<Placement>, Error>,
+    ) -> Option<Placement> {
         let Some(mut handoff) = self.state.targets.remove(&relocation) else {
-            // Discarded while restoring: the runtime was told to drop it.
+            // Discarded while restoring: what was restored goes back.
             self.fx.trace(FlowTrace::RelocationRecordStale);
-            return;
+            return outcome.ok().flatten();
         };
         let TargetPhase::Restoring { request } = handoff.phase else {
             debug_assert!(false, "a second restore answer for {relocation:?}");
             self.state.targets.insert(relocation, handoff);
-            return;
+            return outcome.ok().flatten();
         };
         let source = handoff.source();
         match outcome {
-            Ok(()) => {
+            Ok(placement) => {
+                handoff.placement = placement;
                 self.send_ready(source, request, Ok(()));
                 let fallback = self.arm(
                     CUTOVER_FALLBACK,
@@ -190,6 +202,7 @@ impl Relocations<'_> {
                 self.state.arriving.remove(&handoff.actor);
             }
         }
+        None
     }
 
     /// 62: one ingress hold item joins the temporary queue (or, after the
@@ -447,6 +460,7 @@ impl Relocations<'_> {
             binding: handoff.binding,
             timers: std::mem::take(&mut handoff.timers),
             calls,
+            placement: handoff.placement.take(),
         };
         let actor_ref = self.actors().host_handed(handed, queued);
         // A follow entry left here by an earlier move away is stale now that
@@ -579,6 +593,7 @@ impl Relocations<'_> {
         self.event(RelocationEvent::DropInstance {
             relocation: handoff.relocation,
             actor: handoff.actor,
+            placement: handoff.placement,
         });
     }
 
@@ -625,5 +640,14 @@ impl Relocations<'_> {
             outcome,
         };
         self.fx.answer(to, NodeRecord::RelocationFinished(finished));
+    }
+}
+
+impl RelocationOwner {
+    /// Where the instances restored for arriving Actors were placed: they
+    /// are not hosted until their move commits (a Spot an arrival created
+    /// stays while one of them is in it).
+    pub fn arrivals(&self) -> impl Iterator<Item = &Placement> {
+        self.targets.values().filter_map(|h| h.placement.as_ref())
     }
 }

@@ -23,18 +23,26 @@
 //!   (StaleLocation) instead (§4, X6). Nothing admitted ends silently: a
 //!   refused request gets a typed error, a refused one-way message is
 //!   counted.
+//!
+//! Which Actors and Spots are hosted here, on which lane, in which Spot and
+//! at which instance slot is the core's one registry
+//! (`core::actor::ActorOwner`, src/core/actor/placement.rs), and so is the
+//! incarnation check of a turn (`ActorOwner::turn_slot`). This module keeps
+//! what the core cannot: the instances and Spot callbacks at those slots,
+//! and the lanes' queued turns.
 
 use foldhash::{HashMap, HashMapExt};
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use slab::Slab;
 
 use super::awaits::{TurnLane, TurnOutcome};
 use super::{ShardHandle, ShardState, TASK_BUDGET};
-use crate::core::actor::ActorEvent;
+use crate::core::actor::{ActorEvent, ActorLane, HostedSpot, InstanceSlot, Placement};
 use crate::core::creation::OwnRow;
-use crate::core::lane::{ActorDeliveryLane, LaneEngine, LaneId, Ordinary, SpotLane};
+use crate::core::lane::{ActorDeliveryLane, LaneEngine, Ordinary, SpotLane};
 use crate::core::shard::ShardCore;
 use crate::core::time::Instant;
 use crate::core::trace::FlowTrace;
@@ -73,57 +81,27 @@ impl ActorTurn {
     }
 }
 
-/// The lane an Actor's turns pass (§5 execution modes, §11).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum ActorLane {
-    /// PerActor: the Actor's own Actor-delivery lane.
-    Own(LaneId),
-    /// SpotWide: its Spot's lane, shared by all the Spot's Actors.
-    Spot(LaneId),
-    /// Captured for a relocation (§8.1): its queued work was handed to the
-    /// core and it runs no turn until the move aborts (Reopen) or commits
-    /// (DropInstance). The core sends it nothing meanwhile. A SpotWide
-    /// Actor keeps the Spot lane it returns to, or joins at the target.
-    Captured(Option<LaneId>),
-}
-
-/// An Actor this shard hosts.
-pub(super) struct HostedActor {
+/// What the core's hosted-actor registry cannot hold for an Actor, at the
+/// slot it names (src/core/actor/placement.rs): the instance, and the Spot
+/// whose callbacks it runs under.
+pub(super) struct Instance {
     /// `None` while its handler runs.
-    pub(super) instance: Option<Box<dyn Actor>>,
-    /// Its type's name: a relocation's target builds it with that factory.
-    pub(super) actor_type: String,
-    /// The incarnation the instance is.
-    pub(super) generation: ObjectGeneration,
-    pub(super) lane: ActorLane,
+    pub(super) actor: Option<Box<dyn Actor>>,
     /// Its current Spot (§1, §7): the one whose `on_disconnect_actor` runs.
     pub(super) spot: Arc<dyn Spot>,
-    /// The User Spot it belongs to; `None` for its type's Entry Spot.
-    pub(super) user_spot: Option<SpotId>,
 }
 
-/// A User Spot whose home is this shard (§1).
-pub(super) struct UserSpot {
-    pub(super) kind: String,
-    pub(super) handle: SpotHandle,
-    /// SpotWide: the Spot's lane, its common gate (§5).
-    pub(super) lane: Option<LaneId>,
-}
-
-/// Everything of the Actor side a shard owns.
+/// Everything of the Actor side a shard owns besides the core's registry:
+/// the lanes, and the instances and Spot handles at the registry's slots.
 pub(super) struct ActorHost {
     pub(super) actor_lanes: LaneEngine<ActorDeliveryLane, ActorTurn>,
     pub(super) spot_lanes: LaneEngine<SpotLane, ActorTurn>,
-    pub(super) actors: HashMap<ActorId, HostedActor>,
-    pub(super) spots: HashMap<SpotId, UserSpot>,
+    /// Actor instances, at the slots the core's registry names.
+    pub(super) instances: Slab<Instance>,
+    /// User Spots' handles, at the slots the core's registry names.
+    pub(super) spots: Slab<SpotHandle>,
     /// BindOrGets waiting on the store for an Actor, first asked first.
     pub(super) hosting: HashMap<ActorId, Vec<HostRequest>>,
-    /// Actors whose row removal is with the store (a destroy): no move
-    /// starts for them meanwhile, and no second destroy.
-    pub(super) destroying: foldhash::HashSet<ActorId>,
-    /// Instances a relocation's target restored, waiting for the CAS
-    /// (`RelocationEvent::Opened`) or a discard (§8.1).
-    pub(super) restored: HashMap<ActorId, HostedActor>,
 }
 
 impl ActorHost {
@@ -131,39 +109,39 @@ impl ActorHost {
         Self {
             actor_lanes: LaneEngine::new(),
             spot_lanes: LaneEngine::new(),
-            actors: HashMap::new(),
-            spots: HashMap::new(),
+            instances: Slab::new(),
+            spots: Slab::new(),
             hosting: HashMap::new(),
-            destroying: foldhash::HashSet::default(),
-            restored: HashMap::new(),
         }
     }
+}
 
-    /// How many Actors the shard hosts (diagnostics).
-    pub(super) fn actor_count(&self) -> usize {
-        self.actors.len()
-    }
-
+impl ShardState {
     /// What a node Relocate moves from this shard (§10): each Actor that
     /// moves alone, and each SpotWide Spot (its Actors move with it).
     pub(super) fn relocation_units(&self) -> Vec<RelocationUnit> {
-        let spotwide = |spot: &SpotId| self.spots.get(spot).is_some_and(|s| s.lane.is_some());
-        let actors = self
-            .actors
-            .iter()
-            .filter(|(_, a)| !a.user_spot.as_ref().is_some_and(spotwide))
+        let owner = self.core.actor_owner();
+        let spotwide = |spot: &SpotId| owner.spot(spot).is_some_and(|s| s.lane.is_some());
+        let actors = owner
+            .placements()
+            .filter(|(_, p)| !p.user_spot.as_ref().is_some_and(spotwide))
             .map(|(id, _)| RelocationUnit::Actor(id.clone()));
-        let spots = self
-            .spots
-            .iter()
+        let spots = owner
+            .spots()
             .filter(|(_, s)| s.lane.is_some())
             .map(|(id, _)| RelocationUnit::Spot(id.clone()));
         actors.chain(spots).collect()
     }
 
-    /// How many User Spots have their home here (diagnostics).
-    pub(super) fn spot_count(&self) -> usize {
-        self.spots.len()
+    /// The Actor's instance and lane go: what its own lane still held ends
+    /// with a typed error; a Spot lane stays with its Spot.
+    pub(super) fn drop_placement(&mut self, placement: Placement) {
+        self.host.instances.try_remove(placement.slot.0);
+        if let ActorLane::Own(lane) = placement.lane {
+            for turn in self.host.actor_lanes.remove_lane(lane) {
+                self.refuse_actor_work(turn.event, Reason::StaleLocation);
+            }
+        }
     }
 }
 
@@ -226,7 +204,11 @@ impl ShardState {
             }
         }
         if let Some(actor_ref) = self.core.actor_owner().actor_ref(id) {
-            let member = self.host.actors.get(id).map(|a| a.user_spot.as_ref());
+            let member = self
+                .core
+                .actor_owner()
+                .placement(id)
+                .map(|p| p.user_spot.as_ref());
             return Some(match (&request.spot, member) {
                 (Some(spot), Some(Some(current))) if *current == spot.id => Ok(actor_ref),
                 (Some(_), _) => Err(Reason::ActorInOtherSpot.into()),
@@ -440,13 +422,17 @@ impl ShardState {
     }
 
     /// Hosts a new Actor instance of `actor_type` on this shard, in `spot`
-    /// or else its type's Entry Spot, on the lane its execution mode gives.
+    /// or else its type's Entry Spot, on the lane its execution mode gives;
+    /// the core's registry records where (placement.rs).
     fn host(
         &mut self,
         actor_type: &str,
         row: &LocationRow,
         spot: Option<&SpotHandle>,
     ) -> Result<ActorRef, Error> {
+        if let Some(hosted) = self.core.actor_owner().actor_ref(&row.actor) {
+            return Ok(hosted);
+        }
         let Some(kind) = self.node.actor_types.get(actor_type) else {
             return Err(Reason::NoActorFactory.into());
         };
@@ -455,8 +441,11 @@ impl ShardState {
                 // The Spot's home is this shard (the Actor is placed with
                 // it); a handle this shard never registered is another
                 // node's Spot.
-                let home = self.host.spots.get(&spot.id);
-                let registered = home.filter(|h| Arc::ptr_eq(&h.handle.spot, &spot.spot));
+                let home = self.core.actor_owner().spot(&spot.id);
+                let registered = home.filter(|h| {
+                    let handle = self.host.spots.get(h.slot.0);
+                    handle.is_some_and(|handle| Arc::ptr_eq(&handle.spot, &spot.spot))
+                });
                 let Some(lane) = registered.and_then(|h| h.lane) else {
                     return Err(Reason::StaleLocation.into());
                 };
@@ -467,43 +456,27 @@ impl ShardState {
                 ActorLane::Own(self.host.actor_lanes.add_lane(capacity))
             }
         };
-        let entry = Arc::clone(&kind.spot);
-        let instance = (kind.factory)(&row.actor);
-        let now = self.now();
-        let hosted =
-            self.core
-                .actors(now)
-                .host(row.actor.clone(), row.object, row.location.authority);
-        let actor_ref = match hosted {
-            Ok(actor_ref) => actor_ref,
-            Err(error) => {
-                self.drop_lane(lane);
-                return Err(error);
-            }
+        let instance = Instance {
+            actor: Some((kind.factory)(&row.actor)),
+            spot: spot.map_or_else(|| Arc::clone(&kind.spot), |s| Arc::clone(&s.spot)),
         };
-        self.host.actors.insert(
+        let placement = Placement {
+            actor_type: actor_type.to_owned(),
+            user_spot: spot.map(|s| s.id.clone()),
+            lane,
+            slot: InstanceSlot(self.host.instances.insert(instance)),
+        };
+        let now = self.now();
+        let hosted = self.core.actors(now).host_placed(
             row.actor.clone(),
-            HostedActor {
-                instance: Some(instance),
-                actor_type: actor_type.to_owned(),
-                generation: row.object,
-                lane,
-                spot: spot.map_or(entry, |s| Arc::clone(&s.spot)),
-                user_spot: spot.map(|s| s.id.clone()),
-            },
+            row.object,
+            row.location.authority,
+            placement.clone(),
         );
-        Ok(actor_ref)
-    }
-
-    /// A PerActor lane that will not be used (its Actor was not hosted, or
-    /// was destroyed) is removed; what it held ends with a typed error. A
-    /// Spot lane stays with its Spot.
-    fn drop_lane(&mut self, lane: ActorLane) {
-        if let ActorLane::Own(lane) = lane {
-            for turn in self.host.actor_lanes.remove_lane(lane) {
-                self.refuse_actor_work(turn.event, Reason::StaleLocation);
-            }
+        if hosted.is_err() {
+            self.drop_placement(placement);
         }
+        hosted
     }
 
     /// §1: registers the User Spot `id` of `kind` at its home, this shard.
@@ -512,11 +485,11 @@ impl ShardState {
         let Some(spot_kind) = self.node.spot_kinds.get(kind) else {
             return Err(Reason::NoSpotKind.into());
         };
-        if let Some(existing) = self.host.spots.get(id) {
-            return if existing.kind == kind {
-                Ok(existing.handle.clone())
-            } else {
-                Err(Reason::SpotIdInUse.into())
+        if let Some(existing) = self.core.actor_owner().spot(id) {
+            let handle = self.host.spots.get(existing.slot.0);
+            return match handle.filter(|_| existing.kind == kind) {
+                Some(handle) => Ok(handle.clone()),
+                None => Err(Reason::SpotIdInUse.into()),
             };
         }
         let handle = SpotHandle {
@@ -531,15 +504,29 @@ impl ShardState {
             }
             ExecutionMode::PerActor => None,
         };
-        self.host.spots.insert(
-            id.clone(),
-            UserSpot {
-                kind: kind.to_owned(),
-                handle: handle.clone(),
-                lane,
-            },
-        );
+        let spot = HostedSpot {
+            kind: kind.to_owned(),
+            lane,
+            slot: InstanceSlot(self.host.spots.insert(handle.clone())),
+        };
+        let now = self.now();
+        self.core.actors(now).host_spot(id.clone(), spot);
         Ok(handle)
+    }
+
+    /// The User Spot `id` leaves this shard: its handle and its lane go;
+    /// what the lane still held ends with a typed error.
+    pub(super) fn remove_spot(&mut self, id: &SpotId) {
+        let now = self.now();
+        let Some(spot) = self.core.actors(now).remove_spot(id) else {
+            return;
+        };
+        self.host.spots.try_remove(spot.slot.0);
+        if let Some(lane) = spot.lane {
+            for turn in self.host.spot_lanes.remove_lane(lane) {
+                self.refuse_actor_work(turn.into_event(), Reason::StaleLocation);
+            }
+        }
     }
 
     /// Ends the incarnation of a hosted Actor (§1, §4): the Location Store
@@ -556,23 +543,27 @@ impl ShardState {
         id: ActorId,
         reply: std::sync::mpsc::Sender<Result<(), Error>>,
     ) {
-        let Some(actor_ref) = self.core.actor_owner().actor_ref(&id) else {
+        if !self.core.actor_owner().hosts(&id) {
             let _ = reply.send(Err(Reason::StaleLocation.into()));
             return;
-        };
+        }
         // A move decides first where the Actor lives (docs/relocation.md).
         if self.core.relocation().is_relocating(&id) {
             let _ = reply.send(Err(Reason::RelocationSealed.into()));
-            return;
-        }
-        if self.host.destroying.contains(&id) {
-            let _ = reply.send(Err(Reason::StaleLocation.into()));
             return;
         }
         if self.node.store.is_none() {
             let _ = reply.send(self.forget(&id));
             return;
         }
+        let now = self.now();
+        let actor_ref = match self.core.actors(now).begin_destroy(&id) {
+            Ok(actor_ref) => actor_ref,
+            Err(error) => {
+                let _ = reply.send(Err(error));
+                return;
+            }
+        };
         let expected = RowVersion::from(&actor_ref.location);
         let (for_store, answer) = (id.clone(), reply.clone());
         let asked = self.store_effect(move |store| StoreAnswer::Destroy {
@@ -580,13 +571,9 @@ impl ShardState {
             id: for_store,
             reply: answer,
         });
-        match asked {
-            Ok(()) => {
-                self.host.destroying.insert(id);
-            }
-            Err(error) => {
-                let _ = reply.send(Err(error));
-            }
+        if let Err(error) = asked {
+            self.core.actors(now).destroy_failed(&id);
+            let _ = reply.send(Err(error));
         }
     }
 
@@ -597,19 +584,25 @@ impl ShardState {
         outcome: Result<(), StoreError>,
         reply: &std::sync::mpsc::Sender<Result<(), Error>>,
     ) {
-        self.host.destroying.remove(id);
-        let outcome = outcome.map_err(Error::from).and_then(|()| self.forget(id));
+        let outcome = match outcome {
+            Ok(()) => self.forget(id),
+            Err(error) => {
+                let now = self.now();
+                self.core.actors(now).destroy_failed(id);
+                Err(error.into())
+            }
+        };
         let _ = reply.send(outcome);
     }
 
     /// The core forgets the incarnation; its instance and lane go.
     fn forget(&mut self, id: &ActorId) -> Result<(), Error> {
         let now = self.now();
-        self.core.actors(now).destroy(id)?;
+        let placement = self.core.actors(now).destroy(id)?;
         // An awaiting turn ends first: its lane is then between turns.
         self.end_turn_of(id);
-        if let Some(hosted) = self.host.actors.remove(id) {
-            self.drop_lane(hosted.lane);
+        if let Some(placement) = placement {
+            self.drop_placement(placement);
         }
         self.routes.forget_caller(id);
         Ok(())
@@ -619,8 +612,7 @@ impl ShardState {
     /// application queue; control records never come here, X20).
     pub(super) fn actor_event(&mut self, event: ActorEvent) {
         let actor = event.actor();
-        let Some((lane, generation)) = self.host.actors.get(actor).map(|a| (a.lane, a.generation))
-        else {
+        let Some((lane, generation)) = self.core.actor_owner().turn_lane(actor) else {
             // The core hosts no Actor the runtime lacks; answer anyway, so
             // that no request is left without a terminal.
             self.refuse_actor_work(event, Reason::StaleLocation);
@@ -630,11 +622,6 @@ impl ShardState {
         let refused = match lane {
             ActorLane::Own(lane) => self.host.actor_lanes.submit(lane, Ordinary, turn),
             ActorLane::Spot(lane) => self.host.spot_lanes.submit(lane, Ordinary, turn),
-            ActorLane::Captured(_) => {
-                debug_assert!(false, "work for a captured Actor: {:?}", turn.event);
-                self.refuse_actor_work(turn.event, Reason::RelocationSealed);
-                return;
-            }
         };
         let Err(refused) = refused else {
             return;
@@ -706,9 +693,10 @@ impl ShardState {
         let ActorTurn { generation, event } = turn;
         let actor = event.actor().clone();
         let now = self.now();
-        let hosted = self.host.actors.get_mut(&actor);
-        let Some(hosted) = hosted.filter(|h| h.generation == generation) else {
-            // Destroyed, or re-created, since it was admitted (X6).
+        let slot = self.core.actor_owner().turn_slot(&actor, generation);
+        let Some((slot, hosted)) = slot.and_then(|s| Some((s, self.host.instances.get_mut(s.0)?)))
+        else {
+            // Destroyed, moved away or re-created since it was admitted (X6).
             self.refuse_actor_work(event, Reason::StaleLocation);
             return self.finish_turn_lane(lane);
         };
@@ -717,7 +705,7 @@ impl ShardState {
             self.core.actors(now).disconnect_done(ticket, outcome);
             return self.finish_turn_lane(lane);
         }
-        let Some(mut instance) = hosted.instance.take() else {
+        let Some(mut instance) = hosted.actor.take() else {
             debug_assert!(false, "an Actor turn inside another turn of {actor:?}");
             self.refuse_actor_work(event, Reason::QueueFull);
             return self.finish_turn_lane(lane);
@@ -734,7 +722,6 @@ impl ShardState {
             limits,
             now,
             actor: &actor,
-            hosted: &self.host.actors,
             routes: &mut self.routes,
             suspended: None,
         };
@@ -796,9 +783,7 @@ impl ShardState {
         if let Some(started) = timed {
             self.published.actor_turns.record(started.elapsed());
         }
-        if let Some(hosted) = self.host.actors.get_mut(&actor) {
-            hosted.instance = Some(instance);
-        }
+        self.put_back(&actor, generation, slot, instance);
         match suspended {
             Some(turn) => self.suspend_turn(actor, generation, lane, end, turn),
             None => {
@@ -823,13 +808,30 @@ impl ShardState {
             limits,
             now,
             actor,
-            hosted: &self.host.actors,
             routes: &mut self.routes,
             suspended: None,
         };
         let outcome = resume(instance, &mut ctx);
         let suspended = ctx.suspended.take();
         (outcome, suspended)
+    }
+
+    /// The instance a turn took goes back to its slot, if the registry
+    /// still names that slot for its incarnation (nothing in a turn ends
+    /// it, but a slot is never filled for another Actor's sake).
+    pub(super) fn put_back(
+        &mut self,
+        actor: &ActorId,
+        generation: ObjectGeneration,
+        slot: InstanceSlot,
+        instance: Box<dyn Actor>,
+    ) {
+        if self.core.actor_owner().turn_slot(actor, generation) != Some(slot) {
+            return;
+        }
+        if let Some(hosted) = self.host.instances.get_mut(slot.0) {
+            hosted.actor = Some(instance);
+        }
     }
 
     /// What ends with a turn: the reply of the request it answered, and a
@@ -892,9 +894,6 @@ struct TurnContext<'a> {
     limits: DecodeLimits,
     now: Instant,
     actor: &'a ActorId,
-    /// The shard's Actors: [`ActorContext::push_to_member`] checks that the
-    /// member shares this Actor's SpotWide gate.
-    hosted: &'a HashMap<ActorId, HostedActor>,
     /// Where the turn's calls to other Actors wait to be routed (calls.rs).
     routes: &'a mut super::calls::Routes,
     /// What the turn suspended on, if it did ([`ActorContext::suspend`]).
@@ -930,10 +929,9 @@ impl ActorContext for TurnContext<'_> {
         key: PacketKey,
         payload: Bytes,
     ) -> Result<(), Error> {
-        let gate = |id: &ActorId| match self.hosted.get(id).map(|h| &h.lane) {
-            Some(ActorLane::Spot(lane)) => Some(*lane),
-            _ => None,
-        };
+        // The member must share this Actor's SpotWide gate (§5).
+        let owner = self.core.actor_owner();
+        let gate = |id: &ActorId| owner.placement(id).and_then(|p| p.lane.spot_gate());
         match (gate(self.actor), gate(member)) {
             (Some(mine), Some(theirs)) if mine == theirs => {
                 self.fits(&payload)?;

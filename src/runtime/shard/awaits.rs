@@ -127,19 +127,18 @@ impl ShardState {
         let Some(awaiting) = self.awaits.turns.remove(&id) else {
             return;
         };
-        let instance = self
-            .host
-            .actors
-            .get_mut(&awaiting.actor)
-            .filter(|h| h.generation == awaiting.generation)
-            .and_then(|h| h.instance.take());
-        let Some(mut instance) = instance else {
+        // The incarnation the turn began on, or none (X6).
+        let owner = self.core.actor_owner();
+        let slot = owner.turn_slot(&awaiting.actor, awaiting.generation);
+        let instance = slot.and_then(|slot| {
+            let taken = self.host.instances.get_mut(slot.0)?.actor.take()?;
+            Some((slot, taken))
+        });
+        let Some((slot, mut instance)) = instance else {
             return self.end_awaiting(awaiting, Reason::StaleLocation.into());
         };
         let (outcome, suspended) = self.continue_turn(&awaiting.actor, &mut *instance, resume);
-        if let Some(hosted) = self.host.actors.get_mut(&awaiting.actor) {
-            hosted.instance = Some(instance);
-        }
+        self.put_back(&awaiting.actor, awaiting.generation, slot, instance);
         let Awaiting {
             actor,
             generation,

@@ -9,7 +9,11 @@
 //! - Capture happens between two turns of the Actor (turns run to their end
 //!   on the shard loop, so none is in progress when the event is carried
 //!   out): the state snapshot and every queued turn, in order, leave the
-//!   Actor together, and its lane is gone until Reopen or DropInstance.
+//!   Actor together. Its lane stays, empty: the core sends it nothing until
+//!   Reopen (the saved work comes back) or DropInstance (the lane goes).
+//! - Where an Actor or Spot is hosted, on which lane and at which instance
+//!   slot is the core's registry's (src/core/actor/placement.rs): a
+//!   restore answers with the placement, and DropInstance names it.
 //! - The state travels in an envelope that names the Actor's type, so the
 //!   target builds it with the same factory and restores it before any
 //!   message reaches it (restore without dispatch).
@@ -25,14 +29,13 @@ use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use super::actors::{ActorLane, HostedActor};
+use super::actors::Instance;
 use super::ShardState;
-use crate::core::actor::ActorEvent;
+use crate::core::actor::{ActorEvent, ActorLane, InstanceSlot, Placement};
 use crate::core::lane::{LaneId, SpotState};
 use crate::core::relocation::{Capture, CasAnswer, RelocationEvent, StoreOp};
 use crate::error::{Error, Reason};
-use crate::ids::{ActorId, ActorRef, NodeRid, ObjectGeneration, RelocationId, SpotId};
-use crate::runtime::app::spot::ExecutionMode;
+use crate::ids::{ActorId, ActorRef, NodeRid, RelocationId, SpotId};
 use crate::runtime::store_effects::StoreAnswer;
 use crate::store::AbortOutcome;
 
@@ -100,19 +103,16 @@ impl ShardState {
     /// The state envelope of a hosted Actor, or why it cannot move: a
     /// member of a User Spot moves only with its Spot (`with_spot`).
     fn relocation_envelope(&self, id: &ActorId, with_spot: bool) -> Result<Bytes, Error> {
-        // An Actor whose row is being removed is ending: nothing to move.
-        let hosted = self
-            .host
-            .actors
-            .get(id)
-            .filter(|_| !self.host.destroying.contains(id));
-        let Some(hosted) = hosted else {
+        // (An Actor whose row is being removed does not move either: the
+        // core refuses it, `ActorOwner::relocation_fence`.)
+        let owner = self.core.actor_owner();
+        let Some(placement) = owner.placement(id) else {
             return Err(Reason::StaleLocation.into());
         };
-        let spot = match &hosted.user_spot {
+        let spot = match &placement.user_spot {
             None => None,
             Some(spot) if with_spot => {
-                let kind = self.host.spots.get(spot).map(|s| s.kind.as_str());
+                let kind = owner.spot(spot).map(|s| s.kind.as_str());
                 Some((
                     kind.ok_or(Error::new(Reason::StaleLocation))?,
                     spot.as_str(),
@@ -120,12 +120,10 @@ impl ShardState {
             }
             Some(_) => return Err(Reason::NotRelocatable.into()),
         };
-        if matches!(hosted.lane, ActorLane::Captured(_)) {
-            return Err(Reason::RelocationSealed.into());
-        }
-        let state = hosted.instance.as_ref().and_then(|i| i.snapshot());
+        let instance = self.host.instances.get(placement.slot.0);
+        let state = instance.and_then(|i| i.actor.as_ref()?.snapshot());
         let state = state.ok_or(Error::new(Reason::NotRelocatable))?;
-        envelope(&hosted.actor_type, spot, &state)
+        envelope(&placement.actor_type, spot, &state)
     }
 
     /// `Node::relocate_spot` on the Spot's home shard: a SpotWide Spot
@@ -134,11 +132,13 @@ impl ShardState {
     /// takes that Actor's work off the shared lane. The caller hears the
     /// outcome when the last Actor committed, or the first failure.
     pub(super) fn start_spot_relocation(&mut self, id: &SpotId, target: NodeRid, reply: Reply) {
-        let Some(spot) = self.host.spots.get(id) else {
+        let Some(spot) = self.core.actor_owner().spot(id) else {
             reply.send(Err(Reason::StaleLocation.into()));
             return;
         };
-        let (Some(lane), ExecutionMode::SpotWide) = (spot.lane, spot.handle.mode) else {
+        // Only a SpotWide Spot has a lane: one serial context that moves as
+        // a unit; a PerActor Spot's Actors do not move.
+        let Some(lane) = spot.lane else {
             reply.send(Err(Reason::NotRelocatable.into()));
             return;
         };
@@ -146,24 +146,12 @@ impl ShardState {
             reply.send(Err(Reason::RelocationSealed.into()));
             return;
         }
-        let has_members = self
-            .host
-            .actors
-            .values()
-            .any(|a| a.user_spot.as_ref() == Some(id));
-        if !has_members {
+        let members = self.core.actor_owner().spot_members(id);
+        if members.is_empty() {
             // Nothing would create it at the target: it stays here.
             reply.send(Err(Reason::NotRelocatable.into()));
             return;
         }
-        let mut members: Vec<ActorId> = self
-            .host
-            .actors
-            .iter()
-            .filter(|(_, a)| a.user_spot.as_ref() == Some(id))
-            .map(|(actor, _)| actor.clone())
-            .collect();
-        members.sort_by(|a, b| a.as_str().cmp(b.as_str()));
         self.host.spot_lanes.set_state(lane, SpotState::MoveSealing);
         let spot_move = SpotMove {
             target,
@@ -221,16 +209,9 @@ impl ShardState {
         let Some(spot_move) = self.moves.spots.remove(spot) else {
             return;
         };
-        let left_behind = self
-            .host
-            .actors
-            .values()
-            .any(|a| a.user_spot.as_ref() == Some(spot));
+        let left_behind = !self.core.actor_owner().spot_members(spot).is_empty();
         if outcome.is_ok() && !left_behind {
-            self.host.spots.remove(spot);
-            for turn in self.host.spot_lanes.remove_lane(spot_move.lane) {
-                self.refuse_actor_work(turn.into_event(), Reason::StaleLocation);
-            }
+            self.remove_spot(spot);
         } else {
             self.host
                 .spot_lanes
@@ -247,38 +228,25 @@ impl ShardState {
                 let capture = self.capture(relocation, &actor);
                 self.core.relocations(now).captured(relocation, capture);
             }
-            RelocationEvent::Reopen { actor, .. } => {
-                let capacity = self.node.settings.actor_queue_max;
-                if let Some(hosted) = self.host.actors.get_mut(&actor) {
-                    match hosted.lane {
-                        ActorLane::Captured(Some(lane)) => hosted.lane = ActorLane::Spot(lane),
-                        ActorLane::Captured(None) => {
-                            hosted.lane = ActorLane::Own(self.host.actor_lanes.add_lane(capacity))
-                        }
-                        ActorLane::Own(_) | ActorLane::Spot(_) => {}
-                    }
-                }
-            }
-            RelocationEvent::DropInstance { actor, .. } => {
-                // The target's restored instance (a discard), or the
-                // source's captured one (relay-ready was accepted).
-                if let Some(discarded) = self.host.restored.remove(&actor) {
-                    if let Some(spot) = discarded.user_spot {
+            // The Actor's lane stayed through the capture, empty; the core
+            // sends its saved work and the ingress hold next, in order.
+            RelocationEvent::Reopen { .. } => {}
+            // The target's restored instance (a discard), or the source's
+            // captured one (relay-ready was accepted): the core's registry
+            // let it go and says where it was.
+            RelocationEvent::DropInstance {
+                actor, placement, ..
+            } => {
+                if let Some(placement) = placement {
+                    let spot = placement.user_spot.clone();
+                    self.drop_placement(placement);
+                    if let Some(spot) = spot {
                         self.forget_arrived_spot(&spot);
                     }
-                } else {
-                    let captured = self
-                        .host
-                        .actors
-                        .get(&actor)
-                        .is_some_and(|h| matches!(h.lane, ActorLane::Captured(_)));
-                    if captured {
-                        self.host.actors.remove(&actor);
-                        // Its open requests' outcomes follow it; their
-                        // routes' bookkeeping here ends with it.
-                        self.routes.forget_caller(&actor);
-                    }
                 }
+                // Its open requests' outcomes follow it; their routes'
+                // bookkeeping here ends with it.
+                self.routes.forget_caller(&actor);
             }
             RelocationEvent::Restore {
                 relocation,
@@ -286,7 +254,15 @@ impl ShardState {
                 state,
             } => {
                 let outcome = self.restore(&actor, &state);
-                self.core.relocations(now).restored(relocation, outcome);
+                let back = self.core.relocations(now).restored(relocation, outcome);
+                // Discarded while it was restored: it goes again.
+                if let Some(placement) = back {
+                    let spot = placement.user_spot.clone();
+                    self.drop_placement(placement);
+                    if let Some(spot) = spot {
+                        self.forget_arrived_spot(&spot);
+                    }
+                }
             }
             RelocationEvent::Opened { actor, .. } => self.open(&actor),
             RelocationEvent::Store { relocation, op } => self.store_op(relocation, op),
@@ -311,32 +287,28 @@ impl ShardState {
     fn capture(&mut self, relocation: RelocationId, actor: &ActorId) -> Result<Capture, Error> {
         let with_spot = self.moves.spot_of.contains_key(&relocation);
         let state = self.relocation_envelope(actor, with_spot)?;
-        let Some(hosted) = self.host.actors.get_mut(actor) else {
+        let Some(placement) = self.core.actor_owner().placement(actor) else {
             return Err(Reason::StaleLocation.into());
         };
-        let turns = match hosted.lane {
-            ActorLane::Own(lane) => {
-                hosted.lane = ActorLane::Captured(None);
-                self.host.actor_lanes.remove_lane(lane).into()
-            }
+        // Its lane stays, empty, until the move aborts (the saved work
+        // comes back) or commits (the lane goes with the instance).
+        let turns = match placement.lane {
+            ActorLane::Own(lane) => self.host.actor_lanes.take_where(lane, |_| true),
             // Its share of the Spot's (move-sealed) lane.
-            ActorLane::Spot(lane) if with_spot => {
-                hosted.lane = ActorLane::Captured(Some(lane));
-                self.host
-                    .spot_lanes
-                    .take_where(lane, |t| t.actor() == actor)
-            }
-            ActorLane::Spot(_) | ActorLane::Captured(_) => {
-                return Err(Reason::NotRelocatable.into())
-            }
+            ActorLane::Spot(lane) if with_spot => self
+                .host
+                .spot_lanes
+                .take_where(lane, |t| t.actor() == actor),
+            ActorLane::Spot(_) => return Err(Reason::NotRelocatable.into()),
         };
         let queued: Vec<ActorEvent> = turns.into_iter().map(|t| t.into_event()).collect();
         Ok(Capture { state, queued })
     }
 
     /// The target builds the Actor from its type's factory and restores its
-    /// state; it is not dispatched until the move commits ([`Self::open`]).
-    fn restore(&mut self, actor: &ActorId, envelope: &Bytes) -> Result<(), Error> {
+    /// state, at a slot and on a lane of its own (or its Spot's); it is not
+    /// dispatched until the move commits and the core hosts it there.
+    fn restore(&mut self, actor: &ActorId, envelope: &Bytes) -> Result<Option<Placement>, Error> {
         let opened = open_envelope(envelope)?;
         let kind = self.node.actor_types.get(&opened.actor_type);
         let Some(kind) = kind.filter(|_| self.node.hosts_actors) else {
@@ -352,12 +324,12 @@ impl ShardState {
                 if !actor.is_under(&id) {
                     return Err(Reason::NotPlacedWithSpot.into());
                 }
-                let arrived = !self.host.spots.contains_key(&id);
+                let arrived = self.core.actor_owner().spot(&id).is_none();
                 let handle = self.create_spot(spot_kind, &id)?;
                 if arrived {
                     self.moves.arrived_spots.insert(id.clone());
                 }
-                let lane = self.host.spots.get(&id).and_then(|s| s.lane);
+                let lane = self.core.actor_owner().spot(&id).and_then(|s| s.lane);
                 if lane.is_none() {
                     self.forget_arrived_spot(&id);
                     return Err(Reason::NotRelocatable.into());
@@ -372,18 +344,23 @@ impl ShardState {
             }
             return Err(error);
         }
-        let hosted = HostedActor {
-            instance: Some(instance),
-            actor_type: opened.actor_type,
-            // The incarnation is the one the move keeps (§1); it is set
-            // from the ActorRef when the move commits.
-            generation: ObjectGeneration(0),
-            lane: ActorLane::Captured(lane),
-            spot,
-            user_spot,
+        let lane = match lane {
+            Some(lane) => ActorLane::Spot(lane),
+            None => {
+                let capacity = self.node.settings.actor_queue_max;
+                ActorLane::Own(self.host.actor_lanes.add_lane(capacity))
+            }
         };
-        self.host.restored.insert(actor.clone(), hosted);
-        Ok(())
+        let instance = Instance {
+            actor: Some(instance),
+            spot,
+        };
+        Ok(Some(Placement {
+            actor_type: opened.actor_type,
+            user_spot,
+            lane,
+            slot: InstanceSlot(self.host.instances.insert(instance)),
+        }))
     }
 
     /// Removes a Spot an arrival created here once no Actor is in it or on
@@ -392,37 +369,22 @@ impl ShardState {
         if !self.moves.arrived_spots.contains(id) {
             return;
         }
-        let in_it = |a: &HostedActor| a.user_spot.as_ref() == Some(id);
-        if self.host.actors.values().any(in_it) || self.host.restored.values().any(in_it) {
+        let in_it = |p: &Placement| p.user_spot.as_ref() == Some(id);
+        let hosted = self.core.actor_owner().placements().any(|(_, p)| in_it(p));
+        if hosted || self.core.relocation().arrivals().any(in_it) {
             return;
         }
         self.moves.arrived_spots.remove(id);
-        if let Some(spot) = self.host.spots.remove(id) {
-            if let Some(lane) = spot.lane {
-                for turn in self.host.spot_lanes.remove_lane(lane) {
-                    self.refuse_actor_work(turn.into_event(), Reason::StaleLocation);
-                }
-            }
-        }
+        self.remove_spot(id);
     }
 
-    /// After the target's CAS: the restored Actor is hosted here, on a lane
-    /// of its own; the temporary queue's deliveries follow.
+    /// After the target's CAS the core hosts the restored Actor here (its
+    /// registry took the placement); a Spot its arrival created stays.
     fn open(&mut self, actor: &ActorRef) {
-        let Some(mut hosted) = self.host.restored.remove(&actor.id) else {
-            tracing::error!(actor = ?actor.id, "a committed relocation with no restored instance");
-            return;
-        };
-        let capacity = self.node.settings.actor_queue_max;
-        hosted.generation = actor.generation;
-        if let Some(spot) = &hosted.user_spot {
-            self.moves.arrived_spots.remove(spot);
+        let placement = self.core.actor_owner().placement(&actor.id);
+        if let Some(spot) = placement.and_then(|p| p.user_spot.clone()) {
+            self.moves.arrived_spots.remove(&spot);
         }
-        hosted.lane = match hosted.lane {
-            ActorLane::Captured(Some(lane)) => ActorLane::Spot(lane),
-            _ => ActorLane::Own(self.host.actor_lanes.add_lane(capacity)),
-        };
-        self.host.actors.insert(actor.id.clone(), hosted);
     }
 
     /// A Location Store operation of the relocation, as an effect: a
