@@ -11,13 +11,13 @@ use std::time::Duration;
 use super::actor::{ActorOwner, ActorOwnerIdentity, Actors};
 use super::admission::LinkAdmission;
 use super::effects::{CoreEvent, CoreTimer, Effects};
-use super::relocation::{RelocationConfig, RelocationOwner, Relocations};
+use super::relocation::{RelocationConfig, RelocationEvent, RelocationOwner, Relocations};
 use super::session::{
     SessionEvent, SessionOwner, SessionOwnerConfig, SessionOwnerIdentity, Sessions,
 };
 use super::time::Instant;
 use super::trace::{FlowCounters, FlowTrace};
-use crate::ids::{NodeRid, Peer, RequestId};
+use crate::ids::{ActorId, NodeRid, Peer, RequestId};
 use crate::wire::node::{
     ActorReply, ActorSend, BindTerminal, BoundSessionBind, NodeRecord, SessionRelocationRoute,
 };
@@ -147,7 +147,6 @@ pub struct ShardCore {
 impl ShardCore {
     /// A shard core whose clock starts at `now`.
     pub fn new(config: ShardConfig, now: Instant) -> Self {
-        let prepare = config.relocation.prepare_timeout;
         Self {
             fx: Effects::new(now),
             relocation: RelocationOwner::new(config.session_owner.owner_id, config.relocation),
@@ -156,7 +155,6 @@ impl ShardCore {
                 config.actor_owner,
                 config.session_owner.owner_id,
                 config.actor_turn_deadline,
-                prepare,
             ),
             admission: LinkAdmission::new(config.send_timeout),
         }
@@ -297,7 +295,13 @@ impl ShardCore {
                 CoreTimer::Session(timer) => self.sessions(now).handle_timer(timer),
                 CoreTimer::Relocation(timer) => self.relocations(now).handle_timer(timer),
                 CoreTimer::Actor(fire) => self.actors(now).fire_timer(&fire),
-                CoreTimer::Await(timer) => self.actors(now).on_await_timer(timer),
+                CoreTimer::Await(timer) => {
+                    // A turn over at its deadline lets its parked moves go
+                    // on, as one that ended does.
+                    if let Some(actor) = self.actors(now).on_await_timer(timer) {
+                        self.relocations(now).unpark(&actor);
+                    }
+                }
                 CoreTimer::Call(request) => self.actors(now).on_call_deadline(request),
                 CoreTimer::CallDeadline(fire) => self.actors(now).on_caller_deadline(&fire),
                 CoreTimer::Admission => {
@@ -308,6 +312,15 @@ impl ShardCore {
                     }
                 }
             }
+        }
+    }
+
+    /// The awaiting turn of `actor` ended (its continuation finished, or the
+    /// runtime ended it for a destroy): the moves parked behind it go on, in
+    /// the order they were asked for (src/core/relocation/parked.rs).
+    pub fn turn_ended(&mut self, now: Instant, actor: &ActorId) {
+        if self.actors(now).turn_ended(actor) {
+            self.relocations(now).unpark(actor);
         }
     }
 
@@ -324,8 +337,22 @@ impl ShardCore {
     /// it and reports its end with [`Sessions::turn_done`].
     #[must_use]
     pub fn poll_event(&mut self) -> Option<CoreEvent> {
-        if let Some(event) = self.fx.poll_event() {
-            return Some(event);
+        while let Some(event) = self.fx.poll_event() {
+            match event {
+                // A moving Spot's member arrived (or failed): the Spot's
+                // move goes on from here, after the step that ended it
+                // (src/core/relocation/spot_move.rs).
+                CoreEvent::Relocation(RelocationEvent::Finished {
+                    relocation,
+                    actor,
+                    outcome,
+                }) if self.relocation.moves_with_spot(relocation) => {
+                    let now = self.fx.now();
+                    self.relocations(now)
+                        .member_moved(relocation, &actor, &outcome);
+                }
+                event => return Some(event),
+            }
         }
         let mut sessions = Sessions {
             owner: &mut self.sessions,

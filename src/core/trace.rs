@@ -203,6 +203,9 @@ flow_trace! {
     /// Actor's awaiting turn to end before it seals anything
     /// (docs/actors.md "Async turns").
     RelocationWaitsForTurn => "relocation_waits_for_turn", debug;
+    /// A parked move went on when the turn it waited for ended (or was
+    /// over at its deadline).
+    RelocationUnparked => "relocation_unparked", debug;
 }
 
 impl fmt::Display for FlowTrace {

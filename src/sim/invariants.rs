@@ -472,7 +472,9 @@ impl Checker {
         self.captures(event, core);
         match event {
             CoreEvent::Await(AwaitEvent::TurnExpired { .. }) => self.tally.turns_expired += 1,
-            CoreEvent::Await(AwaitEvent::ParkedReady { .. }) => self.tally.moves_unparked += 1,
+            CoreEvent::Relocation(RelocationEvent::Unparked { .. }) => {
+                self.tally.moves_unparked += 1;
+            }
             CoreEvent::Session(SessionEvent::TurnExpired { .. }) => {
                 self.tally.session_turns_expired += 1;
             }

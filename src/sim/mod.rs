@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 
+use crate::core::actor::AwaitEvent;
 use crate::core::actor::{ActorEvent, ActorOwnerIdentity, Actors, ReplyTicket};
-use crate::core::actor::{AwaitEvent, ParkId};
 use crate::core::creation::OwnRow;
 use crate::core::relocation::{
     AbortAnswer, Capture, CasAnswer, RelocationConfig, RelocationEvent, Relocations, StoreOp,
@@ -174,8 +174,6 @@ pub struct SimNode {
     /// Actor turns that await ([`Mesh::suspend_turn`]): the message each
     /// began with, answered when it resumes. The Actor's lane waits.
     suspended: BTreeMap<ActorId, ActorEvent>,
-    /// Moves parked behind an awaiting turn, with their targets.
-    parked: Vec<(ParkId, ActorId, NodeRid)>,
 }
 
 impl SimNode {
@@ -362,7 +360,6 @@ impl Mesh {
             sessions_config,
             open_turns: Vec::new(),
             suspended: BTreeMap::new(),
-            parked: Vec::new(),
         };
         self.nodes.insert(rid, node);
         rid
@@ -631,7 +628,7 @@ impl Mesh {
             return;
         };
         echo(&mut sim.core.actors(now), &event);
-        sim.core.actors(now).turn_ended(actor);
+        sim.core.turn_ended(now, actor);
         self.pump();
     }
 
@@ -647,21 +644,16 @@ impl Mesh {
         let sim = self.node_mut(node);
         if let Some(event) = sim.suspended.remove(actor) {
             sim.core.actors(now).refuse(event, reason);
-            sim.core.actors(now).turn_ended(actor);
+            sim.core.turn_ended(now, actor);
         }
     }
 
     /// Relocates `actor` from `from` to `to`, as the runtime's
-    /// `Node::relocate` does: a move of an Actor whose turn awaits is
-    /// parked until the turn ends, at most the prepare bound.
-    pub fn relocate_or_park(&mut self, from: NodeRid, actor: &ActorId, to: NodeRid) -> bool {
+    /// `Node::relocate` does: the core parks a move of an Actor whose turn
+    /// awaits until the turn ends, at most the prepare bound.
+    pub fn relocate(&mut self, from: NodeRid, actor: &ActorId, to: NodeRid) -> bool {
         let now = self.now;
         let sim = self.node_mut(from);
-        if sim.core.actor_owner().awaiting(actor).is_some() {
-            let park = sim.core.actors(now).park_move(actor);
-            sim.parked.push((park, actor.clone(), to));
-            return true;
-        }
         let started = sim.core.relocations(now).relocate(actor, to).is_ok();
         self.pump();
         started
@@ -775,7 +767,11 @@ impl Mesh {
                     self.carry_out_store(rid, relocation, op)
                 }
             },
-            RelocationEvent::Reopen { .. } | RelocationEvent::Finished { .. } => {}
+            RelocationEvent::Reopen { .. }
+            | RelocationEvent::Finished { .. }
+            | RelocationEvent::Unparked { .. } => {}
+            // The simulator hosts no Spots.
+            RelocationEvent::SpotSealed { .. } | RelocationEvent::SpotFinished { .. } => {}
         }
     }
 
@@ -1161,15 +1157,6 @@ impl Mesh {
                     if let Some(event) = node.suspended.remove(&actor) {
                         node.core.actors(now).refuse(event, Reason::Deadline);
                     }
-                }
-                CoreEvent::Await(AwaitEvent::ParkedReady { park }) => {
-                    if let Some(at) = node.parked.iter().position(|p| p.0 == park) {
-                        let (_, actor, to) = node.parked.remove(at);
-                        let _ = node.core.relocations(now).relocate(&actor, to);
-                    }
-                }
-                CoreEvent::Await(AwaitEvent::ParkedExpired { park }) => {
-                    node.parked.retain(|p| p.0 != park);
                 }
             }
         }

@@ -850,7 +850,7 @@ impl World {
                 let _ = self.mesh.actors(*node).set_timer(actor, *after, *period);
             }
             Action::Relocate { actor, from, to } => {
-                if self.mesh.relocate_or_park(*from, actor, *to) {
+                if self.mesh.relocate(*from, actor, *to) {
                     self.relocations += 1;
                 }
             }

@@ -20,7 +20,7 @@ mod open_calls;
 mod placement;
 mod timers;
 
-pub use self::awaits::{AwaitEvent, AwaitId, AwaitTimer, ParkId};
+pub use self::awaits::{AwaitEvent, AwaitId, AwaitTimer};
 pub use self::open_calls::CallDeadline;
 pub use self::placement::{ActorLane, HostedSpot, InstanceSlot, Placement};
 pub use self::timers::ActorTimerFire;
@@ -242,7 +242,6 @@ impl ActorOwner {
         identity: ActorOwnerIdentity,
         shard: SessionOwnerId,
         turn_deadline: Duration,
-        prepare: Duration,
     ) -> Self {
         Self {
             identity,
@@ -253,7 +252,7 @@ impl ActorOwner {
             next_ticket: 0,
             calls: HashMap::new(),
             next_call: RequestId::call_origin(shard),
-            awaits: awaits::TurnAwaits::new(turn_deadline, prepare),
+            awaits: awaits::TurnAwaits::new(turn_deadline),
         }
     }
 
@@ -261,12 +260,6 @@ impl ActorOwner {
     /// "Async turns").
     pub fn awaiting(&self, actor: &ActorId) -> Option<AwaitId> {
         self.awaits.of(actor)
-    }
-
-    /// How many moves wait, parked, for an awaiting turn to end.
-    #[cfg(feature = "testing")]
-    pub fn parked_moves(&self) -> usize {
-        self.awaits.parked_len()
     }
 
     /// How many requests this shard's Actors have in flight.

@@ -33,11 +33,13 @@ use crate::core::actor::ActorEvent;
 use crate::core::timer::TimerKey;
 use crate::core::trace::FlowTrace;
 use crate::error::{Error, Reason};
-use crate::ids::{ActorId, ActorLocation, ActorRef, NodeRid, ObjectGeneration, Peer};
+use crate::ids::{
+    ActorId, ActorLocation, ActorRef, AuthorityOwnerGeneration, NodeRid, ObjectGeneration, Peer,
+};
 use crate::ids::{BindingGeneration, RelocationId, RequestId, SessionRef};
 use crate::wire::node::{
-    ActorCall, ActorReply, ActorSend, BindTombstone, BoundRoute, BoundSessionBind, NodeRecord,
-    RelocationCutover, RelocationDiscard, RelocationFinished, RelocationIngressHold,
+    ActorCall, ActorReply, ActorSend, BindTombstone, BindingHandoff, BoundRoute, BoundSessionBind,
+    NodeRecord, RelocationCutover, RelocationDiscard, RelocationFinished, RelocationIngressHold,
     RelocationPrepare, RelocationReady, RequestHeader, SavedWork, SealIdentity,
     SessionRelocationRoute, SessionRelocationSeal, SessionRelocationSealed,
 };
@@ -136,6 +138,14 @@ impl Coordinator {
     }
 }
 
+/// What a move starts from: the Actor's incarnation, its authority owner
+/// generation (the CAS's expected value, §8.1) and its current binding.
+type MoveFence = (
+    ObjectGeneration,
+    AuthorityOwnerGeneration,
+    Option<BindingHandoff>,
+);
+
 impl Phase {
     fn held_mut(&mut self) -> Option<&mut Vec<Held>> {
         match self {
@@ -155,20 +165,66 @@ impl Relocations<'_> {
     /// (RelocationSealed, §12, X5). The caller's completion is
     /// [`RelocationEvent::Finished`].
     pub fn relocate(&mut self, actor: &ActorId, target: NodeRid) -> Result<RelocationId, Error> {
+        let fence = self.check_move(actor, target)?;
+        let relocation = self.state.relocation_id(self.owner.identity().node);
+        if self.owner.awaiting(actor).is_some() {
+            self.park(relocation, actor, target);
+        } else {
+            self.start(relocation, actor, target, fence);
+        }
+        Ok(relocation)
+    }
+
+    /// A move under a RelocationId it was already given (a parked move
+    /// going on, parked.rs): checked again as a new one; one that cannot
+    /// start ends with its [`RelocationEvent::Finished`].
+    pub(super) fn relocate_as(
+        &mut self,
+        relocation: RelocationId,
+        actor: &ActorId,
+        target: NodeRid,
+    ) {
+        match self.check_move(actor, target) {
+            Ok(_) if self.owner.awaiting(actor).is_some() => self.park(relocation, actor, target),
+            Ok(fence) => self.start(relocation, actor, target, fence),
+            Err(error) => self.event(RelocationEvent::Finished {
+                relocation,
+                actor: actor.clone(),
+                outcome: Err(error),
+            }),
+        }
+    }
+
+    /// Whether `actor` may start moving to `target` now: this owner holds
+    /// its lease, the Actor is hosted here (and not ending) and not moving
+    /// already, and the target is another node. Returns what the move
+    /// starts from.
+    fn check_move(&self, actor: &ActorId, target: NodeRid) -> Result<MoveFence, Error> {
         if self.owner.is_fenced() {
             return Err(Reason::LeaseExpired.into());
         }
         if self.state.relocating.contains_key(actor) {
             return Err(Reason::RelocationSealed.into());
         }
-        let Some((generation, authority, binding)) = self.owner.relocation_fence(actor) else {
+        let Some(fence) = self.owner.relocation_fence(actor) else {
             return Err(Reason::StaleLocation.into());
         };
-        let node = self.owner.identity().node;
-        if target == node {
+        if target == self.owner.identity().node {
             return Err(Reason::RelocationTargetInvalid.into());
         }
-        let relocation = self.state.relocation_id(node);
+        Ok(fence)
+    }
+
+    /// Starts a checked move: seals the binding (42) or, unbound, captures
+    /// at once.
+    fn start(
+        &mut self,
+        relocation: RelocationId,
+        actor: &ActorId,
+        target: NodeRid,
+        (generation, authority, binding): MoveFence,
+    ) {
+        let node = self.owner.identity().node;
         let (seal, phase) = match binding {
             Some(binding) => {
                 let seal = SealIdentity {
@@ -218,7 +274,6 @@ impl Relocations<'_> {
         };
         self.state.relocating.insert(actor.clone(), relocation);
         self.state.coordinators.insert(relocation, coordinator);
-        Ok(relocation)
     }
 
     /// The runtime's answer to [`RelocationEvent::Capture`]: the snapshot

@@ -24,7 +24,9 @@
 
 mod coordinator;
 mod follow;
+mod parked;
 mod proxy;
+mod spot_move;
 mod target;
 
 use foldhash::{HashMap, HashMapExt};
@@ -36,13 +38,14 @@ use self::coordinator::Coordinator;
 use self::follow::FollowTable;
 use self::proxy::{Origin, Proxy, ProxyTable};
 use self::target::TargetHandoff;
-use super::actor::{ActorEvent, ActorOwner, Actors, Placement};
+use super::actor::{ActorEvent, ActorOwner, Actors, HostedSpot, Placement};
 use super::effects::{CoreTimer, Effects};
+use super::lane::LaneId;
 use super::trace::FlowTrace;
 use crate::error::{Error, Reason};
 use crate::ids::{
     ActorId, ActorLocation, ActorRef, AuthorityOwnerGeneration, NodeRid, ObjectGeneration, Peer,
-    RelocationId, RequestId, SessionOwnerId,
+    RelocationId, RequestId, SessionOwnerId, SpotId,
 };
 use crate::wire::node::{
     ActorReply, ActorSend, BindTerminal, BoundRoute, BoundSessionBind, NodeRecord, RequestHeader,
@@ -250,6 +253,33 @@ pub enum RelocationEvent {
         /// The operation.
         op: StoreOp,
     },
+    /// Source: a move parked behind the Actor's awaiting turn goes on now
+    /// (src/core/relocation/parked.rs); its outcome is still to come.
+    Unparked {
+        /// The relocation.
+        relocation: RelocationId,
+        /// The Actor.
+        actor: ActorId,
+    },
+    /// Source: move-seal the Spot's lane for its move (spot_move.rs): its
+    /// Actors' work is held, in order, until the Spot's move ends.
+    SpotSealed {
+        /// The Spot.
+        spot: SpotId,
+        /// Its lane.
+        lane: LaneId,
+    },
+    /// Source: the Spot's move ended; the caller of `relocate_spot` gets
+    /// `outcome`. With `gone`, the Spot left this shard (drop its handle and
+    /// lane); otherwise its lane reopens, with the Actors still here.
+    SpotFinished {
+        /// The Spot.
+        spot: SpotId,
+        /// Every Actor moved, or the first failure.
+        outcome: Result<(), Error>,
+        /// The Spot as the registry held it, when it left.
+        gone: Option<HostedSpot>,
+    },
     /// Source: the relocation ended; the caller of `relocate` gets this.
     Finished {
         /// The relocation.
@@ -280,6 +310,8 @@ pub enum RelocationTimer {
     TargetLinger(RelocationId),
     /// A proxied request's deadline.
     ProxyDeadline(RequestId),
+    /// A move parked behind an awaiting turn reached its prepare bound.
+    Parked(RelocationId),
     /// A follow entry's lifetime ended.
     FollowExpiry {
         /// The moved Actor.
@@ -304,6 +336,10 @@ pub struct RelocationOwner {
     arriving: HashMap<ActorId, RelocationId>,
     proxies: ProxyTable,
     follow: FollowTable,
+    /// Moves parked behind an awaiting turn (parked.rs).
+    parked: parked::ParkedMoves,
+    /// Spots moving away as one unit (spot_move.rs).
+    spot_moves: spot_move::SpotMoves,
 }
 
 impl RelocationOwner {
@@ -318,7 +354,15 @@ impl RelocationOwner {
             arriving: HashMap::new(),
             proxies: ProxyTable::default(),
             follow: FollowTable::default(),
+            parked: parked::ParkedMoves::default(),
+            spot_moves: spot_move::SpotMoves::default(),
         }
+    }
+
+    /// How many moves wait, parked, for an awaiting turn to end.
+    #[cfg(feature = "testing")]
+    pub fn parked_moves(&self) -> usize {
+        self.parked.len()
     }
 
     /// Whether `actor` is being relocated away from here.
@@ -470,6 +514,7 @@ impl Relocations<'_> {
             RelocationTimer::CasRetry(id) => self.on_cas_retry(id),
             RelocationTimer::CutoverFallback(id) => self.on_cutover_fallback(id),
             RelocationTimer::TargetLinger(id) => self.on_target_linger(id),
+            RelocationTimer::Parked(id) => self.on_parked_deadline(id),
             RelocationTimer::ProxyDeadline(id) => {
                 if let Some(proxy) = self.state.proxies.remove(id) {
                     self.fx.trace(FlowTrace::RequestDeadlineExceeded);

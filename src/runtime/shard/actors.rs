@@ -199,7 +199,7 @@ impl ShardState {
             }
             // A Spot moving as one unit takes no new Actor: it would be
             // left behind, a second gate (docs/relocation.md).
-            if self.moves.spot_moving(&spot.id) {
+            if self.core.relocation().spot_moving(&spot.id) {
                 return Some(Err(Reason::RelocationSealed.into()));
             }
         }
@@ -518,9 +518,13 @@ impl ShardState {
     /// what the lane still held ends with a typed error.
     pub(super) fn remove_spot(&mut self, id: &SpotId) {
         let now = self.now();
-        let Some(spot) = self.core.actors(now).remove_spot(id) else {
-            return;
-        };
+        if let Some(spot) = self.core.actors(now).remove_spot(id) {
+            self.drop_spot(spot);
+        }
+    }
+
+    /// A Spot the core's registry let go: its handle and its lane go.
+    pub(super) fn drop_spot(&mut self, spot: HostedSpot) {
         self.host.spots.try_remove(spot.slot.0);
         if let Some(lane) = spot.lane {
             for turn in self.host.spot_lanes.remove_lane(lane) {

@@ -12,9 +12,9 @@
 //!   serves everything else meanwhile: the future is a task of the shard's
 //!   executor, polled between its loop turns, never blocking it.
 //! - An awaiting turn is never captured: a move asked for meanwhile is
-//!   parked in the core and starts when the core says
-//!   ([`AwaitEvent::ParkedReady`]), or ends `DeadlineExceeded` with nothing
-//!   sealed ([`AwaitEvent::ParkedExpired`]).
+//!   parked by the core, which starts it when the turn ends (this module
+//!   reports that: `ShardCore::turn_ended`) or ends it `DeadlineExceeded`
+//!   with nothing sealed (src/core/relocation/parked.rs).
 //! - A turn over at its deadline ([`AwaitEvent::TurnExpired`]): its future
 //!   is dropped, its continuation never runs, a request it answers ends
 //!   `DeadlineExceeded`, a timer tick counts as done, and the lane goes on.
@@ -32,10 +32,10 @@ use foldhash::HashMap;
 
 use super::actors::TurnEnd;
 use super::{ShardHandle, ShardState};
-use crate::core::actor::{AwaitEvent, AwaitId, ParkId};
+use crate::core::actor::{AwaitEvent, AwaitId};
 use crate::core::lane::LaneId;
 use crate::error::{Error, Reason};
-use crate::ids::{ActorId, NodeRid, ObjectGeneration, SpotId};
+use crate::ids::{ActorId, ObjectGeneration};
 use crate::runtime::app::actor::{AsyncTurn, Resume};
 use crate::runtime::executor::{completion, or_abort, Completer, Completion};
 
@@ -62,36 +62,17 @@ struct Awaiting {
     _abort: Completer<()>,
 }
 
-/// A move that waits for an awaiting turn to end before it starts.
-enum Parked {
-    /// `Node::relocate` of the Actor.
-    Actor {
-        actor: ActorId,
-        target: NodeRid,
-        reply: crate::runtime::MoveReply,
-    },
-    /// The next member of a moving SpotWide Spot.
-    SpotMember { spot: SpotId, actor: ActorId },
-}
-
 type TurnFuture = Pin<Box<dyn Future<Output = Resume>>>;
 
-/// The shard's awaiting turns and the moves waiting for them, as the core
-/// names them.
+/// The shard's awaiting turns, as the core names them.
 #[derive(Default)]
 pub(super) struct Awaits {
     turns: HashMap<AwaitId, Awaiting>,
     /// Futures to start as tasks once the shard's state is not borrowed.
     to_start: Vec<(AwaitId, TurnFuture, Completion<()>)>,
-    parked: HashMap<ParkId, Parked>,
 }
 
 impl ShardState {
-    /// Whether a turn of `actor` awaits (a move of it is parked).
-    pub(super) fn turn_awaits(&self, actor: &ActorId) -> bool {
-        self.core.actor_owner().awaiting(actor).is_some()
-    }
-
     /// The turn of `actor` suspended on `turn`: its lane stays in its turn
     /// until the continuation ends it. A continuation that suspends again
     /// keeps its turn's first deadline (the core's).
@@ -152,7 +133,7 @@ impl ShardState {
                 self.end_turn(&actor, end, outcome);
                 self.finish_turn_lane(lane);
                 let now = self.now();
-                self.core.actors(now).turn_ended(&actor);
+                self.core.turn_ended(now, &actor);
             }
         }
         // What the continuation sent goes now; its lane's next turn runs in
@@ -167,7 +148,7 @@ impl ShardState {
         let actor = awaiting.actor.clone();
         self.drop_awaiting(awaiting, error);
         let now = self.now();
-        self.core.actors(now).turn_ended(&actor);
+        self.core.turn_ended(now, &actor);
     }
 
     /// Ends the turn's work on the runtime's side: its answer, its lane.
@@ -190,61 +171,13 @@ impl ShardState {
         }
     }
 
-    /// What the core decided about an awaiting turn or a parked move.
+    /// What the core decided about an awaiting turn.
     pub(super) fn await_event(&mut self, event: AwaitEvent) {
-        match event {
-            AwaitEvent::TurnExpired { actor, turn } => {
-                tracing::debug!(%actor, "an awaiting turn passed its deadline");
-                if let Some(awaiting) = self.awaits.turns.remove(&turn) {
-                    self.drop_awaiting(awaiting, Reason::Deadline.into());
-                }
-            }
-            AwaitEvent::ParkedReady { park } => match self.awaits.parked.remove(&park) {
-                Some(Parked::Actor {
-                    actor,
-                    target,
-                    reply,
-                }) => self.start_relocation(&actor, target, reply),
-                Some(Parked::SpotMember { spot, .. }) => self.next_spot_member(&spot),
-                None => {}
-            },
-            AwaitEvent::ParkedExpired { park } => match self.awaits.parked.remove(&park) {
-                Some(Parked::Actor { reply, .. }) => reply.send(Err(Reason::Deadline.into())),
-                Some(Parked::SpotMember { spot, .. }) => {
-                    self.finish_spot_move(&spot, Err(Reason::Deadline.into()));
-                }
-                None => {}
-            },
+        let AwaitEvent::TurnExpired { actor, turn } = event;
+        tracing::debug!(%actor, "an awaiting turn passed its deadline");
+        if let Some(awaiting) = self.awaits.turns.remove(&turn) {
+            self.drop_awaiting(awaiting, Reason::Deadline.into());
         }
-    }
-
-    /// `Node::relocate` of an Actor whose turn awaits: it waits, parked,
-    /// for the turn to end (at most the prepare bound).
-    pub(super) fn park_move(
-        &mut self,
-        actor: ActorId,
-        target: NodeRid,
-        reply: crate::runtime::MoveReply,
-    ) {
-        self.park(Parked::Actor {
-            actor,
-            target,
-            reply,
-        });
-    }
-
-    /// A Spot move's next member awaits: the Spot move waits for it.
-    pub(super) fn park_spot_member(&mut self, spot: SpotId, actor: ActorId) {
-        self.park(Parked::SpotMember { spot, actor });
-    }
-
-    fn park(&mut self, parked: Parked) {
-        let actor = match &parked {
-            Parked::Actor { actor, .. } | Parked::SpotMember { actor, .. } => actor,
-        };
-        let now = self.now();
-        let park = self.core.actors(now).park_move(actor);
-        self.awaits.parked.insert(park, parked);
     }
 }
 

@@ -18,11 +18,12 @@
 //!   target builds it with the same factory and restores it before any
 //!   message reaches it (restore without dispatch).
 //! - Only an Actor of its type's Entry Spot moves alone. A SpotWide Spot
-//!   moves as one unit ([`ShardState::start_spot_relocation`]): its lane is
-//!   move-sealed at the source for the whole move, its Actors move one after
-//!   the other by this same flow, and the Spot is created at the target by
-//!   its first arrival, so only one node's Spot lane ever dispatches. The
-//!   Actors of a PerActor User Spot do not move (`NotRelocatable`).
+//!   moves as one unit, its phases the core's
+//!   (src/core/relocation/spot_move.rs): this module seals and reopens its
+//!   lane when told, takes each member's share of it at its capture, and
+//!   creates the Spot at the target at its first arrival, so only one
+//!   node's Spot lane ever dispatches. The Actors of a PerActor User Spot
+//!   do not move (`NotRelocatable`).
 
 use foldhash::HashMap;
 use std::sync::Arc;
@@ -32,7 +33,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use super::actors::Instance;
 use super::ShardState;
 use crate::core::actor::{ActorEvent, ActorLane, InstanceSlot, Placement};
-use crate::core::lane::{LaneId, SpotState};
+use crate::core::lane::SpotState;
 use crate::core::relocation::{Capture, CasAnswer, RelocationEvent, StoreOp};
 use crate::error::{Error, Reason};
 use crate::ids::{ActorId, ActorRef, NodeRid, RelocationId, SpotId};
@@ -41,25 +42,15 @@ use crate::store::AbortOutcome;
 
 type Reply = crate::runtime::MoveReply;
 
-/// A SpotWide Spot on its way to `target`, one Actor at a time.
-struct SpotMove {
-    target: NodeRid,
-    lane: LaneId,
-    remaining: std::collections::VecDeque<ActorId>,
-    reply: Reply,
-}
-
-/// The waiting callers of `Node::relocate` and the Spots on their way.
-/// The state snapshot is taken at the capture, never earlier: a lifecycle
-/// turn (`on_bound` at a full lane) may run between the call and the
-/// capture, and the state that moves must include it.
+/// The waiting callers of `Node::relocate` and `Node::relocate_spot`, and
+/// the Spots arrivals created here. The state snapshot is taken at the
+/// capture, never earlier: a lifecycle turn (`on_bound` at a full lane) may
+/// run between the call and the capture, and the state that moves must
+/// include it.
 #[derive(Default)]
 pub(super) struct Moves {
     waiters: HashMap<RelocationId, Reply>,
-    /// Spots moving away from this shard, and which Spot each of their
-    /// Actors' relocations belongs to.
-    spots: HashMap<SpotId, SpotMove>,
-    spot_of: HashMap<RelocationId, SpotId>,
+    spot_waiters: HashMap<SpotId, Reply>,
     /// Spots an arriving Actor's restore created here, until one of their
     /// Actors opens: a restore that fails or is discarded takes such a Spot
     /// away again once no Actor is in it, so a failed move leaves no empty
@@ -67,27 +58,16 @@ pub(super) struct Moves {
     arrived_spots: foldhash::HashSet<SpotId>,
 }
 
-impl Moves {
-    /// Whether the Spot is moving away (no Actor may join it meanwhile).
-    pub(super) fn spot_moving(&self, id: &SpotId) -> bool {
-        self.spots.contains_key(id)
-    }
-}
-
 impl ShardState {
     /// `Node::relocate` on the Actor's shard: checks the Actor can move
     /// (its type gives a snapshot, before anything is sealed) and hands the
-    /// move to the core's coordinator. The caller hears the outcome when the
-    /// core reports it finished.
+    /// move to the core, which starts it, or parks it while the Actor's turn
+    /// awaits. The caller hears the outcome when the core reports it
+    /// finished.
     pub(super) fn start_relocation(&mut self, id: &ActorId, target: NodeRid, reply: Reply) {
         if let Err(error) = self.relocation_envelope(id, false) {
             reply.send(Err(error));
             return;
-        }
-        // An awaiting turn is never captured: the move waits for it to end
-        // before anything is sealed (awaits.rs).
-        if self.turn_awaits(id) {
-            return self.park_move(id.clone(), target, reply);
         }
         let now = self.now();
         match self.core.relocations(now).relocate(id, target) {
@@ -126,98 +106,25 @@ impl ShardState {
         envelope(&placement.actor_type, spot, &state)
     }
 
-    /// `Node::relocate_spot` on the Spot's home shard: a SpotWide Spot
-    /// moves as one unit. Its lane is move-sealed (its Actors' work is held,
-    /// in order) and its Actors move one after the other; each capture
-    /// takes that Actor's work off the shared lane. The caller hears the
-    /// outcome when the last Actor committed, or the first failure.
+    /// `Node::relocate_spot` on the Spot's home shard: checks that every
+    /// Actor of the Spot can move (its type gives a snapshot) before
+    /// anything is sealed, then hands the move to the core
+    /// (src/core/relocation/spot_move.rs). The caller hears the outcome when
+    /// the last Actor committed, or the first failure.
     pub(super) fn start_spot_relocation(&mut self, id: &SpotId, target: NodeRid, reply: Reply) {
-        let Some(spot) = self.core.actor_owner().spot(id) else {
-            reply.send(Err(Reason::StaleLocation.into()));
-            return;
-        };
-        // Only a SpotWide Spot has a lane: one serial context that moves as
-        // a unit; a PerActor Spot's Actors do not move.
-        let Some(lane) = spot.lane else {
-            reply.send(Err(Reason::NotRelocatable.into()));
-            return;
-        };
-        if self.moves.spots.contains_key(id) {
-            reply.send(Err(Reason::RelocationSealed.into()));
-            return;
-        }
-        let members = self.core.actor_owner().spot_members(id);
-        if members.is_empty() {
-            // Nothing would create it at the target: it stays here.
-            reply.send(Err(Reason::NotRelocatable.into()));
-            return;
-        }
-        self.host.spot_lanes.set_state(lane, SpotState::MoveSealing);
-        let spot_move = SpotMove {
-            target,
-            lane,
-            remaining: members.into(),
-            reply,
-        };
-        self.moves.spots.insert(id.clone(), spot_move);
-        self.next_spot_member(id);
-    }
-
-    /// Starts the next Actor of a moving Spot, or ends the move.
-    pub(super) fn next_spot_member(&mut self, spot: &SpotId) {
-        loop {
-            let Some(spot_move) = self.moves.spots.get_mut(spot) else {
+        for member in self.core.actor_owner().spot_members(id) {
+            if let Err(error) = self.relocation_envelope(&member, true) {
+                reply.send(Err(error));
                 return;
-            };
-            // The next member's turn awaits: the Spot's move waits for it.
-            if let Some(next) = spot_move.remaining.front() {
-                if self.core.actor_owner().awaiting(next).is_some() {
-                    let next = next.clone();
-                    return self.park_spot_member(spot.clone(), next);
-                }
             }
-            let Some(spot_move) = self.moves.spots.get_mut(spot) else {
-                return;
-            };
-            let Some(actor) = spot_move.remaining.pop_front() else {
-                return self.finish_spot_move(spot, Ok(()));
-            };
-            let target = spot_move.target;
-            match self.relocation_envelope(&actor, true) {
-                Ok(_) => {}
-                // Destroyed meanwhile: nothing of it is left to move.
-                Err(error) if error.reason() == Reason::StaleLocation => continue,
-                Err(error) => return self.finish_spot_move(spot, Err(error)),
-            }
-            let now = self.now();
-            match self.core.relocations(now).relocate(&actor, target) {
-                Ok(relocation) => {
-                    self.moves.spot_of.insert(relocation, spot.clone());
-                }
-                Err(error) => self.finish_spot_move(spot, Err(error)),
-            }
-            return;
         }
-    }
-
-    /// Ends a Spot move. Committed: the Spot leaves this node (its lane is
-    /// empty: every Actor took its work along). Failed part-way: the Actors
-    /// still here keep the Spot and its lane reopens; those already moved
-    /// stay at the target, in the Spot there — a second `relocate_spot`
-    /// moves the rest (docs/relocation.md).
-    pub(super) fn finish_spot_move(&mut self, spot: &SpotId, outcome: Result<(), Error>) {
-        let Some(spot_move) = self.moves.spots.remove(spot) else {
-            return;
-        };
-        let left_behind = !self.core.actor_owner().spot_members(spot).is_empty();
-        if outcome.is_ok() && !left_behind {
-            self.remove_spot(spot);
-        } else {
-            self.host
-                .spot_lanes
-                .set_state(spot_move.lane, SpotState::Open);
+        let now = self.now();
+        match self.core.relocations(now).relocate_spot(id, target) {
+            Ok(()) => {
+                self.moves.spot_waiters.insert(id.clone(), reply);
+            }
+            Err(error) => reply.send(Err(error)),
         }
-        spot_move.reply.send(outcome);
     }
 
     /// Carries out one relocation event of the core.
@@ -266,6 +173,9 @@ impl ShardState {
             }
             RelocationEvent::Opened { actor, .. } => self.open(&actor),
             RelocationEvent::Store { relocation, op } => self.store_op(relocation, op),
+            RelocationEvent::Unparked { actor, .. } => {
+                tracing::debug!(%actor, "a move parked behind an awaiting turn goes on");
+            }
             RelocationEvent::Finished {
                 relocation,
                 outcome,
@@ -273,11 +183,27 @@ impl ShardState {
             } => {
                 if let Some(waiter) = self.moves.waiters.remove(&relocation) {
                     waiter.send(outcome.map(|_| ()));
-                } else if let Some(spot) = self.moves.spot_of.remove(&relocation) {
-                    match outcome {
-                        Ok(_) => self.next_spot_member(&spot),
-                        Err(error) => self.finish_spot_move(&spot, Err(error)),
+                }
+            }
+            RelocationEvent::SpotSealed { lane, .. } => {
+                self.host.spot_lanes.set_state(lane, SpotState::MoveSealing);
+            }
+            RelocationEvent::SpotFinished {
+                spot,
+                outcome,
+                gone,
+            } => {
+                match gone {
+                    Some(gone) => self.drop_spot(gone),
+                    None => {
+                        let lane = self.core.actor_owner().spot(&spot).and_then(|s| s.lane);
+                        if let Some(lane) = lane {
+                            self.host.spot_lanes.set_state(lane, SpotState::Open);
+                        }
                     }
+                }
+                if let Some(waiter) = self.moves.spot_waiters.remove(&spot) {
+                    waiter.send(outcome);
                 }
             }
         }
@@ -285,7 +211,7 @@ impl ShardState {
 
     /// Takes the Actor's state and queued work off it (its lane goes).
     fn capture(&mut self, relocation: RelocationId, actor: &ActorId) -> Result<Capture, Error> {
-        let with_spot = self.moves.spot_of.contains_key(&relocation);
+        let with_spot = self.core.relocation().moves_with_spot(relocation);
         let state = self.relocation_envelope(actor, with_spot)?;
         let Some(placement) = self.core.actor_owner().placement(actor) else {
             return Err(Reason::StaleLocation.into());
