@@ -1,6 +1,7 @@
 //! The node builder and the running node (§3 startup conditions).
 
 use foldhash::{HashMap, HashMapExt};
+use smallbox::smallbox;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -307,7 +308,7 @@ impl NodeBuilder {
         Fut: Future<Output = Result<(), Error>> + 'static,
     {
         let handler: PacketHandler =
-            Arc::new(move |session, packet| Box::pin(handler(session, packet)));
+            Arc::new(move |session, packet| smallbox!(handler(session, packet)));
         if self.handlers.packets.insert(key, handler).is_some() {
             self.duplicate_key.get_or_insert(key);
         }
@@ -357,7 +358,7 @@ impl NodeBuilder {
         Fut: Future<Output = Result<(), Error>> + 'static,
     {
         let handler: PacketHandler =
-            Arc::new(move |session, hello| Box::pin(handler(session, hello)));
+            Arc::new(move |session, hello| smallbox!(handler(session, hello)));
         self.handlers.on_connect = Some(handler);
         self
     }
@@ -376,7 +377,7 @@ impl NodeBuilder {
         F: Fn(Session) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<(), Error>> + 'static,
     {
-        let handler: DisconnectHandler = Arc::new(move |session| Box::pin(handler(session)));
+        let handler: DisconnectHandler = Arc::new(move |session| smallbox!(handler(session)));
         self.handlers.on_disconnect = Some(handler);
         self
     }
@@ -390,7 +391,7 @@ impl NodeBuilder {
         Fut: Future<Output = Result<(), Error>> + 'static,
     {
         let handler: ReplacedHandler =
-            Arc::new(move |session, actor| Box::pin(handler(session, actor)));
+            Arc::new(move |session, actor| smallbox!(handler(session, actor)));
         self.handlers.on_replaced = Some(handler);
         self
     }

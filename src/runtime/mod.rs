@@ -32,9 +32,9 @@ pub(crate) mod websocket;
 pub(crate) use shard::ShardHandle;
 
 use foldhash::HashMap;
+use smallbox::SmallBox;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
@@ -66,7 +66,14 @@ use self::shard::ShardState;
 use crate::net::handshake::ClusterSecret;
 use crate::net::ListenerId;
 
-type LocalResult = Pin<Box<dyn Future<Output = Result<(), Error>>>>;
+/// A session callback's future: stored inline when it fits
+/// [`CallbackSpace`] (512 bytes), so running a packet handler allocates
+/// nothing (docs/PERFORMANCE.md "Allocations per relayed message"); a larger
+/// one is boxed. It lives in its session's lane task, which awaits it.
+type LocalResult = SmallBox<dyn Future<Output = Result<(), Error>>, CallbackSpace>;
+
+/// The inline room of a session callback's future.
+pub(crate) type CallbackSpace = smallbox::space::S64;
 
 /// A packet handler: builds the callback's future on the shard.
 pub(crate) type PacketHandler = Arc<dyn Fn(Session, Packet) -> LocalResult + Send + Sync>;
