@@ -18,9 +18,27 @@
 //! - Otherwise the incarnation was lost after relay-ready (L6): the row is
 //!   removed at its version and a new incarnation created, which old
 //!   ActorRefs and bindings never resolve to.
+//!
+//! The rest of BindOrGet's decisions are here too, around the store's
+//! answers ([`ShardCore::host_step`], [`ShardCore::host_found`]); the
+//! shard asks the store (an effect), builds the instance and answers the
+//! waiter:
+//! - into a SpotWide Spot only an Actor named under it (`<spot>/<name>`,
+//!   placed with the Spot's lane), and none while the Spot is moving
+//!   (`RelocationSealed`: it would be left behind);
+//! - an existing Actor belongs to the Spot asked for, or it is
+//!   `ActorInOtherSpot` — and so is one whose live row names another node
+//!   (§1: a Spot's Actors live with it);
+//! - a look-up that finds no row is `NoActorFactory` (this node may not
+//!   create it); a create that made the row hosts the new incarnation;
+//! - while replacing a lost incarnation, a row that changed meanwhile is
+//!   its owner's, and one naming this node again is `StaleLocation` (a
+//!   second replacement is never started from an answer).
 
 use super::shard::ShardCore;
-use crate::ids::{ActorId, ActorRef};
+use super::trace::FlowTrace;
+use crate::error::{Error, Reason};
+use crate::ids::{ActorId, ActorRef, SpotId};
 
 /// What a live row naming this node means (module doc).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -48,5 +66,121 @@ impl ShardCore {
             return OwnRow::InMotion;
         }
         OwnRow::Lost
+    }
+}
+
+/// A BindOrGet into a User Spot (§1).
+#[derive(Clone, Copy, Debug)]
+pub struct IntoSpot<'a> {
+    /// The Spot.
+    pub id: &'a SpotId,
+    /// SpotWide: its Actors share its lane and are placed with it.
+    pub spotwide: bool,
+}
+
+/// The Location Store's answer to a BindOrGet step, in the core's terms:
+/// each row as its ActorRef (its location is the row's version).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RowAnswer {
+    /// A look-up (this node may not create the Actor): the live row, if any.
+    Looked(Option<ActorRef>),
+    /// A create-if-absent made this row.
+    Created(ActorRef),
+    /// A create-if-absent found this live row.
+    Existing(ActorRef),
+    /// Replacing a lost incarnation: its row had changed meanwhile to this.
+    Conflict(ActorRef),
+}
+
+/// What BindOrGet does with the store's answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HostDecision {
+    /// The outcome.
+    Decided(Result<ActorRef, Error>),
+    /// Host a new incarnation here, as this row made it.
+    HostNew(ActorRef),
+    /// The row names an incarnation this node lost (L6): remove it at its
+    /// version, then create anew (answered as a replacement).
+    Replace(ActorRef),
+}
+
+impl ShardCore {
+    /// §1 step 2 before the store: the Spot rules and an Actor hosted here.
+    /// `None`: the store must be asked.
+    #[must_use]
+    pub fn host_step(
+        &self,
+        actor: &ActorId,
+        spot: Option<IntoSpot<'_>>,
+    ) -> Option<Result<ActorRef, Error>> {
+        if let Some(spot) = spot {
+            if spot.spotwide && !actor.is_under(spot.id) {
+                return Some(Err(Reason::NotPlacedWithSpot.into()));
+            }
+            // A Spot moving as one unit takes no new Actor: it would be
+            // left behind, a second gate (docs/relocation.md).
+            if self.relocation().spot_moving(spot.id) {
+                return Some(Err(Reason::RelocationSealed.into()));
+            }
+        }
+        let hosted = self.actor_owner().actor_ref(actor)?;
+        let member = self.actor_owner().placement(actor);
+        Some(match (spot, member.map(|p| p.user_spot.as_ref())) {
+            (Some(spot), Some(Some(current))) if current == spot.id => Ok(hosted),
+            (Some(_), _) => Err(Reason::ActorInOtherSpot.into()),
+            (None, _) => Ok(hosted),
+        })
+    }
+
+    /// §1 step 2 on the store's answer (module doc). `replacing`: the
+    /// answer is to a lost incarnation's replacement.
+    pub fn host_found(
+        &mut self,
+        actor: &ActorId,
+        spot: Option<IntoSpot<'_>>,
+        answer: RowAnswer,
+        replacing: bool,
+    ) -> HostDecision {
+        // Hosted meanwhile (an earlier request's answer): that is it.
+        if let Some(decided) = self.host_step(actor, spot) {
+            return HostDecision::Decided(decided);
+        }
+        let me = self.actor_owner().identity().node;
+        let elsewhere = |row: ActorRef| match spot {
+            // It lives on another node: not in a Spot of this one (§1).
+            Some(_) => Err(Reason::ActorInOtherSpot.into()),
+            None => Ok(row),
+        };
+        let row = match answer {
+            RowAnswer::Looked(Some(row)) => return HostDecision::Decided(elsewhere(row)),
+            RowAnswer::Looked(None) => {
+                return HostDecision::Decided(Err(Reason::NoActorFactory.into()))
+            }
+            RowAnswer::Created(row) => {
+                if replacing {
+                    self.trace(FlowTrace::LostIncarnationReplaced);
+                }
+                return HostDecision::HostNew(row);
+            }
+            RowAnswer::Existing(row) | RowAnswer::Conflict(row) if row.location.owner != me => {
+                return HostDecision::Decided(elsewhere(row))
+            }
+            RowAnswer::Existing(row) | RowAnswer::Conflict(row) => row,
+        };
+        if replacing {
+            // The row names this node again after the removal: never a
+            // second replacement from one answer.
+            return HostDecision::Decided(Err(Reason::StaleLocation.into()));
+        }
+        match self.own_row(actor) {
+            OwnRow::Hosted(hosted) => HostDecision::Decided(Ok(hosted)),
+            // In motion: the row's ActorRef, nothing created — but not in a
+            // Spot, which must host it here.
+            OwnRow::InMotion => HostDecision::Decided(match spot {
+                Some(_) => Err(Reason::RelocationSealed.into()),
+                None => Ok(row),
+            }),
+            OwnRow::Lost => HostDecision::Replace(row),
+        }
     }
 }

@@ -41,11 +41,10 @@ use slab::Slab;
 use super::awaits::{TurnLane, TurnOutcome};
 use super::{ShardHandle, ShardState, TASK_BUDGET};
 use crate::core::actor::{ActorEvent, ActorLane, HostedSpot, InstanceSlot, Placement};
-use crate::core::creation::OwnRow;
+use crate::core::creation::{HostDecision, IntoSpot, RowAnswer};
 use crate::core::lane::{ActorDeliveryLane, LaneEngine, Ordinary, SpotLane};
 use crate::core::shard::ShardCore;
 use crate::core::time::Instant;
-use crate::core::trace::FlowTrace;
 use crate::error::{Error, Reason};
 use crate::ids::{ActorId, ActorRef, CallId, ObjectGeneration, PacketKey, SpotId, TimerId};
 use crate::runtime::app::actor::{Actor, ActorContext, ActorMessage, AsyncTurn, Resume, TimerTick};
@@ -55,7 +54,7 @@ use crate::runtime::caller::CallReply;
 use crate::runtime::executor::{completion, Completer, Completion};
 use crate::runtime::router::ShardMsg;
 use crate::runtime::store_effects::{HostRow, Replaced, StoreAnswer};
-use crate::store::{Created, LocationRow, OwnerClaim, RemoveOutcome, RowVersion, StoreError};
+use crate::store::{Created, OwnerClaim, RemoveOutcome, RowVersion, StoreError};
 use crate::wire::client::{ClientFrame, CloseReason};
 use crate::wire::DecodeLimits;
 
@@ -186,39 +185,21 @@ impl ShardState {
         }
     }
 
-    /// What BindOrGet decides without the store: the Spot rules, and an
-    /// Actor this shard hosts. `None`: the store must be asked.
+    /// What BindOrGet decides without the store: the core's Spot rules and
+    /// an Actor hosted here (`ShardCore::host_step`), and a node with no
+    /// store. `None`: the store must be asked.
     fn host_without_store(
         &self,
         id: &ActorId,
         request: &HostRequest,
     ) -> Option<Result<ActorRef, Error>> {
-        if let Some(spot) = &request.spot {
-            if spot.mode == ExecutionMode::SpotWide && !id.is_under(&spot.id) {
-                return Some(Err(Reason::NotPlacedWithSpot.into()));
-            }
-            // A Spot moving as one unit takes no new Actor: it would be
-            // left behind, a second gate (docs/relocation.md).
-            if self.core.relocation().spot_moving(&spot.id) {
-                return Some(Err(Reason::RelocationSealed.into()));
-            }
+        if let Some(decided) = self.core.host_step(id, into_spot(request)) {
+            return Some(decided);
         }
-        if let Some(actor_ref) = self.core.actor_owner().actor_ref(id) {
-            let member = self
-                .core
-                .actor_owner()
-                .placement(id)
-                .map(|p| p.user_spot.as_ref());
-            return Some(match (&request.spot, member) {
-                (Some(spot), Some(Some(current))) if *current == spot.id => Ok(actor_ref),
-                (Some(_), _) => Err(Reason::ActorInOtherSpot.into()),
-                (None, _) => Ok(actor_ref),
-            });
-        }
-        if self.node.store.is_none() {
-            return Some(Err(Reason::NoActorFactory.into()));
-        }
-        None
+        self.node
+            .store
+            .is_none()
+            .then(|| Err(Reason::NoActorFactory.into()))
     }
 
     /// This node's lease claim, when it may create `actor_type` here.
@@ -264,14 +245,12 @@ impl ShardState {
         id: ActorId,
         outcome: Result<HostRow, StoreError>,
     ) {
-        let Some((first, rest)) = self.first_waiting(&id) else {
-            return;
-        };
-        let decided = match self.host_without_store(&id, &first) {
-            Some(outcome) => Some(outcome),
-            None => self.host_row(&id, &first, outcome),
-        };
-        self.settle_hosting(id, first, rest, decided);
+        let answer = outcome.map(|row| match row {
+            HostRow::Looked(row) => RowAnswer::Looked(row.map(|r| r.actor_ref())),
+            HostRow::Created(Created::New(row)) => RowAnswer::Created(row.actor_ref()),
+            HostRow::Created(Created::Existing(row)) => RowAnswer::Existing(row.actor_ref()),
+        });
+        self.host_store_answered(id, answer, false);
     }
 
     /// The store answered a lost incarnation's replacement for `id`.
@@ -280,28 +259,44 @@ impl ShardState {
         id: ActorId,
         outcome: Result<Replaced, StoreError>,
     ) {
+        let answer = outcome.map(|replaced| match replaced {
+            Replaced::Conflict(row) => RowAnswer::Conflict(row.actor_ref()),
+            Replaced::Created(Created::New(row)) => RowAnswer::Created(row.actor_ref()),
+            Replaced::Created(Created::Existing(row)) => RowAnswer::Existing(row.actor_ref()),
+        });
+        self.host_store_answered(id, answer, true);
+    }
+
+    /// Decides the first request waiting on `id` on the store's answer, as
+    /// the core says (`ShardCore::host_found`): an outcome, a new
+    /// incarnation to host here, or a lost one to replace (a further store
+    /// effect, the request waiting on). The others start again after it.
+    fn host_store_answered(
+        &mut self,
+        id: ActorId,
+        answer: Result<RowAnswer, StoreError>,
+        replacing: bool,
+    ) {
         let Some((first, rest)) = self.first_waiting(&id) else {
             return;
         };
-        let decided = self.host_without_store(&id, &first).unwrap_or_else(|| {
-            let me = self.me.rid;
-            match outcome? {
-                // Someone changed the row meanwhile: it is theirs to host.
-                Replaced::Conflict(current) if current.location.owner != me => {
-                    Ok(current.actor_ref())
+        let decided = match (self.host_without_store(&id, &first), answer) {
+            (Some(decided), _) => Some(decided),
+            (None, Err(error)) => Some(Err(error.into())),
+            (None, Ok(answer)) => {
+                match self
+                    .core
+                    .host_found(&id, into_spot(&first), answer, replacing)
+                {
+                    HostDecision::Decided(decided) => Some(decided),
+                    HostDecision::HostNew(row) => {
+                        Some(self.host(&first.actor_type, &row, first.spot.as_ref()))
+                    }
+                    HostDecision::Replace(row) => self.replace_lost(&id, &first, row),
                 }
-                Replaced::Conflict(_) => Err(Reason::StaleLocation.into()),
-                Replaced::Created(Created::New(row)) => {
-                    self.core.trace(FlowTrace::LostIncarnationReplaced);
-                    self.host(&first.actor_type, &row, first.spot.as_ref())
-                }
-                Replaced::Created(Created::Existing(row)) if row.location.owner != me => {
-                    Ok(row.actor_ref())
-                }
-                Replaced::Created(Created::Existing(_)) => Err(Reason::StaleLocation.into()),
             }
-        });
-        self.settle_hosting(id, first, rest, Some(decided));
+        };
+        self.settle_hosting(id, first, rest, decided);
     }
 
     /// The requests waiting on `id`'s store answer: the first, and the rest.
@@ -333,68 +328,26 @@ impl ShardState {
         }
     }
 
-    /// Decides a request on the store's answer; `None` when a further store
-    /// operation was started for it (a lost incarnation's replacement).
-    fn host_row(
+    /// L6: the row names an incarnation this node lost. It is removed at
+    /// its version and a new incarnation created (one store effect,
+    /// answered by [`Self::replace_answered`]); `None` while it runs.
+    fn replace_lost(
         &mut self,
         id: &ActorId,
         request: &HostRequest,
-        outcome: Result<HostRow, StoreError>,
+        row: ActorRef,
     ) -> Option<Result<ActorRef, Error>> {
-        let elsewhere = |row: LocationRow| match request.spot {
-            // It lives on another node: not in a Spot of this one (§1).
-            Some(_) => Err(Reason::ActorInOtherSpot.into()),
-            None => Ok(row.actor_ref()),
-        };
-        let row = match outcome {
-            Err(error) => return Some(Err(error.into())),
-            Ok(HostRow::Looked(Some(row))) => return Some(elsewhere(row)),
-            Ok(HostRow::Looked(None)) => return Some(Err(Reason::NoActorFactory.into())),
-            Ok(HostRow::Created(Created::New(row))) => {
-                return Some(self.host(&request.actor_type, &row, request.spot.as_ref()))
-            }
-            Ok(HostRow::Created(Created::Existing(row))) if row.location.owner != self.me.rid => {
-                return Some(elsewhere(row))
-            }
-            Ok(HostRow::Created(Created::Existing(row))) => row,
-        };
-        self.own_row_unhosted(id, request, row)
-    }
-
-    /// The live row names this node: the core says what that means
-    /// (`core::creation`, the one place the policy is kept). Hosted: that
-    /// is it. In motion (relocating away, or arriving here): the row's
-    /// ActorRef, nothing created — but not in a Spot, which must host it
-    /// here. Lost (L6): the row is removed at its version and a new
-    /// incarnation created (one store effect, answered by
-    /// [`Self::replace_answered`]).
-    fn own_row_unhosted(
-        &mut self,
-        id: &ActorId,
-        request: &HostRequest,
-        row: LocationRow,
-    ) -> Option<Result<ActorRef, Error>> {
-        match self.core.own_row(&row.actor) {
-            OwnRow::Hosted(hosted) => return Some(Ok(hosted)),
-            OwnRow::InMotion => {
-                return Some(match request.spot {
-                    Some(_) => Err(Reason::RelocationSealed.into()),
-                    None => Ok(row.actor_ref()),
-                })
-            }
-            OwnRow::Lost => {}
-        }
         let Some(claim) = self.claim_for(&request.actor_type) else {
             return Some(Err(Reason::NoActorFactory.into()));
         };
         let for_store = id.clone();
         let asked = self.store_effect(move |store| {
             let replaced = || -> Result<Replaced, StoreError> {
-                match store.remove(&row.actor, row.version())? {
+                match store.remove(&row.id, RowVersion::from(&row.location))? {
                     RemoveOutcome::Removed | RemoveOutcome::Absent => {}
                     RemoveOutcome::Conflict { current } => return Ok(Replaced::Conflict(current)),
                 }
-                Ok(Replaced::Created(store.create(&row.actor, &claim)?))
+                Ok(Replaced::Created(store.create(&row.id, &claim)?))
             };
             StoreAnswer::Replace {
                 id: for_store,
@@ -427,10 +380,10 @@ impl ShardState {
     fn host(
         &mut self,
         actor_type: &str,
-        row: &LocationRow,
+        row: &ActorRef,
         spot: Option<&SpotHandle>,
     ) -> Result<ActorRef, Error> {
-        if let Some(hosted) = self.core.actor_owner().actor_ref(&row.actor) {
+        if let Some(hosted) = self.core.actor_owner().actor_ref(&row.id) {
             return Ok(hosted);
         }
         let Some(kind) = self.node.actor_types.get(actor_type) else {
@@ -457,7 +410,7 @@ impl ShardState {
             }
         };
         let instance = Instance {
-            actor: Some((kind.factory)(&row.actor)),
+            actor: Some((kind.factory)(&row.id)),
             spot: spot.map_or_else(|| Arc::clone(&kind.spot), |s| Arc::clone(&s.spot)),
         };
         let placement = Placement {
@@ -468,8 +421,8 @@ impl ShardState {
         };
         let now = self.now();
         let hosted = self.core.actors(now).host_placed(
-            row.actor.clone(),
-            row.object,
+            row.id.clone(),
+            row.generation,
             row.location.authority,
             placement.clone(),
         );
@@ -1032,6 +985,14 @@ impl ActorContext for TurnContext<'_> {
         self.suspended = Some(turn);
         Ok(())
     }
+}
+
+/// The User Spot a BindOrGet asks for, as the core's rules take it.
+fn into_spot(request: &HostRequest) -> Option<IntoSpot<'_>> {
+    request.spot.as_ref().map(|spot| IntoSpot {
+        id: &spot.id,
+        spotwide: spot.mode == ExecutionMode::SpotWide,
+    })
 }
 
 impl ShardHandle {
