@@ -959,7 +959,17 @@ impl Mesh {
     /// ([`ShardCore::own_row`]): the hosted Actor, one in motion (the row's
     /// ActorRef), or a lost incarnation (L6), replaced by a new one after
     /// removing the row at its version.
+    ///
+    /// Before the store, as the runtime's `host_without_store` does
+    /// (runtime/shard/actors.rs): an Actor this node's Actor owner holds —
+    /// hosted, or captured for a move — is that ActorRef, and the store is
+    /// not asked. (Creating first made a row naming this node for a new
+    /// incarnation the Actor owner could not host beside the captured one:
+    /// the simulator's seed 4330.)
     pub fn host_or_get(&mut self, node: NodeRid, actor: &ActorId) -> Result<ActorRef, Error> {
+        if let Some(held) = self.node(node).core.actor_owner().actor_ref(actor) {
+            return Ok(held);
+        }
         let claim = self.lease(node)?.claim();
         self.sync_clock();
         let row = match self.store.create(actor, &claim).map_err(Error::from)? {
