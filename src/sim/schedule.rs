@@ -5,6 +5,14 @@
 //! the only source of choice, the cores are deterministic, and time is
 //! virtual.
 //!
+//! The store's relocation operations can take their time or hang (each
+//! ends at the runtime's call timeout, applied or not), and a node can be
+//! stopped past its owner lease, coming back fenced to close its sessions
+//! and start again as a new lifecycle (§5, X21). Two invariants are
+//! checked at the settle point only: `no_actor_hosted_nowhere` and
+//! `no_acknowledged_relay_lost` (docs/TESTING.md "The store on the virtual
+//! clock").
+//!
 //! What it does not model, and why (docs/TESTING.md): Spots (they live in
 //! the runtime, above the core; the core moves one Actor at a time), slow
 //! single links (the mesh has one latency; a slower link would reorder
