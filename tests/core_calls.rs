@@ -288,6 +288,56 @@ fn core_a2_a_caller_that_moved_gets_its_deadline_though_the_node_that_sent_the_r
     assert_eq!(mesh.node(three).core().actor_owner().open_call_count(&a), 0);
 }
 
+/// Found by the simulator (seed 18899, the first 20,000-seed run with
+/// nodes paused past their lease, issue 19 item 5): the caller's outcome
+/// reached its old node after the capture and before the 60 left (the
+/// seal of its binding still under way), so the ingress hold took it and
+/// the ledger the 60 carried no longer had the request. The old node then
+/// died before relay-ready's 62 could carry the outcome on: the caller,
+/// alive at the target, waited for its request for ever. A request whose
+/// outcome waits in the ingress hold travels in the 60 still open; the
+/// target closes it when the outcome arrives, or ends it at its deadline.
+#[test]
+fn core_a2_an_outcome_held_before_the_60_left_still_ends_the_request_if_the_source_dies() {
+    let (mut mesh, one, two, b) = two();
+    let three = mesh.add_node(3);
+    let a = actor_id("a");
+    mesh.set_behavior(two, ActorBehavior::Manual);
+    // The caller is bound to a session of node 2, so its move seals first.
+    let a_ref = mesh.node(one).core().actor_owner().actor_ref(&a).unwrap();
+    let session = mesh.connect(two);
+    mesh.bind(two, session, &a_ref).unwrap();
+    let call = request(&mut mesh, one, &a, &b, b"q");
+    mesh.run();
+    // The answer leaves, and just after it the caller is captured for a
+    // move to node 3: the answer reaches node 1 after the capture and
+    // before the seal's 43, so before the 60 leaves.
+    let ticket = the_call_ticket(&mesh, two);
+    mesh.actors(two)
+        .reply(ticket, Ok(Bytes::from_static(b"answer")));
+    mesh.advance(MICRO);
+    mesh.relocations(one).relocate(&a, three).unwrap();
+    // The 60 reaches node 3, which answers relay-ready; node 1 dies first.
+    mesh.advance(LATENCY * 3);
+    assert!(mesh.node(three).core().relocation().is_arriving(&a));
+    mesh.restart(one);
+    // Node 3 takes the Actor on its own (the cutover fallback, its CAS).
+    mesh.advance(Duration::from_secs(2));
+    assert!(mesh
+        .node(three)
+        .core()
+        .actor_owner()
+        .actor_ref(&a)
+        .is_some());
+    // The request ends, once: at its deadline (its answer died with node 1).
+    mesh.advance(DEADLINE * 2);
+    assert_eq!(
+        outcomes(&mesh, "a"),
+        vec![(three, call, Err(error(Reason::Deadline)))]
+    );
+    assert_eq!(mesh.node(three).core().actor_owner().open_call_count(&a), 0);
+}
+
 /// Found by the simulator (seed 26): the caller's outcome reached its old
 /// node while the caller was mid-move, after the 60 had carried its ledger
 /// with the request still open. The outcome went to the target in the

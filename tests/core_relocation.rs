@@ -574,6 +574,63 @@ fn core_relocation_a_cas_made_again_over_a_new_incarnation_at_the_target_is_no_s
 }
 
 #[test]
+fn core_relocation_a_login_at_a_source_holding_the_actor_captured_creates_no_row() {
+    // Given a move whose target took the row (its CAS swapped) while the
+    // source never heard (its 61 and 65 lost), so the source, at its
+    // prepare deadline, asks the store for a durable abort that cannot get
+    // through (the store down), keeping the Actor captured,
+    let mut mesh = Mesh::with_lease_term(LATENCY, Duration::from_secs(2));
+    let (source, target) = (mesh.add_node(2), mesh.add_node(3));
+    let a = mesh.create(source, "a");
+    mesh.set_dropping(target, source, Command::RelocationReady, true);
+    mesh.set_dropping(target, source, Command::RelocationFinished, true);
+    relocate(&mut mesh, source, "a", target);
+    for _ in 0..12 {
+        mesh.advance(Duration::from_millis(100));
+    }
+    let row = mesh.store().lookup(&a.id).unwrap().unwrap();
+    assert_eq!(
+        row.location.owner, target,
+        "the target's CAS swapped the row"
+    );
+    mesh.set_store(StoreBehavior::Down);
+    // and the target's process then dies, its lease lapsing (the row is no
+    // longer live: the moved incarnation is lost with it, L6),
+    mesh.restart(target);
+    for _ in 0..30 {
+        mesh.advance(Duration::from_millis(100));
+    }
+    assert!(mesh.node(source).core().relocation().is_relocating(&a.id));
+    assert_eq!(mesh.store().lookup(&a.id).unwrap(), None);
+
+    // when a login at the source finds no live row,
+    let login = mesh.host_or_get(source, &a.id);
+
+    // then, as the runtime's `host_without_store` does, it is given the
+    // instance the source still holds (a bind there is refused while it is
+    // sealed, and the client retries), and no row is created: a new
+    // incarnation could not be hosted beside the captured one, and its row
+    // would name the source with nobody serving it (seed 4330: the abort
+    // then took that row for a move elsewhere, and no node hosted the
+    // Actor its row named).
+    assert_eq!(login, Ok(a.clone()));
+    assert_eq!(mesh.store().lookup(&a.id).unwrap(), None);
+    // Once the store answers, the abort finds no row and the move ends;
+    // the next login creates a new incarnation, hosted where its row says.
+    mesh.set_store(StoreBehavior::Immediate);
+    mesh.advance(Duration::from_millis(500));
+    assert!(!mesh.node(source).core().relocation().is_relocating(&a.id));
+    let fresh = mesh.host_or_get(source, &a.id).unwrap();
+    assert_ne!(fresh.generation, a.generation);
+    let row = mesh.store().lookup(&a.id).unwrap().unwrap();
+    assert_eq!(row.actor_ref(), fresh);
+    assert_eq!(
+        mesh.node(source).core().actor_owner().actor_ref(&a.id),
+        Some(fresh)
+    );
+}
+
+#[test]
 fn core_relocation_a_durable_abort_applied_with_its_answer_lost_completes_when_made_again() {
     // Given a target that fails its Restore, and a durable abort applied
     // with its answer lost,

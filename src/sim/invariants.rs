@@ -23,8 +23,9 @@ use crate::core::time::Instant;
 use crate::core::CoreEvent;
 use crate::error::Error;
 use crate::ids::{
-    ActorId, ActorRef, BindingIdentity, CallId, Correlation, NodeGeneration, NodeRid,
-    ObjectGeneration, RelocationId, SessionRef, SessionRid, SessionSequence, TimerId,
+    ActorId, ActorRef, AuthorityOwnerGeneration, BindingIdentity, CallId, Correlation,
+    NodeGeneration, NodeRid, ObjectGeneration, RelocationId, SessionRef, SessionRid,
+    SessionSequence, TimerId,
 };
 use crate::wire::client::{ClientFrame, CloseReason};
 use crate::wire::node::{ActorSend, ActorSendBody, NodeRecord, SessionRelocationRoute};
@@ -106,6 +107,11 @@ struct Message {
     sent: SentMessage,
     accepted: bool,
     processed: bool,
+    /// The incarnation whose lane ran it (`None` inside: a lane of no
+    /// hosted incarnation).
+    processed_by: Option<Option<ObjectGeneration>>,
+    /// The client got a success reply to it.
+    replied: bool,
     answers: u32,
 }
 
@@ -162,6 +168,24 @@ pub struct Tally {
     pub moves_unparked: u64,
     /// Session callback turns over at their lifecycle deadline.
     pub session_turns_expired: u64,
+    /// Store operations ended `StoreUnavailable` at the call timeout (a
+    /// hung store, an answer slower than the timeout).
+    pub store_timeouts: u64,
+    /// Store operations applied though their caller got a timeout.
+    pub store_applied_unanswered: u64,
+    /// Store operations answered after a latency.
+    pub store_answered_late: u64,
+    /// Stopped nodes that went on within their lease term.
+    pub resumed_within_lease: u64,
+    /// Stopped nodes that went on past it, fenced, and started again.
+    pub resumed_past_lease: u64,
+    /// Store rows `no_actor_hosted_nowhere` checked at the settle.
+    pub rows_checked: u64,
+    /// Acknowledged messages `no_acknowledged_relay_lost` checked.
+    pub acked_checked: u64,
+    /// Rows found at the settle naming an incarnation its source gave up
+    /// at relay-ready and whose target died before its CAS (L6).
+    pub rows_lost_after_relay_ready: u64,
 }
 
 impl std::ops::AddAssign for Tally {
@@ -180,6 +204,14 @@ impl std::ops::AddAssign for Tally {
         self.turns_expired += other.turns_expired;
         self.moves_unparked += other.moves_unparked;
         self.session_turns_expired += other.session_turns_expired;
+        self.store_timeouts += other.store_timeouts;
+        self.store_applied_unanswered += other.store_applied_unanswered;
+        self.store_answered_late += other.store_answered_late;
+        self.resumed_within_lease += other.resumed_within_lease;
+        self.resumed_past_lease += other.resumed_past_lease;
+        self.rows_checked += other.rows_checked;
+        self.acked_checked += other.acked_checked;
+        self.rows_lost_after_relay_ready += other.rows_lost_after_relay_ready;
     }
 }
 
@@ -216,6 +248,12 @@ pub struct Checker {
     /// Relocations whose source sent the cutover (63): relay-ready was
     /// accepted.
     cut_over: HashSet<RelocationId>,
+    /// Each move's Actor, incarnation and the authority it expected to
+    /// take over (from its 60), by relocation.
+    prepared: HashMap<RelocationId, (ActorId, ObjectGeneration, AuthorityOwnerGeneration)>,
+    /// Incarnations whose source sent relay-ready's cutover (63) at an
+    /// authority: from then on only the target's CAS can host them (L6).
+    relayed_away: HashSet<(ActorId, ObjectGeneration, NodeRid, AuthorityOwnerGeneration)>,
     closed: HashSet<SessionRef>,
     /// The session callback turn running on each session's lane.
     session_turns: HashMap<SessionRef, TurnId>,
@@ -252,6 +290,8 @@ impl Checker {
             call_numbers: HashMap::new(),
             seal_timed_out: HashMap::new(),
             cut_over: HashSet::new(),
+            prepared: HashMap::new(),
+            relayed_away: HashSet::new(),
             closed: HashSet::new(),
             cursor: 0,
             tally: Tally::default(),
@@ -288,6 +328,8 @@ impl Checker {
             sent: message,
             accepted: false,
             processed: false,
+            processed_by: None,
+            replied: false,
             answers: 0,
         };
         self.messages.insert(id, message);
@@ -332,7 +374,7 @@ impl Checker {
     /// emitted. `generation` is the incarnation the lane's node hosts.
     pub fn ran(&mut self, work: &ActorEvent, generation: Option<ObjectGeneration>) {
         match work {
-            ActorEvent::Deliver { payload, .. } => self.processed(payload),
+            ActorEvent::Deliver { payload, .. } => self.processed(payload, generation),
             ActorEvent::Bound { actor, session } => {
                 *self.bindings.entry((actor.clone(), *session)).or_default() += 1;
             }
@@ -394,7 +436,7 @@ impl Checker {
         }
     }
 
-    fn processed(&mut self, payload: &[u8]) {
+    fn processed(&mut self, payload: &[u8], generation: Option<ObjectGeneration>) {
         let Some(id) = untag(b'm', payload) else {
             return self.fail(
                 "nothing_invented",
@@ -408,7 +450,10 @@ impl Checker {
                 "§12, L2",
                 format!("message {id} ran a second time"),
             ),
-            Some(message) => message.processed = true,
+            Some(message) => {
+                message.processed = true;
+                message.processed_by = Some(generation);
+            }
             None => self.fail(
                 "nothing_invented",
                 "§12",
@@ -464,6 +509,73 @@ impl Checker {
                 format!("request {id} of an open session ended {answers} times after its deadline"),
             );
         }
+    }
+
+    /// `no_acknowledged_relay_lost` (§12, §10, L2), for the settle point
+    /// (faults over, every lane run; docs/TESTING.md). A client message is
+    /// acknowledged when the client, or the Actor side, has been told it got
+    /// through: a request whose client got a success reply; a one-way
+    /// message (the client is told nothing) once its incarnation's owner
+    /// accepted it onto the Actor's queue (the core gave it to the lane:
+    /// from there §10 makes the Actor queue its owner, and a move carries it
+    /// as saved work, L2). Then: an acknowledged request was processed
+    /// exactly once, by the incarnation it was sent to; an accepted one-way
+    /// message whose incarnation is still hosted (`alive`: the same
+    /// ObjectGeneration, wherever it moved) was processed. One whose
+    /// incarnation ended (destroyed, its node died or its lease lapsed) may
+    /// be lost with it (§12: no durability past the incarnation). Returns
+    /// how many messages it checked.
+    pub fn check_acknowledged(
+        &mut self,
+        alive: impl Fn(&ActorId, ObjectGeneration) -> bool,
+    ) -> u64 {
+        let mut checked = 0;
+        let mut lost: Vec<(u64, String)> = Vec::new();
+        for (&id, message) in &self.messages {
+            let sent = &message.sent;
+            if message.replied {
+                checked += 1;
+                if message.processed_by != Some(Some(sent.object)) {
+                    let detail = format!(
+                        "request {id} was answered with success but processed by {:?}, sent to {:?}",
+                        message.processed_by, sent.object
+                    );
+                    lost.push((id, detail));
+                }
+            } else if sent.correlation.is_none()
+                && message.accepted
+                && alive(&sent.actor, sent.object)
+            {
+                checked += 1;
+                if !message.processed {
+                    let detail = format!(
+                        "one-way message {id} to {:?} {:?} was accepted by its owner and never ran, \
+                         though the incarnation lives",
+                        sent.actor, sent.object
+                    );
+                    lost.push((id, detail));
+                }
+            }
+        }
+        lost.sort_unstable();
+        if let Some((_, detail)) = lost.into_iter().next() {
+            self.fail("no_acknowledged_relay_lost", "§12, §10, L2", detail);
+        }
+        checked
+    }
+
+    /// Whether `node`, as the source of a move of this incarnation at
+    /// `authority`, sent relay-ready's cutover (63): it gave the Actor up
+    /// for good (L6), and only the target's CAS could host it again.
+    pub fn relayed_away(
+        &self,
+        actor: &ActorId,
+        object: ObjectGeneration,
+        node: NodeRid,
+        authority: AuthorityOwnerGeneration,
+    ) -> bool {
+        self.relayed_away
+            .contains(&(actor.clone(), object, node, authority))
     }
 
     /// An event as it was drained from `node`'s core (`position`: its place
@@ -721,6 +833,7 @@ impl Checker {
             return self.fail("one_terminal_per_request", "§12", detail);
         }
         if let Some(payload) = reply {
+            message.replied = true;
             let id = self.correlations.get(&correlation).copied();
             let echoed = untag(b'm', payload);
             if echoed != id || !message.processed {
@@ -798,8 +911,20 @@ impl Checker {
                     self.fail("nothing_delivered_after_seal_timeout", "§8.1, L3", detail);
                 }
             }
+            NodeRecord::RelocationPrepare(prepare) => {
+                let expected = (
+                    prepare.actor.clone(),
+                    prepare.object_generation,
+                    prepare.expected_authority,
+                );
+                self.prepared.insert(prepare.relocation, expected);
+            }
             NodeRecord::RelocationCutover(cutover) => {
                 self.cut_over.insert(cutover.relocation);
+                if let Some((actor, object, authority)) = self.prepared.get(&cutover.relocation) {
+                    let away = (actor.clone(), *object, from, *authority);
+                    self.relayed_away.insert(away);
+                }
             }
             NodeRecord::SessionRelocationRoute(SessionRelocationRoute::Abort(seal))
                 if self.cut_over.contains(&seal.relocation) =>

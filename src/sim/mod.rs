@@ -7,7 +7,7 @@
 //! invariant checks on top of the same [`Mesh`]). Everything is
 //! deterministic: the same calls give the same run.
 
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -80,7 +80,28 @@ pub enum StoreBehavior {
     /// Each operation is carried out, and its answer lost: the caller gets
     /// `StoreUnavailable` (a call timeout) and cannot know it was applied.
     LoseReply,
+    /// Each operation reaches the store after a virtual delay of up to the
+    /// given bound, and its answer comes back after another such delay;
+    /// several are in flight at once, so answers come back in any order
+    /// across Actors (the runtime's store workers, src/runtime/store_effects.rs,
+    /// keep several calls in flight). An answer later than the caller's call
+    /// timeout ([`STORE_CALL_TIMEOUT`]) is never seen: the call ends
+    /// `StoreUnavailable` at its timeout, applied or not as it happened.
+    Latency(Duration),
+    /// The store hangs (Redis stopped with SIGSTOP): an operation gets no
+    /// answer, and ends `StoreUnavailable` at the caller's call timeout.
+    /// Whether the store still applies it when it comes back (the command
+    /// sat in its socket buffer) or never (it never got there) is the
+    /// mesh's PRNG's choice ([`Mesh::set_store_seed`]); one that comes back
+    /// before the call timed out is answered as usual.
+    Hang,
 }
+
+/// The caller's call timeout on a store operation: the runtime's Redis
+/// client's (`RedisStoreConfig::call_timeout`, 500 ms by default; a test
+/// in tests/sim.rs holds the two equal). A hung store's operation ends
+/// `StoreUnavailable` this long after it was made.
+pub const STORE_CALL_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// A Location Store operation the stand-in runtime carried out, and its
 /// answer, as the core got it.
@@ -122,6 +143,26 @@ pub enum Journal {
     /// An answer to a node lifecycle that is gone, dropped as the transport
     /// drops it (never delivered to the lifecycle after it).
     AnswerDropped(Tapped),
+    /// A store operation of [`StoreBehavior::Latency`] or
+    /// [`StoreBehavior::Hang`] reached the store and was applied there (its
+    /// answer, if the caller sees it, is a [`Journal::Store`] later).
+    StoreApplied {
+        /// The node whose runtime made it.
+        node: NodeRid,
+        /// The relocation it was for.
+        relocation: RelocationId,
+        /// The store's outcome.
+        done: StoreDone,
+    },
+    /// A node's process was stopped (SIGSTOP) or went on again (SIGCONT).
+    Paused {
+        /// The node.
+        node: NodeRid,
+        /// Stopped (`true`) or going on.
+        paused: bool,
+        /// When.
+        at: Instant,
+    },
 }
 
 /// One record seen on a link.
@@ -206,6 +247,61 @@ struct InFlight {
     record: NodeRecord,
 }
 
+/// One store operation on the virtual clock: made by a node lifecycle for a
+/// relocation, applied (or not) at the store, answered (or timed out) at
+/// the caller.
+#[derive(Debug)]
+struct StoreCall {
+    node: NodeRid,
+    generation: NodeGeneration,
+    relocation: RelocationId,
+    op: StoreOp,
+    /// The claim of the lease the caller held when it made the call.
+    claim: Result<crate::store::OwnerClaim, Error>,
+    /// The store's outcome, once applied.
+    applied: Option<StoreDone>,
+    /// The caller has its answer (the store's, or a timeout).
+    ended: bool,
+    /// Made while the store hung: whether the store applies it when it
+    /// comes back.
+    hung: Option<bool>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StoreStep {
+    /// The operation reaches the store.
+    Apply,
+    /// Its answer reaches the caller.
+    Answer,
+    /// The caller's call timeout.
+    Timeout,
+}
+
+/// An input that reached a stopped node, given to it when it goes on.
+#[derive(Debug)]
+enum Deferred {
+    Record(InFlight),
+    PeerDown(NodeRid),
+    Store(RelocationId, StoreDone),
+}
+
+/// What the store on the virtual clock did, for the simulator's tally.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StoreCounts {
+    /// Operations that ended `StoreUnavailable` at the caller's call
+    /// timeout (a hung store, or an answer slower than the timeout).
+    pub timeouts: u64,
+    /// Of those, the ones the store applied all the same (before or after
+    /// the timeout): the caller cannot know.
+    pub applied_unanswered: u64,
+    /// Operations answered after a latency (not timed out).
+    pub answered_late: u64,
+    /// Paused nodes that went on again with their lease still live.
+    pub resumed_within_lease: u64,
+    /// Paused nodes that went on past their lease, and fenced.
+    pub resumed_past_lease: u64,
+}
+
 /// A mesh of simulated nodes.
 #[derive(Debug)]
 pub struct Mesh {
@@ -225,8 +321,25 @@ pub struct Mesh {
     clock: ManualClock,
     store: EmbeddedStore<ManualClock>,
     leases: BTreeMap<NodeRid, OwnerLease>,
+    /// The generation of the last lease each node acquired.
+    leases_acquired: BTreeMap<NodeRid, u64>,
     store_behavior: StoreBehavior,
     held_store: VecDeque<(NodeRid, RelocationId, StoreOp)>,
+    /// Store operations on the virtual clock ([`StoreBehavior::Latency`],
+    /// [`StoreBehavior::Hang`]), by number.
+    store_calls: BTreeMap<u64, StoreCall>,
+    /// What happens to them when: (time, order) → (call, step).
+    store_steps: BTreeMap<(Instant, u64), (u64, StoreStep)>,
+    store_seq: u64,
+    /// The PRNG of store latencies and of a hung operation's fate.
+    store_rng: u64,
+    store_counts: StoreCounts,
+    /// Nodes whose process is stopped, with the inputs that reached them
+    /// meanwhile, in order (given when they go on).
+    paused: BTreeMap<NodeRid, VecDeque<Deferred>>,
+    /// Nodes whose owner lease lapsed (a renewal or a resume found it so)
+    /// and that fenced their Actors (§5, X21), until they restart.
+    lapsed: BTreeSet<NodeRid>,
     timer_lateness: Duration,
     observer: ObserverSlot,
     /// Whether session callback turns run until [`Mesh::end_session_turn`]
@@ -292,8 +405,16 @@ impl Mesh {
             store: EmbeddedStore::new(clock.clone(), lease_term),
             clock,
             leases: BTreeMap::new(),
+            leases_acquired: BTreeMap::new(),
             store_behavior: StoreBehavior::Immediate,
             held_store: VecDeque::new(),
+            store_calls: BTreeMap::new(),
+            store_steps: BTreeMap::new(),
+            store_seq: 0,
+            store_rng: 0,
+            store_counts: StoreCounts::default(),
+            paused: BTreeMap::new(),
+            lapsed: BTreeSet::new(),
             timer_lateness: Duration::ZERO,
             observer: ObserverSlot::default(),
             hold_session_turns: false,
@@ -318,9 +439,19 @@ impl Mesh {
         generation: u64,
         config: SessionOwnerConfig,
     ) -> NodeRid {
+        self.add_node_leased(rid, generation, OwnerLeaseGeneration(generation), config)
+    }
+
+    /// Adds a node whose lifecycle's owner lease has generation `lease`.
+    fn add_node_leased(
+        &mut self,
+        rid: u64,
+        generation: u64,
+        lease: OwnerLeaseGeneration,
+        config: SessionOwnerConfig,
+    ) -> NodeRid {
         let rid = NodeRid(rid);
         let node_generation = NodeGeneration(generation);
-        let lease = OwnerLeaseGeneration(generation);
         let mesh = MeshName::new("sim").unwrap_or_else(|_| unreachable!("a valid literal"));
         let sessions_config = config.clone();
         let config = ShardConfig {
@@ -458,6 +589,11 @@ impl Mesh {
     fn peer_down(&mut self, a: NodeRid, b: NodeRid) {
         let now = self.now;
         for (node, peer) in [(a, b), (b, a)] {
+            // A stopped process learns it when it goes on.
+            if let Some(inputs) = self.paused.get_mut(&node) {
+                inputs.push_back(Deferred::PeerDown(peer));
+                continue;
+            }
             if let Some(sim) = self.nodes.get_mut(&node) {
                 sim.core.handle_peer_down(now, peer);
             }
@@ -481,7 +617,295 @@ impl Mesh {
 
     /// Sets how the Location Store answers relocation operations.
     pub fn set_store(&mut self, behavior: StoreBehavior) {
+        if self.store_behavior == StoreBehavior::Hang && behavior != StoreBehavior::Hang {
+            self.unhang();
+        }
         self.store_behavior = behavior;
+    }
+
+    /// Seeds the PRNG of the store's latencies and of a hung operation's
+    /// fate (the schedule gives it one from its own seed).
+    pub fn set_store_seed(&mut self, seed: u64) {
+        self.store_rng = seed;
+    }
+
+    /// What the store on the virtual clock did so far, and how paused
+    /// nodes went on.
+    pub fn store_counts(&self) -> StoreCounts {
+        self.store_counts
+    }
+
+    /// A number below `below` from the store's PRNG (SplitMix64).
+    fn store_random(&mut self, below: u64) -> u64 {
+        self.store_rng = self.store_rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.store_rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        (z ^ (z >> 31)) % below.max(1)
+    }
+
+    fn schedule_store(&mut self, at: Instant, call: u64, step: StoreStep) {
+        self.store_seq += 1;
+        self.store_steps.insert((at, self.store_seq), (call, step));
+    }
+
+    /// A store operation the core asked for, made as the runtime's store
+    /// worker makes it (src/runtime/store_effects.rs): it leaves now, gets
+    /// to the store later (or, hung, maybe never), and its answer — or the
+    /// call timeout — comes back to the core through `cas_done` /
+    /// `abort_done`, the inputs the runtime's `store_answered` uses.
+    fn issue_store(&mut self, node: NodeRid, relocation: RelocationId, op: StoreOp) {
+        let claim = self.lease(node).map(|lease| lease.claim());
+        let generation = self.node(node).peer.generation;
+        self.store_seq += 1;
+        let id = self.store_seq;
+        let now = self.now;
+        let hung = match self.store_behavior {
+            StoreBehavior::Hang => Some(self.store_random(2) == 0),
+            _ => None,
+        };
+        self.store_calls.insert(
+            id,
+            StoreCall {
+                node,
+                generation,
+                relocation,
+                op,
+                claim,
+                applied: None,
+                ended: false,
+                hung,
+            },
+        );
+        if let StoreBehavior::Latency(bound) = self.store_behavior {
+            let micros = u64::try_from(bound.as_micros()).unwrap_or(u64::MAX) + 1;
+            let apply = now + Duration::from_micros(self.store_random(micros));
+            let answer = apply + Duration::from_micros(self.store_random(micros));
+            self.schedule_store(apply, id, StoreStep::Apply);
+            self.schedule_store(answer, id, StoreStep::Answer);
+        }
+        self.schedule_store(now + STORE_CALL_TIMEOUT, id, StoreStep::Timeout);
+    }
+
+    /// The store comes back: what reached it while it hung is applied now,
+    /// in order, and answered if its caller still waits.
+    fn unhang(&mut self) {
+        let now = self.now;
+        let waiting: Vec<(u64, bool, bool)> = self
+            .store_calls
+            .iter()
+            .filter_map(|(&id, call)| call.hung.map(|applies| (id, applies, call.ended)))
+            .collect();
+        for (id, applies, ended) in waiting {
+            if let Some(call) = self.store_calls.get_mut(&id) {
+                call.hung = None;
+            }
+            if !applies {
+                // It never got there: its caller times out; nothing waits.
+                if ended {
+                    self.store_calls.remove(&id);
+                }
+                continue;
+            }
+            self.schedule_store(now, id, StoreStep::Apply);
+            if !ended {
+                self.schedule_store(now, id, StoreStep::Answer);
+            }
+        }
+    }
+
+    /// One step of a store operation on the virtual clock.
+    fn store_step(&mut self, id: u64, step: StoreStep) {
+        let Some(call) = self.store_calls.get(&id) else {
+            return;
+        };
+        let (node, relocation) = (call.node, call.relocation);
+        match step {
+            StoreStep::Apply => {
+                if call.applied.is_some() {
+                    return;
+                }
+                let (op, claim, ended) = (call.op.clone(), call.claim.clone(), call.ended);
+                self.sync_clock();
+                let done = match claim {
+                    Ok(claim) => self.execute_store(relocation, &op, &claim, false),
+                    Err(error) => refused(&op, error),
+                };
+                self.journal.push(Journal::StoreApplied {
+                    node,
+                    relocation,
+                    done: done.clone(),
+                });
+                if ended {
+                    // Its caller timed out before the store acted.
+                    self.store_counts.applied_unanswered += 1;
+                }
+                if let Some(call) = self.store_calls.get_mut(&id) {
+                    call.applied = Some(done);
+                }
+            }
+            StoreStep::Answer => {
+                let Some(done) = call.applied.clone().filter(|_| !call.ended) else {
+                    return;
+                };
+                self.store_counts.answered_late += 1;
+                self.end_store_call(id, done);
+            }
+            StoreStep::Timeout => {
+                if call.ended {
+                    return;
+                }
+                self.store_counts.timeouts += 1;
+                if call.applied.is_some() {
+                    self.store_counts.applied_unanswered += 1;
+                }
+                let done = refused(&call.op, Error::new(Reason::StoreUnavailable));
+                self.end_store_call(id, done);
+            }
+        }
+        let finished = self
+            .store_calls
+            .get(&id)
+            .is_some_and(|c| c.ended && (c.applied.is_some() || c.hung == Some(false)));
+        if finished {
+            self.store_calls.remove(&id);
+        }
+    }
+
+    /// The caller gets its answer: journaled, then given to the core of the
+    /// lifecycle that asked — later if its process is stopped, never if it
+    /// is gone (its store worker died with it).
+    fn end_store_call(&mut self, id: u64, done: StoreDone) {
+        let Some(call) = self.store_calls.get_mut(&id) else {
+            return;
+        };
+        call.ended = true;
+        let (node, generation, relocation, op) =
+            (call.node, call.generation, call.relocation, call.op.clone());
+        self.journal.push(Journal::Store {
+            node,
+            relocation,
+            op,
+            done: done.clone(),
+        });
+        if self.nodes.get(&node).map(|n| n.peer.generation) != Some(generation) {
+            return;
+        }
+        if let Some(inputs) = self.paused.get_mut(&node) {
+            inputs.push_back(Deferred::Store(relocation, done));
+            return;
+        }
+        self.store_answered(node, relocation, done);
+    }
+
+    /// A store answer into the core, as the runtime's `store_answered`.
+    fn store_answered(&mut self, node: NodeRid, relocation: RelocationId, done: StoreDone) {
+        let now = self.now;
+        let mut relocations = self.node_mut(node).core.relocations(now);
+        match done {
+            StoreDone::Cas(answer) => relocations.cas_done(relocation, answer),
+            StoreDone::Abort(answer) => relocations.abort_done(relocation, answer),
+        }
+    }
+
+    /// A node's process is stopped (SIGSTOP): from now on it gets no input —
+    /// no timer, no record, no store answer — and renews no lease, while the
+    /// others go on. What reaches it waits, in order, for [`Mesh::resume`].
+    pub fn pause(&mut self, node: NodeRid) {
+        self.paused.entry(node).or_default();
+        let at = self.now;
+        self.journal.push(Journal::Paused {
+            node,
+            paused: true,
+            at,
+        });
+    }
+
+    /// Whether a node's process is stopped.
+    pub fn is_paused(&self, node: NodeRid) -> bool {
+        self.paused.contains_key(&node)
+    }
+
+    /// Whether the node's lifecycle is dead to the mesh: its owner lease
+    /// lapsed (it fenced, or will fence the moment it goes on, §5 X21).
+    pub fn is_lapsed(&self, node: NodeRid) -> bool {
+        self.lapsed.contains(&node) || (self.is_paused(node) && !self.lease_live(node))
+    }
+
+    /// The nodes that fenced after their lease lapsed and have not
+    /// restarted yet.
+    pub fn lapsed(&self) -> Vec<NodeRid> {
+        self.lapsed.iter().copied().collect()
+    }
+
+    /// Whether the node's owner lease (the one its lifecycle holds) is still
+    /// live by the store's clock. A node that holds none yet has none to
+    /// lose.
+    fn lease_live(&self, node: NodeRid) -> bool {
+        self.sync_clock();
+        let Some(held) = self.leases.get(&node) else {
+            return true;
+        };
+        matches!(self.store.lease(node), Ok(Some(live))
+            if live.generation == held.generation && live.node_generation == held.node_generation)
+    }
+
+    /// §5, X21, as the runtime's `fence_owner`: the lifecycle's lease
+    /// lapsed, so its Actor owner fences (every later bind and relay ends
+    /// `Unavailable`); it stays so until the process restarts.
+    fn fence_lapsed(&mut self, node: NodeRid) {
+        let now = self.now;
+        self.lapsed.insert(node);
+        self.node_mut(node).core.actors(now).fence();
+    }
+
+    /// The stopped process goes on (SIGCONT). As the runtime's shard loop
+    /// does on its first turn after, it reads the clock, and — its lease
+    /// being past its `expires_at` — fences its Actor owner before it reads
+    /// anything (`fence_if_lapsed`, src/runtime/shard.rs); a live lease is
+    /// renewed. Then its timers fire, late, and what reached it meanwhile is
+    /// handled in order. Returns whether its lease was still live.
+    pub fn resume(&mut self, node: NodeRid) -> bool {
+        let Some(inputs) = self.paused.remove(&node) else {
+            return !self.lapsed.contains(&node);
+        };
+        let now = self.now;
+        self.journal.push(Journal::Paused {
+            node,
+            paused: false,
+            at: now,
+        });
+        let live = self.lease_live(node);
+        if live {
+            self.store_counts.resumed_within_lease += 1;
+            if let Some(lease) = self.leases.get(&node).cloned() {
+                if let Ok(renewed) = self.store.renew_lease(&lease) {
+                    self.leases.insert(node, renewed);
+                }
+            }
+        } else {
+            self.store_counts.resumed_past_lease += 1;
+            self.fence_lapsed(node);
+        }
+        self.pump();
+        let sim = self.node_mut(node);
+        if sim.core.poll_timeout().is_some_and(|d| d <= now) {
+            sim.core.handle_timeout(now);
+        }
+        self.pump();
+        for input in inputs {
+            match input {
+                Deferred::Record(flight) => {
+                    self.node_mut(node)
+                        .core
+                        .handle_record(now, flight.from, flight.record);
+                }
+                Deferred::PeerDown(peer) => self.node_mut(node).core.handle_peer_down(now, peer),
+                Deferred::Store(relocation, done) => self.store_answered(node, relocation, done),
+            }
+            self.pump();
+        }
+        live
     }
 
     /// Answers a held restore at `node` with `outcome`.
@@ -536,7 +960,17 @@ impl Mesh {
     /// ([`ShardCore::own_row`]): the hosted Actor, one in motion (the row's
     /// ActorRef), or a lost incarnation (L6), replaced by a new one after
     /// removing the row at its version.
+    ///
+    /// Before the store, as the runtime's `host_without_store` does
+    /// (runtime/shard/actors.rs): an Actor this node's Actor owner holds —
+    /// hosted, or captured for a move — is that ActorRef, and the store is
+    /// not asked. (Creating first made a row naming this node for a new
+    /// incarnation the Actor owner could not host beside the captured one:
+    /// the simulator's seed 4330.)
     pub fn host_or_get(&mut self, node: NodeRid, actor: &ActorId) -> Result<ActorRef, Error> {
+        if let Some(held) = self.node(node).core.actor_owner().actor_ref(actor) {
+            return Ok(held);
+        }
         let claim = self.lease(node)?.claim();
         self.sync_clock();
         let row = match self.store.create(actor, &claim).map_err(Error::from)? {
@@ -692,19 +1126,33 @@ impl Mesh {
             .store
             .acquire_lease(node, peer.generation, &mesh)
             .map_err(Error::from)?;
+        *self.leases_acquired.entry(node).or_default() = lease.generation.0;
         self.leases.insert(node, lease.clone());
         Ok(lease)
     }
 
     /// Renews every lease held, as each node's runtime does on its renewal
     /// period. Called whenever [`Mesh::advance`] moves time.
+    ///
+    /// A stopped node renews nothing. A renewal the store refuses (the lease
+    /// lapsed) fences the node, as the runtime's `lease_renewed` does
+    /// (`fence_owner`, §5 X21).
     fn renew_leases(&mut self) {
         self.sync_clock();
-        for lease in self.leases.values_mut() {
-            if let Ok(renewed) = self.store.renew_lease(lease) {
-                *lease = renewed;
+        let mut lapsed = Vec::new();
+        for (node, lease) in self.leases.iter_mut() {
+            if self.paused.contains_key(node) || self.lapsed.contains(node) {
+                continue;
+            }
+            match self.store.renew_lease(lease) {
+                Ok(renewed) => *lease = renewed,
+                Err(_) => lapsed.push(*node),
             }
         }
+        for node in lapsed {
+            self.fence_lapsed(node);
+        }
+        self.pump();
     }
 
     fn sync_clock(&self) {
@@ -766,6 +1214,9 @@ impl Mesh {
                 StoreBehavior::Immediate | StoreBehavior::Down | StoreBehavior::LoseReply => {
                     self.carry_out_store(rid, relocation, op)
                 }
+                StoreBehavior::Latency(_) | StoreBehavior::Hang => {
+                    self.issue_store(rid, relocation, op)
+                }
             },
             RelocationEvent::Reopen { .. }
             | RelocationEvent::Finished { .. }
@@ -794,24 +1245,7 @@ impl Mesh {
                 return;
             }
         };
-        let done = match &op {
-            StoreOp::TakeAuthority { actor, expected } => StoreDone::Cas(if down {
-                Err(unreachable())
-            } else {
-                self.store
-                    .compare_and_set(actor, (*expected).into(), relocation, &claim)
-                    .map(CasAnswer::from)
-                    .map_err(Error::from)
-            }),
-            StoreOp::AbortRelocation { actor, expected } => StoreDone::Abort(if down {
-                Err(unreachable())
-            } else {
-                self.store
-                    .abort_relocation(actor, (*expected).into(), relocation)
-                    .map(AbortAnswer::from)
-                    .map_err(Error::from)
-            }),
-        };
+        let done = self.execute_store(relocation, &op, &claim, down);
         // Applied, but the caller never hears how.
         let done = match (self.store_behavior, done) {
             (StoreBehavior::LoseReply, StoreDone::Cas(_)) => StoreDone::Cas(Err(unreachable())),
@@ -824,10 +1258,34 @@ impl Mesh {
             op,
             done: done.clone(),
         });
-        let mut relocations = self.node_mut(node).core.relocations(now);
-        match done {
-            StoreDone::Cas(answer) => relocations.cas_done(relocation, answer),
-            StoreDone::Abort(answer) => relocations.abort_done(relocation, answer),
+        self.store_answered(node, relocation, done);
+    }
+
+    /// The store carries out one relocation operation (or, `down`, fails
+    /// it as unreachable).
+    fn execute_store(
+        &mut self,
+        relocation: RelocationId,
+        op: &StoreOp,
+        claim: &crate::store::OwnerClaim,
+        down: bool,
+    ) -> StoreDone {
+        if down {
+            return refused(op, Error::new(Reason::StoreUnavailable));
+        }
+        match op {
+            StoreOp::TakeAuthority { actor, expected } => StoreDone::Cas(
+                self.store
+                    .compare_and_set(actor, (*expected).into(), relocation, claim)
+                    .map(CasAnswer::from)
+                    .map_err(Error::from),
+            ),
+            StoreOp::AbortRelocation { actor, expected } => StoreDone::Abort(
+                self.store
+                    .abort_relocation(actor, (*expected).into(), relocation)
+                    .map(AbortAnswer::from)
+                    .map_err(Error::from),
+            ),
         }
     }
 
@@ -940,8 +1398,9 @@ impl Mesh {
     /// sooner" checks).
     pub fn next_timer(&self) -> Option<Instant> {
         self.nodes
-            .values()
-            .filter_map(|n| n.core.poll_timeout())
+            .iter()
+            .filter(|(rid, _)| !self.paused.contains_key(rid))
+            .filter_map(|(_, n)| n.core.poll_timeout())
             .min()
     }
 
@@ -953,7 +1412,11 @@ impl Mesh {
 
     fn next_moment(&self) -> Option<Instant> {
         let delivery = self.in_flight.keys().next().map(|&(at, _)| at);
-        [delivery, self.next_firing()].into_iter().flatten().min()
+        let store = self.store_steps.keys().next().map(|&(at, _)| at);
+        [delivery, store, self.next_firing()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Makes every timer from now on fire `lateness` after its deadline, as
@@ -992,8 +1455,20 @@ impl Mesh {
             .retain(|_, flight| flight.from.rid != rid && flight.to != rid);
         self.lost += (before - self.in_flight.len()) as u64;
         self.held_store.retain(|(node, _, _)| *node != rid);
+        // Its store calls already made still reach the store; their answers
+        // go nowhere (`end_store_call` checks the lifecycle).
+        self.paused.remove(&rid);
+        self.lapsed.remove(&rid);
         self.leases.remove(&rid);
-        self.add_node_with(rid.0, generation, config);
+        // The core's identity names the lease the new lifecycle will hold:
+        // the store numbers a node's leases one after another, and a
+        // lifecycle that never needed one took none (the runtime builds
+        // its core from the lease it acquired; a guess from the
+        // NodeGeneration made a target's CAS, made again after its answer
+        // was lost, miss its own swap: the simulator's seed 205).
+        let acquired = self.leases_acquired.get(&rid).copied().unwrap_or(0);
+        let lease = OwnerLeaseGeneration(acquired + 1);
+        self.add_node_leased(rid.0, generation, lease, config);
         self.set_behavior(rid, behavior);
         self.set_restore(rid, restore);
         NodeGeneration(generation)
@@ -1056,7 +1531,10 @@ impl Mesh {
         while let Some(firing) = self.next_firing().filter(|&f| f <= at) {
             self.now = self.now.max(firing);
             let now = self.now;
-            for node in self.nodes.values_mut() {
+            for (rid, node) in self.nodes.iter_mut() {
+                if self.paused.contains_key(rid) {
+                    continue;
+                }
                 if node.core.poll_timeout().is_some_and(|d| d <= now) {
                     node.core.handle_timeout(now);
                 }
@@ -1064,12 +1542,25 @@ impl Mesh {
             self.pump();
         }
         self.now = self.now.max(at);
+        while let Some(entry) = self.store_steps.first_entry() {
+            if entry.key().0 > self.now {
+                break;
+            }
+            let (call, step) = entry.remove();
+            self.store_step(call, step);
+            self.pump();
+        }
         while let Some(entry) = self.in_flight.first_entry() {
             if entry.key().0 > self.now {
                 break;
             }
             let flight = entry.remove();
             let now = self.now;
+            // A stopped process's socket buffers what reaches it.
+            if let Some(inputs) = self.paused.get_mut(&flight.to) {
+                inputs.push_back(Deferred::Record(flight));
+                continue;
+            }
             match self.nodes.get_mut(&flight.to) {
                 Some(node) => node.core.handle_record(now, flight.from, flight.record),
                 None => self.lost += 1,
@@ -1168,6 +1659,11 @@ impl Mesh {
             self.stand_in(rid, event);
         }
         progress
+    }
+
+    /// Drains every node's outputs now, delivering nothing in flight.
+    pub fn drain_outputs(&mut self) {
+        self.pump();
     }
 
     /// Session callback turns run until [`Mesh::end_session_turn`] ends
@@ -1321,6 +1817,14 @@ impl Mesh {
                 _ => None,
             })
             .collect()
+    }
+}
+
+/// A store operation's answer when it was not carried out.
+fn refused(op: &StoreOp, error: Error) -> StoreDone {
+    match op {
+        StoreOp::TakeAuthority { .. } => StoreDone::Cas(Err(error)),
+        StoreOp::AbortRelocation { .. } => StoreDone::Abort(Err(error)),
     }
 }
 

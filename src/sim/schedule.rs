@@ -5,6 +5,14 @@
 //! the only source of choice, the cores are deterministic, and time is
 //! virtual.
 //!
+//! The store's relocation operations can take their time or hang (each
+//! ends at the runtime's call timeout, applied or not), and a node can be
+//! stopped past its owner lease, coming back fenced to close its sessions
+//! and start again as a new lifecycle (§5, X21). Two invariants are
+//! checked at the settle point only: `no_actor_hosted_nowhere` and
+//! `no_acknowledged_relay_lost` (docs/TESTING.md "The store on the virtual
+//! clock").
+//!
 //! What it does not model, and why (docs/TESTING.md): Spots (they live in
 //! the runtime, above the core; the core moves one Actor at a time), slow
 //! single links (the mesh has one latency; a slower link would reorder
@@ -30,7 +38,9 @@ use crate::core::relocation::RelocationConfig;
 use crate::core::session::{BindStart, SessionOwnerConfig, TurnId};
 use crate::core::time::Instant;
 use crate::error::{Error, Reason};
-use crate::ids::{ActorId, ActorRef, CallId, Correlation, NodeRid, PacketKey, SessionRid};
+use crate::ids::{
+    ActorId, ActorRef, CallId, Correlation, NodeRid, ObjectGeneration, PacketKey, SessionRid,
+};
 use crate::store::LocationStore;
 
 /// The size of one simulated run.
@@ -142,6 +152,9 @@ pub enum Action {
     BreakLink(NodeRid, NodeRid),
     /// A node's process dies and starts again.
     Restart(NodeRid),
+    /// A node's process is stopped (SIGSTOP) for `time` while the others
+    /// go on; past its lease term it comes back fenced (§5, X21).
+    Pause { node: NodeRid, time: Duration },
     /// The Location Store starts answering this way.
     Store(StoreBehavior),
     /// A held store operation is carried out (the store was slow).
@@ -225,7 +238,24 @@ pub struct World {
     /// Restarted nodes waiting out their dead lifecycle's lease before they
     /// serve (the runtime does so at startup, docs/store.md), and until when.
     down: BTreeMap<NodeRid, Instant>,
+    /// Stopped nodes (SIGSTOP), and when they go on.
+    paused: BTreeMap<NodeRid, Instant>,
+    /// Nodes whose lease lapsed, stopping as `zlink-node` does then (their
+    /// sessions closed with `Shutdown`), and when the process exits to be
+    /// started again as a new lifecycle (docs/store.md "A lapsed lease").
+    stopping: BTreeMap<NodeRid, Instant>,
+    /// Rows checked by `no_actor_hosted_nowhere`, acknowledged messages by
+    /// `no_acknowledged_relay_lost`.
+    rows_checked: u64,
+    acked_checked: u64,
+    /// Rows found naming an incarnation lost after relay-ready (L6).
+    rows_lost: u64,
 }
+
+/// How long a node whose lease lapsed takes, from closing its sessions, to
+/// exit (its last records go out meanwhile) before its next lifecycle
+/// starts.
+const STOP_TIME: Duration = Duration::from_millis(200);
 
 impl World {
     /// A new world for `seed`.
@@ -233,6 +263,7 @@ impl World {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let latency = Duration::from_micros(20 + rng.next_u64() % 480);
         let mut mesh = Mesh::with_lease_term(latency, LEASE_TERM);
+        mesh.set_store_seed(rng.next_u64());
         let relocation = RelocationConfig::default();
         mesh.set_relocation_config(relocation.clone());
         let sessions = SessionOwnerConfig::default();
@@ -276,6 +307,11 @@ impl World {
             recent: VecDeque::new(),
             relocation,
             down: BTreeMap::new(),
+            paused: BTreeMap::new(),
+            stopping: BTreeMap::new(),
+            rows_checked: 0,
+            acked_checked: 0,
+            rows_lost: 0,
         }
     }
 
@@ -291,7 +327,13 @@ impl World {
             let line = format!("step {step} @{:?}: {action:?}", self.mesh.now());
             self.note(line);
             self.apply(&action);
-            let tick = Duration::from_micros(self.rng.next_u64() % 150);
+            // While a node is stopped the others go on in coarser steps,
+            // so that a pause past the lease term fits in a run.
+            let tick = if self.paused.is_empty() {
+                Duration::from_micros(self.rng.next_u64() % 150)
+            } else {
+                Duration::from_micros(self.rng.next_u64() % 50_000)
+            };
             self.mesh.advance(tick);
             if let Some(violation) = self.check() {
                 failure = Some(self.failure(step, violation));
@@ -310,8 +352,24 @@ impl World {
             trace_hash: self.observe.hash.then(|| self.hasher.finish()),
             messages: self.next_id,
             relocations: self.relocations,
-            tally: self.checker.borrow().tally(),
+            tally: self.tally(),
         }
+    }
+
+    /// The checker's tally, with what the store and the paused nodes did
+    /// and what the settle-time invariants checked.
+    fn tally(&self) -> Tally {
+        let mut tally = self.checker.borrow().tally();
+        let store = self.mesh.store_counts();
+        tally.store_timeouts = store.timeouts;
+        tally.store_applied_unanswered = store.applied_unanswered;
+        tally.store_answered_late = store.answered_late;
+        tally.resumed_within_lease = store.resumed_within_lease;
+        tally.resumed_past_lease = store.resumed_past_lease;
+        tally.rows_checked = self.rows_checked;
+        tally.acked_checked = self.acked_checked;
+        tally.rows_lost_after_relay_ready = self.rows_lost;
+        tally
     }
 
     /// The failure, with its trail: the last actions and journal entries,
@@ -392,9 +450,12 @@ impl World {
                 .filter(|&n| {
                     // A source that is moving the Actor away keeps its
                     // registration, sealed, until it learns the outcome.
+                    // A lifecycle whose lease lapsed is dead to the mesh
+                    // (§5, X21): it fenced, or fences the moment it goes on.
                     let core = self.mesh.node(n).core();
                     core.actor_owner().current_binding(actor).is_some()
                         && !core.relocation().is_relocating(actor)
+                        && !self.mesh.is_lapsed(n)
                 })
                 .collect();
             if holders.len() > 1 {
@@ -485,8 +546,9 @@ impl World {
             905..=964 => Some(self.choose_advance()),
             965..=972 => self.choose_break(),
             973..=975 => self.pick(&self.up()).map(Action::Restart),
-            976..=985 => Some(self.choose_store()),
-            986..=993 => (self.mesh.held_store() > 0).then_some(Action::ReleaseStore),
+            976..=977 => self.choose_pause(),
+            978..=987 => Some(self.choose_store()),
+            988..=993 => (self.mesh.held_store() > 0).then_some(Action::ReleaseStore),
             _ => self.choose_restore(),
         }
     }
@@ -681,12 +743,35 @@ impl World {
     }
 
     fn choose_store(&mut self) -> Action {
-        Action::Store(match self.below(11) {
+        Action::Store(match self.below(15) {
             0..=5 => StoreBehavior::Immediate,
             6..=8 => StoreBehavior::Hold,
             9 => StoreBehavior::Down,
-            _ => StoreBehavior::LoseReply,
+            10 => StoreBehavior::LoseReply,
+            // Up to 700 ms each way: some answers outlast the call timeout.
+            11..=12 => {
+                let bound = [1_000, 20_000, 150_000, 400_000, 700_000];
+                let micros = self.pick(&bound).unwrap_or(1_000);
+                StoreBehavior::Latency(Duration::from_micros(micros))
+            }
+            _ => StoreBehavior::Hang,
         })
+    }
+
+    /// One node at a time is stopped: half the time within its lease term,
+    /// half past it (the others' time jumps may carry a short pause past it
+    /// too).
+    fn choose_pause(&mut self) -> Option<Action> {
+        if !self.paused.is_empty() || !self.stopping.is_empty() {
+            return None;
+        }
+        let node = self.pick(&self.up())?;
+        let time = if self.below(2) == 0 {
+            Duration::from_micros(200_000 + self.below(7_500_000))
+        } else {
+            LEASE_TERM + Duration::from_micros(300_000 + self.below(5_000_000))
+        };
+        Some(Action::Pause { node, time })
     }
 
     fn choose_restore(&mut self) -> Option<Action> {
@@ -695,7 +780,54 @@ impl World {
         Some(Action::RestoreFails { node, fail })
     }
 
+    /// Whether the action needs a node whose process is stopped: it does
+    /// not happen (no input reaches a stopped process; a client of it
+    /// waits).
+    fn blocked(&mut self, action: &Action) -> bool {
+        let paused = |world: &Self, node: &NodeRid| world.paused.contains_key(node);
+        let nodes: Vec<NodeRid> = match action {
+            Action::Connect { node, .. }
+            | Action::CallbackDone { node, .. }
+            | Action::EndSessionTurn { node, .. }
+            | Action::Destroy { node, .. }
+            | Action::SetTimer { node, .. }
+            | Action::RunLane { node, .. }
+            | Action::SuspendTurn { node, .. }
+            | Action::ResumeTurn { node, .. }
+            | Action::Call { node, .. } => vec![*node],
+            Action::Login { player, .. }
+            | Action::Request { player, .. }
+            | Action::OneWay { player, .. }
+            | Action::Disconnect { player }
+            | Action::Notify { player, .. } => self
+                .session_of(*player)
+                .map(|(n, _)| n)
+                .into_iter()
+                .collect(),
+            Action::Push { actor, .. } => self.hosted(actor).into_iter().collect(),
+            Action::Relocate { from, .. } => vec![*from],
+            Action::Advance(_)
+            | Action::BreakLink(..)
+            | Action::Restart(_)
+            | Action::Pause { .. }
+            | Action::Store(_)
+            | Action::ReleaseStore
+            | Action::RestoreFails { .. } => Vec::new(),
+        };
+        let mut nodes = nodes;
+        if let Action::Call {
+            from: Some(from), ..
+        } = action
+        {
+            nodes.extend(self.hosted(from));
+        }
+        nodes.iter().any(|n| paused(self, n))
+    }
+
     fn apply(&mut self, action: &Action) {
+        if self.blocked(action) {
+            return;
+        }
         match action {
             Action::Connect { player, node } => {
                 let session = self.mesh.connect(*node);
@@ -887,6 +1019,10 @@ impl World {
             Action::Advance(by) => self.mesh.advance(*by),
             Action::BreakLink(a, b) => self.mesh.break_link(*a, *b),
             Action::Restart(node) => self.restart(*node),
+            Action::Pause { node, time } => {
+                self.mesh.pause(*node);
+                self.paused.insert(*node, self.mesh.now() + *time);
+            }
             Action::Store(behavior) => {
                 self.mesh.set_store(*behavior);
                 if *behavior != StoreBehavior::Hold {
@@ -987,6 +1123,12 @@ impl World {
                 .collect()
         };
         let mut checker = self.checker.borrow_mut();
+        // What the dead lifecycle sent is scanned before its RelocationIds
+        // are forgotten: a node going on after a pause sends in the same
+        // step, before any check (seed 70278: its 63 was scanned after the
+        // restart and counted against the next lifecycle's relocation of
+        // the same number).
+        checker.scan(self.mesh.journal());
         for session in gone {
             checker.session_gone(session);
         }
@@ -996,6 +1138,9 @@ impl World {
             Ok(Some(lease)) => lease.expires_at,
             _ => self.mesh.now(),
         };
+        // Killed while stopped, or exiting after its lease lapsed.
+        self.paused.remove(&node);
+        self.stopping.remove(&node);
         self.mesh.restart(node);
         for &peer in &self.nodes {
             if peer != node {
@@ -1005,8 +1150,51 @@ impl World {
         self.down.insert(node, lapses);
     }
 
+    /// Lets stopped nodes go on when their time comes. One whose lease
+    /// lapsed meanwhile (or whose renewal found it lapsed) does what
+    /// `zlink-node` does then (docs/store.md "A lapsed lease"): it has
+    /// fenced its Actors (X21), closes its sessions with a reason
+    /// (`Shutdown`, as a clean stop's drain does), and exits so that a new
+    /// lifecycle starts — here, a restart once [`STOP_TIME`] has passed.
+    fn resume(&mut self) {
+        let now = self.mesh.now();
+        let due: Vec<NodeRid> = self
+            .paused
+            .iter()
+            .filter(|(_, &until)| until <= now)
+            .map(|(&node, _)| node)
+            .collect();
+        for node in due {
+            self.paused.remove(&node);
+            self.note(format!("resume {node:?} @{now:?}"));
+            self.mesh.resume(node);
+        }
+        for node in self.mesh.lapsed() {
+            if self.paused.contains_key(&node) || self.stopping.contains_key(&node) {
+                continue;
+            }
+            self.note(format!("stop {node:?} (lease lapsed) @{now:?}"));
+            self.mesh.sessions(node).close_all();
+            self.mesh.drain_outputs();
+            self.stopping.insert(node, now + STOP_TIME);
+        }
+        let exiting: Vec<NodeRid> = self
+            .stopping
+            .iter()
+            .filter(|(_, &at)| at <= now)
+            .map(|(&node, _)| node)
+            .collect();
+        for node in exiting {
+            self.note(format!(
+                "exit {node:?} (lease lapsed): a new lifecycle starts"
+            ));
+            self.restart(node);
+        }
+    }
+
     /// Brings back the restarted nodes whose old lease has lapsed.
     fn revive(&mut self) {
+        self.resume();
         let now = self.mesh.now();
         let back: Vec<NodeRid> = self
             .down
@@ -1027,7 +1215,13 @@ impl World {
     /// The nodes serving now.
     fn up(&self) -> Vec<NodeRid> {
         let nodes = self.nodes.iter().copied();
-        nodes.filter(|n| !self.down.contains_key(n)).collect()
+        nodes
+            .filter(|n| {
+                !self.down.contains_key(n)
+                    && !self.paused.contains_key(n)
+                    && !self.stopping.contains_key(n)
+            })
+            .collect()
     }
 
     /// Ends the run: faults stop, every lane and callback is answered until
@@ -1041,12 +1235,22 @@ impl World {
         for node in self.nodes.clone() {
             self.mesh.set_restore(node, RestoreBehavior::Succeed);
         }
+        // Stopped processes go on now.
+        let now = self.mesh.now();
+        for until in self.paused.values_mut() {
+            *until = now;
+        }
         self.drain(Duration::from_secs(12));
         if let Some(violation) = self.check() {
             return Some(violation);
         }
         self.checker.borrow_mut().check_every_request_ended();
         self.check_every_call_ended();
+        self.check_rows_hosted();
+        self.check_acknowledged();
+        if let Some(violation) = self.checker.borrow().violation().cloned() {
+            return Some(violation);
+        }
         for player in 0..self.players.len() {
             self.apply(&Action::Disconnect { player });
         }
@@ -1131,6 +1335,91 @@ impl World {
         }
     }
 
+    /// `no_actor_hosted_nowhere` (§5, §8.1; issue 19 item 3), checked at
+    /// the settle point only: the store answers at once and its held or
+    /// hung operations were released, links are whole, every stopped node
+    /// went on and every restarted one serves, and 12 s of virtual time
+    /// passed (more than the lease term, the seal and prepare timeouts and
+    /// every request deadline), with every lane, turn and callback run. Then
+    /// every live row of the store that names a node's current lifecycle is
+    /// hosted there — the row's incarnation and authority — or is in motion
+    /// (a move's source or target still has it); anything else sends a
+    /// login to an owner that serves nothing (the wedge issue 19 measured).
+    /// Not checked mid-run: a row legitimately runs ahead of its host during
+    /// a move (the CAS before the commit reaches the source), and a store
+    /// operation in flight or timed out leaves the row unknown to its node
+    /// for a while (§8.1: asked again, never guessed).
+    fn check_rows_hosted(&mut self) {
+        for actor in self.actors.clone() {
+            let Ok(Some(row)) = self.mesh.store().lookup(&actor) else {
+                continue;
+            };
+            let owner = row.location.owner;
+            if !self.nodes.contains(&owner)
+                || self.node_generation(owner) != row.location.node_generation.0
+            {
+                continue;
+            }
+            self.rows_checked += 1;
+            let core = self.mesh.node(owner).core();
+            let hosted = core.actor_owner().actor_ref(&actor).is_some_and(|here| {
+                here.generation == row.object && here.location.authority == row.location.authority
+            });
+            let moving = core.relocation().is_relocating(&actor)
+                || self
+                    .nodes
+                    .iter()
+                    .any(|&n| self.mesh.node(n).core().relocation().is_arriving(&actor));
+            // L6: the row's node gave this incarnation up at relay-ready
+            // and the target's lifecycle died (or its lease lapsed) before
+            // its CAS swapped the row: a loss the move recorded; the next
+            // login at the row's node replaces it (`own_row`, Lost).
+            let lost = self.checker.borrow().relayed_away(
+                &actor,
+                row.object,
+                owner,
+                row.location.authority,
+            );
+            if lost && !hosted && !moving {
+                self.rows_lost += 1;
+                continue;
+            }
+            if !hosted && !moving {
+                let here = core.actor_owner().actor_ref(&actor);
+                let detail = format!(
+                    "the row of {actor:?} names {owner:?} ({:?}, {:?}, {:?}), which hosts {here:?}",
+                    row.location.node_generation, row.object, row.location.authority
+                );
+                self.checker
+                    .borrow_mut()
+                    .fail("no_actor_hosted_nowhere", "§5, §8.1", detail);
+                return;
+            }
+        }
+    }
+
+    /// `no_acknowledged_relay_lost` (§12, §10, L2), at the same settle
+    /// point as [`Self::check_rows_hosted`], every lane run.
+    fn check_acknowledged(&mut self) {
+        let hosted: BTreeMap<ActorId, ObjectGeneration> = self
+            .actors
+            .iter()
+            .filter_map(|actor| {
+                let node = self.hosted(actor)?;
+                let core = self.mesh.node(node).core();
+                Some((
+                    actor.clone(),
+                    core.actor_owner().actor_ref(actor)?.generation,
+                ))
+            })
+            .collect();
+        let checked = self
+            .checker
+            .borrow_mut()
+            .check_acknowledged(|actor, generation| hosted.get(actor) == Some(&generation));
+        self.acked_checked += checked;
+    }
+
     /// No state leaks: every table of every core is empty once every session
     /// and Actor is gone.
     fn check_empty(&mut self) {
@@ -1175,6 +1464,15 @@ fn describe(entry: &Journal) -> String {
             op,
             done,
         } => format!("{node:?} store {relocation:?} {op:?} -> {done:?}"),
+        Journal::StoreApplied {
+            node,
+            relocation,
+            done,
+        } => format!("{node:?} store applied {relocation:?} -> {done:?}"),
+        Journal::Paused { node, paused, at } => {
+            let what = if *paused { "stopped" } else { "goes on" };
+            format!("@{at:?} {node:?} {what}")
+        }
         Journal::AnswerDropped(tapped) => format!(
             "@{:?} {:?}->{:?} dropped (a past lifecycle) {:?}",
             tapped.at, tapped.from, tapped.to, tapped.record

@@ -16,7 +16,13 @@
 //!   request as the time its deadline had left ([`CallsHandoff`]), never a
 //!   clock reading; the target (or the source again, after an abort) arms
 //!   each from the moment it takes the Actor: late by the move's pause at
-//!   most, never early.
+//!   most, never early;
+//! - an outcome that reaches the captured caller goes into the move's
+//!   ingress hold and closes its request here, but the request still
+//!   travels in the 60 as open, with the time it had left: the target
+//!   closes it when the held outcome reaches it (the 62), and if the
+//!   outcome never does — the source died before relay-ready's 62 — its
+//!   deadline ends it there (found by the simulator, seed 18899).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -51,6 +57,9 @@ struct OpenCall {
 pub(crate) struct OpenCalls {
     last: CallId,
     open: BTreeMap<CallId, OpenCall>,
+    /// While frozen for a move: the requests whose outcome arrived and
+    /// waits in the ingress hold, with the time each had left (module doc).
+    held: BTreeMap<CallId, Duration>,
 }
 
 impl OpenCalls {
@@ -60,6 +69,7 @@ impl OpenCalls {
         let mut calls = Self {
             last: handoff.last,
             open: BTreeMap::new(),
+            held: BTreeMap::new(),
         };
         for (call, left) in handoff.open {
             let open = OpenCall {
@@ -97,13 +107,18 @@ impl OpenCalls {
     }
 
     /// An outcome of `call` arrived: `true` when it was open, and is now
-    /// closed; `false` for a request that already ended.
+    /// closed; `false` for a request that already ended. While frozen for
+    /// a move, the outcome goes into the ingress hold, and the request is
+    /// kept for the 60 (module doc).
     pub(crate) fn close(&mut self, call: CallId, fx: &mut Effects) -> bool {
         let Some(open) = self.open.remove(&call) else {
             return false;
         };
-        if let Some(key) = open.key {
-            fx.cancel(key);
+        match open.key {
+            Some(key) => fx.cancel(key),
+            None => {
+                self.held.insert(call, open.left);
+            }
         }
         true
     }
@@ -133,6 +148,8 @@ impl OpenCalls {
     /// The move aborted: every frozen deadline is armed again from now with
     /// the time it had left.
     pub(crate) fn thaw(&mut self, actor: &ActorId, fx: &mut Effects) {
+        // The held outcomes run here at the reopen: those requests ended.
+        self.held.clear();
         let now = fx.now();
         let frozen: Vec<CallId> = self
             .open
@@ -148,20 +165,25 @@ impl OpenCalls {
         }
     }
 
-    /// The frozen ledger as a relocation carries it.
+    /// The frozen ledger as a relocation carries it: the requests open,
+    /// and those whose outcome waits in the ingress hold.
     pub(crate) fn handoff(&self) -> CallsHandoff {
+        let mut open: Vec<(CallId, Duration)> = self
+            .open
+            .iter()
+            .map(|(&call, open)| (call, open.left))
+            .chain(self.held.iter().map(|(&call, &left)| (call, left)))
+            .collect();
+        open.sort_unstable_by_key(|&(call, _)| call);
         CallsHandoff {
             last: self.last,
-            open: self
-                .open
-                .iter()
-                .map(|(&call, open)| (call, open.left))
-                .collect(),
+            open,
         }
     }
 
     /// The Actor is destroyed: no deadline of it fires.
     pub(crate) fn cancel_all(&mut self, fx: &mut Effects) {
+        self.held.clear();
         for (_, open) in std::mem::take(&mut self.open) {
             if let Some(key) = open.key {
                 fx.cancel(key);
