@@ -14,7 +14,7 @@ use bytes::{Bytes, BytesMut};
 
 use crate::core::actor::AwaitEvent;
 use crate::core::actor::{ActorEvent, ActorOwnerIdentity, Actors, ReplyTicket};
-use crate::core::creation::OwnRow;
+use crate::core::creation::{HostDecision, RowAnswer};
 use crate::core::relocation::{
     AbortAnswer, Capture, CasAnswer, RelocationConfig, RelocationEvent, Relocations, StoreOp,
 };
@@ -32,8 +32,8 @@ use crate::ids::{
     SessionRid,
 };
 use crate::store::{
-    Clock, Created, EmbeddedStore, LocationRow, LocationStore, ManualClock, OwnerLease,
-    RemoveOutcome,
+    Clock, Created, EmbeddedStore, LocationStore, ManualClock, OwnerLease, RemoveOutcome,
+    RowVersion,
 };
 use crate::wire::client::ClientFrame;
 use crate::wire::node::{Command, NodeRecord};
@@ -957,9 +957,10 @@ impl Mesh {
     /// takes it: create the row if absent and host the new incarnation
     /// here; a live row that names another node is that node's; one that
     /// names this node means what the core's policy says
-    /// ([`ShardCore::own_row`]): the hosted Actor, one in motion (the row's
-    /// ActorRef), or a lost incarnation (L6), replaced by a new one after
-    /// removing the row at its version.
+    /// ([`ShardCore::host_found`], the runtime's one: the hosted Actor, one
+    /// in motion (the row's ActorRef), or a lost incarnation (L6), replaced
+    /// by a new one after removing the row at its version). The store is
+    /// asked at once here (logins do not meet its latency or hangs yet).
     ///
     /// Before the store, as the runtime's `host_without_store` does
     /// (runtime/shard/actors.rs): an Actor this node's Actor owner holds —
@@ -968,47 +969,51 @@ impl Mesh {
     /// incarnation the Actor owner could not host beside the captured one:
     /// the simulator's seed 4330.)
     pub fn host_or_get(&mut self, node: NodeRid, actor: &ActorId) -> Result<ActorRef, Error> {
-        if let Some(held) = self.node(node).core.actor_owner().actor_ref(actor) {
-            return Ok(held);
+        if let Some(decided) = self.node(node).core.host_step(actor, None) {
+            return decided;
         }
         let claim = self.lease(node)?.claim();
         self.sync_clock();
-        let row = match self.store.create(actor, &claim).map_err(Error::from)? {
-            Created::New(row) => return self.host_row(node, &row),
-            Created::Existing(row) => row,
+        let answer = match self.store.create(actor, &claim).map_err(Error::from)? {
+            Created::New(row) => RowAnswer::Created(row.actor_ref()),
+            Created::Existing(row) => RowAnswer::Existing(row.actor_ref()),
         };
-        if row.location.owner != node {
-            return Ok(row.actor_ref());
-        }
-        match self.node(node).core.own_row(actor) {
-            OwnRow::Hosted(hosted) => return Ok(hosted),
-            OwnRow::InMotion => return Ok(row.actor_ref()),
-            OwnRow::Lost => {}
-        }
-        match self
-            .store
-            .remove(actor, row.version())
-            .map_err(Error::from)?
+        let row = match self
+            .node_mut(node)
+            .core
+            .host_found(actor, None, answer, false)
         {
-            RemoveOutcome::Removed | RemoveOutcome::Absent => {}
-            RemoveOutcome::Conflict { current } => return Ok(current.actor_ref()),
-        }
-        match self.store.create(actor, &claim).map_err(Error::from)? {
-            Created::New(row) => {
-                self.node_mut(node)
-                    .core
-                    .trace(FlowTrace::LostIncarnationReplaced);
-                self.host_row(node, &row)
+            HostDecision::Decided(decided) => return decided,
+            HostDecision::HostNew(row) => return self.host_row(node, &row),
+            HostDecision::Replace(row) => row,
+        };
+        let version = RowVersion::from(&row.location);
+        let answer = match self.store.remove(actor, version).map_err(Error::from)? {
+            RemoveOutcome::Conflict { current } => RowAnswer::Conflict(current.actor_ref()),
+            RemoveOutcome::Removed | RemoveOutcome::Absent => {
+                match self.store.create(actor, &claim).map_err(Error::from)? {
+                    Created::New(row) => RowAnswer::Created(row.actor_ref()),
+                    Created::Existing(row) => RowAnswer::Existing(row.actor_ref()),
+                }
             }
-            Created::Existing(row) => Ok(row.actor_ref()),
+        };
+        match self
+            .node_mut(node)
+            .core
+            .host_found(actor, None, answer, true)
+        {
+            HostDecision::Decided(decided) => decided,
+            HostDecision::HostNew(row) => self.host_row(node, &row),
+            // One answer never starts a second replacement (the core's rule).
+            HostDecision::Replace(_) => Err(Reason::StaleLocation.into()),
         }
     }
 
-    fn host_row(&mut self, node: NodeRid, row: &LocationRow) -> Result<ActorRef, Error> {
-        let id = row.actor.clone();
+    fn host_row(&mut self, node: NodeRid, row: &ActorRef) -> Result<ActorRef, Error> {
+        let id = row.id.clone();
         let hosted = self
             .actors(node)
-            .host(id.clone(), row.object, row.location.authority)?;
+            .host(id.clone(), row.generation, row.location.authority)?;
         let state = Bytes::from(format!("state of {}", id.as_str()));
         self.node_mut(node).states.insert(id, state);
         self.pump();
@@ -1520,7 +1525,7 @@ impl Mesh {
         let claim = self.lease(node)?.claim();
         self.sync_clock();
         match self.store.create(actor, &claim).map_err(Error::from)? {
-            Created::New(row) => self.host_row(node, &row),
+            Created::New(row) => self.host_row(node, &row.actor_ref()),
             // BindOrGet: the live row's ActorRef; it is hosted where it names.
             Created::Existing(row) => Ok(row.actor_ref()),
         }
