@@ -246,3 +246,30 @@ fn core_a_spot_member_still_hosted_whose_parked_move_ends_stale_ends_the_spot_mo
     );
     assert_eq!(core.actor_owner().spot_members(&room).len(), 2);
 }
+
+#[test]
+fn core_a_spot_move_that_ends_with_a_member_still_here_keeps_the_spot() {
+    // a's move waits on its turn; b's destroy begins. a is destroyed and
+    // skipped, b is skipped: the Spot's move ends with nothing moved, and
+    // the Spot stays here with b, whose destroy the store may yet refuse.
+    let (mut core, room, _) = with_spot(&["room-1/a", "room-1/b"]);
+    let (a, b) = (actor_id("room-1/a"), actor_id("room-1/b"));
+    core.actors(NOW).turn_suspended(&a);
+    core.relocations(NOW).relocate_spot(&room, TARGET).unwrap();
+    relocations(&mut core);
+    core.actors(NOW).begin_destroy(&b).unwrap();
+    core.actors(NOW).destroy(&a).unwrap();
+    core.turn_ended(NOW, &a);
+    let events = relocations(&mut core);
+    let finished = events.iter().find_map(|e| match e {
+        RelocationEvent::SpotFinished {
+            spot,
+            outcome,
+            gone,
+        } if *spot == room => Some((outcome.is_ok(), gone.is_some())),
+        _ => None,
+    });
+    assert_eq!(finished, Some((true, false)), "{events:?}");
+    assert!(core.actor_owner().spot(&room).is_some());
+    assert_eq!(core.actor_owner().spot_members(&room), [b]);
+}
