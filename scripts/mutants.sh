@@ -21,6 +21,9 @@
 # mutants are printed at the end. Installs cargo-mutants when it is absent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# A fresh checkout or worktree has no target directory yet; diff mode
+# writes its diff there before cargo-mutants runs.
+mkdir -p target
 
 mode="${1:-sample}"
 shift || true
@@ -56,7 +59,6 @@ export CARGO_TARGET_DIR="$PWD/target/mutants-build"
 if ! cargo mutants --version >/dev/null 2>&1; then
   cargo install cargo-mutants --locked
 fi
-mkdir -p target
 
 # The tests that judge the core and the wire layer; the real-socket suites
 # prove the same rules through the runtime but take minutes a mutant.

@@ -138,8 +138,92 @@ fn core_the_registry_names_a_spots_members_in_order_and_each_actors_one_spot() {
         Some(gate)
     );
     assert_eq!((owner.actor_count(), owner.spot_count()), (4, 1));
+    let spots: Vec<_> = owner.spots().map(|(id, s)| (id.clone(), s.lane)).collect();
+    assert_eq!(spots, [(room.clone(), Some(gate))]);
 
     let gone = core.actors(NOW).remove_spot(&room).unwrap();
     assert_eq!(gone.slot, InstanceSlot(0));
     assert_eq!(core.actor_owner().spot(&room), None);
+    // The count follows the Spots hosted, not only their first.
+    assert_eq!(core.actor_owner().spot_count(), 0);
+}
+
+#[test]
+fn core_an_instance_restored_for_an_arriving_actor_is_listed_until_its_move_ends() {
+    use bytes::Bytes;
+    use std::time::Duration;
+    use zlink::core::relocation::RelocationEvent;
+    use zlink::core::CoreEvent;
+    use zlink::ids::{NodeGeneration, Peer, RelocationId, RequestId, SessionOwnerId};
+    use zlink::wire::node::{
+        NodeRecord, RelocationDiscard, RelocationPrepare, RequestHeader, TimersHandoff,
+    };
+
+    // Given a Restore asked of this shard (node 1) by node 2.
+    let mut core = one_shard(SessionOwnerConfig::default());
+    let mut lanes = LaneEngine::new();
+    let a = actor_id("a");
+    let source = Peer {
+        rid: NodeRid(2),
+        generation: NodeGeneration(1),
+    };
+    let relocation = RelocationId {
+        coordinator: NodeRid(2),
+        sequence: 1,
+    };
+    let prepare = RelocationPrepare {
+        request: RequestHeader {
+            id: RequestId::relocation_origin(SessionOwnerId(0)).next(),
+            budget: Duration::from_millis(1_500),
+        },
+        relocation,
+        actor: a.clone(),
+        object_generation: ObjectGeneration(1),
+        expected_authority: AUTHORITY,
+        binding: None,
+        state: Bytes::new(),
+        saved: Vec::new(),
+        timers: TimersHandoff::default(),
+        calls: Default::default(),
+    };
+    core.handle_record(NOW, source, NodeRecord::RelocationPrepare(prepare));
+    let mut restores = 0;
+    while let Some(event) = core.poll_event() {
+        if let CoreEvent::Relocation(RelocationEvent::Restore { actor, .. }) = event {
+            assert_eq!(actor, a);
+            restores += 1;
+        }
+    }
+    assert_eq!(restores, 1);
+    assert_eq!(
+        core.relocation().arrivals().count(),
+        0,
+        "nothing restored yet"
+    );
+
+    // The instance is restored: listed as an arrival, not hosted.
+    let placement = placed(&mut lanes, 5);
+    let back = core
+        .relocations(NOW)
+        .restored(relocation, Ok(Some(placement.clone())));
+    assert_eq!(back, None, "taken by the handoff");
+    let arrivals: Vec<_> = core.relocation().arrivals().cloned().collect();
+    assert_eq!(arrivals, std::slice::from_ref(&placement));
+    assert_eq!(core.actor_owner().placement(&a), None);
+
+    // The source discards the handoff: the instance is dropped, and no
+    // longer listed.
+    let discard = RelocationDiscard {
+        relocation,
+        actor: a.clone(),
+    };
+    core.handle_record(NOW, source, NodeRecord::RelocationDiscard(discard));
+    let mut dropped = Vec::new();
+    while let Some(event) = core.poll_event() {
+        if let CoreEvent::Relocation(RelocationEvent::DropInstance { placement, .. }) = event {
+            dropped.push(placement);
+        }
+    }
+    assert_eq!(dropped, [Some(placement)]);
+    assert_eq!(core.relocation().arrivals().count(), 0);
 }

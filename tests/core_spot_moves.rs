@@ -168,3 +168,108 @@ fn core_only_a_spotwide_spot_with_actors_here_moves() {
     );
     assert!(relocations(&mut core).is_empty(), "nothing sealed");
 }
+
+/// The SpotFinished of `room` among `events`, with its error's reason.
+fn spot_finished(events: &[RelocationEvent], room: &SpotId) -> Option<Result<(), Reason>> {
+    events.iter().find_map(|e| match e {
+        RelocationEvent::SpotFinished { spot, outcome, .. } if spot == room => {
+            Some(outcome.clone().map_err(|e| e.reason()))
+        }
+        _ => None,
+    })
+}
+
+#[test]
+fn core_a_spot_move_skips_a_member_being_destroyed_and_ends_at_one_moving_alone() {
+    // a's turn awaits, so the Spot's move waits on a; meanwhile b's destroy
+    // begins (its row removal is with the store). a is then destroyed: the
+    // move skips a and b, and c moves.
+    let (mut core, room, _) = with_spot(&["room-1/a", "room-1/b", "room-1/c"]);
+    let (a, b, c) = (
+        actor_id("room-1/a"),
+        actor_id("room-1/b"),
+        actor_id("room-1/c"),
+    );
+    core.actors(NOW).turn_suspended(&a);
+    core.relocations(NOW).relocate_spot(&room, TARGET).unwrap();
+    relocations(&mut core);
+    core.actors(NOW).begin_destroy(&b).unwrap();
+    core.actors(NOW).destroy(&a).unwrap();
+    core.turn_ended(NOW, &a);
+    let events = relocations(&mut core);
+    let captured: Vec<_> = events.iter().filter_map(captured_actor).collect();
+    assert_eq!(captured, [&c], "{events:?}");
+    assert_eq!(spot_finished(&events, &room), None, "{events:?}");
+
+    // The same, but b is moving alone when its turn comes: the Spot's move
+    // ends there with b's refusal, and c stays.
+    let (mut core, room, _) = with_spot(&["room-1/a", "room-1/b", "room-1/c"]);
+    core.actors(NOW).turn_suspended(&a);
+    core.relocations(NOW).relocate_spot(&room, TARGET).unwrap();
+    core.relocations(NOW).relocate(&b, TARGET).unwrap();
+    relocations(&mut core);
+    core.actors(NOW).destroy(&a).unwrap();
+    core.turn_ended(NOW, &a);
+    let events = relocations(&mut core);
+    assert!(
+        events.iter().all(|e| captured_actor(e).is_none()),
+        "{events:?}"
+    );
+    assert_eq!(
+        spot_finished(&events, &room),
+        Some(Err(Reason::RelocationSealed))
+    );
+    assert!(!core.relocation().spot_moving(&room));
+}
+
+#[test]
+fn core_a_spot_member_still_hosted_whose_parked_move_ends_stale_ends_the_spot_move() {
+    // a's move is parked behind its awaiting turn; a's destroy begins, and
+    // its turn ends: a's move ends StaleLocation with a still hosted (the
+    // store may yet refuse the removal), so the Spot's move ends there and
+    // b does not move.
+    let (mut core, room, _) = with_spot(&["room-1/a", "room-1/b"]);
+    let a = actor_id("room-1/a");
+    core.actors(NOW).turn_suspended(&a);
+    core.relocations(NOW).relocate_spot(&room, TARGET).unwrap();
+    relocations(&mut core);
+    core.actors(NOW).begin_destroy(&a).unwrap();
+    core.turn_ended(NOW, &a);
+    let events = relocations(&mut core);
+    assert!(
+        events.iter().all(|e| captured_actor(e).is_none()),
+        "{events:?}"
+    );
+    assert_eq!(
+        spot_finished(&events, &room),
+        Some(Err(Reason::StaleLocation))
+    );
+    assert_eq!(core.actor_owner().spot_members(&room).len(), 2);
+}
+
+#[test]
+fn core_a_spot_move_that_ends_with_a_member_still_here_keeps_the_spot() {
+    // a's move waits on its turn; b's destroy begins. a is destroyed and
+    // skipped, b is skipped: the Spot's move ends with nothing moved, and
+    // the Spot stays here with b, whose destroy the store may yet refuse.
+    let (mut core, room, _) = with_spot(&["room-1/a", "room-1/b"]);
+    let (a, b) = (actor_id("room-1/a"), actor_id("room-1/b"));
+    core.actors(NOW).turn_suspended(&a);
+    core.relocations(NOW).relocate_spot(&room, TARGET).unwrap();
+    relocations(&mut core);
+    core.actors(NOW).begin_destroy(&b).unwrap();
+    core.actors(NOW).destroy(&a).unwrap();
+    core.turn_ended(NOW, &a);
+    let events = relocations(&mut core);
+    let finished = events.iter().find_map(|e| match e {
+        RelocationEvent::SpotFinished {
+            spot,
+            outcome,
+            gone,
+        } if *spot == room => Some((outcome.is_ok(), gone.is_some())),
+        _ => None,
+    });
+    assert_eq!(finished, Some((true, false)), "{events:?}");
+    assert!(core.actor_owner().spot(&room).is_some());
+    assert_eq!(core.actor_owner().spot_members(&room), [b]);
+}
