@@ -266,4 +266,8 @@ fn core_x21_a_fenced_actor_owner_ends_relay_and_bind_with_unavailable() {
     let error = bound.expect_err("a fenced owner admits no bind");
     assert_eq!(error.kind(), ErrorKind::Unavailable);
     assert_eq!(error.reason(), Reason::LeaseExpired);
+    // Nor does it start moving its Actor (§5: no authority past its lease).
+    assert!(mesh.node(owner).core().actor_owner().is_fenced());
+    let moved = mesh.relocations(owner).relocate(&a.id, node);
+    assert_eq!(moved.unwrap_err().reason(), Reason::LeaseExpired);
 }
