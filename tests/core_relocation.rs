@@ -1090,6 +1090,9 @@ fn core_relocation_refused_seal_reopens_with_saved_work_then_ingress_hold_in_ord
     let r2 = mesh.request(sessions, s, &a, b"r2").unwrap();
     mesh.run();
     assert_eq!(mesh.lane(source, &a.id).len(), 2);
+    // Their replies are owed: the Actor owner keeps both tickets.
+    let owed = mesh.node(source).core().actor_owner().owed_count();
+    assert_eq!(owed, 2);
 
     // When the source starts relocating it and, at the same instant, the
     // session relays a third request (it reaches the source after the
