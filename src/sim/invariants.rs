@@ -878,6 +878,17 @@ impl Checker {
                     let detail = format!("{relocation:?} reopened its source after 63");
                     self.fail("no_reopen_after_relay_ready", "§8.2, L6", detail);
                 }
+                Journal::StoreWaited { node, call, at } => {
+                    let detail = format!(
+                        "{node:?} called the store at {call} while handling an input (@{at:?}), \
+                         not through the store path"
+                    );
+                    self.fail(
+                        "no_shard_input_waits_on_the_store",
+                        "§5, docs/threading.md \"Never block a shard\"",
+                        detail,
+                    );
+                }
                 _ => {}
             }
         }

@@ -7,7 +7,10 @@
 //! invariant checks on top of the same [`Mesh`]). Everything is
 //! deterministic: the same calls give the same run.
 
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
+use std::ops::Deref;
+use std::panic::Location;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -111,6 +114,86 @@ pub enum StoreDone {
     Cas(Result<CasAnswer, Error>),
     /// The coordinator's durable abort.
     Abort(Result<AbortAnswer, Error>),
+    /// BindOrGet's create-if-absent, or a lost incarnation's replacement:
+    /// the row, as the core reads it ([`RowAnswer`]).
+    Host(Result<RowAnswer, Error>),
+    /// A destroy's removal of the row at the incarnation's version.
+    Remove(Result<(), Error>),
+    /// The owner lease's renewal: the lease as renewed.
+    Renew(Result<OwnerLease, Error>),
+}
+
+/// A Location Store operation a node's runtime makes for itself, not for a
+/// relocation (those are [`StoreOp`]s): issued as an effect at one step,
+/// applied at the store later, answered later still as an input of its
+/// own — as the runtime's store workers do (src/runtime/store_effects.rs).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NodeStoreOp {
+    /// BindOrGet's create-if-absent (§1 step 2; the runtime's
+    /// `ask_store_to_host`).
+    Create(ActorId),
+    /// A lost incarnation's replacement (L6; the runtime's
+    /// `replace_lost`): the row removed at its version, then created anew.
+    Replace(ActorRef),
+    /// A destroy's removal of the row at the incarnation's version (§1,
+    /// §4; the runtime's `destroy`).
+    Remove(ActorId, RowVersion),
+    /// The owner lease's renewal (§5; the runtime's `lease_round`).
+    Renew(OwnerLease),
+}
+
+/// What a store operation on the virtual clock is for.
+#[derive(Clone, Debug)]
+enum StoreJob {
+    /// A relocation's CAS or durable abort.
+    Relocation(RelocationId, StoreOp),
+    /// One of the node's own.
+    Node(NodeStoreOp),
+}
+
+/// A BindOrGet's or a destroy's outcome, for whoever waits on it
+/// ([`Mesh::take_answers`]): the session turn that logs in, the embedder.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// BindOrGet at `node` ended so.
+    Host(NodeRid, Result<ActorRef, Error>),
+    /// A destroy ended so.
+    Destroy(Result<(), Error>),
+}
+
+/// The mesh's Location Store, guarded: every call goes through [`Deref`],
+/// which records the caller when the mesh is handling a node's input at
+/// that moment (its shard thread) — what `no_shard_input_waits_on_the_store`
+/// refuses (src/sim/invariants.rs). The store workers' calls, and the
+/// embedder's lease acquisition before a node serves, go through
+/// [`SimStore::off_shard`] instead, as the runtime's go through its store
+/// workers and `lease::acquire` (docs/threading.md "Never block a shard").
+#[derive(Debug)]
+pub struct SimStore {
+    inner: EmbeddedStore<ManualClock>,
+    /// The node whose input the mesh is handling now, if any.
+    handling: Cell<Option<NodeRid>>,
+    /// Calls made while a node's input was handled: the node, and where.
+    waits: RefCell<Vec<(NodeRid, &'static Location<'static>)>>,
+}
+
+impl SimStore {
+    /// A call off any shard thread: a store worker's, or the embedder's.
+    fn off_shard(&self) -> &EmbeddedStore<ManualClock> {
+        &self.inner
+    }
+}
+
+impl Deref for SimStore {
+    type Target = EmbeddedStore<ManualClock>;
+
+    #[track_caller]
+    fn deref(&self) -> &Self::Target {
+        if let Some(node) = self.handling.get() {
+            self.waits.borrow_mut().push((node, Location::caller()));
+        }
+        &self.inner
+    }
 }
 
 /// One entry of the mesh's journal: everything observable, in the order it
@@ -153,6 +236,37 @@ pub enum Journal {
         relocation: RelocationId,
         /// The store's outcome.
         done: StoreDone,
+    },
+    /// A node's own store operation ([`NodeStoreOp`]) reached the store
+    /// and was applied there.
+    NodeStoreApplied {
+        /// The node whose runtime made it.
+        node: NodeRid,
+        /// The operation.
+        op: NodeStoreOp,
+        /// The store's outcome.
+        done: StoreDone,
+    },
+    /// A node's own store operation was answered at its caller (the
+    /// store's answer, or `StoreUnavailable` at the call timeout).
+    NodeStore {
+        /// The node whose runtime made it.
+        node: NodeRid,
+        /// The operation.
+        op: NodeStoreOp,
+        /// Its answer.
+        done: StoreDone,
+    },
+    /// The store was called while the mesh handled a node's input, not
+    /// through the store path: the shard waited on the store
+    /// (`no_shard_input_waits_on_the_store`).
+    StoreWaited {
+        /// The node whose input was being handled.
+        node: NodeRid,
+        /// The call, by its place in the source.
+        call: String,
+        /// When.
+        at: Instant,
     },
     /// A node's process was stopped (SIGSTOP) or went on again (SIGCONT).
     Paused {
@@ -215,6 +329,14 @@ pub struct SimNode {
     /// Actor turns that await ([`Mesh::suspend_turn`]): the message each
     /// began with, answered when it resumes. The Actor's lane waits.
     suspended: BTreeMap<ActorId, ActorEvent>,
+    /// BindOrGets waiting on the store for an Actor, first asked first, by
+    /// ticket (the runtime's `ActorHost::hosting`): one store operation per
+    /// Actor at a time, so two answers never race into two instances.
+    hosting: BTreeMap<ActorId, Vec<u64>>,
+    /// A lease round (renewal) is with the store.
+    renewing: bool,
+    /// When the next lease round is due.
+    next_renewal: Instant,
 }
 
 impl SimNode {
@@ -247,15 +369,16 @@ struct InFlight {
     record: NodeRecord,
 }
 
-/// One store operation on the virtual clock: made by a node lifecycle for a
-/// relocation, applied (or not) at the store, answered (or timed out) at
-/// the caller.
+/// One store operation on the virtual clock: made by a node lifecycle (for
+/// a relocation, or for itself), applied (or not) at the store, answered
+/// (or timed out) at the caller.
 #[derive(Debug)]
 struct StoreCall {
     node: NodeRid,
     generation: NodeGeneration,
-    relocation: RelocationId,
-    op: StoreOp,
+    job: StoreJob,
+    /// Who waits on a destroy's answer.
+    ticket: Option<u64>,
     /// The claim of the lease the caller held when it made the call.
     claim: Result<crate::store::OwnerClaim, Error>,
     /// The store's outcome, once applied.
@@ -265,6 +388,9 @@ struct StoreCall {
     /// Made while the store hung: whether the store applies it when it
     /// comes back.
     hung: Option<bool>,
+    /// Applied and answered at the instant it was made (a node's own
+    /// operation at a store that answers at once).
+    at_once: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -282,7 +408,7 @@ enum StoreStep {
 enum Deferred {
     Record(InFlight),
     PeerDown(NodeRid),
-    Store(RelocationId, StoreDone),
+    Store(StoreJob, Option<u64>, StoreDone),
 }
 
 /// What the store on the virtual clock did, for the simulator's tally.
@@ -319,7 +445,7 @@ pub struct Mesh {
     next_correlation: u32,
     relocation: RelocationConfig,
     clock: ManualClock,
-    store: EmbeddedStore<ManualClock>,
+    store: SimStore,
     leases: BTreeMap<NodeRid, OwnerLease>,
     /// The generation of the last lease each node acquired.
     leases_acquired: BTreeMap<NodeRid, u64>,
@@ -345,6 +471,9 @@ pub struct Mesh {
     /// Whether session callback turns run until [`Mesh::end_session_turn`]
     /// (else each ends as soon as it starts).
     hold_session_turns: bool,
+    /// BindOrGet and destroy outcomes not taken yet, by ticket.
+    answers: BTreeMap<u64, Answer>,
+    next_ticket: u64,
 }
 
 /// Sees every core event as it is drained, with the core that emitted it as
@@ -370,6 +499,10 @@ impl std::fmt::Debug for ObserverSlot {
 
 /// The sim store's lease term: longer than any test runs in virtual time.
 const SIM_LEASE_TERM: Duration = Duration::from_secs(3_600);
+
+/// How often a node's runtime renews its owner lease (the runtime's
+/// `NodeSettings::lease_renew_interval` default).
+pub const LEASE_RENEW_INTERVAL: Duration = Duration::from_millis(1_000);
 
 impl Default for Mesh {
     fn default() -> Self {
@@ -402,7 +535,11 @@ impl Mesh {
             lost: 0,
             next_correlation: 0,
             relocation: RelocationConfig::default(),
-            store: EmbeddedStore::new(clock.clone(), lease_term),
+            store: SimStore {
+                inner: EmbeddedStore::new(clock.clone(), lease_term),
+                handling: Cell::new(None),
+                waits: RefCell::new(Vec::new()),
+            },
             clock,
             leases: BTreeMap::new(),
             leases_acquired: BTreeMap::new(),
@@ -418,6 +555,8 @@ impl Mesh {
             timer_lateness: Duration::ZERO,
             observer: ObserverSlot::default(),
             hold_session_turns: false,
+            answers: BTreeMap::new(),
+            next_ticket: 0,
         }
     }
 
@@ -491,6 +630,9 @@ impl Mesh {
             sessions_config,
             open_turns: Vec::new(),
             suspended: BTreeMap::new(),
+            hosting: BTreeMap::new(),
+            renewing: false,
+            next_renewal: self.now,
         };
         self.nodes.insert(rid, node);
         rid
@@ -649,12 +791,24 @@ impl Mesh {
         self.store_steps.insert((at, self.store_seq), (call, step));
     }
 
-    /// A store operation the core asked for, made as the runtime's store
-    /// worker makes it (src/runtime/store_effects.rs): it leaves now, gets
-    /// to the store later (or, hung, maybe never), and its answer — or the
-    /// call timeout — comes back to the core through `cas_done` /
-    /// `abort_done`, the inputs the runtime's `store_answered` uses.
+    /// A store operation the core asked for (a relocation's CAS or durable
+    /// abort) under [`StoreBehavior::Latency`] or [`StoreBehavior::Hang`]:
+    /// see [`Mesh::issue`]; its answer comes back to the core through
+    /// `cas_done` / `abort_done`, the inputs the runtime's `store_answered`
+    /// uses.
     fn issue_store(&mut self, node: NodeRid, relocation: RelocationId, op: StoreOp) {
+        self.issue(node, StoreJob::Relocation(relocation, op), None);
+    }
+
+    /// A store operation made as the runtime's store worker makes it
+    /// (src/runtime/store_effects.rs): it leaves now, gets to the store
+    /// later (or, hung, maybe never), and its answer — or the call timeout
+    /// — comes back to the node as an input of its own. A node's own
+    /// operation ([`NodeStoreOp`]) under a store that answers at once
+    /// ([`StoreBehavior::Immediate`], and `Hold`, `Down` and `LoseReply`,
+    /// which are the relocation's) is applied and answered at this very
+    /// instant, still as an input after this one.
+    fn issue(&mut self, node: NodeRid, job: StoreJob, ticket: Option<u64>) {
         let claim = self.lease(node).map(|lease| lease.claim());
         let generation = self.node(node).peer.generation;
         self.store_seq += 1;
@@ -669,22 +823,38 @@ impl Mesh {
             StoreCall {
                 node,
                 generation,
-                relocation,
-                op,
+                job,
+                ticket,
                 claim,
                 applied: None,
                 ended: false,
                 hung,
+                at_once: !matches!(
+                    self.store_behavior,
+                    StoreBehavior::Latency(_) | StoreBehavior::Hang
+                ),
             },
         );
-        if let StoreBehavior::Latency(bound) = self.store_behavior {
-            let micros = u64::try_from(bound.as_micros()).unwrap_or(u64::MAX) + 1;
-            let apply = now + Duration::from_micros(self.store_random(micros));
-            let answer = apply + Duration::from_micros(self.store_random(micros));
-            self.schedule_store(apply, id, StoreStep::Apply);
-            self.schedule_store(answer, id, StoreStep::Answer);
+        match self.store_behavior {
+            StoreBehavior::Latency(bound) => {
+                let micros = u64::try_from(bound.as_micros()).unwrap_or(u64::MAX) + 1;
+                let apply = now + Duration::from_micros(self.store_random(micros));
+                let answer = apply + Duration::from_micros(self.store_random(micros));
+                self.schedule_store(apply, id, StoreStep::Apply);
+                self.schedule_store(answer, id, StoreStep::Answer);
+                self.schedule_store(now + STORE_CALL_TIMEOUT, id, StoreStep::Timeout);
+            }
+            StoreBehavior::Hang => {
+                self.schedule_store(now + STORE_CALL_TIMEOUT, id, StoreStep::Timeout);
+            }
+            StoreBehavior::Immediate
+            | StoreBehavior::Hold
+            | StoreBehavior::Down
+            | StoreBehavior::LoseReply => {
+                self.schedule_store(now, id, StoreStep::Apply);
+                self.schedule_store(now, id, StoreStep::Answer);
+            }
         }
-        self.schedule_store(now + STORE_CALL_TIMEOUT, id, StoreStep::Timeout);
     }
 
     /// The store comes back: what reached it while it hung is applied now,
@@ -719,23 +889,33 @@ impl Mesh {
         let Some(call) = self.store_calls.get(&id) else {
             return;
         };
-        let (node, relocation) = (call.node, call.relocation);
+        let node = call.node;
         match step {
             StoreStep::Apply => {
                 if call.applied.is_some() {
                     return;
                 }
-                let (op, claim, ended) = (call.op.clone(), call.claim.clone(), call.ended);
+                let (job, claim, ended) = (call.job.clone(), call.claim.clone(), call.ended);
                 self.sync_clock();
-                let done = match claim {
-                    Ok(claim) => self.execute_store(relocation, &op, &claim, false),
-                    Err(error) => refused(&op, error),
-                };
-                self.journal.push(Journal::StoreApplied {
-                    node,
-                    relocation,
-                    done: done.clone(),
-                });
+                let done = self.execute_job(&job, claim);
+                match job {
+                    StoreJob::Relocation(relocation, _) => {
+                        let done = done.clone();
+                        self.journal.push(Journal::StoreApplied {
+                            node,
+                            relocation,
+                            done,
+                        });
+                    }
+                    // A renewal that went through is not journaled: one a
+                    // second per node would crowd every trail.
+                    StoreJob::Node(_) if matches!(done, StoreDone::Renew(Ok(_))) => {}
+                    StoreJob::Node(op) => {
+                        let done = done.clone();
+                        self.journal
+                            .push(Journal::NodeStoreApplied { node, op, done });
+                    }
+                }
                 if ended {
                     // Its caller timed out before the store acted.
                     self.store_counts.applied_unanswered += 1;
@@ -748,7 +928,9 @@ impl Mesh {
                 let Some(done) = call.applied.clone().filter(|_| !call.ended) else {
                     return;
                 };
-                self.store_counts.answered_late += 1;
+                if !call.at_once {
+                    self.store_counts.answered_late += 1;
+                }
                 self.end_store_call(id, done);
             }
             StoreStep::Timeout => {
@@ -759,7 +941,7 @@ impl Mesh {
                 if call.applied.is_some() {
                     self.store_counts.applied_unanswered += 1;
                 }
-                let done = refused(&call.op, Error::new(Reason::StoreUnavailable));
+                let done = refused_job(&call.job, Error::new(Reason::StoreUnavailable));
                 self.end_store_call(id, done);
             }
         }
@@ -772,6 +954,57 @@ impl Mesh {
         }
     }
 
+    /// The store carries out one operation on the virtual clock, as a
+    /// store worker calls it (off any shard thread).
+    fn execute_job(
+        &mut self,
+        job: &StoreJob,
+        claim: Result<crate::store::OwnerClaim, Error>,
+    ) -> StoreDone {
+        let claim = match (job, claim) {
+            (_, Ok(claim)) => claim,
+            // A renewal needs no claim: it carries its lease.
+            (StoreJob::Node(NodeStoreOp::Renew(lease)), Err(_)) => {
+                return StoreDone::Renew(self.store.off_shard().renew_lease(lease).map_err(Error::from))
+            }
+            (job, Err(error)) => return refused_job(job, error),
+        };
+        let store = self.store.off_shard();
+        let row = |created: Created| match created {
+            Created::New(row) => RowAnswer::Created(row.actor_ref()),
+            Created::Existing(row) => RowAnswer::Existing(row.actor_ref()),
+        };
+        match job {
+            StoreJob::Relocation(relocation, op) => {
+                self.execute_store(*relocation, op, &claim, false)
+            }
+            StoreJob::Node(NodeStoreOp::Create(actor)) => StoreDone::Host(
+                store.create(actor, &claim).map(row).map_err(Error::from),
+            ),
+            StoreJob::Node(NodeStoreOp::Replace(lost)) => {
+                let version = RowVersion::from(&lost.location);
+                StoreDone::Host(
+                    match store.remove(&lost.id, version) {
+                        Ok(RemoveOutcome::Conflict { current }) => {
+                            Ok(RowAnswer::Conflict(current.actor_ref()))
+                        }
+                        Ok(RemoveOutcome::Removed | RemoveOutcome::Absent) => {
+                            store.create(&lost.id, &claim).map(row)
+                        }
+                        Err(error) => Err(error),
+                    }
+                    .map_err(Error::from),
+                )
+            }
+            StoreJob::Node(NodeStoreOp::Remove(actor, version)) => StoreDone::Remove(
+                store.remove(actor, *version).map(drop).map_err(Error::from),
+            ),
+            StoreJob::Node(NodeStoreOp::Renew(lease)) => {
+                StoreDone::Renew(store.renew_lease(lease).map_err(Error::from))
+            }
+        }
+    }
+
     /// The caller gets its answer: journaled, then given to the core of the
     /// lifecycle that asked — later if its process is stopped, never if it
     /// is gone (its store worker died with it).
@@ -780,33 +1013,86 @@ impl Mesh {
             return;
         };
         call.ended = true;
-        let (node, generation, relocation, op) =
-            (call.node, call.generation, call.relocation, call.op.clone());
-        self.journal.push(Journal::Store {
-            node,
-            relocation,
-            op,
-            done: done.clone(),
-        });
+        let (node, generation, job, ticket) =
+            (call.node, call.generation, call.job.clone(), call.ticket);
+        match &job {
+            StoreJob::Relocation(relocation, op) => self.journal.push(Journal::Store {
+                node,
+                relocation: *relocation,
+                op: op.clone(),
+                done: done.clone(),
+            }),
+            // (As when applied: a renewal that went through is not journaled.)
+            StoreJob::Node(_) if matches!(done, StoreDone::Renew(Ok(_))) => {}
+            StoreJob::Node(op) => self.journal.push(Journal::NodeStore {
+                node,
+                op: op.clone(),
+                done: done.clone(),
+            }),
+        }
         if self.nodes.get(&node).map(|n| n.peer.generation) != Some(generation) {
             return;
         }
         if let Some(inputs) = self.paused.get_mut(&node) {
-            inputs.push_back(Deferred::Store(relocation, done));
+            inputs.push_back(Deferred::Store(job, ticket, done));
             return;
         }
-        self.store_answered(node, relocation, done);
+        self.store_answered(node, job, ticket, done);
     }
 
-    /// A store answer into the core, as the runtime's `store_answered`.
-    fn store_answered(&mut self, node: NodeRid, relocation: RelocationId, done: StoreDone) {
+    /// A store answer into the node, an input of its own, as the runtime's
+    /// `store_answered` (src/runtime/shard.rs) takes its store workers'.
+    fn store_answered(&mut self, node: NodeRid, job: StoreJob, ticket: Option<u64>, done: StoreDone) {
+        self.on_node(node, |mesh| match (job, done) {
+            (StoreJob::Relocation(relocation, _), done) => {
+                mesh.relocation_answered(node, relocation, done)
+            }
+            (StoreJob::Node(NodeStoreOp::Create(actor)), StoreDone::Host(answer)) => {
+                mesh.host_store_answered(node, actor, answer, false)
+            }
+            (StoreJob::Node(NodeStoreOp::Replace(lost)), StoreDone::Host(answer)) => {
+                mesh.host_store_answered(node, lost.id, answer, true)
+            }
+            (StoreJob::Node(NodeStoreOp::Remove(actor, _)), StoreDone::Remove(outcome)) => {
+                mesh.destroy_answered(node, &actor, ticket, outcome)
+            }
+            (StoreJob::Node(NodeStoreOp::Renew(_)), StoreDone::Renew(renewed)) => {
+                mesh.lease_renewed(node, renewed)
+            }
+            // No operation is answered with another's kind of answer.
+            (StoreJob::Node(_), _) => {}
+        });
+        self.pump();
+    }
+
+    /// A relocation's store answer into the core, as the runtime's
+    /// `store_answered`.
+    fn relocation_answered(&mut self, node: NodeRid, relocation: RelocationId, done: StoreDone) {
         let now = self.now;
         let mut relocations = self.node_mut(node).core.relocations(now);
         match done {
             StoreDone::Cas(answer) => relocations.cas_done(relocation, answer),
             StoreDone::Abort(answer) => relocations.abort_done(relocation, answer),
+            StoreDone::Host(_) | StoreDone::Remove(_) | StoreDone::Renew(_) => {}
         }
     }
+
+    /// Runs `f` as the handling of one of `node`'s inputs (its shard
+    /// thread): a store call made meanwhile other than through the store
+    /// path is journaled as [`Journal::StoreWaited`].
+    fn on_node<R>(&mut self, node: NodeRid, f: impl FnOnce(&mut Self) -> R) -> R {
+        let before = self.store.handling.replace(Some(node));
+        let result = f(self);
+        self.store.handling.set(before);
+        let waits = self.store.waits.take();
+        let at = self.now;
+        for (node, call) in waits {
+            let call = call.to_string();
+            self.journal.push(Journal::StoreWaited { node, call, at });
+        }
+        result
+    }
+
 
     /// A node's process is stopped (SIGSTOP): from now on it gets no input —
     /// no timer, no record, no store answer — and renews no lease, while the
@@ -875,17 +1161,16 @@ impl Mesh {
             paused: false,
             at: now,
         });
-        let live = self.lease_live(node);
+        // Its own reading of its lease, before any input (the runtime's
+        // `fence_if_lapsed` reads `lease_expires_at`, not the store).
+        let live = !self.lease_lapsed_by_its_reading(node);
         if live {
             self.store_counts.resumed_within_lease += 1;
-            if let Some(lease) = self.leases.get(&node).cloned() {
-                if let Ok(renewed) = self.store.renew_lease(&lease) {
-                    self.leases.insert(node, renewed);
-                }
-            }
+            // Its lease round is due: the next one goes to the store.
+            self.node_mut(node).next_renewal = now;
         } else {
             self.store_counts.resumed_past_lease += 1;
-            self.fence_lapsed(node);
+            self.on_node(node, |mesh| mesh.fence_lapsed(node));
         }
         self.pump();
         let sim = self.node_mut(node);
@@ -901,7 +1186,7 @@ impl Mesh {
                         .handle_record(now, flight.from, flight.record);
                 }
                 Deferred::PeerDown(peer) => self.node_mut(node).core.handle_peer_down(now, peer),
-                Deferred::Store(relocation, done) => self.store_answered(node, relocation, done),
+                Deferred::Store(job, ticket, done) => self.store_answered(node, job, ticket, done),
             }
             self.pump();
         }
@@ -947,65 +1232,161 @@ impl Mesh {
 
     /// Creates an Actor's row in the store, owned by `node`, and hosts it
     /// there with the row's generations (what a node's runtime does on
-    /// create, §1 step 2).
+    /// create, §1 step 2): BindOrGet, [`Mesh::host_or_get`].
     pub fn create(&mut self, node: NodeRid, actor: &str) -> ActorRef {
         self.try_create(node, &actor_id(actor))
             .unwrap_or_else(|e| panic!("creating {actor} failed: {e}"))
     }
 
-    /// BindOrGet's create step at `node`, as the runtime's `host_or_get`
-    /// takes it: create the row if absent and host the new incarnation
-    /// here; a live row that names another node is that node's; one that
-    /// names this node means what the core's policy says
-    /// ([`ShardCore::host_found`], the runtime's one: the hosted Actor, one
-    /// in motion (the row's ActorRef), or a lost incarnation (L6), replaced
-    /// by a new one after removing the row at its version). The store is
-    /// asked at once here (logins do not meet its latency or hangs yet).
-    ///
-    /// Before the store, as the runtime's `host_without_store` does
-    /// (runtime/shard/actors.rs): an Actor this node's Actor owner holds —
-    /// hosted, or captured for a move — is that ActorRef, and the store is
-    /// not asked. (Creating first made a row naming this node for a new
-    /// incarnation the Actor owner could not host beside the captured one:
-    /// the simulator's seed 4330.)
+    /// BindOrGet at `node`, run until its outcome, as [`Mesh::bind_or_get`]
+    /// takes it: virtual time passes while the store takes its time (each
+    /// timer, record and store step on the way happens as usual). A store
+    /// that answers at once answers at this instant. A BindOrGet that gets
+    /// no answer (its node stopped or gone) ends `StoreUnavailable`.
     pub fn host_or_get(&mut self, node: NodeRid, actor: &ActorId) -> Result<ActorRef, Error> {
-        if let Some(decided) = self.node(node).core.host_step(actor, None) {
-            return decided;
+        let ticket = self.bind_or_get(node, actor);
+        match self.wait_answer(ticket) {
+            Some(Answer::Host(_, outcome)) => outcome,
+            _ => Err(Reason::StoreUnavailable.into()),
         }
-        let claim = self.lease(node)?.claim();
-        self.sync_clock();
-        let answer = match self.store.create(actor, &claim).map_err(Error::from)? {
-            Created::New(row) => RowAnswer::Created(row.actor_ref()),
-            Created::Existing(row) => RowAnswer::Existing(row.actor_ref()),
-        };
-        let row = match self
-            .node_mut(node)
-            .core
-            .host_found(actor, None, answer, false)
-        {
-            HostDecision::Decided(decided) => return decided,
-            HostDecision::HostNew(row) => return self.host_row(node, &row),
-            HostDecision::Replace(row) => row,
-        };
-        let version = RowVersion::from(&row.location);
-        let answer = match self.store.remove(actor, version).map_err(Error::from)? {
-            RemoveOutcome::Conflict { current } => RowAnswer::Conflict(current.actor_ref()),
-            RemoveOutcome::Removed | RemoveOutcome::Absent => {
-                match self.store.create(actor, &claim).map_err(Error::from)? {
-                    Created::New(row) => RowAnswer::Created(row.actor_ref()),
-                    Created::Existing(row) => RowAnswer::Existing(row.actor_ref()),
+    }
+
+    /// [`Mesh::host_or_get`] (kept for the tests that create at random).
+    pub fn try_create(&mut self, node: NodeRid, actor: &ActorId) -> Result<ActorRef, Error> {
+        self.host_or_get(node, actor)
+    }
+
+    /// BindOrGet's create step at `node` (§1 step 2), as the runtime's
+    /// `host_or_get` takes it (runtime/shard/actors.rs): what the core
+    /// decides without the store (an Actor its Actor owner holds — hosted,
+    /// or captured for a move — is that ActorRef, and the store is not
+    /// asked: the simulator's seed 4330) is answered at once; otherwise the
+    /// store's create-if-absent is an effect ([`NodeStoreOp::Create`]) and
+    /// the request waits for its answer — behind the first, when one is
+    /// already with the store for this Actor (the runtime's `hosting`).
+    /// The answer is an input of its own, decided by the core
+    /// ([`ShardCore::host_found`]): a live row naming another node is that
+    /// node's; one naming this node is the hosted Actor, one in motion (the
+    /// row's ActorRef), or a lost incarnation (L6), replaced by a new one
+    /// after removing the row at its version (a second effect,
+    /// [`NodeStoreOp::Replace`]).
+    ///
+    /// Returns the ticket whose outcome [`Mesh::take_answers`] gives.
+    pub fn bind_or_get(&mut self, node: NodeRid, actor: &ActorId) -> u64 {
+        self.next_ticket += 1;
+        let ticket = self.next_ticket;
+        self.host_request(node, actor.clone(), ticket);
+        self.pump();
+        ticket
+    }
+
+    /// The BindOrGet and destroy outcomes come so far and not taken yet, by
+    /// ticket.
+    pub fn take_answers(&mut self) -> BTreeMap<u64, Answer> {
+        std::mem::take(&mut self.answers)
+    }
+
+    /// Lets virtual time pass, store step by store step, until `ticket` is
+    /// answered; `None` if nothing is left to answer it.
+    fn wait_answer(&mut self, ticket: u64) -> Option<Answer> {
+        loop {
+            if let Some(answer) = self.answers.remove(&ticket) {
+                return Some(answer);
+            }
+            let &(at, _) = self.store_steps.keys().next()?;
+            let at = at.max(self.now);
+            self.step_until(at);
+        }
+    }
+
+    /// The runtime's `host_or_get` on one request.
+    fn host_request(&mut self, node: NodeRid, actor: ActorId, ticket: u64) {
+        self.on_node(node, |mesh| {
+            if let Some(waiting) = mesh.node_mut(node).hosting.get_mut(&actor) {
+                waiting.push(ticket);
+                return;
+            }
+            match mesh.core_host(node, &actor, None) {
+                Some(decision) => mesh.host_decided(node, actor, ticket, Vec::new(), decision),
+                None => {
+                    mesh.node_mut(node).hosting.insert(actor.clone(), vec![ticket]);
+                    mesh.issue(node, StoreJob::Node(NodeStoreOp::Create(actor)), None);
                 }
             }
+        });
+    }
+
+    /// The core's BindOrGet decisions, the one place the simulator asks
+    /// them, as the runtime's `host_without_store` and
+    /// `host_store_answered` do: [`ShardCore::host_step`] before the store
+    /// (`None`: the store must be asked), then [`ShardCore::host_found`] on
+    /// its answer (`replacing`: the answer is a lost incarnation's
+    /// replacement's).
+    fn core_host(
+        &mut self,
+        node: NodeRid,
+        actor: &ActorId,
+        answer: Option<(Result<RowAnswer, Error>, bool)>,
+    ) -> Option<HostDecision> {
+        let core = &mut self.node_mut(node).core;
+        if let Some(decided) = core.host_step(actor, None) {
+            return Some(HostDecision::Decided(decided));
+        }
+        Some(match answer? {
+            (Err(error), _) => HostDecision::Decided(Err(error)),
+            (Ok(answer), replacing) => core.host_found(actor, None, answer, replacing),
+        })
+    }
+
+    /// The store answered BindOrGet's step for `actor`: the first request
+    /// waiting is decided on it, the others start again in order (the
+    /// runtime's `host_store_answered`).
+    fn host_store_answered(
+        &mut self,
+        node: NodeRid,
+        actor: ActorId,
+        answer: Result<RowAnswer, Error>,
+        replacing: bool,
+    ) {
+        let Some(mut waiting) = self.node_mut(node).hosting.remove(&actor) else {
+            return;
         };
-        match self
-            .node_mut(node)
-            .core
-            .host_found(actor, None, answer, true)
-        {
+        if waiting.is_empty() {
+            return;
+        }
+        let first = waiting.remove(0);
+        if let Some(decision) = self.core_host(node, &actor, Some((answer, replacing))) {
+            self.host_decided(node, actor, first, waiting, decision);
+        }
+    }
+
+    /// Carries out the core's decision for the first request (`first`): an
+    /// outcome, a new incarnation hosted here, or a lost one to replace (a
+    /// further store effect, which every request keeps waiting on). Once
+    /// the first has its outcome, the rest start again, in order (the
+    /// runtime's `settle_hosting`): most find the Actor hosted now.
+    fn host_decided(
+        &mut self,
+        node: NodeRid,
+        actor: ActorId,
+        first: u64,
+        rest: Vec<u64>,
+        decision: HostDecision,
+    ) {
+        let outcome = match decision {
             HostDecision::Decided(decided) => decided,
             HostDecision::HostNew(row) => self.host_row(node, &row),
-            // One answer never starts a second replacement (the core's rule).
-            HostDecision::Replace(_) => Err(Reason::StaleLocation.into()),
+            HostDecision::Replace(row) => {
+                let mut waiting = vec![first];
+                waiting.extend(rest);
+                self.node_mut(node).hosting.insert(actor, waiting);
+                self.issue(node, StoreJob::Node(NodeStoreOp::Replace(row)), None);
+                return;
+            }
+        };
+        self.answers.insert(first, Answer::Host(node, outcome));
+        for ticket in rest {
+            self.host_request(node, actor.clone(), ticket);
         }
     }
 
@@ -1127,8 +1508,11 @@ impl Mesh {
         self.sync_clock();
         let peer = self.node(node).peer;
         let mesh = self.node(node).core.actor_owner().identity().mesh.clone();
+        // The embedder's call before the node serves (the runtime's
+        // `lease::acquire`), off any shard thread.
         let lease = self
             .store
+            .off_shard()
             .acquire_lease(node, peer.generation, &mesh)
             .map_err(Error::from)?;
         *self.leases_acquired.entry(node).or_default() = lease.generation.0;
@@ -1136,28 +1520,79 @@ impl Mesh {
         Ok(lease)
     }
 
-    /// Renews every lease held, as each node's runtime does on its renewal
-    /// period. Called whenever [`Mesh::advance`] moves time.
+    /// The lease rounds and the lapse check of each node's runtime, called
+    /// whenever [`Mesh::advance`] moves time (src/runtime/shard.rs):
     ///
-    /// A stopped node renews nothing. A renewal the store refuses (the lease
-    /// lapsed) fences the node, as the runtime's `lease_renewed` does
-    /// (`fence_owner`, §5 X21).
+    /// - every [`LEASE_RENEW_INTERVAL`] a node with no round in flight makes
+    ///   one, a store effect ([`NodeStoreOp::Renew`]) answered as an input
+    ///   of its own (`lease_round`, answered in `lease_renewed`);
+    /// - a node whose lease is past its `expires_at` by its own reading (the
+    ///   renewals did not come back: the store hung or was slow) fences its
+    ///   Actor owner (`fence_if_lapsed`, §5 X21).
+    ///
+    /// A stopped node does neither.
     fn renew_leases(&mut self) {
         self.sync_clock();
-        let mut lapsed = Vec::new();
-        for (node, lease) in self.leases.iter_mut() {
-            if self.paused.contains_key(node) || self.lapsed.contains(node) {
-                continue;
-            }
-            match self.store.renew_lease(lease) {
-                Ok(renewed) => *lease = renewed,
-                Err(_) => lapsed.push(*node),
-            }
+        let now = self.now;
+        let running = |mesh: &Self, node: &NodeRid| {
+            !mesh.paused.contains_key(node) && !mesh.lapsed.contains(node)
+        };
+        let due: Vec<(NodeRid, OwnerLease)> = self
+            .leases
+            .iter()
+            .filter(|(node, _)| running(self, node))
+            .filter(|(node, _)| {
+                let sim = self.node(**node);
+                !sim.renewing && sim.next_renewal <= now
+            })
+            .map(|(node, lease)| (*node, lease.clone()))
+            .collect();
+        for (node, lease) in due {
+            self.on_node(node, |mesh| {
+                let sim = mesh.node_mut(node);
+                sim.renewing = true;
+                sim.next_renewal = now + LEASE_RENEW_INTERVAL;
+                mesh.issue(node, StoreJob::Node(NodeStoreOp::Renew(lease)), None);
+            });
         }
+        let lapsed: Vec<NodeRid> = self
+            .leases
+            .keys()
+            .copied()
+            .filter(|node| running(self, node) && self.lease_lapsed_by_its_reading(*node))
+            .collect();
         for node in lapsed {
-            self.fence_lapsed(node);
+            self.on_node(node, |mesh| mesh.fence_lapsed(node));
         }
         self.pump();
+    }
+
+    /// Whether the node's lease is past its `expires_at` by the node's own
+    /// reading: the lease as the last renewal answer gave it (the runtime's
+    /// `lease_left`). A node that holds none has none to lose.
+    fn lease_lapsed_by_its_reading(&self, node: NodeRid) -> bool {
+        self.leases
+            .get(&node)
+            .is_some_and(|lease| lease.expires_at <= self.now)
+    }
+
+    /// §5: a lease round's answer, as the runtime's `lease_renewed`: the
+    /// renewed lease is the node's reading from now on; a store that could
+    /// not be reached leaves it as it was (the node fences at its
+    /// `expires_at` unless a later round comes back); a store that says the
+    /// lease lapsed fences the node at once.
+    fn lease_renewed(&mut self, node: NodeRid, renewed: Result<OwnerLease, Error>) {
+        self.node_mut(node).renewing = false;
+        if self.lapsed.contains(&node) {
+            return;
+        }
+        match renewed {
+            Ok(renewed) => {
+                self.leases.insert(node, renewed);
+            }
+            Err(error) if error.reason() == Reason::StoreUnavailable => {}
+            Err(_) => self.fence_lapsed(node),
+        }
     }
 
     fn sync_clock(&self) {
@@ -1263,7 +1698,7 @@ impl Mesh {
             op,
             done: done.clone(),
         });
-        self.store_answered(node, relocation, done);
+        self.on_node(node, |mesh| mesh.relocation_answered(node, relocation, done));
     }
 
     /// The store carries out one relocation operation (or, `down`, fails
@@ -1281,12 +1716,14 @@ impl Mesh {
         match op {
             StoreOp::TakeAuthority { actor, expected } => StoreDone::Cas(
                 self.store
+                    .off_shard()
                     .compare_and_set(actor, (*expected).into(), relocation, claim)
                     .map(CasAnswer::from)
                     .map_err(Error::from),
             ),
             StoreOp::AbortRelocation { actor, expected } => StoreDone::Abort(
                 self.store
+                    .off_shard()
                     .abort_relocation(actor, (*expected).into(), relocation)
                     .map(AbortAnswer::from)
                     .map_err(Error::from),
@@ -1461,7 +1898,13 @@ impl Mesh {
         self.lost += (before - self.in_flight.len()) as u64;
         self.held_store.retain(|(node, _, _)| *node != rid);
         // Its store calls already made still reach the store; their answers
-        // go nowhere (`end_store_call` checks the lifecycle).
+        // go nowhere (`end_store_call` checks the lifecycle). A lease round
+        // not applied yet dies with the process's lease worker: a dead
+        // lifecycle's lease is never extended after it died.
+        self.store_calls.retain(|_, call| {
+            let renewal = matches!(call.job, StoreJob::Node(NodeStoreOp::Renew(_)));
+            !(call.node == rid && renewal && call.applied.is_none())
+        });
         self.paused.remove(&rid);
         self.lapsed.remove(&rid);
         self.leases.remove(&rid);
@@ -1494,10 +1937,74 @@ impl Mesh {
         self.peer_down(a, b);
     }
 
-    /// Destroys an Actor as a node's runtime does: the core ends the
-    /// incarnation, and the store's row is removed, so the next create of the
-    /// same ActorId gets greater generations (§1, §4).
+    /// Destroys an Actor as a node's runtime does ([`Mesh::start_destroy`]),
+    /// run until its outcome (virtual time passes while the store takes its
+    /// time, as in [`Mesh::host_or_get`]).
     pub fn destroy(&mut self, node: NodeRid, actor: &ActorId) -> Result<(), Error> {
+        let ticket = self.start_destroy(node, actor)?;
+        match self.wait_answer(ticket) {
+            Some(Answer::Destroy(outcome)) => outcome,
+            _ => Err(Reason::StoreUnavailable.into()),
+        }
+    }
+
+    /// Starts destroying an Actor as the runtime's `destroy` does
+    /// (runtime/shard/actors.rs): refused at once when it is not hosted
+    /// here (`StaleLocation`) or is moving (`RelocationSealed`); otherwise
+    /// the core marks it ending (`begin_destroy`: no move, no second
+    /// destroy) and the store's row of this incarnation is removed at its
+    /// version, an effect ([`NodeStoreOp::Remove`]). When the store
+    /// answers, the incarnation ends here (so the next create of the same
+    /// ActorId gets greater generations, §1, §4), or, the store failing, it
+    /// goes on as before (`destroy_failed`). Returns the ticket whose
+    /// outcome [`Mesh::take_answers`] gives.
+    pub fn start_destroy(&mut self, node: NodeRid, actor: &ActorId) -> Result<u64, Error> {
+        self.next_ticket += 1;
+        let ticket = self.next_ticket;
+        let started = self.on_node(node, |mesh| {
+            let now = mesh.now;
+            let core = &mut mesh.node_mut(node).core;
+            if !core.actor_owner().hosts(actor) {
+                return Err(Error::new(Reason::StaleLocation));
+            }
+            // A move decides first where the Actor lives.
+            if core.relocation().is_relocating(actor) {
+                return Err(Error::new(Reason::RelocationSealed));
+            }
+            let actor_ref = core.actors(now).begin_destroy(actor)?;
+            let version = RowVersion::from(&actor_ref.location);
+            let remove = NodeStoreOp::Remove(actor.clone(), version);
+            mesh.issue(node, StoreJob::Node(remove), Some(ticket));
+            Ok(ticket)
+        });
+        self.pump();
+        started
+    }
+
+    /// The store answered a destroy's removal (the runtime's
+    /// `destroy_answered`).
+    fn destroy_answered(
+        &mut self,
+        node: NodeRid,
+        actor: &ActorId,
+        ticket: Option<u64>,
+        outcome: Result<(), Error>,
+    ) {
+        let outcome = match outcome {
+            Ok(()) => self.forget(node, actor),
+            Err(error) => {
+                let now = self.now;
+                self.node_mut(node).core.actors(now).destroy_failed(actor);
+                Err(error)
+            }
+        };
+        if let Some(ticket) = ticket {
+            self.answers.insert(ticket, Answer::Destroy(outcome));
+        }
+    }
+
+    /// The incarnation ends here: the core forgets it, its state and lane go.
+    fn forget(&mut self, node: NodeRid, actor: &ActorId) -> Result<(), Error> {
         // An awaiting turn ends first (docs/actors.md "Async turns").
         self.end_suspended(node, actor, Reason::StaleLocation);
         self.actors(node).destroy(actor)?;
@@ -1507,28 +2014,7 @@ impl Mesh {
         for work in dropped {
             self.actors(node).refuse(work, Reason::StaleLocation);
         }
-        self.sync_clock();
-        if let Ok(Some(row)) = self.store.lookup(actor) {
-            // A row another node owns now is that node's to remove.
-            if row.location.owner == node {
-                let _ = self.store.remove(actor, row.version());
-            }
-        }
-        self.pump();
         Ok(())
-    }
-
-    /// Creates an Actor like [`Mesh::create`], but answers a store refusal
-    /// (the row exists, the store is down) with the typed error instead of
-    /// panicking: for schedules that create at random.
-    pub fn try_create(&mut self, node: NodeRid, actor: &ActorId) -> Result<ActorRef, Error> {
-        let claim = self.lease(node)?.claim();
-        self.sync_clock();
-        match self.store.create(actor, &claim).map_err(Error::from)? {
-            Created::New(row) => self.host_row(node, &row.actor_ref()),
-            // BindOrGet: the live row's ActorRef; it is hosted where it names.
-            Created::Existing(row) => Ok(row.actor_ref()),
-        }
     }
 
     /// Fires the timers due before `at`, then delivers the records due at `at`.
@@ -1588,7 +2074,13 @@ impl Mesh {
         }
     }
 
+    /// Drains one node's outputs: the handling of its core's effects, on
+    /// its shard thread.
     fn pump_node(&mut self, rid: NodeRid, now: Instant) -> bool {
+        self.on_node(rid, |mesh| mesh.drain_node(rid, now))
+    }
+
+    fn drain_node(&mut self, rid: NodeRid, now: Instant) -> bool {
         let mut progress = false;
         let Some(node) = self.nodes.get_mut(&rid) else {
             return false;
@@ -1830,6 +2322,18 @@ fn refused(op: &StoreOp, error: Error) -> StoreDone {
     match op {
         StoreOp::TakeAuthority { .. } => StoreDone::Cas(Err(error)),
         StoreOp::AbortRelocation { .. } => StoreDone::Abort(Err(error)),
+    }
+}
+
+/// A store operation's answer when it was not carried out.
+fn refused_job(job: &StoreJob, error: Error) -> StoreDone {
+    match job {
+        StoreJob::Relocation(_, op) => refused(op, error),
+        StoreJob::Node(NodeStoreOp::Create(_) | NodeStoreOp::Replace(_)) => {
+            StoreDone::Host(Err(error))
+        }
+        StoreJob::Node(NodeStoreOp::Remove(..)) => StoreDone::Remove(Err(error)),
+        StoreJob::Node(NodeStoreOp::Renew(_)) => StoreDone::Renew(Err(error)),
     }
 }
 

@@ -33,7 +33,7 @@ use rand_chacha::ChaCha8Rng;
 use super::invariants::{
     call_payload, message_payload, push_payload, Caller, Checker, SentMessage, Tally, Violation,
 };
-use super::{ActorBehavior, Journal, Mesh, RestoreBehavior, StoreBehavior};
+use super::{ActorBehavior, Answer, Journal, Mesh, RestoreBehavior, StoreBehavior};
 use crate::core::relocation::RelocationConfig;
 use crate::core::session::{BindStart, SessionOwnerConfig, TurnId};
 use crate::core::time::Instant;
@@ -250,6 +250,9 @@ pub struct World {
     acked_checked: u64,
     /// Rows found naming an incarnation lost after relay-ready (L6).
     rows_lost: u64,
+    /// Logins waiting on their BindOrGet's outcome, by ticket: the player
+    /// and the session it logged in on.
+    logins: BTreeMap<u64, (usize, (NodeRid, u64, SessionRid))>,
 }
 
 /// How long a node whose lease lapsed takes, from closing its sessions, to
@@ -312,6 +315,7 @@ impl World {
             rows_checked: 0,
             acked_checked: 0,
             rows_lost: 0,
+            logins: BTreeMap::new(),
         }
     }
 
@@ -915,7 +919,8 @@ impl World {
                 }
             }
             Action::Destroy { actor, node } => {
-                let _ = self.mesh.destroy(*node, actor);
+                // Its outcome comes later; nobody waits on it here.
+                let _ = self.mesh.start_destroy(*node, actor);
             }
             Action::Call {
                 from,
@@ -1051,26 +1056,49 @@ impl World {
         let Some((node, session)) = self.session_of(player) else {
             return;
         };
-        let actor_ref = match self.players[player].kept.get(actor) {
-            Some(kept_ref) if kept => Some(kept_ref.clone()),
-            _ => self.bind_or_get(node, actor),
-        };
-        let Some(actor_ref) = actor_ref else {
-            return;
-        };
+        match self.players[player].kept.get(actor) {
+            Some(kept_ref) if kept => {
+                let kept_ref = kept_ref.clone();
+                self.bind(player, node, session, kept_ref);
+            }
+            _ => {
+                // §1 step 2 BindOrGet, run on the player's node as the
+                // runtime runs it ([`Mesh::bind_or_get`]): the login's
+                // session turn waits for its outcome, which comes later.
+                let ticket = self.mesh.bind_or_get(node, actor);
+                let generation = self.node_generation(node);
+                let login = (player, (node, generation, session));
+                self.logins.insert(ticket, login);
+            }
+        }
+    }
+
+    /// The player binds `actor_ref` on its session.
+    fn bind(&mut self, player: usize, node: NodeRid, session: SessionRid, actor_ref: ActorRef) {
         self.players[player]
             .kept
-            .insert(actor.clone(), actor_ref.clone());
+            .insert(actor_ref.id.clone(), actor_ref.clone());
         match self.mesh.sessions(node).bind(session, actor_ref) {
             Ok(BindStart::Pending(_) | BindStart::Existing(_)) | Err(_) => {}
         }
     }
 
-    /// §1 step 2 BindOrGet, run on the player's node as the runtime runs
-    /// it: the live row, or a new incarnation hosted there (a lost one
-    /// replaced, [`Mesh::host_or_get`]).
-    fn bind_or_get(&mut self, node: NodeRid, actor: &ActorId) -> Option<ActorRef> {
-        self.mesh.host_or_get(node, actor).ok()
+    /// The BindOrGets answered since the last call: each login whose
+    /// session is still there (its player on it, its node's lifecycle the
+    /// same) binds what it got; one that failed ends there.
+    fn logged_in(&mut self) {
+        for (ticket, answer) in self.mesh.take_answers() {
+            let Some((player, at)) = self.logins.remove(&ticket) else {
+                continue;
+            };
+            let Answer::Host(node, Ok(actor_ref)) = answer else {
+                continue;
+            };
+            if self.players[player].session != Some(at) || self.paused.contains_key(&node) {
+                continue;
+            }
+            self.bind(player, node, at.2, actor_ref);
+        }
     }
 
     fn send(&mut self, player: usize, actor: &ActorId, id: u64, request: bool) {
@@ -1157,6 +1185,7 @@ impl World {
     /// (`Shutdown`, as a clean stop's drain does), and exits so that a new
     /// lifecycle starts — here, a restart once [`STOP_TIME`] has passed.
     fn resume(&mut self) {
+        self.logged_in();
         let now = self.mesh.now();
         let due: Vec<NodeRid> = self
             .paused
@@ -1469,6 +1498,13 @@ fn describe(entry: &Journal) -> String {
             relocation,
             done,
         } => format!("{node:?} store applied {relocation:?} -> {done:?}"),
+        Journal::NodeStore { node, op, done } => format!("{node:?} store {op:?} -> {done:?}"),
+        Journal::NodeStoreApplied { node, op, done } => {
+            format!("{node:?} store applied {op:?} -> {done:?}")
+        }
+        Journal::StoreWaited { node, call, at } => {
+            format!("@{at:?} {node:?} waited on the store at {call}")
+        }
         Journal::Paused { node, paused, at } => {
             let what = if *paused { "stopped" } else { "goes on" };
             format!("@{at:?} {node:?} {what}")
