@@ -106,6 +106,43 @@ fn the_simulated_store_times_out_as_the_runtimes_redis_client_does() {
 }
 
 #[test]
+fn the_checker_names_a_store_call_a_node_input_waited_on() {
+    use zlink::sim::{Journal, StoreBehavior};
+    // Logins, a destroy and lease renewals, each through the store path on
+    // the virtual clock (a store that takes its time, then one that
+    // answers at once): no node input waits on the store.
+    let mut mesh = zlink::sim::Mesh::default();
+    let (one, two) = (mesh.add_node(1), mesh.add_node(2));
+    mesh.set_store(StoreBehavior::Latency(Duration::from_millis(20)));
+    let a = mesh.create(one, "a");
+    assert_eq!(mesh.host_or_get(two, &a.id), Ok(a.clone()));
+    mesh.advance(Duration::from_secs(3));
+    mesh.set_store(StoreBehavior::Immediate);
+    mesh.destroy(one, &a.id).unwrap();
+    mesh.advance(Duration::from_secs(2));
+    let waited = |mesh: &zlink::sim::Mesh| {
+        let journal = mesh.journal().iter();
+        journal
+            .filter(|entry| matches!(entry, Journal::StoreWaited { .. }))
+            .count()
+    };
+    assert_eq!(waited(&mesh), 0);
+    let mut checker = Checker::new(Duration::from_secs(30));
+    checker.scan(mesh.journal());
+    assert_eq!(checker.violation(), None);
+
+    // A node input that reads the store at once is named.
+    let b = mesh.create(two, "b");
+    let read = mesh.look_up_inside_input(one, &b.id);
+    assert_eq!(read, Some(b));
+    assert_eq!(waited(&mesh), 1);
+    checker.scan(mesh.journal());
+    let violation = checker.violation().cloned().unwrap();
+    assert_eq!(violation.invariant, "no_shard_input_waits_on_the_store");
+    assert!(violation.detail.contains("src/sim/mod.rs"), "{violation}");
+}
+
+#[test]
 fn the_checker_names_an_acknowledged_message_that_was_lost() {
     use zlink::core::time::Instant;
     use zlink::core::CoreEvent;

@@ -333,6 +333,14 @@ pub struct SimNode {
     /// ticket (the runtime's `ActorHost::hosting`): one store operation per
     /// Actor at a time, so two answers never race into two instances.
     hosting: BTreeMap<ActorId, Vec<u64>>,
+    /// BindOrGets whose create (or replacement) ended `StoreUnavailable`,
+    /// so that the row may name this node with nobody hosting it: when
+    /// each is asked again (a BindOrGet nobody waits on), and the backoff.
+    rechecks: BTreeMap<ActorId, (Instant, Duration)>,
+    /// Destroys whose row removal ended `StoreUnavailable`: the Actor stays
+    /// ending (no move, no second destroy) and the removal is made again
+    /// at the same version — when, the backoff, and the version.
+    removals: BTreeMap<ActorId, (Instant, Duration, RowVersion)>,
     /// A lease round (renewal) is with the store.
     renewing: bool,
     /// When the next lease round is due.
@@ -500,6 +508,16 @@ impl std::fmt::Debug for ObserverSlot {
 /// The sim store's lease term: longer than any test runs in virtual time.
 const SIM_LEASE_TERM: Duration = Duration::from_secs(3_600);
 
+/// The first backoff before a node asks again for a row whose create
+/// ended `StoreUnavailable` ([`Mesh::recheck_after`]).
+pub const RECHECK_FIRST: Duration = Duration::from_millis(200);
+
+/// The longest such backoff.
+pub const RECHECK_MAX: Duration = Duration::from_millis(3_200);
+
+/// The ticket of a BindOrGet nobody waits on (a recheck).
+const NOBODY: u64 = 0;
+
 /// How often a node's runtime renews its owner lease (the runtime's
 /// `NodeSettings::lease_renew_interval` default).
 pub const LEASE_RENEW_INTERVAL: Duration = Duration::from_millis(1_000);
@@ -631,6 +649,8 @@ impl Mesh {
             open_turns: Vec::new(),
             suspended: BTreeMap::new(),
             hosting: BTreeMap::new(),
+            rechecks: BTreeMap::new(),
+            removals: BTreeMap::new(),
             renewing: false,
             next_renewal: self.now,
         };
@@ -1053,8 +1073,8 @@ impl Mesh {
             (StoreJob::Node(NodeStoreOp::Replace(lost)), StoreDone::Host(answer)) => {
                 mesh.host_store_answered(node, lost.id, answer, true)
             }
-            (StoreJob::Node(NodeStoreOp::Remove(actor, _)), StoreDone::Remove(outcome)) => {
-                mesh.destroy_answered(node, &actor, ticket, outcome)
+            (StoreJob::Node(NodeStoreOp::Remove(actor, version)), StoreDone::Remove(outcome)) => {
+                mesh.destroy_answered(node, &actor, version, ticket, outcome)
             }
             (StoreJob::Node(NodeStoreOp::Renew(_)), StoreDone::Renew(renewed)) => {
                 mesh.lease_renewed(node, renewed)
@@ -1075,6 +1095,18 @@ impl Mesh {
             StoreDone::Abort(answer) => relocations.abort_done(relocation, answer),
             StoreDone::Host(_) | StoreDone::Remove(_) | StoreDone::Renew(_) => {}
         }
+    }
+
+    /// What a shard that waits on the store does: the row of `actor` read
+    /// at once, inside an input of `node`, rather than through the store
+    /// path. Only for the test that proves `no_shard_input_waits_on_the_store`
+    /// fires (tests/sim.rs).
+    #[doc(hidden)]
+    pub fn look_up_inside_input(&mut self, node: NodeRid, actor: &ActorId) -> Option<ActorRef> {
+        self.on_node(node, |mesh| {
+            let row = mesh.store.lookup(actor).ok().flatten();
+            row.map(|row| row.actor_ref())
+        })
     }
 
     /// Runs `f` as the handling of one of `node`'s inputs (its shard
@@ -1355,8 +1387,68 @@ impl Mesh {
             return;
         }
         let first = waiting.remove(0);
+        self.recheck_after(node, &actor, &answer);
         if let Some(decision) = self.core_host(node, &actor, Some((answer, replacing))) {
             self.host_decided(node, actor, first, waiting, decision);
+        }
+    }
+
+    /// Issue 19 item 3, "an unknown outcome is never guessed": a create
+    /// (or a replacement) that ended `StoreUnavailable` may have been
+    /// applied all the same — a row naming this node that nobody hosts —
+    /// so the node asks again, a BindOrGet nobody waits on, after a backoff
+    /// ([`RECHECK_FIRST`], doubling up to [`RECHECK_MAX`]) until an answer
+    /// comes; the core decides on it as on any (`host_found`: the row made
+    /// now is hosted, one naming this node and hosted nowhere is replaced,
+    /// one naming another node is that node's).
+    fn recheck_after(&mut self, node: NodeRid, actor: &ActorId, answer: &Result<RowAnswer, Error>) {
+        let now = self.now;
+        let sim = self.node_mut(node);
+        match answer {
+            Err(error) if error.reason() == Reason::StoreUnavailable => {
+                let backoff = sim
+                    .rechecks
+                    .get(actor)
+                    .map_or(RECHECK_FIRST, |&(_, last)| (last * 2).min(RECHECK_MAX));
+                sim.rechecks.insert(actor.clone(), (now + backoff, backoff));
+            }
+            _ => {
+                sim.rechecks.remove(actor);
+            }
+        }
+    }
+
+    /// The rechecks due at `node` ([`Mesh::recheck_after`]), each asked
+    /// once no other BindOrGet for its Actor is with the store.
+    fn recheck_due(&mut self, node: NodeRid) {
+        let now = self.now;
+        let sim = self.node(node);
+        let due: Vec<ActorId> = sim
+            .rechecks
+            .iter()
+            .filter(|(actor, &(at, _))| at <= now && !sim.hosting.contains_key(*actor))
+            .map(|(actor, _)| actor.clone())
+            .collect();
+        for actor in due {
+            // Due again only if this one ends `StoreUnavailable` too.
+            if let Some(entry) = self.node_mut(node).rechecks.get_mut(&actor) {
+                entry.0 = now + RECHECK_MAX * 1_000;
+            }
+            self.host_request(node, actor, NOBODY);
+        }
+        let removals: Vec<(ActorId, RowVersion)> = self
+            .node(node)
+            .removals
+            .iter()
+            .filter(|(_, &(at, _, _))| at <= now)
+            .map(|(actor, &(_, _, version))| (actor.clone(), version))
+            .collect();
+        for (actor, version) in removals {
+            if let Some(entry) = self.node_mut(node).removals.get_mut(&actor) {
+                entry.0 = now + RECHECK_MAX * 1_000;
+            }
+            let remove = NodeStoreOp::Remove(actor, version);
+            self.issue(node, StoreJob::Node(remove), None);
         }
     }
 
@@ -1384,7 +1476,9 @@ impl Mesh {
                 return;
             }
         };
-        self.answers.insert(first, Answer::Host(node, outcome));
+        if first != NOBODY {
+            self.answers.insert(first, Answer::Host(node, outcome));
+        }
         for ticket in rest {
             self.host_request(node, actor.clone(), ticket);
         }
@@ -1554,6 +1648,15 @@ impl Mesh {
                 sim.next_renewal = now + LEASE_RENEW_INTERVAL;
                 mesh.issue(node, StoreJob::Node(NodeStoreOp::Renew(lease)), None);
             });
+        }
+        let running_nodes: Vec<NodeRid> = self
+            .nodes
+            .keys()
+            .copied()
+            .filter(|node| running(self, node))
+            .collect();
+        for node in running_nodes {
+            self.on_node(node, |mesh| mesh.recheck_due(node));
         }
         let lapsed: Vec<NodeRid> = self
             .leases
@@ -1983,15 +2086,39 @@ impl Mesh {
 
     /// The store answered a destroy's removal (the runtime's
     /// `destroy_answered`).
+    ///
+    /// A removal that ended `StoreUnavailable` may have been applied all the
+    /// same (issue 19 item 3: an unknown outcome is never guessed): the
+    /// Actor stays ending and the removal is made again at the same version
+    /// after a backoff ([`RECHECK_FIRST`], doubling up to [`RECHECK_MAX`])
+    /// until the store answers — `Removed`, `Absent` (it was applied) and
+    /// `Conflict` (the row is another's now) all end the incarnation here.
+    /// Going on as before would leave an Actor served with no row, beside
+    /// the new incarnation the next login makes elsewhere (seed 6).
     fn destroy_answered(
         &mut self,
         node: NodeRid,
         actor: &ActorId,
+        version: RowVersion,
         ticket: Option<u64>,
         outcome: Result<(), Error>,
     ) {
+        let now = self.now;
         let outcome = match outcome {
-            Ok(()) => self.forget(node, actor),
+            Ok(()) => {
+                self.node_mut(node).removals.remove(actor);
+                self.forget(node, actor)
+            }
+            Err(error) if error.reason() == Reason::StoreUnavailable => {
+                let sim = self.node_mut(node);
+                let backoff = sim
+                    .removals
+                    .get(actor)
+                    .map_or(RECHECK_FIRST, |&(_, last, _)| (last * 2).min(RECHECK_MAX));
+                sim.removals
+                    .insert(actor.clone(), (now + backoff, backoff, version));
+                Err(error)
+            }
             Err(error) => {
                 let now = self.now;
                 self.node_mut(node).core.actors(now).destroy_failed(actor);

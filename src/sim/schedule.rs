@@ -1469,7 +1469,13 @@ impl World {
                 ),
             ];
             if let Some((what, count)) = left.iter().find(|(_, count)| *count > 0) {
-                let detail = format!("{node:?} still holds {count} {what} at the end");
+                let actors: Vec<&ActorId> = self
+                    .actors
+                    .iter()
+                    .filter(|actor| actors.actor_ref(actor).is_some())
+                    .collect();
+                let detail =
+                    format!("{node:?} still holds {count} {what} at the end (Actors {actors:?})");
                 self.checker
                     .borrow_mut()
                     .fail("nothing_left_at_the_end", "§7, §9", detail);
