@@ -374,3 +374,40 @@ fn core_x12_failed_rebind_keeps_the_existing_binding_and_route() {
     assert_eq!(delivered(&mesh, b_node, "a"), vec![b(b"still-there")]);
     assert!(!mesh.closed(a_node, s1));
 }
+
+/// Found by the zlink-sim soak once destroys became store effects (issue 19
+/// item 5, seed 12): an Actor whose destroy's row removal was with the
+/// store went on admitting binds and relays, while the store had already
+/// removed its row and a login elsewhere had made a new incarnation, bound
+/// too: two current bindings of one Actor, both served (§4).
+#[test]
+fn core_one_current_binding_per_actor_an_ending_actor_admits_no_bind_and_no_relay() {
+    use zlink::sim::StoreBehavior;
+    // Given "a" on B, bound by s on A, and a destroy of "a" at B whose row
+    // removal is with a store that hangs,
+    let mut mesh = mesh();
+    let (a_node, b_node) = (mesh.add_node(1), mesh.add_node(2));
+    let a = mesh.create(b_node, "a");
+    let s = mesh.connect(a_node);
+    bind_ok(&mut mesh, a_node, s, &a);
+    mesh.set_store(StoreBehavior::Hang);
+    mesh.start_destroy(b_node, &a.id).unwrap();
+    mesh.run();
+    assert!(mesh.node(b_node).core().actor_owner().is_ending(&a.id));
+
+    // when s relays to it and another session binds it,
+    let relayed = mesh.request(a_node, s, &a, b"late").unwrap();
+    let other = mesh.connect(a_node);
+    let bound = mesh.bind(a_node, other, &a);
+    mesh.run();
+
+    // then neither is admitted: the relay is answered StaleLocation, not
+    // delivered, and the bind is refused.
+    let answers = mesh.answers(a_node, s, relayed);
+    assert!(
+        matches!(&answers[..], [ClientFrame::Error { error, .. }] if error.reason() == Reason::StaleLocation),
+        "{answers:?}"
+    );
+    assert!(mesh.delivered(b_node, &a.id).is_empty());
+    assert_eq!(bound.map_err(|e| e.reason()), Err(Reason::StaleLocation));
+}

@@ -456,9 +456,13 @@ impl World {
                     // registration, sealed, until it learns the outcome.
                     // A lifecycle whose lease lapsed is dead to the mesh
                     // (§5, X21): it fenced, or fences the moment it goes on.
+                    // An ending one (its destroy's row removal with the
+                    // store) admits no bind and no relay: it is no longer
+                    // served, and the row may be gone already.
                     let core = self.mesh.node(n).core();
                     core.actor_owner().current_binding(actor).is_some()
                         && !core.relocation().is_relocating(actor)
+                        && !core.actor_owner().is_ending(actor)
                         && !self.mesh.is_lapsed(n)
                 })
                 .collect();

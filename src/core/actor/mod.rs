@@ -823,7 +823,15 @@ impl Actors<'_> {
             return Err(Reason::LeaseExpired.into());
         }
         let node_generation = self.owner.identity.node_generation;
-        let Some(hosted) = self.owner.actors.get_mut(&request.actor) else {
+        // An Actor whose row removal is with the store (a destroy) admits
+        // no bind: the row may be gone already, and a new incarnation made
+        // elsewhere (§4: one current binding; docs/store.md).
+        let Some(hosted) = self
+            .owner
+            .actors
+            .get_mut(&request.actor)
+            .filter(|h| !h.ending)
+        else {
             return Err(Reason::StaleLocation.into());
         };
         if hosted.generation != request.object_generation {
@@ -972,7 +980,9 @@ impl Actors<'_> {
         if self.owner.fenced {
             return Err(Reason::LeaseExpired.into());
         }
-        let Some(hosted) = self.owner.actors.get(&message.actor) else {
+        // An ending Actor (its row removal with the store) admits no relay,
+        // as no bind: see `admit_bind`.
+        let Some(hosted) = self.owner.actors.get(&message.actor).filter(|h| !h.ending) else {
             return Err(Reason::StaleLocation.into());
         };
         let current = hosted
