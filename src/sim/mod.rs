@@ -336,7 +336,7 @@ pub struct SimNode {
     /// BindOrGets whose create (or replacement) ended `StoreUnavailable`,
     /// so that the row may name this node with nobody hosting it: when
     /// each is asked again (a BindOrGet nobody waits on), and the backoff.
-    rechecks: BTreeMap<ActorId, (Instant, Duration)>,
+    rechecks: BTreeMap<ActorId, Recheck>,
     /// Destroys whose row removal ended `StoreUnavailable`: the Actor stays
     /// ending (no move, no second destroy) and the removal is made again
     /// at the same version — when, the backoff, and the version.
@@ -377,6 +377,20 @@ struct InFlight {
     record: NodeRecord,
 }
 
+/// A BindOrGet asked again after a create ended `StoreUnavailable`
+/// ([`Mesh::recheck_after`]).
+#[derive(Clone, Copy, Debug)]
+struct Recheck {
+    /// When it is asked next.
+    due: Instant,
+    /// The backoff it was armed with.
+    backoff: Duration,
+    /// Only an answer to a call made from then on settles it: one made
+    /// earlier may have been answered before a timed-out create was
+    /// applied ([`RECHECK_HORIZON`]).
+    settles_from: Instant,
+}
+
 /// One store operation on the virtual clock: made by a node lifecycle (for
 /// a relocation, or for itself), applied (or not) at the store, answered
 /// (or timed out) at the caller.
@@ -387,6 +401,8 @@ struct StoreCall {
     job: StoreJob,
     /// Who waits on a destroy's answer.
     ticket: Option<u64>,
+    /// When it was made.
+    issued: Instant,
     /// The claim of the lease the caller held when it made the call.
     claim: Result<crate::store::OwnerClaim, Error>,
     /// The store's outcome, once applied.
@@ -416,7 +432,7 @@ enum StoreStep {
 enum Deferred {
     Record(InFlight),
     PeerDown(NodeRid),
-    Store(StoreJob, Option<u64>, StoreDone),
+    Store(StoreJob, Option<u64>, Instant, StoreDone),
 }
 
 /// What the store on the virtual clock did, for the simulator's tally.
@@ -514,6 +530,13 @@ pub const RECHECK_FIRST: Duration = Duration::from_millis(200);
 
 /// The longest such backoff.
 pub const RECHECK_MAX: Duration = Duration::from_millis(3_200);
+
+/// How long after a call timed out the store may still apply it, once it
+/// answers again: the simulated store applies an operation at most 700 ms
+/// after it was made (its longest latency), 200 ms past the call timeout;
+/// a hung store applies what it held, in order, before anything made
+/// later. (With Redis, one connection in order: before anything later.)
+pub const RECHECK_HORIZON: Duration = Duration::from_millis(1_000);
 
 /// The ticket of a BindOrGet nobody waits on (a recheck).
 const NOBODY: u64 = 0;
@@ -845,6 +868,7 @@ impl Mesh {
                 generation,
                 job,
                 ticket,
+                issued: now,
                 claim,
                 applied: None,
                 ended: false,
@@ -1033,8 +1057,8 @@ impl Mesh {
             return;
         };
         call.ended = true;
-        let (node, generation, job, ticket) =
-            (call.node, call.generation, call.job.clone(), call.ticket);
+        let (node, generation, job, ticket, issued) =
+            (call.node, call.generation, call.job.clone(), call.ticket, call.issued);
         match &job {
             StoreJob::Relocation(relocation, op) => self.journal.push(Journal::Store {
                 node,
@@ -1054,24 +1078,31 @@ impl Mesh {
             return;
         }
         if let Some(inputs) = self.paused.get_mut(&node) {
-            inputs.push_back(Deferred::Store(job, ticket, done));
+            inputs.push_back(Deferred::Store(job, ticket, issued, done));
             return;
         }
-        self.store_answered(node, job, ticket, done);
+        self.store_answered(node, job, ticket, issued, done);
     }
 
     /// A store answer into the node, an input of its own, as the runtime's
     /// `store_answered` (src/runtime/shard.rs) takes its store workers'.
-    fn store_answered(&mut self, node: NodeRid, job: StoreJob, ticket: Option<u64>, done: StoreDone) {
+    fn store_answered(
+        &mut self,
+        node: NodeRid,
+        job: StoreJob,
+        ticket: Option<u64>,
+        issued: Instant,
+        done: StoreDone,
+    ) {
         self.on_node(node, |mesh| match (job, done) {
             (StoreJob::Relocation(relocation, _), done) => {
                 mesh.relocation_answered(node, relocation, done)
             }
             (StoreJob::Node(NodeStoreOp::Create(actor)), StoreDone::Host(answer)) => {
-                mesh.host_store_answered(node, actor, answer, false)
+                mesh.host_store_answered(node, actor, issued, answer, false)
             }
             (StoreJob::Node(NodeStoreOp::Replace(lost)), StoreDone::Host(answer)) => {
-                mesh.host_store_answered(node, lost.id, answer, true)
+                mesh.host_store_answered(node, lost.id, issued, answer, true)
             }
             (StoreJob::Node(NodeStoreOp::Remove(actor, version)), StoreDone::Remove(outcome)) => {
                 mesh.destroy_answered(node, &actor, version, ticket, outcome)
@@ -1218,7 +1249,9 @@ impl Mesh {
                         .handle_record(now, flight.from, flight.record);
                 }
                 Deferred::PeerDown(peer) => self.node_mut(node).core.handle_peer_down(now, peer),
-                Deferred::Store(job, ticket, done) => self.store_answered(node, job, ticket, done),
+                Deferred::Store(job, ticket, issued, done) => {
+                    self.store_answered(node, job, ticket, issued, done)
+                }
             }
             self.pump();
         }
@@ -1377,6 +1410,7 @@ impl Mesh {
         &mut self,
         node: NodeRid,
         actor: ActorId,
+        issued: Instant,
         answer: Result<RowAnswer, Error>,
         replacing: bool,
     ) {
@@ -1387,7 +1421,7 @@ impl Mesh {
             return;
         }
         let first = waiting.remove(0);
-        self.recheck_after(node, &actor, &answer);
+        self.recheck_after(node, &actor, issued, &answer);
         if let Some(decision) = self.core_host(node, &actor, Some((answer, replacing))) {
             self.host_decided(node, actor, first, waiting, decision);
         }
@@ -1398,19 +1432,35 @@ impl Mesh {
     /// applied all the same — a row naming this node that nobody hosts —
     /// so the node asks again, a BindOrGet nobody waits on, after a backoff
     /// ([`RECHECK_FIRST`], doubling up to [`RECHECK_MAX`]) until an answer
-    /// comes; the core decides on it as on any (`host_found`: the row made
-    /// now is hosted, one naming this node and hosted nowhere is replaced,
-    /// one naming another node is that node's).
-    fn recheck_after(&mut self, node: NodeRid, actor: &ActorId, answer: &Result<RowAnswer, Error>) {
+    /// comes to a call made at least [`RECHECK_HORIZON`] after the last
+    /// timeout (an earlier call may be answered before the timed-out one
+    /// is applied: several are in flight at once); the core decides on it
+    /// as on any (`host_found`: the row made now is hosted, one naming this
+    /// node and hosted nowhere is replaced, one naming another node is that
+    /// node's). The simulator's seeds 6 and 1645.
+    fn recheck_after(
+        &mut self,
+        node: NodeRid,
+        actor: &ActorId,
+        issued: Instant,
+        answer: &Result<RowAnswer, Error>,
+    ) {
         let now = self.now;
         let sim = self.node_mut(node);
-        match answer {
-            Err(error) if error.reason() == Reason::StoreUnavailable => {
-                let backoff = sim
-                    .rechecks
-                    .get(actor)
-                    .map_or(RECHECK_FIRST, |&(_, last)| (last * 2).min(RECHECK_MAX));
-                sim.rechecks.insert(actor.clone(), (now + backoff, backoff));
+        let last = sim.rechecks.get(actor).copied();
+        match (answer, last) {
+            (Err(error), _) if error.reason() == Reason::StoreUnavailable => {
+                let backoff = last.map_or(RECHECK_FIRST, |r| (r.backoff * 2).min(RECHECK_MAX));
+                let recheck = Recheck {
+                    due: now + backoff,
+                    backoff,
+                    settles_from: now + RECHECK_HORIZON,
+                };
+                sim.rechecks.insert(actor.clone(), recheck);
+            }
+            (_, Some(recheck)) if issued < recheck.settles_from => {
+                let due = (now + recheck.backoff).max(recheck.settles_from);
+                sim.rechecks.insert(actor.clone(), Recheck { due, ..recheck });
             }
             _ => {
                 sim.rechecks.remove(actor);
@@ -1426,13 +1476,13 @@ impl Mesh {
         let due: Vec<ActorId> = sim
             .rechecks
             .iter()
-            .filter(|(actor, &(at, _))| at <= now && !sim.hosting.contains_key(*actor))
+            .filter(|(actor, recheck)| recheck.due <= now && !sim.hosting.contains_key(*actor))
             .map(|(actor, _)| actor.clone())
             .collect();
         for actor in due {
             // Due again only if this one ends `StoreUnavailable` too.
-            if let Some(entry) = self.node_mut(node).rechecks.get_mut(&actor) {
-                entry.0 = now + RECHECK_MAX * 1_000;
+            if let Some(recheck) = self.node_mut(node).rechecks.get_mut(&actor) {
+                recheck.due = now + RECHECK_MAX * 1_000;
             }
             self.host_request(node, actor, NOBODY);
         }
