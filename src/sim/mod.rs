@@ -1009,7 +1009,12 @@ impl Mesh {
             (_, Ok(claim)) => claim,
             // A renewal needs no claim: it carries its lease.
             (StoreJob::Node(NodeStoreOp::Renew(lease)), Err(_)) => {
-                return StoreDone::Renew(self.store.off_shard().renew_lease(lease).map_err(Error::from))
+                return StoreDone::Renew(
+                    self.store
+                        .off_shard()
+                        .renew_lease(lease)
+                        .map_err(Error::from),
+                )
             }
             (job, Err(error)) => return refused_job(job, error),
         };
@@ -1022,9 +1027,9 @@ impl Mesh {
             StoreJob::Relocation(relocation, op) => {
                 self.execute_store(*relocation, op, &claim, false)
             }
-            StoreJob::Node(NodeStoreOp::Create(actor)) => StoreDone::Host(
-                store.create(actor, &claim).map(row).map_err(Error::from),
-            ),
+            StoreJob::Node(NodeStoreOp::Create(actor)) => {
+                StoreDone::Host(store.create(actor, &claim).map(row).map_err(Error::from))
+            }
             StoreJob::Node(NodeStoreOp::Replace(lost)) => {
                 let version = RowVersion::from(&lost.location);
                 StoreDone::Host(
@@ -1040,9 +1045,9 @@ impl Mesh {
                     .map_err(Error::from),
                 )
             }
-            StoreJob::Node(NodeStoreOp::Remove(actor, version)) => StoreDone::Remove(
-                store.remove(actor, *version).map(drop).map_err(Error::from),
-            ),
+            StoreJob::Node(NodeStoreOp::Remove(actor, version)) => {
+                StoreDone::Remove(store.remove(actor, *version).map(drop).map_err(Error::from))
+            }
             StoreJob::Node(NodeStoreOp::Renew(lease)) => {
                 StoreDone::Renew(store.renew_lease(lease).map_err(Error::from))
             }
@@ -1057,8 +1062,13 @@ impl Mesh {
             return;
         };
         call.ended = true;
-        let (node, generation, job, ticket, issued) =
-            (call.node, call.generation, call.job.clone(), call.ticket, call.issued);
+        let (node, generation, job, ticket, issued) = (
+            call.node,
+            call.generation,
+            call.job.clone(),
+            call.ticket,
+            call.issued,
+        );
         match &job {
             StoreJob::Relocation(relocation, op) => self.journal.push(Journal::Store {
                 node,
@@ -1155,7 +1165,6 @@ impl Mesh {
         }
         result
     }
-
 
     /// A node's process is stopped (SIGSTOP): from now on it gets no input —
     /// no timer, no record, no store answer — and renews no lease, while the
@@ -1374,7 +1383,9 @@ impl Mesh {
             match mesh.core_host(node, &actor, None) {
                 Some(decision) => mesh.host_decided(node, actor, ticket, Vec::new(), decision),
                 None => {
-                    mesh.node_mut(node).hosting.insert(actor.clone(), vec![ticket]);
+                    mesh.node_mut(node)
+                        .hosting
+                        .insert(actor.clone(), vec![ticket]);
                     mesh.issue(node, StoreJob::Node(NodeStoreOp::Create(actor)), None);
                 }
             }
@@ -1460,7 +1471,8 @@ impl Mesh {
             }
             (_, Some(recheck)) if issued < recheck.settles_from => {
                 let due = (now + recheck.backoff).max(recheck.settles_from);
-                sim.rechecks.insert(actor.clone(), Recheck { due, ..recheck });
+                sim.rechecks
+                    .insert(actor.clone(), Recheck { due, ..recheck });
             }
             _ => {
                 sim.rechecks.remove(actor);
@@ -1851,7 +1863,9 @@ impl Mesh {
             op,
             done: done.clone(),
         });
-        self.on_node(node, |mesh| mesh.relocation_answered(node, relocation, done));
+        self.on_node(node, |mesh| {
+            mesh.relocation_answered(node, relocation, done)
+        });
     }
 
     /// The store carries out one relocation operation (or, `down`, fails
