@@ -1480,6 +1480,39 @@ impl Mesh {
         }
     }
 
+    /// A BindOrGet at this node that ended with a row naming this very node
+    /// that it does not host (the core's "in motion": a move arriving, or
+    /// leaving past relay-ready) is asked again after a backoff, until the
+    /// row is hosted here, replaced as lost, or another node's: a move that
+    /// then fails must not leave the row naming a node that hosts nothing
+    /// (issue 19 item 3, "nothing is wedged forever"; the simulator's seed
+    /// 11751, where the row named an incarnation a login had made while
+    /// another was arriving, and that move then failed).
+    fn recheck_unhosted(
+        &mut self,
+        node: NodeRid,
+        actor: &ActorId,
+        outcome: &Result<ActorRef, Error>,
+    ) {
+        let now = self.now;
+        let sim = self.node_mut(node);
+        let Ok(row) = outcome else {
+            return;
+        };
+        let hosted = sim.core.actor_owner().actor_ref(actor);
+        if row.location.owner != node || hosted.is_some() {
+            return;
+        }
+        let last = sim.rechecks.get(actor).copied();
+        let backoff = last.map_or(RECHECK_FIRST, |r| (r.backoff * 2).min(RECHECK_MAX));
+        let recheck = Recheck {
+            due: now + backoff,
+            backoff,
+            settles_from: last.map_or(now, |r| r.settles_from),
+        };
+        sim.rechecks.insert(actor.clone(), recheck);
+    }
+
     /// The rechecks due at `node` ([`Mesh::recheck_after`]), each asked
     /// once no other BindOrGet for its Actor is with the store.
     fn recheck_due(&mut self, node: NodeRid) {
@@ -1538,6 +1571,7 @@ impl Mesh {
                 return;
             }
         };
+        self.recheck_unhosted(node, &actor, &outcome);
         if first != NOBODY {
             self.answers.insert(first, Answer::Host(node, outcome));
         }
