@@ -71,7 +71,11 @@ pub enum RestoreBehavior {
     Hold,
 }
 
-/// How the mesh's Location Store answers the relocation's operations.
+/// How the mesh's Location Store answers. `Hold`, `Down` and `LoseReply`
+/// are the relocation's operations' only: a node's own operation
+/// ([`NodeStoreOp`]) under them, as under `Immediate`, is applied and
+/// answered at the instant it was made (an input of its own after the one
+/// that made it). `Latency` and `Hang` apply to every operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StoreBehavior {
     /// Each operation is carried out at once.

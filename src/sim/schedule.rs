@@ -5,8 +5,12 @@
 //! the only source of choice, the cores are deterministic, and time is
 //! virtual.
 //!
-//! The store's relocation operations can take their time or hang (each
-//! ends at the runtime's call timeout, applied or not), and a node can be
+//! The store's operations — the relocation's CAS and abort, and the nodes'
+//! own: logins' creates and lost incarnations' replacements, destroys' row
+//! removals, lease rounds — can take their time or hang (each ends at the
+//! runtime's call timeout, applied or not; each answer is an input of its
+//! own, and no node input may call the store: `no_shard_input_waits_on_the_store`),
+//! and a node can be
 //! stopped past its owner lease, coming back fenced to close its sessions
 //! and start again as a new lifecycle (§5, X21). Two invariants are
 //! checked at the settle point only: `no_actor_hosted_nowhere` and
