@@ -88,9 +88,10 @@ fn a_budget_of_seeds_runs_with_no_violation_and_exercises_the_races() {
         "{tally:?}"
     );
     // Nodes stopped and going on again, within their lease and past it
-    // (fenced, sessions closed, a new lifecycle).
+    // (fenced, sessions closed, a new lifecycle), and their peers dropping
+    // the links of a lifecycle their lease round no longer listed.
     assert!(
-        tally.resumed_within_lease > 0 && tally.resumed_past_lease > 0,
+        tally.resumed_within_lease > 0 && tally.resumed_past_lease > 0 && tally.peers_buried > 0,
         "{tally:?}"
     );
     // The settle-time invariants did check something, every seed.

@@ -179,6 +179,9 @@ pub struct Tally {
     pub resumed_within_lease: u64,
     /// Stopped nodes that went on past it, fenced, and started again.
     pub resumed_past_lease: u64,
+    /// Links dropped because a lease round no longer listed the peer's
+    /// lifecycle (its lease lapsed while it was stopped, or its store hung).
+    pub peers_buried: u64,
     /// Store rows `no_actor_hosted_nowhere` checked at the settle.
     pub rows_checked: u64,
     /// Acknowledged messages `no_acknowledged_relay_lost` checked.
@@ -209,6 +212,7 @@ impl std::ops::AddAssign for Tally {
         self.store_answered_late += other.store_answered_late;
         self.resumed_within_lease += other.resumed_within_lease;
         self.resumed_past_lease += other.resumed_past_lease;
+        self.peers_buried += other.peers_buried;
         self.rows_checked += other.rows_checked;
         self.acked_checked += other.acked_checked;
         self.rows_lost_after_relay_ready += other.rows_lost_after_relay_ready;

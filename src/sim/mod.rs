@@ -123,8 +123,13 @@ pub enum StoreDone {
     Host(Result<RowAnswer, Error>),
     /// A destroy's removal of the row at the incarnation's version.
     Remove(Result<(), Error>),
-    /// The owner lease's renewal: the lease as renewed.
-    Renew(Result<OwnerLease, Error>),
+    /// A lease round: the renewal (the lease as renewed), and the mesh's
+    /// live members as the store listed them then (each node and the
+    /// lifecycle it registered), when it could.
+    Renew(
+        Result<OwnerLease, Error>,
+        Option<Vec<(NodeRid, NodeGeneration)>>,
+    ),
 }
 
 /// A Location Store operation a node's runtime makes for itself, not for a
@@ -142,7 +147,9 @@ pub enum NodeStoreOp {
     /// A destroy's removal of the row at the incarnation's version (§1,
     /// §4; the runtime's `destroy`).
     Remove(ActorId, RowVersion),
-    /// The owner lease's renewal (§5; the runtime's `lease_round`).
+    /// A lease round (§5; the runtime's `lease_round`): the owner lease's
+    /// renewal, then this lifecycle's membership registered and the mesh
+    /// listed (docs/store.md "Membership").
     Renew(OwnerLease),
 }
 
@@ -272,6 +279,18 @@ pub enum Journal {
         /// When.
         at: Instant,
     },
+    /// A node's lease round no longer listed a peer's lifecycle, which it
+    /// had listed: the link between them was dropped (the runtime's `bury`).
+    PeerBuried {
+        /// The node that dropped it.
+        node: NodeRid,
+        /// The peer.
+        peer: NodeRid,
+        /// The peer's lifecycle, dead to the mesh.
+        generation: NodeGeneration,
+        /// When.
+        at: Instant,
+    },
     /// A node's process was stopped (SIGSTOP) or went on again (SIGCONT).
     Paused {
         /// The node.
@@ -337,6 +356,9 @@ pub struct SimNode {
     /// ticket (the runtime's `ActorHost::hosting`): one store operation per
     /// Actor at a time, so two answers never race into two instances.
     hosting: BTreeMap<ActorId, Vec<u64>>,
+    /// The peers' lifecycles the last lease rounds listed (the runtime's
+    /// `Links::listed`).
+    listed: BTreeMap<NodeRid, NodeGeneration>,
     /// BindOrGets whose create (or replacement) ended `StoreUnavailable`,
     /// so that the row may name this node with nobody hosting it: when
     /// each is asked again (a BindOrGet nobody waits on), and the backoff.
@@ -454,6 +476,9 @@ pub struct StoreCounts {
     pub resumed_within_lease: u64,
     /// Paused nodes that went on past their lease, and fenced.
     pub resumed_past_lease: u64,
+    /// Links a node dropped because its lease round no longer listed the
+    /// peer's lifecycle (its lease lapsed).
+    pub peers_buried: u64,
 }
 
 /// A mesh of simulated nodes.
@@ -676,6 +701,7 @@ impl Mesh {
             open_turns: Vec::new(),
             suspended: BTreeMap::new(),
             hosting: BTreeMap::new(),
+            listed: BTreeMap::new(),
             rechecks: BTreeMap::new(),
             removals: BTreeMap::new(),
             renewing: false,
@@ -957,7 +983,7 @@ impl Mesh {
                     }
                     // A renewal that went through is not journaled: one a
                     // second per node would crowd every trail.
-                    StoreJob::Node(_) if matches!(done, StoreDone::Renew(Ok(_))) => {}
+                    StoreJob::Node(_) if matches!(done, StoreDone::Renew(Ok(_), _)) => {}
                     StoreJob::Node(op) => {
                         let done = done.clone();
                         self.journal
@@ -1010,16 +1036,11 @@ impl Mesh {
         claim: Result<crate::store::OwnerClaim, Error>,
     ) -> StoreDone {
         let claim = match (job, claim) {
-            (_, Ok(claim)) => claim,
-            // A renewal needs no claim: it carries its lease.
-            (StoreJob::Node(NodeStoreOp::Renew(lease)), Err(_)) => {
-                return StoreDone::Renew(
-                    self.store
-                        .off_shard()
-                        .renew_lease(lease)
-                        .map_err(Error::from),
-                )
+            // A lease round needs no claim: it carries its lease.
+            (StoreJob::Node(NodeStoreOp::Renew(lease)), _) => {
+                return self.lease_round_at_store(lease);
             }
+            (_, Ok(claim)) => claim,
             (job, Err(error)) => return refused_job(job, error),
         };
         let store = self.store.off_shard();
@@ -1052,10 +1073,27 @@ impl Mesh {
             StoreJob::Node(NodeStoreOp::Remove(actor, version)) => {
                 StoreDone::Remove(store.remove(actor, *version).map(drop).map_err(Error::from))
             }
-            StoreJob::Node(NodeStoreOp::Renew(lease)) => {
-                StoreDone::Renew(store.renew_lease(lease).map_err(Error::from))
-            }
+            StoreJob::Node(NodeStoreOp::Renew(lease)) => self.lease_round_at_store(lease),
         }
+    }
+
+    /// A lease round at the store, as the runtime's `lease_round` makes it
+    /// on its store worker: the renewal, then — the lease renewed — this
+    /// lifecycle registered in the membership and the mesh listed.
+    fn lease_round_at_store(&self, lease: &OwnerLease) -> StoreDone {
+        let store = self.store.off_shard();
+        let renewed = store.renew_lease(lease).map_err(Error::from);
+        let listed = renewed.as_ref().ok().and_then(|renewed| {
+            let _ = store.register_member(renewed, member_address(renewed.node));
+            let members = store.members(&renewed.mesh).ok()?;
+            Some(
+                members
+                    .iter()
+                    .map(|m| (m.node, m.node_generation))
+                    .collect(),
+            )
+        });
+        StoreDone::Renew(renewed, listed)
     }
 
     /// The caller gets its answer: journaled, then given to the core of the
@@ -1081,7 +1119,7 @@ impl Mesh {
                 done: done.clone(),
             }),
             // (As when applied: a renewal that went through is not journaled.)
-            StoreJob::Node(_) if matches!(done, StoreDone::Renew(Ok(_))) => {}
+            StoreJob::Node(_) if matches!(done, StoreDone::Renew(Ok(_), _)) => {}
             StoreJob::Node(op) => self.journal.push(Journal::NodeStore {
                 node,
                 op: op.clone(),
@@ -1121,8 +1159,8 @@ impl Mesh {
             (StoreJob::Node(NodeStoreOp::Remove(actor, version)), StoreDone::Remove(outcome)) => {
                 mesh.destroy_answered(node, &actor, version, ticket, outcome)
             }
-            (StoreJob::Node(NodeStoreOp::Renew(_)), StoreDone::Renew(renewed)) => {
-                mesh.lease_renewed(node, renewed)
+            (StoreJob::Node(NodeStoreOp::Renew(_)), StoreDone::Renew(renewed, listed)) => {
+                mesh.lease_renewed(node, renewed, listed)
             }
             // No operation is answered with another's kind of answer.
             (StoreJob::Node(_), _) => {}
@@ -1138,7 +1176,7 @@ impl Mesh {
         match done {
             StoreDone::Cas(answer) => relocations.cas_done(relocation, answer),
             StoreDone::Abort(answer) => relocations.abort_done(relocation, answer),
-            StoreDone::Host(_) | StoreDone::Remove(_) | StoreDone::Renew(_) => {}
+            StoreDone::Host(_) | StoreDone::Remove(_) | StoreDone::Renew(..) => {}
         }
     }
 
@@ -1784,7 +1822,21 @@ impl Mesh {
     /// not be reached leaves it as it was (the node fences at its
     /// `expires_at` unless a later round comes back); a store that says the
     /// lease lapsed fences the node at once.
-    fn lease_renewed(&mut self, node: NodeRid, renewed: Result<OwnerLease, Error>) {
+    ///
+    /// Then the listing, as the runtime's links follow it
+    /// (`Links::follow_members`, src/runtime/links.rs): a peer lifecycle
+    /// this node listed before and the store no longer lists is dead to the
+    /// mesh (its lease lapsed: §5, X21) — its link is dropped, what was in
+    /// flight on it lost, and both ends told the peer is down; it is not
+    /// linked again until a new lifecycle of that node is (the schedule's
+    /// restart). This is the runtime's keepalive between nodes: a peer
+    /// stopped past its lease loses its links this way, not by a timeout.
+    fn lease_renewed(
+        &mut self,
+        node: NodeRid,
+        renewed: Result<OwnerLease, Error>,
+        listed: Option<Vec<(NodeRid, NodeGeneration)>>,
+    ) {
         self.node_mut(node).renewing = false;
         if self.lapsed.contains(&node) {
             return;
@@ -1796,6 +1848,54 @@ impl Mesh {
             Err(error) if error.reason() == Reason::StoreUnavailable => {}
             Err(_) => self.fence_lapsed(node),
         }
+        if let Some(live) = listed.filter(|_| !self.lapsed.contains(&node)) {
+            self.follow_members(node, &live);
+        }
+    }
+
+    /// The runtime's `follow_members` at `node`, on a listing of the live
+    /// members (see [`Mesh::lease_renewed`]).
+    fn follow_members(&mut self, node: NodeRid, live: &[(NodeRid, NodeGeneration)]) {
+        let sim = self.node_mut(node);
+        let lapsed: Vec<(NodeRid, NodeGeneration)> = sim
+            .listed
+            .iter()
+            .map(|(&rid, &generation)| (rid, generation))
+            .filter(|member| !live.contains(member))
+            .collect();
+        for &(rid, generation) in live.iter().filter(|(rid, _)| *rid != node) {
+            sim.listed.insert(rid, generation);
+        }
+        for (rid, generation) in lapsed {
+            self.bury(node, rid, generation);
+        }
+    }
+
+    /// `generation` of `peer` is dead to `node` (the runtime's `bury`): the
+    /// link between them goes, if it is still that lifecycle's.
+    fn bury(&mut self, node: NodeRid, peer: NodeRid, generation: NodeGeneration) {
+        let sim = self.node_mut(node);
+        if sim.listed.get(&peer) == Some(&generation) {
+            sim.listed.remove(&peer);
+        }
+        let current = self.nodes.get(&peer).map(|p| p.peer.generation);
+        if current.is_none_or(|current| current > generation)
+            || self.unlinked.contains(&(node, peer))
+        {
+            return;
+        }
+        self.store_counts.peers_buried += 1;
+        self.journal.push(Journal::PeerBuried {
+            node,
+            peer,
+            generation,
+            at: self.now,
+        });
+        // The connection is aborted: what was in flight on it is lost, and
+        // no record goes until the peer's next lifecycle is linked.
+        self.break_link(node, peer);
+        self.unlinked.insert((node, peer));
+        self.unlinked.insert((peer, node));
     }
 
     fn sync_clock(&self) {
@@ -2562,8 +2662,15 @@ fn refused_job(job: &StoreJob, error: Error) -> StoreDone {
             StoreDone::Host(Err(error))
         }
         StoreJob::Node(NodeStoreOp::Remove(..)) => StoreDone::Remove(Err(error)),
-        StoreJob::Node(NodeStoreOp::Renew(_)) => StoreDone::Renew(Err(error)),
+        StoreJob::Node(NodeStoreOp::Renew(_)) => StoreDone::Renew(Err(error), None),
     }
+}
+
+/// Where a simulated node's peers would connect to it (its membership
+/// registration needs an address; nobody connects to it).
+fn member_address(node: NodeRid) -> std::net::SocketAddr {
+    let port = u16::try_from(node.0 % 60_000).unwrap_or(0) + 1_000;
+    std::net::SocketAddr::from(([127, 0, 0, 1], port))
 }
 
 /// The Echo behavior's answer to one Actor event.

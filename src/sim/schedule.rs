@@ -374,6 +374,7 @@ impl World {
         tally.store_answered_late = store.answered_late;
         tally.resumed_within_lease = store.resumed_within_lease;
         tally.resumed_past_lease = store.resumed_past_lease;
+        tally.peers_buried = store.peers_buried;
         tally.rows_checked = self.rows_checked;
         tally.acked_checked = self.acked_checked;
         tally.rows_lost_after_relay_ready = self.rows_lost;
@@ -1519,6 +1520,14 @@ fn describe(entry: &Journal) -> String {
         Journal::StoreWaited { node, call, at } => {
             format!("@{at:?} {node:?} waited on the store at {call}")
         }
+        Journal::PeerBuried {
+            node,
+            peer,
+            generation,
+            at,
+        } => format!(
+            "@{at:?} {node:?} buried {peer:?} {generation:?} (not listed: its lease lapsed)"
+        ),
         Journal::Paused { node, paused, at } => {
             let what = if *paused { "stopped" } else { "goes on" };
             format!("@{at:?} {node:?} {what}")
