@@ -1503,7 +1503,7 @@ impl Mesh {
         let last = sim.rechecks.get(actor).copied();
         match (answer, last) {
             (Err(error), _) if error.reason() == Reason::StoreUnavailable => {
-                let backoff = last.map_or(RECHECK_FIRST, |r| (r.backoff * 2).min(RECHECK_MAX));
+                let backoff = backoff_after(last.map(|r| r.backoff));
                 let recheck = Recheck {
                     due: now + backoff,
                     backoff,
@@ -1546,7 +1546,7 @@ impl Mesh {
             return;
         }
         let last = sim.rechecks.get(actor).copied();
-        let backoff = last.map_or(RECHECK_FIRST, |r| (r.backoff * 2).min(RECHECK_MAX));
+        let backoff = backoff_after(last.map(|r| r.backoff));
         let recheck = Recheck {
             due: now + backoff,
             backoff,
@@ -1879,7 +1879,7 @@ impl Mesh {
             sim.listed.remove(&peer);
         }
         let current = self.nodes.get(&peer).map(|p| p.peer.generation);
-        if current.is_none_or(|current| current > generation)
+        if current.map_or(true, |current| current > generation)
             || self.unlinked.contains(&(node, peer))
         {
             return;
@@ -2313,10 +2313,8 @@ impl Mesh {
             }
             Err(error) if error.reason() == Reason::StoreUnavailable => {
                 let sim = self.node_mut(node);
-                let backoff = sim
-                    .removals
-                    .get(actor)
-                    .map_or(RECHECK_FIRST, |&(_, last, _)| (last * 2).min(RECHECK_MAX));
+                let backoff = sim.removals.get(actor).map(|&(_, last, _)| last);
+                let backoff = backoff_after(backoff);
                 sim.removals
                     .insert(actor.clone(), (now + backoff, backoff, version));
                 Err(error)
@@ -2664,6 +2662,12 @@ fn refused_job(job: &StoreJob, error: Error) -> StoreDone {
         StoreJob::Node(NodeStoreOp::Remove(..)) => StoreDone::Remove(Err(error)),
         StoreJob::Node(NodeStoreOp::Renew(_)) => StoreDone::Renew(Err(error), None),
     }
+}
+
+/// The backoff before a store call is made again: [`RECHECK_FIRST`], then
+/// twice the last, up to [`RECHECK_MAX`].
+fn backoff_after(last: Option<Duration>) -> Duration {
+    last.map_or(RECHECK_FIRST, |last| (last * 2).min(RECHECK_MAX))
 }
 
 /// Where a simulated node's peers would connect to it (its membership
