@@ -388,3 +388,48 @@ fn the_checker_names_overlapping_session_turns_and_a_turn_after_the_disconnect_t
     let violation = checker.violation().cloned().unwrap();
     assert_eq!(violation.invariant, "session_turns_one_at_a_time");
 }
+
+#[test]
+fn a_peer_drops_its_link_to_a_node_stopped_past_its_lease() {
+    use zlink::error::Reason;
+    use zlink::sim::{Journal, Mesh};
+    use zlink::wire::client::ClientFrame;
+    // Two nodes whose lease rounds list each other, and a session on one
+    // bound to an Actor on two.
+    let mut mesh = Mesh::with_lease_term(Duration::from_micros(50), Duration::from_secs(2));
+    let (one, two) = (mesh.add_node(1), mesh.add_node(2));
+    let a = mesh.create(two, "a");
+    mesh.create(one, "b");
+    let s = mesh.connect(one);
+    mesh.bind(one, s, &a).unwrap();
+    let buried = |mesh: &Mesh| {
+        let journal = mesh.journal().iter();
+        journal
+            .filter(|e| matches!(e, Journal::PeerBuried { node, peer, .. } if (*node, *peer) == (one, two)))
+            .count()
+    };
+    let pass = |mesh: &mut Mesh, time: Duration| {
+        let step = Duration::from_millis(100);
+        for _ in 0..time.as_millis() / step.as_millis() {
+            mesh.advance(step);
+        }
+    };
+    pass(&mut mesh, Duration::from_secs(2));
+
+    // Stopped within its lease, two keeps its link: a request waits for it.
+    mesh.pause(two);
+    pass(&mut mesh, Duration::from_secs(1));
+    assert_eq!(buried(&mesh), 0);
+
+    // Stopped past it, it is no longer listed, and one drops the link: a
+    // request then ends at once, PeerUnreachable.
+    pass(&mut mesh, Duration::from_secs(3));
+    assert_eq!(buried(&mesh), 1);
+    let late = mesh.request(one, s, &a, b"late").unwrap();
+    mesh.run();
+    let answers = mesh.answers(one, s, late);
+    assert!(
+        matches!(&answers[..], [ClientFrame::Error { error, .. }] if error.reason() == Reason::PeerUnreachable),
+        "{answers:?}"
+    );
+}
