@@ -960,7 +960,9 @@ impl Mesh {
     /// ([`ShardCore::host_found`], the runtime's one: the hosted Actor, one
     /// in motion (the row's ActorRef), or a lost incarnation (L6), replaced
     /// by a new one after removing the row at its version). The store is
-    /// asked at once here (logins do not meet its latency or hangs yet).
+    /// asked at once here (logins do not meet its latency or hangs yet),
+    /// and `node` decides as a node asked by another one would (71,
+    /// `for_peer`): the simulator does not model the ask yet.
     ///
     /// Before the store, as the runtime's `host_without_store` does
     /// (runtime/shard/actors.rs): an Actor this node's Actor owner holds —
@@ -981,9 +983,11 @@ impl Mesh {
         let row = match self
             .node_mut(node)
             .core
-            .host_found(actor, None, answer, false)
+            .host_found(actor, None, answer, false, true)
         {
             HostDecision::Decided(decided) => return decided,
+            // Not with `for_peer`: the row as found.
+            HostDecision::AskOwner(row) => return Ok(row),
             HostDecision::HostNew(row) => return self.host_row(node, &row),
             HostDecision::Replace(row) => row,
         };
@@ -1000,9 +1004,10 @@ impl Mesh {
         match self
             .node_mut(node)
             .core
-            .host_found(actor, None, answer, true)
+            .host_found(actor, None, answer, true, true)
         {
             HostDecision::Decided(decided) => decided,
+            HostDecision::AskOwner(row) => Ok(row),
             HostDecision::HostNew(row) => self.host_row(node, &row),
             // One answer never starts a second replacement (the core's rule).
             HostDecision::Replace(_) => Err(Reason::StaleLocation.into()),
@@ -1646,8 +1651,10 @@ impl Mesh {
                     relocation_events.push(event);
                 }
                 // Node code's request ended: the checker saw it in the
-                // journal; nobody else waits for it.
-                CoreEvent::NodeCallOutcome { .. } => {}
+                // journal; nobody else waits for it. The simulator's
+                // BindOrGet decides as an asked node does (`for_peer`,
+                // host_or_get): it sends no 71, so none comes back.
+                CoreEvent::NodeCallOutcome { .. } | CoreEvent::Host(_) => {}
                 // The core's word on an awaiting turn or a parked move.
                 CoreEvent::Await(AwaitEvent::TurnExpired { actor, .. }) => {
                     if let Some(event) = node.suspended.remove(&actor) {
