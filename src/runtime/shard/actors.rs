@@ -969,6 +969,7 @@ impl ActorContext for TurnContext<'_> {
         self.fits(&payload).map_err(|e| e.about_actor(to))?;
         self.routes.outgoing.push(super::calls::Outgoing {
             from: Some(self.actor.clone()),
+            caller: None,
             to: to.clone(),
             key,
             payload,
@@ -989,6 +990,7 @@ impl ActorContext for TurnContext<'_> {
         let call = self.core.actors(self.now).open_call(self.actor, deadline)?;
         self.routes.outgoing.push(super::calls::Outgoing {
             from: Some(self.actor.clone()),
+            caller: self.core.actor_owner().actor_ref(self.actor),
             to: to.clone(),
             key,
             payload,
@@ -1015,6 +1017,7 @@ impl ActorContext for TurnContext<'_> {
         let call = self.routes.wait_for(reply);
         self.routes.outgoing.push(super::calls::Outgoing {
             from: Some(self.actor.clone()),
+            caller: None,
             to: to.clone(),
             key,
             payload,
