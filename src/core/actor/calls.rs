@@ -124,8 +124,8 @@ impl Actors<'_> {
         self.request_as(&caller, to, key, payload, call, deadline)
     }
 
-    /// [`Self::request`] by the caller `from` as it was when its turn made
-    /// the request. A turn's request waits for its target's route after
+    /// A request from the caller `from` as it was when its turn made the
+    /// request (otherwise as `request`). A turn's request waits for its target's route after
     /// the turn (the runtime resolves it through the store), and the
     /// caller may have moved away meanwhile: the request goes out all the
     /// same, from here, and its outcome is addressed to the caller as it
