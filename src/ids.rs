@@ -112,6 +112,13 @@ bounded_name!(
     MeshName,
     64
 );
+bounded_name!(
+    /// The name an Actor type is registered under (`NodeBuilder::actor_type`):
+    /// at most 255 bytes of UTF-8, so that a BindOrGet can name it to the
+    /// node that owns the Actor's row (command 71, docs/store.md).
+    ActorTypeName,
+    255
+);
 
 macro_rules! generation {
     ($(#[$doc:meta])* $name:ident) => {
@@ -335,6 +342,22 @@ impl RequestId {
     /// Whether an Actor's request (70) allocated this id.
     pub fn is_call(self) -> bool {
         self.0 & Self::CALL_BIT != 0 && !self.is_relocation()
+    }
+
+    /// Bit 45 marks a BindOrGet this shard asked of the node owning the
+    /// Actor's row (71, docs/store.md), so that a failure to send it (no
+    /// link) reaches the ask and never a session's request of the same
+    /// number.
+    pub const HOST_BIT: u64 = 1 << 45;
+
+    /// The id before the first ask `owner` allocates.
+    pub fn host_origin(owner: SessionOwnerId) -> Self {
+        Self(Self::origin(owner).0 | Self::HOST_BIT)
+    }
+
+    /// Whether an ask (71) allocated this id.
+    pub fn is_host(self) -> bool {
+        self.0 & Self::HOST_BIT != 0 && !self.is_call() && !self.is_relocation()
     }
 }
 

@@ -133,20 +133,33 @@ fn core_bind_or_get_judges_each_store_answer() {
         spotwide: true,
     });
     let new = actor_id("room-1/new");
-    let mut found = |answer, spot, replacing| core.host_found(&new, spot, answer, replacing);
+    let mut asked = |answer, spot, replacing, for_peer| {
+        core.host_found(&new, spot, answer, replacing, for_peer)
+    };
 
-    // A look-up: another node's row is its own (never in a Spot here); no
-    // row is NoActorFactory.
+    // A look-up: another node's row is that node's to judge (§8.1), so it
+    // is asked (71) — never in a Spot here; an asked node never asks on
+    // and answers the row as found; no row is NoActorFactory.
     let theirs = row("room-1/new", OTHER);
     let looked = RowAnswer::Looked(Some(theirs.clone()));
     assert_eq!(
-        outcome(found(looked.clone(), None, false)),
+        asked(looked.clone(), None, false, false),
+        HostDecision::AskOwner(theirs.clone())
+    );
+    assert_eq!(
+        outcome(asked(looked.clone(), None, false, true)),
         Ok(theirs.clone())
     );
     assert_eq!(
-        outcome(found(looked, into, false)),
+        outcome(asked(looked, into, false, false)),
         Err(Reason::ActorInOtherSpot)
     );
+    // A create that found another node's row: asked the same way.
+    assert_eq!(
+        asked(RowAnswer::Existing(theirs.clone()), None, false, false),
+        HostDecision::AskOwner(theirs.clone())
+    );
+    let mut found = |answer, spot, replacing| core.host_found(&new, spot, answer, replacing, true);
     assert_eq!(
         outcome(found(RowAnswer::Looked(None), None, false)),
         Err(Reason::NoActorFactory)
@@ -157,7 +170,7 @@ fn core_bind_or_get_judges_each_store_answer() {
         found(RowAnswer::Created(made.clone()), into, false),
         HostDecision::HostNew(made.clone())
     );
-    // A create that found another node's row: theirs.
+    // Asked: a create that found another node's row is theirs, as found.
     let existing = RowAnswer::Existing(theirs.clone());
     assert_eq!(outcome(found(existing, None, false)), Ok(theirs.clone()));
     // A live row naming this node for an Actor neither hosted nor moving:
@@ -166,8 +179,9 @@ fn core_bind_or_get_judges_each_store_answer() {
         found(RowAnswer::Existing(made.clone()), None, false),
         HostDecision::Replace(made.clone())
     );
-    // Replacing: a row changed meanwhile is its owner's; one naming this
-    // node again ends StaleLocation, never a second replacement.
+    // Replacing: a row changed meanwhile is its owner's (not asked: one
+    // replacement answers once); one naming this node again ends
+    // StaleLocation, never a second replacement.
     assert_eq!(
         outcome(found(RowAnswer::Conflict(theirs.clone()), None, true)),
         Ok(theirs)
@@ -207,7 +221,7 @@ fn core_bind_or_get_answers_an_actor_hosted_here_even_while_it_moves() {
         Some(Ok(loner.clone()))
     );
     let answer = RowAnswer::Existing(row("loner", ME));
-    let decided = core.host_found(&loner, None, answer, false);
+    let decided = core.host_found(&loner, None, answer, false, false);
     assert_eq!(outcome(decided).map(|a| a.id), Ok(loner));
     // Into another Spot: not there.
     let lobby = SpotId::new("lobby").unwrap();
@@ -216,6 +230,6 @@ fn core_bind_or_get_answers_an_actor_hosted_here_even_while_it_moves() {
         spotwide: false,
     });
     let answer = RowAnswer::Existing(row("loner", ME));
-    let decided = core.host_found(&actor_id("loner"), into, answer, false);
+    let decided = core.host_found(&actor_id("loner"), into, answer, false, false);
     assert_eq!(outcome(decided), Err(Reason::ActorInOtherSpot));
 }

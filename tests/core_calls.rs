@@ -247,6 +247,71 @@ fn core_a2_the_outcome_follows_a_caller_that_moved_before_its_reply() {
     assert_eq!(outcomes(&mesh, "a").len(), 1);
 }
 
+/// Found by tests/rt_calls.rs under load: a turn's request waits after
+/// the turn for its target's route (the runtime resolves it through the
+/// store), and the caller moved away meanwhile. The request still goes out,
+/// from the node the turn ran on, as the caller was then, and its outcome
+/// follows the caller to its ledger, once — it was refused as if the
+/// caller were gone, and the ledger ended it `Deadline` 2 s later.
+#[test]
+fn core_a2_a_request_routed_after_its_caller_moved_still_goes_out_and_its_outcome_follows() {
+    let (mut mesh, one, two, b) = two();
+    let three = mesh.add_node(3);
+    let a = actor_id("a");
+    mesh.set_behavior(two, ActorBehavior::Manual);
+    // The turn opens the request; its route is not resolved yet.
+    let as_it_was = mesh.node(one).core().actor_owner().actor_ref(&a).unwrap();
+    let call = mesh.actors(one).open_call(&a, DEADLINE).unwrap();
+    // The caller moves to node 3 meanwhile.
+    mesh.relocations(one).relocate(&a, three).unwrap();
+    mesh.run();
+    assert!(mesh.node(one).core().actor_owner().actor_ref(&a).is_none());
+    // The route is resolved: the request goes out from node 1.
+    mesh.actors(one)
+        .request_as(
+            &as_it_was,
+            &b,
+            KEY,
+            Bytes::from_static(b"late"),
+            call,
+            DEADLINE,
+        )
+        .unwrap();
+    mesh.run();
+    assert_eq!(
+        calls_to(&mesh, "b"),
+        vec![(two, "a".to_owned(), Bytes::from_static(b"late"))]
+    );
+    let ticket = the_call_ticket(&mesh, two);
+    mesh.actors(two)
+        .reply(ticket, Ok(Bytes::from_static(b"answer")));
+    mesh.run();
+    assert_eq!(
+        outcomes(&mesh, "a"),
+        vec![(three, call, Ok(Bytes::from_static(b"answer")))]
+    );
+    mesh.advance(DEADLINE * 2);
+    assert_eq!(outcomes(&mesh, "a").len(), 1, "ended once");
+}
+
+/// The same, when the route cannot be resolved: the typed error reaches
+/// the caller where it moved, at once, not its deadline.
+#[test]
+fn core_a2_a_request_that_could_not_be_routed_after_its_caller_moved_ends_with_its_error() {
+    let (mut mesh, one, _, _) = two();
+    let three = mesh.add_node(3);
+    let a = actor_id("a");
+    let as_it_was = mesh.node(one).core().actor_owner().actor_ref(&a).unwrap();
+    let call = mesh.actors(one).open_call(&a, DEADLINE).unwrap();
+    mesh.relocations(one).relocate(&a, three).unwrap();
+    mesh.run();
+    let unavailable = Error::new(Reason::StoreUnavailable);
+    mesh.actors(one)
+        .call_failed(&as_it_was, call, unavailable.clone());
+    mesh.run();
+    assert_eq!(outcomes(&mesh, "a"), vec![(three, call, Err(unavailable))]);
+}
+
 /// Found by the simulator (seed 506): the caller moved away while its
 /// request waited, and the node that had sent the request then died with
 /// the request's routing state. The caller's own ledger moved with it, so

@@ -27,6 +27,13 @@
 //!   login, logins on every node reach the same player, and one node hosts
 //!   it.
 //!
+//! - A target killed after relay-ready (L6, issue 19 item 3): the target's
+//!   store path is cut (a fault proxy refuses its Redis connections), so
+//!   its CAS never reaches Redis; it is killed (SIGKILL) once it asked,
+//!   and the source gives the player up at its finish deadline. A login on
+//!   a third node then asks the row's owner (71), which records the loss
+//!   and creates a new incarnation: the player is served again, afresh.
+//!
 //! Every wait is bounded and waits on an event (a printed line, a reply);
 //! the only sleeps are the hang or freeze itself (the stimulus) and the
 //! pause between login attempts of the older tests, which proves nothing
@@ -34,6 +41,10 @@
 //! terminal). A missing redis-server is a clear failure (redis_support).
 
 mod bound;
+// The fault proxy of the in-process tests; this file uses part of it.
+#[allow(dead_code)]
+#[path = "runtime_support/fault.rs"]
+mod fault;
 mod node_support;
 mod redis_support;
 
@@ -1344,4 +1355,95 @@ fn a_redis_freeze_during_a_durable_abort_reopens_the_source_with_the_player() {
         );
     }
     assert_eq!(stop_all(&mut mesh, &moved), 1, "Actors at the stops");
+}
+
+#[test]
+fn l6_a_target_killed_after_relay_ready_leaves_a_loss_that_a_login_on_a_third_node_replaces() {
+    let _alone = one_at_a_time();
+    let cluster = "l6-third-node-login";
+    let redis = RedisServer::start(Mode::Volatile);
+    // Node 2, the target, reaches Redis only through a fault proxy.
+    let redis_addr: SocketAddr = format!("127.0.0.1:{}", redis.port()).parse().unwrap();
+    let proxy = fault::FaultProxy::start(redis_addr);
+    let dir = temp_dir(cluster);
+    let nodes = (1..=3)
+        .map(|rid| {
+            let url = if rid == 2 {
+                format!("redis://{}", proxy.addr)
+            } else {
+                redis.url()
+            };
+            let text = config_with_lease(rid, &url, cluster, &Peers::Discover, LONG_LEASE_MS);
+            let path = write_config(&dir, &format!("node-{rid}.toml"), &text);
+            NodeProcess::start(rid, &path)
+        })
+        .collect();
+    let mut mesh = Mesh { dir, nodes };
+    for rid in 1..=3 {
+        for peer in (1..=3).filter(|&peer| peer != rid) {
+            mesh.node(rid).wait_linked(peer);
+        }
+    }
+    // Given player p on node 1 with state (x = 2), its session there,
+    let player = "p";
+    let mut client = session(&mut mesh, player, 1, 1);
+    assert_eq!(step(&mut client, player).unwrap(), 1);
+    assert_eq!(step(&mut client, player).unwrap(), 2);
+    // and node 2 cut off from Redis (its lease, 10 s, outlives the test's
+    // use of it),
+    proxy.set_refusing(true);
+    proxy.reset_all();
+    // when node 1 moves p to node 2 and node 2 dies once it has asked for
+    // its CAS (after relay-ready: the source has handed p over),
+    let target_row_operations = row_operations(mesh.node(2));
+    let answer = std::thread::scope(|scope| {
+        let (source, others) = mesh.nodes.split_at_mut(1);
+        let (source, target) = (&mut source[0], &mut others[0]);
+        let relocating = scope.spawn(move || source.control(&format!("relocate {player} 2")));
+        let started = Instant::now();
+        while row_operations(target) == target_row_operations {
+            assert!(
+                !relocating.is_finished() && started.elapsed() < Duration::from_secs(5),
+                "node 2's CAS was not asked within 5 s of the relocate"
+            );
+        }
+        target.kill9();
+        relocating.join().expect("the console thread")
+    });
+    // then the move fails (the source heard no finish from the target),
+    assert!(answer.starts_with("error"), "{answer}");
+    // and no node hosts p, while its row still names node 1;
+    assert_eq!(count(&mesh.node(1).control("counters"), "actors"), 0);
+    assert_eq!(count(&mesh.node(3).control("counters"), "actors"), 0);
+    // a login on node 3 asks node 1, which records the loss and creates a
+    // new incarnation, served afresh (x starts again).
+    let address = mesh.node(3).stream;
+    let deadline = Instant::now() + Duration::from_millis(SEAL_TIMEOUT_MS + 5_000);
+    let mut again = None;
+    let mut refusals: BTreeMap<String, u64> = BTreeMap::new();
+    while again.is_none() && Instant::now() < deadline {
+        let mut client = connect(address);
+        match login(&mut client, player) {
+            Ok(()) => again = Some(client),
+            Err(error) => {
+                *refusals.entry(error.to_string()).or_default() += 1;
+                // Only keeps the loop from hammering the node.
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+    let Some(mut again) = again else {
+        fail(
+            &mut mesh,
+            &format!("no login on node 3 reached p: {refusals:?}"),
+        );
+    };
+    assert_eq!(step(&mut again, player).unwrap(), 1, "a new incarnation");
+    assert_eq!(flow(&mut mesh, 1, "lost_incarnation_replaced"), 1);
+    assert!(flow(&mut mesh, 3, "host_asked") >= 1);
+    assert_eq!(count(&mesh.node(1).control("counters"), "actors"), 1);
+    println!(
+        "L6 after a target killed past relay-ready: the move answered {answer:?}; \
+         login(s) on node 3 refused first: {refusals:?}"
+    );
 }

@@ -517,10 +517,19 @@ fn l4_a_44_after_the_seal_timeout_changes_no_route_and_only_warns() {
         m.target.observed.delivered.lock().unwrap().clone(),
         vec![payload("player-1", "again")]
     );
-    // Nothing answered the late 44: the first record after it is the new
-    // login's bind (38).
-    let first_after = m.session_target.records.lock().unwrap()[sent_before];
-    assert_eq!(first_after, (Direction::ToAcceptor, 38));
+    // Nothing answered the late 44: the first records after it are the new
+    // login's: its BindOrGet's ask to the row's owner (71), the answer, and
+    // its bind (38).
+    let after = m.session_target.records.lock().unwrap()[sent_before..].to_vec();
+    assert_eq!(
+        after[..3],
+        [
+            (Direction::ToAcceptor, 71),
+            (Direction::ToDialer, 71),
+            (Direction::ToAcceptor, 38)
+        ],
+        "{after:?}"
+    );
 }
 
 #[test]
@@ -664,6 +673,60 @@ fn l5_a_target_lost_before_relay_ready_sends_held_messages_over_the_source_route
 #[test]
 fn l6_a_cas_failure_after_relay_ready_never_reopens_the_source_and_the_seal_times_out() {
     let m = moving(quick_seal());
+    let before = lost_after_relay_ready(&m);
+    // The row still names the source, but that incarnation is lost: a new
+    // create makes a new incarnation, never a blank instance under the old
+    // ObjectGeneration that old bindings would resolve to (§1, §4).
+    let again = m
+        .source
+        .node
+        .create_actor("player", &id("player-1"))
+        .unwrap();
+    assert_ne!(again.generation, before.generation);
+    wait_counter(&m.source, FlowTrace::LostIncarnationReplaced, 1);
+    wait_until("the new incarnation is hosted", || {
+        m.source.node.actor_count() == 1
+    });
+}
+
+/// Issue 19 item 3: after the same loss, a login on a third node (the
+/// session's) finds the row naming the source. The row is the source's to
+/// judge (§8.1), so the login asks it (71): the source records the loss,
+/// replaces the incarnation, and the login binds the new one there. Before
+/// the ask, such a login bound at the source and was refused StaleLocation
+/// for as long as the source lived.
+#[test]
+fn l6_after_the_loss_a_login_on_a_third_node_reaches_a_new_incarnation_at_the_rows_owner() {
+    let m = moving(quick_seal());
+    let before = lost_after_relay_ready(&m);
+    let mut client = login(&m.session, "player-1");
+    assert_eq!(
+        expect_reply(&mut client, RELAY, "player-1:back"),
+        payload("player-1", "back")
+    );
+    wait_counter(&m.source, FlowTrace::LostIncarnationReplaced, 1);
+    assert!(m.session.node.flow_counters().get(FlowTrace::HostAsked) >= 1);
+    assert_eq!(m.source.node.actor_count(), 1);
+    assert_eq!(
+        m.session.node.actor_count(),
+        0,
+        "nothing hosted on the asker"
+    );
+    // A new incarnation: the old ActorRef names another generation.
+    let now = m
+        .session
+        .node
+        .create_actor("player", &id("player-1"))
+        .unwrap();
+    assert_ne!(now.generation, before.generation);
+    assert_eq!(now.location.owner.0, m.source.rid);
+}
+
+/// A move of `player-1` (bound on the session node) from the source to
+/// the target whose CAS fails after relay-ready (L6): the seal times out,
+/// no node hosts the Actor, and the row still names the source. Returns
+/// the lost incarnation's ActorRef.
+fn lost_after_relay_ready(m: &Moving) -> zlink::ids::ActorRef {
     let before = m
         .source
         .node
@@ -680,7 +743,7 @@ fn l6_a_cas_failure_after_relay_ready_never_reopens_the_source_and_the_seal_time
         .node
         .relocate(&id("player-1"), RelocateTo::Node(3))
         .unwrap_err();
-    let sealed = sealed_at(&m);
+    let sealed = sealed_at(m);
     assert_eq!(failed.kind(), ErrorKind::Unavailable, "{failed:?}");
     // No 44 came: what the client relays now is held, and the seal timeout
     // closes the session; nothing goes back to the source route.
@@ -701,19 +764,7 @@ fn l6_a_cas_failure_after_relay_ready_never_reopens_the_source_and_the_seal_time
     wait_until("neither node hosts it", || {
         m.source.node.actor_count() == 0 && m.target.node.actor_count() == 0
     });
-    // The row still names the source, but that incarnation is lost: a new
-    // create makes a new incarnation, never a blank instance under the old
-    // ObjectGeneration that old bindings would resolve to (§1, §4).
-    let again = m
-        .source
-        .node
-        .create_actor("player", &id("player-1"))
-        .unwrap();
-    assert_ne!(again.generation, before.generation);
-    wait_counter(&m.source, FlowTrace::LostIncarnationReplaced, 1);
-    wait_until("the new incarnation is hosted", || {
-        m.source.node.actor_count() == 1
-    });
+    before
 }
 
 #[test]

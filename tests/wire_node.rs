@@ -13,9 +13,10 @@ use proptest::prelude::*;
 use proptest::sample::select;
 use zlink::error::{Error, ErrorKind, Reason};
 use zlink::ids::{
-    ActorId, AuthorityOwnerGeneration, BindingGeneration, CallId, Correlation, MeshName, NameError,
-    NodeGeneration, NodeRid, ObjectGeneration, OwnerLeaseGeneration, PacketKey, RelocationId,
-    RequestId, SessionOwnerId, SessionRef, SessionRid, SessionSequence, TimerId,
+    ActorId, ActorLocation, ActorRef, ActorTypeName, AuthorityOwnerGeneration, BindingGeneration,
+    CallId, Correlation, MeshName, NameError, NodeGeneration, NodeRid, ObjectGeneration,
+    OwnerLeaseGeneration, PacketKey, RelocationId, RequestId, SessionOwnerId, SessionRef,
+    SessionRid, SessionSequence, TimerId,
 };
 use zlink::wire::client::CloseReason;
 use zlink::wire::node::*;
@@ -465,6 +466,45 @@ fn node_record() -> impl Strategy<Value = NodeRecord> {
         relocation_route().prop_map(NodeRecord::SessionRelocationRoute),
         replaced().prop_map(NodeRecord::BoundSessionReplaced),
         actor_call().prop_map(NodeRecord::ActorCall),
+        actor_host().prop_map(NodeRecord::ActorHost),
+    ]
+}
+
+fn actor_ref() -> impl Strategy<Value = ActorRef> {
+    (actor_id(), any::<[u64; 5]>(), mesh_name()).prop_map(
+        |(id, [og, owner, node_generation, auth, lease], mesh)| ActorRef {
+            id,
+            generation: ObjectGeneration(og),
+            location: ActorLocation {
+                mesh,
+                owner: NodeRid(owner),
+                node_generation: NodeGeneration(node_generation),
+                authority: AuthorityOwnerGeneration(auth),
+                lease: OwnerLeaseGeneration(lease),
+            },
+        },
+    )
+}
+
+fn actor_host() -> impl Strategy<Value = ActorHost> {
+    let type_name =
+        name_text(16, ActorTypeName::LEN_MAX).prop_map(|s| ActorTypeName::new(&s).unwrap());
+    prop_oneof![
+        (request_header(), actor_id(), type_name).prop_map(|(request, actor, actor_type)| {
+            ActorHost::Ask(HostAsk {
+                request,
+                actor,
+                actor_type,
+            })
+        }),
+        (
+            any::<u64>(),
+            prop_oneof![actor_ref().prop_map(Ok), error().prop_map(Err)]
+        )
+            .prop_map(|(request, outcome)| ActorHost::Answer(HostAnswer {
+                request: RequestId(request),
+                outcome,
+            })),
     ]
 }
 
@@ -739,6 +779,28 @@ fn samples() -> Vec<NodeRecord> {
                 outcome: Err(Error::new(Reason::Deadline)),
             },
         }),
+        NodeRecord::ActorHost(ActorHost::Ask(HostAsk {
+            request: RequestHeader {
+                id: RequestId(RequestId::HOST_BIT | 4),
+                budget: Duration::from_millis(5_000),
+            },
+            actor: actor(),
+            actor_type: ActorTypeName::new("player").unwrap(),
+        })),
+        NodeRecord::ActorHost(ActorHost::Answer(HostAnswer {
+            request: RequestId(RequestId::HOST_BIT | 4),
+            outcome: Ok(ActorRef {
+                id: actor(),
+                generation: ObjectGeneration(6),
+                location: ActorLocation {
+                    mesh: MeshName::new("lobby").unwrap(),
+                    owner: NodeRid(9),
+                    node_generation: NodeGeneration(10),
+                    authority: AuthorityOwnerGeneration(7),
+                    lease: OwnerLeaseGeneration(8),
+                },
+            }),
+        })),
     ]
 }
 
@@ -1458,6 +1520,29 @@ fn a_request_between_actors_that_does_not_decode_is_still_answered_under_its_id(
         NodeRecord::request_of(&body_of(&malformed)).map(|(_, id)| id),
         malformed.request_id()
     );
+}
+
+#[test]
+fn an_ask_to_host_that_does_not_decode_is_still_answered_under_its_id() {
+    let ask = samples()
+        .into_iter()
+        .find(|r| matches!(r, NodeRecord::ActorHost(ActorHost::Ask(_))))
+        .unwrap();
+    let mut body = body_of(&ask).to_vec();
+    body.truncate(16);
+    assert_eq!(
+        NodeRecord::request_of(&Bytes::from(body)),
+        Some((Command::ActorHost, RequestId(RequestId::HOST_BIT | 4)))
+    );
+    // An answer is not a request: nothing to answer.
+    let answer = samples()
+        .into_iter()
+        .find(|r| matches!(r, NodeRecord::ActorHost(ActorHost::Answer(_))))
+        .unwrap();
+    assert_eq!(NodeRecord::request_of(&body_of(&answer)), None);
+    // A type name over 255 bytes cannot be encoded: its length byte would
+    // wrap, so it is refused where it is made.
+    assert!(ActorTypeName::new(&"t".repeat(256)).is_err());
 }
 
 #[test]

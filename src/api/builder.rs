@@ -405,6 +405,18 @@ impl NodeBuilder {
             .map_err(|e| StartError::Invalid(format!("mesh name: {e}")))?;
         self.settings.check_lane_bounds()?;
         self.settings.check_turn_deadline()?;
+        // A BindOrGet names the type to the node owning the Actor's row
+        // (command 71), so a type's name must travel (1 to 255 bytes).
+        if let Some(name) = self
+            .actor_types
+            .keys()
+            .find(|name| crate::ids::ActorTypeName::new(name).is_err())
+        {
+            return Err(StartError::Invalid(format!(
+                "actor type name {name:?}: 1 to {} bytes of UTF-8",
+                crate::ids::ActorTypeName::LEN_MAX
+            )));
+        }
         if self.settings.max_sessions == 0 {
             return Err(StartError::Invalid(
                 "max_sessions = 0: a node holds at least 1 session".to_owned(),

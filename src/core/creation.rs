@@ -29,6 +29,9 @@
 //! - an existing Actor belongs to the Spot asked for, or it is
 //!   `ActorInOtherSpot` — and so is one whose live row names another node
 //!   (§1: a Spot's Actors live with it);
+//! - outside a Spot, a live row naming another node is that node's to
+//!   judge (§8.1): BindOrGet asks it (`AskOwner`, src/core/host_ask.rs),
+//!   and the asked node decides as here but never asks on (`for_peer`);
 //! - a look-up that finds no row is `NoActorFactory` (this node may not
 //!   create it); a create that made the row hosts the new incarnation;
 //! - while replacing a lost incarnation, a row that changed meanwhile is
@@ -102,6 +105,9 @@ pub enum HostDecision {
     /// The row names an incarnation this node lost (L6): remove it at its
     /// version, then create anew (answered as a replacement).
     Replace(ActorRef),
+    /// The live row names another node: ask it to run BindOrGet
+    /// ([`ShardCore::ask_owner`]); its answer is the outcome.
+    AskOwner(ActorRef),
 }
 
 impl ShardCore {
@@ -133,13 +139,15 @@ impl ShardCore {
     }
 
     /// §1 step 2 on the store's answer (module doc). `replacing`: the
-    /// answer is to a lost incarnation's replacement.
+    /// answer is to a lost incarnation's replacement. `for_peer`: another
+    /// node asked this one (71), which answers and never asks on.
     pub fn host_found(
         &mut self,
         actor: &ActorId,
         spot: Option<IntoSpot<'_>>,
         answer: RowAnswer,
         replacing: bool,
+        for_peer: bool,
     ) -> HostDecision {
         // Hosted meanwhile (an earlier request's answer): that is it.
         if let Some(decided) = self.host_step(actor, spot) {
@@ -148,11 +156,15 @@ impl ShardCore {
         let me = self.actor_owner().identity().node;
         let elsewhere = |row: ActorRef| match spot {
             // It lives on another node: not in a Spot of this one (§1).
-            Some(_) => Err(Reason::ActorInOtherSpot.into()),
-            None => Ok(row),
+            Some(_) => HostDecision::Decided(Err(Reason::ActorInOtherSpot.into())),
+            // Its owner judges its row (§8.1), once, one hop.
+            None if !replacing && !for_peer && row.location.owner != me => {
+                HostDecision::AskOwner(row)
+            }
+            None => HostDecision::Decided(Ok(row)),
         };
         let row = match answer {
-            RowAnswer::Looked(Some(row)) => return HostDecision::Decided(elsewhere(row)),
+            RowAnswer::Looked(Some(row)) => return elsewhere(row),
             RowAnswer::Looked(None) => {
                 return HostDecision::Decided(Err(Reason::NoActorFactory.into()))
             }
@@ -163,7 +175,7 @@ impl ShardCore {
                 return HostDecision::HostNew(row);
             }
             RowAnswer::Existing(row) | RowAnswer::Conflict(row) if row.location.owner != me => {
-                return HostDecision::Decided(elsewhere(row))
+                return elsewhere(row)
             }
             RowAnswer::Existing(row) | RowAnswer::Conflict(row) => row,
         };

@@ -57,6 +57,8 @@ pub enum CoreTimer {
     /// The deadline of a request in its calling Actor's ledger, which moves
     /// with the Actor (open_calls.rs).
     CallDeadline(super::actor::CallDeadline),
+    /// The deadline of a BindOrGet asked of the row's owner (host_ask.rs).
+    HostAsk(crate::ids::RequestId),
 }
 
 /// An event for the shard to carry out.
@@ -78,6 +80,8 @@ pub enum CoreEvent {
         /// The reply, or the typed error that ended it.
         outcome: Result<bytes::Bytes, crate::error::Error>,
     },
+    /// BindOrGet between nodes (src/core/host_ask.rs).
+    Host(super::host_ask::HostEvent),
 }
 
 /// The outputs of one shard core, and its timer wheel.

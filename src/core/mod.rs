@@ -8,6 +8,7 @@ pub mod actor;
 pub mod admission;
 pub mod creation;
 mod effects;
+pub mod host_ask;
 pub mod lane;
 pub mod latency;
 pub mod relocation;

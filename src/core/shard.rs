@@ -11,15 +11,18 @@ use std::time::Duration;
 use super::actor::{ActorOwner, ActorOwnerIdentity, Actors};
 use super::admission::LinkAdmission;
 use super::effects::{CoreEvent, CoreTimer, Effects};
+use super::host_ask::HostAsks;
 use super::relocation::{RelocationConfig, RelocationEvent, RelocationOwner, Relocations};
 use super::session::{
     SessionEvent, SessionOwner, SessionOwnerConfig, SessionOwnerIdentity, Sessions,
 };
 use super::time::Instant;
 use super::trace::{FlowCounters, FlowTrace};
+use crate::error::Reason;
 use crate::ids::{ActorId, NodeRid, Peer, RequestId};
 use crate::wire::node::{
-    ActorReply, ActorSend, BindTerminal, BoundSessionBind, NodeRecord, SessionRelocationRoute,
+    ActorHost, ActorReply, ActorSend, BindTerminal, BoundSessionBind, NodeRecord,
+    SessionRelocationRoute,
 };
 
 /// Which role of a node a record is for (§5 command table directions).
@@ -39,6 +42,9 @@ pub enum RecordRole {
     /// Actors made of other Actors (RequestId with [`RequestId::CALL_BIT`],
     /// docs/actors.md).
     Caller,
+    /// BindOrGet between nodes (71, src/core/host_ask.rs): an ask for the
+    /// Actor's shard, an answer for the shard that asked.
+    Host,
 }
 
 /// The role a record is addressed to, from its command and transition.
@@ -70,6 +76,7 @@ pub fn record_role(record: &NodeRecord) -> RecordRole {
         NodeRecord::SessionRelocationSealed(_)
         | NodeRecord::RelocationReady(_)
         | NodeRecord::RelocationFinished(_) => RecordRole::Coordinator,
+        NodeRecord::ActorHost(_) => RecordRole::Host,
     }
 }
 
@@ -92,6 +99,8 @@ pub fn record_shard(record: &NodeRecord, shards: u16) -> u16 {
         NodeRecord::RelocationDiscard(d) => return d.actor.shard(shards),
         NodeRecord::RelocationFinished(f) => return f.actor.shard(shards),
         NodeRecord::ActorCall(c) => return c.actor.shard(shards),
+        NodeRecord::ActorHost(ActorHost::Ask(a)) => return a.actor.shard(shards),
+        NodeRecord::ActorHost(ActorHost::Answer(a)) => a.request.owner(),
         NodeRecord::RelocationReady(r) => r.request.owner(),
         NodeRecord::ActorSend(ActorSend::Reply(r)) => r.request.owner(),
         NodeRecord::BoundSessionBind(BoundSessionBind::Terminal(t)) => t.request.owner(),
@@ -136,12 +145,14 @@ pub struct ShardConfig {
 /// The sans-IO core of one shard.
 #[derive(Debug)]
 pub struct ShardCore {
-    fx: Effects,
-    sessions: SessionOwner,
+    pub(super) fx: Effects,
+    pub(super) sessions: SessionOwner,
     actors: ActorOwner,
     relocation: RelocationOwner,
     /// (Link shard) the 51s waiting for room on a full link (§6).
     admission: LinkAdmission,
+    /// BindOrGets this shard asked of the nodes owning the rows (71).
+    pub(super) host_asks: HostAsks,
 }
 
 impl ShardCore {
@@ -157,6 +168,7 @@ impl ShardCore {
                 config.actor_turn_deadline,
             ),
             admission: LinkAdmission::new(config.send_timeout),
+            host_asks: HostAsks::new(config.session_owner.owner_id),
         }
     }
 
@@ -234,6 +246,11 @@ impl ShardCore {
                     self.actors(now).on_call_reply(from, reply);
                 }
             }
+            RecordRole::Host => {
+                if let NodeRecord::ActorHost(host) = record {
+                    self.on_actor_host(from, host);
+                }
+            }
         }
     }
 
@@ -244,6 +261,11 @@ impl ShardCore {
             self.relocations(now).unreachable(to, request);
         } else if request.is_call() {
             self.actors(now).call_unreachable(to, request);
+        } else if request.is_host() {
+            if self.host_asks.asked(to, request) {
+                self.fx.advance(now);
+                self.host_ask_ended(request, Err(Reason::PeerUnreachable.into()));
+            }
         } else {
             self.sessions(now).unreachable(to, request);
         }
@@ -304,6 +326,7 @@ impl ShardCore {
                 }
                 CoreTimer::Call(request) => self.actors(now).on_call_deadline(request),
                 CoreTimer::CallDeadline(fire) => self.actors(now).on_caller_deadline(&fire),
+                CoreTimer::HostAsk(request) => self.on_host_ask_deadline(request),
                 CoreTimer::Admission => {
                     // §6: not admitted by its send timeout: DeadlineExceeded,
                     // dropped and counted, never retried.

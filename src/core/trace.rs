@@ -117,6 +117,12 @@ flow_trace! {
     /// incarnation it no longer hosts (lost after relay-ready): the row was
     /// removed and a new incarnation created in its place.
     LostIncarnationReplaced => "lost_incarnation_replaced", warn;
+    /// A BindOrGet found the Actor's live row naming another node and asked
+    /// that node to run it (71, src/core/host_ask.rs).
+    HostAsked => "host_asked", debug;
+    /// An answer to a 71 ask that this shard no longer waits for (its
+    /// deadline passed, or it came from another node): dropped.
+    LateHostAnswerDropped => "late_host_answer_dropped", debug;
     /// A Location Store operation offered to the node's full store queue:
     /// refused at once with Unavailable (StoreUnavailable), never queued
     /// without bound (docs/threading.md "Never block a shard").

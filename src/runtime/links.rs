@@ -39,8 +39,8 @@ use crate::net::{ConnId, Reactor};
 use crate::store::Member;
 use crate::wire::link::LinkIdentity;
 use crate::wire::node::{
-    ActorReply, ActorSend, BindTerminal, BoundSessionBind, Command, NodeRecord, RelocationReady,
-    SessionRelocationSealed,
+    ActorHost, ActorReply, ActorSend, BindTerminal, BoundSessionBind, Command, HostAnswer,
+    NodeRecord, RelocationReady, SessionRelocationSealed,
 };
 use crate::wire::DecodeLimits;
 
@@ -816,7 +816,12 @@ impl Links {
                 }
             };
             let refused = match NodeRecord::decode(body.clone(), &self.limits) {
-                Ok(record) if foreign && record_role(&record) == RecordRole::ActorOwner => {
+                // An ask to host (71) is for the Actor owner too.
+                Ok(record)
+                    if foreign
+                        && (record_role(&record) == RecordRole::ActorOwner
+                            || matches!(record, NodeRecord::ActorHost(ActorHost::Ask(_)))) =>
+                {
                     tracing::debug!(peer = %peer.rid, "record for the Actor owner from another mesh");
                     core.trace(FlowTrace::RecordFromOtherMesh);
                     Reason::MeshUnreachable
@@ -930,6 +935,10 @@ fn refusal((command, request): (Command, RequestId), reason: Reason) -> NodeReco
             request,
             outcome: Err(error),
         }),
+        Command::ActorHost => NodeRecord::ActorHost(ActorHost::Answer(HostAnswer {
+            request,
+            outcome: Err(error),
+        })),
         _ => NodeRecord::ActorSend(ActorSend::Reply(ActorReply {
             request,
             outcome: Err(error),

@@ -41,6 +41,7 @@ use super::router::{Router, ShardMsg, LINK_SHARD};
 use super::store_effects::StoreAnswer;
 use super::{NodeCommand, NodeShared, PublishedCounters};
 use crate::core::admission::LinkAdmission;
+use crate::core::host_ask::HostEvent;
 use crate::core::session::{BindStart, Ticket};
 use crate::core::shard::ShardCore;
 use crate::core::time::Instant;
@@ -404,6 +405,23 @@ impl ShardState {
                     CoreEvent::Await(event) => self.await_event(event),
                     CoreEvent::NodeCallOutcome { call, outcome } => {
                         self.node_call_ended(call, outcome)
+                    }
+                    CoreEvent::Host(HostEvent::Answered { actor, outcome }) => {
+                        self.owner_answered(actor, outcome);
+                    }
+                    CoreEvent::Host(HostEvent::Asked {
+                        from,
+                        request,
+                        actor,
+                        actor_type,
+                    }) => {
+                        let waiter = HostWaiter::Peer { to: from, request };
+                        let request = HostRequest {
+                            actor_type: actor_type.as_str().to_owned(),
+                            spot: None,
+                            waiter,
+                        };
+                        self.host_or_get(actor, request);
                     }
                 }
             }

@@ -623,7 +623,8 @@ impl Checker {
                 | ActorEvent::CallOutcome { .. },
             )
             | CoreEvent::Relocation(_)
-            | CoreEvent::Await(_) => {}
+            | CoreEvent::Await(_)
+            | CoreEvent::Host(_) => {}
             CoreEvent::NodeCallOutcome { call, outcome } => self.call_outcome(call.0, outcome),
         }
     }

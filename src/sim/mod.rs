@@ -18,6 +18,7 @@ use bytes::{Bytes, BytesMut};
 use crate::core::actor::AwaitEvent;
 use crate::core::actor::{ActorEvent, ActorOwnerIdentity, Actors, ReplyTicket};
 use crate::core::creation::{HostDecision, RowAnswer};
+use crate::core::host_ask::HostEvent;
 use crate::core::relocation::{
     AbortAnswer, Capture, CasAnswer, RelocationConfig, RelocationEvent, Relocations, StoreOp,
 };
@@ -31,8 +32,8 @@ use crate::core::CoreEvent;
 use crate::error::{Error, Reason};
 use crate::ids::{
     ActorId, ActorRef, AuthorityOwnerGeneration, Correlation, MeshName, NodeGeneration, NodeRid,
-    ObjectGeneration, OwnerLeaseGeneration, PacketKey, Peer, RelocationId, SessionOwnerId,
-    SessionRid,
+    ObjectGeneration, OwnerLeaseGeneration, PacketKey, Peer, RelocationId, RequestId,
+    SessionOwnerId, SessionRid,
 };
 use crate::store::{
     Clock, Created, EmbeddedStore, LocationStore, ManualClock, OwnerLease, RemoveOutcome,
@@ -58,6 +59,12 @@ pub enum ActorBehavior {
     /// the test runs it with [`Mesh::run_lane`]; a capture takes what is
     /// still queued as saved work.
     Queue,
+}
+
+/// The one Actor type of the simulated game, as a BindOrGet names it to
+/// the row's owner (71).
+fn sim_actor_type() -> crate::ids::ActorTypeName {
+    crate::ids::ActorTypeName::new("player").unwrap_or_else(|_| unreachable!("a valid name"))
 }
 
 /// How a simulated node's runtime answers a Restore.
@@ -527,6 +534,9 @@ pub struct Mesh {
     /// BindOrGet and destroy outcomes not taken yet, by ticket.
     answers: BTreeMap<u64, Answer>,
     next_ticket: u64,
+    /// The BindOrGets other nodes asked (71), by ticket: answered to that
+    /// peer instead of [`Mesh::take_answers`].
+    peer_asks: BTreeMap<u64, (Peer, RequestId)>,
 }
 
 /// Sees every core event as it is drained, with the core that emitted it as
@@ -627,6 +637,7 @@ impl Mesh {
             hold_session_turns: false,
             answers: BTreeMap::new(),
             next_ticket: 0,
+            peer_asks: BTreeMap::new(),
         }
     }
 
@@ -1402,16 +1413,22 @@ impl Mesh {
         std::mem::take(&mut self.answers)
     }
 
-    /// Lets virtual time pass, store step by store step, until `ticket` is
-    /// answered; `None` if nothing is left to answer it.
+    /// Lets virtual time pass, store step by store step and record by
+    /// record (an ask of the row's owner, 71, travels as a record), until
+    /// `ticket` is answered; `None` if nothing is left to answer it.
     fn wait_answer(&mut self, ticket: u64) -> Option<Answer> {
         loop {
             if let Some(answer) = self.answers.remove(&ticket) {
                 return Some(answer);
             }
-            let &(at, _) = self.store_steps.keys().next()?;
-            let at = at.max(self.now);
-            self.step_until(at);
+            let store = self.store_steps.keys().next().map(|&(at, _)| at);
+            let record = self.in_flight.keys().next().map(|&(at, _)| at);
+            let at = match (store, record) {
+                (Some(a), Some(b)) => a.min(b),
+                (Some(at), None) | (None, Some(at)) => at,
+                (None, None) => return None,
+            };
+            self.step_until(at.max(self.now));
         }
     }
 
@@ -1422,7 +1439,8 @@ impl Mesh {
                 waiting.push(ticket);
                 return;
             }
-            match mesh.core_host(node, &actor, None) {
+            let for_peer = mesh.peer_asks.contains_key(&ticket);
+            match mesh.core_host(node, &actor, None, for_peer) {
                 Some(decision) => mesh.host_decided(node, actor, ticket, Vec::new(), decision),
                 None => {
                     mesh.node_mut(node)
@@ -1439,12 +1457,13 @@ impl Mesh {
     /// `host_store_answered` do: [`ShardCore::host_step`] before the store
     /// (`None`: the store must be asked), then [`ShardCore::host_found`] on
     /// its answer (`replacing`: the answer is a lost incarnation's
-    /// replacement's).
+    /// replacement's; `for_peer`: another node asked, 71).
     fn core_host(
         &mut self,
         node: NodeRid,
         actor: &ActorId,
         answer: Option<(Result<RowAnswer, Error>, bool)>,
+        for_peer: bool,
     ) -> Option<HostDecision> {
         let core = &mut self.node_mut(node).core;
         if let Some(decided) = core.host_step(actor, None) {
@@ -1452,7 +1471,7 @@ impl Mesh {
         }
         Some(match answer? {
             (Err(error), _) => HostDecision::Decided(Err(error)),
-            (Ok(answer), replacing) => core.host_found(actor, None, answer, replacing),
+            (Ok(answer), replacing) => core.host_found(actor, None, answer, replacing, for_peer),
         })
     }
 
@@ -1475,7 +1494,8 @@ impl Mesh {
         }
         let first = waiting.remove(0);
         self.recheck_after(node, &actor, issued, &answer);
-        if let Some(decision) = self.core_host(node, &actor, Some((answer, replacing))) {
+        let for_peer = self.peer_asks.contains_key(&first);
+        if let Some(decision) = self.core_host(node, &actor, Some((answer, replacing)), for_peer) {
             self.host_decided(node, actor, first, waiting, decision);
         }
     }
@@ -1604,6 +1624,18 @@ impl Mesh {
     ) {
         let outcome = match decision {
             HostDecision::Decided(decided) => decided,
+            // The row's owner decides (71): the requests wait for its
+            // answer ([`Mesh::owner_answered`]), as the runtime's do.
+            HostDecision::AskOwner(row) => {
+                let mut waiting = vec![first];
+                waiting.extend(rest);
+                self.node_mut(node).hosting.insert(actor, waiting);
+                let now = self.now;
+                self.node_mut(node)
+                    .core
+                    .ask_owner(now, sim_actor_type(), &row);
+                return;
+            }
             HostDecision::HostNew(row) => self.host_row(node, &row),
             HostDecision::Replace(row) => {
                 let mut waiting = vec![first];
@@ -1614,11 +1646,55 @@ impl Mesh {
             }
         };
         self.recheck_unhosted(node, &actor, &outcome);
-        if first != NOBODY {
-            self.answers.insert(first, Answer::Host(node, outcome));
-        }
+        self.answer_host(node, first, outcome);
         for ticket in rest {
             self.host_request(node, actor.clone(), ticket);
+        }
+    }
+
+    /// Gives BindOrGet `ticket` at `node` its outcome: to the peer that
+    /// asked (71), or to [`Mesh::take_answers`].
+    fn answer_host(&mut self, node: NodeRid, ticket: u64, outcome: Result<ActorRef, Error>) {
+        if let Some((peer, request)) = self.peer_asks.remove(&ticket) {
+            let now = self.now;
+            self.node_mut(node)
+                .core
+                .answer_host_ask(now, peer, request, outcome);
+        } else if ticket != NOBODY {
+            self.answers.insert(ticket, Answer::Host(node, outcome));
+        }
+    }
+
+    /// BindOrGet between nodes (71), as the runtime's shard carries it out:
+    /// an ask runs as one more BindOrGet at the asked node (answered to
+    /// the peer, never asking on); an answer decides the first request
+    /// waiting at the asker, and the rest start again.
+    fn host_event(&mut self, node: NodeRid, event: HostEvent) {
+        match event {
+            HostEvent::Asked {
+                from,
+                request,
+                actor,
+                ..
+            } => {
+                self.next_ticket += 1;
+                let ticket = self.next_ticket;
+                self.peer_asks.insert(ticket, (from, request));
+                self.host_request(node, actor, ticket);
+            }
+            HostEvent::Answered { actor, outcome } => {
+                let Some(mut waiting) = self.node_mut(node).hosting.remove(&actor) else {
+                    return;
+                };
+                if waiting.is_empty() {
+                    return;
+                }
+                let first = waiting.remove(0);
+                self.answer_host(node, first, outcome);
+                for ticket in waiting {
+                    self.host_request(node, actor.clone(), ticket);
+                }
+            }
         }
     }
 
@@ -2418,6 +2494,7 @@ impl Mesh {
             transmits.push(transmit);
         }
         let mut relocation_events = Vec::new();
+        let mut host_events = Vec::new();
         while let Some(event) = node.core.poll_event() {
             progress = true;
             if let Some(observe) = self.observer.0.as_mut() {
@@ -2467,6 +2544,7 @@ impl Mesh {
                 // Node code's request ended: the checker saw it in the
                 // journal; nobody else waits for it.
                 CoreEvent::NodeCallOutcome { .. } => {}
+                CoreEvent::Host(event) => host_events.push(event),
                 // The core's word on an awaiting turn or a parked move.
                 CoreEvent::Await(AwaitEvent::TurnExpired { actor, .. }) => {
                     if let Some(event) = node.suspended.remove(&actor) {
@@ -2481,6 +2559,9 @@ impl Mesh {
         }
         for event in relocation_events {
             self.stand_in(rid, event);
+        }
+        for event in host_events {
+            self.host_event(rid, event);
         }
         progress
     }

@@ -13,9 +13,9 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use crate::error::{Error, ErrorKind, Reason};
 use crate::ids::{
-    ActorId, AuthorityOwnerGeneration, BindingGeneration, CallId, Correlation, MeshName,
-    NodeGeneration, NodeRid, ObjectGeneration, OwnerLeaseGeneration, PacketKey, RelocationId,
-    RequestId, SessionOwnerId, SessionRef, SessionRid, SessionSequence, TimerId,
+    ActorId, ActorTypeName, AuthorityOwnerGeneration, BindingGeneration, CallId, Correlation,
+    MeshName, NodeGeneration, NodeRid, ObjectGeneration, OwnerLeaseGeneration, PacketKey,
+    RelocationId, RequestId, SessionOwnerId, SessionRef, SessionRid, SessionSequence, TimerId,
 };
 use crate::wire::{DecodeLimits, WireError};
 
@@ -154,7 +154,7 @@ macro_rules! name_field {
     )*};
 }
 
-name_field!(ActorId, MeshName);
+name_field!(ActorId, MeshName, ActorTypeName);
 
 /// A payload: a four-byte length, then the bytes (a slice of the frame).
 impl Field for Bytes {

@@ -38,8 +38,9 @@ const KIND_VERSION_REFUSED: u8 = 0xA4;
 /// record carries an optional detail (the application's code and text, or
 /// what the error is about; docs/wire.md "Primitive fields"), the 60
 /// carries the Actor's ledger of open requests (`CallsHandoff`), and a 70
-/// may come from node code (no sender).
-pub const LINK_VERSION: u8 = 3;
+/// may come from node code (no sender). 4: command 71 (BindOrGet asked of
+/// the node owning the Actor's row): a node of version 3 would drop it.
+pub const LINK_VERSION: u8 = 4;
 
 /// Who a node says it is on a link (§2 "Authenticated peer RID/node
 /// generation").

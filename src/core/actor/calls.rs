@@ -108,6 +108,7 @@ impl Actors<'_> {
     /// `from` as [`ActorEvent::CallOutcome`] with `call`; at `deadline` from
     /// now at the latest (`Deadline`). Refused when `from` is not hosted
     /// here (`StaleLocation`).
+    #[cfg(feature = "testing")]
     pub fn request(
         &mut self,
         from: &ActorId,
@@ -117,24 +118,58 @@ impl Actors<'_> {
         call: CallId,
         deadline: Duration,
     ) -> Result<(), Error> {
-        let Some(hosted) = self.owner.actors.get(from) else {
+        let Some(caller) = self.owner.actor_ref(from) else {
             return Err(Reason::StaleLocation.into());
         };
-        let caller = Caller::Actor {
-            id: from.clone(),
-            generation: hosted.generation,
-            authority: hosted.authority,
-            lease: self.owner.identity.lease,
-            call,
-        };
+        self.request_as(&caller, to, key, payload, call, deadline)
+    }
+
+    /// A request from the caller `from` as it was when its turn made the
+    /// request (otherwise as `request`). A turn's request waits for its target's route after
+    /// the turn (the runtime resolves it through the store), and the
+    /// caller may have moved away meanwhile: the request goes out all the
+    /// same, from here, and its outcome is addressed to the caller as it
+    /// was, so that this node's Message Follow entry takes it on (§9) to
+    /// the ledger that moved with the caller and keeps the request open.
+    /// Refused (`StaleLocation`) only when another incarnation is hosted
+    /// here now: the old one's ledger ended with it.
+    pub fn request_as(
+        &mut self,
+        from: &ActorRef,
+        to: &ActorRef,
+        key: PacketKey,
+        payload: Bytes,
+        call: CallId,
+        deadline: Duration,
+    ) -> Result<(), Error> {
+        let caller = self.caller_as(from, call)?;
         self.start_request(
             caller,
-            Some(from),
+            Some(&from.id),
             to,
             CallBody::Message { key, payload },
             deadline,
         );
         Ok(())
+    }
+
+    /// The caller of request `call`: as hosted here now, or as it was when
+    /// it left ([`Self::request_as`]).
+    fn caller_as(&self, from: &ActorRef, call: CallId) -> Result<Caller, Error> {
+        let (generation, authority) = match self.owner.actors.get(&from.id) {
+            Some(hosted) if hosted.generation == from.generation => {
+                (hosted.generation, hosted.authority)
+            }
+            Some(_) => return Err(Reason::StaleLocation.into()),
+            None => (from.generation, from.location.authority),
+        };
+        Ok(Caller::Actor {
+            id: from.id.clone(),
+            generation,
+            authority,
+            lease: self.owner.identity.lease,
+            call,
+        })
     }
 
     /// A request from node code outside any Actor (docs/actors.md "From
@@ -184,18 +219,21 @@ impl Actors<'_> {
 
     /// A request the runtime could not send (its target's route could not
     /// be resolved, or the store's queue was full) ends now, delivered to
-    /// its caller like any outcome.
-    pub fn call_failed(&mut self, caller: &ActorId, call: CallId, error: Error) {
-        let Some(hosted) = self.owner.actors.get(caller) else {
+    /// its caller like any outcome — as it was when its turn made the
+    /// request, when it has moved away since ([`Self::request_as`]).
+    pub fn call_failed(&mut self, caller: &ActorRef, call: CallId, error: Error) {
+        let Ok(Caller::Actor {
+            id,
+            generation,
+            authority,
+            lease,
+            ..
+        }) = self.caller_as(caller, call)
+        else {
             self.fx.trace(FlowTrace::OneWayRecordRefused);
             return;
         };
-        let to = (
-            hosted.generation,
-            hosted.authority,
-            self.owner.identity.lease,
-        );
-        self.deliver_outcome(caller, to, call, Err(error));
+        self.deliver_outcome(&id, (generation, authority, lease), call, Err(error));
     }
 
     /// 24 reply to one of this shard's calls (RecordRole::Caller).

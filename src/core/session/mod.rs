@@ -284,6 +284,11 @@ pub struct SessionOwner {
 }
 
 impl SessionOwner {
+    /// The settings it runs with.
+    pub(crate) fn config(&self) -> &SessionOwnerConfig {
+        &self.config
+    }
+
     pub(crate) fn new(identity: SessionOwnerIdentity, config: SessionOwnerConfig) -> Self {
         Self {
             identity,

@@ -46,7 +46,10 @@ use crate::core::lane::{ActorDeliveryLane, LaneEngine, Ordinary, SpotLane};
 use crate::core::shard::ShardCore;
 use crate::core::time::Instant;
 use crate::error::{Error, Reason};
-use crate::ids::{ActorId, ActorRef, CallId, ObjectGeneration, PacketKey, SpotId, TimerId};
+use crate::ids::{
+    ActorId, ActorRef, ActorTypeName, CallId, ObjectGeneration, PacketKey, Peer, RequestId, SpotId,
+    TimerId,
+};
 use crate::runtime::app::actor::{Actor, ActorContext, ActorMessage, AsyncTurn, Resume, TimerTick};
 use crate::runtime::app::spot::{ExecutionMode, Spot, SpotHandle};
 use crate::runtime::app::RelocationUnit;
@@ -152,6 +155,10 @@ pub(in crate::runtime) enum HostWaiter {
     Shard { origin: u16, token: u64 },
     /// The embedding application.
     Command(std::sync::mpsc::Sender<Result<ActorRef, Error>>),
+    /// A peer node that found the Actor's row naming this one (71): it is
+    /// answered, and this shard's BindOrGet never asks on
+    /// (src/core/host_ask.rs).
+    Peer { to: Peer, request: RequestId },
 }
 
 /// One BindOrGet asked of this shard.
@@ -280,23 +287,58 @@ impl ShardState {
         let Some((first, rest)) = self.first_waiting(&id) else {
             return;
         };
+        let for_peer = matches!(first.waiter, HostWaiter::Peer { .. });
         let decided = match (self.host_without_store(&id, &first), answer) {
             (Some(decided), _) => Some(decided),
             (None, Err(error)) => Some(Err(error.into())),
             (None, Ok(answer)) => {
                 match self
                     .core
-                    .host_found(&id, into_spot(&first), answer, replacing)
+                    .host_found(&id, into_spot(&first), answer, replacing, for_peer)
                 {
                     HostDecision::Decided(decided) => Some(decided),
                     HostDecision::HostNew(row) => {
                         Some(self.host(&first.actor_type, &row, first.spot.as_ref()))
                     }
                     HostDecision::Replace(row) => self.replace_lost(&id, &first, row),
+                    HostDecision::AskOwner(row) => self.ask_owner(&first, &row),
                 }
             }
         };
         self.settle_hosting(id, first, rest, decided);
+    }
+
+    /// §8.1: the live row names another node, which judges it: that node
+    /// is asked to run BindOrGet (71, `ShardCore::ask_owner`), the requests
+    /// waiting meanwhile; `None` while it runs. A type name no node can
+    /// have registered (`NodeBuilder` refuses one that is not an
+    /// [`ActorTypeName`]) is `NoActorFactory` at once, and a row in a mesh
+    /// this node is not in `MeshUnreachable`, as its bind would be.
+    fn ask_owner(
+        &mut self,
+        request: &HostRequest,
+        row: &ActorRef,
+    ) -> Option<Result<ActorRef, Error>> {
+        let Ok(actor_type) = ActorTypeName::new(&request.actor_type) else {
+            return Some(Err(Reason::NoActorFactory.into()));
+        };
+        // §3, §4: the row names the mesh its owner is reached through; one
+        // this node is not in cannot carry the ask (nor the bind).
+        if !self.node.meshes.contains(&row.location.mesh) {
+            return Some(Err(Reason::MeshUnreachable.into()));
+        }
+        let now = self.now();
+        self.core.ask_owner(now, actor_type, row);
+        None
+    }
+
+    /// The row's owner answered this shard's ask for `id` (or it ended at
+    /// its deadline or for want of a link): the first request waiting has
+    /// its outcome, and the rest start again.
+    pub(super) fn owner_answered(&mut self, id: ActorId, outcome: Result<ActorRef, Error>) {
+        if let Some((first, rest)) = self.first_waiting(&id) {
+            self.settle_hosting(id, first, rest, Some(outcome));
+        }
     }
 
     /// The requests waiting on `id`'s store answer: the first, and the rest.
@@ -370,6 +412,10 @@ impl ShardState {
             }
             HostWaiter::Command(reply) => {
                 let _ = reply.send(outcome);
+            }
+            HostWaiter::Peer { to, request } => {
+                let now = self.now();
+                self.core.answer_host_ask(now, to, request, outcome);
             }
         }
     }
@@ -923,6 +969,7 @@ impl ActorContext for TurnContext<'_> {
         self.fits(&payload).map_err(|e| e.about_actor(to))?;
         self.routes.outgoing.push(super::calls::Outgoing {
             from: Some(self.actor.clone()),
+            caller: None,
             to: to.clone(),
             key,
             payload,
@@ -943,6 +990,7 @@ impl ActorContext for TurnContext<'_> {
         let call = self.core.actors(self.now).open_call(self.actor, deadline)?;
         self.routes.outgoing.push(super::calls::Outgoing {
             from: Some(self.actor.clone()),
+            caller: self.core.actor_owner().actor_ref(self.actor),
             to: to.clone(),
             key,
             payload,
@@ -969,6 +1017,7 @@ impl ActorContext for TurnContext<'_> {
         let call = self.routes.wait_for(reply);
         self.routes.outgoing.push(super::calls::Outgoing {
             from: Some(self.actor.clone()),
+            caller: None,
             to: to.clone(),
             key,
             payload,

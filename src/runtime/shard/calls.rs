@@ -45,6 +45,11 @@ pub(crate) type NodeCallReply = oneshot::Sender<Result<Bytes, Error>>;
 pub(super) struct Outgoing {
     /// The calling Actor; `None` for node code.
     pub(super) from: Option<ActorId>,
+    /// For an Actor's own request (its outcome goes to its ledger): the
+    /// caller as its turn was, so that the request still goes out if the
+    /// caller moves away while the route is resolved
+    /// (`Actors::request_as`).
+    pub(super) caller: Option<ActorRef>,
     pub(super) to: ActorId,
     pub(super) key: PacketKey,
     pub(super) payload: Bytes,
@@ -141,6 +146,7 @@ impl ShardState {
         let request = reply.map(|(deadline, reply)| (self.routes.wait_for(reply), now + deadline));
         let call = Outgoing {
             from: None,
+            caller: None,
             to,
             key,
             payload,
@@ -250,6 +256,7 @@ impl ShardState {
         let now = self.now();
         let Outgoing {
             from,
+            caller,
             to,
             key,
             payload,
@@ -265,7 +272,7 @@ impl ShardState {
         let left = deadline_at.saturating_duration_since(now);
         if left == Duration::ZERO {
             self.core.trace(FlowTrace::RequestDeadlineExceeded);
-            return self.call_not_sent(from, waiter, id, Reason::Deadline.into());
+            return self.call_not_sent(caller, waiter, id, Reason::Deadline.into());
         }
         if waiter {
             self.core
@@ -274,27 +281,34 @@ impl ShardState {
             self.routes.targets.insert((None, id), to);
             return;
         }
-        let Some(caller) = from.clone() else {
+        let Some(caller) = caller else {
             return;
         };
         match self
             .core
             .actors(now)
-            .request(&caller, route, key, payload, id, left)
+            .request_as(&caller, route, key, payload, id, left)
         {
             Ok(()) => {
                 self.routes.targets.insert((from, id), to);
             }
-            // The caller is no longer here: its ledger ends the request.
+            // Another incarnation is hosted here now: the old one's ledger
+            // ended with it.
             Err(_) => self.core.trace(FlowTrace::OneWayRecordRefused),
         }
     }
 
     /// A request that could not be sent ends now: an Actor's through the
     /// core (a later turn of the caller), a waiter's at its waiter.
-    fn call_not_sent(&mut self, from: Option<ActorId>, waiter: bool, call: CallId, error: Error) {
+    fn call_not_sent(
+        &mut self,
+        caller: Option<ActorRef>,
+        waiter: bool,
+        call: CallId,
+        error: Error,
+    ) {
         let now = self.now();
-        match from {
+        match caller {
             Some(caller) if !waiter => self.core.actors(now).call_failed(&caller, call, error),
             _ => self.node_call_ended(call, Err(error)),
         }
@@ -302,7 +316,7 @@ impl ShardState {
 
     fn fail_call(&mut self, call: Outgoing, error: Error) {
         match call.request {
-            Some((id, _)) => self.call_not_sent(call.from, call.waiter, id, error),
+            Some((id, _)) => self.call_not_sent(call.caller, call.waiter, id, error),
             None => self.core.trace(FlowTrace::OneWayRecordRefused),
         }
     }

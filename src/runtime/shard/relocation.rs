@@ -145,11 +145,7 @@ impl ShardState {
                 actor, placement, ..
             } => {
                 if let Some(placement) = placement {
-                    let spot = placement.user_spot.clone();
-                    self.drop_placement(placement);
-                    if let Some(spot) = spot {
-                        self.forget_arrived_spot(&spot);
-                    }
+                    self.drop_moved_placement(placement);
                 }
                 // Its open requests' outcomes follow it; their routes'
                 // bookkeeping here ends with it.
@@ -164,11 +160,7 @@ impl ShardState {
                 let back = self.core.relocations(now).restored(relocation, outcome);
                 // Discarded while it was restored: it goes again.
                 if let Some(placement) = back {
-                    let spot = placement.user_spot.clone();
-                    self.drop_placement(placement);
-                    if let Some(spot) = spot {
-                        self.forget_arrived_spot(&spot);
-                    }
+                    self.drop_moved_placement(placement);
                 }
             }
             RelocationEvent::Opened { actor, .. } => self.open(&actor),
@@ -291,6 +283,17 @@ impl ShardState {
 
     /// Removes a Spot an arrival created here once no Actor is in it or on
     /// its way into it (see [`Moves::arrived_spots`]).
+    /// A moved Actor's instance the core let go of (discarded at the target,
+    /// or handed over at the source) goes, and with it a Spot its arrival
+    /// created that holds nothing now.
+    fn drop_moved_placement(&mut self, placement: Placement) {
+        let spot = placement.user_spot.clone();
+        self.drop_placement(placement);
+        if let Some(spot) = spot {
+            self.forget_arrived_spot(&spot);
+        }
+    }
+
     fn forget_arrived_spot(&mut self, id: &SpotId) {
         if !self.moves.arrived_spots.contains(id) {
             return;

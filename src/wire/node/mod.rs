@@ -13,6 +13,7 @@
 //! type; this file owns the dispatch and the request header.
 
 mod actor_call;
+mod actor_host;
 mod actor_send;
 mod bind;
 mod bound_send;
@@ -21,6 +22,7 @@ mod relocation;
 mod replaced;
 
 pub use actor_call::{ActorCall, CallBody};
+pub use actor_host::{ActorHost, HostAnswer, HostAsk};
 pub use actor_send::{ActorMessage, ActorReply, ActorSend, ActorSendBody, BoundSessionTail};
 pub use bind::{
     BindRequest, BindTerminal, BindTombstone, BoundRoute, BoundSessionBind, TombstoneCause,
@@ -81,6 +83,9 @@ pub enum Command {
     RelocationFinished = 65,
     /// actorCall: one Actor to another by ActorId (docs/actors.md).
     ActorCall = 70,
+    /// actorHost: BindOrGet asked of the row's owner, and its answer
+    /// (docs/store.md).
+    ActorHost = 71,
 }
 
 impl Command {
@@ -106,6 +111,7 @@ impl Command {
             64 => Self::RelocationDiscard,
             65 => Self::RelocationFinished,
             70 => Self::ActorCall,
+            71 => Self::ActorHost,
             RESERVED_COMMAND => return Err(WireError::ReservedCommand),
             other => return Err(WireError::UnknownCommand(other)),
         })
@@ -201,6 +207,8 @@ pub enum NodeRecord {
     RelocationFinished(RelocationFinished),
     /// 70.
     ActorCall(ActorCall),
+    /// 71.
+    ActorHost(ActorHost),
 }
 
 impl NodeRecord {
@@ -222,6 +230,7 @@ impl NodeRecord {
             NodeRecord::RelocationDiscard(_) => Command::RelocationDiscard,
             NodeRecord::RelocationFinished(_) => Command::RelocationFinished,
             NodeRecord::ActorCall(_) => Command::ActorCall,
+            NodeRecord::ActorHost(_) => Command::ActorHost,
         }
     }
 }
@@ -244,11 +253,12 @@ impl NodeRecord {
             NodeRecord::RelocationDiscard(b) => put(b, dst),
             NodeRecord::RelocationFinished(b) => put(b, dst),
             NodeRecord::ActorCall(b) => put(b, dst),
+            NodeRecord::ActorHost(b) => put(b, dst),
         });
     }
 
     /// The RequestId of a request record (24 or 70 with a header, 38
-    /// request, 42, 60).
+    /// request, 42, 60, 71 ask).
     pub fn request_id(&self) -> Option<RequestId> {
         match self {
             NodeRecord::ActorSend(ActorSend::Message(m)) => m.request.map(|h| h.id),
@@ -256,6 +266,7 @@ impl NodeRecord {
             NodeRecord::SessionRelocationSeal(s) => Some(s.request.id),
             NodeRecord::RelocationPrepare(p) => Some(p.request.id),
             NodeRecord::ActorCall(c) => c.request_id(),
+            NodeRecord::ActorHost(ActorHost::Ask(a)) => Some(a.request.id),
             _ => None,
         }
     }
@@ -272,7 +283,7 @@ impl NodeRecord {
 
     /// The command and RequestId of a request record whose body did not
     /// decode, when its start still names one: every request (24 with a
-    /// header, 38 request, 42, 60) begins with its RequestHeader, so a
+    /// header, 38 request, 42, 60, 71 ask) begins with its RequestHeader, so a
     /// malformed request can be answered with a typed error instead of
     /// silence (§6).
     pub fn request_of(body: &Bytes) -> Option<(Command, RequestId)> {
@@ -284,7 +295,8 @@ impl NodeRecord {
             Command::ActorSend => variant == 1 || variant == 2,
             Command::BoundSessionBind
             | Command::SessionRelocationSeal
-            | Command::RelocationPrepare => variant == 1,
+            | Command::RelocationPrepare
+            | Command::ActorHost => variant == 1,
             // Both variants of a 70 start with the optional request
             // header; an outcome that carries one is malformed, and is
             // answered under it like any request that does not hold
@@ -348,6 +360,7 @@ impl NodeRecord {
                 NodeRecord::RelocationFinished(Body::get_body(variant, &mut r)?)
             }
             Command::ActorCall => NodeRecord::ActorCall(Body::get_body(variant, &mut r)?),
+            Command::ActorHost => NodeRecord::ActorHost(Body::get_body(variant, &mut r)?),
         };
         r.finish()?;
         Ok(record)
