@@ -479,7 +479,13 @@ fn core_relocation_a_cas_applied_with_its_answer_lost_commits_once_when_made_aga
     // and a login at the target meanwhile, which finds the row naming the
     // target, creates nothing there: the Actor is in motion, not lost (the
     // player keeps the state its move carries; issue 19 item 3).
-    assert_eq!(mesh.node(target).core().own_row(&a.id), OwnRow::InMotion);
+    let row_ref = row.actor_ref();
+    assert_eq!(mesh.node(target).core().own_row(&row_ref), OwnRow::InMotion);
+    // A row of another incarnation beside the arrival is not in motion
+    // (the simulator's seed 11751): it names an incarnation this node lost.
+    let mut other = row_ref.clone();
+    other.generation = zlink::ids::ObjectGeneration(other.generation.0 + 1);
+    assert_eq!(mesh.node(target).core().own_row(&other), OwnRow::Lost);
     let got = mesh.host_or_get(target, &a.id).unwrap();
     assert_eq!(got.location.owner, target);
     assert_eq!(count(&mesh, target, FlowTrace::LostIncarnationReplaced), 0);

@@ -57,15 +57,19 @@ pub enum OwnRow {
 }
 
 impl ShardCore {
-    /// §1, §4, L6: BindOrGet found the live row for `actor` naming this
-    /// node.
+    /// §1, §4, L6: BindOrGet found `row`, the live row for its Actor,
+    /// naming this node. An arrival is this row's only when it brings the
+    /// row's incarnation: a row of another ObjectGeneration beside it is
+    /// not in motion (the simulator's seed 11751).
     #[must_use]
-    pub fn own_row(&self, actor: &ActorId) -> OwnRow {
+    pub fn own_row(&self, row: &ActorRef) -> OwnRow {
+        let actor = &row.id;
         if let Some(hosted) = self.actor_owner().actor_ref(actor) {
             return OwnRow::Hosted(hosted);
         }
         let relocation = self.relocation();
-        if relocation.is_relocating(actor) || relocation.is_arriving(actor) {
+        let arriving = relocation.arriving_generation(actor) == Some(row.generation);
+        if relocation.is_relocating(actor) || arriving {
             return OwnRow::InMotion;
         }
         OwnRow::Lost
@@ -184,7 +188,7 @@ impl ShardCore {
             // second replacement from one answer.
             return HostDecision::Decided(Err(Reason::StaleLocation.into()));
         }
-        match self.own_row(actor) {
+        match self.own_row(&row) {
             OwnRow::Hosted(hosted) => HostDecision::Decided(Ok(hosted)),
             // In motion: the row's ActorRef, nothing created — but not in a
             // Spot, which must host it here.

@@ -378,6 +378,13 @@ impl RelocationOwner {
             .is_some_and(|t| !t.is_committed())
     }
 
+    /// The incarnation arriving here for `actor`, while its handoff has
+    /// not committed.
+    pub fn arriving_generation(&self, actor: &ActorId) -> Option<ObjectGeneration> {
+        let handoff = self.targets.get(self.arriving.get(actor)?)?;
+        (!handoff.is_committed()).then(|| handoff.generation())
+    }
+
     /// Whether a Message Follow entry for `actor` is live here.
     #[cfg(feature = "testing")]
     pub fn follows(&self, actor: &ActorId) -> bool {

@@ -82,6 +82,11 @@ enum TargetPhase {
 
 impl TargetHandoff {
     /// Whether the CAS moved authority here.
+    /// The incarnation this handoff brings.
+    pub(super) fn generation(&self) -> ObjectGeneration {
+        self.generation
+    }
+
     pub(super) fn is_committed(&self) -> bool {
         matches!(self.phase, TargetPhase::Committed { .. })
     }
