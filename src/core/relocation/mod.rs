@@ -371,6 +371,7 @@ impl RelocationOwner {
     }
 
     /// Whether `actor` is arriving here (a target handoff before commit).
+    #[cfg(feature = "testing")]
     pub fn is_arriving(&self, actor: &ActorId) -> bool {
         self.arriving
             .get(actor)
