@@ -39,6 +39,10 @@ struct Gate {
     entered: usize,
     /// Faults for the next compare-and-sets, in order.
     cas_faults: std::collections::VecDeque<CasFault>,
+    /// Faults for the next row removals, in order.
+    remove_faults: std::collections::VecDeque<CasFault>,
+    /// Row removals made.
+    removes: usize,
 }
 
 /// How one compare-and-set fails, as a hung or dropped Redis makes it.
@@ -65,6 +69,14 @@ impl GatedStore {
 
     fn fail_next_cas(&self, fault: CasFault) {
         self.gate.lock().unwrap().cas_faults.push_back(fault);
+    }
+
+    fn fail_next_remove(&self, fault: CasFault) {
+        self.gate.lock().unwrap().remove_faults.push_back(fault);
+    }
+
+    fn removes(&self) -> usize {
+        self.gate.lock().unwrap().removes
     }
 
     fn open(&self) {
@@ -143,7 +155,24 @@ impl LocationStore for GatedStore {
     }
     fn remove(&self, actor: &ActorId, expected: RowVersion) -> Result<RemoveOutcome, StoreError> {
         self.pass();
-        self.inner.remove(actor, expected)
+        let fault = {
+            let mut gate = self.gate.lock().unwrap();
+            gate.removes += 1;
+            gate.remove_faults.pop_front()
+        };
+        let lost = || {
+            Err(StoreError::Unavailable(
+                "injected: the answer was lost".into(),
+            ))
+        };
+        match fault {
+            None => self.inner.remove(actor, expected),
+            Some(CasFault::Unreachable) => lost(),
+            Some(CasFault::LoseReply) => {
+                self.inner.remove(actor, expected)?;
+                lost()
+            }
+        }
     }
     fn acquire_lease(
         &self,
@@ -266,6 +295,39 @@ fn a_move_whose_cas_never_reached_the_store_commits_on_the_retry() {
 #[test]
 fn a_move_whose_cas_answer_was_lost_commits_as_the_cas_it_was() {
     a_move_survives_a_cas_whose_outcome_was_unknown(CasFault::LoseReply);
+}
+
+/// Issue 19 item 3, found by the simulator (its seeds 6 and 1645): a
+/// destroy whose row removal was applied and its answer lost used to be
+/// taken as failed, and the Actor was served again with no row, beside
+/// the new incarnation a login elsewhere would create. The outcome is not
+/// guessed: the removal is made again at its version (it finds the row
+/// gone) and the destroy completes.
+#[test]
+fn a_destroy_whose_removal_answer_was_lost_removes_again_and_completes() {
+    let (store, first, _second) = two_nodes();
+    let _client = login(&first, "d");
+    store.inner().fail_next_remove(CasFault::LoseReply);
+    first
+        .node
+        .destroy_actor(&id("d"))
+        .expect("the destroy completes once the store answers a removal");
+    assert_eq!(
+        store.inner().removes(),
+        2,
+        "made once more after the lost answer"
+    );
+    wait_until("node 1's Actor count to read 0", || {
+        first.node.actor_count() == 0
+    });
+    // An unreachable store the first time: the same.
+    let _client = login(&first, "e");
+    store.inner().fail_next_remove(CasFault::Unreachable);
+    first
+        .node
+        .destroy_actor(&id("e"))
+        .expect("the destroy completes");
+    assert_eq!(store.inner().removes(), 4);
 }
 
 #[test]

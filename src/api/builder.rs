@@ -665,7 +665,11 @@ impl Node {
     /// later `create_actor` under the same id makes a new incarnation with a
     /// greater ObjectGeneration, and the old binding never becomes valid
     /// again (X6). `Unavailable` when this node does not host it, and
-    /// (RelocationSealed) while it is being relocated.
+    /// (RelocationSealed) while it is being relocated. A removal whose
+    /// answer the store did not give is made again until it answers
+    /// (docs/store.md): this call returns then, or `Unavailable`
+    /// (StoreUnavailable) once the node's lease lapsed first; the Actor
+    /// serves nothing meanwhile.
     pub fn destroy_actor(&self, id: &ActorId) -> Result<(), Error> {
         self.running
             .destroy_actor(id.clone())

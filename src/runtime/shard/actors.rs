@@ -57,7 +57,7 @@ use crate::runtime::caller::CallReply;
 use crate::runtime::executor::{completion, Completer, Completion};
 use crate::runtime::router::ShardMsg;
 use crate::runtime::store_effects::{HostRow, Replaced, StoreAnswer};
-use crate::store::{Created, OwnerClaim, RemoveOutcome, RowVersion, StoreError};
+use crate::store::{Created, LocationStore, OwnerClaim, RemoveOutcome, RowVersion, StoreError};
 use crate::wire::client::{ClientFrame, CloseReason};
 use crate::wire::DecodeLimits;
 
@@ -569,8 +569,9 @@ impl ShardState {
         };
         let expected = RowVersion::from(&actor_ref.location);
         let (for_store, answer) = (id.clone(), reply.clone());
+        let lapses = self.lease_expires_at();
         let asked = self.store_effect(move |store| StoreAnswer::Destroy {
-            outcome: store.remove(&for_store, expected).map(drop),
+            outcome: remove_until_answered(store, &for_store, expected, lapses),
             id: for_store,
             reply: answer,
         });
@@ -578,6 +579,16 @@ impl ShardState {
             self.core.actors(now).destroy_failed(&id);
             let _ = reply.send(Err(error));
         }
+    }
+
+    /// When this node's owner lease lapses, as it last read it (`None`: no
+    /// lease, no store).
+    fn lease_expires_at(&self) -> Option<Instant> {
+        let lease = self.node.lease.as_ref()?;
+        let lease = lease
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Some(lease.expires_at)
     }
 
     /// The store answered a destroy's removal: the incarnation ends here.
@@ -589,6 +600,11 @@ impl ShardState {
     ) {
         let outcome = match outcome {
             Ok(()) => self.forget(id),
+            // Still unknown when the lease lapsed: the Actor stays ending,
+            // serving nothing, until this node fences itself (§5) — never
+            // served again beside a removal that may have been applied.
+            Err(error @ StoreError::Unavailable(_)) => Err(error.into()),
+            // A refusal: nothing was removed, the Actor goes on.
             Err(error) => {
                 let now = self.now();
                 self.core.actors(now).destroy_failed(id);
@@ -1037,6 +1053,41 @@ impl ActorContext for TurnContext<'_> {
 }
 
 /// The User Spot a BindOrGet asks for, as the core's rules take it.
+/// A destroy's row removal, on a store worker (never the shard): an
+/// outcome the store did not give (`Unavailable`: a timeout or a lost
+/// connection, after which the removal may or may not have been applied) is
+/// never guessed (issue 19 item 3). The removal is made again, at its
+/// version, 200 ms later and then twice as long each time up to 3.2 s, until
+/// the store answers — removed, absent or changed, each the end of this
+/// incarnation's row — or until the node's lease lapses, after which the
+/// row is not live anyway and the node fences itself (§5). Meanwhile the
+/// Actor is ending: it serves nothing and does not move.
+fn remove_until_answered(
+    store: &dyn LocationStore,
+    id: &ActorId,
+    expected: RowVersion,
+    lapses: Option<Instant>,
+) -> Result<(), StoreError> {
+    let mut backoff = REMOVE_RETRY_FIRST;
+    loop {
+        match store.remove(id, expected) {
+            Err(StoreError::Unavailable(why)) => {
+                if lapses.map_or(true, |at| store.now() + backoff >= at) {
+                    return Err(StoreError::Unavailable(why));
+                }
+                std::thread::sleep(backoff);
+                backoff = (backoff * 2).min(REMOVE_RETRY_MAX);
+            }
+            outcome => return outcome.map(drop),
+        }
+    }
+}
+
+/// The first wait before a destroy's removal is made again.
+const REMOVE_RETRY_FIRST: Duration = Duration::from_millis(200);
+/// The longest wait between two tries of a destroy's removal.
+const REMOVE_RETRY_MAX: Duration = Duration::from_millis(3_200);
+
 fn into_spot(request: &HostRequest) -> Option<IntoSpot<'_>> {
     request.spot.as_ref().map(|spot| IntoSpot {
         id: &spot.id,
