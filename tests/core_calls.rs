@@ -14,7 +14,7 @@ use zlink::core::actor::ActorEvent;
 use zlink::core::trace::FlowTrace;
 use zlink::core::CoreEvent;
 use zlink::error::{Error, Reason};
-use zlink::ids::{ActorId, ActorRef, CallId, NodeRid, PacketKey};
+use zlink::ids::{ActorId, ActorRef, CallId, NodeRid, ObjectGeneration, PacketKey};
 use zlink::sim::{actor_id, error, ActorBehavior, Journal, Mesh, RestoreBehavior};
 
 const KEY: PacketKey = PacketKey(7);
@@ -310,6 +310,57 @@ fn core_a2_a_request_that_could_not_be_routed_after_its_caller_moved_ends_with_i
         .call_failed(&as_it_was, call, unavailable.clone());
     mesh.run();
     assert_eq!(outcomes(&mesh, "a"), vec![(three, call, Err(unavailable))]);
+}
+
+/// A turn's request routed after the turn goes out as its caller was —
+/// unless another incarnation of the caller is hosted here now (lost and
+/// replaced, L6): the old incarnation's ledger ended with it, so the
+/// request is refused `StaleLocation` and sends nothing, and a failure to
+/// route it reaches no one, least of all the new incarnation.
+#[test]
+fn core_a2_a_request_of_a_replaced_incarnation_is_refused_and_its_failure_reaches_no_one() {
+    let mut mesh = mesh();
+    let (one, two) = (mesh.add_node(1), mesh.add_node(2));
+    let b = mesh.create(two, "b");
+    let a = actor_id("a");
+    let current = mesh.host_generation(one, "a", 2);
+    let mut replaced = current.clone();
+    replaced.generation = ObjectGeneration(1);
+    let call = mesh.actors(one).open_call(&a, DEADLINE).unwrap();
+    let refused = mesh.actors(one).request_as(
+        &replaced,
+        &b,
+        KEY,
+        Bytes::from_static(b"old"),
+        call,
+        DEADLINE,
+    );
+    assert_eq!(refused.map_err(|e| e.reason()), Err(Reason::StaleLocation));
+    mesh.actors(one)
+        .call_failed(&replaced, call, Error::new(Reason::StoreUnavailable));
+    assert_eq!(count(&mesh, one, FlowTrace::OneWayRecordRefused), 1);
+    // The current incarnation's request under the same number goes out:
+    // once it has arrived, the refused one would have too.
+    mesh.actors(one)
+        .request_as(
+            &current,
+            &b,
+            KEY,
+            Bytes::from_static(b"new"),
+            call,
+            DEADLINE,
+        )
+        .unwrap();
+    mesh.run();
+    assert_eq!(
+        calls_to(&mesh, "b"),
+        vec![(two, "a".to_owned(), Bytes::from_static(b"new"))]
+    );
+    // b echoes: the one outcome is that reply's, none the failure's.
+    assert_eq!(
+        outcomes(&mesh, "a"),
+        vec![(one, call, Ok(Bytes::from_static(b"new")))]
+    );
 }
 
 /// Found by the simulator (seed 506): the caller moved away while its

@@ -51,9 +51,22 @@ fn player() -> ActorTypeName {
     ActorTypeName::new("player").unwrap()
 }
 
+/// The asking shard's bind timeout: not the default, so that an ask's
+/// budget and deadline are seen to come from the shard's own settings.
+const BIND_TIMEOUT: Duration = Duration::from_millis(1_500);
+
+fn settings() -> SessionOwnerConfig {
+    let settings = SessionOwnerConfig {
+        bind_timeout: BIND_TIMEOUT,
+        ..SessionOwnerConfig::default()
+    };
+    assert_ne!(BIND_TIMEOUT, SessionOwnerConfig::default().bind_timeout);
+    settings
+}
+
 /// A shard that asked the row's owner about `player-1`: its ask as sent.
 fn asking() -> (ShardCore, HostAsk) {
-    let mut core = one_shard(SessionOwnerConfig::default());
+    let mut core = one_shard(settings());
     core.ask_owner(NOW, player(), &row(3, 5));
     let sent = core.poll_transmit().expect("the ask went out");
     assert_eq!(sent.to, OWNER.rid);
@@ -90,10 +103,7 @@ fn core_host_ask_goes_to_the_rows_owner_and_its_answer_ends_it_once() {
     assert_eq!(ask.actor, actor_id("player-1"));
     assert_eq!(ask.actor_type, player());
     // The Get half of a BindOrGet takes no longer than its bind may.
-    assert_eq!(
-        ask.request.budget,
-        SessionOwnerConfig::default().bind_timeout
-    );
+    assert_eq!(ask.request.budget, BIND_TIMEOUT);
     assert!(ask.request.id.is_host(), "{:?}", ask.request.id);
     // The owner replaced a lost incarnation: the new one is the outcome.
     let replaced = row(4, 6);
@@ -110,7 +120,7 @@ fn core_host_ask_goes_to_the_rows_owner_and_its_answer_ends_it_once() {
 #[test]
 fn core_host_ask_ends_at_the_bind_timeout_never_sooner() {
     let (mut core, ask) = asking();
-    let timeout = SessionOwnerConfig::default().bind_timeout;
+    let timeout = BIND_TIMEOUT;
     core.handle_timeout(NOW + (timeout - Duration::from_millis(1)));
     assert!(
         answered(&mut core).is_empty(),
@@ -122,6 +132,37 @@ fn core_host_ask_ends_at_the_bind_timeout_never_sooner() {
     core.handle_record(NOW + timeout, OWNER, answer(ask.request.id, Ok(row(3, 5))));
     assert!(answered(&mut core).is_empty());
     assert_eq!(core.counters().get(FlowTrace::LateHostAnswerDropped), 1);
+}
+
+#[test]
+fn core_host_ask_each_ask_has_its_own_id_and_its_answer_ends_that_ask_only() {
+    let (mut core, first) = asking();
+    let mut other = row(2, 2);
+    other.id = actor_id("player-2");
+    core.ask_owner(NOW, player(), &other);
+    let sent = core.poll_transmit().expect("the second ask went out");
+    let NodeRecord::ActorHost(ActorHost::Ask(second)) = sent.record else {
+        panic!("not an ask: {:?}", sent.record);
+    };
+    assert_eq!(second.actor, other.id);
+    assert!(second.request.id.is_host(), "{:?}", second.request.id);
+    assert_ne!(second.request.id, first.request.id);
+    assert_eq!(core.armed_timers(), 2, "a deadline for each");
+    // The second's answer ends the second; the first still waits.
+    core.handle_record(NOW, OWNER, answer(second.request.id, Ok(other.clone())));
+    assert_eq!(
+        core.poll_event(),
+        Some(CoreEvent::Host(HostEvent::Answered {
+            actor: other.id.clone(),
+            outcome: Ok(other),
+        }))
+    );
+    assert_eq!(core.poll_event(), None);
+    assert_eq!(core.armed_timers(), 1);
+    core.handle_record(NOW, OWNER, answer(first.request.id, Ok(row(3, 5))));
+    assert_eq!(answered(&mut core), vec![Ok(row(3, 5))]);
+    assert_eq!(core.armed_timers(), 0);
+    assert_eq!(core.counters().get(FlowTrace::LateHostAnswerDropped), 0);
 }
 
 #[test]

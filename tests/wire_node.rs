@@ -1545,6 +1545,24 @@ fn an_ask_to_host_that_does_not_decode_is_still_answered_under_its_id() {
     assert!(ActorTypeName::new(&"t".repeat(256)).is_err());
 }
 
+/// A 71 ask that cannot be sent (no link to the row's owner) must end the
+/// ask `PeerUnreachable` at once, not at the bind timeout: the sender finds
+/// the ask's id in the record itself (`request_id`, as for a 24 request,
+/// 38, 42, 60 and 70). An answer is not a request: its failure ends nothing.
+#[test]
+fn an_ask_to_host_names_its_request_id_so_a_failure_to_send_it_reaches_the_ask() {
+    let ask = samples()
+        .into_iter()
+        .find(|r| matches!(r, NodeRecord::ActorHost(ActorHost::Ask(_))))
+        .unwrap();
+    assert_eq!(ask.request_id(), Some(RequestId(RequestId::HOST_BIT | 4)));
+    let answer = samples()
+        .into_iter()
+        .find(|r| matches!(r, NodeRecord::ActorHost(ActorHost::Answer(_))))
+        .unwrap();
+    assert_eq!(answer.request_id(), None);
+}
+
 #[test]
 fn the_handoff_records_have_their_command_numbers() {
     let numbers: Vec<u8> = samples()
