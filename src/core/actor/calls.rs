@@ -331,6 +331,22 @@ impl Actors<'_> {
         self.fx.send(self.owner.identity.node, record);
     }
 
+    /// Closes request `call` in `actor`'s ledger for its outcome: `true`
+    /// when it was open (the outcome is delivered, once), `false` when it
+    /// ended already (at its deadline) or the Actor is not hosted here —
+    /// the outcome is then late, dropped and counted.
+    pub(crate) fn close_call(&mut self, actor: &ActorId, call: CallId) -> bool {
+        let open = self
+            .owner
+            .actors
+            .get_mut(actor)
+            .is_some_and(|hosted| hosted.calls.close(call, self.fx));
+        if !open {
+            self.fx.trace(FlowTrace::LateReplyDropped);
+        }
+        open
+    }
+
     /// 70 at the Actor owner: admitted on the incarnation and authority it
     /// names, then Actor work (see [`Self::admit_call_to_event`]).
     pub(crate) fn on_call(&mut self, from: Peer, call: ActorCall) {

@@ -242,6 +242,15 @@ impl Relocations<'_> {
                 self.fx.trace(FlowTrace::RelocationRecordStale);
                 return self.refuse_work(from, &hold.work, Reason::StaleBinding.into());
             }
+            // An outcome the source held reaches a ledger that has served
+            // since the commit: it closes its request there, once, or is
+            // late (it ended at its deadline) — never a second end (§12;
+            // the simulator's seed 16527).
+            if let SavedWork::CallOutcome { call, .. } = &hold.work {
+                if !self.actors().close_call(&actor, *call) {
+                    return;
+                }
+            }
             return self.merge_one(&actor, generation, from, hold.work);
         }
         if handoff.queue.len() >= queue_max {
