@@ -92,7 +92,7 @@ fn core_bind_or_get_keeps_the_spot_rules_before_the_store() {
     };
     let step = |core: &ShardCore, name: &str, spot| {
         core.host_step(&actor_id(name), spot)
-            .map(|r| r.map(|a| a.id).map_err(|e| e.reason()))
+            .map(|d| outcome(d).map(|a| a.id))
     };
     // Into a SpotWide Spot only an Actor named under it.
     assert_eq!(
@@ -215,11 +215,10 @@ fn core_bind_or_get_answers_an_actor_hosted_here_even_while_it_moves() {
     let (mut core, _) = shard();
     let loner = actor_id("loner");
     core.relocations(NOW).relocate(&loner, OTHER).unwrap();
-    let hosted = core.host_step(&loner, None).map(|r| r.map(|a| a.id));
-    assert_eq!(
-        hosted.map(|r| r.map_err(|e| e.reason())),
-        Some(Ok(loner.clone()))
-    );
+    let hosted = core
+        .host_step(&loner, None)
+        .map(|d| outcome(d).map(|a| a.id));
+    assert_eq!(hosted, Some(Ok(loner.clone())));
     let answer = RowAnswer::Existing(row("loner", ME));
     let decided = core.host_found(&loner, None, answer, false, false);
     assert_eq!(outcome(decided).map(|a| a.id), Ok(loner));
@@ -232,4 +231,40 @@ fn core_bind_or_get_answers_an_actor_hosted_here_even_while_it_moves() {
     let answer = RowAnswer::Existing(row("loner", ME));
     let decided = core.host_found(&actor_id("loner"), into, answer, false, false);
     assert_eq!(outcome(decided), Err(Reason::ActorInOtherSpot));
+}
+
+/// An ending Actor (its destroy's row removal with the store) is never a
+/// BindOrGet's answer, before the store or on its answer: the request
+/// waits for the destroy (`AfterDestroy`), in or out of a Spot. A destroy
+/// that failed makes it an answer again; one that ended lets the store
+/// decide (the simulator's seed 26527: a BindOrGet asked again after a
+/// create's lost answer settled on the ending instance, and the create's
+/// row, made after the removal, named this node hosting nothing).
+#[test]
+fn core_bind_or_get_waits_for_an_ending_actors_destroy() {
+    let (mut core, room) = shard();
+    let into = IntoSpot {
+        id: &room,
+        spotwide: true,
+    };
+    for name in ["loner", "room-1/a"] {
+        let actor = actor_id(name);
+        let spot = (name != "loner").then_some(into);
+        core.actors(NOW).begin_destroy(&actor).unwrap();
+        assert_eq!(
+            core.host_step(&actor, spot),
+            Some(HostDecision::AfterDestroy)
+        );
+        let answer = RowAnswer::Existing(row(name, ME));
+        let decided = core.host_found(&actor, spot, answer, false, false);
+        assert_eq!(decided, HostDecision::AfterDestroy);
+        // The removal refused: it goes on, and is the answer again.
+        core.actors(NOW).destroy_failed(&actor);
+        let decided = core.host_step(&actor, spot).map(outcome);
+        assert_eq!(decided.map(|r| r.map(|a| a.id)), Some(Ok(actor.clone())));
+        // The removal made: the store decides.
+        core.actors(NOW).begin_destroy(&actor).unwrap();
+        core.actors(NOW).destroy(&actor).unwrap();
+        assert_eq!(core.host_step(&actor, spot), None);
+    }
 }

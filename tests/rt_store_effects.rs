@@ -79,6 +79,11 @@ impl GatedStore {
         self.gate.lock().unwrap().removes
     }
 
+    /// The gated calls that entered so far.
+    fn entered(&self) -> usize {
+        self.gate.lock().unwrap().entered
+    }
+
     fn open(&self) {
         self.gate.lock().unwrap().closed = false;
         self.changed.notify_all();
@@ -358,4 +363,56 @@ fn an_actor_whose_row_removal_waits_on_the_store_does_not_start_a_move() {
     wait_until("node 1's Actor count to read 0", || {
         first.node.actor_count() == 0
     });
+}
+
+/// An Actor being destroyed is never a login's answer (src/core/creation.rs,
+/// "an ending Actor"; the simulator's seed 26527): a login that comes while
+/// the destroy's row removal waits on the store asks the store nothing and
+/// waits for the destroy; then it gets a new incarnation, its state
+/// starting afresh — not the ending instance, whose bind would be refused.
+#[test]
+fn a_login_while_the_actor_is_destroyed_waits_for_the_destroy_and_gets_a_new_incarnation() {
+    let (store, first, _second) = two_nodes();
+    let count = |client: &mut zlink::client::Client| {
+        client
+            .request(COUNT, payload("d", "count"), WAIT)
+            .expect("a relay to d is answered")
+    };
+    // Given player "d" on node 1 with state (one gated call: its create),
+    let mut client = login(&first, "d");
+    assert_eq!(count(&mut client), Bytes::from_static(b"1"));
+    assert_eq!(count(&mut client), Bytes::from_static(b"2"));
+    // when its destroy's removal waits on a store that does not answer
+    store.inner().close();
+    std::thread::scope(|scope| {
+        let destroy = scope.spawn(|| first.node.destroy_actor(&id("d")));
+        store.inner().wait_entered(2);
+        // and a login for it comes meanwhile,
+        let mut again = first.client();
+        let login = scope.spawn(move || {
+            let bound = again.request(LOGIN, Bytes::from_static(b"d"), WAIT);
+            (again, bound)
+        });
+        // then that login waits for the destroy, asking the store nothing,
+        wait_until("the login to wait for the destroy", || {
+            let waited = FlowTrace::HostWaitedForDestroy;
+            first.node.flow_counters().get(waited) == 1
+        });
+        assert_eq!(
+            store.inner().entered(),
+            2,
+            "the waiting login's store calls"
+        );
+        // and once the store answers, the destroy completes and the login
+        // binds a new incarnation, whose state starts afresh.
+        store.inner().open();
+        destroy
+            .join()
+            .unwrap()
+            .expect("the destroy completes once the store answers");
+        let (mut again, bound) = login.join().unwrap();
+        assert_eq!(bound.expect("the login"), Bytes::from_static(b"bound"));
+        assert_eq!(count(&mut again), Bytes::from_static(b"1"));
+    });
+    assert_eq!(store.inner().entered(), 3, "the removal, then the create");
 }

@@ -36,7 +36,14 @@
 //!   create it); a create that made the row hosts the new incarnation;
 //! - while replacing a lost incarnation, a row that changed meanwhile is
 //!   its owner's, and one naming this node again is `StaleLocation` (a
-//!   second replacement is never started from an answer).
+//!   second replacement is never started from an answer);
+//! - an ending Actor (its destroy's row removal is with the store) is
+//!   never an answer: the request waits for the destroy to end and then
+//!   starts again, asking the store afresh. Answering with the ending
+//!   instance would hand out an incarnation about to go, and a BindOrGet
+//!   asked again after a create's unknown outcome would settle on it while
+//!   that create's row, made after the removal, names this node hosting
+//!   nothing (the simulator's seed 26527).
 
 use super::shard::ShardCore;
 use super::trace::FlowTrace;
@@ -99,11 +106,16 @@ pub enum RowAnswer {
     Conflict(ActorRef),
 }
 
-/// What BindOrGet does with the store's answer.
+/// What BindOrGet does: before the store ([`ShardCore::host_step`]) and
+/// with its answer ([`ShardCore::host_found`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum HostDecision {
     /// The outcome.
     Decided(Result<ActorRef, Error>),
+    /// The Actor is ending here: its destroy's row removal is with the
+    /// store. The request waits for the destroy to end, then starts again
+    /// (module doc, "an ending Actor").
+    AfterDestroy,
     /// Host a new incarnation here, as this row made it.
     HostNew(ActorRef),
     /// The row names an incarnation this node lost (L6): remove it at its
@@ -115,31 +127,33 @@ pub enum HostDecision {
 }
 
 impl ShardCore {
-    /// §1 step 2 before the store: the Spot rules and an Actor hosted here.
-    /// `None`: the store must be asked.
+    /// §1 step 2 before the store: the Spot rules and an Actor hosted here
+    /// — [`HostDecision::Decided`], or [`HostDecision::AfterDestroy`] for
+    /// an ending one. `None`: the store must be asked.
     #[must_use]
-    pub fn host_step(
-        &self,
-        actor: &ActorId,
-        spot: Option<IntoSpot<'_>>,
-    ) -> Option<Result<ActorRef, Error>> {
+    pub fn host_step(&self, actor: &ActorId, spot: Option<IntoSpot<'_>>) -> Option<HostDecision> {
         if let Some(spot) = spot {
             if spot.spotwide && !actor.is_under(spot.id) {
-                return Some(Err(Reason::NotPlacedWithSpot.into()));
+                return Some(HostDecision::Decided(Err(Reason::NotPlacedWithSpot.into())));
             }
             // A Spot moving as one unit takes no new Actor: it would be
             // left behind, a second gate (docs/relocation.md).
             if self.relocation().spot_moving(spot.id) {
-                return Some(Err(Reason::RelocationSealed.into()));
+                return Some(HostDecision::Decided(Err(Reason::RelocationSealed.into())));
             }
         }
         let hosted = self.actor_owner().actor_ref(actor)?;
+        if self.actor_owner().is_ending(actor) {
+            return Some(HostDecision::AfterDestroy);
+        }
         let member = self.actor_owner().placement(actor);
-        Some(match (spot, member.map(|p| p.user_spot.as_ref())) {
-            (Some(spot), Some(Some(current))) if current == spot.id => Ok(hosted),
-            (Some(_), _) => Err(Reason::ActorInOtherSpot.into()),
-            (None, _) => Ok(hosted),
-        })
+        Some(HostDecision::Decided(
+            match (spot, member.map(|p| p.user_spot.as_ref())) {
+                (Some(spot), Some(Some(current))) if current == spot.id => Ok(hosted),
+                (Some(_), _) => Err(Reason::ActorInOtherSpot.into()),
+                (None, _) => Ok(hosted),
+            },
+        ))
     }
 
     /// §1 step 2 on the store's answer (module doc). `replacing`: the
@@ -153,9 +167,10 @@ impl ShardCore {
         replacing: bool,
         for_peer: bool,
     ) -> HostDecision {
-        // Hosted meanwhile (an earlier request's answer): that is it.
-        if let Some(decided) = self.host_step(actor, spot) {
-            return HostDecision::Decided(decided);
+        // Hosted meanwhile (an earlier request's answer, or an arrival):
+        // that is it — or, ending meanwhile, wait for its destroy.
+        if let Some(step) = self.host_step(actor, spot) {
+            return step;
         }
         let me = self.actor_owner().identity().node;
         let elsewhere = |row: ActorRef| match spot {

@@ -123,6 +123,10 @@ flow_trace! {
     /// An answer to a 71 ask that this shard no longer waits for (its
     /// deadline passed, or it came from another node): dropped.
     LateHostAnswerDropped => "late_host_answer_dropped", debug;
+    /// A BindOrGet found its Actor ending here (its destroy's row removal
+    /// with the store) and waits for the destroy to end before it starts
+    /// again (src/core/creation.rs, "an ending Actor").
+    HostWaitedForDestroy => "host_waited_for_destroy", debug;
     /// A Location Store operation offered to the node's full store queue:
     /// refused at once with Unavailable (StoreUnavailable), never queued
     /// without bound (docs/threading.md "Never block a shard").

@@ -363,6 +363,9 @@ pub struct SimNode {
     /// ticket (the runtime's `ActorHost::hosting`): one store operation per
     /// Actor at a time, so two answers never race into two instances.
     hosting: BTreeMap<ActorId, Vec<u64>>,
+    /// BindOrGets waiting for an ending Actor's destroy to end, by ticket
+    /// (the runtime's `ActorHost::after_destroy`).
+    after_destroy: BTreeMap<ActorId, Vec<u64>>,
     /// The peers' lifecycles the last lease rounds listed (the runtime's
     /// `Links::listed`).
     listed: BTreeMap<NodeRid, NodeGeneration>,
@@ -712,6 +715,7 @@ impl Mesh {
             open_turns: Vec::new(),
             suspended: BTreeMap::new(),
             hosting: BTreeMap::new(),
+            after_destroy: BTreeMap::new(),
             listed: BTreeMap::new(),
             rechecks: BTreeMap::new(),
             removals: BTreeMap::new(),
@@ -1466,8 +1470,8 @@ impl Mesh {
         for_peer: bool,
     ) -> Option<HostDecision> {
         let core = &mut self.node_mut(node).core;
-        if let Some(decided) = core.host_step(actor, None) {
-            return Some(HostDecision::Decided(decided));
+        if let Some(step) = core.host_step(actor, None) {
+            return Some(step);
         }
         Some(match answer? {
             (Err(error), _) => HostDecision::Decided(Err(error)),
@@ -1583,7 +1587,11 @@ impl Mesh {
         let due: Vec<ActorId> = sim
             .rechecks
             .iter()
-            .filter(|(actor, recheck)| recheck.due <= now && !sim.hosting.contains_key(*actor))
+            .filter(|(actor, recheck)| {
+                recheck.due <= now
+                    && !sim.hosting.contains_key(*actor)
+                    && !sim.after_destroy.contains_key(*actor)
+            })
             .map(|(actor, _)| actor.clone())
             .collect();
         for actor in due {
@@ -1624,6 +1632,14 @@ impl Mesh {
     ) {
         let outcome = match decision {
             HostDecision::Decided(decided) => decided,
+            // Ending: every request waits for its destroy to end, then
+            // starts again ([`Mesh::after_destroy_ended`]).
+            HostDecision::AfterDestroy => {
+                let waiting = self.node_mut(node).after_destroy.entry(actor).or_default();
+                waiting.push(first);
+                waiting.extend(rest);
+                return;
+            }
             // The row's owner decides (71): the requests wait for its
             // answer ([`Mesh::owner_answered`]), as the runtime's do.
             HostDecision::AskOwner(row) => {
@@ -2385,7 +2401,9 @@ impl Mesh {
         let outcome = match outcome {
             Ok(()) => {
                 self.node_mut(node).removals.remove(actor);
-                self.forget(node, actor)
+                let forgotten = self.forget(node, actor);
+                self.after_destroy_ended(node, actor);
+                forgotten
             }
             Err(error) if error.reason() == Reason::StoreUnavailable => {
                 let sim = self.node_mut(node);
@@ -2398,11 +2416,21 @@ impl Mesh {
             Err(error) => {
                 let now = self.now;
                 self.node_mut(node).core.actors(now).destroy_failed(actor);
+                self.after_destroy_ended(node, actor);
                 Err(error)
             }
         };
         if let Some(ticket) = ticket {
             self.answers.insert(ticket, Answer::Destroy(outcome));
+        }
+    }
+
+    /// The Actor's destroy ended (the runtime's `after_destroy_ended`):
+    /// the BindOrGets that waited for it start again, in order.
+    fn after_destroy_ended(&mut self, node: NodeRid, actor: &ActorId) {
+        let waiting = self.node_mut(node).after_destroy.remove(actor);
+        for ticket in waiting.unwrap_or_default() {
+            self.host_request(node, actor.clone(), ticket);
         }
     }
 

@@ -440,7 +440,6 @@ impl ActorOwner {
     }
 
     /// Whether the Actor's row removal is with the store (a destroy).
-    #[cfg(feature = "testing")]
     pub fn is_ending(&self, actor: &ActorId) -> bool {
         self.actors.get(actor).is_some_and(|h| h.ending)
     }

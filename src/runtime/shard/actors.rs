@@ -45,6 +45,7 @@ use crate::core::creation::{HostDecision, IntoSpot, RowAnswer};
 use crate::core::lane::{ActorDeliveryLane, LaneEngine, Ordinary, SpotLane};
 use crate::core::shard::ShardCore;
 use crate::core::time::Instant;
+use crate::core::trace::FlowTrace;
 use crate::error::{Error, Reason};
 use crate::ids::{
     ActorId, ActorRef, ActorTypeName, CallId, ObjectGeneration, PacketKey, Peer, RequestId, SpotId,
@@ -104,6 +105,10 @@ pub(super) struct ActorHost {
     pub(super) spots: Slab<SpotHandle>,
     /// BindOrGets waiting on the store for an Actor, first asked first.
     pub(super) hosting: HashMap<ActorId, Vec<HostRequest>>,
+    /// BindOrGets waiting for an ending Actor's destroy to end
+    /// (`HostDecision::AfterDestroy`), first asked first: they start again
+    /// when it does ([`ShardState::destroy_answered`]).
+    pub(super) after_destroy: HashMap<ActorId, Vec<HostRequest>>,
 }
 
 impl ActorHost {
@@ -114,6 +119,7 @@ impl ActorHost {
             instances: Slab::new(),
             spots: Slab::new(),
             hosting: HashMap::new(),
+            after_destroy: HashMap::new(),
         }
     }
 }
@@ -187,26 +193,53 @@ impl ShardState {
             return;
         }
         match self.host_without_store(&id, &request) {
-            Some(outcome) => self.answer_host(request.waiter, outcome),
-            None => self.ask_store_to_host(id, request),
+            Some(HostDecision::AfterDestroy) => self.wait_for_destroy(id, vec![request]),
+            Some(HostDecision::Decided(outcome)) => self.answer_host(request.waiter, outcome),
+            // `host_step` decides nothing else before the store.
+            Some(_) | None => self.ask_store_to_host(id, request),
         }
     }
 
-    /// What BindOrGet decides without the store: the core's Spot rules and
-    /// an Actor hosted here (`ShardCore::host_step`), and a node with no
-    /// store. `None`: the store must be asked.
-    fn host_without_store(
-        &self,
-        id: &ActorId,
-        request: &HostRequest,
-    ) -> Option<Result<ActorRef, Error>> {
-        if let Some(decided) = self.core.host_step(id, into_spot(request)) {
-            return Some(decided);
+    /// What BindOrGet decides without the store (`ShardCore::host_step`):
+    /// the core's Spot rules, an Actor hosted here, an ending one to wait
+    /// for; and a node with no store. `None`: the store must be asked.
+    fn host_without_store(&self, id: &ActorId, request: &HostRequest) -> Option<HostDecision> {
+        if let Some(step) = self.core.host_step(id, into_spot(request)) {
+            return Some(step);
         }
         self.node
             .store
             .is_none()
-            .then(|| Err(Reason::NoActorFactory.into()))
+            .then(|| HostDecision::Decided(Err(Reason::NoActorFactory.into())))
+    }
+
+    /// The Actor is ending (`HostDecision::AfterDestroy`): `requests` wait
+    /// for its destroy to end, behind any already waiting.
+    fn wait_for_destroy(&mut self, id: ActorId, requests: Vec<HostRequest>) {
+        for _ in &requests {
+            self.core.trace(FlowTrace::HostWaitedForDestroy);
+        }
+        self.host
+            .after_destroy
+            .entry(id)
+            .or_default()
+            .extend(requests);
+    }
+
+    /// The Actor's destroy ended: the BindOrGets that waited for it start
+    /// again, in order, asking the store afresh — unless the Actor is still
+    /// ending (its removal's outcome unknown when the lease lapsed), when
+    /// they end with `error`.
+    fn after_destroy_ended(&mut self, id: &ActorId, error: Option<&Error>) {
+        let Some(waiting) = self.host.after_destroy.remove(id) else {
+            return;
+        };
+        for request in waiting {
+            match error {
+                Some(error) => self.answer_host(request.waiter, Err(error.clone())),
+                None => self.host_or_get(id.clone(), request),
+            }
+        }
     }
 
     /// This node's lease claim, when it may create `actor_type` here.
@@ -288,21 +321,26 @@ impl ShardState {
             return;
         };
         let for_peer = matches!(first.waiter, HostWaiter::Peer { .. });
-        let decided = match (self.host_without_store(&id, &first), answer) {
-            (Some(decided), _) => Some(decided),
-            (None, Err(error)) => Some(Err(error.into())),
+        let decision = match (self.host_without_store(&id, &first), answer) {
+            (Some(step), _) => step,
+            (None, Err(error)) => HostDecision::Decided(Err(error.into())),
             (None, Ok(answer)) => {
-                match self
-                    .core
+                self.core
                     .host_found(&id, into_spot(&first), answer, replacing, for_peer)
-                {
-                    HostDecision::Decided(decided) => Some(decided),
-                    HostDecision::HostNew(row) => {
-                        Some(self.host(&first.actor_type, &row, first.spot.as_ref()))
-                    }
-                    HostDecision::Replace(row) => self.replace_lost(&id, &first, row),
-                    HostDecision::AskOwner(row) => self.ask_owner(&first, &row),
-                }
+            }
+        };
+        let decided = match decision {
+            HostDecision::Decided(decided) => Some(decided),
+            HostDecision::HostNew(row) => {
+                Some(self.host(&first.actor_type, &row, first.spot.as_ref()))
+            }
+            HostDecision::Replace(row) => self.replace_lost(&id, &first, row),
+            HostDecision::AskOwner(row) => self.ask_owner(&first, &row),
+            // Ending meanwhile: every request waits for its destroy.
+            HostDecision::AfterDestroy => {
+                let mut waiting = vec![first];
+                waiting.extend(rest);
+                return self.wait_for_destroy(id, waiting);
             }
         };
         self.settle_hosting(id, first, rest, decided);
@@ -577,6 +615,7 @@ impl ShardState {
         });
         if let Err(error) = asked {
             self.core.actors(now).destroy_failed(&id);
+            self.after_destroy_ended(&id, None);
             let _ = reply.send(Err(error));
         }
     }
@@ -603,7 +642,13 @@ impl ShardState {
             // Still unknown when the lease lapsed: the Actor stays ending,
             // serving nothing, until this node fences itself (§5) — never
             // served again beside a removal that may have been applied.
-            Err(error @ StoreError::Unavailable(_)) => Err(error.into()),
+            // The BindOrGets that waited for it end with that error.
+            Err(error @ StoreError::Unavailable(_)) => {
+                let error = Error::from(error);
+                self.after_destroy_ended(id, Some(&error));
+                let _ = reply.send(Err(error));
+                return;
+            }
             // A refusal: nothing was removed, the Actor goes on.
             Err(error) => {
                 let now = self.now();
@@ -611,6 +656,7 @@ impl ShardState {
                 Err(error.into())
             }
         };
+        self.after_destroy_ended(id, None);
         let _ = reply.send(outcome);
     }
 
