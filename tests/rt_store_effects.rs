@@ -41,6 +41,8 @@ struct Gate {
     cas_faults: std::collections::VecDeque<CasFault>,
     /// Faults for the next row removals, in order.
     remove_faults: std::collections::VecDeque<CasFault>,
+    /// Faults for the next creates, in order.
+    create_faults: std::collections::VecDeque<CasFault>,
     /// Row removals made.
     removes: usize,
 }
@@ -69,6 +71,10 @@ impl GatedStore {
 
     fn fail_next_cas(&self, fault: CasFault) {
         self.gate.lock().unwrap().cas_faults.push_back(fault);
+    }
+
+    fn fail_next_create(&self, fault: CasFault) {
+        self.gate.lock().unwrap().create_faults.push_back(fault);
     }
 
     fn fail_next_remove(&self, fault: CasFault) {
@@ -123,7 +129,20 @@ impl LocationStore for GatedStore {
     }
     fn create(&self, actor: &ActorId, owner: &OwnerClaim) -> Result<Created, StoreError> {
         self.pass();
-        self.inner.create(actor, owner)
+        let fault = self.gate.lock().unwrap().create_faults.pop_front();
+        let lost = || {
+            Err(StoreError::Unavailable(
+                "injected: the answer was lost".into(),
+            ))
+        };
+        match fault {
+            None => self.inner.create(actor, owner),
+            Some(CasFault::Unreachable) => lost(),
+            Some(CasFault::LoseReply) => {
+                self.inner.create(actor, owner)?;
+                lost()
+            }
+        }
     }
     fn compare_and_set(
         &self,
@@ -415,4 +434,38 @@ fn a_login_while_the_actor_is_destroyed_waits_for_the_destroy_and_gets_a_new_inc
         assert_eq!(count(&mut again), Bytes::from_static(b"1"));
     });
     assert_eq!(store.inner().entered(), 3, "the removal, then the create");
+}
+
+/// A create whose answer was lost (applied, and the login told
+/// `Unavailable`) leaves a row naming node 1, which hosts nothing. Node 1
+/// asks again by itself after its backoff (src/core/recheck.rs), finds that
+/// row and replaces it with an incarnation it hosts, with no login: a
+/// login on node 2 then reaches the player at node 1, through the ask.
+#[test]
+fn a_create_whose_answer_was_lost_is_asked_again_and_the_row_hosted() {
+    let (store, first, second) = two_nodes();
+    store.inner().fail_next_create(CasFault::LoseReply);
+    let mut client = first.client();
+    let refused = client.request(LOGIN, Bytes::from_static(b"r"), WAIT);
+    assert!(
+        matches!(&refused, Err(zlink::client::ClientError::Remote(_))),
+        "the login whose create's answer was lost: {refused:?}"
+    );
+    wait_until("node 1 to host the row its lost create made", || {
+        first.node.actor_count() == 1
+    });
+    assert_eq!(
+        store.inner().removes(),
+        1,
+        "the row replaced at its version"
+    );
+    let mut again = login(&second, "r");
+    let counted = again
+        .request(COUNT, payload("r", "count"), WAIT)
+        .expect("a relay to r is answered");
+    assert_eq!(counted, Bytes::from_static(b"1"));
+    assert_eq!(
+        (first.node.actor_count(), second.node.actor_count()),
+        (1, 0)
+    );
 }

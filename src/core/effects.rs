@@ -59,6 +59,12 @@ pub enum CoreTimer {
     CallDeadline(super::actor::CallDeadline),
     /// The deadline of a BindOrGet asked of the row's owner (host_ask.rs).
     HostAsk(crate::ids::RequestId),
+    /// A BindOrGet whose store step's outcome was unknown is due to be
+    /// asked again (recheck.rs).
+    Recheck(crate::ids::ActorId),
+    /// An ending Actor's row removal is due to be made again
+    /// (actor/removal.rs).
+    RemoveAgain(crate::ids::ActorId),
 }
 
 /// An event for the shard to carry out.

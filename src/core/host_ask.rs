@@ -64,6 +64,29 @@ pub enum HostEvent {
         /// The Ready ActorRef the owner gave, or the typed error.
         outcome: Result<ActorRef, Error>,
     },
+    /// A BindOrGet whose store step's outcome was unknown is due again
+    /// (src/core/recheck.rs): run BindOrGet for `actor`, for nobody, and
+    /// tell the core what the store answered, as for any.
+    Recheck {
+        /// The Actor.
+        actor: ActorId,
+        /// The type a new incarnation is created with.
+        actor_type: ActorTypeName,
+    },
+    /// An ending Actor's row removal is due again (src/core/actor/removal.rs):
+    /// remove the row at this ActorRef's version, and tell the core of an
+    /// unknown outcome again ([`crate::core::actor::Actors::removal_unknown`]).
+    RemoveAgain {
+        /// The ending incarnation; its location is the row version.
+        row: ActorRef,
+    },
+    /// An ending Actor's removal stays unknown and this owner is fenced
+    /// (§5): the destroy ends `Unavailable` (StoreUnavailable), and the
+    /// Actor stays ending until the process restarts.
+    DestroyUnknown {
+        /// The Actor.
+        actor: ActorId,
+    },
 }
 
 /// The asks this shard has open.

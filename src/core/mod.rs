@@ -11,6 +11,7 @@ mod effects;
 pub mod host_ask;
 pub mod lane;
 pub mod latency;
+pub mod recheck;
 pub mod relocation;
 pub mod session;
 pub mod shard;

@@ -12,6 +12,7 @@ use super::actor::{ActorOwner, ActorOwnerIdentity, Actors};
 use super::admission::LinkAdmission;
 use super::effects::{CoreEvent, CoreTimer, Effects};
 use super::host_ask::HostAsks;
+use super::recheck::Rechecks;
 use super::relocation::{RelocationConfig, RelocationEvent, RelocationOwner, Relocations};
 use super::session::{
     SessionEvent, SessionOwner, SessionOwnerConfig, SessionOwnerIdentity, Sessions,
@@ -153,6 +154,8 @@ pub struct ShardCore {
     admission: LinkAdmission,
     /// BindOrGets this shard asked of the nodes owning the rows (71).
     pub(super) host_asks: HostAsks,
+    /// BindOrGets to ask again after an unknown outcome (recheck.rs).
+    pub(super) rechecks: Rechecks,
 }
 
 impl ShardCore {
@@ -169,6 +172,7 @@ impl ShardCore {
             ),
             admission: LinkAdmission::new(config.send_timeout),
             host_asks: HostAsks::new(config.session_owner.owner_id),
+            rechecks: Rechecks::default(),
         }
     }
 
@@ -327,6 +331,8 @@ impl ShardCore {
                 CoreTimer::Call(request) => self.actors(now).on_call_deadline(request),
                 CoreTimer::CallDeadline(fire) => self.actors(now).on_caller_deadline(&fire),
                 CoreTimer::HostAsk(request) => self.on_host_ask_deadline(request),
+                CoreTimer::Recheck(actor) => self.on_recheck_due(actor),
+                CoreTimer::RemoveAgain(actor) => self.actors(now).on_remove_again(actor),
                 CoreTimer::Admission => {
                     // §6: not admitted by its send timeout: DeadlineExceeded,
                     // dropped and counted, never retried.

@@ -423,6 +423,18 @@ impl ShardState {
                         };
                         self.host_or_get(actor, request);
                     }
+                    CoreEvent::Host(HostEvent::RemoveAgain { row }) => self.remove_again(&row),
+                    CoreEvent::Host(HostEvent::DestroyUnknown { actor }) => {
+                        self.destroy_unknown(&actor)
+                    }
+                    CoreEvent::Host(HostEvent::Recheck { actor, actor_type }) => {
+                        let request = HostRequest {
+                            actor_type: actor_type.as_str().to_owned(),
+                            spot: None,
+                            waiter: HostWaiter::Recheck,
+                        };
+                        self.host_or_get(actor, request);
+                    }
                 }
             }
             if !progress {
@@ -720,7 +732,7 @@ impl ShardState {
             StoreAnswer::Replace { id, outcome } => self.replace_answered(id, outcome),
             StoreAnswer::Resolve { id, outcome } => self.route_resolved(id, outcome),
             StoreAnswer::Destroy { id, outcome, reply } => {
-                self.destroy_answered(&id, outcome, &reply)
+                self.destroy_answered(&id, outcome, reply)
             }
             StoreAnswer::Cas { relocation, answer } => {
                 let now = self.now();

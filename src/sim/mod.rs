@@ -369,14 +369,6 @@ pub struct SimNode {
     /// The peers' lifecycles the last lease rounds listed (the runtime's
     /// `Links::listed`).
     listed: BTreeMap<NodeRid, NodeGeneration>,
-    /// BindOrGets whose create (or replacement) ended `StoreUnavailable`,
-    /// so that the row may name this node with nobody hosting it: when
-    /// each is asked again (a BindOrGet nobody waits on), and the backoff.
-    rechecks: BTreeMap<ActorId, Recheck>,
-    /// Destroys whose row removal ended `StoreUnavailable`: the Actor stays
-    /// ending (no move, no second destroy) and the removal is made again
-    /// at the same version — when, the backoff, and the version.
-    removals: BTreeMap<ActorId, (Instant, Duration, RowVersion)>,
     /// A lease round (renewal) is with the store.
     renewing: bool,
     /// When the next lease round is due.
@@ -411,20 +403,6 @@ struct InFlight {
     from: Peer,
     to: NodeRid,
     record: NodeRecord,
-}
-
-/// A BindOrGet asked again after a create ended `StoreUnavailable`
-/// ([`Mesh::recheck_after`]).
-#[derive(Clone, Copy, Debug)]
-struct Recheck {
-    /// When it is asked next.
-    due: Instant,
-    /// The backoff it was armed with.
-    backoff: Duration,
-    /// Only an answer to a call made from then on settles it: one made
-    /// earlier may have been answered before a timed-out create was
-    /// applied ([`RECHECK_HORIZON`]).
-    settles_from: Instant,
 }
 
 /// One store operation on the virtual clock: made by a node lifecycle (for
@@ -566,20 +544,6 @@ impl std::fmt::Debug for ObserverSlot {
 /// The sim store's lease term: longer than any test runs in virtual time.
 const SIM_LEASE_TERM: Duration = Duration::from_secs(3_600);
 
-/// The first backoff before a node asks again for a row whose create
-/// ended `StoreUnavailable` ([`Mesh::recheck_after`]).
-pub const RECHECK_FIRST: Duration = Duration::from_millis(200);
-
-/// The longest such backoff.
-pub const RECHECK_MAX: Duration = Duration::from_millis(3_200);
-
-/// How long after a call timed out the store may still apply it, once it
-/// answers again: the simulated store applies an operation at most 700 ms
-/// after it was made (its longest latency), 200 ms past the call timeout;
-/// a hung store applies what it held, in order, before anything made
-/// later. (With Redis, one connection in order: before anything later.)
-pub const RECHECK_HORIZON: Duration = Duration::from_millis(1_000);
-
 /// The ticket of a BindOrGet nobody waits on (a recheck).
 const NOBODY: u64 = 0;
 
@@ -717,8 +681,6 @@ impl Mesh {
             hosting: BTreeMap::new(),
             after_destroy: BTreeMap::new(),
             listed: BTreeMap::new(),
-            rechecks: BTreeMap::new(),
-            removals: BTreeMap::new(),
             renewing: false,
             next_renewal: self.now,
         };
@@ -1171,8 +1133,8 @@ impl Mesh {
             (StoreJob::Node(NodeStoreOp::Replace(lost)), StoreDone::Host(answer)) => {
                 mesh.host_store_answered(node, lost.id, issued, answer, true)
             }
-            (StoreJob::Node(NodeStoreOp::Remove(actor, version)), StoreDone::Remove(outcome)) => {
-                mesh.destroy_answered(node, &actor, version, ticket, outcome)
+            (StoreJob::Node(NodeStoreOp::Remove(actor, _)), StoreDone::Remove(outcome)) => {
+                mesh.destroy_answered(node, &actor, ticket, outcome)
             }
             (StoreJob::Node(NodeStoreOp::Renew(_)), StoreDone::Renew(renewed, listed)) => {
                 mesh.lease_renewed(node, renewed, listed)
@@ -1504,17 +1466,10 @@ impl Mesh {
         }
     }
 
-    /// Issue 19 item 3, "an unknown outcome is never guessed": a create
-    /// (or a replacement) that ended `StoreUnavailable` may have been
-    /// applied all the same — a row naming this node that nobody hosts —
-    /// so the node asks again, a BindOrGet nobody waits on, after a backoff
-    /// ([`RECHECK_FIRST`], doubling up to [`RECHECK_MAX`]) until an answer
-    /// comes to a call made at least [`RECHECK_HORIZON`] after the last
-    /// timeout (an earlier call may be answered before the timed-out one
-    /// is applied: several are in flight at once); the core decides on it
-    /// as on any (`host_found`: the row made now is hosted, one naming this
-    /// node and hosted nowhere is replaced, one naming another node is that
-    /// node's). The simulator's seeds 6 and 1645.
+    /// Issue 19 item 3, "an unknown outcome is never guessed": the core
+    /// arms, re-arms or settles the Actor's recheck on the store's answer
+    /// to a step made at `issued` (src/core/recheck.rs), as the runtime's
+    /// `host_store_answered` has it do. The simulator's seeds 6 and 1645.
     fn recheck_after(
         &mut self,
         node: NodeRid,
@@ -1523,37 +1478,19 @@ impl Mesh {
         answer: &Result<RowAnswer, Error>,
     ) {
         let now = self.now;
-        let sim = self.node_mut(node);
-        let last = sim.rechecks.get(actor).copied();
-        match (answer, last) {
-            (Err(error), _) if error.reason() == Reason::StoreUnavailable => {
-                let backoff = backoff_after(last.map(|r| r.backoff));
-                let recheck = Recheck {
-                    due: now + backoff,
-                    backoff,
-                    settles_from: now + RECHECK_HORIZON,
-                };
-                sim.rechecks.insert(actor.clone(), recheck);
-            }
-            (_, Some(recheck)) if issued < recheck.settles_from => {
-                let due = (now + recheck.backoff).max(recheck.settles_from);
-                sim.rechecks
-                    .insert(actor.clone(), Recheck { due, ..recheck });
-            }
-            _ => {
-                sim.rechecks.remove(actor);
-            }
-        }
+        let actor_type = sim_actor_type();
+        let unknown = answer
+            .as_ref()
+            .is_err_and(|e| e.reason() == Reason::StoreUnavailable)
+            .then_some(&actor_type);
+        self.node_mut(node)
+            .core
+            .recheck_after_store(now, actor, issued, unknown);
     }
 
     /// A BindOrGet at this node that ended with a row naming this very node
-    /// that it does not host (the core's "in motion": a move arriving, or
-    /// leaving past relay-ready) is asked again after a backoff, until the
-    /// row is hosted here, replaced as lost, or another node's: a move that
-    /// then fails must not leave the row naming a node that hosts nothing
-    /// (issue 19 item 3, "nothing is wedged forever"; the simulator's seed
-    /// 11751, where the row named an incarnation a login had made while
-    /// another was arriving, and that move then failed).
+    /// that it does not host is asked again (src/core/recheck.rs; the
+    /// simulator's seed 11751).
     fn recheck_unhosted(
         &mut self,
         node: NodeRid,
@@ -1561,60 +1498,9 @@ impl Mesh {
         outcome: &Result<ActorRef, Error>,
     ) {
         let now = self.now;
-        let sim = self.node_mut(node);
-        let Ok(row) = outcome else {
-            return;
-        };
-        let hosted = sim.core.actor_owner().actor_ref(actor);
-        if row.location.owner != node || hosted.is_some() {
-            return;
-        }
-        let last = sim.rechecks.get(actor).copied();
-        let backoff = backoff_after(last.map(|r| r.backoff));
-        let recheck = Recheck {
-            due: now + backoff,
-            backoff,
-            settles_from: last.map_or(now, |r| r.settles_from),
-        };
-        sim.rechecks.insert(actor.clone(), recheck);
-    }
-
-    /// The rechecks due at `node` ([`Mesh::recheck_after`]), each asked
-    /// once no other BindOrGet for its Actor is with the store.
-    fn recheck_due(&mut self, node: NodeRid) {
-        let now = self.now;
-        let sim = self.node(node);
-        let due: Vec<ActorId> = sim
-            .rechecks
-            .iter()
-            .filter(|(actor, recheck)| {
-                recheck.due <= now
-                    && !sim.hosting.contains_key(*actor)
-                    && !sim.after_destroy.contains_key(*actor)
-            })
-            .map(|(actor, _)| actor.clone())
-            .collect();
-        for actor in due {
-            // Due again only if this one ends `StoreUnavailable` too.
-            if let Some(recheck) = self.node_mut(node).rechecks.get_mut(&actor) {
-                recheck.due = now + RECHECK_MAX * 1_000;
-            }
-            self.host_request(node, actor, NOBODY);
-        }
-        let removals: Vec<(ActorId, RowVersion)> = self
-            .node(node)
-            .removals
-            .iter()
-            .filter(|(_, &(at, _, _))| at <= now)
-            .map(|(actor, &(_, _, version))| (actor.clone(), version))
-            .collect();
-        for (actor, version) in removals {
-            if let Some(entry) = self.node_mut(node).removals.get_mut(&actor) {
-                entry.0 = now + RECHECK_MAX * 1_000;
-            }
-            let remove = NodeStoreOp::Remove(actor, version);
-            self.issue(node, StoreJob::Node(remove), None);
-        }
+        self.node_mut(node)
+            .core
+            .recheck_unhosted(now, actor, &sim_actor_type(), outcome);
     }
 
     /// Carries out the core's decision for the first request (`first`): an
@@ -1711,6 +1597,17 @@ impl Mesh {
                     self.host_request(node, actor.clone(), ticket);
                 }
             }
+            // A BindOrGet nobody waits on (src/core/recheck.rs).
+            HostEvent::Recheck { actor, .. } => self.host_request(node, actor, NOBODY),
+            // An ending Actor's removal, made again (src/core/actor/removal.rs).
+            HostEvent::RemoveAgain { row } => {
+                let version = RowVersion::from(&row.location);
+                let remove = NodeStoreOp::Remove(row.id, version);
+                self.on_node(node, |mesh| {
+                    mesh.issue(node, StoreJob::Node(remove), None);
+                });
+            }
+            HostEvent::DestroyUnknown { actor } => self.destroy_unknown(node, &actor),
         }
     }
 
@@ -1878,15 +1775,6 @@ impl Mesh {
                 sim.next_renewal = now + LEASE_RENEW_INTERVAL;
                 mesh.issue(node, StoreJob::Node(NodeStoreOp::Renew(lease)), None);
             });
-        }
-        let running_nodes: Vec<NodeRid> = self
-            .nodes
-            .keys()
-            .copied()
-            .filter(|node| running(self, node))
-            .collect();
-        for node in running_nodes {
-            self.on_node(node, |mesh| mesh.recheck_due(node));
         }
         let lapsed: Vec<NodeRid> = self
             .leases
@@ -2383,34 +2271,29 @@ impl Mesh {
     ///
     /// A removal that ended `StoreUnavailable` may have been applied all the
     /// same (issue 19 item 3: an unknown outcome is never guessed): the
-    /// Actor stays ending and the removal is made again at the same version
-    /// after a backoff ([`RECHECK_FIRST`], doubling up to [`RECHECK_MAX`])
-    /// until the store answers — `Removed`, `Absent` (it was applied) and
-    /// `Conflict` (the row is another's now) all end the incarnation here.
-    /// Going on as before would leave an Actor served with no row, beside
-    /// the new incarnation the next login makes elsewhere (seed 6).
+    /// Actor stays ending and the core makes the removal again
+    /// (src/core/actor/removal.rs; [`HostEvent::RemoveAgain`]) until the
+    /// store answers — `Removed`, `Absent` (it was applied) and `Conflict`
+    /// (the row is another's now) all end the incarnation here. Going on as
+    /// before would leave an Actor served with no row, beside the new
+    /// incarnation the next login makes elsewhere (seed 6). The ticket has
+    /// the first outcome.
     fn destroy_answered(
         &mut self,
         node: NodeRid,
         actor: &ActorId,
-        version: RowVersion,
         ticket: Option<u64>,
         outcome: Result<(), Error>,
     ) {
         let now = self.now;
         let outcome = match outcome {
             Ok(()) => {
-                self.node_mut(node).removals.remove(actor);
                 let forgotten = self.forget(node, actor);
                 self.after_destroy_ended(node, actor);
                 forgotten
             }
             Err(error) if error.reason() == Reason::StoreUnavailable => {
-                let sim = self.node_mut(node);
-                let backoff = sim.removals.get(actor).map(|&(_, last, _)| last);
-                let backoff = backoff_after(backoff);
-                sim.removals
-                    .insert(actor.clone(), (now + backoff, backoff, version));
+                self.node_mut(node).core.actors(now).removal_unknown(actor);
                 Err(error)
             }
             Err(error) => {
@@ -2431,6 +2314,16 @@ impl Mesh {
         let waiting = self.node_mut(node).after_destroy.remove(actor);
         for ticket in waiting.unwrap_or_default() {
             self.host_request(node, actor.clone(), ticket);
+        }
+    }
+
+    /// The removal stays unknown and the node is fenced (the runtime's
+    /// `destroy_unknown`): the BindOrGets that waited for the destroy end
+    /// `Unavailable`; the Actor stays ending.
+    fn destroy_unknown(&mut self, node: NodeRid, actor: &ActorId) {
+        let waiting = self.node_mut(node).after_destroy.remove(actor);
+        for ticket in waiting.unwrap_or_default() {
+            self.answer_host(node, ticket, Err(Reason::StoreUnavailable.into()));
         }
     }
 
@@ -2771,12 +2664,6 @@ fn refused_job(job: &StoreJob, error: Error) -> StoreDone {
         StoreJob::Node(NodeStoreOp::Remove(..)) => StoreDone::Remove(Err(error)),
         StoreJob::Node(NodeStoreOp::Renew(_)) => StoreDone::Renew(Err(error), None),
     }
-}
-
-/// The backoff before a store call is made again: [`RECHECK_FIRST`], then
-/// twice the last, up to [`RECHECK_MAX`].
-fn backoff_after(last: Option<Duration>) -> Duration {
-    last.map_or(RECHECK_FIRST, |last| (last * 2).min(RECHECK_MAX))
 }
 
 /// Where a simulated node's peers would connect to it (its membership

@@ -18,6 +18,7 @@ mod awaits;
 mod calls;
 mod open_calls;
 mod placement;
+mod removal;
 mod timers;
 
 pub use self::awaits::{AwaitEvent, AwaitId, AwaitTimer};
@@ -48,6 +49,7 @@ use crate::wire::node::{
     BoundSessionReplaced, BoundSessionSend, CallsHandoff, NodeRecord, TimersHandoff,
 };
 use open_calls::OpenCalls;
+use removal::Ending;
 use timers::ActorTimers;
 
 /// Who this Actor owner is (§4 route fields).
@@ -213,8 +215,8 @@ struct HostedActor {
     /// instances and lanes of its own (the simulator, core tests).
     placement: Option<Placement>,
     /// Its row's removal is with the Location Store (a destroy): no move
-    /// starts meanwhile, and no second destroy.
-    ending: bool,
+    /// starts meanwhile, and no second destroy (removal.rs).
+    ending: Option<Ending>,
 }
 
 /// The state of every Actor this shard hosts.
@@ -386,7 +388,7 @@ impl ActorOwner {
         Option<BindingHandoff>,
     )> {
         // An Actor whose row is being removed is ending: nothing to move.
-        let hosted = self.actors.get(actor).filter(|h| !h.ending)?;
+        let hosted = self.actors.get(actor).filter(|h| h.ending.is_none())?;
         let binding = hosted.binding.as_ref().map(RegisteredBinding::handoff);
         Some((hosted.generation, hosted.authority, binding))
     }
@@ -441,7 +443,7 @@ impl ActorOwner {
 
     /// Whether the Actor's row removal is with the store (a destroy).
     pub fn is_ending(&self, actor: &ActorId) -> bool {
-        self.actors.get(actor).is_some_and(|h| h.ending)
+        self.actors.get(actor).is_some_and(|h| h.ending.is_some())
     }
 
     /// Whether `actor` is hosted here.
@@ -518,7 +520,7 @@ impl Actors<'_> {
             timers: ActorTimers::default(),
             calls: OpenCalls::default(),
             placement,
-            ending: false,
+            ending: None,
         };
         let actor_ref = self.owner.make_ref(&actor, &hosted);
         self.owner.actors.insert(actor, hosted);
@@ -542,20 +544,25 @@ impl Actors<'_> {
     /// second destroy is refused. Returns its ActorRef, whose location is
     /// the row version to remove.
     pub fn begin_destroy(&mut self, actor: &ActorId) -> Result<ActorRef, Error> {
-        let hosted = self.owner.actors.get(actor).filter(|h| !h.ending);
+        let hosted = self.owner.actors.get(actor).filter(|h| h.ending.is_none());
         let Some(actor_ref) = hosted.map(|h| self.owner.make_ref(actor, h)) else {
             return Err(Reason::StaleLocation.into());
         };
         if let Some(hosted) = self.owner.actors.get_mut(actor) {
-            hosted.ending = true;
+            hosted.ending = Some(Ending::default());
         }
         Ok(actor_ref)
     }
 
     /// The store could not remove the row: the Actor goes on as before.
     pub fn destroy_failed(&mut self, actor: &ActorId) {
-        if let Some(hosted) = self.owner.actors.get_mut(actor) {
-            hosted.ending = false;
+        let ending = self
+            .owner
+            .actors
+            .get_mut(actor)
+            .and_then(|h| h.ending.take());
+        if let Some(again) = ending.and_then(|ending| ending.again) {
+            self.fx.cancel(again);
         }
     }
 
@@ -589,7 +596,7 @@ impl Actors<'_> {
             timers: ActorTimers::handed(timers, queued, &actor, self.fx),
             calls: OpenCalls::handed(calls, &actor, self.fx),
             placement,
-            ending: false,
+            ending: None,
         };
         let actor_ref = self.owner.make_ref(&actor, &hosted);
         self.owner.actors.insert(actor, hosted);
@@ -607,6 +614,9 @@ impl Actors<'_> {
             .ok_or_else(|| Error::new(Reason::StaleLocation))?;
         destroyed.timers.cancel_all(self.fx);
         destroyed.calls.cancel_all(self.fx);
+        if let Some(again) = destroyed.ending.and_then(|ending| ending.again) {
+            self.fx.cancel(again);
+        }
         Ok(destroyed.placement)
     }
 
@@ -829,7 +839,7 @@ impl Actors<'_> {
             .owner
             .actors
             .get_mut(&request.actor)
-            .filter(|h| !h.ending)
+            .filter(|h| h.ending.is_none())
         else {
             return Err(Reason::StaleLocation.into());
         };
@@ -981,7 +991,12 @@ impl Actors<'_> {
         }
         // An ending Actor (its row removal with the store) admits no relay,
         // as no bind: see `admit_bind`.
-        let Some(hosted) = self.owner.actors.get(&message.actor).filter(|h| !h.ending) else {
+        let Some(hosted) = self
+            .owner
+            .actors
+            .get(&message.actor)
+            .filter(|h| h.ending.is_none())
+        else {
             return Err(Reason::StaleLocation.into());
         };
         let current = hosted

@@ -58,7 +58,7 @@ use crate::runtime::caller::CallReply;
 use crate::runtime::executor::{completion, Completer, Completion};
 use crate::runtime::router::ShardMsg;
 use crate::runtime::store_effects::{HostRow, Replaced, StoreAnswer};
-use crate::store::{Created, LocationStore, OwnerClaim, RemoveOutcome, RowVersion, StoreError};
+use crate::store::{Created, OwnerClaim, RemoveOutcome, RowVersion, StoreError};
 use crate::wire::client::{ClientFrame, CloseReason};
 use crate::wire::DecodeLimits;
 
@@ -109,7 +109,17 @@ pub(super) struct ActorHost {
     /// (`HostDecision::AfterDestroy`), first asked first: they start again
     /// when it does ([`ShardState::destroy_answered`]).
     pub(super) after_destroy: HashMap<ActorId, Vec<HostRequest>>,
+    /// The BindOrGet store step with the store for an Actor: when it was
+    /// made, and whether it writes (a create or a replacement, whose
+    /// unknown outcome is asked about again: src/core/recheck.rs).
+    pub(super) store_step: HashMap<ActorId, (Instant, bool)>,
+    /// Destroys whose row removal's outcome was unknown, waiting for the
+    /// core to make it again (src/core/actor/removal.rs): who waits.
+    pub(super) destroying: HashMap<ActorId, DestroyReply>,
 }
+
+/// Who waits for a destroy: `Node::destroy_actor`.
+pub(in crate::runtime) type DestroyReply = std::sync::mpsc::Sender<Result<(), Error>>;
 
 impl ActorHost {
     pub(super) fn new() -> Self {
@@ -120,6 +130,8 @@ impl ActorHost {
             spots: Slab::new(),
             hosting: HashMap::new(),
             after_destroy: HashMap::new(),
+            store_step: HashMap::new(),
+            destroying: HashMap::new(),
         }
     }
 }
@@ -165,6 +177,9 @@ pub(in crate::runtime) enum HostWaiter {
     /// answered, and this shard's BindOrGet never asks on
     /// (src/core/host_ask.rs).
     Peer { to: Peer, request: RequestId },
+    /// Nobody: the core asks again after an unknown outcome
+    /// (src/core/recheck.rs); what the store answers is all it needs.
+    Recheck,
 }
 
 /// One BindOrGet asked of this shard.
@@ -258,6 +273,7 @@ impl ShardState {
     /// may host the Actor, else a look-up of the incarnation elsewhere.
     fn ask_store_to_host(&mut self, id: ActorId, request: HostRequest) {
         let claim = self.claim_for(&request.actor_type);
+        let writes = claim.is_some();
         let for_store = id.clone();
         let asked = self.store_effect(move |store| {
             let outcome = match claim {
@@ -271,6 +287,8 @@ impl ShardState {
         });
         match asked {
             Ok(()) => {
+                let now = self.now();
+                self.host.store_step.insert(id.clone(), (now, writes));
                 self.host.hosting.insert(id, vec![request]);
             }
             Err(error) => self.answer_host(request.waiter, Err(error)),
@@ -317,9 +335,21 @@ impl ShardState {
         answer: Result<RowAnswer, StoreError>,
         replacing: bool,
     ) {
+        let step = self.host.store_step.remove(&id);
         let Some((first, rest)) = self.first_waiting(&id) else {
             return;
         };
+        // An unknown outcome of a write is asked about again; the answer
+        // to a later step settles that (src/core/recheck.rs).
+        let recheck_type = ActorTypeName::new(&first.actor_type)
+            .ok()
+            .filter(|_| first.spot.is_none());
+        if let Some((issued, writes)) = step {
+            let unknown = matches!(answer, Err(StoreError::Unavailable(_))) && writes;
+            let now = self.now();
+            let recheck = recheck_type.as_ref().filter(|_| unknown);
+            self.core.recheck_after_store(now, &id, issued, recheck);
+        }
         let for_peer = matches!(first.waiter, HostWaiter::Peer { .. });
         let decision = match (self.host_without_store(&id, &first), answer) {
             (Some(step), _) => step,
@@ -343,6 +373,10 @@ impl ShardState {
                 return self.wait_for_destroy(id, waiting);
             }
         };
+        if let (Some(outcome), Some(actor_type)) = (&decided, &recheck_type) {
+            let now = self.now();
+            self.core.recheck_unhosted(now, &id, actor_type, outcome);
+        }
         self.settle_hosting(id, first, rest, decided);
     }
 
@@ -435,7 +469,11 @@ impl ShardState {
             }
         });
         match asked {
-            Ok(()) => None,
+            Ok(()) => {
+                let now = self.now();
+                self.host.store_step.insert(id.clone(), (now, true));
+                None
+            }
             Err(error) => Some(Err(error)),
         }
     }
@@ -455,6 +493,7 @@ impl ShardState {
                 let now = self.now();
                 self.core.answer_host_ask(now, to, request, outcome);
             }
+            HostWaiter::Recheck => {}
         }
     }
 
@@ -605,29 +644,49 @@ impl ShardState {
                 return;
             }
         };
-        let expected = RowVersion::from(&actor_ref.location);
-        let (for_store, answer) = (id.clone(), reply.clone());
-        let lapses = self.lease_expires_at();
-        let asked = self.store_effect(move |store| StoreAnswer::Destroy {
-            outcome: remove_until_answered(store, &for_store, expected, lapses),
-            id: for_store,
-            reply: answer,
-        });
-        if let Err(error) = asked {
+        if let Err(error) = self.remove_row(&actor_ref, reply.clone()) {
             self.core.actors(now).destroy_failed(&id);
             self.after_destroy_ended(&id, None);
             let _ = reply.send(Err(error));
         }
     }
 
-    /// When this node's owner lease lapses, as it last read it (`None`: no
-    /// lease, no store).
-    fn lease_expires_at(&self) -> Option<Instant> {
-        let lease = self.node.lease.as_ref()?;
-        let lease = lease
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        Some(lease.expires_at)
+    /// A destroy's row removal, at the version of `row` (an effect,
+    /// answered in [`Self::destroy_answered`]).
+    fn remove_row(&mut self, row: &ActorRef, reply: DestroyReply) -> Result<(), Error> {
+        let expected = RowVersion::from(&row.location);
+        let id = row.id.clone();
+        self.store_effect(move |store| StoreAnswer::Destroy {
+            outcome: store.remove(&id, expected).map(drop),
+            id,
+            reply,
+        })
+    }
+
+    /// The core makes an ending Actor's removal again (its last outcome
+    /// unknown, src/core/actor/removal.rs). A full store queue is one more
+    /// unknown outcome.
+    pub(in crate::runtime) fn remove_again(&mut self, row: &ActorRef) {
+        let Some(reply) = self.host.destroying.remove(&row.id) else {
+            return;
+        };
+        if self.remove_row(row, reply.clone()).is_err() {
+            let now = self.now();
+            self.core.actors(now).removal_unknown(&row.id);
+            self.host.destroying.insert(row.id.clone(), reply);
+        }
+    }
+
+    /// The removal stays unknown and this node is fenced (§5): the destroy
+    /// ends `Unavailable`, and so do the BindOrGets that waited for it;
+    /// the Actor stays ending, serving nothing, never served again beside
+    /// a removal that may have been applied.
+    pub(in crate::runtime) fn destroy_unknown(&mut self, id: &ActorId) {
+        let error = Error::new(Reason::StoreUnavailable);
+        self.after_destroy_ended(id, Some(&error));
+        if let Some(reply) = self.host.destroying.remove(id) {
+            let _ = reply.send(Err(error));
+        }
     }
 
     /// The store answered a destroy's removal: the incarnation ends here.
@@ -635,18 +694,16 @@ impl ShardState {
         &mut self,
         id: &ActorId,
         outcome: Result<(), StoreError>,
-        reply: &std::sync::mpsc::Sender<Result<(), Error>>,
+        reply: DestroyReply,
     ) {
         let outcome = match outcome {
             Ok(()) => self.forget(id),
-            // Still unknown when the lease lapsed: the Actor stays ending,
-            // serving nothing, until this node fences itself (§5) — never
-            // served again beside a removal that may have been applied.
-            // The BindOrGets that waited for it end with that error.
-            Err(error @ StoreError::Unavailable(_)) => {
-                let error = Error::from(error);
-                self.after_destroy_ended(id, Some(&error));
-                let _ = reply.send(Err(error));
+            // Unknown: it may have been applied. The Actor stays ending and
+            // the core makes the removal again (src/core/actor/removal.rs).
+            Err(StoreError::Unavailable(_)) => {
+                let now = self.now();
+                self.core.actors(now).removal_unknown(id);
+                self.host.destroying.insert(id.clone(), reply);
                 return;
             }
             // A refusal: nothing was removed, the Actor goes on.
@@ -1099,41 +1156,6 @@ impl ActorContext for TurnContext<'_> {
 }
 
 /// The User Spot a BindOrGet asks for, as the core's rules take it.
-/// A destroy's row removal, on a store worker (never the shard): an
-/// outcome the store did not give (`Unavailable`: a timeout or a lost
-/// connection, after which the removal may or may not have been applied) is
-/// never guessed (issue 19 item 3). The removal is made again, at its
-/// version, 200 ms later and then twice as long each time up to 3.2 s, until
-/// the store answers — removed, absent or changed, each the end of this
-/// incarnation's row — or until the node's lease lapses, after which the
-/// row is not live anyway and the node fences itself (§5). Meanwhile the
-/// Actor is ending: it serves nothing and does not move.
-fn remove_until_answered(
-    store: &dyn LocationStore,
-    id: &ActorId,
-    expected: RowVersion,
-    lapses: Option<Instant>,
-) -> Result<(), StoreError> {
-    let mut backoff = REMOVE_RETRY_FIRST;
-    loop {
-        match store.remove(id, expected) {
-            Err(StoreError::Unavailable(why)) => {
-                if lapses.map_or(true, |at| store.now() + backoff >= at) {
-                    return Err(StoreError::Unavailable(why));
-                }
-                std::thread::sleep(backoff);
-                backoff = (backoff * 2).min(REMOVE_RETRY_MAX);
-            }
-            outcome => return outcome.map(drop),
-        }
-    }
-}
-
-/// The first wait before a destroy's removal is made again.
-const REMOVE_RETRY_FIRST: Duration = Duration::from_millis(200);
-/// The longest wait between two tries of a destroy's removal.
-const REMOVE_RETRY_MAX: Duration = Duration::from_millis(3_200);
-
 fn into_spot(request: &HostRequest) -> Option<IntoSpot<'_>> {
     request.spot.as_ref().map(|spot| IntoSpot {
         id: &spot.id,

@@ -1,0 +1,181 @@
+//! A store step whose outcome was unknown is made again (issue 19 item 3):
+//! a BindOrGet's create (src/core/recheck.rs) and a destroy's row removal
+//! (src/core/actor/removal.rs), on the core's one timer wheel, never before
+//! the backoff, doubling up to its cap; a recheck settled only by an answer
+//! to a step made a horizon after the last unknown outcome, a removal ended
+//! only by the store's answer or the owner's fence. Virtual time: each due
+//! time is checked as "not a tick before, at the instant itself".
+
+mod common;
+
+use std::time::Duration;
+
+use common::one_shard;
+use zlink::core::host_ask::HostEvent;
+use zlink::core::recheck::{RECHECK_FIRST, RECHECK_HORIZON, RECHECK_MAX};
+use zlink::core::session::SessionOwnerConfig;
+use zlink::core::shard::ShardCore;
+use zlink::core::time::Instant;
+use zlink::core::CoreEvent;
+use zlink::error::{Error, Reason};
+use zlink::ids::{
+    ActorId, ActorLocation, ActorRef, ActorTypeName, AuthorityOwnerGeneration, MeshName,
+    NodeGeneration, NodeRid, ObjectGeneration, OwnerLeaseGeneration,
+};
+use zlink::sim::actor_id;
+
+const T0: Instant = Instant::ZERO;
+const MS: Duration = Duration::from_millis(1);
+
+fn player() -> ActorTypeName {
+    ActorTypeName::new("player").unwrap()
+}
+
+/// What the core asks to make again at `now` (timers fired, events
+/// drained): the Actors of its rechecks and removals.
+fn due(core: &mut ShardCore, now: Instant) -> Vec<ActorId> {
+    core.handle_timeout(now);
+    let mut asked = Vec::new();
+    while let Some(event) = core.poll_event() {
+        match event {
+            CoreEvent::Host(HostEvent::Recheck { actor, actor_type }) => {
+                assert_eq!(actor_type, player());
+                asked.push(actor);
+            }
+            CoreEvent::Host(HostEvent::RemoveAgain { row }) => asked.push(row.id),
+            CoreEvent::Host(other) => panic!("not asked for here: {other:?}"),
+            _ => {}
+        }
+    }
+    asked
+}
+
+/// Asserts that `actor`'s recheck comes `after` `from`, not a tick sooner;
+/// returns when.
+fn comes_at(core: &mut ShardCore, actor: &ActorId, from: Instant, after: Duration) -> Instant {
+    let at = from + after;
+    assert!(due(core, from + (after - MS)).is_empty(), "before {at:?}");
+    assert_eq!(due(core, at), vec![actor.clone()], "at {at:?}");
+    at
+}
+
+#[test]
+fn core_recheck_an_unknown_create_is_asked_again_after_a_doubling_backoff_up_to_its_cap() {
+    let mut core = one_shard(SessionOwnerConfig::default());
+    let actor = actor_id("p");
+    let mut now = T0;
+    let mut backoff = RECHECK_FIRST;
+    // Each recheck's own step ends unknown too: the backoff doubles, capped.
+    for _ in 0..7 {
+        core.recheck_after_store(now, &actor, now, Some(&player()));
+        now = comes_at(&mut core, &actor, now, backoff);
+        backoff = (backoff * 2).min(RECHECK_MAX);
+    }
+    assert_eq!(backoff, RECHECK_MAX);
+    // Once asked, nothing more comes until an answer arms it again: the
+    // next recheck's answer, to a step made past the horizon, settles it.
+    assert!(due(&mut core, now + RECHECK_MAX * 4).is_empty());
+    let later = now + RECHECK_MAX * 4;
+    core.recheck_after_store(later, &actor, later, None);
+    assert!(due(&mut core, later + RECHECK_MAX * 4).is_empty());
+    assert_eq!(core.rechecks().count(), 0, "settled");
+}
+
+#[test]
+fn core_recheck_an_answer_to_a_step_made_before_the_horizon_does_not_settle_it() {
+    let mut core = one_shard(SessionOwnerConfig::default());
+    let actor = actor_id("p");
+    core.recheck_after_store(T0, &actor, T0, Some(&player()));
+    // A step made before the unknown one's horizon (several are in flight
+    // at the store at once) is answered: the recheck still comes, at the
+    // horizon at the earliest.
+    let answered = T0 + 100 * MS;
+    core.recheck_after_store(answered, &actor, T0 + 50 * MS, None);
+    comes_at(&mut core, &actor, T0, RECHECK_HORIZON);
+    // Its own step, made past the horizon, settles it.
+    let made = T0 + RECHECK_HORIZON;
+    core.recheck_after_store(made + 20 * MS, &actor, made, None);
+    assert_eq!(core.rechecks().count(), 0);
+    assert!(due(&mut core, made + RECHECK_MAX * 4).is_empty());
+}
+
+fn row_naming(owner: NodeRid) -> ActorRef {
+    ActorRef {
+        id: actor_id("p"),
+        generation: ObjectGeneration(2),
+        location: ActorLocation {
+            mesh: MeshName::new("sim").unwrap(),
+            owner,
+            node_generation: NodeGeneration(1),
+            authority: AuthorityOwnerGeneration(3),
+            lease: OwnerLeaseGeneration(1),
+        },
+    }
+}
+
+#[test]
+fn core_recheck_a_login_answered_with_a_row_naming_this_node_it_does_not_host_is_asked_again() {
+    let mut core = one_shard(SessionOwnerConfig::default());
+    let actor = actor_id("p");
+    // Another node's row, or an error: nothing to ask again.
+    core.recheck_unhosted(T0, &actor, &player(), &Ok(row_naming(NodeRid(2))));
+    let refused: Result<ActorRef, Error> = Err(Reason::StaleLocation.into());
+    core.recheck_unhosted(T0, &actor, &player(), &refused);
+    assert_eq!(core.rechecks().count(), 0);
+    // This node's row, hosted nowhere here ("in motion"): asked again.
+    core.recheck_unhosted(T0, &actor, &player(), &Ok(row_naming(NodeRid(1))));
+    comes_at(&mut core, &actor, T0, RECHECK_FIRST);
+}
+
+#[test]
+fn core_recheck_an_unknown_removal_is_made_again_until_the_store_answers_or_the_owner_fences() {
+    let mut core = one_shard(SessionOwnerConfig::default());
+    let actor = actor_id("p");
+    core.actors(T0)
+        .host(
+            actor.clone(),
+            ObjectGeneration(2),
+            AuthorityOwnerGeneration(3),
+        )
+        .unwrap();
+    core.actors(T0).begin_destroy(&actor).unwrap();
+    // Each removal made again ends unknown too: the backoff doubles, capped,
+    // and each asks for the same row version.
+    let (mut now, mut backoff) = (T0, RECHECK_FIRST);
+    for _ in 0..6 {
+        core.actors(now).removal_unknown(&actor);
+        now = comes_at(&mut core, &actor, now, backoff);
+        backoff = (backoff * 2).min(RECHECK_MAX);
+    }
+    // The store answers (the removal made): nothing more is made again.
+    core.actors(now).removal_unknown(&actor);
+    core.actors(now).destroy(&actor).unwrap();
+    assert!(due(&mut core, now + RECHECK_MAX * 2).is_empty());
+    // A refusal ends it too: the Actor goes on, its removal never made again.
+    let now = now + RECHECK_MAX * 2;
+    core.actors(now)
+        .host(
+            actor.clone(),
+            ObjectGeneration(4),
+            AuthorityOwnerGeneration(5),
+        )
+        .unwrap();
+    core.actors(now).begin_destroy(&actor).unwrap();
+    core.actors(now).removal_unknown(&actor);
+    core.actors(now).destroy_failed(&actor);
+    assert!(due(&mut core, now + RECHECK_MAX * 2).is_empty());
+    // Once fenced (§5), a due removal ends the destroy unknown instead.
+    let now = now + RECHECK_MAX * 2;
+    core.actors(now).begin_destroy(&actor).unwrap();
+    core.actors(now).removal_unknown(&actor);
+    core.actors(now).fence();
+    core.handle_timeout(now + RECHECK_FIRST);
+    let events: Vec<CoreEvent> = std::iter::from_fn(|| core.poll_event()).collect();
+    assert_eq!(
+        events,
+        vec![CoreEvent::Host(HostEvent::DestroyUnknown {
+            actor: actor.clone()
+        })]
+    );
+    assert!(core.actor_owner().is_ending(&actor), "it stays ending");
+}
