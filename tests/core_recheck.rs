@@ -124,7 +124,18 @@ fn core_recheck_a_login_answered_with_a_row_naming_this_node_it_does_not_host_is
     assert_eq!(core.rechecks().count(), 0);
     // This node's row, hosted nowhere here ("in motion"): asked again.
     core.recheck_unhosted(T0, &actor, &player(), &Ok(row_naming(NodeRid(1))));
-    comes_at(&mut core, &actor, T0, RECHECK_FIRST);
+    let now = comes_at(&mut core, &actor, T0, RECHECK_FIRST);
+    // Hosted here by the time it is due again: settled, nothing asked.
+    core.recheck_unhosted(now, &actor, &player(), &Ok(row_naming(NodeRid(1))));
+    core.actors(now)
+        .host(
+            actor.clone(),
+            ObjectGeneration(2),
+            AuthorityOwnerGeneration(3),
+        )
+        .unwrap();
+    assert!(due(&mut core, now + RECHECK_MAX).is_empty());
+    assert_eq!(core.rechecks().count(), 0);
 }
 
 #[test]

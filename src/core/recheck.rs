@@ -26,6 +26,9 @@
 //!   simulator's seed 11751).
 //! - A recheck asked joins the BindOrGets already waiting for the Actor,
 //!   behind them: the shard keeps one store step per Actor at a time.
+//! - A recheck never asks on (`for_peer`): a row naming another node is
+//!   that node's, and nobody's login should make it act. An Actor hosted
+//!   here when its recheck is due settles it: its row names this node.
 //! - Rechecks are kept only for BindOrGets outside a User Spot: a Spot's
 //!   create needs the Spot's handle, which the core does not hold. Such a
 //!   row is replaced at the next login into the Spot.
@@ -161,6 +164,10 @@ impl ShardCore {
     /// A recheck is due: the shard runs BindOrGet for the Actor, for nobody
     /// ([`HostEvent::Recheck`]).
     pub(super) fn on_recheck_due(&mut self, actor: ActorId) {
+        if self.actor_owner().hosts(&actor) {
+            self.rechecks.open.remove(&actor);
+            return;
+        }
         let Some(recheck) = self.rechecks.open.get_mut(&actor) else {
             return;
         };

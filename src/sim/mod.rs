@@ -1405,7 +1405,8 @@ impl Mesh {
                 waiting.push(ticket);
                 return;
             }
-            let for_peer = mesh.peer_asks.contains_key(&ticket);
+            // A peer's ask, or a recheck: neither asks on (recheck.rs).
+            let for_peer = ticket == NOBODY || mesh.peer_asks.contains_key(&ticket);
             match mesh.core_host(node, &actor, None, for_peer) {
                 Some(decision) => mesh.host_decided(node, actor, ticket, Vec::new(), decision),
                 None => {
@@ -1460,7 +1461,7 @@ impl Mesh {
         }
         let first = waiting.remove(0);
         self.recheck_after(node, &actor, issued, &answer);
-        let for_peer = self.peer_asks.contains_key(&first);
+        let for_peer = first == NOBODY || self.peer_asks.contains_key(&first);
         if let Some(decision) = self.core_host(node, &actor, Some((answer, replacing)), for_peer) {
             self.host_decided(node, actor, first, waiting, decision);
         }

@@ -350,7 +350,8 @@ impl ShardState {
             let recheck = recheck_type.as_ref().filter(|_| unknown);
             self.core.recheck_after_store(now, &id, issued, recheck);
         }
-        let for_peer = matches!(first.waiter, HostWaiter::Peer { .. });
+        // A peer's ask, or a recheck: neither asks on (src/core/recheck.rs).
+        let for_peer = matches!(first.waiter, HostWaiter::Peer { .. } | HostWaiter::Recheck);
         let decision = match (self.host_without_store(&id, &first), answer) {
             (Some(step), _) => step,
             (None, Err(error)) => HostDecision::Decided(Err(error.into())),
