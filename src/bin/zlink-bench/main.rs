@@ -10,8 +10,8 @@
 //! costs established sessions instead ([`store_axis`]). The `actor-rtt`
 //! workload has no load client: its callers are Actors (or tasks) inside
 //! the system ([`actor_rtt`]). It exits 1
-//! when any message was lost, duplicated or corrupted, or (store axis) an
-//! established request failed.
+//! when any message was lost, duplicated or corrupted, (store axis) an
+//! established request failed, or (idle memory) a session did not bind.
 //!
 //! `cargo run --release --features bench --bin zlink-bench -- --help`
 //! lists the flags.
@@ -67,6 +67,14 @@ fn main() {
             (
                 clean,
                 "an established session's request ended in an error (see the report)",
+            )
+        }),
+        // Idle memory: a login refused (a typed error: the store queue
+        // full under a fast burst, say) leaves that session unbound.
+        None if options.idle_sessions.is_some() => run(&options).map(|clean| {
+            (
+                clean,
+                "not every idle session logged in and bound (see the bound column)",
             )
         }),
         None => run(&options).map(|clean| {
