@@ -11,25 +11,26 @@ mod common;
 use std::time::Duration;
 
 use common::one_shard;
+use zlink::core::creation::{HostDecision, RowAnswer};
 use zlink::core::host_ask::HostEvent;
-use zlink::core::recheck::{RECHECK_FIRST, RECHECK_HORIZON, RECHECK_MAX};
+use zlink::core::recheck::{StepEnd, RECHECK_FIRST, RECHECK_HORIZON, RECHECK_MAX};
 use zlink::core::session::SessionOwnerConfig;
 use zlink::core::shard::ShardCore;
 use zlink::core::time::Instant;
+use zlink::core::trace::FlowTrace;
 use zlink::core::CoreEvent;
 use zlink::error::{Error, Reason};
 use zlink::ids::{
-    ActorId, ActorLocation, ActorRef, ActorTypeName, AuthorityOwnerGeneration, MeshName,
-    NodeGeneration, NodeRid, ObjectGeneration, OwnerLeaseGeneration,
+    ActorId, ActorLocation, ActorRef, AuthorityOwnerGeneration, MeshName, NodeGeneration, NodeRid,
+    ObjectGeneration, OwnerLeaseGeneration,
 };
 use zlink::sim::actor_id;
 
 const T0: Instant = Instant::ZERO;
 const MS: Duration = Duration::from_millis(1);
 
-fn player() -> ActorTypeName {
-    ActorTypeName::new("player").unwrap()
-}
+/// A create's (or a replacement's) outcome unknown.
+const WROTE_UNKNOWN: StepEnd = StepEnd::Unknown { writes: true };
 
 /// What the core asks to make again at `now` (timers fired, events
 /// drained): the Actors of its rechecks and removals.
@@ -38,10 +39,7 @@ fn due(core: &mut ShardCore, now: Instant) -> Vec<ActorId> {
     let mut asked = Vec::new();
     while let Some(event) = core.poll_event() {
         match event {
-            CoreEvent::Host(HostEvent::Recheck { actor, actor_type }) => {
-                assert_eq!(actor_type, player());
-                asked.push(actor);
-            }
+            CoreEvent::Host(HostEvent::Recheck { actor }) => asked.push(actor),
             CoreEvent::Host(HostEvent::RemoveAgain { row }) => asked.push(row.id),
             CoreEvent::Host(other) => panic!("not asked for here: {other:?}"),
             _ => {}
@@ -67,7 +65,7 @@ fn core_recheck_an_unknown_create_is_asked_again_after_a_doubling_backoff_up_to_
     let mut backoff = RECHECK_FIRST;
     // Each recheck's own step ends unknown too: the backoff doubles, capped.
     for _ in 0..7 {
-        core.recheck_after_store(now, &actor, now, Some(&player()));
+        core.recheck_after_store(now, &actor, now, WROTE_UNKNOWN);
         now = comes_at(&mut core, &actor, now, backoff);
         backoff = (backoff * 2).min(RECHECK_MAX);
     }
@@ -76,7 +74,7 @@ fn core_recheck_an_unknown_create_is_asked_again_after_a_doubling_backoff_up_to_
     // next recheck's answer, to a step made past the horizon, settles it.
     assert!(due(&mut core, now + RECHECK_MAX * 4).is_empty());
     let later = now + RECHECK_MAX * 4;
-    core.recheck_after_store(later, &actor, later, None);
+    core.recheck_after_store(later, &actor, later, StepEnd::Answered);
     assert!(due(&mut core, later + RECHECK_MAX * 4).is_empty());
     assert_eq!(core.rechecks().count(), 0, "settled");
 }
@@ -85,16 +83,16 @@ fn core_recheck_an_unknown_create_is_asked_again_after_a_doubling_backoff_up_to_
 fn core_recheck_an_answer_to_a_step_made_before_the_horizon_does_not_settle_it() {
     let mut core = one_shard(SessionOwnerConfig::default());
     let actor = actor_id("p");
-    core.recheck_after_store(T0, &actor, T0, Some(&player()));
+    core.recheck_after_store(T0, &actor, T0, WROTE_UNKNOWN);
     // A step made before the unknown one's horizon (several are in flight
     // at the store at once) is answered: the recheck still comes, at the
     // horizon at the earliest.
     let answered = T0 + 100 * MS;
-    core.recheck_after_store(answered, &actor, T0 + 50 * MS, None);
+    core.recheck_after_store(answered, &actor, T0 + 50 * MS, StepEnd::Answered);
     comes_at(&mut core, &actor, T0, RECHECK_HORIZON);
     // Its own step, made past the horizon, settles it.
     let made = T0 + RECHECK_HORIZON;
-    core.recheck_after_store(made + 20 * MS, &actor, made, None);
+    core.recheck_after_store(made + 20 * MS, &actor, made, StepEnd::Answered);
     assert_eq!(core.rechecks().count(), 0);
     assert!(due(&mut core, made + RECHECK_MAX * 4).is_empty());
 }
@@ -118,24 +116,16 @@ fn core_recheck_a_login_answered_with_a_row_naming_this_node_it_does_not_host_is
     let mut core = one_shard(SessionOwnerConfig::default());
     let actor = actor_id("p");
     // Another node's row, or an error: nothing to ask again.
-    core.recheck_unhosted(T0, &actor, &player(), &Ok(row_naming(NodeRid(2))));
+    core.recheck_unhosted(T0, &actor, &Ok(row_naming(NodeRid(2))));
     let refused: Result<ActorRef, Error> = Err(Reason::StaleLocation.into());
-    core.recheck_unhosted(T0, &actor, &player(), &refused);
+    core.recheck_unhosted(T0, &actor, &refused);
     assert_eq!(core.rechecks().count(), 0);
     // This node's row, hosted nowhere here ("in motion"): asked again.
-    core.recheck_unhosted(T0, &actor, &player(), &Ok(row_naming(NodeRid(1))));
+    core.recheck_unhosted(T0, &actor, &Ok(row_naming(NodeRid(1))));
     let now = comes_at(&mut core, &actor, T0, RECHECK_FIRST);
-    // Hosted here by the time it is due again: settled, nothing asked.
-    core.recheck_unhosted(now, &actor, &player(), &Ok(row_naming(NodeRid(1))));
-    core.actors(now)
-        .host(
-            actor.clone(),
-            ObjectGeneration(2),
-            AuthorityOwnerGeneration(3),
-        )
-        .unwrap();
-    assert!(due(&mut core, now + RECHECK_MAX).is_empty());
-    assert_eq!(core.rechecks().count(), 0);
+    // Its own look-up ends unknown: again, after a doubled backoff.
+    core.recheck_after_store(now, &actor, now, StepEnd::Unknown { writes: false });
+    comes_at(&mut core, &actor, now, RECHECK_FIRST * 2);
 }
 
 #[test]
@@ -189,4 +179,69 @@ fn core_recheck_an_unknown_removal_is_made_again_until_the_store_answers_or_the_
         })]
     );
     assert!(core.actor_owner().is_ending(&actor), "it stays ending");
+}
+
+#[test]
+fn core_recheck_a_look_up_alone_arms_nothing_and_an_answered_one_settles_past_the_horizon() {
+    let mut core = one_shard(SessionOwnerConfig::default());
+    let actor = actor_id("p");
+    core.recheck_after_store(T0, &actor, T0, StepEnd::Unknown { writes: false });
+    assert_eq!(core.rechecks().count(), 0, "a look-up leaves no row");
+    core.recheck_after_store(T0, &actor, T0, WROTE_UNKNOWN);
+    let made = T0 + RECHECK_HORIZON;
+    core.recheck_after_store(made, &actor, made, StepEnd::Answered);
+    assert_eq!(core.rechecks().count(), 0);
+}
+
+/// A recheck's answer: never a create, never an ask of the row's owner;
+/// an orphan (a row naming this node, neither hosted nor moving here) is
+/// removed at its version; an ending Actor is waited for, or, the owner
+/// fenced, refused.
+#[test]
+fn core_recheck_found_removes_an_orphan_and_never_creates_or_asks_the_owner() {
+    let mut core = one_shard(SessionOwnerConfig::default());
+    let actor = actor_id("p");
+    let decided = |core: &mut ShardCore, answer| match core.recheck_found(&actor_id("p"), answer) {
+        HostDecision::Decided(outcome) => Some(outcome.map_err(|e| e.reason())),
+        HostDecision::RemoveOrphan(row) => {
+            assert_eq!(row, row_naming(NodeRid(1)));
+            None
+        }
+        other => panic!("a recheck decided {other:?}"),
+    };
+    // No row: nothing to clean, nothing created.
+    let none = decided(&mut core, RowAnswer::Looked(None));
+    assert_eq!(none, Some(Err(Reason::StaleLocation)));
+    // Another node's row: its own (no ask, 71).
+    let theirs = row_naming(NodeRid(2));
+    let other = decided(&mut core, RowAnswer::Looked(Some(theirs.clone())));
+    assert_eq!(other, Some(Ok(theirs)));
+    // This node's row, hosted nowhere here: an orphan, removed.
+    let orphan = decided(&mut core, RowAnswer::Looked(Some(row_naming(NodeRid(1)))));
+    assert_eq!(orphan, None);
+    assert_eq!(core.counters().get(FlowTrace::OrphanRowFound), 1);
+    // Hosted here: that is it; the look-up goes to the store all the same.
+    core.actors(T0)
+        .host(
+            actor.clone(),
+            ObjectGeneration(2),
+            AuthorityOwnerGeneration(3),
+        )
+        .unwrap();
+    assert_eq!(core.recheck_step(&actor), None);
+    let hosted = decided(&mut core, RowAnswer::Looked(Some(row_naming(NodeRid(1)))));
+    assert_eq!(
+        hosted.and_then(Result::ok).map(|r| r.id),
+        Some(actor.clone())
+    );
+    // Ending: wait for the destroy; fenced meanwhile, refused.
+    core.actors(T0).begin_destroy(&actor).unwrap();
+    assert_eq!(core.recheck_step(&actor), Some(HostDecision::AfterDestroy));
+    core.actors(T0).fence();
+    let refused = core.recheck_step(&actor);
+    assert_eq!(
+        refused,
+        Some(HostDecision::Decided(Err(Reason::LeaseExpired.into())))
+    );
+    assert_eq!(core.host_step(&actor, None), refused);
 }

@@ -438,11 +438,11 @@ fn a_login_while_the_actor_is_destroyed_waits_for_the_destroy_and_gets_a_new_inc
 
 /// A create whose answer was lost (applied, and the login told
 /// `Unavailable`) leaves a row naming node 1, which hosts nothing. Node 1
-/// asks again by itself after its backoff (src/core/recheck.rs), finds that
-/// row and replaces it with an incarnation it hosts, with no login: a
-/// login on node 2 then reaches the player at node 1, through the ask.
+/// checks again by itself after its backoff (src/core/recheck.rs), finds
+/// that orphan row and removes it at its version, creating nothing: a login
+/// on node 2 then creates the player there, afresh.
 #[test]
-fn a_create_whose_answer_was_lost_is_asked_again_and_the_row_hosted() {
+fn a_create_whose_answer_was_lost_is_checked_again_and_its_orphan_row_removed() {
     let (store, first, second) = two_nodes();
     store.inner().fail_next_create(CasFault::LoseReply);
     let mut client = first.client();
@@ -451,14 +451,14 @@ fn a_create_whose_answer_was_lost_is_asked_again_and_the_row_hosted() {
         matches!(&refused, Err(zlink::client::ClientError::Remote(_))),
         "the login whose create's answer was lost: {refused:?}"
     );
-    wait_until("node 1 to host the row its lost create made", || {
-        first.node.actor_count() == 1
+    // The create was applied before its answer was lost: the row exists.
+    assert!(store.inner().inner.lookup(&id("r")).unwrap().is_some());
+    wait_until("node 1 to remove the row its lost create made", || {
+        store.inner().inner.lookup(&id("r")).unwrap().is_none()
     });
-    assert_eq!(
-        store.inner().removes(),
-        1,
-        "the row replaced at its version"
-    );
+    assert_eq!(store.inner().removes(), 1, "removed once, at its version");
+    assert_eq!(first.node.flow_counters().get(FlowTrace::OrphanRowFound), 1);
+    assert_eq!(first.node.actor_count(), 0, "nothing created for nobody");
     let mut again = login(&second, "r");
     let counted = again
         .request(COUNT, payload("r", "count"), WAIT)
@@ -466,6 +466,6 @@ fn a_create_whose_answer_was_lost_is_asked_again_and_the_row_hosted() {
     assert_eq!(counted, Bytes::from_static(b"1"));
     assert_eq!(
         (first.node.actor_count(), second.node.actor_count()),
-        (1, 0)
+        (0, 1)
     );
 }

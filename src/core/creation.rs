@@ -39,7 +39,8 @@
 //!   second replacement is never started from an answer);
 //! - an ending Actor (its destroy's row removal is with the store) is
 //!   never an answer: the request waits for the destroy to end and then
-//!   starts again, asking the store afresh. Answering with the ending
+//!   starts again, asking the store afresh (once the owner is fenced, §5,
+//!   the destroy ends unknown and the Actor stays ending: `LeaseExpired`). Answering with the ending
 //!   instance would hand out an incarnation about to go, and a BindOrGet
 //!   asked again after a create's unknown outcome would settle on it while
 //!   that create's row, made after the removal, names this node hosting
@@ -124,6 +125,10 @@ pub enum HostDecision {
     /// The live row names another node: ask it to run BindOrGet
     /// ([`ShardCore::ask_owner`]); its answer is the outcome.
     AskOwner(ActorRef),
+    /// A recheck found an orphan: a row naming this node for an
+    /// incarnation it neither hosts nor is moving. Remove it at its
+    /// version; create nothing (src/core/recheck.rs).
+    RemoveOrphan(ActorRef),
 }
 
 impl ShardCore {
@@ -144,6 +149,11 @@ impl ShardCore {
         }
         let hosted = self.actor_owner().actor_ref(actor)?;
         if self.actor_owner().is_ending(actor) {
+            // Fenced (§5), its destroy ends unknown and the Actor stays
+            // ending: nothing to wait for.
+            if self.actor_owner().is_fenced() {
+                return Some(HostDecision::Decided(Err(Reason::LeaseExpired.into())));
+            }
             return Some(HostDecision::AfterDestroy);
         }
         let member = self.actor_owner().placement(actor);

@@ -64,14 +64,13 @@ pub enum HostEvent {
         /// The Ready ActorRef the owner gave, or the typed error.
         outcome: Result<ActorRef, Error>,
     },
-    /// A BindOrGet whose store step's outcome was unknown is due again
-    /// (src/core/recheck.rs): run BindOrGet for `actor`, for nobody, and
-    /// tell the core what the store answered, as for any.
+    /// A store step's outcome was unknown, and the row is due to be
+    /// checked (src/core/recheck.rs): look it up for nobody, behind any
+    /// BindOrGet waiting for `actor`, and decide with
+    /// [`ShardCore::recheck_found`](crate::core::shard::ShardCore::recheck_found).
     Recheck {
         /// The Actor.
         actor: ActorId,
-        /// The type a new incarnation is created with.
-        actor_type: ActorTypeName,
     },
     /// An ending Actor's row removal is due again (src/core/actor/removal.rs):
     /// remove the row at this ActorRef's version, and tell the core of an

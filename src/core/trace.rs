@@ -127,6 +127,11 @@ flow_trace! {
     /// with the store) and waits for the destroy to end before it starts
     /// again (src/core/creation.rs, "an ending Actor").
     HostWaitedForDestroy => "host_waited_for_destroy", debug;
+    /// A recheck after an unknown store outcome found a row naming this
+    /// node for an incarnation it neither hosts nor is moving (a create
+    /// whose answer was lost, or an L6 loss): the row is removed at its
+    /// version, and nothing created (src/core/recheck.rs).
+    OrphanRowFound => "orphan_row_found", warn;
     /// A Location Store operation offered to the node's full store queue:
     /// refused at once with Unavailable (StoreUnavailable), never queued
     /// without bound (docs/threading.md "Never block a shard").

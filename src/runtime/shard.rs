@@ -427,9 +427,9 @@ impl ShardState {
                     CoreEvent::Host(HostEvent::DestroyUnknown { actor }) => {
                         self.destroy_unknown(&actor)
                     }
-                    CoreEvent::Host(HostEvent::Recheck { actor, actor_type }) => {
+                    CoreEvent::Host(HostEvent::Recheck { actor }) => {
                         let request = HostRequest {
-                            actor_type: actor_type.as_str().to_owned(),
+                            actor_type: String::new(),
                             spot: None,
                             waiter: HostWaiter::Recheck,
                         };
@@ -730,6 +730,7 @@ impl ShardState {
         match answer {
             StoreAnswer::Host { id, outcome } => self.host_answered(id, outcome),
             StoreAnswer::Replace { id, outcome } => self.replace_answered(id, outcome),
+            StoreAnswer::Orphan { id, outcome } => self.orphan_answered(id, outcome),
             StoreAnswer::Resolve { id, outcome } => self.route_resolved(id, outcome),
             StoreAnswer::Destroy { id, outcome, reply } => {
                 self.destroy_answered(&id, outcome, reply)

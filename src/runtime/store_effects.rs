@@ -27,8 +27,8 @@ use crate::core::relocation::{AbortAnswer, CasAnswer, ExpectedOwner};
 use crate::error::Error;
 use crate::ids::{ActorId, ActorRef, RelocationId};
 use crate::store::{
-    AbortOutcome, CasOutcome, Created, LocationRow, LocationStore, Member, OwnerLease, RowVersion,
-    StoreError,
+    AbortOutcome, CasOutcome, Created, LocationRow, LocationStore, Member, OwnerLease,
+    RemoveOutcome, RowVersion, StoreError,
 };
 
 /// Worker threads per node: operations in flight at once.
@@ -150,6 +150,11 @@ pub(crate) enum StoreAnswer {
     Replace {
         id: ActorId,
         outcome: Result<Replaced, StoreError>,
+    },
+    /// A recheck's removal of an orphan row of `id` (src/core/recheck.rs).
+    Orphan {
+        id: ActorId,
+        outcome: Result<RemoveOutcome, StoreError>,
     },
     /// The row of a destroyed Actor removed (or not).
     Destroy {

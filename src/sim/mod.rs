@@ -19,6 +19,7 @@ use crate::core::actor::AwaitEvent;
 use crate::core::actor::{ActorEvent, ActorOwnerIdentity, Actors, ReplyTicket};
 use crate::core::creation::{HostDecision, RowAnswer};
 use crate::core::host_ask::HostEvent;
+use crate::core::recheck::StepEnd;
 use crate::core::relocation::{
     AbortAnswer, Capture, CasAnswer, RelocationConfig, RelocationEvent, Relocations, StoreOp,
 };
@@ -151,6 +152,12 @@ pub enum NodeStoreOp {
     /// A lost incarnation's replacement (L6; the runtime's
     /// `replace_lost`): the row removed at its version, then created anew.
     Replace(ActorRef),
+    /// A recheck's look-up (src/core/recheck.rs; the runtime's
+    /// `ask_store_to_host` for `HostWaiter::Recheck`).
+    Lookup(ActorId),
+    /// A recheck's removal of an orphan row at its version (the runtime's
+    /// `remove_orphan`).
+    RemoveOrphan(ActorRef),
     /// A destroy's removal of the row at the incarnation's version (§1,
     /// §4; the runtime's `destroy`).
     Remove(ActorId, RowVersion),
@@ -1047,6 +1054,28 @@ impl Mesh {
                     .map_err(Error::from),
                 )
             }
+            StoreJob::Node(NodeStoreOp::Lookup(actor)) => StoreDone::Host(
+                store
+                    .lookup(actor)
+                    .map(|row| RowAnswer::Looked(row.map(|r| r.actor_ref())))
+                    .map_err(Error::from),
+            ),
+            StoreJob::Node(NodeStoreOp::RemoveOrphan(orphan)) => {
+                let version = RowVersion::from(&orphan.location);
+                StoreDone::Host(
+                    store
+                        .remove(&orphan.id, version)
+                        .map(|removed| match removed {
+                            RemoveOutcome::Removed | RemoveOutcome::Absent => {
+                                RowAnswer::Looked(None)
+                            }
+                            RemoveOutcome::Conflict { current } => {
+                                RowAnswer::Conflict(current.actor_ref())
+                            }
+                        })
+                        .map_err(Error::from),
+                )
+            }
             StoreJob::Node(NodeStoreOp::Remove(actor, version)) => {
                 StoreDone::Remove(store.remove(actor, *version).map(drop).map_err(Error::from))
             }
@@ -1128,10 +1157,16 @@ impl Mesh {
                 mesh.relocation_answered(node, relocation, done)
             }
             (StoreJob::Node(NodeStoreOp::Create(actor)), StoreDone::Host(answer)) => {
-                mesh.host_store_answered(node, actor, issued, answer, false)
+                mesh.host_store_answered(node, actor, (issued, true), answer, false)
             }
             (StoreJob::Node(NodeStoreOp::Replace(lost)), StoreDone::Host(answer)) => {
-                mesh.host_store_answered(node, lost.id, issued, answer, true)
+                mesh.host_store_answered(node, lost.id, (issued, true), answer, true)
+            }
+            (StoreJob::Node(NodeStoreOp::Lookup(actor)), StoreDone::Host(answer)) => {
+                mesh.host_store_answered(node, actor, (issued, false), answer, false)
+            }
+            (StoreJob::Node(NodeStoreOp::RemoveOrphan(orphan)), StoreDone::Host(answer)) => {
+                mesh.host_store_answered(node, orphan.id, (issued, true), answer, false)
             }
             (StoreJob::Node(NodeStoreOp::Remove(actor, _)), StoreDone::Remove(outcome)) => {
                 mesh.destroy_answered(node, &actor, ticket, outcome)
@@ -1405,15 +1440,18 @@ impl Mesh {
                 waiting.push(ticket);
                 return;
             }
-            // A peer's ask, or a recheck: neither asks on (recheck.rs).
-            let for_peer = ticket == NOBODY || mesh.peer_asks.contains_key(&ticket);
-            match mesh.core_host(node, &actor, None, for_peer) {
+            match mesh.core_host(node, &actor, None, ticket) {
                 Some(decision) => mesh.host_decided(node, actor, ticket, Vec::new(), decision),
                 None => {
                     mesh.node_mut(node)
                         .hosting
                         .insert(actor.clone(), vec![ticket]);
-                    mesh.issue(node, StoreJob::Node(NodeStoreOp::Create(actor)), None);
+                    // A recheck only looks up (src/core/recheck.rs).
+                    let op = match ticket {
+                        NOBODY => NodeStoreOp::Lookup(actor),
+                        _ => NodeStoreOp::Create(actor),
+                    };
+                    mesh.issue(node, StoreJob::Node(op), None);
                 }
             }
         });
@@ -1424,20 +1462,27 @@ impl Mesh {
     /// `host_store_answered` do: [`ShardCore::host_step`] before the store
     /// (`None`: the store must be asked), then [`ShardCore::host_found`] on
     /// its answer (`replacing`: the answer is a lost incarnation's
-    /// replacement's; `for_peer`: another node asked, 71).
+    /// replacement's; `for_peer` when another node asked, 71) — or, for a
+    /// recheck (`ticket` [`NOBODY`]), `recheck_step` and `recheck_found`.
     fn core_host(
         &mut self,
         node: NodeRid,
         actor: &ActorId,
         answer: Option<(Result<RowAnswer, Error>, bool)>,
-        for_peer: bool,
+        ticket: u64,
     ) -> Option<HostDecision> {
+        let for_peer = self.peer_asks.contains_key(&ticket);
         let core = &mut self.node_mut(node).core;
-        if let Some(step) = core.host_step(actor, None) {
-            return Some(step);
+        let step = match ticket {
+            NOBODY => core.recheck_step(actor),
+            _ => core.host_step(actor, None),
+        };
+        if step.is_some() {
+            return step;
         }
         Some(match answer? {
             (Err(error), _) => HostDecision::Decided(Err(error)),
+            (Ok(answer), _) if ticket == NOBODY => core.recheck_found(actor, answer),
             (Ok(answer), replacing) => core.host_found(actor, None, answer, replacing, for_peer),
         })
     }
@@ -1449,7 +1494,7 @@ impl Mesh {
         &mut self,
         node: NodeRid,
         actor: ActorId,
-        issued: Instant,
+        (issued, writes): (Instant, bool),
         answer: Result<RowAnswer, Error>,
         replacing: bool,
     ) {
@@ -1460,33 +1505,32 @@ impl Mesh {
             return;
         }
         let first = waiting.remove(0);
-        self.recheck_after(node, &actor, issued, &answer);
-        let for_peer = first == NOBODY || self.peer_asks.contains_key(&first);
-        if let Some(decision) = self.core_host(node, &actor, Some((answer, replacing)), for_peer) {
+        self.recheck_after(node, &actor, (issued, writes), &answer);
+        if let Some(decision) = self.core_host(node, &actor, Some((answer, replacing)), first) {
             self.host_decided(node, actor, first, waiting, decision);
         }
     }
 
     /// Issue 19 item 3, "an unknown outcome is never guessed": the core
     /// arms, re-arms or settles the Actor's recheck on the store's answer
-    /// to a step made at `issued` (src/core/recheck.rs), as the runtime's
+    /// to a step made at `issued` (`writes`: a create, a replacement or an
+    /// orphan's removal; src/core/recheck.rs), as the runtime's
     /// `host_store_answered` has it do. The simulator's seeds 6 and 1645.
     fn recheck_after(
         &mut self,
         node: NodeRid,
         actor: &ActorId,
-        issued: Instant,
+        (issued, writes): (Instant, bool),
         answer: &Result<RowAnswer, Error>,
     ) {
         let now = self.now;
-        let actor_type = sim_actor_type();
-        let unknown = answer
-            .as_ref()
-            .is_err_and(|e| e.reason() == Reason::StoreUnavailable)
-            .then_some(&actor_type);
+        let end = match answer {
+            Err(error) if error.reason() == Reason::StoreUnavailable => StepEnd::Unknown { writes },
+            _ => StepEnd::Answered,
+        };
         self.node_mut(node)
             .core
-            .recheck_after_store(now, actor, issued, unknown);
+            .recheck_after_store(now, actor, issued, end);
     }
 
     /// A BindOrGet at this node that ended with a row naming this very node
@@ -1501,7 +1545,7 @@ impl Mesh {
         let now = self.now;
         self.node_mut(node)
             .core
-            .recheck_unhosted(now, actor, &sim_actor_type(), outcome);
+            .recheck_unhosted(now, actor, outcome);
     }
 
     /// Carries out the core's decision for the first request (`first`): an
@@ -1545,6 +1589,16 @@ impl Mesh {
                 waiting.extend(rest);
                 self.node_mut(node).hosting.insert(actor, waiting);
                 self.issue(node, StoreJob::Node(NodeStoreOp::Replace(row)), None);
+                return;
+            }
+            // A recheck's orphan: removed at its version, the requests
+            // waiting on that answer (the runtime's `remove_orphan`).
+            HostDecision::RemoveOrphan(row) => {
+                let mut waiting = vec![first];
+                waiting.extend(rest);
+                self.node_mut(node).hosting.insert(actor, waiting);
+                let remove = NodeStoreOp::RemoveOrphan(row);
+                self.issue(node, StoreJob::Node(remove), None);
                 return;
             }
         };
@@ -1599,7 +1653,7 @@ impl Mesh {
                 }
             }
             // A BindOrGet nobody waits on (src/core/recheck.rs).
-            HostEvent::Recheck { actor, .. } => self.host_request(node, actor, NOBODY),
+            HostEvent::Recheck { actor } => self.host_request(node, actor, NOBODY),
             // An ending Actor's removal, made again (src/core/actor/removal.rs).
             HostEvent::RemoveAgain { row } => {
                 let version = RowVersion::from(&row.location);
@@ -1608,7 +1662,10 @@ impl Mesh {
                     mesh.issue(node, StoreJob::Node(remove), None);
                 });
             }
-            HostEvent::DestroyUnknown { actor } => self.destroy_unknown(node, &actor),
+            // Fenced with the removal unknown (the runtime's
+            // `destroy_unknown`): the Actor stays ending, and the core
+            // refuses the BindOrGets that waited (`LeaseExpired`).
+            HostEvent::DestroyUnknown { actor } => self.after_destroy_ended(node, &actor),
         }
     }
 
@@ -2318,16 +2375,6 @@ impl Mesh {
         }
     }
 
-    /// The removal stays unknown and the node is fenced (the runtime's
-    /// `destroy_unknown`): the BindOrGets that waited for the destroy end
-    /// `Unavailable`; the Actor stays ending.
-    fn destroy_unknown(&mut self, node: NodeRid, actor: &ActorId) {
-        let waiting = self.node_mut(node).after_destroy.remove(actor);
-        for ticket in waiting.unwrap_or_default() {
-            self.answer_host(node, ticket, Err(Reason::StoreUnavailable.into()));
-        }
-    }
-
     /// The incarnation ends here: the core forgets it, its state and lane go.
     fn forget(&mut self, node: NodeRid, actor: &ActorId) -> Result<(), Error> {
         // An awaiting turn ends first (docs/actors.md "Async turns").
@@ -2659,9 +2706,12 @@ fn refused(op: &StoreOp, error: Error) -> StoreDone {
 fn refused_job(job: &StoreJob, error: Error) -> StoreDone {
     match job {
         StoreJob::Relocation(_, op) => refused(op, error),
-        StoreJob::Node(NodeStoreOp::Create(_) | NodeStoreOp::Replace(_)) => {
-            StoreDone::Host(Err(error))
-        }
+        StoreJob::Node(
+            NodeStoreOp::Create(_)
+            | NodeStoreOp::Replace(_)
+            | NodeStoreOp::Lookup(_)
+            | NodeStoreOp::RemoveOrphan(_),
+        ) => StoreDone::Host(Err(error)),
         StoreJob::Node(NodeStoreOp::Remove(..)) => StoreDone::Remove(Err(error)),
         StoreJob::Node(NodeStoreOp::Renew(_)) => StoreDone::Renew(Err(error), None),
     }

@@ -43,6 +43,7 @@ use super::{ShardHandle, ShardState, TASK_BUDGET};
 use crate::core::actor::{ActorEvent, ActorLane, HostedSpot, InstanceSlot, Placement};
 use crate::core::creation::{HostDecision, IntoSpot, RowAnswer};
 use crate::core::lane::{ActorDeliveryLane, LaneEngine, Ordinary, SpotLane};
+use crate::core::recheck::StepEnd;
 use crate::core::shard::ShardCore;
 use crate::core::time::Instant;
 use crate::core::trace::FlowTrace;
@@ -177,8 +178,9 @@ pub(in crate::runtime) enum HostWaiter {
     /// answered, and this shard's BindOrGet never asks on
     /// (src/core/host_ask.rs).
     Peer { to: Peer, request: RequestId },
-    /// Nobody: the core asks again after an unknown outcome
-    /// (src/core/recheck.rs); what the store answers is all it needs.
+    /// Nobody: the core checks the row again after an unknown outcome
+    /// (src/core/recheck.rs): a look-up, and an orphan's removal; what the
+    /// store answers is all it needs.
     Recheck,
 }
 
@@ -210,17 +212,23 @@ impl ShardState {
         match self.host_without_store(&id, &request) {
             Some(HostDecision::AfterDestroy) => self.wait_for_destroy(id, vec![request]),
             Some(HostDecision::Decided(outcome)) => self.answer_host(request.waiter, outcome),
-            // `host_step` decides nothing else before the store.
+            // `host_step` and `recheck_step` decide nothing else before
+            // the store.
             Some(_) | None => self.ask_store_to_host(id, request),
         }
     }
 
-    /// What BindOrGet decides without the store (`ShardCore::host_step`):
-    /// the core's Spot rules, an Actor hosted here, an ending one to wait
-    /// for; and a node with no store. `None`: the store must be asked.
+    /// What BindOrGet decides without the store (`ShardCore::host_step`,
+    /// or `recheck_step` for a recheck): the core's Spot rules, an Actor
+    /// hosted here, an ending one to wait for; and a node with no store.
+    /// `None`: the store must be asked.
     fn host_without_store(&self, id: &ActorId, request: &HostRequest) -> Option<HostDecision> {
-        if let Some(step) = self.core.host_step(id, into_spot(request)) {
-            return Some(step);
+        let step = match request.waiter {
+            HostWaiter::Recheck => self.core.recheck_step(id),
+            _ => self.core.host_step(id, into_spot(request)),
+        };
+        if step.is_some() {
+            return step;
         }
         self.node
             .store
@@ -242,18 +250,15 @@ impl ShardState {
     }
 
     /// The Actor's destroy ended: the BindOrGets that waited for it start
-    /// again, in order, asking the store afresh — unless the Actor is still
-    /// ending (its removal's outcome unknown when the lease lapsed), when
-    /// they end with `error`.
-    fn after_destroy_ended(&mut self, id: &ActorId, error: Option<&Error>) {
+    /// again, in order — asking the store afresh, or, if the Actor stays
+    /// ending because this owner is fenced (§5), refused `LeaseExpired`
+    /// by the core.
+    fn after_destroy_ended(&mut self, id: &ActorId) {
         let Some(waiting) = self.host.after_destroy.remove(id) else {
             return;
         };
         for request in waiting {
-            match error {
-                Some(error) => self.answer_host(request.waiter, Err(error.clone())),
-                None => self.host_or_get(id.clone(), request),
-            }
+            self.host_or_get(id.clone(), request);
         }
     }
 
@@ -270,9 +275,11 @@ impl ShardState {
     }
 
     /// BindOrGet's store step as an effect: create-if-absent when this node
-    /// may host the Actor, else a look-up of the incarnation elsewhere.
+    /// may host the Actor, else a look-up of the incarnation elsewhere; a
+    /// recheck only looks up (src/core/recheck.rs).
     fn ask_store_to_host(&mut self, id: ActorId, request: HostRequest) {
-        let claim = self.claim_for(&request.actor_type);
+        let recheck = matches!(request.waiter, HostWaiter::Recheck);
+        let claim = self.claim_for(&request.actor_type).filter(|_| !recheck);
         let writes = claim.is_some();
         let for_store = id.clone();
         let asked = self.store_effect(move |store| {
@@ -291,8 +298,34 @@ impl ShardState {
                 self.host.store_step.insert(id.clone(), (now, writes));
                 self.host.hosting.insert(id, vec![request]);
             }
-            Err(error) => self.answer_host(request.waiter, Err(error)),
+            Err(error) => {
+                self.recheck_refused(&id, &request.waiter);
+                self.answer_host(request.waiter, Err(error));
+            }
         }
+    }
+
+    /// A recheck's store step was refused (the store queue full): it is
+    /// not lost, but checks again after its backoff.
+    fn recheck_refused(&mut self, id: &ActorId, waiter: &HostWaiter) {
+        if matches!(waiter, HostWaiter::Recheck) {
+            let now = self.now();
+            let unknown = StepEnd::Unknown { writes: true };
+            self.core.recheck_after_store(now, id, now, unknown);
+        }
+    }
+
+    /// The store answered a recheck's removal of an orphan row for `id`.
+    pub(in crate::runtime) fn orphan_answered(
+        &mut self,
+        id: ActorId,
+        outcome: Result<RemoveOutcome, StoreError>,
+    ) {
+        let answer = outcome.map(|removed| match removed {
+            RemoveOutcome::Removed | RemoveOutcome::Absent => RowAnswer::Looked(None),
+            RemoveOutcome::Conflict { current } => RowAnswer::Conflict(current.actor_ref()),
+        });
+        self.host_store_answered(id, answer, false);
     }
 
     /// The store answered BindOrGet's step for `id`: the first request is
@@ -339,22 +372,26 @@ impl ShardState {
         let Some((first, rest)) = self.first_waiting(&id) else {
             return;
         };
-        // An unknown outcome of a write is asked about again; the answer
-        // to a later step settles that (src/core/recheck.rs).
-        let recheck_type = ActorTypeName::new(&first.actor_type)
-            .ok()
-            .filter(|_| first.spot.is_none());
+        // A write's unknown outcome is checked again, and the answer to a
+        // later step settles that (src/core/recheck.rs); outside a User
+        // Spot only.
+        let unspotted = first.spot.is_none();
         if let Some((issued, writes)) = step {
-            let unknown = matches!(answer, Err(StoreError::Unavailable(_))) && writes;
+            let end = match answer {
+                Err(StoreError::Unavailable(_)) => StepEnd::Unknown {
+                    writes: writes && unspotted,
+                },
+                _ => StepEnd::Answered,
+            };
             let now = self.now();
-            let recheck = recheck_type.as_ref().filter(|_| unknown);
-            self.core.recheck_after_store(now, &id, issued, recheck);
+            self.core.recheck_after_store(now, &id, issued, end);
         }
-        // A peer's ask, or a recheck: neither asks on (src/core/recheck.rs).
-        let for_peer = matches!(first.waiter, HostWaiter::Peer { .. } | HostWaiter::Recheck);
+        let recheck = matches!(first.waiter, HostWaiter::Recheck);
+        let for_peer = matches!(first.waiter, HostWaiter::Peer { .. });
         let decision = match (self.host_without_store(&id, &first), answer) {
             (Some(step), _) => step,
             (None, Err(error)) => HostDecision::Decided(Err(error.into())),
+            (None, Ok(answer)) if recheck => self.core.recheck_found(&id, answer),
             (None, Ok(answer)) => {
                 self.core
                     .host_found(&id, into_spot(&first), answer, replacing, for_peer)
@@ -367,6 +404,7 @@ impl ShardState {
             }
             HostDecision::Replace(row) => self.replace_lost(&id, &first, row),
             HostDecision::AskOwner(row) => self.ask_owner(&first, &row),
+            HostDecision::RemoveOrphan(row) => self.remove_orphan(&first, row),
             // Ending meanwhile: every request waits for its destroy.
             HostDecision::AfterDestroy => {
                 let mut waiting = vec![first];
@@ -374,11 +412,39 @@ impl ShardState {
                 return self.wait_for_destroy(id, waiting);
             }
         };
-        if let (Some(outcome), Some(actor_type)) = (&decided, &recheck_type) {
+        if let (Some(outcome), true) = (&decided, unspotted) {
             let now = self.now();
-            self.core.recheck_unhosted(now, &id, actor_type, outcome);
+            self.core.recheck_unhosted(now, &id, outcome);
         }
         self.settle_hosting(id, first, rest, decided);
+    }
+
+    /// A recheck found an orphan row (src/core/recheck.rs): it is removed
+    /// at its version (one store effect, answered by
+    /// [`Self::orphan_answered`]); `None` while it runs.
+    fn remove_orphan(
+        &mut self,
+        request: &HostRequest,
+        row: ActorRef,
+    ) -> Option<Result<ActorRef, Error>> {
+        let id = row.id.clone();
+        let version = RowVersion::from(&row.location);
+        let for_store = id.clone();
+        let asked = self.store_effect(move |store| StoreAnswer::Orphan {
+            outcome: store.remove(&for_store, version),
+            id: for_store,
+        });
+        match asked {
+            Ok(()) => {
+                let now = self.now();
+                self.host.store_step.insert(id, (now, true));
+                None
+            }
+            Err(error) => {
+                self.recheck_refused(&id, &request.waiter);
+                Some(Err(error))
+            }
+        }
     }
 
     /// §8.1: the live row names another node, which judges it: that node
@@ -647,7 +713,7 @@ impl ShardState {
         };
         if let Err(error) = self.remove_row(&actor_ref, reply.clone()) {
             self.core.actors(now).destroy_failed(&id);
-            self.after_destroy_ended(&id, None);
+            self.after_destroy_ended(&id);
             let _ = reply.send(Err(error));
         }
     }
@@ -679,14 +745,14 @@ impl ShardState {
     }
 
     /// The removal stays unknown and this node is fenced (§5): the destroy
-    /// ends `Unavailable`, and so do the BindOrGets that waited for it;
-    /// the Actor stays ending, serving nothing, never served again beside
-    /// a removal that may have been applied.
+    /// ends `Unavailable` (StoreUnavailable), and the BindOrGets that
+    /// waited for it are refused `LeaseExpired`; the Actor stays ending,
+    /// serving nothing, never served again beside a removal that may have
+    /// been applied.
     pub(in crate::runtime) fn destroy_unknown(&mut self, id: &ActorId) {
-        let error = Error::new(Reason::StoreUnavailable);
-        self.after_destroy_ended(id, Some(&error));
+        self.after_destroy_ended(id);
         if let Some(reply) = self.host.destroying.remove(id) {
-            let _ = reply.send(Err(error));
+            let _ = reply.send(Err(Reason::StoreUnavailable.into()));
         }
     }
 
@@ -714,7 +780,7 @@ impl ShardState {
                 Err(error.into())
             }
         };
-        self.after_destroy_ended(id, None);
+        self.after_destroy_ended(id);
         let _ = reply.send(outcome);
     }
 
