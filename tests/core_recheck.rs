@@ -132,7 +132,8 @@ fn core_recheck_a_login_answered_with_a_row_naming_this_node_it_does_not_host_is
 fn core_recheck_an_unknown_removal_is_made_again_until_the_store_answers_or_the_owner_fences() {
     let mut core = one_shard(SessionOwnerConfig::default());
     let actor = actor_id("p");
-    core.actors(T0)
+    let hosted = core
+        .actors(T0)
         .host(
             actor.clone(),
             ObjectGeneration(2),
@@ -140,14 +141,20 @@ fn core_recheck_an_unknown_removal_is_made_again_until_the_store_answers_or_the_
         )
         .unwrap();
     core.actors(T0).begin_destroy(&actor).unwrap();
-    // Each removal made again ends unknown too: the backoff doubles, capped,
-    // and each asks for the same row version.
+    // Each removal made again ends unknown too: the backoff doubles, capped.
     let (mut now, mut backoff) = (T0, RECHECK_FIRST);
     for _ in 0..6 {
         core.actors(now).removal_unknown(&actor);
         now = comes_at(&mut core, &actor, now, backoff);
         backoff = (backoff * 2).min(RECHECK_MAX);
     }
+    // Each names the incarnation as it was: its location is the version.
+    core.actors(now).removal_unknown(&actor);
+    now = now + RECHECK_MAX;
+    core.handle_timeout(now);
+    let again: Vec<CoreEvent> = std::iter::from_fn(|| core.poll_event()).collect();
+    let row = hosted.clone();
+    assert_eq!(again, vec![CoreEvent::Host(HostEvent::RemoveAgain { row })]);
     // The store answers (the removal made): nothing more is made again.
     core.actors(now).removal_unknown(&actor);
     core.actors(now).destroy(&actor).unwrap();
