@@ -198,6 +198,11 @@ fn core_recheck_a_look_up_alone_arms_nothing_and_an_answered_one_settles_past_th
     let made = T0 + RECHECK_HORIZON;
     core.recheck_after_store(made, &actor, made, StepEnd::Answered);
     assert_eq!(core.rechecks().count(), 0);
+    // A fenced owner (§5) checks nothing more: due, it is dropped.
+    core.recheck_after_store(made, &actor, made, WROTE_UNKNOWN);
+    core.actors(made).fence();
+    assert!(due(&mut core, made + RECHECK_FIRST).is_empty());
+    assert_eq!(core.rechecks().count(), 0);
 }
 
 /// A recheck's answer: never a create, never an ask of the row's owner;

@@ -168,8 +168,8 @@ impl ShardCore {
 
     /// §1 step 2 on the store's answer (module doc). `replacing`: the
     /// answer is to a lost incarnation's replacement. `for_peer`: another
-    /// node asked this one (71), or it is this node's own recheck
-    /// (src/core/recheck.rs): it answers and never asks on.
+    /// node asked this one (71): it answers and never asks on. (A recheck
+    /// is decided by `ShardCore::recheck_found`, src/core/recheck.rs.)
     pub fn host_found(
         &mut self,
         actor: &ActorId,

@@ -9,9 +9,11 @@
 //! again — [`HostEvent::Recheck`], a look-up nobody waits on — after a
 //! backoff ([`RECHECK_FIRST`], doubling up to [`RECHECK_MAX`]), and decides
 //! on the answer ([`ShardCore::recheck_found`]): a row this node hosts, or
-//! another node's, or none, settles it; a row naming this node for an
-//! incarnation it neither hosts nor is moving is an orphan, removed at its
-//! version ([`HostDecision::RemoveOrphan`]).
+//! another node's, or none, ends that check (and settles the recheck if
+//! the look-up was made past the horizon below); a row naming this node
+//! for an incarnation it neither hosts nor is moving is an orphan, removed
+//! at its version ([`HostDecision::RemoveOrphan`]). A fenced owner (§5)
+//! checks nothing more.
 //!
 //! Rules this module keeps:
 //! - A recheck never creates and never asks the row's owner: nobody asked
@@ -185,6 +187,12 @@ impl ShardCore {
     /// A recheck is due: the shard looks the row up for nobody
     /// ([`HostEvent::Recheck`]).
     pub(super) fn on_recheck_due(&mut self, actor: ActorId) {
+        // A fenced owner (§5) writes nothing more: its rows are any node's
+        // to replace once its lease lapsed.
+        if self.actor_owner().is_fenced() {
+            self.rechecks.open.remove(&actor);
+            return;
+        }
         let Some(recheck) = self.rechecks.open.get_mut(&actor) else {
             return;
         };
