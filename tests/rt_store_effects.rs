@@ -122,6 +122,21 @@ impl GatedStore {
     }
 }
 
+/// A store call as `fault` makes it: made and answered (none), never made
+/// (`Unreachable`), or made with its answer lost (`LoseReply`); both
+/// faults end `Unavailable`, as a hung or dropped Redis makes them.
+fn faulted<T>(
+    fault: Option<CasFault>,
+    call: impl FnOnce() -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    let lost = || StoreError::Unavailable("injected: the answer was lost".into());
+    match fault {
+        None => call(),
+        Some(CasFault::Unreachable) => Err(lost()),
+        Some(CasFault::LoseReply) => call().and_then(|_| Err(lost())),
+    }
+}
+
 impl LocationStore for GatedStore {
     fn lookup(&self, actor: &ActorId) -> Result<Option<LocationRow>, StoreError> {
         self.pass();
@@ -130,19 +145,7 @@ impl LocationStore for GatedStore {
     fn create(&self, actor: &ActorId, owner: &OwnerClaim) -> Result<Created, StoreError> {
         self.pass();
         let fault = self.gate.lock().unwrap().create_faults.pop_front();
-        let lost = || {
-            Err(StoreError::Unavailable(
-                "injected: the answer was lost".into(),
-            ))
-        };
-        match fault {
-            None => self.inner.create(actor, owner),
-            Some(CasFault::Unreachable) => lost(),
-            Some(CasFault::LoseReply) => {
-                self.inner.create(actor, owner)?;
-                lost()
-            }
-        }
+        faulted(fault, || self.inner.create(actor, owner))
     }
     fn compare_and_set(
         &self,
@@ -152,22 +155,10 @@ impl LocationStore for GatedStore {
         new_owner: &OwnerClaim,
     ) -> Result<CasOutcome, StoreError> {
         let fault = self.gate.lock().unwrap().cas_faults.pop_front();
-        let lost = || {
-            Err(StoreError::Unavailable(
-                "injected: the answer was lost".into(),
-            ))
-        };
-        match fault {
-            None => self
-                .inner
-                .compare_and_set(actor, expected, relocation, new_owner),
-            Some(CasFault::Unreachable) => lost(),
-            Some(CasFault::LoseReply) => {
-                self.inner
-                    .compare_and_set(actor, expected, relocation, new_owner)?;
-                lost()
-            }
-        }
+        faulted(fault, || {
+            self.inner
+                .compare_and_set(actor, expected, relocation, new_owner)
+        })
     }
     fn abort_relocation(
         &self,
@@ -184,19 +175,7 @@ impl LocationStore for GatedStore {
             gate.removes += 1;
             gate.remove_faults.pop_front()
         };
-        let lost = || {
-            Err(StoreError::Unavailable(
-                "injected: the answer was lost".into(),
-            ))
-        };
-        match fault {
-            None => self.inner.remove(actor, expected),
-            Some(CasFault::Unreachable) => lost(),
-            Some(CasFault::LoseReply) => {
-                self.inner.remove(actor, expected)?;
-                lost()
-            }
-        }
+        faulted(fault, || self.inner.remove(actor, expected))
     }
     fn acquire_lease(
         &self,
