@@ -436,6 +436,9 @@ fn a_create_whose_answer_was_lost_is_checked_again_and_its_orphan_row_removed() 
         store.inner().inner.lookup(&id("r")).unwrap().is_none()
     });
     assert_eq!(store.inner().removes(), 1, "removed once, at its version");
+    // The shard publishes its counters at the end of its loop turn, which
+    // may come after the store worker removed the row.
+    wait_counter(&first, FlowTrace::OrphanRowFound, 1);
     assert_eq!(first.node.flow_counters().get(FlowTrace::OrphanRowFound), 1);
     assert_eq!(first.node.actor_count(), 0, "nothing created for nobody");
     let mut again = login(&second, "r");
