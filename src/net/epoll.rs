@@ -10,7 +10,8 @@
 //! 2. wait once in `epoll_wait`, not at all while events are pending or a
 //!    connection has unread bytes left from the last turn;
 //! 3. turn readiness into events: accept until the listener would block,
-//!    read until the socket would block or the turn's read budget of the
+//!    read until a read comes back short (or, once the peer has closed,
+//!    until the socket would block) or the turn's read budget of the
 //!    connection is spent (then the rest is read next turn), finish
 //!    connects.
 //!
@@ -58,7 +59,7 @@ pub(super) struct EpollReactor {
     ready: Events,
     /// The readiness of the current turn (token, readable, writable), kept
     /// for its capacity.
-    ready_list: Vec<(mio::Token, bool, bool)>,
+    ready_list: Vec<(mio::Token, Readiness, bool)>,
     /// The connections and what the caller sees of them.
     pub(super) conns: Conns,
     listeners: Vec<Listener>,
@@ -82,6 +83,14 @@ impl std::fmt::Debug for EpollReactor {
 }
 
 /// The mio token of a readiness source.
+/// What one event says of a connection's inbound side.
+#[derive(Clone, Copy)]
+struct Readiness {
+    readable: bool,
+    /// The peer closed its side, or the socket has an error.
+    closed: bool,
+}
+
 fn mio_token(kind: OpKind, slot: u32, generation: u32) -> mio::Token {
     mio::Token(Token::new(kind, slot, generation).to_user_data() as usize)
 }
@@ -197,17 +206,18 @@ impl EpollReactor {
             _ => {}
         }
         for id in mem::take(&mut self.unread) {
-            self.read(id);
+            self.read(id, true);
         }
         let mut ready = mem::take(&mut self.ready_list);
         ready.clear();
         ready.extend(self.ready.iter().map(|e| {
-            let readable = e.is_readable() || e.is_read_closed() || e.is_error();
-            (e.token(), readable, e.is_writable())
+            let closed = e.is_read_closed() || e.is_error();
+            let readable = e.is_readable() || closed;
+            (e.token(), Readiness { readable, closed }, e.is_writable())
         }));
         let mut result = Ok(());
-        for &(token, readable, writable) in &ready {
-            result = result.and(self.ready_one(token, readable, writable));
+        for &(token, readiness, writable) in &ready {
+            result = result.and(self.ready_one(token, readiness, writable));
         }
         self.ready_list = ready;
         result?;
@@ -279,7 +289,12 @@ impl EpollReactor {
         }
     }
 
-    fn ready_one(&mut self, token: mio::Token, readable: bool, writable: bool) -> io::Result<()> {
+    fn ready_one(
+        &mut self,
+        token: mio::Token,
+        readiness: Readiness,
+        writable: bool,
+    ) -> io::Result<()> {
         let Some(token) = Token::from_user_data(token.0 as u64) else {
             return Ok(());
         };
@@ -298,8 +313,8 @@ impl EpollReactor {
                 if writable {
                     self.writable(id);
                 }
-                if readable {
-                    self.read(id);
+                if readiness.readable {
+                    self.read(id, readiness.closed);
                 }
             }
             OpKind::Send | OpKind::Connect | OpKind::Close | OpKind::Cancel => {}
@@ -424,9 +439,20 @@ impl EpollReactor {
         }
     }
 
-    /// Reads until the socket would block, ends, or the turn's budget for
-    /// the connection is spent.
-    fn read(&mut self, id: ConnId) {
+    /// Reads until a read comes back short, the socket would block or ends,
+    /// or the turn's budget for the connection is spent.
+    ///
+    /// A short read ends the reading unless `to_end`: the socket had no
+    /// more bytes queued at that moment, and bytes that arrive later raise
+    /// a new edge (the kernel's wakeup on each arrival puts the socket back
+    /// on epoll's ready list), so the read that would only return
+    /// `WouldBlock` is saved: one system call per message (tokio's reads
+    /// clear their readiness the same way). `to_end` when the event
+    /// reported the peer's close or an error, whose edge has been taken:
+    /// then the reading goes on to the end of the stream, or the close
+    /// would never be seen; and for a connection carried over from the
+    /// last turn's budget, which has no event of its own.
+    fn read(&mut self, id: ConnId, to_end: bool) {
         let Some(conn) = self.conns.slab.get_mut(id) else {
             return;
         };
@@ -450,6 +476,9 @@ impl EpollReactor {
                 Ok(len) => {
                     conn.inbound.extend_from_slice(&self.scratch[..len]);
                     received = true;
+                    if len < self.scratch.len() && !to_end {
+                        break;
+                    }
                 }
                 Err(err) if err.kind() == io::ErrorKind::WouldBlock => break,
                 Err(err) if err.kind() == io::ErrorKind::Interrupted => {}

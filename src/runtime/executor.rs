@@ -4,16 +4,18 @@
 //! cleanup — goes on in the same loop (§10).
 //!
 //! Ground rules: tasks are `!Send` and never leave their shard; a waker may be
-//! called from any thread (it pushes the task onto a lock-free queue and wakes
-//! the shard's reactor); polling happens only in [`Executor::run_ready`], with
-//! a budget, so one busy callback cannot starve the socket loop.
+//! called from any thread (it pushes the task onto the ready queue, and from
+//! another thread also wakes the shard's reactor); polling happens only in
+//! [`Executor::run_ready`], with a budget, so one busy callback cannot starve
+//! the socket loop.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::future::Future;
 use std::mem;
 use std::pin::Pin;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 
@@ -71,6 +73,32 @@ struct Ready {
     /// thread, so the lock is uncontended.
     queue: Mutex<VecDeque<TaskId>>,
     unpark: Box<dyn Unpark>,
+    /// Names this executor among every executor of the process (never
+    /// reused, unlike an address), for [`HOME`].
+    id: u64,
+}
+
+/// The executor ids are drawn from this counter.
+static NEXT_EXECUTOR: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// The executor whose tasks this thread polls (set by
+    /// [`Executor::run_ready`]; 0: none yet).
+    static HOME: Cell<u64> = const { Cell::new(0) };
+}
+
+impl Ready {
+    /// Whether the caller runs on the thread that polls these tasks. Such a
+    /// wake needs no unpark: the shard's loop reads
+    /// [`Executor::has_ready`] before every wait and does not park while a
+    /// task is ready. An unpark from there only marked the reactor woken,
+    /// so that the next turn could not park: one more trip into the kernel
+    /// per relayed message (epoll: a second `epoll_wait`; io_uring: the
+    /// reply's send submitted alone, then the wait) — docs/PERFORMANCE.md
+    /// "One wait per message".
+    fn is_home(&self) -> bool {
+        HOME.with(Cell::get) == self.id
+    }
 }
 
 struct TaskWaker {
@@ -85,7 +113,9 @@ impl Wake for TaskWaker {
 
     fn wake_by_ref(self: &Arc<Self>) {
         self.ready.push(self.id);
-        self.ready.unpark.unpark();
+        if !self.ready.is_home() {
+            self.ready.unpark.unpark();
+        }
     }
 }
 
@@ -143,6 +173,7 @@ impl Executor {
             ready: Arc::new(Ready {
                 queue: Mutex::new(VecDeque::new()),
                 unpark: Box::new(unpark),
+                id: NEXT_EXECUTOR.fetch_add(1, Ordering::Relaxed),
             }),
             spawner: Spawner {
                 spawned: Rc::new(RefCell::new(Vec::new())),
@@ -215,6 +246,9 @@ impl Executor {
 
     /// Polls up to `budget` ready tasks; returns how many were polled.
     pub(crate) fn run_ready(&mut self, budget: usize) -> usize {
+        // Only the thread that polls the tasks gets here (they are not
+        // `Send`): from now on its wakes need no unpark.
+        HOME.with(|home| home.set(self.ready.id));
         let mut starting = mem::take(&mut self.starting);
         mem::swap(&mut starting, &mut *self.spawner.spawned.borrow_mut());
         for future in starting.drain(..) {
@@ -422,13 +456,46 @@ mod tests {
         assert!(!executor.has_ready());
         completer.complete(7);
         assert!(executor.has_ready());
-        assert!(
-            unparks.load(Ordering::SeqCst) >= 1,
-            "the wake unparked the loop"
-        );
         executor.run_ready(16);
         assert_eq!(*got.borrow(), vec![Some(0), Some(7)]);
         assert_eq!(executor.live(), 0);
+    }
+
+    /// A wake on the executor's own thread only queues the task: the
+    /// shard's loop reads `has_ready` before it parks, so an unpark would
+    /// only cost its next turn a trip into the kernel. A wake from another
+    /// thread (a store worker's answer) must unpark, or the loop could sleep
+    /// through it.
+    #[test]
+    fn only_a_wake_from_another_thread_unparks_the_loop() {
+        let unparks = Arc::new(AtomicUsize::new(0));
+        let mut executor = Executor::new(CountUnparks(Arc::clone(&unparks)));
+        let waker = Arc::new(Mutex::new(None::<Waker>));
+        let (w, polls) = (Arc::clone(&waker), Rc::new(Cell::new(0)));
+        let p = Rc::clone(&polls);
+        executor.spawn(std::future::poll_fn(move |cx| {
+            p.set(p.get() + 1);
+            *w.lock().unwrap() = Some(cx.waker().clone());
+            Poll::<()>::Pending
+        }));
+        assert_eq!(executor.run_ready(16), 1);
+        let take = || waker.lock().unwrap().take().unwrap();
+        take().wake();
+        assert!(executor.has_ready(), "a home wake queues the task");
+        assert_eq!(unparks.load(Ordering::SeqCst), 0, "and unparks nothing");
+        assert_eq!(executor.run_ready(16), 1);
+        let from_elsewhere = take();
+        std::thread::spawn(move || from_elsewhere.wake())
+            .join()
+            .unwrap();
+        assert_eq!(
+            unparks.load(Ordering::SeqCst),
+            1,
+            "a wake from another thread unparks"
+        );
+        assert!(executor.has_ready());
+        assert_eq!(executor.run_ready(16), 1);
+        assert_eq!(polls.get(), 3);
     }
 
     /// A slot's next task takes over its waker only when no clone of it

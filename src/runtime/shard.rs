@@ -1013,6 +1013,14 @@ pub(crate) fn run(
     let mut backlog = false;
     let mut next_renewal = shard.state.borrow().wall;
     while !stop.load(Ordering::Acquire) {
+        {
+            let mut state = shard.state.borrow_mut();
+            let ShardState { links, reactor, .. } = &mut *state;
+            links.redial(reactor);
+        }
+        // Read last before the wait: a task woken on this thread does not
+        // unpark the reactor (executor.rs `Ready::is_home`), so this check
+        // is what keeps the turn from parking over it.
         let timeout = {
             let state = shard.state.borrow();
             if backlog || executor.has_ready() {
@@ -1038,8 +1046,6 @@ pub(crate) fn run(
         };
         {
             let mut state = shard.state.borrow_mut();
-            let ShardState { links, reactor, .. } = &mut *state;
-            links.redial(reactor);
             if let Err(error) = state.reactor.turn(timeout) {
                 tracing::error!(%error, "reactor turn failed");
             }
