@@ -14,6 +14,16 @@
 #   scripts/mutants.sh sample K N [MINUTES]   # shard K of N (0-based), e.g. 0 40
 #   scripts/mutants.sh diff BASE [MINUTES]    # the mutants of lines changed since BASE
 #   scripts/mutants.sh all [MINUTES]          # every mutant (hours)
+#   scripts/mutants.sh ci [BASE] [MINUTES]    # .ci/run's slice (below)
+#
+# ci: the mutants of the core and wire lines changed since BASE (default
+# HEAD~1: the commit under test), judged in place with the build
+# `cargo test` just made (the default features), so that nothing is built
+# before the first mutant; nothing to do, and no cargo-mutants needed, when
+# the commit changed no such line. A missed mutant fails the run. The
+# budget (default 4 minutes) bounds it: what it did not reach is printed,
+# not failed. For a clean checkout at the end of a CI run only: it mutates
+# the tree itself.
 #
 # ZLINK_MUTANTS_IN_PLACE=1 mutates the tree itself instead of a copy (cargo-
 # mutants' --in-place): for a worktree kept for mutation runs only, where no
@@ -35,6 +45,7 @@ mkdir -p target
 mode="${1:-sample}"
 shift || true
 slice=()
+ci=0
 case "$mode" in
   sample)
     shard="${1:-0}"
@@ -51,17 +62,40 @@ case "$mode" in
   all)
     budget="${1:-600}"
     ;;
+  ci)
+    base="${1:-HEAD~1}"
+    budget="${2:-4}"
+    ci=1
+    git diff "$base" -- src/core src/wire > target/mutants.diff
+    if [ ! -s target/mutants.diff ]; then
+      echo "mutants: no line of src/core or src/wire changed since $base ($(git rev-parse --short "$base")): nothing to judge"
+      exit 0
+    fi
+    slice=(--in-diff target/mutants.diff)
+    ;;
   *)
-    echo "usage: scripts/mutants.sh sample K N [MINUTES] | diff BASE [MINUTES] | all [MINUTES]" >&2
+    echo "usage: scripts/mutants.sh sample K N [MINUTES] | diff BASE [MINUTES] | all [MINUTES] | ci [BASE] [MINUTES]" >&2
     exit 2
     ;;
 esac
 
-# Its own target directory, always: cargo-mutants builds each mutant in a
-# copy of the tree, and a mutant's build left in the tree's own target
+# Its own target directory, but in ci mode: cargo-mutants builds each mutant
+# in a copy of the tree, and a mutant's build left in the tree's own target
 # directory was taken as fresh by the next ordinary `cargo test` there (seen
 # once: a test failed against a mutant's library until zlink was rebuilt).
-export CARGO_TARGET_DIR="$PWD/target/mutants-build"
+# In place (ci) the restored file is newer than any mutant's build, so the
+# next build sees it changed.
+features=(--no-default-features --features testing)
+in_place=()
+if [ "$ci" = 1 ]; then
+  features=()
+  in_place=(--in-place)
+else
+  export CARGO_TARGET_DIR="$PWD/target/mutants-build"
+fi
+if [ "${ZLINK_MUTANTS_IN_PLACE:-0}" = 1 ]; then
+  in_place=(--in-place)
+fi
 
 if ! cargo mutants --version >/dev/null 2>&1; then
   cargo install cargo-mutants --locked
@@ -74,11 +108,8 @@ fi
 # (`cargo test --no-run`) included, where arguments after `--` reach only
 # the test run, so each mutant built all 70-odd test binaries (30 to 55 s
 # a mutant) to run 24 of them. Without the default features the node's
-# binaries, which no test named here runs, are not linked either.
-in_place=()
-if [ "${ZLINK_MUTANTS_IN_PLACE:-0}" = 1 ]; then
-  in_place=(--in-place)
-fi
+# binaries, which no test named here runs, are not linked either (ci keeps
+# them: its build is the one `cargo test` made).
 status=0
 timeout --signal=INT "${budget}m" cargo mutants \
   --file 'src/core/**/*.rs' --file 'src/wire/**/*.rs' \
@@ -86,7 +117,7 @@ timeout --signal=INT "${budget}m" cargo mutants \
   --output target/mutants \
   --timeout 120 \
   --no-shuffle \
-  --no-default-features --features testing \
+  "${features[@]}" \
   -C --lib -C '--test=core_*' -C '--test=wire_*' -C --test=lanes \
   || status=$?
 
@@ -102,4 +133,19 @@ if [ -s "$out/missed.txt" ]; then
 fi
 # cargo-mutants exits 2 when a mutant was missed, 3 on a timeout; 124 or
 # 130 here is the budget running out.
+if [ "$ci" = 1 ]; then
+  if [ -s "$out/missed.txt" ]; then
+    exit 2
+  fi
+  case "$status" in
+    124 | 130)
+      judged=$(cat "$out"/{caught,missed,unviable,timeout}.txt 2>/dev/null | wc -l)
+      listed=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))))' "$out/mutants.json")
+      echo "mutants: the ${budget}-minute budget ran out after $judged of $listed; the rest: scripts/mutants.sh diff $base"
+      exit 0
+      ;;
+    # A mutant that makes a test hang was noticed by the suite.
+    3) exit 0 ;;
+  esac
+fi
 exit "$status"
