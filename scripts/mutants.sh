@@ -66,6 +66,10 @@ case "$mode" in
     base="${1:-HEAD~1}"
     budget="${2:-4}"
     ci=1
+    if ! git rev-parse --verify --quiet "$base^{commit}" >/dev/null; then
+      echo "mutants: no commit $base in this clone (a shallow clone?): no change to judge"
+      exit 0
+    fi
     git diff "$base" -- src/core src/wire > target/mutants.diff
     if [ ! -s target/mutants.diff ]; then
       echo "mutants: no line of src/core or src/wire changed since $base ($(git rev-parse --short "$base")): nothing to judge"
