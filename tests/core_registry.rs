@@ -186,7 +186,11 @@ fn core_an_instance_restored_for_an_arriving_actor_is_listed_until_its_move_ends
         timers: TimersHandoff::default(),
         calls: Default::default(),
     };
-    core.handle_record(NOW, source, NodeRecord::RelocationPrepare(prepare));
+    core.handle_record(
+        NOW,
+        source,
+        NodeRecord::RelocationPrepare(Box::new(prepare)),
+    );
     let mut restores = 0;
     while let Some(event) = core.poll_event() {
         if let CoreEvent::Relocation(RelocationEvent::Restore { actor, .. }) = event {

@@ -1194,7 +1194,7 @@ fn core_relocation_records_reach_the_actor_owner_side_on_the_actors_shard() {
     assert!(coordinator_id.is_relocation() && !session_id.is_relocation());
     let cases = [
         (
-            NodeRecord::RelocationPrepare(RelocationPrepare {
+            NodeRecord::RelocationPrepare(Box::new(RelocationPrepare {
                 request: RequestHeader {
                     id: coordinator_id,
                     budget: Duration::from_millis(1_500),
@@ -1208,7 +1208,7 @@ fn core_relocation_records_reach_the_actor_owner_side_on_the_actors_shard() {
                 saved: Vec::new(),
                 timers: zlink::wire::node::TimersHandoff::default(),
                 calls: Default::default(),
-            }),
+            })),
             RecordRole::ActorOwner,
             home,
         ),

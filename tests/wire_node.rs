@@ -415,7 +415,7 @@ fn relocation_prepare() -> impl Strategy<Value = RelocationPrepare> {
 /// The handoff records 60–65.
 fn handoff_record() -> impl Strategy<Value = NodeRecord> {
     prop_oneof![
-        relocation_prepare().prop_map(NodeRecord::RelocationPrepare),
+        relocation_prepare().prop_map(|p| NodeRecord::RelocationPrepare(Box::new(p))),
         (
             any::<u64>(),
             prop_oneof![Just(Ok(())), error().prop_map(Err)]
@@ -709,12 +709,12 @@ fn samples() -> Vec<NodeRecord> {
             retired: BindingGeneration(12),
         }),
         prepare(),
-        NodeRecord::RelocationPrepare(RelocationPrepare {
+        NodeRecord::RelocationPrepare(Box::new(RelocationPrepare {
             binding: None,
             state: Bytes::new(),
             saved: Vec::new(),
             ..prepare_body()
-        }),
+        })),
         NodeRecord::RelocationReady(RelocationReady {
             request: RequestId(70),
             outcome: Ok(()),
@@ -882,7 +882,7 @@ fn prepare_body() -> RelocationPrepare {
 }
 
 fn prepare() -> NodeRecord {
-    NodeRecord::RelocationPrepare(prepare_body())
+    NodeRecord::RelocationPrepare(Box::new(prepare_body()))
 }
 
 fn body_of(record: &NodeRecord) -> Bytes {
@@ -1334,20 +1334,20 @@ fn a_prepare_state_over_the_limit_is_refused_before_it_is_read() {
         ..DecodeLimits::default()
     };
     // At the limit the state is accepted.
-    let at_limit = NodeRecord::RelocationPrepare(RelocationPrepare {
+    let at_limit = NodeRecord::RelocationPrepare(Box::new(RelocationPrepare {
         state: Bytes::from_static(b"12345678"),
         ..prepare_body()
-    });
+    }));
     assert_eq!(
         NodeRecord::decode(body_of(&at_limit), &limits),
         Ok(at_limit.clone())
     );
     // One byte more is refused with the announced length, and a length
     // claiming 4 GiB is refused the same way, before any slice is taken.
-    let over = NodeRecord::RelocationPrepare(RelocationPrepare {
+    let over = NodeRecord::RelocationPrepare(Box::new(RelocationPrepare {
         state: Bytes::from_static(b"123456789"),
         ..prepare_body()
-    });
+    }));
     assert_eq!(
         NodeRecord::decode(body_of(&over), &limits),
         Err(WireError::StateTooLong { len: 9, max: 8 })
@@ -1374,20 +1374,20 @@ fn a_prepare_with_more_timers_than_an_actor_may_have_is_refused_before_one_is_re
         ticks: 0,
     };
     let max = TimerHandoff::PER_ACTOR_MAX;
-    let at_limit = NodeRecord::RelocationPrepare(RelocationPrepare {
+    let at_limit = NodeRecord::RelocationPrepare(Box::new(RelocationPrepare {
         timers: TimersHandoff {
             next: TimerId(u64::from(max)),
             timers: (0..u64::from(max)).map(timer).collect(),
         },
         ..prepare_body()
-    });
+    }));
     assert_eq!(decode(&body_of(&at_limit)), Ok(at_limit.clone()));
     // A count of 65,535 with no timers behind it is refused by the count.
-    let empty = NodeRecord::RelocationPrepare(RelocationPrepare {
+    let empty = NodeRecord::RelocationPrepare(Box::new(RelocationPrepare {
         timers: TimersHandoff::default(),
         calls: CallsHandoff::default(),
         ..prepare_body()
-    });
+    }));
     let mut body = body_of(&empty).to_vec();
     // The timers' count, before the calls (an 8-byte last number and a
     // 2-byte count).
@@ -1406,7 +1406,7 @@ fn a_prepare_with_more_timers_than_an_actor_may_have_is_refused_before_one_is_re
 fn a_prepare_with_more_open_requests_than_an_actor_may_have_is_refused_before_one_is_read() {
     // At the limit the ledger is accepted.
     let max = CallsHandoff::OPEN_MAX;
-    let at_limit = NodeRecord::RelocationPrepare(RelocationPrepare {
+    let at_limit = NodeRecord::RelocationPrepare(Box::new(RelocationPrepare {
         calls: CallsHandoff {
             last: CallId(u64::from(max)),
             open: (1..=u64::from(max))
@@ -1414,13 +1414,13 @@ fn a_prepare_with_more_open_requests_than_an_actor_may_have_is_refused_before_on
                 .collect(),
         },
         ..prepare_body()
-    });
+    }));
     assert_eq!(decode(&body_of(&at_limit)), Ok(at_limit.clone()));
     // A count of 65,535 with nothing behind it is refused by the count.
-    let empty = NodeRecord::RelocationPrepare(RelocationPrepare {
+    let empty = NodeRecord::RelocationPrepare(Box::new(RelocationPrepare {
         calls: CallsHandoff::default(),
         ..prepare_body()
-    });
+    }));
     let mut body = body_of(&empty).to_vec();
     let at = body.len() - 2;
     body[at..].copy_from_slice(&u16::MAX.to_be_bytes());
@@ -1446,12 +1446,12 @@ fn a_prepare_with_too_much_saved_work_is_refused_before_an_item_is_read() {
     );
     // A count of 65,535 with no items behind it is refused by the count,
     // not read item by item.
-    let empty = NodeRecord::RelocationPrepare(RelocationPrepare {
+    let empty = NodeRecord::RelocationPrepare(Box::new(RelocationPrepare {
         saved: Vec::new(),
         timers: TimersHandoff::default(),
         calls: CallsHandoff::default(),
         ..prepare_body()
-    });
+    }));
     let mut body = body_of(&empty).to_vec();
     // The saved-work count, before the timers (an 8-byte next number and a
     // 2-byte count) and the calls (the same).

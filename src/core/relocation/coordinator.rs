@@ -744,7 +744,7 @@ impl Relocations<'_> {
         };
         let request = self.state.request_id();
         let budget = self.state.config.prepare_timeout;
-        let record = NodeRecord::RelocationPrepare(RelocationPrepare {
+        let record = NodeRecord::RelocationPrepare(Box::new(RelocationPrepare {
             request: RequestHeader {
                 id: request,
                 budget,
@@ -758,7 +758,7 @@ impl Relocations<'_> {
             saved,
             timers: self.owner.timers_handoff(&coordinator.actor),
             calls: self.owner.calls_handoff(&coordinator.actor),
-        });
+        }));
         let mut encoded = BytesMut::new();
         record.encode(&mut encoded);
         if encoded.len() - 4 > limits.frame_len_max as usize {

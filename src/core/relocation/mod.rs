@@ -475,7 +475,7 @@ impl Relocations<'_> {
     /// relocation or a follow entry, the registry the rest.
     pub(crate) fn handle_actor_record(&mut self, from: Peer, record: NodeRecord) {
         match record {
-            NodeRecord::RelocationPrepare(prepare) => self.on_prepare(from, prepare),
+            NodeRecord::RelocationPrepare(prepare) => self.on_prepare(from, *prepare),
             NodeRecord::RelocationIngressHold(hold) => self.on_ingress_hold(from, hold),
             NodeRecord::RelocationCutover(cutover) => self.on_cutover(from, cutover),
             NodeRecord::RelocationDiscard(discard) => self.on_discard(from, discard),
