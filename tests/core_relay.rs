@@ -10,6 +10,7 @@ use common::*;
 use zlink::core::actor::{ActorEvent, ReplyTicket};
 use zlink::core::latency::PushOrigin;
 use zlink::core::trace::FlowTrace;
+use zlink::error::Reason;
 use zlink::ids::{Correlation, NodeRid, PacketKey};
 use zlink::sim::{actor_id, ActorBehavior, Mesh};
 use zlink::wire::client::ClientFrame;
@@ -250,4 +251,39 @@ fn core_a_push_handed_to_its_client_is_timed_on_its_sessions_node_by_origin() {
     mesh.run();
     assert_eq!(count(&mesh, node, FlowTrace::PushRejectedNotCurrent), 1);
     assert_eq!(timed(&mesh, node, PushOrigin::Link), (1, 0));
+}
+
+/// §12: work the runtime will not run still ends. When an Actor is
+/// destroyed with messages still on its lane (`Actors::refuse`), a queued
+/// request gets its typed error (`StaleLocation`) at the client, and a
+/// queued one-way message is a counted drop (`OneWayRecordRefused`).
+#[test]
+fn core_work_queued_for_a_destroyed_actor_still_ends_typed_or_counted() {
+    // Given s on node 1 bound to "a" on node 2, whose lane the test runs
+    // by hand, with a request and a one-way message waiting on it.
+    let mut mesh = mesh();
+    let (node, owner) = (mesh.add_node(1), mesh.add_node(2));
+    let a = mesh.create(owner, "a");
+    let s = mesh.connect(node);
+    bind_ok(&mut mesh, node, s, &a);
+    mesh.set_behavior(owner, ActorBehavior::Queue);
+    let correlation = mesh.request(node, s, &a, b"request").unwrap();
+    send(&mut mesh, node, s, "a", b"one-way").unwrap();
+    mesh.run();
+    assert_eq!(mesh.lane(owner, &a.id).len(), 2);
+    assert!(mesh.answers(node, s, correlation).is_empty());
+
+    // When the Actor is destroyed before its lane ran them.
+    mesh.destroy(owner, &a.id).unwrap();
+    mesh.run();
+
+    // Then the request ends with StaleLocation at the client, once, and the
+    // one-way message is counted as refused at the Actor owner.
+    let answers = mesh.answers(node, s, correlation);
+    assert!(
+        matches!(&answers[..], [ClientFrame::Error { error, .. }] if error.reason() == Reason::StaleLocation),
+        "{answers:?}"
+    );
+    assert_eq!(count(&mesh, owner, FlowTrace::OneWayRecordRefused), 1);
+    assert!(mesh.lane(owner, &a.id).is_empty());
 }

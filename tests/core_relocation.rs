@@ -1975,3 +1975,38 @@ fn core_x22_a_seal_timeout_after_an_abort_notifies_the_actor_once_at_the_source(
     );
     assert!(ended(&f.mesh, f.sessions, f.s));
 }
+
+/// §2, §9 Message Follow: a bind forwarded by the source is judged at the
+/// target by its binding, as any bind, though the source's NodeGeneration is
+/// not the session owner's lifecycle: only a record of a session owned by
+/// the sending node itself is held to the link's lifecycle (§4).
+#[test]
+fn core_s3_a_bind_followed_from_a_source_of_another_node_generation_binds_at_the_target() {
+    // Given "a" relocated from the source (node 2, NodeGeneration 5) to the
+    // target (node 3), and a session on node 1 (lifecycle 1) holding the
+    // old ActorRef.
+    let mut mesh = mesh();
+    let sessions = mesh.add_node(1);
+    let source = mesh.add_node_with(2, 5, zlink::core::session::SessionOwnerConfig::default());
+    let target = mesh.add_node(3);
+    let stale = mesh.create(source, "a");
+    let relocation = relocate(&mut mesh, source, "a", target);
+    let moved = finished(&mesh, source, relocation).unwrap().unwrap();
+
+    // When the session binds the stale ActorRef and relays over the binding.
+    let s = mesh.connect(sessions);
+    let bound = bind_ok(&mut mesh, sessions, s, &stale);
+    send(&mut mesh, sessions, s, "a", b"after").unwrap();
+    mesh.run();
+
+    // Then the source followed the bind to the target, which registered it
+    // (no stale-lifecycle refusal) and takes the relay.
+    assert_eq!(count(&mesh, source, FlowTrace::MessageFollowed), 1);
+    assert_eq!(count(&mesh, target, FlowTrace::StaleLifecycleRecord), 0);
+    assert_eq!(bound.location, moved.location);
+    assert_eq!(
+        registered(&mesh, target, "a").map(|b| b.owner),
+        Some(sessions)
+    );
+    assert_eq!(delivered(&mesh, target, "a"), vec![b(b"after")]);
+}
