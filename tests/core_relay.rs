@@ -253,6 +253,36 @@ fn core_a_push_handed_to_its_client_is_timed_on_its_sessions_node_by_origin() {
     assert_eq!(timed(&mesh, node, PushOrigin::Link), (1, 0));
 }
 
+/// Issue 24 (src/core/latency.rs `CoreLatency::relay`): a relayed request
+/// is timed once, on its session's node, from the relay to its reply
+/// reaching the session owner (one clock: the round trip over the link); a
+/// one-way relay, which has no reply, is not timed.
+#[test]
+fn core_a_relayed_request_is_timed_once_from_relay_to_reply_on_its_sessions_node() {
+    // Given s on node 1 bound to "a" on node 2, whose handler echoes.
+    let mut mesh = mesh();
+    let (node, owner) = (mesh.add_node(1), mesh.add_node(2));
+    let a = mesh.host(owner, "a");
+    let s = mesh.connect(node);
+    bind_ok(&mut mesh, node, s, &a);
+
+    // When the client makes one request and sends one one-way message.
+    let correlation = mesh.request(node, s, &a, b"ping").unwrap();
+    send(&mut mesh, node, s, "a", b"one-way").unwrap();
+    mesh.run();
+
+    // Then the reply arrived, and the session's node timed that one round
+    // trip: the 24 and its reply, one link latency each.
+    assert_eq!(mesh.answers(node, s, correlation).len(), 1);
+    let timed = |mesh: &Mesh, at: NodeRid| {
+        let snapshot = mesh.node(at).core().latency().relay.snapshot();
+        (snapshot.count(), snapshot.sum_micros)
+    };
+    let round_trip = (LATENCY * 2).as_micros() as u64;
+    assert_eq!(timed(&mesh, node), (1, round_trip));
+    assert_eq!(timed(&mesh, owner), (0, 0));
+}
+
 /// §12: work the runtime will not run still ends. When an Actor is
 /// destroyed with messages still on its lane (`Actors::refuse`), a queued
 /// request gets its typed error (`StaleLocation`) at the client, and a
