@@ -218,6 +218,39 @@ mod tests {
         assert_eq!(upper_bound_seconds(BUCKETS - 1), f64::INFINITY);
     }
 
+    /// A node's histogram is the sum of its shards' (src/runtime/metrics.rs
+    /// merges their snapshots): each bucket and the sum add up.
+    #[test]
+    fn a_merged_snapshot_adds_each_bucket_and_the_sum() {
+        // Given two shards' histograms with observations in shared and in
+        // separate buckets.
+        let (one, two) = (LatencyHistogram::default(), LatencyHistogram::default());
+        for micros in [10, 40] {
+            one.record(Duration::from_micros(micros));
+        }
+        for micros in [40, 1_000] {
+            two.record(Duration::from_micros(micros));
+        }
+
+        // When the node merges the second into the first.
+        let mut node = one.snapshot();
+        node.merge(&two.snapshot());
+
+        // Then each bucket holds both shards' counts, and the sum both sums.
+        let mut expected = [0; BUCKETS];
+        expected[0] = 1; // 10 µs
+        expected[2] = 2; // 40 µs, twice
+        expected[6] = 1; // 1 ms
+        assert_eq!(
+            node,
+            LatencySnapshot {
+                buckets: expected,
+                sum_micros: 1_090,
+            }
+        );
+        assert_eq!(node.count(), 4);
+    }
+
     #[test]
     fn each_label_has_its_own_histogram() {
         let latency = CoreLatency::default();
