@@ -218,6 +218,18 @@ mod tests {
         assert_eq!(upper_bound_seconds(BUCKETS - 1), f64::INFINITY);
     }
 
+    /// The label values are the ones docs/operations.md documents (and
+    /// dashboards and alerts query): `origin` of
+    /// `zlink_push_duration_seconds`, `outcome` of
+    /// `zlink_relocation_pause_seconds`.
+    #[test]
+    fn the_label_values_are_the_documented_ones() {
+        let origins: Vec<_> = PushOrigin::ALL.iter().map(|o| o.name()).collect();
+        assert_eq!(origins, ["local", "link"]);
+        let ends: Vec<_> = SealEnd::ALL.iter().map(|e| e.name()).collect();
+        assert_eq!(ends, ["committed", "aborted", "timed_out"]);
+    }
+
     /// A node's histogram is the sum of its shards' (src/runtime/metrics.rs
     /// merges their snapshots): each bucket and the sum add up.
     #[test]
