@@ -2010,3 +2010,51 @@ fn core_s3_a_bind_followed_from_a_source_of_another_node_generation_binds_at_the
     );
     assert_eq!(delivered(&mesh, target, "a"), vec![b(b"after")]);
 }
+
+/// docs/relocation.md "Message Follow": after a commit the source keeps one
+/// follow entry for the moved Actor, and one proxy for each followed
+/// request until its answer comes back through it; the entry goes at the
+/// end of its lifetime, and then nothing of the move is left at the source
+/// (`is_idle`: no leak once every move ended and its follow lifetime
+/// passed).
+#[test]
+fn core_relocation_a_source_keeps_its_follow_entry_and_proxies_until_they_end_then_nothing() {
+    // Given "a" at the source, and no move yet: nothing is held anywhere.
+    let (mut mesh, sessions, source, target, stale) = three_nodes();
+    let held = |mesh: &Mesh, node: NodeRid| {
+        let relocation = mesh.node(node).core().relocation();
+        (
+            relocation.follow_count(),
+            relocation.proxy_count(),
+            relocation.is_idle(),
+        )
+    };
+    assert_eq!(held(&mesh, source), (0, 0, true));
+
+    // When "a" moves to the target and the move commits.
+    let relocation = relocate(&mut mesh, source, "a", target);
+    assert!(finished(&mesh, source, relocation).unwrap().is_ok());
+
+    // Then the source holds one follow entry, and is not idle.
+    assert_eq!(held(&mesh, source), (1, 0, false));
+
+    // When a session binds the stale ActorRef: the source forwards the
+    // bind to the target under a proxy id.
+    let s = mesh.connect(sessions);
+    let ticket = bind_pending(&mut mesh, sessions, s, &stale);
+    mesh.advance(LATENCY * 2);
+
+    // Then the source holds that proxy until the target's terminal comes
+    // back through it.
+    assert_eq!(held(&mesh, source), (1, 1, false));
+    mesh.run();
+    assert!(matches!(mesh.bind_outcome(sessions, ticket), Some(Ok(_))));
+    assert_eq!(held(&mesh, source), (1, 0, false));
+
+    // When the follow entry's lifetime (30,000 ms from the commit) passes.
+    mesh.advance(Duration::from_millis(30_000));
+
+    // Then nothing of the move is left at the source.
+    assert!(!mesh.node(source).core().relocation().follows(&stale.id));
+    assert_eq!(held(&mesh, source), (0, 0, true));
+}
