@@ -1469,6 +1469,11 @@ fn core_l2_saved_work_and_ingress_hold_processed_once_on_target() {
     // Given the flow: r1, r2 saved work, r3 ingress hold, r4 held by the
     // session owner's seal.
     let mut f = Flow::start(|_, _, _| {});
+    // Each node counts what it holds (a metrics scrape reads it): r4 under
+    // the session owner's seal, r3 in the source's ingress hold.
+    let held = |f: &Flow, node| f.mesh.node(node).core().held_messages();
+    assert_eq!(held(&f, f.sessions), (1, 0));
+    assert_eq!(held(&f, f.source), (0, 1));
 
     // When the relocation runs to its end.
     f.mesh.run();
@@ -1476,6 +1481,9 @@ fn core_l2_saved_work_and_ingress_hold_processed_once_on_target() {
         finished(&f.mesh, f.source, f.relocation),
         Some(Ok(_))
     ));
+    for node in [f.sessions, f.source, f.target] {
+        assert_eq!(held(&f, node), (0, 0), "{node:?} still holds messages");
+    }
 
     // Then r1 and r2 travelled in the 60 and r3 as a 62, before the 63.
     let prepare = tapped(&f.mesh, Command::RelocationPrepare);
