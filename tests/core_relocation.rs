@@ -17,7 +17,10 @@ use zlink::error::{Error, ErrorKind, Reason};
 use zlink::ids::{ActorRef, NodeRid, RelocationId};
 use zlink::sim::{actor_id, error, Journal, Mesh, RestoreBehavior, StoreBehavior, StoreDone};
 use zlink::store::LocationStore;
-use zlink::wire::node::{ActorSend, ActorSendBody, Command, NodeRecord, SessionRelocationRoute};
+use zlink::wire::node::{
+    ActorReply, ActorSend, ActorSendBody, BindTerminal, BoundSessionBind, Command, NodeRecord,
+    SessionRelocationRoute,
+};
 
 /// Node 1 holds sessions, node 2 is the source, node 3 the target; "a" is
 /// created at the source (a Location Store row and a hosted Actor).
@@ -1712,6 +1715,12 @@ fn core_l5_target_restore_failure_reopens_the_source_and_releases_the_seal() {
     f.mesh.run();
     f.assert_each_answered_once();
     assert!(delivered(&f.mesh, f.target, "a").is_empty());
+    // The saved work's proxies went with the abort (the source answers
+    // those requests itself): none is left, and none ends them again at
+    // its deadline.
+    assert_eq!(f.mesh.node(f.source).core().relocation().proxy_count(), 0);
+    f.mesh.advance(Duration::from_secs(11));
+    f.assert_each_answered_once();
     assert_eq!(
         f.mesh
             .store()
@@ -2065,4 +2074,92 @@ fn core_relocation_a_source_keeps_its_follow_entry_and_proxies_until_they_end_th
     // Then nothing of the move is left at the source.
     assert!(!mesh.node(source).core().relocation().follows(&stale.id));
     assert_eq!(held(&mesh, source), (0, 0, true));
+}
+
+/// §12, docs/relocation.md "Message Follow": a bind the source follows to
+/// the target while it has no link to it ends at once with `Unavailable`
+/// (PeerUnreachable), not at a deadline, and leaves no proxy behind.
+#[test]
+fn core_relocation_a_bind_followed_to_an_unreachable_target_ends_at_once_peer_unreachable() {
+    // Given "a" moved from the source to the target, and then the link
+    // between the two gone.
+    let (mut mesh, sessions, source, target, stale) = three_nodes();
+    let relocation = relocate(&mut mesh, source, "a", target);
+    assert!(finished(&mesh, source, relocation).unwrap().is_ok());
+    mesh.set_linked(source, target, false);
+
+    // When a session binds the stale ActorRef.
+    let s = mesh.connect(sessions);
+    let ticket = bind_pending(&mut mesh, sessions, s, &stale);
+    mesh.run();
+
+    // Then the source tried to follow it, and the bind ended with
+    // PeerUnreachable as soon as its answer came back, with no proxy left.
+    assert_eq!(count(&mesh, source, FlowTrace::MessageFollowed), 1);
+    let outcome = mesh.bind_outcome(sessions, ticket);
+    assert_eq!(
+        outcome.map(|o| o.map_err(|e| e.reason())),
+        Some(Err(Reason::PeerUnreachable))
+    );
+    assert_eq!(mesh.node(source).core().relocation().proxy_count(), 0);
+}
+
+/// docs/relocation.md "Message Follow": an answer to a followed request
+/// counts only from the node it was followed to, and only of the kind its
+/// origin waits for (a 38 terminal for a bind); any other is a counted
+/// mismatch that ends nothing.
+#[test]
+fn core_relocation_an_answer_to_a_followed_bind_counts_only_from_the_target_as_a_terminal() {
+    // Given "a" moved from the source to the target, and a bind of the
+    // stale ActorRef the source followed to the target, whose terminal is
+    // lost on its way back.
+    let (mut mesh, sessions, source, target, stale) = three_nodes();
+    let other = mesh.add_node(4);
+    let relocation = relocate(&mut mesh, source, "a", target);
+    assert!(finished(&mesh, source, relocation).unwrap().is_ok());
+    mesh.set_dropping(target, source, Command::BoundSessionBind, true);
+    let s = mesh.connect(sessions);
+    let ticket = bind_pending(&mut mesh, sessions, s, &stale);
+    mesh.run();
+    let terminal = tapped(&mesh, Command::BoundSessionBind)
+        .into_iter()
+        .find(|t| t.from == target && t.to == source)
+        .expect("the target's terminal")
+        .record;
+    let NodeRecord::BoundSessionBind(BoundSessionBind::Terminal(BindTerminal { request, .. })) =
+        &terminal
+    else {
+        panic!("not a terminal: {terminal:?}");
+    };
+    let proxied = *request;
+    assert_eq!(mesh.node(source).core().relocation().proxy_count(), 1);
+
+    // When that terminal reaches the source from another node, and a 24
+    // reply under the same proxy id from the target.
+    mesh.inject(other, source, terminal.clone());
+    let reply = ActorReply {
+        request: proxied,
+        outcome: Ok(b(b"not a terminal")),
+    };
+    mesh.inject(
+        target,
+        source,
+        NodeRecord::ActorSend(ActorSend::Reply(reply)),
+    );
+    mesh.run();
+
+    // Then neither counts: two mismatches, and the bind is still open.
+    assert_eq!(count(&mesh, source, FlowTrace::ReplyMismatch), 2);
+    assert_eq!(mesh.bind_outcome(sessions, ticket), None);
+    assert_eq!(mesh.node(source).core().relocation().proxy_count(), 1);
+
+    // When the target's terminal reaches the source from the target.
+    mesh.set_dropping(target, source, Command::BoundSessionBind, false);
+    mesh.inject(target, source, terminal);
+    mesh.run();
+
+    // Then the bind ends bound at the target, and the proxy is gone.
+    let bound = mesh.bind_outcome(sessions, ticket).expect("a terminal");
+    assert_eq!(bound.map(|r| r.location.owner), Ok(target));
+    assert_eq!(mesh.node(source).core().relocation().proxy_count(), 0);
 }
