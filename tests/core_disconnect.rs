@@ -328,3 +328,43 @@ fn core_d1_disconnect_notices_go_out_in_the_same_order_every_run() {
         assert_eq!(run(), first);
     }
 }
+
+/// Issue 24 (the node's gauges, src/runtime/shard.rs): the session owner
+/// counts its sessions (open or still cleaning up), the sessions with at
+/// least one binding the application sees (§13 `Bound`), and those
+/// bindings; a session leaves the counts once its disconnect cleanup ends
+/// (§7).
+#[test]
+fn core_the_session_owner_counts_its_sessions_and_bindings_until_cleanup_ends() {
+    // Given three sessions on node 1, and three Actors on node 2.
+    let mut mesh = mesh();
+    let (node, owner) = (mesh.add_node(1), mesh.add_node(2));
+    let actors = [
+        mesh.host(owner, "a"),
+        mesh.host(owner, "b"),
+        mesh.host(owner, "c"),
+    ];
+    let (s1, s2, s3) = (mesh.connect(node), mesh.connect(node), mesh.connect(node));
+    let counts = |mesh: &Mesh| {
+        let sessions = mesh.node(node).core().session_owner();
+        (sessions.session_count(), sessions.bound_counts())
+    };
+    assert_eq!(counts(&mesh), (3, (0, 0)));
+
+    // When s1 binds "a" and "b", and s2 binds "c" (s3 binds nothing).
+    bind_ok(&mut mesh, node, s1, &actors[0]);
+    bind_ok(&mut mesh, node, s1, &actors[1]);
+    bind_ok(&mut mesh, node, s2, &actors[2]);
+
+    // Then two sessions hold three bindings in all.
+    assert_eq!(counts(&mesh), (3, (2, 3)));
+
+    // When s1's connection ends and its cleanup runs to its end.
+    mesh.sessions(node).connection_lost(s1);
+    mesh.run();
+    assert!(ended(&mesh, node, s1));
+
+    // Then s1 is counted no more, nor its bindings.
+    assert_eq!(counts(&mesh), (2, (1, 1)));
+    assert!(!ended(&mesh, node, s3));
+}
