@@ -48,6 +48,8 @@ fn core_r3_reply_completes_the_original_correlation_exactly_once() {
 
     // When the client makes a request.
     let correlation = mesh.request(node, s, &a, b"ping").unwrap();
+    let in_flight = |mesh: &Mesh| mesh.node(node).core().session_owner().pending_count();
+    assert_eq!(in_flight(&mesh), 1, "a request in flight is counted");
     mesh.run();
 
     // Then the handler saw the client's own correlation, and the reply
@@ -59,6 +61,7 @@ fn core_r3_reply_completes_the_original_correlation_exactly_once() {
         payload: b(b"ping"),
     }];
     assert_eq!(mesh.answers(node, s, correlation), once);
+    assert_eq!(in_flight(&mesh), 0);
 
     // When the same reply record arrives again, and the deadline passes.
     let reply = mesh
