@@ -53,6 +53,14 @@ fn core_s2_two_actors_bind_with_independent_routes() {
     assert_ne!(gen_a, gen_b, "the two bindings share a token");
     assert_eq!(registered(&mesh, b_node, "a").unwrap().generation, gen_a);
     assert_eq!(registered(&mesh, c_node, "b").unwrap().generation, gen_b);
+    // The session owner holds the same binding identity (§4) as each Actor
+    // owner registered: what its 24s carry and its 36s are judged against.
+    let held = |mesh: &zlink::sim::Mesh, actor| {
+        let sessions = mesh.node(a_node).core().session_owner();
+        sessions.binding_identity(s, &actor_id(actor))
+    };
+    assert_eq!(held(&mesh, "a"), registered(&mesh, b_node, "a"));
+    assert_eq!(held(&mesh, "b"), registered(&mesh, c_node, "b"));
 
     // And each relay used its own route and its own binding generation.
     assert_eq!(relayed_generations(&mesh, s, "a"), vec![gen_a]);
