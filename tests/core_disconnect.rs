@@ -11,6 +11,7 @@ use zlink::core::trace::FlowTrace;
 use zlink::error::{Error, ErrorKind, Reason};
 use zlink::ids::{ActorId, NodeRid, SessionRid};
 use zlink::sim::{ActorBehavior, Mesh};
+use zlink::wire::client::CloseReason;
 use zlink::wire::node::{BoundSessionBind, NodeRecord};
 
 /// The outcomes of a NotifyDisconnected call.
@@ -92,6 +93,36 @@ fn core_d1_each_bound_actor_notified_once_all_settled() {
     assert_eq!(mesh.disconnect_callbacks(b_owner, &bb.id).len(), 1);
     assert_eq!(tombstones_at(&mesh, &a.id, s).len(), 1);
     assert_eq!(tombstones_at(&mesh, &bb.id, s).len(), 1);
+}
+
+/// §7: a session the application closes ends as a dropped connection
+/// does, with a close for the client first: the connection is asked to
+/// close (`Application`), each bound Actor's Spot callback runs once, its
+/// binding is removed, and the session's cleanup ends.
+#[test]
+fn core_d1_a_session_the_application_closes_notifies_each_bound_actor_once() {
+    // Given s on node 1 bound to "a" (node 2) and "b" (node 3).
+    let mut mesh = mesh();
+    let (node, a_owner, b_owner) = (mesh.add_node(1), mesh.add_node(2), mesh.add_node(3));
+    let a = mesh.host(a_owner, "a");
+    let bb = mesh.host(b_owner, "b");
+    let s = mesh.connect(node);
+    bind_ok(&mut mesh, node, s, &a);
+    bind_ok(&mut mesh, node, s, &bb);
+
+    // When the application closes the session.
+    mesh.sessions(node).close_session(s);
+    mesh.run();
+
+    // Then the connection closes with Application, each Actor was notified
+    // once and its binding removed, and the session's cleanup ended.
+    assert_eq!(closes(&mesh, node, s), vec![CloseReason::Application]);
+    assert_eq!(mesh.disconnect_callbacks(a_owner, &a.id).len(), 1);
+    assert_eq!(mesh.disconnect_callbacks(b_owner, &bb.id).len(), 1);
+    assert_eq!(registered(&mesh, a_owner, "a"), None);
+    assert_eq!(registered(&mesh, b_owner, "b"), None);
+    assert!(ended(&mesh, node, s));
+    assert!(mesh.node(node).core().session_owner().bound(s).is_empty());
 }
 
 #[test]
