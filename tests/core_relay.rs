@@ -320,3 +320,93 @@ fn core_work_queued_for_a_destroyed_actor_still_ends_typed_or_counted() {
     assert_eq!(count(&mesh, owner, FlowTrace::OneWayRecordRefused), 1);
     assert!(mesh.lane(owner, &a.id).is_empty());
 }
+
+/// §12, `ShardCore::handle_unreachable`: the transport reports a request
+/// record it could not send on its link to one node; the report ends a
+/// request that went to that node at once with `Unavailable`
+/// (PeerUnreachable), never at its deadline, and a report naming another
+/// node ends nothing.
+#[test]
+fn core_an_unreachable_report_ends_only_a_request_sent_to_that_node() {
+    use zlink::core::session::{BindStart, SessionEvent, SessionOwnerConfig};
+    use zlink::core::shard::ShardCore;
+    use zlink::core::time::Instant;
+    use zlink::core::CoreEvent;
+    use zlink::ids::{AuthorityOwnerGeneration, NodeGeneration, ObjectGeneration, Peer};
+
+    const ME: Peer = Peer {
+        rid: NodeRid(1),
+        generation: NodeGeneration(1),
+    };
+    let now = Instant::ZERO;
+    /// The client errors the core raised; records to itself loop back.
+    fn errors(core: &mut ShardCore, now: Instant) -> Vec<(Correlation, Reason)> {
+        let mut errors = Vec::new();
+        loop {
+            let mut progress = false;
+            while let Some(transmit) = core.poll_transmit() {
+                progress = true;
+                core.handle_record(now, ME, transmit.record);
+            }
+            while let Some(event) = core.poll_event() {
+                progress = true;
+                if let CoreEvent::Session(SessionEvent::Frame {
+                    frame: ClientFrame::Error { correlation, error },
+                    ..
+                }) = event
+                {
+                    errors.push((correlation, error.reason()));
+                }
+            }
+            if !progress {
+                return errors;
+            }
+        }
+    }
+
+    // Given one shard core (node 1) whose session s is bound to "a",
+    // hosted on it, and a request of s to "a" whose 24 the transport holds.
+    let mut core = one_shard(SessionOwnerConfig::default());
+    let a = core
+        .actors(now)
+        .host(
+            actor_id("a"),
+            ObjectGeneration(1),
+            AuthorityOwnerGeneration(1),
+        )
+        .unwrap();
+    let s = core.sessions(now).open_session();
+    let bind = core.sessions(now).bind(s, a.clone());
+    assert!(matches!(bind, Ok(BindStart::Pending(_))), "{bind:?}");
+    assert!(errors(&mut core, now).is_empty());
+    let correlation = Correlation(7);
+    core.sessions(now)
+        .relay(
+            s,
+            &a.id,
+            PacketKey(1),
+            b(b"request"),
+            Some((correlation, Duration::from_secs(5))),
+        )
+        .unwrap();
+    let sent = core.poll_transmit().expect("the 24");
+    assert_eq!(sent.to, NodeRid(1));
+    let request = sent.record.request_id().expect("a request");
+
+    // When the transport reports it unsent on a link to another node.
+    core.handle_unreachable(now, NodeRid(2), request);
+
+    // Then nothing ends: the request is still in flight.
+    assert!(errors(&mut core, now).is_empty());
+    assert_eq!(core.session_owner().pending_count(), 1);
+
+    // When the transport reports it unsent on the link to node 1.
+    core.handle_unreachable(now, NodeRid(1), request);
+
+    // Then the request ends now with PeerUnreachable, once.
+    assert_eq!(
+        errors(&mut core, now),
+        [(correlation, Reason::PeerUnreachable)]
+    );
+    assert_eq!(core.session_owner().pending_count(), 0);
+}
