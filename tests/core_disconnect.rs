@@ -399,3 +399,30 @@ fn core_the_session_owner_counts_its_sessions_and_bindings_until_cleanup_ends() 
     assert_eq!(counts(&mesh), (2, (1, 1)));
     assert!(!ended(&mesh, node, s3));
 }
+
+/// §7, §5: once its connection is gone, a session takes no push, though
+/// its cleanup still waits on a disconnect callback: the push is refused
+/// and counted (`PushRejectedNoSession`), and nothing is written for it.
+#[test]
+fn core_a_push_to_a_session_whose_connection_ended_is_refused_while_cleanup_runs() {
+    // Given s on node 1 bound to "a" on node 2, whose Spot answers by hand.
+    let mut mesh = mesh();
+    let (node, owner) = (mesh.add_node(1), mesh.add_node(2));
+    mesh.set_behavior(owner, ActorBehavior::Manual);
+    let a = mesh.host(owner, "a");
+    let s = mesh.connect(node);
+    bind_ok(&mut mesh, node, s, &a);
+
+    // When the connection ends, and "a" pushes before its disconnect
+    // callback ended.
+    mesh.sessions(node).connection_lost(s);
+    mesh.run();
+    assert_eq!(mesh.disconnect_callbacks(owner, &a.id).len(), 1);
+    assert!(!ended(&mesh, node, s));
+    push(&mut mesh, owner, "a", b"too late").unwrap();
+    mesh.run();
+
+    // Then the push is refused and counted, and no frame is written.
+    assert_eq!(count(&mesh, node, FlowTrace::PushRejectedNoSession), 1);
+    assert!(pushes(&mesh, node, s).is_empty());
+}

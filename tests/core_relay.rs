@@ -225,21 +225,25 @@ fn core_a_push_handed_to_its_client_is_timed_on_its_sessions_node_by_origin() {
     bind_ok(&mut mesh, node, s, &far);
     bind_ok(&mut mesh, node, s, &near);
 
-    // When each Actor pushes once.
-    push(&mut mesh, owner, "far", b"from-far").unwrap();
+    // When "far" pushes twice and "near" once.
+    push(&mut mesh, owner, "far", b"from-far-1").unwrap();
+    push(&mut mesh, owner, "far", b"from-far-2").unwrap();
     push(&mut mesh, node, "near", b"from-near").unwrap();
     mesh.run();
 
-    // Then both reach the client, each timed once under its origin.
+    // Then all reach the client, each timed once under its origin.
     let mut seen = pushes(&mesh, node, s);
     seen.sort();
-    assert_eq!(seen, vec![b(b"from-far"), b(b"from-near")]);
+    assert_eq!(
+        seen,
+        vec![b(b"from-far-1"), b(b"from-far-2"), b(b"from-near")]
+    );
     let timed = |mesh: &Mesh, at: NodeRid, origin: PushOrigin| {
         let snapshot = mesh.node(at).core().latency().push(origin).snapshot();
         (snapshot.count(), snapshot.sum_micros)
     };
     assert_eq!(timed(&mesh, node, PushOrigin::Local), (1, 0));
-    assert_eq!(timed(&mesh, node, PushOrigin::Link), (1, 0));
+    assert_eq!(timed(&mesh, node, PushOrigin::Link), (2, 0));
     assert_eq!(timed(&mesh, owner, PushOrigin::Local), (0, 0));
     assert_eq!(timed(&mesh, owner, PushOrigin::Link), (0, 0));
 
@@ -253,7 +257,7 @@ fn core_a_push_handed_to_its_client_is_timed_on_its_sessions_node_by_origin() {
     mesh.inject(other, node, real.record);
     mesh.run();
     assert_eq!(count(&mesh, node, FlowTrace::PushRejectedNotCurrent), 1);
-    assert_eq!(timed(&mesh, node, PushOrigin::Link), (1, 0));
+    assert_eq!(timed(&mesh, node, PushOrigin::Link), (2, 0));
 }
 
 /// Issue 24 (src/core/latency.rs `CoreLatency::relay`): a relayed request
@@ -409,4 +413,51 @@ fn core_an_unreachable_report_ends_only_a_request_sent_to_that_node() {
         [(correlation, Reason::PeerUnreachable)]
     );
     assert_eq!(core.session_owner().pending_count(), 0);
+}
+
+/// §12: a reply ends a request only when it comes from the node the
+/// request went to: the same reply from another node is a counted mismatch
+/// that ends nothing, and the real reply still completes the request once.
+#[test]
+fn core_r3_a_reply_from_another_node_than_the_requests_ends_nothing() {
+    // Given s on node 1 bound to "a" on node 2 (answered by hand), with a
+    // request in "a"'s handler, and node 3 linked to node 1.
+    let mut mesh = mesh();
+    let (node, owner, other) = (mesh.add_node(1), mesh.add_node(2), mesh.add_node(3));
+    mesh.set_behavior(owner, ActorBehavior::Manual);
+    let a = mesh.host(owner, "a");
+    let s = mesh.connect(node);
+    bind_ok(&mut mesh, node, s, &a);
+    let correlation = mesh.request(node, s, &a, b"ping").unwrap();
+    mesh.run();
+    let (ticket, _) = delivered_request(&mesh, owner, b"ping");
+    let request = tapped(&mesh, Command::ActorSend)
+        .into_iter()
+        .find_map(|t| t.record.request_id())
+        .expect("the 24 request");
+
+    // When a reply under that request's id comes from node 3.
+    let forged = zlink::wire::node::ActorReply {
+        request,
+        outcome: Ok(b(b"forged")),
+    };
+    mesh.inject(other, node, NodeRecord::ActorSend(ActorSend::Reply(forged)));
+    mesh.run();
+
+    // Then it is a counted mismatch, and the request is still open.
+    assert_eq!(count(&mesh, node, FlowTrace::ReplyMismatch), 1);
+    assert!(mesh.answers(node, s, correlation).is_empty());
+
+    // When "a" replies.
+    mesh.actors(owner).reply(ticket, Ok(b(b"pong")));
+    mesh.run();
+
+    // Then its reply completes the request, once.
+    assert_eq!(
+        mesh.answers(node, s, correlation),
+        vec![ClientFrame::Reply {
+            correlation,
+            payload: b(b"pong")
+        }]
+    );
 }
