@@ -1305,6 +1305,30 @@ fn core_relocation_records_reach_the_actor_owner_side_on_the_actors_shard() {
     }
 }
 
+/// docs/threading.md "Shards": a record whose session owner (or the
+/// request id it answers) names a shard this node does not have goes to
+/// shard 0, whose core refuses it as not its own; the last shard there is
+/// is still its own.
+#[test]
+fn core_a_record_naming_a_shard_the_node_does_not_have_goes_to_shard_0() {
+    use zlink::core::shard::record_shard;
+    use zlink::ids::{RequestId, SessionOwnerId};
+    use zlink::wire::node::ActorReply;
+
+    let reply_to = |owner: u16| {
+        NodeRecord::ActorSend(ActorSend::Reply(ActorReply {
+            request: RequestId::origin(SessionOwnerId(owner)).next(),
+            outcome: Ok(bytes::Bytes::new()),
+        }))
+    };
+    // Given a node of 4 shards (0 to 3).
+    let shards = 4;
+    // Then shard 3's reply goes to shard 3, and shard 4's or 9's to 0.
+    assert_eq!(record_shard(&reply_to(3), shards), 3);
+    assert_eq!(record_shard(&reply_to(4), shards), 0);
+    assert_eq!(record_shard(&reply_to(9), shards), 0);
+}
+
 // ---- whole flows with a bound session (the session owner's seal, §8.1) ----
 
 /// A relocation of "a", bound to s, in flight: r1 and r2 were queued on the
