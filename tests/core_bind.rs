@@ -4,6 +4,8 @@
 
 mod common;
 
+use std::time::Duration;
+
 use common::*;
 use zlink::core::actor::ActorEvent;
 use zlink::core::trace::FlowTrace;
@@ -53,6 +55,14 @@ fn core_s2_two_actors_bind_with_independent_routes() {
     assert_ne!(gen_a, gen_b, "the two bindings share a token");
     assert_eq!(registered(&mesh, b_node, "a").unwrap().generation, gen_a);
     assert_eq!(registered(&mesh, c_node, "b").unwrap().generation, gen_b);
+    // The session owner holds the same binding identity (§4) as each Actor
+    // owner registered: what its 24s carry and its 36s are judged against.
+    let held = |mesh: &zlink::sim::Mesh, actor| {
+        let sessions = mesh.node(a_node).core().session_owner();
+        sessions.binding_identity(s, &actor_id(actor))
+    };
+    assert_eq!(held(&mesh, "a"), registered(&mesh, b_node, "a"));
+    assert_eq!(held(&mesh, "b"), registered(&mesh, c_node, "b"));
 
     // And each relay used its own route and its own binding generation.
     assert_eq!(relayed_generations(&mesh, s, "a"), vec![gen_a]);
@@ -410,4 +420,51 @@ fn core_one_current_binding_per_actor_an_ending_actor_admits_no_bind_and_no_rela
     );
     assert!(mesh.delivered(b_node, &a.id).is_empty());
     assert_eq!(bound.map_err(|e| e.reason()), Err(Reason::StaleLocation));
+}
+
+/// §12, §4: a bind whose terminal never comes ends at its bind deadline
+/// (`Unavailable`, Deadline), and the session owner tombstones that binding
+/// at the Actor owner in case it was admitted there: the owner keeps no
+/// binding its session does not know of, and the session may bind again.
+#[test]
+fn core_a_bind_whose_terminal_is_lost_ends_at_its_deadline_and_is_tombstoned() {
+    // Given s on node 1 and "a" on node 2, whose 38 terminals to node 1
+    // are lost.
+    let mut mesh = mesh();
+    let (node, owner) = (mesh.add_node(1), mesh.add_node(2));
+    let a = mesh.host(owner, "a");
+    let s = mesh.connect(node);
+    mesh.set_dropping(owner, node, Command::BoundSessionBind, true);
+
+    // When s binds "a": node 2 admits it, but its terminal is lost.
+    let ticket = bind_pending(&mut mesh, node, s, &a);
+    mesh.run();
+    assert!(registered(&mesh, owner, "a").is_some());
+    assert_eq!(mesh.bind_outcome(node, ticket), None);
+
+    // And the bind deadline (5,000 ms) passes.
+    mesh.set_dropping(owner, node, Command::BoundSessionBind, false);
+    mesh.advance(Duration::from_millis(5_000));
+    mesh.run();
+
+    // Then the bind ended with Deadline, and its tombstone removed the
+    // binding at node 2.
+    let outcome = mesh.bind_outcome(node, ticket).expect("a terminal");
+    assert_eq!(outcome.map_err(|e| e.reason()), Err(Reason::Deadline));
+    let tombstones = tapped(&mesh, Command::BoundSessionBind)
+        .into_iter()
+        .filter(|t| {
+            t.from == node
+                && matches!(
+                    t.record,
+                    NodeRecord::BoundSessionBind(BoundSessionBind::Tombstone(_))
+                )
+        })
+        .count();
+    assert_eq!(tombstones, 1);
+    assert_eq!(registered(&mesh, owner, "a"), None);
+
+    // And s binds "a" again.
+    assert_eq!(bind_ok(&mut mesh, node, s, &a).id, a.id);
+    assert!(registered(&mesh, owner, "a").is_some());
 }

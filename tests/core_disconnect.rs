@@ -11,6 +11,7 @@ use zlink::core::trace::FlowTrace;
 use zlink::error::{Error, ErrorKind, Reason};
 use zlink::ids::{ActorId, NodeRid, SessionRid};
 use zlink::sim::{ActorBehavior, Mesh};
+use zlink::wire::client::CloseReason;
 use zlink::wire::node::{BoundSessionBind, NodeRecord};
 
 /// The outcomes of a NotifyDisconnected call.
@@ -92,6 +93,36 @@ fn core_d1_each_bound_actor_notified_once_all_settled() {
     assert_eq!(mesh.disconnect_callbacks(b_owner, &bb.id).len(), 1);
     assert_eq!(tombstones_at(&mesh, &a.id, s).len(), 1);
     assert_eq!(tombstones_at(&mesh, &bb.id, s).len(), 1);
+}
+
+/// §7: a session the application closes ends as a dropped connection
+/// does, with a close for the client first: the connection is asked to
+/// close (`Application`), each bound Actor's Spot callback runs once, its
+/// binding is removed, and the session's cleanup ends.
+#[test]
+fn core_d1_a_session_the_application_closes_notifies_each_bound_actor_once() {
+    // Given s on node 1 bound to "a" (node 2) and "b" (node 3).
+    let mut mesh = mesh();
+    let (node, a_owner, b_owner) = (mesh.add_node(1), mesh.add_node(2), mesh.add_node(3));
+    let a = mesh.host(a_owner, "a");
+    let bb = mesh.host(b_owner, "b");
+    let s = mesh.connect(node);
+    bind_ok(&mut mesh, node, s, &a);
+    bind_ok(&mut mesh, node, s, &bb);
+
+    // When the application closes the session.
+    mesh.sessions(node).close_session(s);
+    mesh.run();
+
+    // Then the connection closes with Application, each Actor was notified
+    // once and its binding removed, and the session's cleanup ended.
+    assert_eq!(closes(&mesh, node, s), vec![CloseReason::Application]);
+    assert_eq!(mesh.disconnect_callbacks(a_owner, &a.id).len(), 1);
+    assert_eq!(mesh.disconnect_callbacks(b_owner, &bb.id).len(), 1);
+    assert_eq!(registered(&mesh, a_owner, "a"), None);
+    assert_eq!(registered(&mesh, b_owner, "b"), None);
+    assert!(ended(&mesh, node, s));
+    assert!(mesh.node(node).core().session_owner().bound(s).is_empty());
 }
 
 #[test]
@@ -327,4 +358,71 @@ fn core_d1_disconnect_notices_go_out_in_the_same_order_every_run() {
     for _ in 0..8 {
         assert_eq!(run(), first);
     }
+}
+
+/// Issue 24 (the node's gauges, src/runtime/shard.rs): the session owner
+/// counts its sessions (open or still cleaning up), the sessions with at
+/// least one binding the application sees (§13 `Bound`), and those
+/// bindings; a session leaves the counts once its disconnect cleanup ends
+/// (§7).
+#[test]
+fn core_the_session_owner_counts_its_sessions_and_bindings_until_cleanup_ends() {
+    // Given three sessions on node 1, and three Actors on node 2.
+    let mut mesh = mesh();
+    let (node, owner) = (mesh.add_node(1), mesh.add_node(2));
+    let actors = [
+        mesh.host(owner, "a"),
+        mesh.host(owner, "b"),
+        mesh.host(owner, "c"),
+    ];
+    let (s1, s2, s3) = (mesh.connect(node), mesh.connect(node), mesh.connect(node));
+    let counts = |mesh: &Mesh| {
+        let sessions = mesh.node(node).core().session_owner();
+        (sessions.session_count(), sessions.bound_counts())
+    };
+    assert_eq!(counts(&mesh), (3, (0, 0)));
+
+    // When s1 binds "a" and "b", and s2 binds "c" (s3 binds nothing).
+    bind_ok(&mut mesh, node, s1, &actors[0]);
+    bind_ok(&mut mesh, node, s1, &actors[1]);
+    bind_ok(&mut mesh, node, s2, &actors[2]);
+
+    // Then two sessions hold three bindings in all.
+    assert_eq!(counts(&mesh), (3, (2, 3)));
+
+    // When s1's connection ends and its cleanup runs to its end.
+    mesh.sessions(node).connection_lost(s1);
+    mesh.run();
+    assert!(ended(&mesh, node, s1));
+
+    // Then s1 is counted no more, nor its bindings.
+    assert_eq!(counts(&mesh), (2, (1, 1)));
+    assert!(!ended(&mesh, node, s3));
+}
+
+/// §7, §5: once its connection is gone, a session takes no push, though
+/// its cleanup still waits on a disconnect callback: the push is refused
+/// and counted (`PushRejectedNoSession`), and nothing is written for it.
+#[test]
+fn core_a_push_to_a_session_whose_connection_ended_is_refused_while_cleanup_runs() {
+    // Given s on node 1 bound to "a" on node 2, whose Spot answers by hand.
+    let mut mesh = mesh();
+    let (node, owner) = (mesh.add_node(1), mesh.add_node(2));
+    mesh.set_behavior(owner, ActorBehavior::Manual);
+    let a = mesh.host(owner, "a");
+    let s = mesh.connect(node);
+    bind_ok(&mut mesh, node, s, &a);
+
+    // When the connection ends, and "a" pushes before its disconnect
+    // callback ended.
+    mesh.sessions(node).connection_lost(s);
+    mesh.run();
+    assert_eq!(mesh.disconnect_callbacks(owner, &a.id).len(), 1);
+    assert!(!ended(&mesh, node, s));
+    push(&mut mesh, owner, "a", b"too late").unwrap();
+    mesh.run();
+
+    // Then no frame is written for it, and it is counted as refused.
+    assert_eq!(pushes(&mesh, node, s), Vec::<bytes::Bytes>::new());
+    assert_eq!(count(&mesh, node, FlowTrace::PushRejectedNoSession), 1);
 }

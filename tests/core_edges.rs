@@ -131,10 +131,12 @@ fn core_drain_refuses_binds_at_once_and_closes_every_session_at_its_deadline_nev
 fn core_a_51_waiting_for_a_full_link_ends_on_the_wheel_at_the_send_timeout_never_sooner() {
     let mut core = shard();
     let t0 = Instant::from_millis(2_000);
-    // A link with room takes the 51 at once; a full one keeps it.
+    // A link with room takes the 51 at once, and nothing waits for it; a
+    // full one keeps it.
     assert!(core
         .offer_transmit(t0, replaced_notice(2, 1), false)
         .is_some());
+    assert_eq!(core.poll_timeout(), None, "a 51 sent at once has no timer");
     assert!(core
         .offer_transmit(t0, replaced_notice(3, 1), true)
         .is_none());
@@ -176,4 +178,5 @@ fn core_a_51_waiting_for_a_full_link_ends_on_the_wheel_at_the_send_timeout_never
         core.offer_transmit(t1 + SEND_TIMEOUT, relay.clone(), true),
         Some(relay)
     );
+    assert_eq!(core.armed_timers(), 0);
 }

@@ -271,3 +271,59 @@ fn core_x21_a_fenced_actor_owner_ends_relay_and_bind_with_unavailable() {
     let moved = mesh.relocations(owner).relocate(&a.id, node);
     assert_eq!(moved.unwrap_err().reason(), Reason::LeaseExpired);
 }
+
+/// §4, §9 (docs/store.md "Restart with the same RID"): a record of a
+/// session owned by the sending node but naming another of its lifecycles
+/// than the link's (sent before a restart, late or replayed on the new
+/// link) is refused unanswered and counted (`StaleLifecycleRecord`), even
+/// while the old lifecycle's binding is still registered: its requester is
+/// gone, and the new lifecycle, which reuses request ids, must not get the
+/// answer.
+#[test]
+fn core_records_of_a_restarted_session_owners_past_lifecycle_are_refused_unanswered() {
+    // Given s on node 1 (lifecycle 1) bound to "a" on node 2, and the bind
+    // (38) and a request (24) it sent, as the link carried them.
+    let mut mesh = mesh();
+    let (node, owner) = (mesh.add_node(1), mesh.add_node(2));
+    let a = mesh.host(owner, "a");
+    let s = mesh.connect(node);
+    bind_ok(&mut mesh, node, s, &a);
+    mesh.request(node, s, &a, b"old").unwrap();
+    mesh.run();
+    assert_eq!(delivered(&mesh, owner, "a"), vec![b(b"old")]);
+    let sent_by = |mesh: &zlink::sim::Mesh, command| {
+        tapped(mesh, command)
+            .into_iter()
+            .find(|t| t.from == node && t.to == owner)
+            .unwrap_or_else(|| panic!("node 1 sent no {command:?}"))
+            .record
+    };
+    let (bind, relay) = (
+        sent_by(&mesh, Command::BoundSessionBind),
+        sent_by(&mesh, Command::ActorSend),
+    );
+    assert!(bind.request_id().is_some() && relay.request_id().is_some());
+
+    // When node 1 restarts with the same RID (lifecycle 2), and both
+    // records reach node 2 again on the new link.
+    mesh.restart(node);
+    let binding = registered(&mesh, owner, "a");
+    assert_eq!(binding.map(|b| b.lifecycle), Some(NodeGeneration(1)));
+    let replayed_at = mesh.now();
+    mesh.inject(node, owner, bind);
+    mesh.inject(node, owner, relay);
+    mesh.run();
+
+    // Then both are refused and counted, the relay never reaches the Actor,
+    // the old binding is left as it was, and nothing answers them.
+    assert_eq!(count(&mesh, owner, FlowTrace::StaleLifecycleRecord), 2);
+    assert_eq!(delivered(&mesh, owner, "a"), vec![b(b"old")]);
+    assert_eq!(registered(&mesh, owner, "a"), binding);
+    let answers: Vec<_> = mesh
+        .tap()
+        .iter()
+        .filter(|t| t.at >= replayed_at && t.from == owner)
+        .map(|t| t.command())
+        .collect();
+    assert!(answers.is_empty(), "node 2 answered: {answers:?}");
+}

@@ -66,6 +66,8 @@ fn core_recheck_an_unknown_create_is_asked_again_after_a_doubling_backoff_up_to_
     // Each recheck's own step ends unknown too: the backoff doubles, capped.
     for _ in 0..7 {
         core.recheck_after_store(now, &actor, now, WROTE_UNKNOWN);
+        let open: Vec<_> = core.rechecks().collect();
+        assert_eq!(open, [(&actor, true)], "open and armed");
         now = comes_at(&mut core, &actor, now, backoff);
         backoff = (backoff * 2).min(RECHECK_MAX);
     }
@@ -73,6 +75,8 @@ fn core_recheck_an_unknown_create_is_asked_again_after_a_doubling_backoff_up_to_
     // Once asked, nothing more comes until an answer arms it again: the
     // next recheck's answer, to a step made past the horizon, settles it.
     assert!(due(&mut core, now + RECHECK_MAX * 4).is_empty());
+    let open: Vec<_> = core.rechecks().collect();
+    assert_eq!(open, [(&actor, false)], "open, waiting for its answer");
     let later = now + RECHECK_MAX * 4;
     core.recheck_after_store(later, &actor, later, StepEnd::Answered);
     assert!(due(&mut core, later + RECHECK_MAX * 4).is_empty());

@@ -61,6 +61,60 @@ fn core_x6_a_turn_runs_only_on_the_incarnation_it_was_admitted_for() {
     );
 }
 
+/// Hosting is idempotent for one incarnation (src/core/actor/mod.rs
+/// `host_placed`): hosting an Actor already here under the same
+/// ObjectGeneration returns its ActorRef and leaves its registry entry as it
+/// was; under another ObjectGeneration it is refused
+/// (`ObjectGenerationMismatch`, §4: destroy the old incarnation first).
+#[test]
+fn core_hosting_a_hosted_actor_again_returns_its_ref_and_another_incarnation_is_refused() {
+    // Given "a" hosted with ObjectGeneration 1 at instance slot 7.
+    let mut core = one_shard(SessionOwnerConfig::default());
+    let mut lanes = LaneEngine::new();
+    let a = actor_id("a");
+    let first = core
+        .actors(NOW)
+        .host_placed(
+            a.clone(),
+            ObjectGeneration(1),
+            AUTHORITY,
+            placed(&mut lanes, 7),
+        )
+        .unwrap();
+
+    // When it is hosted again under the same incarnation (another slot).
+    let again = core.actors(NOW).host_placed(
+        a.clone(),
+        ObjectGeneration(1),
+        AUTHORITY,
+        placed(&mut lanes, 8),
+    );
+
+    // Then the answer is its ActorRef, and the registry still names the
+    // first instance.
+    assert_eq!(again, Ok(first.clone()));
+    assert_eq!(
+        core.actor_owner().turn_slot(&a, ObjectGeneration(1)),
+        Some(InstanceSlot(7))
+    );
+
+    // When another incarnation is hosted under the same ActorId.
+    let other = core.actors(NOW).host_placed(
+        a.clone(),
+        ObjectGeneration(2),
+        AUTHORITY,
+        placed(&mut lanes, 9),
+    );
+
+    // Then it is refused, and the hosted incarnation is unchanged.
+    assert_eq!(
+        other.unwrap_err().reason(),
+        Reason::ObjectGenerationMismatch
+    );
+    assert_eq!(core.actor_owner().actor_ref(&a), Some(first));
+    assert_eq!(core.actor_owner().turn_slot(&a, ObjectGeneration(2)), None);
+}
+
 #[test]
 fn core_an_actor_whose_row_removal_is_with_the_store_does_not_move_and_is_not_destroyed_twice() {
     let mut core = one_shard(SessionOwnerConfig::default());

@@ -10,6 +10,7 @@ use common::*;
 use zlink::core::actor::{ActorEvent, ReplyTicket};
 use zlink::core::latency::PushOrigin;
 use zlink::core::trace::FlowTrace;
+use zlink::error::Reason;
 use zlink::ids::{Correlation, NodeRid, PacketKey};
 use zlink::sim::{actor_id, ActorBehavior, Mesh};
 use zlink::wire::client::ClientFrame;
@@ -47,6 +48,8 @@ fn core_r3_reply_completes_the_original_correlation_exactly_once() {
 
     // When the client makes a request.
     let correlation = mesh.request(node, s, &a, b"ping").unwrap();
+    let in_flight = |mesh: &Mesh| mesh.node(node).core().session_owner().pending_count();
+    assert_eq!(in_flight(&mesh), 1, "a request in flight is counted");
     mesh.run();
 
     // Then the handler saw the client's own correlation, and the reply
@@ -58,6 +61,7 @@ fn core_r3_reply_completes_the_original_correlation_exactly_once() {
         payload: b(b"ping"),
     }];
     assert_eq!(mesh.answers(node, s, correlation), once);
+    assert_eq!(in_flight(&mesh), 0);
 
     // When the same reply record arrives again, and the deadline passes.
     let reply = mesh
@@ -221,21 +225,25 @@ fn core_a_push_handed_to_its_client_is_timed_on_its_sessions_node_by_origin() {
     bind_ok(&mut mesh, node, s, &far);
     bind_ok(&mut mesh, node, s, &near);
 
-    // When each Actor pushes once.
-    push(&mut mesh, owner, "far", b"from-far").unwrap();
+    // When "far" pushes twice and "near" once.
+    push(&mut mesh, owner, "far", b"from-far-1").unwrap();
+    push(&mut mesh, owner, "far", b"from-far-2").unwrap();
     push(&mut mesh, node, "near", b"from-near").unwrap();
     mesh.run();
 
-    // Then both reach the client, each timed once under its origin.
+    // Then all reach the client, each timed once under its origin.
     let mut seen = pushes(&mesh, node, s);
     seen.sort();
-    assert_eq!(seen, vec![b(b"from-far"), b(b"from-near")]);
+    assert_eq!(
+        seen,
+        vec![b(b"from-far-1"), b(b"from-far-2"), b(b"from-near")]
+    );
     let timed = |mesh: &Mesh, at: NodeRid, origin: PushOrigin| {
         let snapshot = mesh.node(at).core().latency().push(origin).snapshot();
         (snapshot.count(), snapshot.sum_micros)
     };
     assert_eq!(timed(&mesh, node, PushOrigin::Local), (1, 0));
-    assert_eq!(timed(&mesh, node, PushOrigin::Link), (1, 0));
+    assert_eq!(timed(&mesh, node, PushOrigin::Link), (2, 0));
     assert_eq!(timed(&mesh, owner, PushOrigin::Local), (0, 0));
     assert_eq!(timed(&mesh, owner, PushOrigin::Link), (0, 0));
 
@@ -249,5 +257,207 @@ fn core_a_push_handed_to_its_client_is_timed_on_its_sessions_node_by_origin() {
     mesh.inject(other, node, real.record);
     mesh.run();
     assert_eq!(count(&mesh, node, FlowTrace::PushRejectedNotCurrent), 1);
-    assert_eq!(timed(&mesh, node, PushOrigin::Link), (1, 0));
+    assert_eq!(timed(&mesh, node, PushOrigin::Link), (2, 0));
+}
+
+/// Issue 24 (src/core/latency.rs `CoreLatency::relay`): a relayed request
+/// is timed once, on its session's node, from the relay to its reply
+/// reaching the session owner (one clock: the round trip over the link); a
+/// one-way relay, which has no reply, is not timed.
+#[test]
+fn core_a_relayed_request_is_timed_once_from_relay_to_reply_on_its_sessions_node() {
+    // Given s on node 1 bound to "a" on node 2, whose handler echoes.
+    let mut mesh = mesh();
+    let (node, owner) = (mesh.add_node(1), mesh.add_node(2));
+    let a = mesh.host(owner, "a");
+    let s = mesh.connect(node);
+    bind_ok(&mut mesh, node, s, &a);
+
+    // When the client makes one request and sends one one-way message.
+    let correlation = mesh.request(node, s, &a, b"ping").unwrap();
+    send(&mut mesh, node, s, "a", b"one-way").unwrap();
+    mesh.run();
+
+    // Then the reply arrived, and the session's node timed that one round
+    // trip: the 24 and its reply, one link latency each.
+    assert_eq!(mesh.answers(node, s, correlation).len(), 1);
+    let timed = |mesh: &Mesh, at: NodeRid| {
+        let snapshot = mesh.node(at).core().latency().relay.snapshot();
+        (snapshot.count(), snapshot.sum_micros)
+    };
+    let round_trip = (LATENCY * 2).as_micros() as u64;
+    assert_eq!(timed(&mesh, node), (1, round_trip));
+    assert_eq!(timed(&mesh, owner), (0, 0));
+}
+
+/// §12: work the runtime will not run still ends. When an Actor is
+/// destroyed with messages still on its lane (`Actors::refuse`), a queued
+/// request gets its typed error (`StaleLocation`) at the client, and a
+/// queued one-way message is a counted drop (`OneWayRecordRefused`).
+#[test]
+fn core_work_queued_for_a_destroyed_actor_still_ends_typed_or_counted() {
+    // Given s on node 1 bound to "a" on node 2, whose lane the test runs
+    // by hand, with a request and a one-way message waiting on it.
+    let mut mesh = mesh();
+    let (node, owner) = (mesh.add_node(1), mesh.add_node(2));
+    let a = mesh.create(owner, "a");
+    let s = mesh.connect(node);
+    bind_ok(&mut mesh, node, s, &a);
+    mesh.set_behavior(owner, ActorBehavior::Queue);
+    let correlation = mesh.request(node, s, &a, b"request").unwrap();
+    send(&mut mesh, node, s, "a", b"one-way").unwrap();
+    mesh.run();
+    assert_eq!(mesh.lane(owner, &a.id).len(), 2);
+    assert!(mesh.answers(node, s, correlation).is_empty());
+
+    // When the Actor is destroyed before its lane ran them.
+    mesh.destroy(owner, &a.id).unwrap();
+    mesh.run();
+
+    // Then the request ends with StaleLocation at the client, once, and the
+    // one-way message is counted as refused at the Actor owner.
+    let answers = mesh.answers(node, s, correlation);
+    assert!(
+        matches!(&answers[..], [ClientFrame::Error { error, .. }] if error.reason() == Reason::StaleLocation),
+        "{answers:?}"
+    );
+    assert_eq!(count(&mesh, owner, FlowTrace::OneWayRecordRefused), 1);
+    assert!(mesh.lane(owner, &a.id).is_empty());
+}
+
+/// §12, `ShardCore::handle_unreachable`: the transport reports a request
+/// record it could not send on its link to one node; the report ends a
+/// request that went to that node at once with `Unavailable`
+/// (PeerUnreachable), never at its deadline, and a report naming another
+/// node ends nothing.
+#[test]
+fn core_an_unreachable_report_ends_only_a_request_sent_to_that_node() {
+    use zlink::core::session::{BindStart, SessionEvent, SessionOwnerConfig};
+    use zlink::core::shard::ShardCore;
+    use zlink::core::time::Instant;
+    use zlink::core::CoreEvent;
+    use zlink::ids::{AuthorityOwnerGeneration, NodeGeneration, ObjectGeneration, Peer};
+
+    const ME: Peer = Peer {
+        rid: NodeRid(1),
+        generation: NodeGeneration(1),
+    };
+    let now = Instant::ZERO;
+    /// The client errors the core raised; records to itself loop back.
+    fn errors(core: &mut ShardCore, now: Instant) -> Vec<(Correlation, Reason)> {
+        let mut errors = Vec::new();
+        loop {
+            let mut progress = false;
+            while let Some(transmit) = core.poll_transmit() {
+                progress = true;
+                core.handle_record(now, ME, transmit.record);
+            }
+            while let Some(event) = core.poll_event() {
+                progress = true;
+                if let CoreEvent::Session(SessionEvent::Frame {
+                    frame: ClientFrame::Error { correlation, error },
+                    ..
+                }) = event
+                {
+                    errors.push((correlation, error.reason()));
+                }
+            }
+            if !progress {
+                return errors;
+            }
+        }
+    }
+
+    // Given one shard core (node 1) whose session s is bound to "a",
+    // hosted on it, and a request of s to "a" whose 24 the transport holds.
+    let mut core = one_shard(SessionOwnerConfig::default());
+    let a = core
+        .actors(now)
+        .host(
+            actor_id("a"),
+            ObjectGeneration(1),
+            AuthorityOwnerGeneration(1),
+        )
+        .unwrap();
+    let s = core.sessions(now).open_session();
+    let bind = core.sessions(now).bind(s, a.clone());
+    assert!(matches!(bind, Ok(BindStart::Pending(_))), "{bind:?}");
+    assert!(errors(&mut core, now).is_empty());
+    let correlation = Correlation(7);
+    core.sessions(now)
+        .relay(
+            s,
+            &a.id,
+            PacketKey(1),
+            b(b"request"),
+            Some((correlation, Duration::from_secs(5))),
+        )
+        .unwrap();
+    let sent = core.poll_transmit().expect("the 24");
+    assert_eq!(sent.to, NodeRid(1));
+    let request = sent.record.request_id().expect("a request");
+
+    // When the transport reports it unsent on a link to another node.
+    core.handle_unreachable(now, NodeRid(2), request);
+
+    // Then nothing ends: the request is still in flight.
+    assert!(errors(&mut core, now).is_empty());
+    assert_eq!(core.session_owner().pending_count(), 1);
+
+    // When the transport reports it unsent on the link to node 1.
+    core.handle_unreachable(now, NodeRid(1), request);
+
+    // Then the request ends now with PeerUnreachable, once.
+    assert_eq!(
+        errors(&mut core, now),
+        [(correlation, Reason::PeerUnreachable)]
+    );
+    assert_eq!(core.session_owner().pending_count(), 0);
+}
+
+/// §12: a reply ends a request only when it comes from the node the
+/// request went to: the same reply from another node is a counted mismatch
+/// that ends nothing, and the real reply still completes the request once.
+#[test]
+fn core_r3_a_reply_from_another_node_than_the_requests_ends_nothing() {
+    // Given s on node 1 bound to "a" on node 2 (answered by hand), with a
+    // request in "a"'s handler, and node 3 linked to node 1.
+    let mut mesh = mesh();
+    let (node, owner, other) = (mesh.add_node(1), mesh.add_node(2), mesh.add_node(3));
+    mesh.set_behavior(owner, ActorBehavior::Manual);
+    let a = mesh.host(owner, "a");
+    let s = mesh.connect(node);
+    bind_ok(&mut mesh, node, s, &a);
+    let correlation = mesh.request(node, s, &a, b"ping").unwrap();
+    mesh.run();
+    let (ticket, _) = delivered_request(&mesh, owner, b"ping");
+    let request = tapped(&mesh, Command::ActorSend)
+        .into_iter()
+        .find_map(|t| t.record.request_id())
+        .expect("the 24 request");
+
+    // When a reply under that request's id comes from node 3.
+    let forged = zlink::wire::node::ActorReply {
+        request,
+        outcome: Ok(b(b"forged")),
+    };
+    mesh.inject(other, node, NodeRecord::ActorSend(ActorSend::Reply(forged)));
+    mesh.run();
+
+    // Then it is a counted mismatch, and the request is still open.
+    assert_eq!(count(&mesh, node, FlowTrace::ReplyMismatch), 1);
+    assert!(mesh.answers(node, s, correlation).is_empty());
+
+    // When "a" replies.
+    mesh.actors(owner).reply(ticket, Ok(b(b"pong")));
+    mesh.run();
+
+    // Then its reply completes the request, once.
+    assert_eq!(
+        mesh.answers(node, s, correlation),
+        vec![ClientFrame::Reply {
+            correlation,
+            payload: b(b"pong")
+        }]
+    );
 }

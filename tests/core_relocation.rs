@@ -17,7 +17,10 @@ use zlink::error::{Error, ErrorKind, Reason};
 use zlink::ids::{ActorRef, NodeRid, RelocationId};
 use zlink::sim::{actor_id, error, Journal, Mesh, RestoreBehavior, StoreBehavior, StoreDone};
 use zlink::store::LocationStore;
-use zlink::wire::node::{ActorSend, ActorSendBody, Command, NodeRecord, SessionRelocationRoute};
+use zlink::wire::node::{
+    ActorReply, ActorSend, ActorSendBody, BindTerminal, BoundSessionBind, Command, NodeRecord,
+    SessionRelocationRoute,
+};
 
 /// Node 1 holds sessions, node 2 is the source, node 3 the target; "a" is
 /// created at the source (a Location Store row and a hosted Actor).
@@ -1302,6 +1305,30 @@ fn core_relocation_records_reach_the_actor_owner_side_on_the_actors_shard() {
     }
 }
 
+/// docs/threading.md "Shards": a record whose session owner (or the
+/// request id it answers) names a shard this node does not have goes to
+/// shard 0, whose core refuses it as not its own; the last shard there is
+/// is still its own.
+#[test]
+fn core_a_record_naming_a_shard_the_node_does_not_have_goes_to_shard_0() {
+    use zlink::core::shard::record_shard;
+    use zlink::ids::{RequestId, SessionOwnerId};
+    use zlink::wire::node::ActorReply;
+
+    let reply_to = |owner: u16| {
+        NodeRecord::ActorSend(ActorSend::Reply(ActorReply {
+            request: RequestId::origin(SessionOwnerId(owner)).next(),
+            outcome: Ok(bytes::Bytes::new()),
+        }))
+    };
+    // Given a node of 4 shards (0 to 3).
+    let shards = 4;
+    // Then shard 3's reply goes to shard 3, and shard 4's or 9's to 0.
+    assert_eq!(record_shard(&reply_to(3), shards), 3);
+    assert_eq!(record_shard(&reply_to(4), shards), 0);
+    assert_eq!(record_shard(&reply_to(9), shards), 0);
+}
+
 // ---- whole flows with a bound session (the session owner's seal, §8.1) ----
 
 /// A relocation of "a", bound to s, in flight: r1 and r2 were queued on the
@@ -1469,6 +1496,11 @@ fn core_l2_saved_work_and_ingress_hold_processed_once_on_target() {
     // Given the flow: r1, r2 saved work, r3 ingress hold, r4 held by the
     // session owner's seal.
     let mut f = Flow::start(|_, _, _| {});
+    // Each node counts what it holds (a metrics scrape reads it): r4 under
+    // the session owner's seal, r3 in the source's ingress hold.
+    let held = |f: &Flow, node| f.mesh.node(node).core().held_messages();
+    assert_eq!(held(&f, f.sessions), (1, 0));
+    assert_eq!(held(&f, f.source), (0, 1));
 
     // When the relocation runs to its end.
     f.mesh.run();
@@ -1476,6 +1508,9 @@ fn core_l2_saved_work_and_ingress_hold_processed_once_on_target() {
         finished(&f.mesh, f.source, f.relocation),
         Some(Ok(_))
     ));
+    for node in [f.sessions, f.source, f.target] {
+        assert_eq!(held(&f, node), (0, 0), "{node:?} still holds messages");
+    }
 
     // Then r1 and r2 travelled in the 60 and r3 as a 62, before the 63.
     let prepare = tapped(&f.mesh, Command::RelocationPrepare);
@@ -1704,6 +1739,12 @@ fn core_l5_target_restore_failure_reopens_the_source_and_releases_the_seal() {
     f.mesh.run();
     f.assert_each_answered_once();
     assert!(delivered(&f.mesh, f.target, "a").is_empty());
+    // The saved work's proxies went with the abort (the source answers
+    // those requests itself): none is left, and none ends them again at
+    // its deadline.
+    assert_eq!(f.mesh.node(f.source).core().relocation().proxy_count(), 0);
+    f.mesh.advance(Duration::from_secs(11));
+    f.assert_each_answered_once();
     assert_eq!(
         f.mesh
             .store()
@@ -1974,4 +2015,175 @@ fn core_x22_a_seal_timeout_after_an_abort_notifies_the_actor_once_at_the_source(
         None
     );
     assert!(ended(&f.mesh, f.sessions, f.s));
+}
+
+/// §2, §9 Message Follow: a bind forwarded by the source is judged at the
+/// target by its binding, as any bind, though the source's NodeGeneration is
+/// not the session owner's lifecycle: only a record of a session owned by
+/// the sending node itself is held to the link's lifecycle (§4).
+#[test]
+fn core_s3_a_bind_followed_from_a_source_of_another_node_generation_binds_at_the_target() {
+    // Given "a" relocated from the source (node 2, NodeGeneration 5) to the
+    // target (node 3), and a session on node 1 (lifecycle 1) holding the
+    // old ActorRef.
+    let mut mesh = mesh();
+    let sessions = mesh.add_node(1);
+    let source = mesh.add_node_with(2, 5, zlink::core::session::SessionOwnerConfig::default());
+    let target = mesh.add_node(3);
+    let stale = mesh.create(source, "a");
+    let relocation = relocate(&mut mesh, source, "a", target);
+    let moved = finished(&mesh, source, relocation).unwrap().unwrap();
+
+    // When the session binds the stale ActorRef and relays over the binding.
+    let s = mesh.connect(sessions);
+    let bound = bind_ok(&mut mesh, sessions, s, &stale);
+    send(&mut mesh, sessions, s, "a", b"after").unwrap();
+    mesh.run();
+
+    // Then the source followed the bind to the target, which registered it
+    // (no stale-lifecycle refusal) and takes the relay.
+    assert_eq!(count(&mesh, source, FlowTrace::MessageFollowed), 1);
+    assert_eq!(count(&mesh, target, FlowTrace::StaleLifecycleRecord), 0);
+    assert_eq!(bound.location, moved.location);
+    assert_eq!(
+        registered(&mesh, target, "a").map(|b| b.owner),
+        Some(sessions)
+    );
+    assert_eq!(delivered(&mesh, target, "a"), vec![b(b"after")]);
+}
+
+/// docs/relocation.md "Message Follow": after a commit the source keeps one
+/// follow entry for the moved Actor, and one proxy for each followed
+/// request until its answer comes back through it; the entry goes at the
+/// end of its lifetime, and then nothing of the move is left at the source
+/// (`is_idle`: no leak once every move ended and its follow lifetime
+/// passed).
+#[test]
+fn core_relocation_a_source_keeps_its_follow_entry_and_proxies_until_they_end_then_nothing() {
+    // Given "a" at the source, and no move yet: nothing is held anywhere.
+    let (mut mesh, sessions, source, target, stale) = three_nodes();
+    let held = |mesh: &Mesh, node: NodeRid| {
+        let relocation = mesh.node(node).core().relocation();
+        (
+            relocation.follow_count(),
+            relocation.proxy_count(),
+            relocation.is_idle(),
+        )
+    };
+    assert_eq!(held(&mesh, source), (0, 0, true));
+
+    // When "a" moves to the target and the move commits.
+    let relocation = relocate(&mut mesh, source, "a", target);
+    assert!(finished(&mesh, source, relocation).unwrap().is_ok());
+
+    // Then the source holds one follow entry, and is not idle.
+    assert_eq!(held(&mesh, source), (1, 0, false));
+
+    // When a session binds the stale ActorRef: the source forwards the
+    // bind to the target under a proxy id.
+    let s = mesh.connect(sessions);
+    let ticket = bind_pending(&mut mesh, sessions, s, &stale);
+    mesh.advance(LATENCY * 2);
+
+    // Then the source holds that proxy until the target's terminal comes
+    // back through it.
+    assert_eq!(held(&mesh, source), (1, 1, false));
+    mesh.run();
+    assert!(matches!(mesh.bind_outcome(sessions, ticket), Some(Ok(_))));
+    assert_eq!(held(&mesh, source), (1, 0, false));
+
+    // When the follow entry's lifetime (30,000 ms from the commit) passes.
+    mesh.advance(Duration::from_millis(30_000));
+
+    // Then nothing of the move is left at the source.
+    assert!(!mesh.node(source).core().relocation().follows(&stale.id));
+    assert_eq!(held(&mesh, source), (0, 0, true));
+}
+
+/// §12, docs/relocation.md "Message Follow": a bind the source follows to
+/// the target while it has no link to it ends at once with `Unavailable`
+/// (PeerUnreachable), not at a deadline, and leaves no proxy behind.
+#[test]
+fn core_relocation_a_bind_followed_to_an_unreachable_target_ends_at_once_peer_unreachable() {
+    // Given "a" moved from the source to the target, and then the link
+    // between the two gone.
+    let (mut mesh, sessions, source, target, stale) = three_nodes();
+    let relocation = relocate(&mut mesh, source, "a", target);
+    assert!(finished(&mesh, source, relocation).unwrap().is_ok());
+    mesh.set_linked(source, target, false);
+
+    // When a session binds the stale ActorRef.
+    let s = mesh.connect(sessions);
+    let ticket = bind_pending(&mut mesh, sessions, s, &stale);
+    mesh.run();
+
+    // Then the source tried to follow it, and the bind ended with
+    // PeerUnreachable as soon as its answer came back, with no proxy left.
+    assert_eq!(count(&mesh, source, FlowTrace::MessageFollowed), 1);
+    let outcome = mesh.bind_outcome(sessions, ticket);
+    assert_eq!(
+        outcome.map(|o| o.map_err(|e| e.reason())),
+        Some(Err(Reason::PeerUnreachable))
+    );
+    assert_eq!(mesh.node(source).core().relocation().proxy_count(), 0);
+}
+
+/// docs/relocation.md "Message Follow": an answer to a followed request
+/// counts only from the node it was followed to, and only of the kind its
+/// origin waits for (a 38 terminal for a bind); any other is a counted
+/// mismatch that ends nothing.
+#[test]
+fn core_relocation_an_answer_to_a_followed_bind_counts_only_from_the_target_as_a_terminal() {
+    // Given "a" moved from the source to the target, and a bind of the
+    // stale ActorRef the source followed to the target, whose terminal is
+    // lost on its way back.
+    let (mut mesh, sessions, source, target, stale) = three_nodes();
+    let other = mesh.add_node(4);
+    let relocation = relocate(&mut mesh, source, "a", target);
+    assert!(finished(&mesh, source, relocation).unwrap().is_ok());
+    mesh.set_dropping(target, source, Command::BoundSessionBind, true);
+    let s = mesh.connect(sessions);
+    let ticket = bind_pending(&mut mesh, sessions, s, &stale);
+    mesh.run();
+    let terminal = tapped(&mesh, Command::BoundSessionBind)
+        .into_iter()
+        .find(|t| t.from == target && t.to == source)
+        .expect("the target's terminal")
+        .record;
+    let NodeRecord::BoundSessionBind(BoundSessionBind::Terminal(BindTerminal { request, .. })) =
+        &terminal
+    else {
+        panic!("not a terminal: {terminal:?}");
+    };
+    let proxied = *request;
+    assert_eq!(mesh.node(source).core().relocation().proxy_count(), 1);
+
+    // When that terminal reaches the source from another node, and a 24
+    // reply under the same proxy id from the target.
+    mesh.inject(other, source, terminal.clone());
+    let reply = ActorReply {
+        request: proxied,
+        outcome: Ok(b(b"not a terminal")),
+    };
+    mesh.inject(
+        target,
+        source,
+        NodeRecord::ActorSend(ActorSend::Reply(reply)),
+    );
+    mesh.run();
+
+    // Then neither counts: two mismatches, and the bind is still open.
+    assert_eq!(count(&mesh, source, FlowTrace::ReplyMismatch), 2);
+    assert_eq!(mesh.bind_outcome(sessions, ticket), None);
+    assert_eq!(mesh.node(source).core().relocation().proxy_count(), 1);
+
+    // When the target's terminal reaches the source from the target.
+    mesh.set_dropping(target, source, Command::BoundSessionBind, false);
+    mesh.inject(target, source, terminal);
+    mesh.run();
+
+    // Then the bind ends bound at the target, and the proxy is gone.
+    let bound = mesh.bind_outcome(sessions, ticket).expect("a terminal");
+    assert_eq!(bound.map(|r| r.location.owner), Ok(target));
+    assert_eq!(mesh.node(source).core().relocation().proxy_count(), 0);
 }

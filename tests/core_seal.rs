@@ -1319,3 +1319,53 @@ fn core_the_relocation_pause_runs_from_the_42_to_the_44_or_the_seal_timeout() {
     let timed_out = pause(&g, SealEnd::TimedOut);
     assert_eq!(Duration::from_micros(timed_out.sum_micros), timeout);
 }
+
+/// §8.1, §12: a held request was never sent, so nothing can answer it yet:
+/// a 24 reply under its id, even from the node of its route, is a counted
+/// mismatch that ends nothing. Released, it goes out under that id, and its
+/// real reply completes it once.
+#[test]
+fn core_a_reply_to_a_held_request_before_it_was_sent_ends_nothing() {
+    // Given s's binding of "a" sealed, and a request held by the seal.
+    let mut g = given(SessionOwnerConfig::default());
+    let bind = tapped(&g.mesh, Command::BoundSessionBind)
+        .into_iter()
+        .find_map(|t| match t.record {
+            NodeRecord::BoundSessionBind(BoundSessionBind::Request(r)) => Some(r.request.id),
+            _ => None,
+        })
+        .expect("s's bind");
+    // Node 1 numbers its requests in order: the held one comes next.
+    let held_id = bind.next();
+    assert_eq!(g.seal(1), Ok(()));
+    let held = g.mesh.request(g.node, g.s, &g.a, b"held").unwrap();
+    g.mesh.run();
+
+    // When a 24 reply under the held request's id comes from the source.
+    let forged = zlink::wire::node::ActorReply {
+        request: held_id,
+        outcome: Ok(Bytes::from_static(b"forged")),
+    };
+    g.mesh.inject(
+        g.source,
+        g.node,
+        NodeRecord::ActorSend(ActorSend::Reply(forged)),
+    );
+    g.mesh.run();
+
+    // Then it is a counted mismatch, and the client has no answer.
+    assert_eq!(g.count(FlowTrace::ReplyMismatch), 1);
+    assert!(g.mesh.answers(g.node, g.s, held).is_empty());
+
+    // When the seal is aborted: the request goes out over the source route.
+    g.abort(1);
+
+    // Then it went out under that id, and its real reply completed it once.
+    let sent: Vec<_> = tapped(&g.mesh, Command::ActorSend)
+        .into_iter()
+        .filter(|t| t.from == g.node)
+        .filter_map(|t| t.record.request_id())
+        .collect();
+    assert_eq!(sent, [held_id]);
+    assert_eq!(g.mesh.answers(g.node, g.s, held), [reply(held, b"held")]);
+}

@@ -218,6 +218,51 @@ mod tests {
         assert_eq!(upper_bound_seconds(BUCKETS - 1), f64::INFINITY);
     }
 
+    /// The label values are the ones docs/operations.md documents (and
+    /// dashboards and alerts query): `origin` of
+    /// `zlink_push_duration_seconds`, `outcome` of
+    /// `zlink_relocation_pause_seconds`.
+    #[test]
+    fn the_label_values_are_the_documented_ones() {
+        let origins: Vec<_> = PushOrigin::ALL.iter().map(|o| o.name()).collect();
+        assert_eq!(origins, ["local", "link"]);
+        let ends: Vec<_> = SealEnd::ALL.iter().map(|e| e.name()).collect();
+        assert_eq!(ends, ["committed", "aborted", "timed_out"]);
+    }
+
+    /// A node's histogram is the sum of its shards' (src/runtime/metrics.rs
+    /// merges their snapshots): each bucket and the sum add up.
+    #[test]
+    fn a_merged_snapshot_adds_each_bucket_and_the_sum() {
+        // Given two shards' histograms with observations in shared and in
+        // separate buckets.
+        let (one, two) = (LatencyHistogram::default(), LatencyHistogram::default());
+        for micros in [10, 40] {
+            one.record(Duration::from_micros(micros));
+        }
+        for micros in [40, 1_000] {
+            two.record(Duration::from_micros(micros));
+        }
+
+        // When the node merges the second into the first.
+        let mut node = one.snapshot();
+        node.merge(&two.snapshot());
+
+        // Then each bucket holds both shards' counts, and the sum both sums.
+        let mut expected = [0; BUCKETS];
+        expected[0] = 1; // 10 µs
+        expected[2] = 2; // 40 µs, twice
+        expected[6] = 1; // 1 ms
+        assert_eq!(
+            node,
+            LatencySnapshot {
+                buckets: expected,
+                sum_micros: 1_090,
+            }
+        );
+        assert_eq!(node.count(), 4);
+    }
+
     #[test]
     fn each_label_has_its_own_histogram() {
         let latency = CoreLatency::default();
