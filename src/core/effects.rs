@@ -241,6 +241,12 @@ impl Effects {
         self.events.pop_front()
     }
 
+    /// The next event, left in place: the shard core looks before it takes,
+    /// so that an event it hands on is moved once, not twice.
+    pub(crate) fn peek_event(&self) -> Option<&CoreEvent> {
+        self.events.front()
+    }
+
     pub(crate) fn counters(&self) -> &FlowCounters {
         &self.counters
     }

@@ -366,21 +366,28 @@ impl ShardCore {
     /// it and reports its end with [`Sessions::turn_done`].
     #[must_use]
     pub fn poll_event(&mut self) -> Option<CoreEvent> {
-        while let Some(event) = self.fx.poll_event() {
-            match event {
-                // A moving Spot's member arrived (or failed): the Spot's
-                // move goes on from here, after the step that ended it
-                // (src/core/relocation/spot_move.rs).
-                CoreEvent::Relocation(RelocationEvent::Finished {
-                    relocation,
-                    actor,
-                    outcome,
-                }) if self.relocation.moves_with_spot(relocation) => {
-                    let now = self.fx.now();
-                    self.relocations(now)
-                        .member_moved(relocation, &actor, &outcome);
-                }
-                event => return Some(event),
+        while let Some(event) = self.fx.peek_event() {
+            // A moving Spot's member arrived (or failed): the Spot's move
+            // goes on from here, after the step that ended it
+            // (src/core/relocation/spot_move.rs). Any other event goes out
+            // as it is, straight from the queue.
+            let member_moved = matches!(
+                event,
+                CoreEvent::Relocation(RelocationEvent::Finished { relocation, .. })
+                    if self.relocation.moves_with_spot(*relocation)
+            );
+            if !member_moved {
+                return self.fx.poll_event();
+            }
+            if let Some(CoreEvent::Relocation(RelocationEvent::Finished {
+                relocation,
+                actor,
+                outcome,
+            })) = self.fx.poll_event()
+            {
+                let now = self.fx.now();
+                self.relocations(now)
+                    .member_moved(relocation, &actor, &outcome);
             }
         }
         let mut sessions = Sessions {

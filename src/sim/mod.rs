@@ -554,6 +554,11 @@ const SIM_LEASE_TERM: Duration = Duration::from_secs(3_600);
 /// The ticket of a BindOrGet nobody waits on (a recheck).
 const NOBODY: u64 = 0;
 
+/// How many times timers may fire at one instant before the mesh calls the
+/// core stuck ([`Mesh::step_until`]): far above any real burst of timers
+/// falling due together.
+const MAX_FIRINGS_AT_ONE_INSTANT: u32 = 100_000;
+
 /// How often a node's runtime renews its owner lease (the runtime's
 /// `NodeSettings::lease_renew_interval` default).
 pub const LEASE_RENEW_INTERVAL: Duration = Duration::from_millis(1_000);
@@ -2391,7 +2396,23 @@ impl Mesh {
 
     /// Fires the timers due before `at`, then delivers the records due at `at`.
     fn step_until(&mut self, at: Instant) {
+        let mut same_instant = 0u32;
         while let Some(firing) = self.next_firing().filter(|&f| f <= at) {
+            // A core whose `handle_timeout` leaves a deadline due at the
+            // same instant, firing after firing, would spin here for ever:
+            // fail at once, naming it (a timer handler may arm a timer due
+            // now, but not without end).
+            same_instant = if firing <= self.now {
+                same_instant + 1
+            } else {
+                0
+            };
+            assert!(
+                same_instant < MAX_FIRINGS_AT_ONE_INSTANT,
+                "a core's timers stay due at {:?} after {MAX_FIRINGS_AT_ONE_INSTANT} \
+                 firings: its handle_timeout never moves its deadline",
+                self.now
+            );
             self.now = self.now.max(firing);
             let now = self.now;
             for (rid, node) in self.nodes.iter_mut() {

@@ -414,7 +414,7 @@ impl RelocationOwner {
             && self.targets.is_empty()
             && self.arriving.is_empty()
             && self.proxies.len() == 0
-            && self.follow.len() == 0
+            && self.follow.is_empty()
     }
 
     /// How many messages for Actors moving away from this shard are held
@@ -480,6 +480,15 @@ impl Relocations<'_> {
             NodeRecord::RelocationCutover(cutover) => self.on_cutover(from, cutover),
             NodeRecord::RelocationDiscard(discard) => self.on_discard(from, discard),
             record => {
+                // No move and no follow entry on this shard (the common
+                // case): neither the ingress hold nor a Message Follow can
+                // take the record, so it goes to the registry without
+                // passing, by value, through the two that would hand it
+                // back untouched.
+                if self.state.relocating.is_empty() && self.state.follow.is_empty() {
+                    self.actors().handle_record(from, record);
+                    return;
+                }
                 let Some(record) = self.intercept(from, record) else {
                     return;
                 };

@@ -672,6 +672,11 @@ impl Sessions<'_> {
 
     /// Every frame the connection began has arrived whole.
     pub fn frame_whole(&mut self, session: SessionRid) {
+        // Most reads end on a frame boundary: no lookup (with its hash) for
+        // a map that holds nothing.
+        if self.owner.partial_frames.is_empty() {
+            return;
+        }
         if let Some(key) = self.owner.partial_frames.remove(&session) {
             self.fx.cancel(key);
         }

@@ -12,6 +12,7 @@
 //! disconnect turn is over.
 
 use std::cell::RefCell;
+use std::collections::hash_map::Entry;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -276,12 +277,10 @@ impl ShardState {
     /// moves the lane on. After the disconnect turn the session's
     /// attributes go.
     fn end_session_turn(&mut self, session: SessionRid, turn: TurnId, last: bool) {
-        if self
-            .running_turns
-            .get(&session)
-            .is_some_and(|running| running.turn == turn)
-        {
-            if let Some(RunningTurn { abort, slot, .. }) = self.running_turns.remove(&session) {
+        // One lookup: this runs once per session turn.
+        if let Entry::Occupied(running) = self.running_turns.entry(session) {
+            if running.get().turn == turn {
+                let RunningTurn { abort, slot, .. } = running.remove();
                 drop(abort);
                 self.aborts.give(slot);
             }
