@@ -31,7 +31,6 @@ use bytes::Bytes;
 use self::actors::{ActorHost, HostRequest, HostWaiter};
 pub(crate) use self::calls::NodeCallReply;
 use self::relocation::Moves;
-use self::session::RunningTurn;
 use super::app::session::Dispatches;
 use super::deadlines::FifoDeadlines;
 use super::executor::{completion, Completer, Completion, Executor, Spawner};
@@ -121,14 +120,12 @@ pub(crate) struct ShardState {
     awaits: awaits::Awaits,
     /// Session turns the core handed out, to start as tasks.
     ready_turns: std::collections::VecDeque<crate::core::session::SessionTurn>,
-    /// The running turn of each busy session lane.
-    running_turns: HashMap<SessionRid, RunningTurn>,
-    /// Each session's typed attributes, until its disconnect turn is over.
-    attributes: HashMap<SessionRid, crate::runtime::app::session::Attributes>,
+    /// Each session's lane, from its accept until its disconnect turn is
+    /// over: its attributes, its task's mailbox and its running turn, in
+    /// one entry so that a turn's start and end each look it up once.
+    lanes: HashMap<SessionRid, session::Lane>,
     /// Session turns' aborts kept for reuse (`session.rs`'s `start_turn`).
     aborts: super::executor::AbortPool,
-    /// Each session's lane task's mailbox, while the task lives.
-    lane_tasks: HashMap<SessionRid, Rc<session::LaneMailbox>>,
     draining: Option<Drain>,
     bind_waiters: HashMap<Ticket, Completer<Result<ActorRef, Error>>>,
     /// Actor look-ups answered by the Actor's shard.
@@ -208,10 +205,8 @@ impl ShardState {
             routes: calls::Routes::default(),
             awaits: awaits::Awaits::default(),
             ready_turns: std::collections::VecDeque::new(),
-            running_turns: HashMap::new(),
-            attributes: HashMap::new(),
+            lanes: HashMap::new(),
             aborts: super::executor::AbortPool::default(),
-            lane_tasks: HashMap::new(),
             draining: None,
             bind_waiters: HashMap::new(),
             actor_waiters: HashMap::new(),

@@ -12,7 +12,6 @@
 //! disconnect turn is over.
 
 use std::cell::RefCell;
-use std::collections::hash_map::Entry;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -30,6 +29,14 @@ use crate::runtime::executor::{or_abort, AbortSlot, Completer, Completion};
 use crate::runtime::rate_limit::TokenBucket;
 use crate::runtime::PacketHandler;
 use crate::wire::client::{ClientFrame, CloseReason};
+
+/// What [`ShardState::start_turn`] gives the turn's task.
+struct StartedTurn {
+    attributes: Attributes,
+    aborted: Completion<()>,
+    /// The lane task's mailbox; `None` before its first turn.
+    mailbox: Option<Rc<LaneMailbox>>,
+}
 
 /// A turn for a session's lane task, with what it runs with.
 struct TurnToRun {
@@ -71,8 +78,18 @@ impl Future for NextTurn<'_> {
     }
 }
 
+/// A session's lane in the runtime: what its turns run with.
+pub(super) struct Lane {
+    /// The session's typed attributes.
+    attributes: Attributes,
+    /// The lane task's mailbox, once its first turn spawned it.
+    mailbox: Option<Rc<LaneMailbox>>,
+    /// The turn running now, if any.
+    running: Option<RunningTurn>,
+}
+
 /// The running turn of a session lane.
-pub(super) struct RunningTurn {
+struct RunningTurn {
     turn: TurnId,
     /// Held for its drop, which aborts the turn.
     abort: Completer<()>,
@@ -104,7 +121,12 @@ impl ShardState {
                 bucket: TokenBucket::new(self.wall, self.node.settings.session_burst),
             },
         );
-        self.attributes.insert(rid, Attributes::default());
+        let lane = Lane {
+            attributes: Attributes::default(),
+            mailbox: None,
+            running: None,
+        };
+        self.lanes.insert(rid, lane);
         self.conns.insert(conn, rid);
     }
 
@@ -238,12 +260,10 @@ impl ShardState {
             SessionEvent::TurnExpired { session, turn } => {
                 // §7: the lane moved on; the callback is dropped here (its
                 // task then ends, and its end is stale to the core).
-                if self
-                    .running_turns
-                    .get(&session)
-                    .is_some_and(|running| running.turn == turn)
-                {
-                    self.running_turns.remove(&session);
+                if let Some(lane) = self.lanes.get_mut(&session) {
+                    if lane.running.as_ref().is_some_and(|r| r.turn == turn) {
+                        lane.running = None;
+                    }
                 }
             }
             SessionEvent::SessionEnded { session } => {
@@ -257,36 +277,37 @@ impl ShardState {
     }
 
     /// Starts a turn the core handed out: its abort, and what its task
-    /// needs to run it (the session's identity and attributes).
-    fn start_turn(
-        &mut self,
-        turn: &SessionTurn,
-    ) -> Option<(Attributes, crate::runtime::executor::Completion<()>)> {
-        let attributes = self.attributes.get(&turn.session)?.clone();
+    /// needs to run it (the session's attributes, and the lane task's
+    /// mailbox if the task is running).
+    fn start_turn(&mut self, turn: &SessionTurn) -> Option<StartedTurn> {
+        let lane = self.lanes.get_mut(&turn.session)?;
         let (abort, aborted, slot) = self.aborts.take();
-        let running = RunningTurn {
+        lane.running = Some(RunningTurn {
             turn: turn.turn,
             abort,
             slot,
-        };
-        self.running_turns.insert(turn.session, running);
-        Some((attributes, aborted))
+        });
+        Some(StartedTurn {
+            attributes: lane.attributes.clone(),
+            aborted,
+            mailbox: lane.mailbox.clone(),
+        })
     }
 
     /// A turn's task ended (its callback returned, or was dropped): the core
-    /// moves the lane on. After the disconnect turn the session's
-    /// attributes go.
+    /// moves the lane on. After the disconnect turn the lane goes, with the
+    /// session's attributes.
     fn end_session_turn(&mut self, session: SessionRid, turn: TurnId, last: bool) {
-        // One lookup: this runs once per session turn.
-        if let Entry::Occupied(running) = self.running_turns.entry(session) {
-            if running.get().turn == turn {
-                let RunningTurn { abort, slot, .. } = running.remove();
-                drop(abort);
-                self.aborts.give(slot);
-            }
-        }
-        if last {
-            self.attributes.remove(&session);
+        let running = if last {
+            self.lanes.remove(&session).and_then(|lane| lane.running)
+        } else {
+            self.lanes
+                .get_mut(&session)
+                .and_then(|lane| lane.running.take_if(|running| running.turn == turn))
+        };
+        if let Some(RunningTurn { abort, slot, .. }) = running.filter(|r| r.turn == turn) {
+            drop(abort);
+            self.aborts.give(slot);
         }
         let now = self.now();
         self.core.sessions(now).turn_done(session, turn);
@@ -327,14 +348,18 @@ impl ShardHandle {
                 return;
             };
             let (session, id) = (turn.session, turn.turn);
-            let Some((attributes, aborted)) = started else {
-                // No attributes: never reached (they live as long as the
-                // lane); the turn ends at once.
+            let Some(StartedTurn {
+                attributes,
+                aborted,
+                mailbox,
+            }) = started
+            else {
+                // No lane: never reached (it lives from the accept to the
+                // end of the disconnect turn); the turn ends at once.
                 let last = matches!(turn.work, SessionWork::Disconnected);
                 self.state.borrow_mut().end_session_turn(session, id, last);
                 continue;
             };
-            let mailbox = self.state.borrow().lane_tasks.get(&session).cloned();
             let mailbox = mailbox.unwrap_or_else(|| self.spawn_lane_task(session));
             mailbox.put(TurnToRun {
                 turn,
@@ -349,10 +374,9 @@ impl ShardHandle {
     /// the disconnect turn.
     fn spawn_lane_task(self: &Rc<Self>, session: SessionRid) -> Rc<LaneMailbox> {
         let mailbox = Rc::new(LaneMailbox::default());
-        self.state
-            .borrow_mut()
-            .lane_tasks
-            .insert(session, Rc::clone(&mailbox));
+        if let Some(lane) = self.state.borrow_mut().lanes.get_mut(&session) {
+            lane.mailbox = Some(Rc::clone(&mailbox));
+        }
         let (shard, next) = (Rc::clone(self), Rc::clone(&mailbox));
         self.spawner.spawn(async move {
             loop {
@@ -374,7 +398,6 @@ impl ShardHandle {
                 let mut state = shard.state.borrow_mut();
                 state.end_session_turn(session, id, last);
                 if last {
-                    state.lane_tasks.remove(&session);
                     return;
                 }
             }
