@@ -7,9 +7,9 @@
 #
 # Each mutant rebuilds the library and runs the library's unit tests, the
 # core tests (tests/core_*.rs), the wire tests (tests/wire_*.rs) and the
-# lane tests: about 12 s a mutant on 2 cores, so the whole set (some
-# hundreds of mutants) is a long run, and the script runs a slice of it
-# within a time budget:
+# lane tests (one crate, tests/mutants_suite.rs): about 8 s a mutant on
+# 2 cores, so the whole set (some hundreds of mutants) is a long run, and
+# the script runs a slice of it within a time budget:
 #
 #   scripts/mutants.sh sample K N [MINUTES]   # shard K of N (0-based), e.g. 0 40
 #   scripts/mutants.sh diff BASE [MINUTES]    # the mutants of lines changed since BASE
@@ -89,10 +89,16 @@ esac
 # once: a test failed against a mutant's library until zlink was rebuilt).
 # In place (ci) the restored file is newer than any mutant's build, so the
 # next build sees it changed.
-features=(--no-default-features --features testing)
+# The judges: the library's unit tests and tests/mutants_suite.rs, the
+# core, wire and lane tests as one crate (built with the `mutants-suite`
+# feature), so that a mutant's build rebuilds one test crate, not 22.
+features=(--no-default-features --features mutants-suite)
+targets=(-C --lib -C --test=mutants_suite)
 in_place=()
 if [ "$ci" = 1 ]; then
   features=()
+  # The build `cargo test` made: the same files as their own crates.
+  targets=(-C --lib -C '--test=core_*' -C '--test=wire_*' -C --test=lanes)
   in_place=(--in-place)
 else
   export CARGO_TARGET_DIR="$PWD/target/mutants-build"
@@ -122,7 +128,7 @@ timeout --signal=INT "${budget}m" cargo mutants \
   --timeout 120 \
   --no-shuffle \
   "${features[@]}" \
-  -C --lib -C '--test=core_*' -C '--test=wire_*' -C --test=lanes \
+  "${targets[@]}" \
   || status=$?
 
 out=target/mutants/mutants.out

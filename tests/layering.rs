@@ -313,3 +313,33 @@ fn an_embedder_reaches_only_the_public_surface() {
     }
     assert!(compiled >= 3, "only {compiled} examples compiled");
 }
+
+/// tests/mutants_suite.rs, the one test crate cargo-mutants builds for each
+/// mutant (scripts/mutants.sh), names every core, wire and lane test file:
+/// a file it left out would judge no mutant, and no run would say so.
+#[test]
+fn the_mutants_suite_names_every_core_wire_and_lane_test_file() {
+    let tests = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let mut files = BTreeSet::new();
+    for entry in std::fs::read_dir(&tests).expect("tests/ is readable") {
+        let name = entry.expect("a directory entry").file_name();
+        let name = name.to_string_lossy().into_owned();
+        let judged = name.starts_with("core_") || name.starts_with("wire_") || name == "lanes.rs";
+        if judged && name.ends_with(".rs") {
+            files.insert(name);
+        }
+    }
+    let suite = std::fs::read_to_string(tests.join("mutants_suite.rs"))
+        .expect("tests/mutants_suite.rs is readable");
+    let named: BTreeSet<String> = suite
+        .lines()
+        .filter_map(|line| line.strip_prefix("#[path = \""))
+        .filter_map(|rest| rest.strip_suffix("\"]"))
+        .map(str::to_owned)
+        .collect();
+    assert!(files.len() > 20, "the test files were not found: {files:?}");
+    assert_eq!(
+        named, files,
+        "tests/mutants_suite.rs must name exactly the core_*, wire_* and lanes test files"
+    );
+}
