@@ -261,3 +261,37 @@ fn core_recheck_found_removes_an_orphan_and_never_creates_or_asks_the_owner() {
     );
     assert_eq!(core.host_step(&actor, None), refused);
 }
+
+/// The simulator's destroy answers as the runtime's (`destroy_answered`
+/// keeps the caller's reply while the removal's outcome is unknown): a
+/// destroy whose row removal ended `StoreUnavailable` gets no answer then,
+/// and once the removal made again after its backoff removes the row, the
+/// final one — `Ok`, the incarnation ended — not the first
+/// `StoreUnavailable`.
+#[test]
+fn core_a_destroy_whose_removal_was_unknown_is_answered_with_its_final_outcome() {
+    use zlink::sim::{Answer, StoreBehavior, STORE_CALL_TIMEOUT};
+    // Given "a" hosted on a node, and a store that hangs,
+    let mut mesh = common::mesh();
+    let node = mesh.add_node(1);
+    let a = mesh.create(node, "a");
+    mesh.set_store(StoreBehavior::Hang);
+    // when "a" is destroyed, its removal ending `StoreUnavailable` at the
+    // call timeout, its outcome is unknown: the Actor stays ending, the removal is due again after
+    // the backoff, and the destroy is not answered yet;
+    let ticket = mesh.start_destroy(node, &a.id).unwrap();
+    mesh.advance(STORE_CALL_TIMEOUT);
+    assert!(mesh.node(node).core().actor_owner().is_ending(&a.id));
+    assert_eq!(mesh.next_timer(), Some(mesh.now() + RECHECK_FIRST));
+    assert_eq!(mesh.take_answers().get(&ticket), None);
+    // then, the store back, the removal made again ends the incarnation,
+    // and that is the destroy's answer.
+    mesh.set_store(StoreBehavior::Immediate);
+    mesh.advance(RECHECK_FIRST);
+    mesh.run();
+    assert_eq!(
+        mesh.take_answers().get(&ticket),
+        Some(&Answer::Destroy(Ok(())))
+    );
+    assert_eq!(mesh.node(node).core().actor_owner().actor_ref(&a.id), None);
+}

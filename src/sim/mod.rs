@@ -373,6 +373,10 @@ pub struct SimNode {
     /// BindOrGets waiting for an ending Actor's destroy to end, by ticket
     /// (the runtime's `ActorHost::after_destroy`).
     after_destroy: BTreeMap<ActorId, Vec<u64>>,
+    /// Destroys whose removal's outcome is unknown (made again until the
+    /// store answers): each one's ticket, answered with the final outcome
+    /// (the runtime's `ActorHost::destroying`).
+    destroying: BTreeMap<ActorId, u64>,
     /// The peers' lifecycles the last lease rounds listed (the runtime's
     /// `Links::listed`).
     listed: BTreeMap<NodeRid, NodeGeneration>,
@@ -692,6 +696,7 @@ impl Mesh {
             suspended: BTreeMap::new(),
             hosting: BTreeMap::new(),
             after_destroy: BTreeMap::new(),
+            destroying: BTreeMap::new(),
             listed: BTreeMap::new(),
             renewing: false,
             next_renewal: self.now,
@@ -1670,7 +1675,13 @@ impl Mesh {
             // Fenced with the removal unknown (the runtime's
             // `destroy_unknown`): the Actor stays ending, and the core
             // refuses the BindOrGets that waited (`LeaseExpired`).
-            HostEvent::DestroyUnknown { actor } => self.after_destroy_ended(node, &actor),
+            HostEvent::DestroyUnknown { actor } => {
+                self.after_destroy_ended(node, &actor);
+                if let Some(ticket) = self.node_mut(node).destroying.remove(&actor) {
+                    let outcome = Err(Reason::StoreUnavailable.into());
+                    self.answers.insert(ticket, Answer::Destroy(outcome));
+                }
+            }
         }
     }
 
@@ -2339,8 +2350,10 @@ impl Mesh {
     /// store answers — `Removed`, `Absent` (it was applied) and `Conflict`
     /// (the row is another's now) all end the incarnation here. Going on as
     /// before would leave an Actor served with no row, beside the new
-    /// incarnation the next login makes elsewhere (seed 6). The ticket has
-    /// the first outcome.
+    /// incarnation the next login makes elsewhere (seed 6). As in the
+    /// runtime, the destroy's ticket waits meanwhile and has the final
+    /// outcome: the removal's, or `StoreUnavailable` once the node is
+    /// fenced with it still unknown ([`HostEvent::DestroyUnknown`]).
     fn destroy_answered(
         &mut self,
         node: NodeRid,
@@ -2349,6 +2362,8 @@ impl Mesh {
         outcome: Result<(), Error>,
     ) {
         let now = self.now;
+        // A removal made again carries no ticket: the destroy's waits here.
+        let waiting = ticket.or_else(|| self.node_mut(node).destroying.remove(actor));
         let outcome = match outcome {
             Ok(()) => {
                 let forgotten = self.forget(node, actor);
@@ -2357,16 +2372,18 @@ impl Mesh {
             }
             Err(error) if error.reason() == Reason::StoreUnavailable => {
                 self.node_mut(node).core.actors(now).removal_unknown(actor);
-                Err(error)
+                if let Some(ticket) = waiting {
+                    self.node_mut(node).destroying.insert(actor.clone(), ticket);
+                }
+                return;
             }
             Err(error) => {
-                let now = self.now;
                 self.node_mut(node).core.actors(now).destroy_failed(actor);
                 self.after_destroy_ended(node, actor);
                 Err(error)
             }
         };
-        if let Some(ticket) = ticket {
+        if let Some(ticket) = waiting {
             self.answers.insert(ticket, Answer::Destroy(outcome));
         }
     }
