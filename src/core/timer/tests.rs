@@ -87,6 +87,35 @@ fn far_deadlines_wait_out_their_rounds_even_when_time_jumps() {
     assert!(wheel.is_empty());
 }
 
+/// Module docs, "Limits": a deadline saturates at the end of `Instant`'s
+/// range and the wheel keeps working for it. Such a timer (`now` plus a
+/// timeout too long to represent) stays armed through every earlier poll,
+/// is still the next deadline and cancellable, and fires once, when a
+/// poll's `now` reaches the last microsecond: with a 1 µs tick (the last
+/// tick is `u64::MAX`) and with the default 1 ms tick.
+#[test]
+fn a_deadline_saturated_at_the_end_of_time_waits_there_and_fires_there() {
+    for tick in [Duration::from_micros(1), TimerWheel::<u32>::TICK_DEFAULT] {
+        let mut wheel = TimerWheel::new(tick, 8, Instant::ZERO);
+        let end = ms(2) + Duration::MAX;
+        assert_eq!(end, Instant::from_micros(u64::MAX));
+        let last = wheel.insert(end, 1);
+        let cancelled = wheel.insert(ms(3) + Duration::MAX, 2);
+        let soon = wheel.insert(ms(5), 3);
+        assert_eq!(wheel.next_deadline(), Some(ms(5)), "tick {tick:?}");
+        assert_eq!(drain(&mut wheel, ms(10)), vec![(soon, 3)], "tick {tick:?}");
+        assert_eq!(wheel.next_deadline(), Some(end), "tick {tick:?}");
+        assert_eq!(wheel.cancel(cancelled), Some(2), "tick {tick:?}");
+        let just_before = Instant::from_micros(u64::MAX - 1);
+        assert!(drain(&mut wheel, just_before).is_empty(), "tick {tick:?}");
+        assert_eq!(wheel.next_deadline(), Some(end), "tick {tick:?}");
+        assert_eq!(drain(&mut wheel, end), vec![(last, 1)], "tick {tick:?}");
+        assert!(drain(&mut wheel, end).is_empty(), "tick {tick:?}");
+        assert!(wheel.is_empty(), "tick {tick:?}");
+        assert_eq!(wheel.next_deadline(), None, "tick {tick:?}");
+    }
+}
+
 #[test]
 fn stale_keys_cancel_nothing() {
     let mut wheel = TimerWheel::with_defaults(Instant::ZERO);
