@@ -1101,6 +1101,62 @@ fn an_oversized_length_prefix_is_refused_before_the_frame_arrives() {
     );
 }
 
+/// docs/wire.md "Limits that compose": a node's links take the client
+/// limits with `frame_len_max` larger by `RECORD_ENVELOPE_MAX` and every
+/// other bound the same, so that a record carrying a payload as long as a
+/// whole client frame still crosses a link (under the client limits alone
+/// it would be refused, and the link closed).
+#[test]
+fn link_limits_let_a_record_carry_a_payload_as_long_as_a_client_frame() {
+    let small = DecodeLimits {
+        frame_len_max: 2_000,
+        budget_max_ms: 9_000,
+        handoff_state_len_max: 700,
+        saved_work_count_max: 5,
+    };
+    assert_eq!(
+        small.for_links(),
+        DecodeLimits {
+            frame_len_max: 2_000 + DecodeLimits::RECORD_ENVELOPE_MAX,
+            ..small
+        }
+    );
+    assert_eq!(
+        DecodeLimits::default().for_links().frame_len_max,
+        64 * 1024 + 4 * 1024
+    );
+    for client in [DecodeLimits::default(), small] {
+        let links = client.for_links();
+        let record = message(ActorSendBody::Payload {
+            key: PacketKey(14),
+            correlation: Some(Correlation(15)),
+            payload: Bytes::from(vec![7u8; client.frame_len_max as usize]),
+        });
+        let (frame, _) = frame_and_body(&record, NodeRecord::encode);
+        let mut stream = frame.clone();
+        assert_eq!(
+            NodeRecord::decode_from(&mut stream, &links),
+            Ok(Some(record)),
+            "{client:?}"
+        );
+        assert!(stream.is_empty());
+        let mut stream = frame;
+        assert!(
+            matches!(
+                NodeRecord::decode_from(&mut stream, &client),
+                Err(WireError::FrameTooLong { .. })
+            ),
+            "{client:?}"
+        );
+    }
+    // The widest client limit saturates rather than wrapping to a small one.
+    let widest = DecodeLimits {
+        frame_len_max: u32::MAX,
+        ..small
+    };
+    assert_eq!(widest.for_links().frame_len_max, u32::MAX);
+}
+
 #[test]
 fn an_unknown_command_is_refused() {
     for command in [0u8, 1, 23, 25, 37, 39, 46, 50, 52, 255] {
@@ -1298,6 +1354,32 @@ fn a_budget_above_the_limit_is_refused() {
     ));
 }
 
+/// docs/wire.md "Limits": `budget_max_ms` defaults to 10 minutes. A
+/// request whose budget is exactly 600,000 ms decodes under the default
+/// limits; one millisecond more is refused.
+#[test]
+fn the_default_budget_limit_is_ten_minutes_to_the_millisecond() {
+    let with_budget = |ms: u64| {
+        let mut record = message(ActorSendBody::DisconnectNotice);
+        if let NodeRecord::ActorSend(ActorSend::Message(m)) = &mut record {
+            m.request = Some(RequestHeader {
+                id: RequestId(5),
+                budget: Duration::from_millis(ms),
+            });
+        }
+        record
+    };
+    let ten_minutes = with_budget(600_000);
+    assert_eq!(decode(&body_of(&ten_minutes)), Ok(ten_minutes));
+    assert_eq!(
+        decode(&body_of(&with_budget(600_001))),
+        Err(WireError::BudgetOutOfRange {
+            budget_ms: 600_001,
+            max_ms: 600_000
+        })
+    );
+}
+
 #[test]
 fn trailing_bytes_after_a_body_are_refused() {
     for record in samples() {
@@ -1360,6 +1442,28 @@ fn a_prepare_state_over_the_limit_is_refused_before_it_is_read() {
         Err(WireError::StateTooLong {
             len: u32::MAX,
             max: 8
+        })
+    );
+}
+
+/// docs/wire.md "Limits" and docs/relocation.md: `handoff_state_len_max`
+/// defaults to 32 KiB. A prepare (60) carrying exactly 32 KiB of Actor
+/// state decodes under the default limits; one byte more is refused.
+#[test]
+fn the_default_prepare_state_limit_is_32_kib() {
+    let with_state = |len: usize| {
+        NodeRecord::RelocationPrepare(Box::new(RelocationPrepare {
+            state: Bytes::from(vec![3u8; len]),
+            ..prepare_body()
+        }))
+    };
+    let at_limit = with_state(32 * 1024);
+    assert_eq!(decode(&body_of(&at_limit)), Ok(at_limit));
+    assert_eq!(
+        decode(&body_of(&with_state(32 * 1024 + 1))),
+        Err(WireError::StateTooLong {
+            len: 32 * 1024 + 1,
+            max: 32 * 1024
         })
     );
 }
