@@ -3,7 +3,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 
-use super::{TimerKey, TimerWheel};
+use super::{Entry, Place, TimerKey, TimerWheel, NIL};
 use crate::core::time::Instant;
 
 fn ms(millis: u64) -> Instant {
@@ -217,6 +217,48 @@ impl Model {
     }
 }
 
+/// The wheel's own bookkeeping after an operation (module docs, "How it
+/// works"): walking each slot's list, in at most as many steps as there
+/// are entries, meets only live wheel entries whose tick hashes to that
+/// slot, each naming the one before it as `prev`; a fired, cancelled or
+/// due entry is in no list; and the listed and due entries are the armed
+/// timers. A stale link would make a later sweep walk a freed or reused
+/// entry, or spin in a cycle, so the property test checks this after every
+/// step and fails there instead.
+fn assert_lists_consistent(wheel: &TimerWheel<u32>) {
+    let mut listed = 0;
+    for (slot, &head) in wheel.heads.iter().enumerate() {
+        let (mut prev_want, mut index) = (NIL, head);
+        while index != NIL {
+            listed += 1;
+            assert!(listed <= wheel.entries.len(), "slot {slot}: a cycle");
+            let Entry::Live {
+                expiry_tick,
+                place: Place::Wheel { prev, next },
+                ..
+            } = &wheel.entries[index as usize]
+            else {
+                panic!("slot {slot} links {:?}", wheel.entries[index as usize]);
+            };
+            assert_eq!(*prev, prev_want, "slot {slot}: prev of entry {index}");
+            assert_eq!(wheel.slot_of(*expiry_tick), slot, "entry {index}'s slot");
+            (prev_want, index) = (index, *next);
+        }
+    }
+    let in_wheel = |e: &&Entry<u32>| {
+        matches!(
+            e,
+            Entry::Live {
+                place: Place::Wheel { .. },
+                ..
+            }
+        )
+    };
+    let live = |e: &&Entry<u32>| matches!(e, Entry::Live { .. });
+    assert_eq!(listed, wheel.entries.iter().filter(in_wheel).count());
+    assert_eq!(wheel.entries.iter().filter(live).count(), wheel.len());
+}
+
 fn run(ops: Vec<Op>, slots: usize, tick_us: u64) {
     let mut wheel = TimerWheel::new(Duration::from_micros(tick_us), slots, Instant::ZERO);
     let mut model = Model::default();
@@ -230,6 +272,7 @@ fn run(ops: Vec<Op>, slots: usize, tick_us: u64) {
                 let key = wheel.insert(deadline, value);
                 model.armed.insert(key, deadline);
                 model.keys.push(key);
+                assert_lists_consistent(&wheel);
             }
             Op::Cancel { nth } if !model.keys.is_empty() => {
                 let key = model.keys[nth % model.keys.len()];
@@ -240,6 +283,7 @@ fn run(ops: Vec<Op>, slots: usize, tick_us: u64) {
                     "cancel of {key:?}"
                 );
                 assert_eq!(wheel.cancel(key), None, "a second cancel is stale");
+                assert_lists_consistent(&wheel);
             }
             Op::Cancel { .. } => {}
             Op::Advance { by_us, polls_max } => {
@@ -247,7 +291,9 @@ fn run(ops: Vec<Op>, slots: usize, tick_us: u64) {
                 let mut polls = 0;
                 let mut deadline_last = Instant::ZERO;
                 while polls < polls_max {
-                    let Some((key, value)) = wheel.poll_expired(now) else {
+                    let polled = wheel.poll_expired(now);
+                    assert_lists_consistent(&wheel);
+                    let Some((key, value)) = polled else {
                         break;
                     };
                     let deadline = model.check_poll(now, key, value);
@@ -263,8 +309,10 @@ fn run(ops: Vec<Op>, slots: usize, tick_us: u64) {
     }
     now = now + Duration::from_secs(1);
     while let Some((key, value)) = wheel.poll_expired(now) {
+        assert_lists_consistent(&wheel);
         model.check_poll(now, key, value);
     }
+    assert_lists_consistent(&wheel);
     model.check_drained(&wheel, now);
     assert!(wheel.is_empty());
 }
