@@ -1695,6 +1695,96 @@ fn the_handoff_records_have_their_command_numbers() {
     assert_eq!(prepare().request_id(), Some(RequestId(70)));
 }
 
+/// §6 and docs/wire.md "Node records": a request record names its
+/// RequestId (`request_id`: a failure to send it ends that request), and a
+/// request whose body does not decode still names its command and id from
+/// its first bytes (`request_of`: it is answered with a typed error instead
+/// of silence). The requests are the 24 message with a request header (a
+/// payload or a disconnect notice), the 38 bind request, 42, 60, the 70
+/// with a request header and the 71 ask; a reply, a terminal, an answer or
+/// a one-way record names none, whole or cut.
+#[test]
+fn every_request_names_its_id_whole_or_cut_after_its_header_and_no_other_record_does() {
+    let mut records = samples();
+    let NodeRecord::ActorSend(ActorSend::Message(mut one_way)) = samples()[0].clone() else {
+        unreachable!("the first sample is a 24 message")
+    };
+    one_way.request = None;
+    records.push(NodeRecord::ActorSend(ActorSend::Message(one_way)));
+    let requests: Vec<(u8, u64)> = records
+        .iter()
+        .filter_map(|r| r.request_id().map(|id| (r.command().code(), id.0)))
+        .collect();
+    assert_eq!(
+        requests,
+        vec![
+            (24, 5),
+            (24, 5),
+            (38, 40),
+            (42, 50),
+            (60, 70),
+            (60, 70),
+            (70, RequestId::CALL_BIT | 3),
+            (71, RequestId::HOST_BIT | 4),
+        ]
+    );
+    for record in &records {
+        let named = record.request_id().map(|id| (record.command(), id));
+        let body = body_of(record);
+        assert_eq!(NodeRecord::request_of(&body), named, "{record:?}");
+        // Command, variant, a presence byte (24, 70) and the 12-byte
+        // header: a body cut there does not decode but still names it (a
+        // shorter record is cut by its last byte).
+        let cut = body.slice(..body.len().min(16) - 1);
+        assert!(decode(&cut).is_err(), "{record:?}");
+        assert_eq!(NodeRecord::request_of(&cut), named, "{record:?} cut");
+    }
+}
+
+/// The link reader splits one whole record body at a time off its receive
+/// buffer (`split_from`, before decoding it, so that a body that does not
+/// decode is still looked at by `request_of`): the bodies come out whole
+/// and in order, an incomplete one is awaited with nothing consumed, and an
+/// oversized length prefix is refused at once.
+#[test]
+fn split_from_takes_whole_bodies_off_the_buffer_in_order_and_awaits_a_partial_one() {
+    let limits = DecodeLimits::default();
+    let records = samples();
+    let mut stream = BytesMut::new();
+    records[0].encode(&mut stream);
+    records[2].encode(&mut stream);
+    let mut third = BytesMut::new();
+    records[4].encode(&mut third);
+    stream.extend_from_slice(&third[..third.len() - 1]);
+    let partial = third.len() - 1;
+    assert_eq!(
+        NodeRecord::split_from(&mut stream, &limits),
+        Ok(Some(body_of(&records[0])))
+    );
+    assert_eq!(
+        NodeRecord::split_from(&mut stream, &limits),
+        Ok(Some(body_of(&records[2])))
+    );
+    assert_eq!(NodeRecord::split_from(&mut stream, &limits), Ok(None));
+    assert_eq!(
+        stream.len(),
+        partial,
+        "nothing of the partial body consumed"
+    );
+    stream.extend_from_slice(&third[third.len() - 1..]);
+    assert_eq!(
+        NodeRecord::split_from(&mut stream, &limits),
+        Ok(Some(body_of(&records[4])))
+    );
+    assert!(stream.is_empty());
+    let max = limits.frame_len_max;
+    let mut oversized = BytesMut::from(&(max + 1).to_be_bytes()[..]);
+    assert_eq!(
+        NodeRecord::split_from(&mut oversized, &limits),
+        Err(WireError::FrameTooLong { len: max + 1, max })
+    );
+}
+
 /// Where the state's length prefix starts in a 60's body: after command,
 /// variant, header 12, relocation 16, actor, generations 16 and the binding.
 fn state_offset(record: &NodeRecord) -> usize {
