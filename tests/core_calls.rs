@@ -156,6 +156,22 @@ fn core_a_request_without_a_reply_ends_at_its_deadline_never_sooner_and_a_late_r
     assert_eq!(count(&mesh, one, FlowTrace::LateReplyDropped), 1);
 }
 
+/// §5: a fenced Actor owner runs no more turns. A request its Actor made
+/// before the fence ends nothing at its deadline there: no `Deadline`
+/// outcome reaches the caller, none is counted.
+#[test]
+fn core_a_request_open_when_its_callers_owner_fences_ends_nothing_at_its_deadline() {
+    let (mut mesh, one, two, b) = two();
+    let a = actor_id("a");
+    mesh.set_behavior(two, ActorBehavior::Manual);
+    request(&mut mesh, one, &a, &b, b"ping");
+    mesh.actors(one).fence();
+    mesh.advance(DEADLINE * 2);
+    mesh.run();
+    assert_eq!(outcomes(&mesh, "a"), vec![]);
+    assert_eq!(count(&mesh, one, FlowTrace::RequestDeadlineExceeded), 0);
+}
+
 #[test]
 fn core_a3_a_call_to_a_stale_route_is_refused_typed_or_counted_never_silent() {
     let (mut mesh, one, two, b) = two();
