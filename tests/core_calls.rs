@@ -156,6 +156,117 @@ fn core_a_request_without_a_reply_ends_at_its_deadline_never_sooner_and_a_late_r
     assert_eq!(count(&mesh, one, FlowTrace::LateReplyDropped), 1);
 }
 
+/// docs/actors.md "From node code": a request of node code outside any
+/// Actor goes out as a 70 request and ends once, as
+/// `CoreEvent::NodeCallOutcome` on the shard that sent it: with the reply
+/// of the node it went to (the same reply from another node ends nothing),
+/// `PeerUnreachable` as soon as the transport reports it unsent on the link
+/// to that node (a report naming another node ends nothing), or `Deadline`
+/// at its deadline, never sooner, counted. Whatever comes after the end is
+/// dropped, and no deadline stays armed.
+#[test]
+fn core_a_request_of_node_code_ends_once_by_its_reply_its_unreachable_report_or_its_deadline() {
+    use zlink::core::session::SessionOwnerConfig;
+    use zlink::core::shard::ShardCore;
+    use zlink::core::time::Instant;
+    use zlink::ids::{
+        ActorLocation, AuthorityOwnerGeneration, MeshName, NodeGeneration, OwnerLeaseGeneration,
+        Peer, RequestId,
+    };
+    use zlink::wire::node::{ActorReply, ActorSend, NodeRecord};
+
+    fn ended(core: &mut ShardCore) -> Vec<(CallId, Result<Bytes, Error>)> {
+        let mut ended = Vec::new();
+        while let Some(event) = core.poll_event() {
+            if let CoreEvent::NodeCallOutcome { call, outcome } = event {
+                ended.push((call, outcome));
+            }
+        }
+        ended
+    }
+    fn reply(
+        core: &mut ShardCore,
+        now: Instant,
+        rid: u64,
+        request: RequestId,
+        text: &'static [u8],
+    ) {
+        let from = Peer {
+            rid: NodeRid(rid),
+            generation: NodeGeneration(1),
+        };
+        let reply = ActorReply {
+            request,
+            outcome: Ok(Bytes::from_static(text)),
+        };
+        core.handle_record(now, from, NodeRecord::ActorSend(ActorSend::Reply(reply)));
+    }
+
+    let t0 = Instant::from_millis(1_000);
+    let mut core = one_shard(SessionOwnerConfig::default());
+    let to = ActorRef {
+        id: actor_id("b"),
+        generation: ObjectGeneration(1),
+        location: ActorLocation {
+            mesh: MeshName::new("sim").unwrap(),
+            owner: NodeRid(2),
+            node_generation: NodeGeneration(1),
+            authority: AuthorityOwnerGeneration(1),
+            lease: OwnerLeaseGeneration(1),
+        },
+    };
+    let mut sent = Vec::new();
+    for n in 1..=3 {
+        core.actors(t0).node_request(
+            None,
+            &to,
+            KEY,
+            Bytes::from_static(b"q"),
+            CallId(n),
+            DEADLINE,
+        );
+        let transmit = core.poll_transmit().expect("the 70 request");
+        assert_eq!(transmit.to, NodeRid(2));
+        sent.push(transmit.record.request_id().expect("a request"));
+    }
+    assert!(ended(&mut core).is_empty());
+
+    // The first ends with its reply, from node 2 only.
+    reply(&mut core, t0, 3, sent[0], b"not yours");
+    assert!(ended(&mut core).is_empty());
+    reply(&mut core, t0, 2, sent[0], b"pong");
+    assert_eq!(
+        ended(&mut core),
+        vec![(CallId(1), Ok(Bytes::from_static(b"pong")))]
+    );
+    // The second when it is reported unsent on the link to node 2 only.
+    core.handle_unreachable(t0, NodeRid(3), sent[1]);
+    assert!(ended(&mut core).is_empty());
+    core.handle_unreachable(t0, NodeRid(2), sent[1]);
+    assert_eq!(
+        ended(&mut core),
+        vec![(CallId(2), Err(error(Reason::PeerUnreachable)))]
+    );
+    // The third at its deadline, not a microsecond sooner.
+    let due = t0 + DEADLINE;
+    core.handle_timeout(Instant::from_micros(due.as_micros() - 1));
+    assert!(ended(&mut core).is_empty());
+    assert_eq!(core.counters().get(FlowTrace::RequestDeadlineExceeded), 0);
+    core.handle_timeout(due);
+    assert_eq!(
+        ended(&mut core),
+        vec![(CallId(3), Err(error(Reason::Deadline)))]
+    );
+    assert_eq!(core.counters().get(FlowTrace::RequestDeadlineExceeded), 1);
+    // Nothing after the end: late answers are dropped, nothing is armed.
+    reply(&mut core, due, 2, sent[0], b"again");
+    reply(&mut core, due, 2, sent[2], b"late");
+    core.handle_unreachable(due, NodeRid(2), sent[1]);
+    core.handle_timeout(due + DEADLINE * 2);
+    assert!(ended(&mut core).is_empty());
+    assert_eq!(core.armed_timers(), 0);
+}
+
 /// §5: a fenced Actor owner runs no more turns. A request its Actor made
 /// before the fence ends nothing at its deadline there: no `Deadline`
 /// outcome reaches the caller, none is counted.
