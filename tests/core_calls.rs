@@ -267,6 +267,69 @@ fn core_a_request_of_node_code_ends_once_by_its_reply_its_unreachable_report_or_
     assert_eq!(core.armed_timers(), 0);
 }
 
+/// An outcome is never a request: a 70 outcome that carries a request
+/// header (it decodes, docs/wire.md) is answered `MalformedRecord` under
+/// that header's id, to the node that sent it, and reaches no Actor: the
+/// caller's request it names stays open for its own outcome.
+#[test]
+fn core_an_outcome_carrying_a_request_header_is_answered_malformed_and_delivers_nothing() {
+    use zlink::core::session::SessionOwnerConfig;
+    use zlink::core::time::Instant;
+    use zlink::ids::{
+        AuthorityOwnerGeneration, NodeGeneration, OwnerLeaseGeneration, Peer, RequestId,
+    };
+    use zlink::wire::node::{
+        ActorCall, ActorReply, ActorSend, CallBody, NodeRecord, RequestHeader,
+    };
+
+    let now = Instant::from_millis(1_000);
+    let mut core = one_shard(SessionOwnerConfig::default());
+    let a = actor_id("a");
+    core.actors(now)
+        .host(a.clone(), ObjectGeneration(1), AuthorityOwnerGeneration(1))
+        .unwrap();
+    let call = core.actors(now).open_call(&a, DEADLINE).unwrap();
+    while core.poll_event().is_some() {}
+    let header = RequestHeader {
+        id: RequestId(RequestId::CALL_BIT | 77),
+        budget: DEADLINE,
+    };
+    let outcome = ActorCall {
+        request: Some(header),
+        actor: a.clone(),
+        object_generation: ObjectGeneration(1),
+        authority: AuthorityOwnerGeneration(1),
+        lease: OwnerLeaseGeneration(1),
+        from: Some(a.clone()),
+        body: CallBody::Outcome {
+            call,
+            outcome: Ok(Bytes::from_static(b"forged")),
+        },
+    };
+    let from = Peer {
+        rid: NodeRid(2),
+        generation: NodeGeneration(1),
+    };
+    core.handle_record(now, from, NodeRecord::ActorCall(outcome));
+    let answer = core.poll_transmit().expect("an answer to the sender");
+    assert_eq!(answer.to, NodeRid(2));
+    assert_eq!(
+        answer.record,
+        NodeRecord::ActorSend(ActorSend::Reply(ActorReply {
+            request: header.id,
+            outcome: Err(error(Reason::MalformedRecord)),
+        }))
+    );
+    assert!(core.poll_transmit().is_none());
+    while let Some(event) = core.poll_event() {
+        assert!(
+            !matches!(event, CoreEvent::Actor(_)),
+            "reached the Actor: {event:?}"
+        );
+    }
+    assert_eq!(core.actor_owner().open_call_count(&a), 1);
+}
+
 /// §5: a fenced Actor owner runs no more turns. A request its Actor made
 /// before the fence ends nothing at its deadline there: no `Deadline`
 /// outcome reaches the caller, none is counted.
