@@ -330,6 +330,78 @@ fn core_an_outcome_carrying_a_request_header_is_answered_malformed_and_delivers_
     assert_eq!(core.actor_owner().open_call_count(&a), 1);
 }
 
+/// docs/actors.md "Messages between Actors": an Actor's requests are
+/// numbered in its own ledger, 1, 2, …, so that two open at once each end
+/// with their own outcome, never one taken for the other.
+#[test]
+fn core_two_requests_open_at_once_are_numbered_apart_and_each_ends_with_its_own_reply() {
+    let (mut mesh, one, two, b) = two();
+    let a = actor_id("a");
+    mesh.set_behavior(two, ActorBehavior::Manual);
+    let first = request(&mut mesh, one, &a, &b, b"first");
+    let second = request(&mut mesh, one, &a, &b, b"second");
+    assert_eq!((first, second), (CallId(1), CallId(2)));
+    mesh.run();
+    assert_eq!(mesh.node(one).core().actor_owner().open_call_count(&a), 2);
+    let tickets: Vec<_> = mesh
+        .node(two)
+        .actor_events
+        .iter()
+        .map(|event| match event {
+            ActorEvent::Call {
+                payload,
+                reply: Some(ticket),
+                ..
+            } => (payload.clone(), *ticket),
+            other => panic!("not a request: {other:?}"),
+        })
+        .collect();
+    // Answered in the other order.
+    for (payload, ticket) in tickets.into_iter().rev() {
+        mesh.actors(two).reply(ticket, Ok(payload));
+    }
+    mesh.run();
+    assert_eq!(
+        outcomes(&mesh, "a"),
+        vec![
+            (one, second, Ok(Bytes::from_static(b"second"))),
+            (one, first, Ok(Bytes::from_static(b"first"))),
+        ]
+    );
+    mesh.advance(DEADLINE * 2);
+    assert_eq!(outcomes(&mesh, "a").len(), 2);
+    assert_eq!(mesh.node(one).core().actor_owner().open_call_count(&a), 0);
+}
+
+/// open_calls.rs: a relocation freezes the caller's open requests at
+/// capture; when the move aborts, each deadline is armed again with the
+/// time it had left, so a request that gets no answer still ends
+/// `Deadline` on the caller's node, late by the move's pause at most.
+#[test]
+fn core_a_request_frozen_for_an_aborted_move_still_ends_at_its_deadline() {
+    let (mut mesh, one, two, b) = two();
+    let three = mesh.add_node(3);
+    let a = actor_id("a");
+    mesh.set_behavior(two, ActorBehavior::Manual);
+    let call = request(&mut mesh, one, &a, &b, b"q");
+    let sent_at = mesh.now();
+    mesh.run();
+    mesh.set_restore(three, RestoreBehavior::Hold);
+    mesh.relocations(one).relocate(&a, three).unwrap();
+    mesh.run();
+    mesh.finish_restore(three, Err(error(Reason::NoActorFactory)));
+    mesh.run();
+    assert!(mesh.node(one).core().actor_owner().actor_ref(&a).is_some());
+    assert!(outcomes(&mesh, "a").is_empty());
+    mesh.advance(DEADLINE * 2);
+    assert_eq!(
+        outcomes(&mesh, "a"),
+        vec![(one, call, Err(error(Reason::Deadline)))]
+    );
+    assert!(mesh.now() >= sent_at + DEADLINE);
+    assert_eq!(mesh.node(one).core().actor_owner().open_call_count(&a), 0);
+}
+
 /// §5: a fenced Actor owner runs no more turns. A request its Actor made
 /// before the fence ends nothing at its deadline there: no `Deadline`
 /// outcome reaches the caller, none is counted.
