@@ -402,6 +402,89 @@ fn core_a_request_frozen_for_an_aborted_move_still_ends_at_its_deadline() {
     assert_eq!(mesh.node(one).core().actor_owner().open_call_count(&a), 0);
 }
 
+/// docs/actors.md "Messages between Actors": an outcome is addressed to
+/// the incarnation that made the request. When the caller was destroyed and
+/// a new incarnation hosted in its place, the old request's reply reaches
+/// no one (refused as another incarnation's, counted), even when the new
+/// incarnation has a request open under the same number: that one ends
+/// with its own reply.
+#[test]
+fn core_a_reply_to_a_replaced_incarnations_request_never_reaches_the_new_incarnation() {
+    let mut mesh = mesh();
+    let (one, two) = (mesh.add_node(1), mesh.add_node(2));
+    let b = mesh.create(two, "b");
+    mesh.set_behavior(two, ActorBehavior::Manual);
+    let a = actor_id("a");
+    mesh.host_generation(one, "a", 1);
+    let old = request(&mut mesh, one, &a, &b, b"old");
+    mesh.run();
+    mesh.destroy(one, &a).unwrap();
+    mesh.host_generation(one, "a", 2);
+    let new = request(&mut mesh, one, &a, &b, b"new");
+    assert_eq!(old, new, "each ledger numbers from 1");
+    mesh.run();
+    let tickets: Vec<_> = mesh
+        .node(two)
+        .actor_events
+        .iter()
+        .map(|event| match event {
+            ActorEvent::Call {
+                payload,
+                reply: Some(ticket),
+                ..
+            } => (payload.clone(), *ticket),
+            other => panic!("not a request: {other:?}"),
+        })
+        .collect();
+    let refused_before = count(&mesh, one, FlowTrace::OneWayRecordRefused);
+    for (payload, ticket) in tickets {
+        let mut answer = payload.to_vec();
+        answer.extend_from_slice(b" answered");
+        mesh.actors(two).reply(ticket, Ok(Bytes::from(answer)));
+        mesh.run();
+    }
+    assert_eq!(
+        outcomes(&mesh, "a"),
+        vec![(one, new, Ok(Bytes::from_static(b"new answered")))]
+    );
+    assert_eq!(
+        count(&mesh, one, FlowTrace::OneWayRecordRefused),
+        refused_before + 1
+    );
+}
+
+/// docs/actors.md "Messages between Actors": the outcome of a request
+/// whose caller moved away and back since it was made is addressed to the
+/// caller as it is now (its authority moved on twice), so it is delivered,
+/// not refused as stale: the request ends with its reply, once.
+#[test]
+fn core_the_reply_to_a_caller_that_moved_away_and_back_is_delivered_to_it() {
+    let (mut mesh, one, two, b) = two();
+    let three = mesh.add_node(3);
+    let a = actor_id("a");
+    mesh.set_behavior(two, ActorBehavior::Manual);
+    let call = request(&mut mesh, one, &a, &b, b"q");
+    mesh.run();
+    let before = mesh.node(one).core().actor_owner().actor_ref(&a).unwrap();
+    mesh.relocations(one).relocate(&a, three).unwrap();
+    mesh.run();
+    mesh.relocations(three).relocate(&a, one).unwrap();
+    mesh.run();
+    let after = mesh.node(one).core().actor_owner().actor_ref(&a).unwrap();
+    assert_eq!(after.generation, before.generation);
+    assert_ne!(after.location.authority, before.location.authority);
+    let ticket = the_call_ticket(&mesh, two);
+    mesh.actors(two)
+        .reply(ticket, Ok(Bytes::from_static(b"answer")));
+    mesh.run();
+    assert_eq!(
+        outcomes(&mesh, "a"),
+        vec![(one, call, Ok(Bytes::from_static(b"answer")))]
+    );
+    mesh.advance(DEADLINE * 2);
+    assert_eq!(outcomes(&mesh, "a").len(), 1);
+}
+
 /// §5: a fenced Actor owner runs no more turns. A request its Actor made
 /// before the fence ends nothing at its deadline there: no `Deadline`
 /// outcome reaches the caller, none is counted.
