@@ -485,6 +485,54 @@ fn core_the_reply_to_a_caller_that_moved_away_and_back_is_delivered_to_it() {
     assert_eq!(outcomes(&mesh, "a").len(), 1);
 }
 
+/// open_calls.rs and relocation/target.rs, found by the simulator (seed
+/// 16527): a move whose relay-ready (61) is lost commits at the target by
+/// its cutover fallback, and the source hands over only when the store
+/// tells it the target's CAS won; the outcome it held meanwhile reaches the
+/// target (62) after the commit. It closes the request in the ledger the
+/// target hosts: the caller gets its reply there, once, nothing is counted
+/// late, and the request's deadline then finds nothing open.
+#[test]
+fn core_an_outcome_held_past_the_callers_commit_ends_the_request_once_at_the_target() {
+    use zlink::wire::node::Command;
+
+    let (mut mesh, one, two, b) = two();
+    let three = mesh.add_node(3);
+    let a = actor_id("a");
+    mesh.set_behavior(two, ActorBehavior::Manual);
+    // A deadline far past the move's fallback and prepare timeout.
+    let deadline = Duration::from_secs(30);
+    let call = mesh.actors(one).open_call(&a, deadline).unwrap();
+    mesh.actors(one)
+        .request(&a, &b, KEY, Bytes::from_static(b"q"), call, deadline)
+        .unwrap();
+    mesh.run();
+    let ticket = the_call_ticket(&mesh, two);
+    mesh.set_dropping(three, one, Command::RelocationReady, true);
+    mesh.relocations(one).relocate(&a, three).unwrap();
+    mesh.run();
+    // The answer reaches node 1 while it holds the captured caller.
+    mesh.actors(two)
+        .reply(ticket, Ok(Bytes::from_static(b"answer")));
+    mesh.run();
+    assert!(
+        outcomes(&mesh, "a").is_empty(),
+        "delivered to a captured caller"
+    );
+    // Node 3 commits at its fallback; node 1 learns it from the store.
+    mesh.advance(Duration::from_secs(3));
+    assert_eq!(count(&mesh, three, FlowTrace::CutoverTimeout), 1);
+    assert!(!mesh.node(one).core().relocation().is_relocating(&a));
+    assert_eq!(
+        outcomes(&mesh, "a"),
+        vec![(three, call, Ok(Bytes::from_static(b"answer")))]
+    );
+    assert_eq!(count(&mesh, three, FlowTrace::LateReplyDropped), 0);
+    mesh.advance(deadline * 2);
+    assert_eq!(outcomes(&mesh, "a").len(), 1);
+    assert_eq!(mesh.node(three).core().actor_owner().open_call_count(&a), 0);
+}
+
 /// §5: a fenced Actor owner runs no more turns. A request its Actor made
 /// before the fence ends nothing at its deadline there: no `Deadline`
 /// outcome reaches the caller, none is counted.
