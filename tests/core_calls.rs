@@ -533,6 +533,36 @@ fn core_an_outcome_held_past_the_callers_commit_ends_the_request_once_at_the_tar
     assert_eq!(mesh.node(three).core().actor_owner().open_call_count(&a), 0);
 }
 
+/// open_calls.rs: a destroyed Actor's open requests end with it, their
+/// deadlines too: none fires on a new incarnation, even on a request it
+/// opened under the same number (each ledger numbers anew), which ends at
+/// its own deadline, not the old one's.
+#[test]
+fn core_a_destroyed_callers_deadline_never_ends_the_same_numbered_request_of_the_next() {
+    let mut mesh = mesh();
+    let (one, two) = (mesh.add_node(1), mesh.add_node(2));
+    let b = mesh.create(two, "b");
+    mesh.set_behavior(two, ActorBehavior::Manual);
+    let a = actor_id("a");
+    mesh.create(one, "a");
+    let old = request(&mut mesh, one, &a, &b, b"old");
+    mesh.run();
+    mesh.destroy(one, &a).unwrap();
+    mesh.advance(DEADLINE / 2);
+    mesh.create(one, "a");
+    let opened = mesh.now();
+    let new = request(&mut mesh, one, &a, &b, b"new");
+    assert_eq!(old, new, "each ledger numbers from 1");
+    mesh.advance(DEADLINE - MICRO);
+    assert_eq!(outcomes(&mesh, "a"), vec![], "ended before its deadline");
+    mesh.advance(DEADLINE);
+    assert_eq!(
+        outcomes(&mesh, "a"),
+        vec![(one, new, Err(error(Reason::Deadline)))]
+    );
+    assert!(mesh.now() >= opened + DEADLINE);
+}
+
 /// §5: a fenced Actor owner runs no more turns. A request its Actor made
 /// before the fence ends nothing at its deadline there: no `Deadline`
 /// outcome reaches the caller, none is counted.
