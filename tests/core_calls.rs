@@ -511,6 +511,8 @@ fn core_an_outcome_held_past_the_callers_commit_ends_the_request_once_at_the_tar
     mesh.set_dropping(three, one, Command::RelocationReady, true);
     mesh.relocations(one).relocate(&a, three).unwrap();
     mesh.run();
+    // Node 1 holds nothing yet for the move (a metrics scrape reads it).
+    assert_eq!(mesh.node(one).core().held_messages(), (0, 0));
     // The answer reaches node 1 while it holds the captured caller.
     mesh.actors(two)
         .reply(ticket, Ok(Bytes::from_static(b"answer")));
@@ -519,10 +521,12 @@ fn core_an_outcome_held_past_the_callers_commit_ends_the_request_once_at_the_tar
         outcomes(&mesh, "a").is_empty(),
         "delivered to a captured caller"
     );
+    assert_eq!(mesh.node(one).core().held_messages(), (0, 1));
     // Node 3 commits at its fallback; node 1 learns it from the store.
     mesh.advance(Duration::from_secs(3));
     assert_eq!(count(&mesh, three, FlowTrace::CutoverTimeout), 1);
     assert!(!mesh.node(one).core().relocation().is_relocating(&a));
+    assert_eq!(mesh.node(one).core().held_messages(), (0, 0));
     assert_eq!(
         outcomes(&mesh, "a"),
         vec![(three, call, Ok(Bytes::from_static(b"answer")))]
