@@ -1087,6 +1087,31 @@ fn core_relocation_a_65_that_overtakes_a_lost_61_ends_the_move_at_once_with_its_
     );
 }
 
+/// §8.1: a seal that fails before the lane's capture is in (its 42 could
+/// not be sent: no link to the session owner) ends the move with that
+/// error once the capture comes: nothing is prepared, and the lane reopens
+/// with the work the capture took off it, which then runs at the source.
+#[test]
+fn core_relocation_a_seal_failing_before_the_capture_reopens_the_lane_when_it_comes() {
+    let (mut mesh, sessions, source, target, a) = three_nodes();
+    let s = mesh.connect(sessions);
+    bind_ok(&mut mesh, sessions, s, &a);
+    mesh.set_behavior(source, zlink::sim::ActorBehavior::Queue);
+    mesh.request(sessions, s, &a, b"r1").unwrap();
+    mesh.run();
+    assert_eq!(mesh.lane(source, &a.id).len(), 1);
+    mesh.set_linked(source, sessions, false);
+    let relocation = mesh.relocations(source).relocate(&a.id, target).unwrap();
+    mesh.run();
+    assert_eq!(
+        finished(&mesh, source, relocation),
+        Some(Err(Error::new(Reason::PeerUnreachable)))
+    );
+    assert!(tapped(&mesh, Command::RelocationPrepare).is_empty());
+    assert!(!mesh.node(source).core().relocation().is_relocating(&a.id));
+    assert_eq!(mesh.lane(source, &a.id).len(), 1, "r1 back on its lane");
+}
+
 #[test]
 fn core_relocation_refused_seal_reopens_with_saved_work_then_ingress_hold_in_order() {
     // Given s bound to "a" at the source, whose lane still holds two
