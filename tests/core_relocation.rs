@@ -1112,6 +1112,43 @@ fn core_relocation_a_seal_failing_before_the_capture_reopens_the_lane_when_it_co
     assert_eq!(mesh.lane(source, &a.id).len(), 1, "r1 back on its lane");
 }
 
+/// relocation/mod.rs, `proxy_max`: a move's ingress hold is bounded. With
+/// room for one item, a one-way message that reaches the source after the
+/// capture is held (and delivered at the target); a request right behind
+/// it finds the hold full and is refused `QueueFull` at once, answered to
+/// its client, never held without bound.
+#[test]
+fn core_relocation_a_request_reaching_a_full_ingress_hold_is_refused_queue_full() {
+    let mut mesh = mesh();
+    mesh.set_relocation_config(zlink::core::relocation::RelocationConfig {
+        proxy_max: 1,
+        ..Default::default()
+    });
+    let (sessions, source, target) = (mesh.add_node(1), mesh.add_node(2), mesh.add_node(3));
+    let a = mesh.create(source, "a");
+    let s = mesh.connect(sessions);
+    bind_ok(&mut mesh, sessions, s, &a);
+    mesh.relocations(source).relocate(&a.id, target).unwrap();
+    // Both relayed before the seal reaches the session owner: both reach
+    // the source after the capture.
+    let one_way = bytes::Bytes::from_static(b"one-way");
+    mesh.sessions(sessions)
+        .relay(s, &a.id, zlink::ids::PacketKey(1), one_way.clone(), None)
+        .unwrap();
+    let refused = mesh.request(sessions, s, &a, b"refused").unwrap();
+    mesh.run();
+    let answers = mesh.answers(sessions, s, refused);
+    assert!(
+        matches!(
+            &answers[..],
+            [zlink::wire::client::ClientFrame::Error { error, .. }]
+                if error.reason() == Reason::QueueFull
+        ),
+        "{answers:?}"
+    );
+    assert_eq!(delivered(&mesh, target, "a"), vec![one_way]);
+}
+
 #[test]
 fn core_relocation_refused_seal_reopens_with_saved_work_then_ingress_hold_in_order() {
     // Given s bound to "a" at the source, whose lane still holds two
