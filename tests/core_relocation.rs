@@ -1149,6 +1149,37 @@ fn core_relocation_a_request_reaching_a_full_ingress_hold_is_refused_queue_full(
     assert_eq!(delivered(&mesh, target, "a"), vec![one_way]);
 }
 
+/// §8.1: the coordinator waits for the seal's 43 a bounded time
+/// (`seal_request_timeout`, 1,000 ms by default): a move whose 42 is lost
+/// ends `Deadline` then, not a microsecond sooner, before anything is
+/// prepared, and the Actor stays at the source, its lane open again.
+#[test]
+fn core_relocation_a_seal_never_answered_ends_the_move_at_its_deadline() {
+    let (mut mesh, sessions, source, target, a) = three_nodes();
+    let s = mesh.connect(sessions);
+    bind_ok(&mut mesh, sessions, s, &a);
+    mesh.set_dropping(source, sessions, Command::SessionRelocationSeal, true);
+    let relocation = mesh.relocations(source).relocate(&a.id, target).unwrap();
+    let start = mesh.now();
+    mesh.run();
+    let bound = zlink::core::relocation::RelocationConfig::default().seal_request_timeout;
+    mesh.advance((start + bound - mesh.now()) - MICRO);
+    assert_eq!(finished(&mesh, source, relocation), None);
+    mesh.advance(MICRO);
+    assert_eq!(
+        finished(&mesh, source, relocation),
+        Some(Err(Error::new(Reason::Deadline)))
+    );
+    assert!(tapped(&mesh, Command::RelocationPrepare).is_empty());
+    assert!(!mesh.node(source).core().relocation().is_relocating(&a.id));
+    assert!(mesh
+        .node(source)
+        .core()
+        .actor_owner()
+        .actor_ref(&a.id)
+        .is_some());
+}
+
 #[test]
 fn core_relocation_refused_seal_reopens_with_saved_work_then_ingress_hold_in_order() {
     // Given s bound to "a" at the source, whose lane still holds two
