@@ -156,6 +156,433 @@ fn core_a_request_without_a_reply_ends_at_its_deadline_never_sooner_and_a_late_r
     assert_eq!(count(&mesh, one, FlowTrace::LateReplyDropped), 1);
 }
 
+/// docs/actors.md "From node code": a request of node code outside any
+/// Actor goes out as a 70 request and ends once, as
+/// `CoreEvent::NodeCallOutcome` on the shard that sent it: with the reply
+/// of the node it went to (the same reply from another node ends nothing),
+/// `PeerUnreachable` as soon as the transport reports it unsent on the link
+/// to that node (a report naming another node ends nothing), or `Deadline`
+/// at its deadline, never sooner, counted. Whatever comes after the end is
+/// dropped, and no deadline stays armed.
+#[test]
+fn core_a_request_of_node_code_ends_once_by_its_reply_its_unreachable_report_or_its_deadline() {
+    use zlink::core::session::SessionOwnerConfig;
+    use zlink::core::shard::ShardCore;
+    use zlink::core::time::Instant;
+    use zlink::ids::{
+        ActorLocation, AuthorityOwnerGeneration, MeshName, NodeGeneration, OwnerLeaseGeneration,
+        Peer, RequestId,
+    };
+    use zlink::wire::node::{ActorReply, ActorSend, NodeRecord};
+
+    fn ended(core: &mut ShardCore) -> Vec<(CallId, Result<Bytes, Error>)> {
+        let mut ended = Vec::new();
+        while let Some(event) = core.poll_event() {
+            if let CoreEvent::NodeCallOutcome { call, outcome } = event {
+                ended.push((call, outcome));
+            }
+        }
+        ended
+    }
+    fn reply(
+        core: &mut ShardCore,
+        now: Instant,
+        rid: u64,
+        request: RequestId,
+        text: &'static [u8],
+    ) {
+        let from = Peer {
+            rid: NodeRid(rid),
+            generation: NodeGeneration(1),
+        };
+        let reply = ActorReply {
+            request,
+            outcome: Ok(Bytes::from_static(text)),
+        };
+        core.handle_record(now, from, NodeRecord::ActorSend(ActorSend::Reply(reply)));
+    }
+
+    let t0 = Instant::from_millis(1_000);
+    let mut core = one_shard(SessionOwnerConfig::default());
+    let to = ActorRef {
+        id: actor_id("b"),
+        generation: ObjectGeneration(1),
+        location: ActorLocation {
+            mesh: MeshName::new("sim").unwrap(),
+            owner: NodeRid(2),
+            node_generation: NodeGeneration(1),
+            authority: AuthorityOwnerGeneration(1),
+            lease: OwnerLeaseGeneration(1),
+        },
+    };
+    let mut sent = Vec::new();
+    for n in 1..=3 {
+        core.actors(t0).node_request(
+            None,
+            &to,
+            KEY,
+            Bytes::from_static(b"q"),
+            CallId(n),
+            DEADLINE,
+        );
+        let transmit = core.poll_transmit().expect("the 70 request");
+        assert_eq!(transmit.to, NodeRid(2));
+        sent.push(transmit.record.request_id().expect("a request"));
+    }
+    assert!(ended(&mut core).is_empty());
+
+    // The first ends with its reply, from node 2 only.
+    reply(&mut core, t0, 3, sent[0], b"not yours");
+    assert!(ended(&mut core).is_empty());
+    reply(&mut core, t0, 2, sent[0], b"pong");
+    assert_eq!(
+        ended(&mut core),
+        vec![(CallId(1), Ok(Bytes::from_static(b"pong")))]
+    );
+    // The second when it is reported unsent on the link to node 2 only.
+    core.handle_unreachable(t0, NodeRid(3), sent[1]);
+    assert!(ended(&mut core).is_empty());
+    core.handle_unreachable(t0, NodeRid(2), sent[1]);
+    assert_eq!(
+        ended(&mut core),
+        vec![(CallId(2), Err(error(Reason::PeerUnreachable)))]
+    );
+    // The third at its deadline, not a microsecond sooner.
+    let due = t0 + DEADLINE;
+    core.handle_timeout(Instant::from_micros(due.as_micros() - 1));
+    assert!(ended(&mut core).is_empty());
+    assert_eq!(core.counters().get(FlowTrace::RequestDeadlineExceeded), 0);
+    core.handle_timeout(due);
+    assert_eq!(
+        ended(&mut core),
+        vec![(CallId(3), Err(error(Reason::Deadline)))]
+    );
+    assert_eq!(core.counters().get(FlowTrace::RequestDeadlineExceeded), 1);
+    // Nothing after the end: late answers are dropped, nothing is armed.
+    reply(&mut core, due, 2, sent[0], b"again");
+    reply(&mut core, due, 2, sent[2], b"late");
+    core.handle_unreachable(due, NodeRid(2), sent[1]);
+    core.handle_timeout(due + DEADLINE * 2);
+    assert!(ended(&mut core).is_empty());
+    assert_eq!(core.armed_timers(), 0);
+}
+
+/// An outcome is never a request: a 70 outcome that carries a request
+/// header (it decodes, docs/wire.md) is answered `MalformedRecord` under
+/// that header's id, to the node that sent it, and reaches no Actor: the
+/// caller's request it names stays open for its own outcome.
+#[test]
+fn core_an_outcome_carrying_a_request_header_is_answered_malformed_and_delivers_nothing() {
+    use zlink::core::session::SessionOwnerConfig;
+    use zlink::core::time::Instant;
+    use zlink::ids::{
+        AuthorityOwnerGeneration, NodeGeneration, OwnerLeaseGeneration, Peer, RequestId,
+    };
+    use zlink::wire::node::{
+        ActorCall, ActorReply, ActorSend, CallBody, NodeRecord, RequestHeader,
+    };
+
+    let now = Instant::from_millis(1_000);
+    let mut core = one_shard(SessionOwnerConfig::default());
+    let a = actor_id("a");
+    core.actors(now)
+        .host(a.clone(), ObjectGeneration(1), AuthorityOwnerGeneration(1))
+        .unwrap();
+    let call = core.actors(now).open_call(&a, DEADLINE).unwrap();
+    while core.poll_event().is_some() {}
+    let header = RequestHeader {
+        id: RequestId(RequestId::CALL_BIT | 77),
+        budget: DEADLINE,
+    };
+    let outcome = ActorCall {
+        request: Some(header),
+        actor: a.clone(),
+        object_generation: ObjectGeneration(1),
+        authority: AuthorityOwnerGeneration(1),
+        lease: OwnerLeaseGeneration(1),
+        from: Some(a.clone()),
+        body: CallBody::Outcome {
+            call,
+            outcome: Ok(Bytes::from_static(b"forged")),
+        },
+    };
+    let from = Peer {
+        rid: NodeRid(2),
+        generation: NodeGeneration(1),
+    };
+    core.handle_record(now, from, NodeRecord::ActorCall(outcome));
+    let answer = core.poll_transmit().expect("an answer to the sender");
+    assert_eq!(answer.to, NodeRid(2));
+    assert_eq!(
+        answer.record,
+        NodeRecord::ActorSend(ActorSend::Reply(ActorReply {
+            request: header.id,
+            outcome: Err(error(Reason::MalformedRecord)),
+        }))
+    );
+    assert!(core.poll_transmit().is_none());
+    while let Some(event) = core.poll_event() {
+        assert!(
+            !matches!(event, CoreEvent::Actor(_)),
+            "reached the Actor: {event:?}"
+        );
+    }
+    assert_eq!(core.actor_owner().open_call_count(&a), 1);
+}
+
+/// docs/actors.md "Messages between Actors": an Actor's requests are
+/// numbered in its own ledger, 1, 2, …, so that two open at once each end
+/// with their own outcome, never one taken for the other.
+#[test]
+fn core_two_requests_open_at_once_are_numbered_apart_and_each_ends_with_its_own_reply() {
+    let (mut mesh, one, two, b) = two();
+    let a = actor_id("a");
+    mesh.set_behavior(two, ActorBehavior::Manual);
+    let first = request(&mut mesh, one, &a, &b, b"first");
+    let second = request(&mut mesh, one, &a, &b, b"second");
+    assert_eq!((first, second), (CallId(1), CallId(2)));
+    mesh.run();
+    assert_eq!(mesh.node(one).core().actor_owner().open_call_count(&a), 2);
+    let tickets: Vec<_> = mesh
+        .node(two)
+        .actor_events
+        .iter()
+        .map(|event| match event {
+            ActorEvent::Call {
+                payload,
+                reply: Some(ticket),
+                ..
+            } => (payload.clone(), *ticket),
+            other => panic!("not a request: {other:?}"),
+        })
+        .collect();
+    // Answered in the other order.
+    for (payload, ticket) in tickets.into_iter().rev() {
+        mesh.actors(two).reply(ticket, Ok(payload));
+    }
+    mesh.run();
+    assert_eq!(
+        outcomes(&mesh, "a"),
+        vec![
+            (one, second, Ok(Bytes::from_static(b"second"))),
+            (one, first, Ok(Bytes::from_static(b"first"))),
+        ]
+    );
+    mesh.advance(DEADLINE * 2);
+    assert_eq!(outcomes(&mesh, "a").len(), 2);
+    assert_eq!(mesh.node(one).core().actor_owner().open_call_count(&a), 0);
+}
+
+/// open_calls.rs: a relocation freezes the caller's open requests at
+/// capture; when the move aborts, each deadline is armed again with the
+/// time it had left, so a request that gets no answer still ends
+/// `Deadline` on the caller's node, late by the move's pause at most.
+#[test]
+fn core_a_request_frozen_for_an_aborted_move_still_ends_at_its_deadline() {
+    let (mut mesh, one, two, b) = two();
+    let three = mesh.add_node(3);
+    let a = actor_id("a");
+    mesh.set_behavior(two, ActorBehavior::Manual);
+    let call = request(&mut mesh, one, &a, &b, b"q");
+    let sent_at = mesh.now();
+    mesh.run();
+    mesh.set_restore(three, RestoreBehavior::Hold);
+    mesh.relocations(one).relocate(&a, three).unwrap();
+    mesh.run();
+    mesh.finish_restore(three, Err(error(Reason::NoActorFactory)));
+    mesh.run();
+    assert!(mesh.node(one).core().actor_owner().actor_ref(&a).is_some());
+    assert!(outcomes(&mesh, "a").is_empty());
+    mesh.advance(DEADLINE * 2);
+    assert_eq!(
+        outcomes(&mesh, "a"),
+        vec![(one, call, Err(error(Reason::Deadline)))]
+    );
+    assert!(mesh.now() >= sent_at + DEADLINE);
+    assert_eq!(mesh.node(one).core().actor_owner().open_call_count(&a), 0);
+}
+
+/// docs/actors.md "Messages between Actors": an outcome is addressed to
+/// the incarnation that made the request. When the caller was destroyed and
+/// a new incarnation hosted in its place, the old request's reply reaches
+/// no one (refused as another incarnation's, counted), even when the new
+/// incarnation has a request open under the same number: that one ends
+/// with its own reply.
+#[test]
+fn core_a_reply_to_a_replaced_incarnations_request_never_reaches_the_new_incarnation() {
+    let mut mesh = mesh();
+    let (one, two) = (mesh.add_node(1), mesh.add_node(2));
+    let b = mesh.create(two, "b");
+    mesh.set_behavior(two, ActorBehavior::Manual);
+    let a = actor_id("a");
+    mesh.host_generation(one, "a", 1);
+    let old = request(&mut mesh, one, &a, &b, b"old");
+    mesh.run();
+    mesh.destroy(one, &a).unwrap();
+    mesh.host_generation(one, "a", 2);
+    let new = request(&mut mesh, one, &a, &b, b"new");
+    assert_eq!(old, new, "each ledger numbers from 1");
+    mesh.run();
+    let tickets: Vec<_> = mesh
+        .node(two)
+        .actor_events
+        .iter()
+        .map(|event| match event {
+            ActorEvent::Call {
+                payload,
+                reply: Some(ticket),
+                ..
+            } => (payload.clone(), *ticket),
+            other => panic!("not a request: {other:?}"),
+        })
+        .collect();
+    let refused_before = count(&mesh, one, FlowTrace::OneWayRecordRefused);
+    for (payload, ticket) in tickets {
+        let mut answer = payload.to_vec();
+        answer.extend_from_slice(b" answered");
+        mesh.actors(two).reply(ticket, Ok(Bytes::from(answer)));
+        mesh.run();
+    }
+    assert_eq!(
+        outcomes(&mesh, "a"),
+        vec![(one, new, Ok(Bytes::from_static(b"new answered")))]
+    );
+    assert_eq!(
+        count(&mesh, one, FlowTrace::OneWayRecordRefused),
+        refused_before + 1
+    );
+}
+
+/// docs/actors.md "Messages between Actors": the outcome of a request
+/// whose caller moved away and back since it was made is addressed to the
+/// caller as it is now (its authority moved on twice), so it is delivered,
+/// not refused as stale: the request ends with its reply, once.
+#[test]
+fn core_the_reply_to_a_caller_that_moved_away_and_back_is_delivered_to_it() {
+    let (mut mesh, one, two, b) = two();
+    let three = mesh.add_node(3);
+    let a = actor_id("a");
+    mesh.set_behavior(two, ActorBehavior::Manual);
+    let call = request(&mut mesh, one, &a, &b, b"q");
+    mesh.run();
+    let before = mesh.node(one).core().actor_owner().actor_ref(&a).unwrap();
+    mesh.relocations(one).relocate(&a, three).unwrap();
+    mesh.run();
+    mesh.relocations(three).relocate(&a, one).unwrap();
+    mesh.run();
+    let after = mesh.node(one).core().actor_owner().actor_ref(&a).unwrap();
+    assert_eq!(after.generation, before.generation);
+    assert_ne!(after.location.authority, before.location.authority);
+    let ticket = the_call_ticket(&mesh, two);
+    mesh.actors(two)
+        .reply(ticket, Ok(Bytes::from_static(b"answer")));
+    mesh.run();
+    assert_eq!(
+        outcomes(&mesh, "a"),
+        vec![(one, call, Ok(Bytes::from_static(b"answer")))]
+    );
+    mesh.advance(DEADLINE * 2);
+    assert_eq!(outcomes(&mesh, "a").len(), 1);
+}
+
+/// open_calls.rs and relocation/target.rs, found by the simulator (seed
+/// 16527): a move whose relay-ready (61) is lost commits at the target by
+/// its cutover fallback, and the source hands over only when the store
+/// tells it the target's CAS won; the outcome it held meanwhile reaches the
+/// target (62) after the commit. It closes the request in the ledger the
+/// target hosts: the caller gets its reply there, once, nothing is counted
+/// late, and the request's deadline then finds nothing open.
+#[test]
+fn core_an_outcome_held_past_the_callers_commit_ends_the_request_once_at_the_target() {
+    use zlink::wire::node::Command;
+
+    let (mut mesh, one, two, b) = two();
+    let three = mesh.add_node(3);
+    let a = actor_id("a");
+    mesh.set_behavior(two, ActorBehavior::Manual);
+    // A deadline far past the move's fallback and prepare timeout.
+    let deadline = Duration::from_secs(30);
+    let call = mesh.actors(one).open_call(&a, deadline).unwrap();
+    mesh.actors(one)
+        .request(&a, &b, KEY, Bytes::from_static(b"q"), call, deadline)
+        .unwrap();
+    mesh.run();
+    let ticket = the_call_ticket(&mesh, two);
+    mesh.set_dropping(three, one, Command::RelocationReady, true);
+    mesh.relocations(one).relocate(&a, three).unwrap();
+    mesh.run();
+    // Node 1 holds nothing yet for the move (a metrics scrape reads it).
+    assert_eq!(mesh.node(one).core().held_messages(), (0, 0));
+    // The answer reaches node 1 while it holds the captured caller.
+    mesh.actors(two)
+        .reply(ticket, Ok(Bytes::from_static(b"answer")));
+    mesh.run();
+    assert!(
+        outcomes(&mesh, "a").is_empty(),
+        "delivered to a captured caller"
+    );
+    assert_eq!(mesh.node(one).core().held_messages(), (0, 1));
+    // Node 3 commits at its fallback; node 1 learns it from the store.
+    mesh.advance(Duration::from_secs(3));
+    assert_eq!(count(&mesh, three, FlowTrace::CutoverTimeout), 1);
+    assert!(!mesh.node(one).core().relocation().is_relocating(&a));
+    assert_eq!(mesh.node(one).core().held_messages(), (0, 0));
+    assert_eq!(
+        outcomes(&mesh, "a"),
+        vec![(three, call, Ok(Bytes::from_static(b"answer")))]
+    );
+    assert_eq!(count(&mesh, three, FlowTrace::LateReplyDropped), 0);
+    mesh.advance(deadline * 2);
+    assert_eq!(outcomes(&mesh, "a").len(), 1);
+    assert_eq!(mesh.node(three).core().actor_owner().open_call_count(&a), 0);
+}
+
+/// open_calls.rs: a destroyed Actor's open requests end with it, their
+/// deadlines too: none fires on a new incarnation, even on a request it
+/// opened under the same number (each ledger numbers anew), which ends at
+/// its own deadline, not the old one's.
+#[test]
+fn core_a_destroyed_callers_deadline_never_ends_the_same_numbered_request_of_the_next() {
+    let mut mesh = mesh();
+    let (one, two) = (mesh.add_node(1), mesh.add_node(2));
+    let b = mesh.create(two, "b");
+    mesh.set_behavior(two, ActorBehavior::Manual);
+    let a = actor_id("a");
+    mesh.create(one, "a");
+    let old = request(&mut mesh, one, &a, &b, b"old");
+    mesh.run();
+    mesh.destroy(one, &a).unwrap();
+    mesh.advance(DEADLINE / 2);
+    mesh.create(one, "a");
+    let opened = mesh.now();
+    let new = request(&mut mesh, one, &a, &b, b"new");
+    assert_eq!(old, new, "each ledger numbers from 1");
+    mesh.advance(DEADLINE - MICRO);
+    assert_eq!(outcomes(&mesh, "a"), vec![], "ended before its deadline");
+    mesh.advance(DEADLINE);
+    assert_eq!(
+        outcomes(&mesh, "a"),
+        vec![(one, new, Err(error(Reason::Deadline)))]
+    );
+    assert!(mesh.now() >= opened + DEADLINE);
+}
+
+/// §5: a fenced Actor owner runs no more turns. A request its Actor made
+/// before the fence ends nothing at its deadline there: no `Deadline`
+/// outcome reaches the caller, none is counted.
+#[test]
+fn core_a_request_open_when_its_callers_owner_fences_ends_nothing_at_its_deadline() {
+    let (mut mesh, one, two, b) = two();
+    let a = actor_id("a");
+    mesh.set_behavior(two, ActorBehavior::Manual);
+    request(&mut mesh, one, &a, &b, b"ping");
+    mesh.actors(one).fence();
+    mesh.advance(DEADLINE * 2);
+    mesh.run();
+    assert_eq!(outcomes(&mesh, "a"), vec![]);
+    assert_eq!(count(&mesh, one, FlowTrace::RequestDeadlineExceeded), 0);
+}
+
 #[test]
 fn core_a3_a_call_to_a_stale_route_is_refused_typed_or_counted_never_silent() {
     let (mut mesh, one, two, b) = two();

@@ -1087,6 +1087,99 @@ fn core_relocation_a_65_that_overtakes_a_lost_61_ends_the_move_at_once_with_its_
     );
 }
 
+/// §8.1: a seal that fails before the lane's capture is in (its 42 could
+/// not be sent: no link to the session owner) ends the move with that
+/// error once the capture comes: nothing is prepared, and the lane reopens
+/// with the work the capture took off it, which then runs at the source.
+#[test]
+fn core_relocation_a_seal_failing_before_the_capture_reopens_the_lane_when_it_comes() {
+    let (mut mesh, sessions, source, target, a) = three_nodes();
+    let s = mesh.connect(sessions);
+    bind_ok(&mut mesh, sessions, s, &a);
+    mesh.set_behavior(source, zlink::sim::ActorBehavior::Queue);
+    mesh.request(sessions, s, &a, b"r1").unwrap();
+    mesh.run();
+    assert_eq!(mesh.lane(source, &a.id).len(), 1);
+    mesh.set_linked(source, sessions, false);
+    let relocation = mesh.relocations(source).relocate(&a.id, target).unwrap();
+    mesh.run();
+    assert_eq!(
+        finished(&mesh, source, relocation),
+        Some(Err(Error::new(Reason::PeerUnreachable)))
+    );
+    assert!(tapped(&mesh, Command::RelocationPrepare).is_empty());
+    assert!(!mesh.node(source).core().relocation().is_relocating(&a.id));
+    assert_eq!(mesh.lane(source, &a.id).len(), 1, "r1 back on its lane");
+}
+
+/// relocation/mod.rs, `proxy_max`: a move's ingress hold is bounded. With
+/// room for one item, a one-way message that reaches the source after the
+/// capture is held (and delivered at the target); a request right behind
+/// it finds the hold full and is refused `QueueFull` at once, answered to
+/// its client, never held without bound.
+#[test]
+fn core_relocation_a_request_reaching_a_full_ingress_hold_is_refused_queue_full() {
+    let mut mesh = mesh();
+    mesh.set_relocation_config(zlink::core::relocation::RelocationConfig {
+        proxy_max: 1,
+        ..Default::default()
+    });
+    let (sessions, source, target) = (mesh.add_node(1), mesh.add_node(2), mesh.add_node(3));
+    let a = mesh.create(source, "a");
+    let s = mesh.connect(sessions);
+    bind_ok(&mut mesh, sessions, s, &a);
+    mesh.relocations(source).relocate(&a.id, target).unwrap();
+    // Both relayed before the seal reaches the session owner: both reach
+    // the source after the capture.
+    let one_way = bytes::Bytes::from_static(b"one-way");
+    mesh.sessions(sessions)
+        .relay(s, &a.id, zlink::ids::PacketKey(1), one_way.clone(), None)
+        .unwrap();
+    let refused = mesh.request(sessions, s, &a, b"refused").unwrap();
+    mesh.run();
+    let answers = mesh.answers(sessions, s, refused);
+    assert!(
+        matches!(
+            &answers[..],
+            [zlink::wire::client::ClientFrame::Error { error, .. }]
+                if error.reason() == Reason::QueueFull
+        ),
+        "{answers:?}"
+    );
+    assert_eq!(delivered(&mesh, target, "a"), vec![one_way]);
+}
+
+/// §8.1: the coordinator waits for the seal's 43 a bounded time
+/// (`seal_request_timeout`, 1,000 ms by default): a move whose 42 is lost
+/// ends `Deadline` then, not a microsecond sooner, before anything is
+/// prepared, and the Actor stays at the source, its lane open again.
+#[test]
+fn core_relocation_a_seal_never_answered_ends_the_move_at_its_deadline() {
+    let (mut mesh, sessions, source, target, a) = three_nodes();
+    let s = mesh.connect(sessions);
+    bind_ok(&mut mesh, sessions, s, &a);
+    mesh.set_dropping(source, sessions, Command::SessionRelocationSeal, true);
+    let relocation = mesh.relocations(source).relocate(&a.id, target).unwrap();
+    let start = mesh.now();
+    mesh.run();
+    let bound = zlink::core::relocation::RelocationConfig::default().seal_request_timeout;
+    mesh.advance((start + bound - mesh.now()) - MICRO);
+    assert_eq!(finished(&mesh, source, relocation), None);
+    mesh.advance(MICRO);
+    assert_eq!(
+        finished(&mesh, source, relocation),
+        Some(Err(Error::new(Reason::Deadline)))
+    );
+    assert!(tapped(&mesh, Command::RelocationPrepare).is_empty());
+    assert!(!mesh.node(source).core().relocation().is_relocating(&a.id));
+    assert!(mesh
+        .node(source)
+        .core()
+        .actor_owner()
+        .actor_ref(&a.id)
+        .is_some());
+}
+
 #[test]
 fn core_relocation_refused_seal_reopens_with_saved_work_then_ingress_hold_in_order() {
     // Given s bound to "a" at the source, whose lane still holds two

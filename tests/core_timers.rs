@@ -167,6 +167,70 @@ fn core_a_timer_that_cannot_be_set_is_refused_with_a_typed_error() {
     );
 }
 
+/// docs/actors.md "Timers": a repeating period is at least 1 ms, the
+/// wheel's tick; a period of exactly 1 ms is accepted and ticks every
+/// millisecond.
+#[test]
+fn core_a_repeating_timer_of_exactly_one_millisecond_is_accepted() {
+    let (mut mesh, node) = one_node();
+    let a = actor_id("a");
+    let t0 = mesh.now();
+    let ms = Duration::from_millis(1);
+    let timer = mesh.actors(node).set_timer(&a, ms, Some(ms)).unwrap();
+    mesh.advance(ms * 3);
+    let expected: Vec<_> = (1..=3u32)
+        .map(|n| (t0 + ms * n, node, timer, u64::from(n)))
+        .collect();
+    assert_eq!(ticks(&mesh), expected);
+}
+
+/// docs/actors.md "Timers": a tick that cannot run (its lane is full, or
+/// it was refused) is a skipped tick, counted, and its number is given
+/// back: the next tick is delivered under it, so the numbers the Actor sees
+/// stay contiguous, and the timer goes on.
+#[test]
+fn core_a_refused_tick_is_skipped_and_its_number_goes_to_the_next_tick() {
+    let (mut mesh, node) = one_node();
+    let a = actor_id("a");
+    mesh.set_behavior(node, ActorBehavior::Manual);
+    let timer = mesh
+        .actors(node)
+        .set_timer(&a, PERIOD, Some(PERIOD))
+        .unwrap();
+    mesh.advance(PERIOD);
+    let numbers = |mesh: &Mesh| -> Vec<u64> { ticks(mesh).iter().map(|t| t.3).collect() };
+    assert_eq!(numbers(&mesh), vec![1]);
+    let refused = ActorEvent::Timer {
+        actor: a.clone(),
+        timer,
+        tick: 1,
+    };
+    mesh.actors(node).refuse(refused, Reason::QueueFull);
+    assert_eq!(count(&mesh, node, FlowTrace::ActorTimerTickSkipped), 1);
+    mesh.advance(PERIOD);
+    assert_eq!(numbers(&mesh), vec![1, 1]);
+    assert_eq!(count(&mesh, node, FlowTrace::ActorTimerTickSkipped), 1);
+}
+
+/// Contract T2: destroying an Actor cancels its timers, and no timer of a
+/// destroyed incarnation fires on a new one, even on a timer the new one
+/// set under the same number (each incarnation numbers its timers anew):
+/// that timer ticks at its own time, not the old one's.
+#[test]
+fn core_t2_a_destroyed_incarnations_timer_never_ticks_the_same_numbered_timer_of_the_next() {
+    let (mut mesh, node) = one_node();
+    let a = actor_id("a");
+    let old = mesh.actors(node).set_timer(&a, PERIOD, None).unwrap();
+    mesh.destroy(node, &a).unwrap();
+    assert_eq!(mesh.node(node).core().armed_timers(), 0);
+    mesh.create(node, "a");
+    let t1 = mesh.now();
+    let new = mesh.actors(node).set_timer(&a, PERIOD * 2, None).unwrap();
+    assert_eq!(old, new, "numbered anew");
+    mesh.advance(PERIOD * 3);
+    assert_eq!(ticks(&mesh), vec![(t1 + PERIOD * 2, node, new, 1)]);
+}
+
 /// Node 1 holds no sessions here; "a" is created at node 2 (the source)
 /// with a repeating timer, and moved to node 3.
 fn moving() -> (Mesh, NodeRid, NodeRid, Instant, TimerId) {

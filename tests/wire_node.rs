@@ -1101,6 +1101,62 @@ fn an_oversized_length_prefix_is_refused_before_the_frame_arrives() {
     );
 }
 
+/// docs/wire.md "Limits that compose": a node's links take the client
+/// limits with `frame_len_max` larger by `RECORD_ENVELOPE_MAX` and every
+/// other bound the same, so that a record carrying a payload as long as a
+/// whole client frame still crosses a link (under the client limits alone
+/// it would be refused, and the link closed).
+#[test]
+fn link_limits_let_a_record_carry_a_payload_as_long_as_a_client_frame() {
+    let small = DecodeLimits {
+        frame_len_max: 2_000,
+        budget_max_ms: 9_000,
+        handoff_state_len_max: 700,
+        saved_work_count_max: 5,
+    };
+    assert_eq!(
+        small.for_links(),
+        DecodeLimits {
+            frame_len_max: 2_000 + DecodeLimits::RECORD_ENVELOPE_MAX,
+            ..small
+        }
+    );
+    assert_eq!(
+        DecodeLimits::default().for_links().frame_len_max,
+        64 * 1024 + 4 * 1024
+    );
+    for client in [DecodeLimits::default(), small] {
+        let links = client.for_links();
+        let record = message(ActorSendBody::Payload {
+            key: PacketKey(14),
+            correlation: Some(Correlation(15)),
+            payload: Bytes::from(vec![7u8; client.frame_len_max as usize]),
+        });
+        let (frame, _) = frame_and_body(&record, NodeRecord::encode);
+        let mut stream = frame.clone();
+        assert_eq!(
+            NodeRecord::decode_from(&mut stream, &links),
+            Ok(Some(record)),
+            "{client:?}"
+        );
+        assert!(stream.is_empty());
+        let mut stream = frame;
+        assert!(
+            matches!(
+                NodeRecord::decode_from(&mut stream, &client),
+                Err(WireError::FrameTooLong { .. })
+            ),
+            "{client:?}"
+        );
+    }
+    // The widest client limit saturates rather than wrapping to a small one.
+    let widest = DecodeLimits {
+        frame_len_max: u32::MAX,
+        ..small
+    };
+    assert_eq!(widest.for_links().frame_len_max, u32::MAX);
+}
+
 #[test]
 fn an_unknown_command_is_refused() {
     for command in [0u8, 1, 23, 25, 37, 39, 46, 50, 52, 255] {
@@ -1298,6 +1354,32 @@ fn a_budget_above_the_limit_is_refused() {
     ));
 }
 
+/// docs/wire.md "Limits": `budget_max_ms` defaults to 10 minutes. A
+/// request whose budget is exactly 600,000 ms decodes under the default
+/// limits; one millisecond more is refused.
+#[test]
+fn the_default_budget_limit_is_ten_minutes_to_the_millisecond() {
+    let with_budget = |ms: u64| {
+        let mut record = message(ActorSendBody::DisconnectNotice);
+        if let NodeRecord::ActorSend(ActorSend::Message(m)) = &mut record {
+            m.request = Some(RequestHeader {
+                id: RequestId(5),
+                budget: Duration::from_millis(ms),
+            });
+        }
+        record
+    };
+    let ten_minutes = with_budget(600_000);
+    assert_eq!(decode(&body_of(&ten_minutes)), Ok(ten_minutes));
+    assert_eq!(
+        decode(&body_of(&with_budget(600_001))),
+        Err(WireError::BudgetOutOfRange {
+            budget_ms: 600_001,
+            max_ms: 600_000
+        })
+    );
+}
+
 #[test]
 fn trailing_bytes_after_a_body_are_refused() {
     for record in samples() {
@@ -1360,6 +1442,28 @@ fn a_prepare_state_over_the_limit_is_refused_before_it_is_read() {
         Err(WireError::StateTooLong {
             len: u32::MAX,
             max: 8
+        })
+    );
+}
+
+/// docs/wire.md "Limits" and docs/relocation.md: `handoff_state_len_max`
+/// defaults to 32 KiB. A prepare (60) carrying exactly 32 KiB of Actor
+/// state decodes under the default limits; one byte more is refused.
+#[test]
+fn the_default_prepare_state_limit_is_32_kib() {
+    let with_state = |len: usize| {
+        NodeRecord::RelocationPrepare(Box::new(RelocationPrepare {
+            state: Bytes::from(vec![3u8; len]),
+            ..prepare_body()
+        }))
+    };
+    let at_limit = with_state(32 * 1024);
+    assert_eq!(decode(&body_of(&at_limit)), Ok(at_limit));
+    assert_eq!(
+        decode(&body_of(&with_state(32 * 1024 + 1))),
+        Err(WireError::StateTooLong {
+            len: 32 * 1024 + 1,
+            max: 32 * 1024
         })
     );
 }
@@ -1589,6 +1693,96 @@ fn the_handoff_records_have_their_command_numbers() {
         Some((Command::RelocationPrepare, RequestId(70)))
     );
     assert_eq!(prepare().request_id(), Some(RequestId(70)));
+}
+
+/// §6 and docs/wire.md "Node records": a request record names its
+/// RequestId (`request_id`: a failure to send it ends that request), and a
+/// request whose body does not decode still names its command and id from
+/// its first bytes (`request_of`: it is answered with a typed error instead
+/// of silence). The requests are the 24 message with a request header (a
+/// payload or a disconnect notice), the 38 bind request, 42, 60, the 70
+/// with a request header and the 71 ask; a reply, a terminal, an answer or
+/// a one-way record names none, whole or cut.
+#[test]
+fn every_request_names_its_id_whole_or_cut_after_its_header_and_no_other_record_does() {
+    let mut records = samples();
+    let NodeRecord::ActorSend(ActorSend::Message(mut one_way)) = samples()[0].clone() else {
+        unreachable!("the first sample is a 24 message")
+    };
+    one_way.request = None;
+    records.push(NodeRecord::ActorSend(ActorSend::Message(one_way)));
+    let requests: Vec<(u8, u64)> = records
+        .iter()
+        .filter_map(|r| r.request_id().map(|id| (r.command().code(), id.0)))
+        .collect();
+    assert_eq!(
+        requests,
+        vec![
+            (24, 5),
+            (24, 5),
+            (38, 40),
+            (42, 50),
+            (60, 70),
+            (60, 70),
+            (70, RequestId::CALL_BIT | 3),
+            (71, RequestId::HOST_BIT | 4),
+        ]
+    );
+    for record in &records {
+        let named = record.request_id().map(|id| (record.command(), id));
+        let body = body_of(record);
+        assert_eq!(NodeRecord::request_of(&body), named, "{record:?}");
+        // Command, variant, a presence byte (24, 70) and the 12-byte
+        // header: a body cut there does not decode but still names it (a
+        // shorter record is cut by its last byte).
+        let cut = body.slice(..body.len().min(16) - 1);
+        assert!(decode(&cut).is_err(), "{record:?}");
+        assert_eq!(NodeRecord::request_of(&cut), named, "{record:?} cut");
+    }
+}
+
+/// The link reader splits one whole record body at a time off its receive
+/// buffer (`split_from`, before decoding it, so that a body that does not
+/// decode is still looked at by `request_of`): the bodies come out whole
+/// and in order, an incomplete one is awaited with nothing consumed, and an
+/// oversized length prefix is refused at once.
+#[test]
+fn split_from_takes_whole_bodies_off_the_buffer_in_order_and_awaits_a_partial_one() {
+    let limits = DecodeLimits::default();
+    let records = samples();
+    let mut stream = BytesMut::new();
+    records[0].encode(&mut stream);
+    records[2].encode(&mut stream);
+    let mut third = BytesMut::new();
+    records[4].encode(&mut third);
+    stream.extend_from_slice(&third[..third.len() - 1]);
+    let partial = third.len() - 1;
+    assert_eq!(
+        NodeRecord::split_from(&mut stream, &limits),
+        Ok(Some(body_of(&records[0])))
+    );
+    assert_eq!(
+        NodeRecord::split_from(&mut stream, &limits),
+        Ok(Some(body_of(&records[2])))
+    );
+    assert_eq!(NodeRecord::split_from(&mut stream, &limits), Ok(None));
+    assert_eq!(
+        stream.len(),
+        partial,
+        "nothing of the partial body consumed"
+    );
+    stream.extend_from_slice(&third[third.len() - 1..]);
+    assert_eq!(
+        NodeRecord::split_from(&mut stream, &limits),
+        Ok(Some(body_of(&records[4])))
+    );
+    assert!(stream.is_empty());
+    let max = limits.frame_len_max;
+    let mut oversized = BytesMut::from(&(max + 1).to_be_bytes()[..]);
+    assert_eq!(
+        NodeRecord::split_from(&mut oversized, &limits),
+        Err(WireError::FrameTooLong { len: max + 1, max })
+    );
 }
 
 /// Where the state's length prefix starts in a 60's body: after command,

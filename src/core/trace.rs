@@ -301,4 +301,43 @@ mod tests {
         assert_eq!(b.get(FlowTrace::PushRejectedNotCurrent), 1);
         assert_eq!(b.nonzero().count(), 2);
     }
+
+    /// An event displays as its stable snake-case name, the one the logs,
+    /// the demo's report (`{event} {n}`) and the `event` label of
+    /// `zlink_flow_events_total` use (docs/operations.md): never empty,
+    /// never another event's.
+    #[test]
+    fn every_event_displays_as_its_stable_name() {
+        for &event in FlowTrace::ALL {
+            assert_eq!(event.to_string(), event.name(), "{event:?}");
+        }
+        assert_eq!(
+            FlowTrace::SessionLimitRefused.to_string(),
+            "session_limit_refused"
+        );
+        assert_eq!(
+            format!("{} {}", FlowTrace::SealTimeout, 3),
+            "seal_timeout 3"
+        );
+    }
+
+    /// `add` puts `count` more occurrences onto what was recorded, for that
+    /// event alone (a node sums its shards' published counters this way).
+    #[test]
+    fn added_counts_sum_onto_recorded_ones_for_that_event_alone() {
+        let mut counters = FlowCounters::default();
+        counters.record(FlowTrace::SealTimeout);
+        counters.add(FlowTrace::SealTimeout, 3);
+        counters.add(FlowTrace::CutoverTimeout, 2);
+        counters.add(FlowTrace::CutoverTimeout, 5);
+        counters.add(FlowTrace::HostAsked, 0);
+        assert_eq!(counters.get(FlowTrace::SealTimeout), 4);
+        assert_eq!(counters.get(FlowTrace::CutoverTimeout), 7);
+        assert_eq!(counters.get(FlowTrace::HostAsked), 0);
+        let nonzero: Vec<_> = counters.nonzero().collect();
+        assert_eq!(
+            nonzero,
+            vec![(FlowTrace::SealTimeout, 4), (FlowTrace::CutoverTimeout, 7)]
+        );
+    }
 }

@@ -644,6 +644,75 @@ mod tests {
         assert_eq!(refusal_frame(&error), None);
     }
 
+    /// docs/wire.md "Node-link handshake frames": a proof is an HMAC over
+    /// both identities as encoded in the frames (and both nonces), so an
+    /// identity altered in flight, another node or another lifecycle of the
+    /// same mesh, makes the proof fail at the other end.
+    #[test]
+    fn an_identity_altered_in_flight_fails_the_proof() {
+        let key = "0123456789abcdef";
+        let altered = [
+            id(3, "m"),
+            LinkIdentity {
+                generation: NodeGeneration(21),
+                ..id(2, "m")
+            },
+        ];
+        // The acceptor's identity in the Welcome.
+        for claimed in altered.clone() {
+            let (dialer, hello) = Dialer::start(secret(key), id(1, "m"), [1; NONCE_LEN]);
+            let (_, welcome) =
+                Acceptor::on_hello(secret(key), id(2, "m"), [2; NONCE_LEN], hello).unwrap();
+            let LinkFrame::Welcome {
+                version,
+                nonce,
+                proof,
+                ..
+            } = welcome
+            else {
+                panic!("no welcome: {welcome:?}");
+            };
+            let forged = LinkFrame::Welcome {
+                version,
+                identity: claimed.clone(),
+                nonce,
+                proof,
+            };
+            assert_eq!(
+                dialer.on_welcome(forged).unwrap_err(),
+                HandshakeError::BadProof,
+                "{claimed:?}"
+            );
+        }
+        // The dialer's identity in the Hello (node 2 dialing node 4): the
+        // real dialer refuses the Welcome made for the claimed identity.
+        for claimed in altered {
+            let (dialer, _) = Dialer::start(secret(key), id(2, "m"), [1; NONCE_LEN]);
+            let forged = LinkFrame::Hello {
+                version: LINK_VERSION,
+                identity: claimed.clone(),
+                nonce: [1; NONCE_LEN],
+            };
+            let (acceptor, welcome) =
+                Acceptor::on_hello(secret(key), id(4, "m"), [2; NONCE_LEN], forged).unwrap();
+            assert_eq!(
+                dialer.on_welcome(welcome).unwrap_err(),
+                HandshakeError::BadProof,
+                "{claimed:?}"
+            );
+            // Nor does the real dialer's Proof prove the claimed identity.
+            let (real_dialer, hello) = Dialer::start(secret(key), id(2, "m"), [1; NONCE_LEN]);
+            let (_, welcome) =
+                Acceptor::on_hello(secret(key), id(4, "m"), [2; NONCE_LEN], hello).unwrap();
+            let (proof, _) = real_dialer.on_welcome(welcome).unwrap();
+            assert_eq!(
+                acceptor.on_proof(proof).unwrap_err(),
+                HandshakeError::BadProof,
+                "{claimed:?}"
+            );
+        }
+    }
+
     #[test]
     fn a_dialer_with_the_wrong_secret_is_refused_by_the_acceptor() {
         let (dialer, hello) = Dialer::start(secret("fedcba9876543210"), id(1, "m"), [1; NONCE_LEN]);

@@ -171,17 +171,45 @@ fn remove_lane_drains_in_order_and_its_id_goes_stale() {
     for item in 0..3 {
         assert_eq!(lanes.submit(gone, Ordinary, item), Ok(()));
     }
+    assert!(lanes.contains(gone) && lanes.contains(kept));
+    assert_eq!(lanes.lanes_len(), 2);
     assert_eq!(lanes.remove_lane(gone), VecDeque::from([0, 1, 2]));
     assert!(!lanes.contains(gone));
+    assert!(lanes.contains(kept));
     assert_eq!(lanes.lanes_len(), 1);
     // The reused slot is a new lane; the stale id reaches neither.
     let reused = lanes.add_lane(16);
     assert_ne!(reused, gone);
+    assert!(lanes.contains(reused) && !lanes.contains(gone));
+    assert_eq!(lanes.lanes_len(), 2);
     let refused = lanes.submit(gone, Ordinary, 9).unwrap_err();
     assert_eq!(refused.reason, LaneRefusal::Removed);
     assert_eq!(lanes.submit(reused, Ordinary, 5), Ok(()));
     assert_eq!(lanes.submit(kept, Ordinary, 6), Ok(()));
     assert_eq!(run_all(&mut lanes), vec![(reused, 5), (kept, 6)]);
+}
+
+/// `queue_depths` (the metrics' mailbox depth): the items queued over every
+/// lane and the most one lane holds, not counting an item in its turn; a
+/// removed lane's items count no more.
+#[test]
+fn queue_depths_are_the_total_and_the_deepest_lane_without_turns_in_progress() {
+    let mut lanes = Deliveries::new();
+    assert_eq!(lanes.queue_depths(), (0, 0));
+    let a = lanes.add_lane(16);
+    let b = lanes.add_lane(16);
+    let _empty = lanes.add_lane(16);
+    for item in 0..3 {
+        assert_eq!(lanes.submit(a, Ordinary, item), Ok(()));
+    }
+    assert_eq!(lanes.submit(b, Ordinary, 9), Ok(()));
+    assert_eq!(lanes.queue_depths(), (4, 3));
+    // a's head is in its turn now: two of a's remain queued.
+    assert_eq!(lanes.next_turn(), Some((a, 0)));
+    assert_eq!(lanes.queue_depths(), (3, 2));
+    lanes.finish_turn(a);
+    assert_eq!(lanes.remove_lane(a), VecDeque::from([1, 2]));
+    assert_eq!(lanes.queue_depths(), (1, 1));
 }
 
 #[test]

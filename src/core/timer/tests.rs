@@ -3,7 +3,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 
-use super::{TimerKey, TimerWheel};
+use super::{Entry, Place, TimerKey, TimerWheel, NIL};
 use crate::core::time::Instant;
 
 fn ms(millis: u64) -> Instant {
@@ -85,6 +85,35 @@ fn far_deadlines_wait_out_their_rounds_even_when_time_jumps() {
     let later = wheel.insert(ms(1_000), 9);
     assert_eq!(drain(&mut wheel, ms(5_000)), vec![(far, 5), (later, 9)]);
     assert!(wheel.is_empty());
+}
+
+/// Module docs, "Limits": a deadline saturates at the end of `Instant`'s
+/// range and the wheel keeps working for it. Such a timer (`now` plus a
+/// timeout too long to represent) stays armed through every earlier poll,
+/// is still the next deadline and cancellable, and fires once, when a
+/// poll's `now` reaches the last microsecond: with a 1 µs tick (the last
+/// tick is `u64::MAX`) and with the default 1 ms tick.
+#[test]
+fn a_deadline_saturated_at_the_end_of_time_waits_there_and_fires_there() {
+    for tick in [Duration::from_micros(1), TimerWheel::<u32>::TICK_DEFAULT] {
+        let mut wheel = TimerWheel::new(tick, 8, Instant::ZERO);
+        let end = ms(2) + Duration::MAX;
+        assert_eq!(end, Instant::from_micros(u64::MAX));
+        let last = wheel.insert(end, 1);
+        let cancelled = wheel.insert(ms(3) + Duration::MAX, 2);
+        let soon = wheel.insert(ms(5), 3);
+        assert_eq!(wheel.next_deadline(), Some(ms(5)), "tick {tick:?}");
+        assert_eq!(drain(&mut wheel, ms(10)), vec![(soon, 3)], "tick {tick:?}");
+        assert_eq!(wheel.next_deadline(), Some(end), "tick {tick:?}");
+        assert_eq!(wheel.cancel(cancelled), Some(2), "tick {tick:?}");
+        let just_before = Instant::from_micros(u64::MAX - 1);
+        assert!(drain(&mut wheel, just_before).is_empty(), "tick {tick:?}");
+        assert_eq!(wheel.next_deadline(), Some(end), "tick {tick:?}");
+        assert_eq!(drain(&mut wheel, end), vec![(last, 1)], "tick {tick:?}");
+        assert!(drain(&mut wheel, end).is_empty(), "tick {tick:?}");
+        assert!(wheel.is_empty(), "tick {tick:?}");
+        assert_eq!(wheel.next_deadline(), None, "tick {tick:?}");
+    }
 }
 
 #[test]
@@ -188,6 +217,48 @@ impl Model {
     }
 }
 
+/// The wheel's own bookkeeping after an operation (module docs, "How it
+/// works"): walking each slot's list, in at most as many steps as there
+/// are entries, meets only live wheel entries whose tick hashes to that
+/// slot, each naming the one before it as `prev`; a fired, cancelled or
+/// due entry is in no list; and the listed and due entries are the armed
+/// timers. A stale link would make a later sweep walk a freed or reused
+/// entry, or spin in a cycle, so the property test checks this after every
+/// step and fails there instead.
+fn assert_lists_consistent(wheel: &TimerWheel<u32>) {
+    let mut listed = 0;
+    for (slot, &head) in wheel.heads.iter().enumerate() {
+        let (mut prev_want, mut index) = (NIL, head);
+        while index != NIL {
+            listed += 1;
+            assert!(listed <= wheel.entries.len(), "slot {slot}: a cycle");
+            let Entry::Live {
+                expiry_tick,
+                place: Place::Wheel { prev, next },
+                ..
+            } = &wheel.entries[index as usize]
+            else {
+                panic!("slot {slot} links {:?}", wheel.entries[index as usize]);
+            };
+            assert_eq!(*prev, prev_want, "slot {slot}: prev of entry {index}");
+            assert_eq!(wheel.slot_of(*expiry_tick), slot, "entry {index}'s slot");
+            (prev_want, index) = (index, *next);
+        }
+    }
+    let in_wheel = |e: &&Entry<u32>| {
+        matches!(
+            e,
+            Entry::Live {
+                place: Place::Wheel { .. },
+                ..
+            }
+        )
+    };
+    let live = |e: &&Entry<u32>| matches!(e, Entry::Live { .. });
+    assert_eq!(listed, wheel.entries.iter().filter(in_wheel).count());
+    assert_eq!(wheel.entries.iter().filter(live).count(), wheel.len());
+}
+
 fn run(ops: Vec<Op>, slots: usize, tick_us: u64) {
     let mut wheel = TimerWheel::new(Duration::from_micros(tick_us), slots, Instant::ZERO);
     let mut model = Model::default();
@@ -201,6 +272,7 @@ fn run(ops: Vec<Op>, slots: usize, tick_us: u64) {
                 let key = wheel.insert(deadline, value);
                 model.armed.insert(key, deadline);
                 model.keys.push(key);
+                assert_lists_consistent(&wheel);
             }
             Op::Cancel { nth } if !model.keys.is_empty() => {
                 let key = model.keys[nth % model.keys.len()];
@@ -211,6 +283,7 @@ fn run(ops: Vec<Op>, slots: usize, tick_us: u64) {
                     "cancel of {key:?}"
                 );
                 assert_eq!(wheel.cancel(key), None, "a second cancel is stale");
+                assert_lists_consistent(&wheel);
             }
             Op::Cancel { .. } => {}
             Op::Advance { by_us, polls_max } => {
@@ -218,7 +291,9 @@ fn run(ops: Vec<Op>, slots: usize, tick_us: u64) {
                 let mut polls = 0;
                 let mut deadline_last = Instant::ZERO;
                 while polls < polls_max {
-                    let Some((key, value)) = wheel.poll_expired(now) else {
+                    let polled = wheel.poll_expired(now);
+                    assert_lists_consistent(&wheel);
+                    let Some((key, value)) = polled else {
                         break;
                     };
                     let deadline = model.check_poll(now, key, value);
@@ -234,8 +309,10 @@ fn run(ops: Vec<Op>, slots: usize, tick_us: u64) {
     }
     now = now + Duration::from_secs(1);
     while let Some((key, value)) = wheel.poll_expired(now) {
+        assert_lists_consistent(&wheel);
         model.check_poll(now, key, value);
     }
+    assert_lists_consistent(&wheel);
     model.check_drained(&wheel, now);
     assert!(wheel.is_empty());
 }
