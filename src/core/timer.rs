@@ -255,9 +255,9 @@ impl<T> TimerWheel<T> {
 
     /// A time `<=` the earliest armed deadline, `None` when nothing is armed.
     ///
-    /// The caller may sleep until it: it is exact unless a timer was
-    /// cancelled since the last drained poll, in which case it may be early
-    /// (a harmless early wake-up), never late.
+    /// The caller may sleep until it: never late, and early (a harmless
+    /// early wake-up) after a cancel, until a poll that drains everything due
+    /// passes the cancelled deadline and recomputes it (module doc).
     pub fn next_deadline(&self) -> Option<Instant> {
         if self.is_empty() {
             return None;
