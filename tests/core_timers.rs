@@ -82,6 +82,42 @@ fn core_a_repeating_timer_keeps_a_fixed_rate_with_contiguous_tick_numbers() {
     assert_eq!(count(&mesh, node, FlowTrace::ActorTimerTickSkipped), 0);
 }
 
+/// Fixed rate (docs/actors.md "Timers"): a shard that fires a repeating
+/// timer late by several periods (a long turn, a stopped process) skips
+/// every tick whose time has passed, counts each once, and the next tick
+/// keeps the timer's phase — no burst makes up for the skipped ones.
+#[test]
+fn core_a_repeating_timer_fired_periods_late_skips_and_counts_the_passed_ticks_and_keeps_its_phase()
+{
+    let (mut mesh, node) = one_node();
+    let a = actor_id("a");
+    let t0 = mesh.now();
+    // Given a repeating timer due at P, 2P, 3P …, and a shard that handles
+    // its timers 3.5 periods late,
+    let timer = mesh
+        .actors(node)
+        .set_timer(&a, PERIOD, Some(PERIOD))
+        .unwrap();
+    mesh.set_timer_lateness(PERIOD * 3 + PERIOD / 2);
+    // when tick 1 fires at 4.5P, the ticks due at 2P, 3P and 4P have
+    // passed: they are skipped and counted, once each;
+    mesh.advance(PERIOD * 4 + PERIOD / 2);
+    assert_eq!(
+        ticks(&mesh),
+        vec![(t0 + PERIOD * 4 + PERIOD / 2, node, timer, 1)]
+    );
+    assert_eq!(count(&mesh, node, FlowTrace::ActorTimerTickSkipped), 3);
+    // then, the shard on time again, tick 2 comes at 5P, on the timer's
+    // phase, and nothing more is skipped.
+    mesh.set_timer_lateness(Duration::ZERO);
+    mesh.advance(PERIOD / 2);
+    assert_eq!(
+        ticks(&mesh).last(),
+        Some(&(t0 + PERIOD * 5, node, timer, 2))
+    );
+    assert_eq!(count(&mesh, node, FlowTrace::ActorTimerTickSkipped), 3);
+}
+
 #[test]
 fn core_a_tick_due_while_the_previous_one_has_not_run_is_skipped_and_counted() {
     let (mut mesh, node) = one_node();

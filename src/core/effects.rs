@@ -174,6 +174,11 @@ impl Effects {
         self.counters.record(event);
     }
 
+    /// Counts `count` occurrences of `event` at once.
+    pub(crate) fn trace_many(&mut self, event: FlowTrace, count: u64) {
+        self.counters.add(event, count);
+    }
+
     /// A relay accepted at `started` got its reply now. No clock is read:
     /// both times are the inputs' (the shard reads its clock per input
     /// anyway), so the cost per message is one bucket's increment.

@@ -202,12 +202,18 @@ impl ActorTimers {
             self.timers.remove(&fire.timer);
             return;
         };
-        let now = fx.now();
-        timer.due = timer.due + period;
-        while timer.due <= now {
-            fx.trace(FlowTrace::ActorTimerTickSkipped);
-            timer.due = timer.due + period;
-        }
+        // Fixed rate: the next tick is one period on. A shard that fired
+        // this one late (a long turn, a stopped process) skips, and counts,
+        // every tick whose time has passed too, in one step however many:
+        // no burst makes up for them, and no loop runs once per period.
+        // `passed`: the whole periods from this tick's time to now, each
+        // one a tick whose time has come too.
+        let period_us = u64::try_from(period.as_micros()).map_or(u64::MAX, |p| p.max(1));
+        let behind_us = u64::try_from((fx.now() - timer.due).as_micros()).unwrap_or(u64::MAX);
+        let passed = behind_us / period_us;
+        fx.trace_many(FlowTrace::ActorTimerTickSkipped, passed);
+        let ahead = passed.saturating_add(1).saturating_mul(period_us);
+        timer.due = timer.due + Duration::from_micros(ahead);
         self.arm(&fire.actor, fire.timer, fx);
     }
 
