@@ -2280,3 +2280,40 @@ fn core_relocation_an_answer_to_a_followed_bind_counts_only_from_the_target_as_a
     assert_eq!(bound.map(|r| r.location.owner), Ok(target));
     assert_eq!(mesh.node(source).core().relocation().proxy_count(), 0);
 }
+
+/// §8, docs/relocation.md ("Handed"): after relay-ready the coordinator
+/// waits for the target's 65 a bounded time (`finish_timeout`, 5,000 ms by
+/// default, from its 63): a move whose 65 is lost ends `Deadline` then, not
+/// a microsecond sooner, and the source does not take the Actor back (the
+/// instance went with the handoff).
+#[test]
+fn core_relocation_a_65_never_received_ends_the_move_at_the_finish_deadline() {
+    // Given a move whose target commits but whose 65 never reaches the
+    // source,
+    let (mut mesh, _, source, target, a) = three_nodes();
+    mesh.set_dropping(target, source, Command::RelocationFinished, true);
+    let relocation = relocate(&mut mesh, source, "a", target);
+    let cutover_at = tapped(&mesh, Command::RelocationCutover)[0].at;
+    let bound = zlink::core::relocation::RelocationConfig::default().finish_timeout;
+
+    // when time reaches 1 µs before the finish deadline, the move has not
+    // ended;
+    advance_to(&mut mesh, cutover_at + (bound - MICRO));
+    assert_eq!(finished(&mesh, source, relocation), None);
+    assert!(mesh.node(source).core().relocation().is_relocating(&a.id));
+
+    // then at the deadline it ends Deadline, with nothing of it left
+    // running at the source and no instance there.
+    advance_to(&mut mesh, cutover_at + bound);
+    mesh.run();
+    assert_eq!(
+        finished(&mesh, source, relocation),
+        Some(Err(Error::new(Reason::Deadline)))
+    );
+    assert!(!mesh.node(source).core().relocation().is_relocating(&a.id));
+    assert_eq!(
+        mesh.node(source).core().actor_owner().actor_ref(&a.id),
+        None
+    );
+    assert_eq!(mesh.node(source).core().armed_timers(), 0);
+}
