@@ -2317,3 +2317,43 @@ fn core_relocation_a_65_never_received_ends_the_move_at_the_finish_deadline() {
     );
     assert_eq!(mesh.node(source).core().armed_timers(), 0);
 }
+
+/// docs/relocation.md ("HandoffTooLarge"), §8: a prepare (60) must fit the
+/// peer links' decode limits on both counts, the Actor's state and its
+/// saved work. Small state with more saved work than `saved_work_count_max`
+/// does not fit: the move ends `HandoffTooLarge` before any 60 is sent,
+/// and the lane reopens at the source with all its work.
+#[test]
+fn core_relocation_more_saved_work_than_the_limit_aborts_before_a_prepare() {
+    // Given a limit of one saved item and two requests queued on the lane,
+    let mut mesh = mesh();
+    mesh.set_relocation_config(zlink::core::relocation::RelocationConfig {
+        limits: zlink::wire::DecodeLimits {
+            saved_work_count_max: 1,
+            ..Default::default()
+        },
+        ..Default::default()
+    });
+    let (sessions, source, target) = (mesh.add_node(1), mesh.add_node(2), mesh.add_node(3));
+    let a = mesh.create(source, "a");
+    let s = mesh.connect(sessions);
+    bind_ok(&mut mesh, sessions, s, &a);
+    mesh.set_behavior(source, zlink::sim::ActorBehavior::Queue);
+    mesh.request(sessions, s, &a, b"r1").unwrap();
+    mesh.request(sessions, s, &a, b"r2").unwrap();
+    mesh.run();
+    assert_eq!(mesh.lane(source, &a.id).len(), 2);
+
+    // when the source relocates "a",
+    let relocation = relocate(&mut mesh, source, "a", target);
+
+    // then the move ends HandoffTooLarge with nothing prepared, and both
+    // requests are back on the lane at the source.
+    assert_eq!(
+        finished(&mesh, source, relocation),
+        Some(Err(Error::new(Reason::HandoffTooLarge)))
+    );
+    assert!(tapped(&mesh, Command::RelocationPrepare).is_empty());
+    assert!(!mesh.node(source).core().relocation().is_relocating(&a.id));
+    assert_eq!(mesh.lane(source, &a.id).len(), 2);
+}
