@@ -2357,3 +2357,65 @@ fn core_relocation_more_saved_work_than_the_limit_aborts_before_a_prepare() {
     assert!(!mesh.node(source).core().relocation().is_relocating(&a.id));
     assert_eq!(mesh.lane(source, &a.id).len(), 2);
 }
+
+/// A source holding "a" whose relocation config allows frames of at most
+/// `frame_len_max` bytes (the default when `None`).
+fn three_nodes_with_frame_max(frame_len_max: Option<u32>) -> (Mesh, NodeRid, NodeRid, ActorRef) {
+    let mut mesh = mesh();
+    if let Some(frame_len_max) = frame_len_max {
+        mesh.set_relocation_config(zlink::core::relocation::RelocationConfig {
+            limits: zlink::wire::DecodeLimits {
+                frame_len_max,
+                ..Default::default()
+            },
+            ..Default::default()
+        });
+    }
+    let (source, target) = (mesh.add_node(2), mesh.add_node(3));
+    let a = mesh.create(source, "a");
+    (mesh, source, target, a)
+}
+
+/// docs/relocation.md ("HandoffTooLarge"), docs/wire.md "Limits": a
+/// prepare (60) is sent only when its frame fits the peer links'
+/// `frame_len_max`. A 60 exactly at the limit is sent and the move
+/// commits; with the limit one byte lower the move ends `HandoffTooLarge`
+/// at once, no 60 sent, and the Actor stays at the source.
+#[test]
+fn core_relocation_a_prepare_exactly_at_the_frame_limit_is_sent_one_byte_over_aborts() {
+    // Given the length of this move's 60 frame body (its 4-byte length
+    // prefix aside) under the default limits,
+    let (mut mesh, source, target, _) = three_nodes_with_frame_max(None);
+    relocate(&mut mesh, source, "a", target);
+    let mut encoded = bytes::BytesMut::new();
+    tapped(&mesh, Command::RelocationPrepare)[0]
+        .record
+        .encode(&mut encoded);
+    let frame = u32::try_from(encoded.len() - 4).unwrap();
+
+    // when the limit is exactly that, the 60 goes out and the move commits;
+    let (mut mesh, source, target, _) = three_nodes_with_frame_max(Some(frame));
+    let relocation = relocate(&mut mesh, source, "a", target);
+    assert_eq!(tapped(&mesh, Command::RelocationPrepare).len(), 1);
+    let moved = finished(&mesh, source, relocation)
+        .expect("the move ended")
+        .unwrap();
+    assert_eq!(moved.location.owner, target);
+
+    // then with the limit one byte lower no 60 goes out: the move ends
+    // HandoffTooLarge and "a" stays at the source, nothing of the move left.
+    let (mut mesh, source, target, a) = three_nodes_with_frame_max(Some(frame - 1));
+    let relocation = relocate(&mut mesh, source, "a", target);
+    assert_eq!(
+        finished(&mesh, source, relocation),
+        Some(Err(Error::new(Reason::HandoffTooLarge)))
+    );
+    assert!(tapped(&mesh, Command::RelocationPrepare).is_empty());
+    assert!(store_ops(&mesh).is_empty());
+    assert!(!mesh.node(source).core().relocation().is_relocating(&a.id));
+    assert_eq!(
+        mesh.node(source).core().actor_owner().actor_ref(&a.id),
+        Some(a.clone())
+    );
+    assert_eq!(mesh.node(source).core().armed_timers(), 0);
+}
