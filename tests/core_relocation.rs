@@ -2419,3 +2419,66 @@ fn core_relocation_a_prepare_exactly_at_the_frame_limit_is_sent_one_byte_over_ab
     );
     assert_eq!(mesh.node(source).core().armed_timers(), 0);
 }
+
+/// relocation/mod.rs, `proxy_max`, and the late-62 rule above: work that a
+/// late 62 merges into a move under way joins that move's ingress hold only
+/// while the hold has room. At a target that allows no held records, the
+/// late request is refused `QueueFull` and answered to its client, never
+/// held past the bound and never run.
+#[test]
+fn core_relocation_a_late_62_at_an_actor_moving_on_with_a_full_hold_is_refused_queue_full() {
+    // Given the same late-62 race as above, the target (and the next node)
+    // allowing no held records,
+    let mut mesh = mesh();
+    let (sessions, source) = (mesh.add_node(1), mesh.add_node(2));
+    mesh.set_relocation_config(zlink::core::relocation::RelocationConfig {
+        proxy_max: 0,
+        ..Default::default()
+    });
+    let (target, next) = (mesh.add_node(3), mesh.add_node(4));
+    let a = mesh.create(source, "a");
+    let s = mesh.connect(sessions);
+    bind_ok(&mut mesh, sessions, s, &a);
+    mesh.set_dropping(target, source, Command::RelocationReady, true);
+    mesh.set_store(StoreBehavior::Hold);
+    let held = mesh.request(sessions, s, &a, b"held").unwrap();
+    mesh.relocations(source).relocate(&a.id, target).unwrap();
+    mesh.run();
+    mesh.advance(Duration::from_millis(1_500));
+    assert_eq!(mesh.held_store(), 2, "the target's CAS, then the abort");
+
+    // when the source hands its ingress hold over after the target began
+    // moving "a" on,
+    mesh.release_store();
+    mesh.run();
+    mesh.set_restore(next, RestoreBehavior::Hold);
+    mesh.relocations(target).relocate(&a.id, next).unwrap();
+    mesh.run();
+    mesh.release_store();
+    mesh.run();
+    assert!(tapped(&mesh, Command::RelocationIngressHold)
+        .iter()
+        .any(|t| t.from == source && t.to == target));
+
+    // then the request is refused QueueFull at once and runs nowhere, even
+    // after the next move commits.
+    let answers = mesh.answers(sessions, s, held);
+    assert!(
+        matches!(
+            &answers[..],
+            [zlink::wire::client::ClientFrame::Error { error, .. }]
+                if error.reason() == Reason::QueueFull
+        ),
+        "{answers:?}"
+    );
+    mesh.finish_restore(next, Ok(()));
+    mesh.run();
+    while mesh.held_store() > 0 {
+        mesh.release_store();
+        mesh.run();
+    }
+    mesh.advance(Duration::from_millis(1));
+    assert!(mesh.delivered(target, &a.id).is_empty());
+    assert!(mesh.delivered(next, &a.id).is_empty());
+    assert_eq!(mesh.answers(sessions, s, held), answers);
+}
