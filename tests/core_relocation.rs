@@ -2280,3 +2280,205 @@ fn core_relocation_an_answer_to_a_followed_bind_counts_only_from_the_target_as_a
     assert_eq!(bound.map(|r| r.location.owner), Ok(target));
     assert_eq!(mesh.node(source).core().relocation().proxy_count(), 0);
 }
+
+/// §8, docs/relocation.md ("Handed"): after relay-ready the coordinator
+/// waits for the target's 65 a bounded time (`finish_timeout`, 5,000 ms by
+/// default, from its 63): a move whose 65 is lost ends `Deadline` then, not
+/// a microsecond sooner, and the source does not take the Actor back (the
+/// instance went with the handoff).
+#[test]
+fn core_relocation_a_65_never_received_ends_the_move_at_the_finish_deadline() {
+    // Given a move whose target commits but whose 65 never reaches the
+    // source,
+    let (mut mesh, _, source, target, a) = three_nodes();
+    mesh.set_dropping(target, source, Command::RelocationFinished, true);
+    let relocation = relocate(&mut mesh, source, "a", target);
+    let cutover_at = tapped(&mesh, Command::RelocationCutover)[0].at;
+    let bound = zlink::core::relocation::RelocationConfig::default().finish_timeout;
+
+    // when time reaches 1 µs before the finish deadline, the move has not
+    // ended;
+    advance_to(&mut mesh, cutover_at + (bound - MICRO));
+    assert_eq!(finished(&mesh, source, relocation), None);
+    assert!(mesh.node(source).core().relocation().is_relocating(&a.id));
+
+    // then at the deadline it ends Deadline, with nothing of it left
+    // running at the source and no instance there.
+    advance_to(&mut mesh, cutover_at + bound);
+    mesh.run();
+    assert_eq!(
+        finished(&mesh, source, relocation),
+        Some(Err(Error::new(Reason::Deadline)))
+    );
+    assert!(!mesh.node(source).core().relocation().is_relocating(&a.id));
+    assert_eq!(
+        mesh.node(source).core().actor_owner().actor_ref(&a.id),
+        None
+    );
+    assert_eq!(mesh.node(source).core().armed_timers(), 0);
+}
+
+/// docs/relocation.md ("HandoffTooLarge"), §8: a prepare (60) must fit the
+/// peer links' decode limits on both counts, the Actor's state and its
+/// saved work. Small state with more saved work than `saved_work_count_max`
+/// does not fit: the move ends `HandoffTooLarge` before any 60 is sent,
+/// and the lane reopens at the source with all its work.
+#[test]
+fn core_relocation_more_saved_work_than_the_limit_aborts_before_a_prepare() {
+    // Given a limit of one saved item and two requests queued on the lane,
+    let mut mesh = mesh();
+    mesh.set_relocation_config(zlink::core::relocation::RelocationConfig {
+        limits: zlink::wire::DecodeLimits {
+            saved_work_count_max: 1,
+            ..Default::default()
+        },
+        ..Default::default()
+    });
+    let (sessions, source, target) = (mesh.add_node(1), mesh.add_node(2), mesh.add_node(3));
+    let a = mesh.create(source, "a");
+    let s = mesh.connect(sessions);
+    bind_ok(&mut mesh, sessions, s, &a);
+    mesh.set_behavior(source, zlink::sim::ActorBehavior::Queue);
+    mesh.request(sessions, s, &a, b"r1").unwrap();
+    mesh.request(sessions, s, &a, b"r2").unwrap();
+    mesh.run();
+    assert_eq!(mesh.lane(source, &a.id).len(), 2);
+
+    // when the source relocates "a",
+    let relocation = relocate(&mut mesh, source, "a", target);
+
+    // then the move ends HandoffTooLarge with nothing prepared, and both
+    // requests are back on the lane at the source.
+    assert_eq!(
+        finished(&mesh, source, relocation),
+        Some(Err(Error::new(Reason::HandoffTooLarge)))
+    );
+    assert!(tapped(&mesh, Command::RelocationPrepare).is_empty());
+    assert!(!mesh.node(source).core().relocation().is_relocating(&a.id));
+    assert_eq!(mesh.lane(source, &a.id).len(), 2);
+}
+
+/// A source holding "a" whose relocation config allows frames of at most
+/// `frame_len_max` bytes (the default when `None`).
+fn three_nodes_with_frame_max(frame_len_max: Option<u32>) -> (Mesh, NodeRid, NodeRid, ActorRef) {
+    let mut mesh = mesh();
+    if let Some(frame_len_max) = frame_len_max {
+        mesh.set_relocation_config(zlink::core::relocation::RelocationConfig {
+            limits: zlink::wire::DecodeLimits {
+                frame_len_max,
+                ..Default::default()
+            },
+            ..Default::default()
+        });
+    }
+    let (source, target) = (mesh.add_node(2), mesh.add_node(3));
+    let a = mesh.create(source, "a");
+    (mesh, source, target, a)
+}
+
+/// docs/relocation.md ("HandoffTooLarge"), docs/wire.md "Limits": a
+/// prepare (60) is sent only when its frame fits the peer links'
+/// `frame_len_max`. A 60 exactly at the limit is sent and the move
+/// commits; with the limit one byte lower the move ends `HandoffTooLarge`
+/// at once, no 60 sent, and the Actor stays at the source.
+#[test]
+fn core_relocation_a_prepare_exactly_at_the_frame_limit_is_sent_one_byte_over_aborts() {
+    // Given the length of this move's 60 frame body (its 4-byte length
+    // prefix aside) under the default limits,
+    let (mut mesh, source, target, _) = three_nodes_with_frame_max(None);
+    relocate(&mut mesh, source, "a", target);
+    let mut encoded = bytes::BytesMut::new();
+    tapped(&mesh, Command::RelocationPrepare)[0]
+        .record
+        .encode(&mut encoded);
+    let frame = u32::try_from(encoded.len() - 4).unwrap();
+
+    // when the limit is exactly that, the 60 goes out and the move commits;
+    let (mut mesh, source, target, _) = three_nodes_with_frame_max(Some(frame));
+    let relocation = relocate(&mut mesh, source, "a", target);
+    assert_eq!(tapped(&mesh, Command::RelocationPrepare).len(), 1);
+    let moved = finished(&mesh, source, relocation)
+        .expect("the move ended")
+        .unwrap();
+    assert_eq!(moved.location.owner, target);
+
+    // then with the limit one byte lower no 60 goes out: the move ends
+    // HandoffTooLarge and "a" stays at the source, nothing of the move left.
+    let (mut mesh, source, target, a) = three_nodes_with_frame_max(Some(frame - 1));
+    let relocation = relocate(&mut mesh, source, "a", target);
+    assert_eq!(
+        finished(&mesh, source, relocation),
+        Some(Err(Error::new(Reason::HandoffTooLarge)))
+    );
+    assert!(tapped(&mesh, Command::RelocationPrepare).is_empty());
+    assert!(store_ops(&mesh).is_empty());
+    assert!(!mesh.node(source).core().relocation().is_relocating(&a.id));
+    assert_eq!(
+        mesh.node(source).core().actor_owner().actor_ref(&a.id),
+        Some(a.clone())
+    );
+    assert_eq!(mesh.node(source).core().armed_timers(), 0);
+}
+
+/// relocation/mod.rs, `proxy_max`, and the late-62 rule above: work that a
+/// late 62 merges into a move under way joins that move's ingress hold only
+/// while the hold has room. At a target that allows no held records, the
+/// late request is refused `QueueFull` and answered to its client, never
+/// held past the bound and never run.
+#[test]
+fn core_relocation_a_late_62_at_an_actor_moving_on_with_a_full_hold_is_refused_queue_full() {
+    // Given the same late-62 race as above, the target (and the next node)
+    // allowing no held records,
+    let mut mesh = mesh();
+    let (sessions, source) = (mesh.add_node(1), mesh.add_node(2));
+    mesh.set_relocation_config(zlink::core::relocation::RelocationConfig {
+        proxy_max: 0,
+        ..Default::default()
+    });
+    let (target, next) = (mesh.add_node(3), mesh.add_node(4));
+    let a = mesh.create(source, "a");
+    let s = mesh.connect(sessions);
+    bind_ok(&mut mesh, sessions, s, &a);
+    mesh.set_dropping(target, source, Command::RelocationReady, true);
+    mesh.set_store(StoreBehavior::Hold);
+    let held = mesh.request(sessions, s, &a, b"held").unwrap();
+    mesh.relocations(source).relocate(&a.id, target).unwrap();
+    mesh.run();
+    mesh.advance(Duration::from_millis(1_500));
+    assert_eq!(mesh.held_store(), 2, "the target's CAS, then the abort");
+
+    // when the source hands its ingress hold over after the target began
+    // moving "a" on,
+    mesh.release_store();
+    mesh.run();
+    mesh.set_restore(next, RestoreBehavior::Hold);
+    mesh.relocations(target).relocate(&a.id, next).unwrap();
+    mesh.run();
+    mesh.release_store();
+    mesh.run();
+    assert!(tapped(&mesh, Command::RelocationIngressHold)
+        .iter()
+        .any(|t| t.from == source && t.to == target));
+
+    // then the request is refused QueueFull at once and runs nowhere, even
+    // after the next move commits.
+    let answers = mesh.answers(sessions, s, held);
+    assert!(
+        matches!(
+            &answers[..],
+            [zlink::wire::client::ClientFrame::Error { error, .. }]
+                if error.reason() == Reason::QueueFull
+        ),
+        "{answers:?}"
+    );
+    mesh.finish_restore(next, Ok(()));
+    mesh.run();
+    while mesh.held_store() > 0 {
+        mesh.release_store();
+        mesh.run();
+    }
+    mesh.advance(Duration::from_millis(1));
+    assert!(mesh.delivered(target, &a.id).is_empty());
+    assert!(mesh.delivered(next, &a.id).is_empty());
+    assert_eq!(mesh.answers(sessions, s, held), answers);
+}
