@@ -51,9 +51,14 @@ struct Out {
     expired: Vec<TurnId>,
 }
 
+/// Drains the core as the runtime's shard does, and checks
+/// [`ShardCore::has_output`]'s promise on the way: the shard skips its drain
+/// when it says `false`, so `false` must mean nothing can be polled, and a
+/// drained core must say `false` (else every loop turn drains for nothing).
 fn pump(core: &mut ShardCore, now: Instant) -> Out {
     let mut out = Out::default();
     loop {
+        let promised = core.has_output();
         let mut progress = false;
         while let Some(transmit) = core.poll_transmit() {
             progress = true;
@@ -74,10 +79,35 @@ fn pump(core: &mut ShardCore, now: Instant) -> Out {
                 _ => {}
             }
         }
+        assert!(
+            promised || !progress,
+            "has_output said nothing, yet the core had output"
+        );
         if !progress {
+            assert!(!core.has_output(), "a drained core says it has output");
             return out;
         }
     }
+}
+
+#[test]
+fn core_an_idle_core_has_no_output_and_a_packet_for_a_callback_gives_it_some() {
+    let mut core = shard(64, false);
+    let t0 = Instant::ZERO;
+    assert!(!core.has_output());
+    let s = core.sessions(t0).open_session();
+    pump(&mut core, t0);
+    assert!(!core.has_output(), "an open session with nothing to run");
+    core.sessions(t0).packet(s, packet(1, "one"), true).unwrap();
+    assert!(core.has_output(), "its callback turn is ready");
+    let out = pump(&mut core, t0);
+    assert_eq!(out.turns.len(), 1);
+    // The turn runs; a packet behind it waits for its end, with no output.
+    core.sessions(t0).packet(s, packet(2, "two"), true).unwrap();
+    assert!(!core.has_output(), "the lane is in its turn");
+    core.sessions(t0).turn_done(s, out.turns[0].turn);
+    assert!(core.has_output(), "the next turn is ready");
+    assert_eq!(pump(&mut core, t0).turns.len(), 1);
 }
 
 fn packet(correlation: u32, payload: &'static str) -> ClientPacket {

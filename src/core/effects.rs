@@ -246,6 +246,11 @@ impl Effects {
         self.events.pop_front()
     }
 
+    /// Whether a transmit or an event is queued.
+    pub(crate) fn has_output(&self) -> bool {
+        !self.transmits.is_empty() || !self.events.is_empty()
+    }
+
     /// The next event, left in place: the shard core looks before it takes,
     /// so that an event it hands on is moved once, not twice.
     pub(crate) fn peek_event(&self) -> Option<&CoreEvent> {

@@ -401,6 +401,18 @@ impl ShardCore {
         }
     }
 
+    /// Whether [`ShardCore::poll_transmit`] or [`ShardCore::poll_event`]
+    /// may have something: a queued transmit or event, or a session lane
+    /// listed as ready. `false` means both return `None` now, so that a
+    /// host can skip its drain when the core has nothing for it (the
+    /// runtime asks several times a loop turn, most often with nothing to
+    /// carry out: docs/PERFORMANCE.md). `true` may still find nothing (a
+    /// listed lane that was emptied).
+    #[must_use]
+    pub fn has_output(&self) -> bool {
+        self.fx.has_output() || self.sessions.may_have_turn()
+    }
+
     /// When [`ShardCore::handle_timeout`] should next be called.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {

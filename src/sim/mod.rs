@@ -2495,6 +2495,10 @@ impl Mesh {
         let Some(node) = self.nodes.get_mut(&rid) else {
             return false;
         };
+        // As the runtime's shard does: an empty core is not drained.
+        if !node.core.has_output() {
+            return false;
+        }
         let from = node.peer;
         let mut transmits = Vec::new();
         while let Some(transmit) = node.core.poll_transmit() {

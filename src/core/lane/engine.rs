@@ -276,6 +276,14 @@ impl<P: LanePolicy, T> LaneEngine<P, T> {
         self.expect_lane(id).gate == Gate::Closed
     }
 
+    /// Whether a lane may be listed as ready: `false` means
+    /// [`LaneEngine::next_turn`] has nothing to hand out. `true` may still
+    /// find nothing (the ready set keeps the ids of lanes removed or
+    /// emptied while listed).
+    pub fn may_have_turn(&self) -> bool {
+        !self.ready.is_empty()
+    }
+
     /// Starts the next turn: the head item of the first lane in the ready
     /// set, whose gate closes until [`LaneEngine::finish_turn`]. `None` when
     /// no lane has work that may run now.

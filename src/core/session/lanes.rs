@@ -161,6 +161,11 @@ impl SessionLanes {
         self.slots.len()
     }
 
+    /// Whether a session callback turn may be ready to hand out.
+    pub(super) fn may_have_turn(&self) -> bool {
+        self.engine.may_have_turn()
+    }
+
     /// A new session's lane.
     pub(super) fn open(&mut self, session: SessionRid, capacity: usize, awaits_hello: bool) {
         let lane = self.engine.add_lane(capacity);

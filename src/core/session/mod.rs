@@ -316,6 +316,12 @@ impl SessionOwner {
         self.sessions.len()
     }
 
+    /// Whether a session callback turn may be ready to hand out
+    /// ([`crate::core::ShardCore::has_output`]).
+    pub(crate) fn may_have_turn(&self) -> bool {
+        self.lanes.may_have_turn()
+    }
+
     /// How many sessions have at least one binding the application sees
     /// (§13 `Bound` not empty), and how many such bindings there are in
     /// all. O(sessions + bindings): for a metrics scrape, not a hot path.
