@@ -2585,8 +2585,8 @@ fn core_relocation_a_failed_capture_reopens_the_lane_with_the_ingress_hold() {
     }
 }
 
-/// docs/relocation.md ("Abort before relay-ready is accepted", "The store
-/// says the target won", `Absent`): a durable abort that finds the row
+/// §8.1, docs/relocation.md ("Abort before relay-ready is accepted", "The
+/// store says the target won", `Absent`): a durable abort that finds the row
 /// owned by a node other than the target (the target committed and moved
 /// the Actor on meanwhile) does not commit this move: the source hands
 /// nothing to the target (no 63), never reopens, drops its instance and
@@ -2956,9 +2956,10 @@ fn sent_tombstone(
 /// nothing carries it on.
 #[test]
 fn core_relocation_a_late_62_tombstone_joins_the_next_moves_hold_while_it_has_room() {
+    let default_max = zlink::core::relocation::RelocationConfig::default().proxy_max;
     // With room: carried on in the next move's 62s, nothing refused.
     let (mut mesh, target, next, tombstone, refused) =
-        late_tombstone_at_an_actor_moving_on(false, 65_536);
+        late_tombstone_at_an_actor_moving_on(false, default_max);
     assert!(!sent_tombstone(&mesh, target, next, &tombstone));
     mesh.finish_restore(next, Ok(()));
     mesh.run();
@@ -2988,9 +2989,10 @@ fn core_relocation_a_late_62_tombstone_joins_the_next_moves_hold_while_it_has_ro
 /// `proxy_max` records; past that it is a counted drop.
 #[test]
 fn core_relocation_a_late_62_tombstone_at_an_actor_handed_on_follows_it_after_the_65() {
+    let default_max = zlink::core::relocation::RelocationConfig::default().proxy_max;
     // With room: kept until the next node commits, then followed there.
     let (mut mesh, target, next, tombstone, refused) =
-        late_tombstone_at_an_actor_moving_on(true, 65_536);
+        late_tombstone_at_an_actor_moving_on(true, default_max);
     assert!(!sent_tombstone(&mesh, target, next, &tombstone));
     mesh.release_store();
     mesh.run();
