@@ -2482,3 +2482,534 @@ fn core_relocation_a_late_62_at_an_actor_moving_on_with_a_full_hold_is_refused_q
     assert!(mesh.delivered(next, &a.id).is_empty());
     assert_eq!(mesh.answers(sessions, s, held), answers);
 }
+
+/// The outcomes of node code's requests that ended at `node`, in order.
+fn node_call_outcomes(
+    mesh: &Mesh,
+    node: NodeRid,
+) -> Vec<(zlink::ids::CallId, Result<bytes::Bytes, Error>)> {
+    mesh.journal()
+        .iter()
+        .filter_map(|j| match j {
+            Journal::Event {
+                node: n,
+                event: CoreEvent::NodeCallOutcome { call, outcome },
+                ..
+            } if *n == node => Some((*call, outcome.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// §8.1, docs/relocation.md ("No 60 left, no durable abort"): when the
+/// runtime cannot capture the Actor, nothing was taken off its lane, but
+/// what reached the move's ingress hold meanwhile was admitted and held:
+/// the lane reopens and that work runs at the source, in arrival order,
+/// before the caller gets the capture's error. Nothing is prepared.
+#[test]
+fn core_relocation_a_failed_capture_reopens_the_lane_with_the_ingress_hold() {
+    use zlink::core::actor::ActorEvent;
+    use zlink::core::session::SessionOwnerConfig;
+    use zlink::core::time::Instant;
+    use zlink::ids::{
+        AuthorityOwnerGeneration, NodeGeneration, ObjectGeneration, OwnerLeaseGeneration,
+        PacketKey, Peer,
+    };
+    use zlink::wire::node::{ActorCall, CallBody};
+
+    // Given "a", unbound, hosted on one shard, whose move to node 2 waits
+    // for the runtime's capture,
+    let now = Instant::from_millis(1_000);
+    let mut core = one_shard(SessionOwnerConfig::default());
+    let a = actor_id("a");
+    core.actors(now)
+        .host(a.clone(), ObjectGeneration(1), AuthorityOwnerGeneration(1))
+        .unwrap();
+    let relocation = core.relocations(now).relocate(&a, NodeRid(2)).unwrap();
+    let mut asked = Vec::new();
+    while let Some(event) = core.poll_event() {
+        asked.push(event);
+    }
+    assert!(
+        asked.iter().any(|e| matches!(
+            e,
+            CoreEvent::Relocation(RelocationEvent::Capture { relocation: r, .. }) if *r == relocation
+        )),
+        "{asked:?}"
+    );
+    // and a one-way message from another Actor reaching it meanwhile (held),
+    let message = ActorCall {
+        request: None,
+        actor: a.clone(),
+        object_generation: ObjectGeneration(1),
+        authority: AuthorityOwnerGeneration(1),
+        lease: OwnerLeaseGeneration(1),
+        from: Some(actor_id("b")),
+        body: CallBody::Message {
+            key: PacketKey(7),
+            payload: b(b"held"),
+        },
+    };
+    let from = Peer {
+        rid: NodeRid(3),
+        generation: NodeGeneration(1),
+    };
+    core.handle_record(now, from, NodeRecord::ActorCall(message));
+    assert!(core.poll_event().is_none(), "a captured Actor gets nothing");
+
+    // when the runtime answers that it could not capture the Actor,
+    let refusal = error(Reason::NotRelocatable);
+    core.relocations(now)
+        .captured(relocation, Err(refusal.clone()));
+
+    // then the lane reopens, the held message runs at the source, and the
+    // move ends with the capture's error; nothing went to the target.
+    let mut seen = Vec::new();
+    while let Some(event) = core.poll_event() {
+        match event {
+            CoreEvent::Relocation(RelocationEvent::Reopen { .. }) => seen.push("reopen".into()),
+            CoreEvent::Actor(ActorEvent::Call { payload, .. }) => {
+                seen.push(format!("call {}", String::from_utf8_lossy(&payload)))
+            }
+            CoreEvent::Relocation(RelocationEvent::Finished { outcome, .. }) => {
+                assert_eq!(outcome, Err(refusal.clone()));
+                seen.push("finished".into());
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(seen, vec!["reopen", "call held", "finished"]);
+    assert!(!core.relocation().is_relocating(&a));
+    while let Some(transmit) = core.poll_transmit() {
+        assert_ne!(transmit.to, NodeRid(2), "{:?}", transmit.record);
+    }
+}
+
+/// §8.1, docs/relocation.md ("Abort before relay-ready is accepted", "The
+/// store says the target won", `Absent`): a durable abort that finds the row
+/// owned by a node other than the target (the target committed and moved
+/// the Actor on meanwhile) does not commit this move: the source hands
+/// nothing to the target (no 63), never reopens, drops its instance and
+/// ends the move `StaleAuthority`, even though the target's 65 came.
+#[test]
+fn core_relocation_an_abort_that_finds_a_third_owner_hands_nothing_to_the_target() {
+    // Given a relocation whose 61 is lost, so the source's durable abort
+    // races the target's fallback CAS at a store that holds both,
+    let (mut mesh, _, source, target, a) = three_nodes();
+    let next = mesh.add_node(4);
+    mesh.set_dropping(target, source, Command::RelocationReady, true);
+    mesh.set_store(StoreBehavior::Hold);
+    let relocation = relocate(&mut mesh, source, "a", target);
+    mesh.advance(Duration::from_millis(1_500));
+    assert_eq!(mesh.held_store(), 2, "the target's CAS, then the abort");
+
+    // when the target's CAS commits (its 65 reaches the source), the abort
+    // fails once (the store is down), the target moves "a" on to a third
+    // node, and only then the abort is made again,
+    mesh.release_store();
+    mesh.run();
+    mesh.set_store(StoreBehavior::Down);
+    mesh.release_store();
+    mesh.run();
+    assert_eq!(count(&mesh, source, FlowTrace::RelocationStoreRetry), 1);
+    mesh.set_store(StoreBehavior::Immediate);
+    let moved_on = relocate(&mut mesh, target, "a", next);
+    assert_eq!(
+        finished(&mesh, target, moved_on).map(|r| r.map(|a| a.location.owner)),
+        Some(Ok(next))
+    );
+    mesh.advance(Duration::from_millis(200));
+    mesh.run();
+
+    // then the store names the third node, and the source's move ends
+    // StaleAuthority: no 63 to the target, no reopen, no instance left.
+    let ops = store_ops(&mesh);
+    assert_eq!(
+        ops.last().map(|op| op.2.clone()),
+        Some(StoreDone::Abort(Ok(AbortAnswer::Moved { owner: next })))
+    );
+    assert_eq!(
+        finished(&mesh, source, relocation),
+        Some(Err(error(Reason::StaleAuthority)))
+    );
+    assert_eq!(commands(&mesh, source, target), vec![60]);
+    let reopened = mesh
+        .node(source)
+        .relocation_events
+        .iter()
+        .any(|e| matches!(e, RelocationEvent::Reopen { .. }));
+    assert!(!reopened);
+    assert!(!mesh.node(source).core().relocation().is_relocating(&a.id));
+    assert_eq!(
+        mesh.node(source).core().actor_owner().actor_ref(&a.id),
+        None
+    );
+}
+
+/// docs/relocation.md ("The store says the target won": "a 65 that
+/// overtakes the store's answer is kept until the answer comes"): the
+/// first 65 is the one kept. A second 65 for the same move (a duplicate
+/// with another outcome) while the durable abort is still out is stale,
+/// counted, and changes nothing: the move ends with the first 65's
+/// outcome once the store says the target won.
+#[test]
+fn core_relocation_a_second_65_while_the_abort_is_out_is_stale_and_the_first_is_kept() {
+    // Given a relocation whose 61 is lost, the target's fallback CAS and the
+    // source's durable abort both held at the store,
+    let (mut mesh, _, source, target, a) = three_nodes();
+    mesh.set_dropping(target, source, Command::RelocationReady, true);
+    mesh.set_store(StoreBehavior::Hold);
+    let relocation = relocate(&mut mesh, source, "a", target);
+    mesh.advance(Duration::from_millis(1_500));
+    assert_eq!(mesh.held_store(), 2, "the target's CAS, then the abort");
+    // and the target's CAS committed, its 65 kept by the aborting source,
+    mesh.release_store();
+    mesh.run();
+    assert_eq!(tapped(&mesh, Command::RelocationFinished).len(), 1);
+    let stale = count(&mesh, source, FlowTrace::RelocationRecordStale);
+
+    // when a second 65 for the move, with a failure, comes from the target,
+    let duplicate = zlink::wire::node::RelocationFinished {
+        relocation,
+        actor: a.id.clone(),
+        outcome: Err(error(Reason::RelocationAborted)),
+    };
+    mesh.inject(target, source, NodeRecord::RelocationFinished(duplicate));
+    mesh.run();
+    assert_eq!(
+        count(&mesh, source, FlowTrace::RelocationRecordStale),
+        stale + 1
+    );
+    assert_eq!(finished(&mesh, source, relocation), None);
+
+    // then once the store says the target won, the move ends with the
+    // first 65's outcome: the Actor at the target.
+    mesh.release_store();
+    mesh.run();
+    let moved = finished(&mesh, source, relocation)
+        .expect("the move ended")
+        .expect("with the first 65's outcome");
+    assert_eq!(moved.location.owner, target);
+    assert!(mesh.node(source).core().relocation().follows(&a.id));
+}
+
+/// §6, §7, docs/relocation.md ("The Actor owner's side", a 38 tombstone
+/// "applied and held"; `retire_held`): a tombstone that reaches the
+/// ingress hold ends the held work of the binding it retires, never given
+/// to the Actor: a request of that binding is answered `StaleBinding` to
+/// its client, counted as a dropped held message, and runs nowhere, at the
+/// source or the target.
+#[test]
+fn core_relocation_a_tombstone_reaching_the_ingress_hold_ends_the_held_work_of_its_binding() {
+    use zlink::wire::node::{BindTombstone, TombstoneCause};
+
+    // Given s bound to "a" at the source, a move starting and a request of
+    // s reaching the source after the capture (held),
+    let (mut mesh, sessions, source, target, a) = three_nodes();
+    let s = mesh.connect(sessions);
+    bind_ok(&mut mesh, sessions, s, &a);
+    let binding = registered(&mesh, source, "a").expect("s's binding");
+    let relocation = mesh.relocations(source).relocate(&a.id, target).unwrap();
+    let held = mesh.request(sessions, s, &a, b"held").unwrap();
+    mesh.drain_outputs();
+
+    // when the tombstone of s's binding comes right behind it,
+    let tombstone = BindTombstone {
+        actor: a.id.clone(),
+        object_generation: a.generation,
+        session: mesh.node(sessions).core().session_owner().session_ref(s),
+        binding: binding.generation,
+        cause: TombstoneCause::Disconnect,
+    };
+    mesh.inject(
+        sessions,
+        source,
+        NodeRecord::BoundSessionBind(BoundSessionBind::Tombstone(tombstone)),
+    );
+    mesh.run();
+
+    // then the held request ends StaleBinding, once, counted, and runs
+    // nowhere, while the move itself goes on and commits.
+    let answers = mesh.answers(sessions, s, held);
+    assert!(
+        matches!(
+            &answers[..],
+            [zlink::wire::client::ClientFrame::Error { error, .. }]
+                if error.reason() == Reason::StaleBinding
+        ),
+        "{answers:?}"
+    );
+    assert_eq!(count(&mesh, source, FlowTrace::HeldMessageDropped), 1);
+    assert!(delivered(&mesh, source, "a").is_empty());
+    assert!(delivered(&mesh, target, "a").is_empty());
+    let moved = finished(&mesh, source, relocation).expect("the move ended");
+    assert_eq!(moved.map(|r| r.location.owner), Ok(target));
+}
+
+/// docs/relocation.md "Message Follow" (§9), relocation/mod.rs `proxy_max`:
+/// records for the Actor that reach the source between relay-ready and the
+/// 65 wait at the coordinator, at most `proxy_max` of them, and are
+/// forwarded once the 65 gives the route; past the bound a request ends at
+/// once `Unavailable` (QueueFull), answered to its sender: a request of
+/// node code with a reply, a bind (38) with its terminal.
+#[test]
+fn core_relocation_records_after_relay_ready_wait_up_to_the_bound_then_are_refused_queue_full() {
+    use zlink::ids::{CallId, PacketKey};
+
+    // Given a source that keeps at most one record for a move, and a move
+    // past relay-ready whose target's CAS waits at the store,
+    let mut mesh = mesh();
+    mesh.set_relocation_config(zlink::core::relocation::RelocationConfig {
+        proxy_max: 1,
+        ..Default::default()
+    });
+    let (sessions, source, target, caller) = (
+        mesh.add_node(1),
+        mesh.add_node(2),
+        mesh.add_node(3),
+        mesh.add_node(5),
+    );
+    let a = mesh.create(source, "a");
+    mesh.set_store(StoreBehavior::Hold);
+    let relocation = relocate(&mut mesh, source, "a", target);
+    assert_eq!(commands(&mesh, source, target), vec![60, 63]);
+    assert_eq!(mesh.held_store(), 1, "the target's CAS");
+
+    // when two requests of node code and then a bind reach the source,
+    for n in 1..=2 {
+        mesh.actors(caller).node_request(
+            None,
+            &a,
+            PacketKey(7),
+            b(b"q"),
+            CallId(n),
+            Duration::from_secs(2),
+        );
+    }
+    mesh.drain_outputs();
+    let s = mesh.connect(sessions);
+    let bind = bind_pending(&mut mesh, sessions, s, &a);
+    mesh.run();
+
+    // then the first waits, and the second and the bind end QueueFull at
+    // once, before the move ends;
+    assert_eq!(finished(&mesh, source, relocation), None);
+    assert_eq!(
+        node_call_outcomes(&mesh, caller),
+        vec![(CallId(2), Err(error(Reason::QueueFull)))]
+    );
+    assert_eq!(
+        mesh.bind_outcome(sessions, bind),
+        Some(Err(error(Reason::QueueFull)))
+    );
+
+    // and once the target commits, the first is forwarded and answered.
+    mesh.release_store();
+    mesh.run();
+    assert!(finished(&mesh, source, relocation).is_some_and(|r| r.is_ok()));
+    assert_eq!(
+        node_call_outcomes(&mesh, caller),
+        vec![
+            (CallId(2), Err(error(Reason::QueueFull))),
+            (CallId(1), Ok(b(b"q"))),
+        ]
+    );
+}
+
+/// docs/relocation.md ("Abort before relay-ready is accepted"): a link
+/// that drops while the coordinator waits for the 43 of a session owner
+/// there ends the move at once, `PeerUnreachable`, not at the seal's
+/// deadline; the Actor stays at the source.
+#[test]
+fn core_relocation_a_link_to_the_session_owner_that_drops_while_sealing_ends_the_move_at_once() {
+    // Given s bound to "a" and a move whose 42 is lost on its way,
+    let (mut mesh, sessions, source, target, a) = three_nodes();
+    let s = mesh.connect(sessions);
+    bind_ok(&mut mesh, sessions, s, &a);
+    mesh.set_dropping(source, sessions, Command::SessionRelocationSeal, true);
+    let relocation = relocate(&mut mesh, source, "a", target);
+    assert_eq!(finished(&mesh, source, relocation), None);
+
+    // when the link to the session owner goes down,
+    mesh.set_linked(source, sessions, false);
+    mesh.run();
+
+    // then the move ends now, PeerUnreachable, nothing prepared, and "a"
+    // is at the source with nothing of the move left.
+    assert_eq!(
+        finished(&mesh, source, relocation),
+        Some(Err(error(Reason::PeerUnreachable)))
+    );
+    assert!(tapped(&mesh, Command::RelocationPrepare).is_empty());
+    assert!(!mesh.node(source).core().relocation().is_relocating(&a.id));
+    assert_eq!(
+        mesh.node(source).core().actor_owner().actor_ref(&a.id),
+        Some(a)
+    );
+}
+
+/// The late-62 race above with a tombstone in the source's ingress hold:
+/// "a" (unbound) moves source → target, its 61 lost, so the source's
+/// durable abort races the target's fallback CAS at a store that holds
+/// both; a tombstone from the session owner of node 1 reaches the source
+/// after the capture and joins its hold. The target, allowing `target_max`
+/// records per move, commits and starts moving "a" on to `next`: past
+/// relay-ready (`handed`, its CAS held at the store) or not (`next`'s
+/// restore waits). Only then does the abort learn that authority moved, and
+/// the source hands its hold — the tombstone — to the target, late.
+/// Returns the mesh, the target, `next`, the tombstone and the target's
+/// count of refused one-way records before the late 62.
+fn late_tombstone_at_an_actor_moving_on(
+    handed: bool,
+    target_max: usize,
+) -> (
+    Mesh,
+    NodeRid,
+    NodeRid,
+    zlink::wire::node::BindTombstone,
+    u64,
+) {
+    use zlink::wire::node::{BindTombstone, TombstoneCause};
+
+    let mut mesh = mesh();
+    let (sessions, source) = (mesh.add_node(1), mesh.add_node(2));
+    mesh.set_relocation_config(zlink::core::relocation::RelocationConfig {
+        proxy_max: target_max,
+        ..Default::default()
+    });
+    let (target, next) = (mesh.add_node(3), mesh.add_node(4));
+    let a = mesh.create(source, "a");
+    let s = mesh.connect(sessions);
+    mesh.set_dropping(target, source, Command::RelocationReady, true);
+    mesh.set_store(StoreBehavior::Hold);
+    mesh.relocations(source).relocate(&a.id, target).unwrap();
+    mesh.run();
+    let tombstone = BindTombstone {
+        actor: a.id.clone(),
+        object_generation: a.generation,
+        session: mesh.node(sessions).core().session_owner().session_ref(s),
+        binding: zlink::ids::BindingGeneration(1),
+        cause: TombstoneCause::Disconnect,
+    };
+    mesh.inject(
+        sessions,
+        source,
+        NodeRecord::BoundSessionBind(BoundSessionBind::Tombstone(tombstone.clone())),
+    );
+    mesh.run();
+    mesh.advance(Duration::from_millis(1_500));
+    assert_eq!(mesh.held_store(), 2, "the target's CAS, then the abort");
+    mesh.release_store();
+    mesh.run();
+    if !handed {
+        mesh.set_restore(next, RestoreBehavior::Hold);
+    }
+    mesh.relocations(target).relocate(&a.id, next).unwrap();
+    mesh.run();
+    if handed {
+        assert_eq!(commands(&mesh, target, next), vec![60, 63]);
+        assert_eq!(mesh.held_store(), 2, "the abort, then next's CAS");
+    } else {
+        assert_eq!(commands(&mesh, target, next), vec![60]);
+    }
+    let refused = count(&mesh, target, FlowTrace::OneWayRecordRefused);
+    mesh.release_store();
+    mesh.run();
+    let late = tapped(&mesh, Command::RelocationIngressHold);
+    assert!(
+        late.iter().any(|t| t.from == source && t.to == target),
+        "the source handed its hold over"
+    );
+    (mesh, target, next, tombstone, refused)
+}
+
+/// Whether `from` sent `to` the tombstone, in a 62 or as a 38.
+fn sent_tombstone(
+    mesh: &Mesh,
+    from: NodeRid,
+    to: NodeRid,
+    tombstone: &zlink::wire::node::BindTombstone,
+) -> bool {
+    use zlink::wire::node::{RelocationIngressHold, SavedWork};
+    mesh.tap().iter().any(|t| {
+        t.from == from
+            && t.to == to
+            && match &t.record {
+                NodeRecord::BoundSessionBind(BoundSessionBind::Tombstone(x)) => x == tombstone,
+                NodeRecord::RelocationIngressHold(RelocationIngressHold {
+                    work:
+                        SavedWork::Tombstone {
+                            session, binding, ..
+                        },
+                    ..
+                }) => *session == tombstone.session && *binding == tombstone.binding,
+                _ => false,
+            }
+    })
+}
+
+/// docs/relocation.md (a 38 tombstone in the Actor owner's phases:
+/// "applied and held"; the late-62 rule above; `proxy_max`): a tombstone a
+/// late 62 brings to an Actor whose next move has not reached relay-ready
+/// joins that move's ingress hold, and goes on to the next node in its
+/// 62s, while the hold has room; at a full hold it is a counted drop, and
+/// nothing carries it on.
+#[test]
+fn core_relocation_a_late_62_tombstone_joins_the_next_moves_hold_while_it_has_room() {
+    let default_max = zlink::core::relocation::RelocationConfig::default().proxy_max;
+    // With room: carried on in the next move's 62s, nothing refused.
+    let (mut mesh, target, next, tombstone, refused) =
+        late_tombstone_at_an_actor_moving_on(false, default_max);
+    assert!(!sent_tombstone(&mesh, target, next, &tombstone));
+    mesh.finish_restore(next, Ok(()));
+    mesh.run();
+    assert!(sent_tombstone(&mesh, target, next, &tombstone));
+    assert_eq!(
+        count(&mesh, target, FlowTrace::OneWayRecordRefused),
+        refused
+    );
+
+    // At a target allowing no held records: dropped and counted, never
+    // carried on.
+    let (mut mesh, target, next, tombstone, refused) =
+        late_tombstone_at_an_actor_moving_on(false, 0);
+    assert_eq!(
+        count(&mesh, target, FlowTrace::OneWayRecordRefused),
+        refused + 1
+    );
+    mesh.finish_restore(next, Ok(()));
+    mesh.run();
+    assert!(!sent_tombstone(&mesh, target, next, &tombstone));
+}
+
+/// docs/relocation.md (Handed: a 38 tombstone is "kept, then forwarded";
+/// "Message Follow", §9): a tombstone a late 62 brings to an Actor already
+/// handed on (its next move past relay-ready) waits for that move's 65 and
+/// then follows the Actor to the next node, while the move keeps fewer than
+/// `proxy_max` records; past that it is a counted drop.
+#[test]
+fn core_relocation_a_late_62_tombstone_at_an_actor_handed_on_follows_it_after_the_65() {
+    let default_max = zlink::core::relocation::RelocationConfig::default().proxy_max;
+    // With room: kept until the next node commits, then followed there.
+    let (mut mesh, target, next, tombstone, refused) =
+        late_tombstone_at_an_actor_moving_on(true, default_max);
+    assert!(!sent_tombstone(&mesh, target, next, &tombstone));
+    mesh.release_store();
+    mesh.run();
+    assert!(sent_tombstone(&mesh, target, next, &tombstone));
+    assert_eq!(
+        count(&mesh, target, FlowTrace::OneWayRecordRefused),
+        refused
+    );
+
+    // At a target keeping no records: dropped and counted, never followed.
+    let (mut mesh, target, next, tombstone, refused) =
+        late_tombstone_at_an_actor_moving_on(true, 0);
+    assert_eq!(
+        count(&mesh, target, FlowTrace::OneWayRecordRefused),
+        refused + 1
+    );
+    mesh.release_store();
+    mesh.run();
+    assert!(!sent_tombstone(&mesh, target, next, &tombstone));
+}
