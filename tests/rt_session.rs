@@ -200,6 +200,17 @@ fn on_disconnect_runs_once_after_the_running_packet_callback_finished() {
         "the disconnect callback ran again: {:?}",
         game.observed.session_log()
     );
+    // Its lane went with its last turn: the witness's is the one left.
+    assert_eq!(session_lanes(&game), 1);
+}
+
+/// The session callback lanes `game`'s shards keep, from its metrics.
+fn session_lanes(game: &Game) -> u64 {
+    let text = game.node.metrics().encode();
+    text.lines()
+        .filter(|line| line.starts_with("zlink_shard_session_lanes{"))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
 }
 
 #[test]
@@ -239,12 +250,14 @@ fn spot_callbacks_run_while_on_disconnect_awaits_forever_and_it_is_dropped_at_th
     let dropped = log[1].1 - closed;
     assert!(dropped >= deadline, "dropped {dropped:?} after the close");
     assert!(dropped < Duration::from_secs(5), "{dropped:?}");
-    // The shard keeps serving sessions.
+    // The shard keeps serving sessions, and the dropped callback's lane
+    // went with it: the new session's is the one left.
     let mut again = login(&game, "player-a");
     assert_eq!(
         expect_reply(&mut again, RELAY, "player-a:still"),
         payload("player-a", "still")
     );
+    assert_eq!(session_lanes(&game), 1);
 }
 
 #[test]

@@ -71,6 +71,11 @@ pub(crate) struct ShardGauges {
     pub(crate) shard: u16,
     /// STREAM sessions this shard holds (open or ending).
     pub(crate) sessions: usize,
+    /// Session callback lanes the shard keeps: a session's lives from its
+    /// accept until its disconnect callback is over (or dropped at its §7
+    /// deadline), so it is never fewer than `sessions` and falls back with
+    /// it; one that stays up once its session is gone is a leak.
+    pub(crate) session_lanes: usize,
     /// Sessions with at least one binding the application still sees.
     pub(crate) bound_sessions: usize,
     /// Bindings the application still sees, over all sessions.
@@ -455,6 +460,13 @@ impl Collector for NodeMetrics {
             "zlink_shard_sessions",
             "STREAM sessions each shard holds (open or ending).",
             &each(|g| g.sessions),
+        )?;
+        gauges(
+            &mut encoder,
+            "zlink_shard_session_lanes",
+            "Session callback lanes each shard keeps: a session's lives from its accept \
+             until its disconnect callback is over or dropped at its deadline.",
+            &each(|g| g.session_lanes),
         )?;
         gauges(
             &mut encoder,

@@ -668,6 +668,7 @@ impl ShardState {
         super::metrics::ShardGauges {
             shard: self.index,
             sessions: self.sessions.len(),
+            session_lanes: self.lanes.len(),
             bound_sessions,
             bindings,
             requests_pending: owner.pending_count(),
