@@ -261,9 +261,7 @@ impl ShardState {
                 // §7: the lane moved on; the callback is dropped here (its
                 // task then ends, and its end is stale to the core).
                 if let Some(lane) = self.lanes.get_mut(&session) {
-                    if lane.running.as_ref().is_some_and(|r| r.turn == turn) {
-                        lane.running = None;
-                    }
+                    drop(lane.running.take_if(|running| running.turn == turn));
                 }
             }
             SessionEvent::SessionEnded { session } => {
