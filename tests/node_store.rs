@@ -906,6 +906,17 @@ fn flow(mesh: &mut Mesh, rid: u64, name: &str) -> u64 {
     count(&mesh.node(rid).control("counters"), name)
 }
 
+/// [`fail`], with every node's flow counters first (a stopped node goes
+/// on to answer): for a test whose nodes all still run.
+fn fail_with_counters(mesh: &mut Mesh, what: &str) -> ! {
+    for node in &mut mesh.nodes {
+        node.freeze(false);
+        // Its answer lands in the log `fail` prints.
+        node.control("counters");
+    }
+    fail(mesh, what)
+}
+
 /// Prints every node's log, then fails with `what`.
 fn fail(mesh: &mut Mesh, what: &str) -> ! {
     for node in &mut mesh.nodes {
@@ -1245,9 +1256,9 @@ fn a_redis_freeze_during_a_durable_abort_reopens_the_source_with_the_player() {
     });
     let (answer, answered_at) = match answer {
         Ok(answered) => answered,
-        Err(_) => fail(&mut mesh, "node 1's console gave no answer to the relocate"),
+        Err(_) => fail_with_counters(&mut mesh, "node 1's console gave no answer to the relocate"),
     };
-    let served = recovered.unwrap_or_else(|failure| fail(&mut mesh, &failure));
+    let served = recovered.unwrap_or_else(|failure| fail_with_counters(&mut mesh, &failure));
     // then nothing the session owner held under the seal was answered while
     // the abort was unconfirmed (a MOVE that passed before the seal was
     // installed, under load, may be answered at the source before its
@@ -1284,7 +1295,7 @@ fn a_redis_freeze_during_a_durable_abort_reopens_the_source_with_the_player() {
     for rid in [1, 3] {
         let address = addresses[usize::try_from(rid - 1).unwrap()];
         if let Err(failure) = reach_from(rid, address, &mut lineage, resumed_at + BOUND) {
-            fail(&mut mesh, &failure);
+            fail_with_counters(&mut mesh, &failure);
         }
     }
     let source_served_at = Instant::now();
@@ -1296,7 +1307,7 @@ fn a_redis_freeze_during_a_durable_abort_reopens_the_source_with_the_player() {
     // refuses, StaleBinding, aborting the probe; seen once on a loaded
     // machine.)
     let _bound = reach_from(2, addresses[1], &mut lineage, target_resumed_at + BOUND)
-        .unwrap_or_else(|failure| fail(&mut mesh, &failure));
+        .unwrap_or_else(|failure| fail_with_counters(&mut mesh, &failure));
     // which node 1 alone hosts.
     let hosting = hosts(&mut mesh);
     eprintln!(
@@ -1351,7 +1362,7 @@ fn a_redis_freeze_during_a_durable_abort_reopens_the_source_with_the_player() {
         );
     }
     if let Err(failure) = reach_from(3, addresses[2], &mut lineage, Instant::now() + BOUND) {
-        fail(&mut mesh, &failure);
+        fail_with_counters(&mut mesh, &failure);
     }
     let moved = hosts(&mut mesh);
     eprintln!("  then moved to node 2: hosts {moved:?}, x = {}", lineage.x);

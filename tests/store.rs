@@ -8,6 +8,7 @@
 //! advancing the embedded store's clock, or waiting until the Redis server
 //! says the lease is gone.
 
+mod bound;
 mod redis_support;
 
 use std::net::SocketAddr;

@@ -219,3 +219,32 @@ fn describe(waiting: &Mutex<String>) -> String {
         waiting.clone()
     }
 }
+
+/// Waits until every thread of process `pid` is stopped (SIGSTOP took
+/// effect), under [`waiting`] so that the watchdog names it if it never
+/// does. kill(2) only queues the stop: a thread of a loaded machine that
+/// has not run since can still wake on I/O and run user code before it
+/// stops (seen: a node answered a relocation's prepare after its SIGSTOP
+/// was sent). A test that stops a process to freeze it waits for this.
+pub fn until_stopped(pid: u32, what: &str) {
+    let _wait = waiting(format_args!("{what} (pid {pid}) to stop after SIGSTOP"));
+    let tasks = format!("/proc/{pid}/task");
+    loop {
+        let stopped = std::fs::read_dir(&tasks).is_ok_and(|entries| {
+            entries.flatten().all(|task| {
+                // The state is the field after the command, which ends
+                // with the last ')'.
+                std::fs::read_to_string(task.path().join("stat")).is_ok_and(|stat| {
+                    let state = stat
+                        .rsplit_once(')')
+                        .and_then(|(_, rest)| rest.split_whitespace().next());
+                    matches!(state, Some("T" | "t"))
+                })
+            })
+        });
+        if stopped {
+            return;
+        }
+        std::thread::yield_now();
+    }
+}

@@ -475,8 +475,14 @@ impl NodeProcess {
     }
 
     /// SIGSTOP (`true`) or SIGCONT (`false`): the process freezes, or goes on.
+    /// A freeze returns once every thread of the node is stopped
+    /// ([`bound::until_stopped`]), not when the signal is sent.
     pub fn freeze(&mut self, frozen: bool) {
         self.signal(if frozen { libc::SIGSTOP } else { libc::SIGCONT });
+        if frozen {
+            let pid = self.child.as_ref().expect("the node is running").id();
+            bound::until_stopped(pid, &format!("node {}", self.rid));
+        }
     }
 
     /// Sends `signal` to the running node.

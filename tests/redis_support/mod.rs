@@ -126,8 +126,12 @@ impl RedisServer {
     /// SIGSTOP: the server hangs as a whole (connections stay open and
     /// new ones are accepted by the kernel, but nothing is answered) until
     /// [`RedisServer::resume`]. Dropping a stopped server still kills it.
+    /// It returns once the server is stopped ([`crate::bound::until_stopped`]),
+    /// not when the signal is sent.
     pub fn pause(&self) {
         self.signal(libc::SIGSTOP, "SIGSTOP");
+        let pid = self.child.as_ref().expect("redis-server is running").id();
+        crate::bound::until_stopped(pid, &format!("redis-server on port {}", self.port));
     }
 
     /// SIGCONT: a server stopped by [`RedisServer::pause`] answers again.
