@@ -1180,6 +1180,54 @@ fn core_relocation_a_seal_never_answered_ends_the_move_at_its_deadline() {
         .is_some());
 }
 
+/// §8.1: a 43 ends the seal whose 42 it names by request id. A 43 from the
+/// session owner naming a request no coordinator here waits on is stale
+/// (counted `RelocationRecordStale`), even a refusal: the move waiting on
+/// its own 43 goes on (here to its seal deadline, the 42 being lost).
+#[test]
+fn core_relocation_a_43_naming_another_request_is_stale_and_ends_no_move() {
+    use zlink::ids::RequestId;
+    use zlink::wire::node::{SessionRelocationSeal, SessionRelocationSealed};
+    // Given a move whose 42 is lost, its coordinator waiting on the 43,
+    let (mut mesh, sessions, source, target, a) = three_nodes();
+    let s = mesh.connect(sessions);
+    bind_ok(&mut mesh, sessions, s, &a);
+    mesh.set_dropping(source, sessions, Command::SessionRelocationSeal, true);
+    let relocation = mesh.relocations(source).relocate(&a.id, target).unwrap();
+    let start = mesh.now();
+    mesh.run();
+    let seals = tapped(&mesh, Command::SessionRelocationSeal);
+    let [NodeRecord::SessionRelocationSeal(SessionRelocationSeal { request, .. })] =
+        &seals.iter().map(|t| t.record.clone()).collect::<Vec<_>>()[..]
+    else {
+        panic!("one 42: {seals:?}")
+    };
+    // when the session owner answers a refusal naming another request,
+    let other = RequestId(request.id.0 + 1_000);
+    mesh.inject(
+        sessions,
+        source,
+        NodeRecord::SessionRelocationSealed(SessionRelocationSealed {
+            request: other,
+            outcome: Err(error(Reason::StaleBinding)),
+        }),
+    );
+    mesh.run();
+    // then it is counted stale and the move goes on,
+    assert_eq!(count(&mesh, source, FlowTrace::RelocationRecordStale), 1);
+    assert_eq!(finished(&mesh, source, relocation), None);
+    assert!(mesh.node(source).core().relocation().is_relocating(&a.id));
+    // ending only at its seal deadline, as without that 43.
+    let bound = zlink::core::relocation::RelocationConfig::default().seal_request_timeout;
+    mesh.advance((start + bound - mesh.now()) - MICRO);
+    assert_eq!(finished(&mesh, source, relocation), None);
+    mesh.advance(MICRO);
+    assert_eq!(
+        finished(&mesh, source, relocation),
+        Some(Err(Error::new(Reason::Deadline)))
+    );
+}
+
 #[test]
 fn core_relocation_refused_seal_reopens_with_saved_work_then_ingress_hold_in_order() {
     // Given s bound to "a" at the source, whose lane still holds two
@@ -2015,6 +2063,107 @@ fn core_relocation_a_record_addressed_after_the_move_is_not_followed_back() {
     assert!(mesh.node(source).core().relocation().follows(&stale.id));
     assert_eq!(count(&mesh, source, FlowTrace::MessageFollowed), followed);
     assert_eq!(delivered(&mesh, target, "a"), vec![b(b"once")]);
+}
+
+/// §9 Message Follow, §12: a follow entry forwards only records addressed
+/// to the moved incarnation before the move. A 24, a 70 or a tombstone
+/// naming another incarnation of the Actor, and a 38 or a 70 that already
+/// names the move's authority (addressed after it), go to the source's
+/// registry instead: none is sent on, and the entry stays for the records
+/// it does forward.
+#[test]
+fn core_relocation_records_for_another_incarnation_or_at_the_moves_authority_are_not_followed() {
+    use zlink::wire::node::{ActorCall, ActorMessage, BindTombstone, CallBody, TombstoneCause};
+    // Given "a" moved from the source to the target, and a session bound
+    // to it at the target (its 38 and a one-way 24 went there directly).
+    let (mut mesh, sessions, source, target, stale) = three_nodes();
+    let away = relocate(&mut mesh, source, "a", target);
+    let moved = finished(&mesh, source, away).unwrap().unwrap();
+    let s = mesh.connect(sessions);
+    bind_ok(&mut mesh, sessions, s, &moved);
+    send(&mut mesh, sessions, s, "a", b"once").unwrap();
+    mesh.run();
+    let to_target = |mesh: &Mesh, command| {
+        tapped(mesh, command)
+            .into_iter()
+            .find(|t| t.from == sessions && t.to == target)
+            .expect("a record to the target")
+            .record
+    };
+    let NodeRecord::ActorSend(ActorSend::Message(message)) = to_target(&mesh, Command::ActorSend)
+    else {
+        panic!("the relay is a 24 message")
+    };
+    let NodeRecord::BoundSessionBind(BoundSessionBind::Request(bind)) =
+        to_target(&mesh, Command::BoundSessionBind)
+    else {
+        panic!("the bind is a 38")
+    };
+    let (before, after) = (stale.location.authority, moved.location.authority);
+    assert!(before < after);
+    let other = stale.generation.next();
+    let call = |object_generation, authority| {
+        NodeRecord::ActorCall(ActorCall {
+            request: None,
+            actor: stale.id.clone(),
+            object_generation,
+            authority,
+            lease: stale.location.lease,
+            from: None,
+            body: CallBody::Message {
+                key: PUSH_KEY,
+                payload: b(b"call"),
+            },
+        })
+    };
+    let records = vec![
+        (
+            "a 24 for another incarnation",
+            NodeRecord::ActorSend(ActorSend::Message(ActorMessage {
+                object_generation: other,
+                authority: before,
+                ..message
+            })),
+        ),
+        ("a 70 for another incarnation", call(other, before)),
+        (
+            "a tombstone for another incarnation",
+            NodeRecord::BoundSessionBind(BoundSessionBind::Tombstone(BindTombstone {
+                actor: stale.id.clone(),
+                object_generation: other,
+                session: bind.session,
+                binding: bind.binding,
+                cause: TombstoneCause::Disconnect,
+            })),
+        ),
+        (
+            "a 38 at the move's authority",
+            NodeRecord::BoundSessionBind(BoundSessionBind::Request(bind)),
+        ),
+        (
+            "a 70 at the move's authority",
+            call(stale.generation, after),
+        ),
+    ];
+    for (what, record) in records {
+        let followed = count(&mesh, source, FlowTrace::MessageFollowed);
+        let sent = commands(&mesh, source, target).len();
+        // When it reaches the source (a record gone astray),
+        mesh.inject(sessions, source, record);
+        mesh.run();
+        // then nothing is sent on, and the entry stays.
+        assert_eq!(
+            count(&mesh, source, FlowTrace::MessageFollowed),
+            followed,
+            "{what} was followed"
+        );
+        assert_eq!(
+            commands(&mesh, source, target).len(),
+            sent,
+            "{what} went on"
+        );
+        assert!(mesh.node(source).core().relocation().follows(&stale.id));
+    }
 }
 
 /// X22 (§7, §8.1, §9): the binding a seal timeout ends is notified too —
