@@ -1786,6 +1786,166 @@ fn core_relocation_a_move_back_waits_until_the_sources_coordinator_has_ended() {
 /// saved work live; each proxy's deadline ended its request, and the reopen
 /// then gave the same requests to the handler again, whose replies were
 /// owed to no one.
+/// The 61s `target` sent, each as (the 60's request id, its outcome).
+fn readies(mesh: &Mesh, target: NodeRid) -> Vec<(zlink::ids::RequestId, Result<(), Error>)> {
+    tapped(mesh, Command::RelocationReady)
+        .into_iter()
+        .filter(|t| t.from == target)
+        .filter_map(|t| match t.record {
+            NodeRecord::RelocationReady(r) => Some((r.request, r.outcome)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The one 60 tapped so far.
+fn the_prepare(mesh: &Mesh) -> zlink::wire::node::RelocationPrepare {
+    match &tapped(mesh, Command::RelocationPrepare)[..] {
+        [t] => match &t.record {
+            NodeRecord::RelocationPrepare(p) => (**p).clone(),
+            other => panic!("not a 60: {other:?}"),
+        },
+        other => panic!("not one 60: {other:?}"),
+    }
+}
+
+/// §8.1, docs/relocation.md ("Target invalid"): a node that already hosts
+/// the Actor is no target for it. A 60 naming an Actor the target hosts
+/// (here: a copy of the move's own 60 under another relocation id, after
+/// that move committed) is refused `RelocationTargetInvalid` in its 61,
+/// and restores nothing.
+#[test]
+fn core_relocation_a_60_for_an_actor_the_target_hosts_is_refused_target_invalid() {
+    let (mut mesh, _, source, target, _) = three_nodes();
+    let relocation = relocate(&mut mesh, source, "a", target);
+    assert!(finished(&mesh, source, relocation).unwrap().is_ok());
+    let mut prepare = the_prepare(&mesh);
+    prepare.relocation.sequence += 1_000;
+    prepare.request.id = zlink::ids::RequestId(prepare.request.id.0 + 1_000);
+    let restores = mesh.node(target).relocation_events.len();
+    mesh.inject(
+        source,
+        target,
+        NodeRecord::RelocationPrepare(Box::new(prepare.clone())),
+    );
+    mesh.run();
+    assert_eq!(
+        readies(&mesh, target).last(),
+        Some(&(
+            prepare.request.id,
+            Err(error(Reason::RelocationTargetInvalid))
+        ))
+    );
+    assert_eq!(mesh.node(target).relocation_events.len(), restores);
+}
+
+/// §8.1: one handoff at a time per Actor at a target. A second 60 for an
+/// Actor still arriving (its restore not answered yet) is refused
+/// `RelocationSealed` at once, and the first move goes on and commits.
+#[test]
+fn core_relocation_a_second_60_for_an_actor_still_arriving_is_refused_sealed() {
+    let (mut mesh, _, source, target, _) = three_nodes();
+    mesh.set_restore(target, RestoreBehavior::Hold);
+    let relocation = relocate(&mut mesh, source, "a", target);
+    let mut second = the_prepare(&mesh);
+    second.relocation.sequence += 1_000;
+    second.request.id = zlink::ids::RequestId(second.request.id.0 + 1_000);
+    mesh.inject(
+        source,
+        target,
+        NodeRecord::RelocationPrepare(Box::new(second.clone())),
+    );
+    mesh.run();
+    assert_eq!(
+        readies(&mesh, target),
+        vec![(second.request.id, Err(error(Reason::RelocationSealed)))]
+    );
+    mesh.finish_restore(target, Ok(()));
+    mesh.run();
+    assert!(finished(&mesh, source, relocation).unwrap().is_ok());
+    assert!(mesh
+        .node(target)
+        .core()
+        .actor_owner()
+        .actor_ref(&actor_id("a"))
+        .is_some());
+}
+
+/// §8.1: a target that received an Actor once, which has moved on since,
+/// takes it again: "a" moves to the target, back to the source and to the
+/// target again, each move committing (the target's record of the first
+/// arrival, committed, lingers and is done with, not taken for a handoff
+/// still going on).
+#[test]
+fn core_relocation_an_actor_moved_back_can_move_to_the_same_target_again() {
+    let (mut mesh, _, source, target, _) = three_nodes();
+    for (from, to) in [(source, target), (target, source), (source, target)] {
+        let relocation = relocate(&mut mesh, from, "a", to);
+        assert_eq!(
+            finished(&mesh, from, relocation).map(|r| r.map(|_| ())),
+            Some(Ok(())),
+            "the move {from:?} -> {to:?}"
+        );
+    }
+    assert!(mesh
+        .node(target)
+        .core()
+        .actor_owner()
+        .actor_ref(&actor_id("a"))
+        .is_some());
+}
+
+/// relocation/target.rs, the temporary queue's bound: while the Actor is
+/// restored, a target queues at most twice `saved_work_count_max` items
+/// (the 60's saved work and the 62s after it); a 62 past that is refused
+/// `QueueFull` and never delivered. With a limit of 4 and nothing saved,
+/// 8 one-way messages from the ingress hold are delivered after the
+/// commit, in order, and the 9th is not.
+#[test]
+fn core_relocation_the_targets_queue_takes_twice_the_saved_work_limit_then_refuses() {
+    use zlink::wire::node::{RelocationIngressHold, SavedWork};
+    let mut mesh = mesh();
+    mesh.set_relocation_config(zlink::core::relocation::RelocationConfig {
+        limits: zlink::wire::DecodeLimits {
+            saved_work_count_max: 4,
+            ..Default::default()
+        },
+        ..Default::default()
+    });
+    let (source, target) = (mesh.add_node(2), mesh.add_node(3));
+    mesh.create(source, "a");
+    mesh.set_restore(target, RestoreBehavior::Hold);
+    let relocation = relocate(&mut mesh, source, "a", target);
+    let prepare = the_prepare(&mesh);
+    assert!(prepare.saved.is_empty());
+    let payloads: Vec<bytes::Bytes> = (0..9u8)
+        .map(|n| bytes::Bytes::from(vec![b'm', n]))
+        .collect();
+    for (n, payload) in payloads.iter().enumerate() {
+        let work = SavedWork::Deliver {
+            request: None,
+            key: PUSH_KEY,
+            correlation: None,
+            sequence: zlink::ids::SessionSequence(n as u64 + 1),
+            payload: payload.clone(),
+        };
+        mesh.inject(
+            source,
+            target,
+            NodeRecord::RelocationIngressHold(RelocationIngressHold {
+                relocation,
+                actor: actor_id("a"),
+                work,
+            }),
+        );
+    }
+    mesh.run();
+    mesh.finish_restore(target, Ok(()));
+    mesh.run();
+    assert!(finished(&mesh, source, relocation).unwrap().is_ok());
+    assert_eq!(delivered(&mesh, target, "a"), payloads[..8].to_vec());
+}
+
 #[test]
 fn core_relocation_saved_work_whose_request_ended_during_a_long_abort_is_not_run_again() {
     // Given r1 and r2 saved work of a relocation that aborts (the target's
