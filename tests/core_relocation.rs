@@ -1946,6 +1946,111 @@ fn core_relocation_the_targets_queue_takes_twice_the_saved_work_limit_then_refus
     assert_eq!(delivered(&mesh, target, "a"), payloads[..8].to_vec());
 }
 
+/// §8.1, §2: a 62 and a 63 belong to their move's source. A 62 naming the
+/// move but sent by another node is stale (counted, never queued nor
+/// delivered), and a 63 from another node does not cut over: the target
+/// waits for its source's cutover, here lost, until the 1,000 ms fallback
+/// (`cutover_timeout`), and commits then.
+#[test]
+fn core_relocation_a_62_or_63_from_a_node_other_than_the_source_is_stale_at_the_target() {
+    use zlink::wire::node::{RelocationCutover, RelocationIngressHold, SavedWork};
+    let (mut mesh, other, source, target, _) = three_nodes();
+    mesh.set_restore(target, RestoreBehavior::Hold);
+    mesh.set_dropping(source, target, Command::RelocationCutover, true);
+    let relocation = relocate(&mut mesh, source, "a", target);
+    // A 62 for this move from node 1, while the target restores "a",
+    let work = SavedWork::Deliver {
+        request: None,
+        key: PUSH_KEY,
+        correlation: None,
+        sequence: zlink::ids::SessionSequence(1),
+        payload: b(b"forged"),
+    };
+    mesh.inject(
+        other,
+        target,
+        NodeRecord::RelocationIngressHold(RelocationIngressHold {
+            relocation,
+            actor: actor_id("a"),
+            work,
+        }),
+    );
+    mesh.run();
+    assert_eq!(count(&mesh, target, FlowTrace::RelocationRecordStale), 1);
+    // then relay-ready, and a 63 for this move from node 1,
+    mesh.finish_restore(target, Ok(()));
+    mesh.run();
+    let ready_at = tapped(&mesh, Command::RelocationReady)[0].at;
+    mesh.inject(
+        other,
+        target,
+        NodeRecord::RelocationCutover(RelocationCutover {
+            relocation,
+            actor: actor_id("a"),
+        }),
+    );
+    mesh.run();
+    assert_eq!(count(&mesh, target, FlowTrace::RelocationRecordStale), 2);
+    assert_eq!(count(&mesh, target, FlowTrace::CutoverTimeout), 0);
+    assert!(store_ops(&mesh).is_empty(), "no CAS before the fallback");
+    // and the move commits at the fallback, delivering nothing forged.
+    advance_to(&mut mesh, ready_at + CUTOVER_FALLBACK + LATENCY);
+    mesh.run();
+    assert_eq!(count(&mesh, target, FlowTrace::CutoverTimeout), 1);
+    assert!(finished(&mesh, source, relocation).unwrap().is_ok());
+    assert_eq!(delivered(&mesh, target, "a"), Vec::<bytes::Bytes>::new());
+}
+
+/// relocation/target.rs `cas_done`: two instances of an Actor never run.
+/// When the runtime hosted the Actor at the target by itself while the
+/// move's CAS was out, the CAS that swaps does not commit the handed-over
+/// instance: the move ends `RelocationTargetInvalid` (65 to the source),
+/// and the Actor hosted here is the one the runtime hosted.
+#[test]
+fn core_relocation_a_cas_that_swaps_after_the_target_hosted_the_actor_itself_commits_nothing() {
+    let (mut mesh, _, source, target, a) = three_nodes();
+    mesh.set_store(StoreBehavior::Hold);
+    let relocation = relocate(&mut mesh, source, "a", target);
+    assert_eq!(mesh.held_store(), 1, "the target's CAS waits");
+    let other = a.generation.next();
+    let hosted = mesh
+        .actors(target)
+        .host(a.id.clone(), other, a.location.authority)
+        .unwrap();
+    mesh.release_store();
+    mesh.run();
+    assert_eq!(
+        finished(&mesh, source, relocation),
+        Some(Err(error(Reason::RelocationTargetInvalid)))
+    );
+    assert_eq!(
+        mesh.node(target).core().actor_owner().actor_ref(&a.id),
+        Some(hosted)
+    );
+}
+
+/// docs/relocation.md ("An unknown CAS outcome"): only a CAS whose outcome
+/// is unknown (`StoreUnavailable`) is made again. One the store refused
+/// (here `LeaseExpired`: the target's lease lapsed) ends the move at once
+/// with that error, told to the source in its 65, with no retry.
+#[test]
+fn core_relocation_a_cas_refused_other_than_store_unavailable_ends_the_move_unretried() {
+    let (mut mesh, _, source, target, _) = three_nodes();
+    mesh.set_store(StoreBehavior::Hold);
+    let relocation = relocate(&mut mesh, source, "a", target);
+    assert_eq!(mesh.held_store(), 1, "the target's CAS waits");
+    // The runtime answers the CAS: refused.
+    mesh.relocations(target)
+        .cas_done(relocation, Err(error(Reason::LeaseExpired)));
+    mesh.run();
+    assert_eq!(count(&mesh, target, FlowTrace::RelocationStoreRetry), 0);
+    assert_eq!(
+        finished(&mesh, source, relocation),
+        Some(Err(error(Reason::LeaseExpired)))
+    );
+    assert_eq!(commands(&mesh, target, source), vec![61, 65]);
+}
+
 #[test]
 fn core_relocation_saved_work_whose_request_ended_during_a_long_abort_is_not_run_again() {
     // Given r1 and r2 saved work of a relocation that aborts (the target's
