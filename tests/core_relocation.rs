@@ -2051,6 +2051,54 @@ fn core_relocation_a_cas_refused_other_than_store_unavailable_ends_the_move_unre
     assert_eq!(commands(&mesh, target, source), vec![61, 65]);
 }
 
+/// §8.1, §2: a 64 (discard) belongs to its move's source. One naming the
+/// move but sent by another node is stale (counted) and discards nothing:
+/// the target's restore goes on and the move commits.
+#[test]
+fn core_relocation_a_64_from_a_node_other_than_the_source_discards_nothing() {
+    use zlink::wire::node::RelocationDiscard;
+    let (mut mesh, other, source, target, _) = three_nodes();
+    mesh.set_restore(target, RestoreBehavior::Hold);
+    let relocation = relocate(&mut mesh, source, "a", target);
+    mesh.inject(
+        other,
+        target,
+        NodeRecord::RelocationDiscard(RelocationDiscard {
+            relocation,
+            actor: actor_id("a"),
+        }),
+    );
+    mesh.run();
+    assert_eq!(count(&mesh, target, FlowTrace::RelocationRecordStale), 1);
+    assert!(mesh
+        .node(target)
+        .core()
+        .relocation()
+        .is_arriving(&actor_id("a")));
+    mesh.finish_restore(target, Ok(()));
+    mesh.run();
+    assert!(finished(&mesh, source, relocation).unwrap().is_ok());
+}
+
+/// A target keeps the record of a committed arrival for `follow_lifetime`
+/// from the commit (a late 62 of that move still reaches the Actor
+/// through it), then drops it, not a microsecond sooner: nothing of the
+/// move is left there (`is_idle`).
+#[test]
+fn core_relocation_a_target_drops_a_committed_arrival_at_the_end_of_the_follow_lifetime() {
+    let (mut mesh, _, source, target, _) = three_nodes();
+    let relocation = relocate(&mut mesh, source, "a", target);
+    assert!(finished(&mesh, source, relocation).unwrap().is_ok());
+    let committed_at = tapped(&mesh, Command::RelocationFinished)[0].at;
+    let lifetime = zlink::core::relocation::RelocationConfig::default().follow_lifetime;
+    let idle = |mesh: &Mesh| mesh.node(target).core().relocation().is_idle();
+    assert!(!idle(&mesh));
+    advance_to(&mut mesh, committed_at + (lifetime - MICRO));
+    assert!(!idle(&mesh));
+    mesh.advance(MICRO);
+    assert!(idle(&mesh));
+}
+
 #[test]
 fn core_relocation_saved_work_whose_request_ended_during_a_long_abort_is_not_run_again() {
     // Given r1 and r2 saved work of a relocation that aborts (the target's
