@@ -1180,6 +1180,54 @@ fn core_relocation_a_seal_never_answered_ends_the_move_at_its_deadline() {
         .is_some());
 }
 
+/// §8.1: a 43 ends the seal whose 42 it names by request id. A 43 from the
+/// session owner naming a request no coordinator here waits on is stale
+/// (counted `RelocationRecordStale`), even a refusal: the move waiting on
+/// its own 43 goes on (here to its seal deadline, the 42 being lost).
+#[test]
+fn core_relocation_a_43_naming_another_request_is_stale_and_ends_no_move() {
+    use zlink::ids::RequestId;
+    use zlink::wire::node::{SessionRelocationSeal, SessionRelocationSealed};
+    // Given a move whose 42 is lost, its coordinator waiting on the 43,
+    let (mut mesh, sessions, source, target, a) = three_nodes();
+    let s = mesh.connect(sessions);
+    bind_ok(&mut mesh, sessions, s, &a);
+    mesh.set_dropping(source, sessions, Command::SessionRelocationSeal, true);
+    let relocation = mesh.relocations(source).relocate(&a.id, target).unwrap();
+    let start = mesh.now();
+    mesh.run();
+    let seals = tapped(&mesh, Command::SessionRelocationSeal);
+    let [NodeRecord::SessionRelocationSeal(SessionRelocationSeal { request, .. })] =
+        &seals.iter().map(|t| t.record.clone()).collect::<Vec<_>>()[..]
+    else {
+        panic!("one 42: {seals:?}")
+    };
+    // when the session owner answers a refusal naming another request,
+    let other = RequestId(request.id.0 + 1_000);
+    mesh.inject(
+        sessions,
+        source,
+        NodeRecord::SessionRelocationSealed(SessionRelocationSealed {
+            request: other,
+            outcome: Err(error(Reason::StaleBinding)),
+        }),
+    );
+    mesh.run();
+    // then it is counted stale and the move goes on,
+    assert_eq!(count(&mesh, source, FlowTrace::RelocationRecordStale), 1);
+    assert_eq!(finished(&mesh, source, relocation), None);
+    assert!(mesh.node(source).core().relocation().is_relocating(&a.id));
+    // ending only at its seal deadline, as without that 43.
+    let bound = zlink::core::relocation::RelocationConfig::default().seal_request_timeout;
+    mesh.advance((start + bound - mesh.now()) - MICRO);
+    assert_eq!(finished(&mesh, source, relocation), None);
+    mesh.advance(MICRO);
+    assert_eq!(
+        finished(&mesh, source, relocation),
+        Some(Err(Error::new(Reason::Deadline)))
+    );
+}
+
 #[test]
 fn core_relocation_refused_seal_reopens_with_saved_work_then_ingress_hold_in_order() {
     // Given s bound to "a" at the source, whose lane still holds two
@@ -1738,6 +1786,319 @@ fn core_relocation_a_move_back_waits_until_the_sources_coordinator_has_ended() {
 /// saved work live; each proxy's deadline ended its request, and the reopen
 /// then gave the same requests to the handler again, whose replies were
 /// owed to no one.
+/// The 61s `target` sent, each as (the 60's request id, its outcome).
+fn readies(mesh: &Mesh, target: NodeRid) -> Vec<(zlink::ids::RequestId, Result<(), Error>)> {
+    tapped(mesh, Command::RelocationReady)
+        .into_iter()
+        .filter(|t| t.from == target)
+        .filter_map(|t| match t.record {
+            NodeRecord::RelocationReady(r) => Some((r.request, r.outcome)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The one 60 tapped so far.
+fn the_prepare(mesh: &Mesh) -> zlink::wire::node::RelocationPrepare {
+    match &tapped(mesh, Command::RelocationPrepare)[..] {
+        [t] => match &t.record {
+            NodeRecord::RelocationPrepare(p) => (**p).clone(),
+            other => panic!("not a 60: {other:?}"),
+        },
+        other => panic!("not one 60: {other:?}"),
+    }
+}
+
+/// §8.1, docs/relocation.md ("Target invalid"): a node that already hosts
+/// the Actor is no target for it. A 60 naming an Actor the target hosts
+/// (here: a copy of the move's own 60 under another relocation id, after
+/// that move committed) is refused `RelocationTargetInvalid` in its 61,
+/// and restores nothing.
+#[test]
+fn core_relocation_a_60_for_an_actor_the_target_hosts_is_refused_target_invalid() {
+    let (mut mesh, _, source, target, _) = three_nodes();
+    let relocation = relocate(&mut mesh, source, "a", target);
+    assert!(finished(&mesh, source, relocation).unwrap().is_ok());
+    let mut prepare = the_prepare(&mesh);
+    prepare.relocation.sequence += 1_000;
+    prepare.request.id = zlink::ids::RequestId(prepare.request.id.0 + 1_000);
+    let restores = mesh.node(target).relocation_events.len();
+    mesh.inject(
+        source,
+        target,
+        NodeRecord::RelocationPrepare(Box::new(prepare.clone())),
+    );
+    mesh.run();
+    assert_eq!(
+        readies(&mesh, target).last(),
+        Some(&(
+            prepare.request.id,
+            Err(error(Reason::RelocationTargetInvalid))
+        ))
+    );
+    assert_eq!(mesh.node(target).relocation_events.len(), restores);
+}
+
+/// §8.1: one handoff at a time per Actor at a target. A second 60 for an
+/// Actor still arriving (its restore not answered yet) is refused
+/// `RelocationSealed` at once, and the first move goes on and commits.
+#[test]
+fn core_relocation_a_second_60_for_an_actor_still_arriving_is_refused_sealed() {
+    let (mut mesh, _, source, target, _) = three_nodes();
+    mesh.set_restore(target, RestoreBehavior::Hold);
+    let relocation = relocate(&mut mesh, source, "a", target);
+    let mut second = the_prepare(&mesh);
+    second.relocation.sequence += 1_000;
+    second.request.id = zlink::ids::RequestId(second.request.id.0 + 1_000);
+    mesh.inject(
+        source,
+        target,
+        NodeRecord::RelocationPrepare(Box::new(second.clone())),
+    );
+    mesh.run();
+    assert_eq!(
+        readies(&mesh, target),
+        vec![(second.request.id, Err(error(Reason::RelocationSealed)))]
+    );
+    mesh.finish_restore(target, Ok(()));
+    mesh.run();
+    assert!(finished(&mesh, source, relocation).unwrap().is_ok());
+    assert!(mesh
+        .node(target)
+        .core()
+        .actor_owner()
+        .actor_ref(&actor_id("a"))
+        .is_some());
+}
+
+/// §8.1: a target that received an Actor once, which has moved on since,
+/// takes it again: "a" moves to the target, back to the source and to the
+/// target again, each move committing (the target's record of the first
+/// arrival, committed, lingers and is done with, not taken for a handoff
+/// still going on).
+#[test]
+fn core_relocation_an_actor_moved_back_can_move_to_the_same_target_again() {
+    let (mut mesh, _, source, target, _) = three_nodes();
+    for (from, to) in [(source, target), (target, source), (source, target)] {
+        let relocation = relocate(&mut mesh, from, "a", to);
+        assert_eq!(
+            finished(&mesh, from, relocation).map(|r| r.map(|_| ())),
+            Some(Ok(())),
+            "the move {from:?} -> {to:?}"
+        );
+    }
+    assert!(mesh
+        .node(target)
+        .core()
+        .actor_owner()
+        .actor_ref(&actor_id("a"))
+        .is_some());
+}
+
+/// relocation/target.rs, the temporary queue's bound: while the Actor is
+/// restored, a target queues at most twice `saved_work_count_max` items
+/// (the 60's saved work and the 62s after it); a 62 past that is refused
+/// `QueueFull` and never delivered. With a limit of 4 and nothing saved,
+/// 8 one-way messages from the ingress hold are delivered after the
+/// commit, in order, and the 9th is not.
+#[test]
+fn core_relocation_the_targets_queue_takes_twice_the_saved_work_limit_then_refuses() {
+    use zlink::wire::node::{RelocationIngressHold, SavedWork};
+    let mut mesh = mesh();
+    mesh.set_relocation_config(zlink::core::relocation::RelocationConfig {
+        limits: zlink::wire::DecodeLimits {
+            saved_work_count_max: 4,
+            ..Default::default()
+        },
+        ..Default::default()
+    });
+    let (source, target) = (mesh.add_node(2), mesh.add_node(3));
+    mesh.create(source, "a");
+    mesh.set_restore(target, RestoreBehavior::Hold);
+    let relocation = relocate(&mut mesh, source, "a", target);
+    let prepare = the_prepare(&mesh);
+    assert!(prepare.saved.is_empty());
+    let payloads: Vec<bytes::Bytes> = (0..9u8)
+        .map(|n| bytes::Bytes::from(vec![b'm', n]))
+        .collect();
+    for (n, payload) in payloads.iter().enumerate() {
+        let work = SavedWork::Deliver {
+            request: None,
+            key: PUSH_KEY,
+            correlation: None,
+            sequence: zlink::ids::SessionSequence(n as u64 + 1),
+            payload: payload.clone(),
+        };
+        mesh.inject(
+            source,
+            target,
+            NodeRecord::RelocationIngressHold(RelocationIngressHold {
+                relocation,
+                actor: actor_id("a"),
+                work,
+            }),
+        );
+    }
+    mesh.run();
+    mesh.finish_restore(target, Ok(()));
+    mesh.run();
+    assert!(finished(&mesh, source, relocation).unwrap().is_ok());
+    assert_eq!(delivered(&mesh, target, "a"), payloads[..8].to_vec());
+}
+
+/// §8.1, §2: a 62 and a 63 belong to their move's source. A 62 naming the
+/// move but sent by another node is stale (counted, never queued nor
+/// delivered), and a 63 from another node does not cut over: the target
+/// waits for its source's cutover, here lost, until the 1,000 ms fallback
+/// (`cutover_timeout`), and commits then.
+#[test]
+fn core_relocation_a_62_or_63_from_a_node_other_than_the_source_is_stale_at_the_target() {
+    use zlink::wire::node::{RelocationCutover, RelocationIngressHold, SavedWork};
+    let (mut mesh, other, source, target, _) = three_nodes();
+    mesh.set_restore(target, RestoreBehavior::Hold);
+    mesh.set_dropping(source, target, Command::RelocationCutover, true);
+    let relocation = relocate(&mut mesh, source, "a", target);
+    // A 62 for this move from node 1, while the target restores "a",
+    let work = SavedWork::Deliver {
+        request: None,
+        key: PUSH_KEY,
+        correlation: None,
+        sequence: zlink::ids::SessionSequence(1),
+        payload: b(b"forged"),
+    };
+    mesh.inject(
+        other,
+        target,
+        NodeRecord::RelocationIngressHold(RelocationIngressHold {
+            relocation,
+            actor: actor_id("a"),
+            work,
+        }),
+    );
+    mesh.run();
+    assert_eq!(count(&mesh, target, FlowTrace::RelocationRecordStale), 1);
+    // then relay-ready, and a 63 for this move from node 1,
+    mesh.finish_restore(target, Ok(()));
+    mesh.run();
+    let ready_at = tapped(&mesh, Command::RelocationReady)[0].at;
+    mesh.inject(
+        other,
+        target,
+        NodeRecord::RelocationCutover(RelocationCutover {
+            relocation,
+            actor: actor_id("a"),
+        }),
+    );
+    mesh.run();
+    assert_eq!(count(&mesh, target, FlowTrace::RelocationRecordStale), 2);
+    assert_eq!(count(&mesh, target, FlowTrace::CutoverTimeout), 0);
+    assert!(store_ops(&mesh).is_empty(), "no CAS before the fallback");
+    // and the move commits at the fallback, delivering nothing forged.
+    advance_to(&mut mesh, ready_at + CUTOVER_FALLBACK + LATENCY);
+    mesh.run();
+    assert_eq!(count(&mesh, target, FlowTrace::CutoverTimeout), 1);
+    assert!(finished(&mesh, source, relocation).unwrap().is_ok());
+    assert_eq!(delivered(&mesh, target, "a"), Vec::<bytes::Bytes>::new());
+}
+
+/// relocation/target.rs `cas_done`: two instances of an Actor never run.
+/// When the runtime hosted the Actor at the target by itself while the
+/// move's CAS was out, the CAS that swaps does not commit the handed-over
+/// instance: the move ends `RelocationTargetInvalid` (65 to the source),
+/// and the Actor hosted here is the one the runtime hosted.
+#[test]
+fn core_relocation_a_cas_that_swaps_after_the_target_hosted_the_actor_itself_commits_nothing() {
+    let (mut mesh, _, source, target, a) = three_nodes();
+    mesh.set_store(StoreBehavior::Hold);
+    let relocation = relocate(&mut mesh, source, "a", target);
+    assert_eq!(mesh.held_store(), 1, "the target's CAS waits");
+    let other = a.generation.next();
+    let hosted = mesh
+        .actors(target)
+        .host(a.id.clone(), other, a.location.authority)
+        .unwrap();
+    mesh.release_store();
+    mesh.run();
+    assert_eq!(
+        finished(&mesh, source, relocation),
+        Some(Err(error(Reason::RelocationTargetInvalid)))
+    );
+    assert_eq!(
+        mesh.node(target).core().actor_owner().actor_ref(&a.id),
+        Some(hosted)
+    );
+}
+
+/// docs/relocation.md ("An unknown CAS outcome"): only a CAS whose outcome
+/// is unknown (`StoreUnavailable`) is made again. One the store refused
+/// (here `LeaseExpired`: the target's lease lapsed) ends the move at once
+/// with that error, told to the source in its 65, with no retry.
+#[test]
+fn core_relocation_a_cas_refused_other_than_store_unavailable_ends_the_move_unretried() {
+    let (mut mesh, _, source, target, _) = three_nodes();
+    mesh.set_store(StoreBehavior::Hold);
+    let relocation = relocate(&mut mesh, source, "a", target);
+    assert_eq!(mesh.held_store(), 1, "the target's CAS waits");
+    // The runtime answers the CAS: refused.
+    mesh.relocations(target)
+        .cas_done(relocation, Err(error(Reason::LeaseExpired)));
+    mesh.run();
+    assert_eq!(count(&mesh, target, FlowTrace::RelocationStoreRetry), 0);
+    assert_eq!(
+        finished(&mesh, source, relocation),
+        Some(Err(error(Reason::LeaseExpired)))
+    );
+    assert_eq!(commands(&mesh, target, source), vec![61, 65]);
+}
+
+/// §8.1, §2: a 64 (discard) belongs to its move's source. One naming the
+/// move but sent by another node is stale (counted) and discards nothing:
+/// the target's restore goes on and the move commits.
+#[test]
+fn core_relocation_a_64_from_a_node_other_than_the_source_discards_nothing() {
+    use zlink::wire::node::RelocationDiscard;
+    let (mut mesh, other, source, target, _) = three_nodes();
+    mesh.set_restore(target, RestoreBehavior::Hold);
+    let relocation = relocate(&mut mesh, source, "a", target);
+    mesh.inject(
+        other,
+        target,
+        NodeRecord::RelocationDiscard(RelocationDiscard {
+            relocation,
+            actor: actor_id("a"),
+        }),
+    );
+    mesh.run();
+    assert_eq!(count(&mesh, target, FlowTrace::RelocationRecordStale), 1);
+    assert!(mesh
+        .node(target)
+        .core()
+        .relocation()
+        .is_arriving(&actor_id("a")));
+    mesh.finish_restore(target, Ok(()));
+    mesh.run();
+    assert!(finished(&mesh, source, relocation).unwrap().is_ok());
+}
+
+/// A target keeps the record of a committed arrival for `follow_lifetime`
+/// from the commit (a late 62 of that move still reaches the Actor
+/// through it), then drops it, not a microsecond sooner: nothing of the
+/// move is left there (`is_idle`).
+#[test]
+fn core_relocation_a_target_drops_a_committed_arrival_at_the_end_of_the_follow_lifetime() {
+    let (mut mesh, _, source, target, _) = three_nodes();
+    let relocation = relocate(&mut mesh, source, "a", target);
+    assert!(finished(&mesh, source, relocation).unwrap().is_ok());
+    let committed_at = tapped(&mesh, Command::RelocationFinished)[0].at;
+    let lifetime = zlink::core::relocation::RelocationConfig::default().follow_lifetime;
+    let idle = |mesh: &Mesh| mesh.node(target).core().relocation().is_idle();
+    assert!(!idle(&mesh));
+    advance_to(&mut mesh, committed_at + (lifetime - MICRO));
+    assert!(!idle(&mesh));
+    mesh.advance(MICRO);
+    assert!(idle(&mesh));
+}
+
 #[test]
 fn core_relocation_saved_work_whose_request_ended_during_a_long_abort_is_not_run_again() {
     // Given r1 and r2 saved work of a relocation that aborts (the target's
@@ -2015,6 +2376,107 @@ fn core_relocation_a_record_addressed_after_the_move_is_not_followed_back() {
     assert!(mesh.node(source).core().relocation().follows(&stale.id));
     assert_eq!(count(&mesh, source, FlowTrace::MessageFollowed), followed);
     assert_eq!(delivered(&mesh, target, "a"), vec![b(b"once")]);
+}
+
+/// §9 Message Follow, §12: a follow entry forwards only records addressed
+/// to the moved incarnation before the move. A 24, a 70 or a tombstone
+/// naming another incarnation of the Actor, and a 38 or a 70 that already
+/// names the move's authority (addressed after it), go to the source's
+/// registry instead: none is sent on, and the entry stays for the records
+/// it does forward.
+#[test]
+fn core_relocation_records_for_another_incarnation_or_at_the_moves_authority_are_not_followed() {
+    use zlink::wire::node::{ActorCall, ActorMessage, BindTombstone, CallBody, TombstoneCause};
+    // Given "a" moved from the source to the target, and a session bound
+    // to it at the target (its 38 and a one-way 24 went there directly).
+    let (mut mesh, sessions, source, target, stale) = three_nodes();
+    let away = relocate(&mut mesh, source, "a", target);
+    let moved = finished(&mesh, source, away).unwrap().unwrap();
+    let s = mesh.connect(sessions);
+    bind_ok(&mut mesh, sessions, s, &moved);
+    send(&mut mesh, sessions, s, "a", b"once").unwrap();
+    mesh.run();
+    let to_target = |mesh: &Mesh, command| {
+        tapped(mesh, command)
+            .into_iter()
+            .find(|t| t.from == sessions && t.to == target)
+            .expect("a record to the target")
+            .record
+    };
+    let NodeRecord::ActorSend(ActorSend::Message(message)) = to_target(&mesh, Command::ActorSend)
+    else {
+        panic!("the relay is a 24 message")
+    };
+    let NodeRecord::BoundSessionBind(BoundSessionBind::Request(bind)) =
+        to_target(&mesh, Command::BoundSessionBind)
+    else {
+        panic!("the bind is a 38")
+    };
+    let (before, after) = (stale.location.authority, moved.location.authority);
+    assert!(before < after);
+    let other = stale.generation.next();
+    let call = |object_generation, authority| {
+        NodeRecord::ActorCall(ActorCall {
+            request: None,
+            actor: stale.id.clone(),
+            object_generation,
+            authority,
+            lease: stale.location.lease,
+            from: None,
+            body: CallBody::Message {
+                key: PUSH_KEY,
+                payload: b(b"call"),
+            },
+        })
+    };
+    let records = vec![
+        (
+            "a 24 for another incarnation",
+            NodeRecord::ActorSend(ActorSend::Message(ActorMessage {
+                object_generation: other,
+                authority: before,
+                ..message
+            })),
+        ),
+        ("a 70 for another incarnation", call(other, before)),
+        (
+            "a tombstone for another incarnation",
+            NodeRecord::BoundSessionBind(BoundSessionBind::Tombstone(BindTombstone {
+                actor: stale.id.clone(),
+                object_generation: other,
+                session: bind.session,
+                binding: bind.binding,
+                cause: TombstoneCause::Disconnect,
+            })),
+        ),
+        (
+            "a 38 at the move's authority",
+            NodeRecord::BoundSessionBind(BoundSessionBind::Request(bind)),
+        ),
+        (
+            "a 70 at the move's authority",
+            call(stale.generation, after),
+        ),
+    ];
+    for (what, record) in records {
+        let followed = count(&mesh, source, FlowTrace::MessageFollowed);
+        let sent = commands(&mesh, source, target).len();
+        // When it reaches the source (a record gone astray),
+        mesh.inject(sessions, source, record);
+        mesh.run();
+        // then nothing is sent on, and the entry stays.
+        assert_eq!(
+            count(&mesh, source, FlowTrace::MessageFollowed),
+            followed,
+            "{what} was followed"
+        );
+        assert_eq!(
+            commands(&mesh, source, target).len(),
+            sent,
+            "{what} went on"
+        );
+        assert!(mesh.node(source).core().relocation().follows(&stale.id));
+    }
 }
 
 /// X22 (§7, §8.1, §9): the binding a seal timeout ends is notified too —

@@ -413,6 +413,61 @@ fn core_l3_seal_timeout_closes_session_and_drops_held_messages() {
     assert_eq!(g.mesh.node(g.node).core().armed_timers(), 0);
 }
 
+/// §8.1 "the physical Session is closed and the binding, held message, and
+/// seal state are cleaned up": a seal timeout drops what the session's
+/// other seals hold too, and counts each dropped message once
+/// (`HeldMessageDropped`). s is bound to "a" and "b", both sealed: a's seal
+/// holds one one-way message, b's two one-way messages and a request. When
+/// a's seal times out, its one-way message and b's two are dropped and
+/// counted (3); b's request stays held until the close ends it, and
+/// nothing held ever goes out.
+#[test]
+fn core_l3_a_seal_timeout_drops_and_counts_the_one_way_messages_held_on_the_sessions_other_seals() {
+    let mut g = given(SessionOwnerConfig::default());
+    let other = g.mesh.add_node(4);
+    let b_hosted = g.mesh.host(other, "b");
+    let b_ref = bind_ok(&mut g.mesh, g.node, g.s, &b_hosted);
+    assert_eq!(g.seal(1), Ok(()));
+    let installed = g.sealed_at();
+    let b_seal = SealIdentity {
+        relocation: RelocationId {
+            coordinator: other,
+            sequence: 1,
+        },
+        binding: bind_generation(&g.mesh, g.s, "b"),
+        ..g.seal_identity(1)
+    };
+    assert_eq!(g.seal_from(other, b_seal, "b", b_ref.generation.0), Ok(()));
+    send(&mut g.mesh, g.node, g.s, "a", b"a-1").unwrap();
+    send(&mut g.mesh, g.node, g.s, "b", b"b-1").unwrap();
+    send(&mut g.mesh, g.node, g.s, "b", b"b-2").unwrap();
+    g.mesh.request(g.node, g.s, &b_ref, b"b-3").unwrap();
+    g.mesh.run();
+    assert_eq!(g.count(FlowTrace::HeldMessageDropped), 0);
+    assert_eq!(
+        g.mesh.node(g.node).core().session_owner().pending_count(),
+        1
+    );
+
+    // When a's seal times out,
+    let timeout = SessionOwnerConfig::default().relocation_seal_timeout;
+    advance_to(&mut g.mesh, installed + timeout);
+
+    // then the session closes, the three one-way messages are dropped and
+    // counted once each, and b's request ends, never sent.
+    assert_eq!(closes(&g.mesh, g.node, g.s), vec![CloseReason::SealTimeout]);
+    assert_eq!(g.count(FlowTrace::HeldMessageDropped), 3);
+    g.mesh.run();
+    assert_eq!(
+        g.mesh.node(g.node).core().session_owner().pending_count(),
+        0,
+        "b's held request ended"
+    );
+    for (to, actor) in [(g.source, "a"), (other, "b")] {
+        assert_eq!(payloads_to(&g.mesh, to, g.s, actor), Vec::<Bytes>::new());
+    }
+}
+
 #[test]
 fn core_l4_late_or_duplicate_44_changes_nothing_and_warns() {
     // Given a's binding moved to the target by relocation 1.

@@ -329,6 +329,56 @@ fn a_websocket_message_holds_exactly_one_frame_with_its_prefix() {
     );
 }
 
+/// docs/wire.md "Limits", "WebSocket": `frame_len_max` bounds the length
+/// a prefix announces, inclusively. A WebSocket message holding a frame
+/// exactly that long decodes; one byte over is refused `FrameTooLong`.
+#[test]
+fn a_websocket_message_of_exactly_the_frame_limit_decodes_and_one_byte_over_is_refused() {
+    for sample in samples() {
+        let (message, _) = frame_and_body(&sample, ClientFrame::encode);
+        let message = message.freeze();
+        let len = u32::try_from(message.len() - 4).unwrap();
+        let at = DecodeLimits {
+            frame_len_max: len,
+            ..DecodeLimits::default()
+        };
+        assert_eq!(
+            ClientFrame::decode_message(message.clone(), &at),
+            Ok(sample.clone())
+        );
+        let under = DecodeLimits {
+            frame_len_max: len - 1,
+            ..DecodeLimits::default()
+        };
+        assert_eq!(
+            ClientFrame::decode_message(message, &under),
+            Err(WireError::FrameTooLong { len, max: len - 1 }),
+            "{sample:?}"
+        );
+    }
+}
+
+/// docs/wire.md "WebSocket": a message holds exactly the frame its prefix
+/// announces. One whose prefix announces a byte less than follows is
+/// refused `TrailingBytes` before its body is decoded, even when the whole
+/// body would decode as the frame (its fields running past the announced
+/// length).
+#[test]
+fn a_websocket_message_whose_prefix_announces_less_than_its_body_is_refused_trailing_bytes() {
+    let limits = DecodeLimits::default();
+    for sample in samples() {
+        let (message, _) = frame_and_body(&sample, ClientFrame::encode);
+        let mut message = message.to_vec();
+        let len = u32::from_be_bytes(message[..4].try_into().unwrap());
+        message[..4].copy_from_slice(&(len - 1).to_be_bytes());
+        assert_eq!(
+            ClientFrame::decode_message(Bytes::from(message), &limits),
+            Err(WireError::TrailingBytes { len: 1 }),
+            "{sample:?}"
+        );
+    }
+}
+
 proptest! {
     #[test]
     fn arbitrary_messages_decode_or_error_never_panic(bytes in vec(any::<u8>(), 0..64)) {

@@ -1574,6 +1574,34 @@ fn a_prepare_with_too_much_saved_work_is_refused_before_an_item_is_read() {
     assert!(matches!(decode(&body), Err(WireError::Truncated { .. })));
 }
 
+/// docs/wire.md "Limits": `saved_work_count_max` bounds a 60's saved work
+/// inclusively. The sample prepare, with 5 items, decodes whole under a
+/// limit of 5 (and is refused under 4, as the test above shows for 3).
+#[test]
+fn a_prepare_with_exactly_the_saved_work_limit_decodes() {
+    let record = prepare();
+    let NodeRecord::RelocationPrepare(body) = &record else {
+        panic!("the sample is a 60")
+    };
+    assert_eq!(body.saved.len(), 5);
+    let at = DecodeLimits {
+        saved_work_count_max: 5,
+        ..DecodeLimits::default()
+    };
+    assert_eq!(
+        NodeRecord::decode(body_of(&record), &at),
+        Ok(record.clone())
+    );
+    let under = DecodeLimits {
+        saved_work_count_max: 4,
+        ..DecodeLimits::default()
+    };
+    assert_eq!(
+        NodeRecord::decode(body_of(&record), &under),
+        Err(WireError::TooMuchSavedWork { count: 5, max: 4 })
+    );
+}
+
 #[test]
 fn an_unknown_saved_work_kind_is_refused() {
     // The 62 sample ends with its one item: [62][1][relocation 16][actor]

@@ -299,3 +299,141 @@ impl Relocations<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The table alone (docs/relocation.md "Message Follow"): which entry
+    //! goes at `follow_max`, which expiry removes which entry, and what the
+    //! eviction queue keeps. The follows themselves are proven on the mesh
+    //! (tests/core_relocation.rs).
+
+    use super::FollowTable;
+    use crate::core::time::Instant;
+    use crate::core::timer::{TimerKey, TimerWheel};
+    use crate::ids::{
+        ActorId, AuthorityOwnerGeneration, MeshName, NodeGeneration, NodeRid, ObjectGeneration,
+        OwnerLeaseGeneration,
+    };
+    use crate::wire::node::BoundRoute;
+
+    /// A table and the wheel its expiry keys come from.
+    struct Table {
+        table: FollowTable,
+        wheel: TimerWheel<()>,
+    }
+
+    impl Table {
+        fn new() -> Self {
+            Self {
+                table: FollowTable::default(),
+                wheel: TimerWheel::with_defaults(Instant::ZERO),
+            }
+        }
+
+        /// Installs an entry for `actor` as `install_follow` does: the
+        /// serial announced, then the insert. Returns the entry's serial,
+        /// its expiry key and the keys of the entries it pushed out.
+        fn insert(&mut self, actor: &str, max: usize) -> (u64, TimerKey, Vec<TimerKey>) {
+            let serial = self.table.next_serial();
+            let expiry = self.wheel.insert(Instant::from_millis(1_000), ());
+            let route = BoundRoute {
+                mesh: MeshName::new("m").unwrap(),
+                owner: NodeRid(3),
+                node_generation: NodeGeneration(1),
+                authority: AuthorityOwnerGeneration(2),
+                lease: OwnerLeaseGeneration(1),
+            };
+            let gone = self
+                .table
+                .insert(id(actor), ObjectGeneration(1), route, expiry, max)
+                .into_iter()
+                .map(|e| e.expiry)
+                .collect();
+            (serial, expiry, gone)
+        }
+
+        fn live(&self, actor: &str) -> bool {
+            self.table.get(&id(actor)).is_some()
+        }
+    }
+
+    fn id(actor: &str) -> ActorId {
+        ActorId::new(actor).unwrap()
+    }
+
+    /// docs/relocation.md "Message Follow": at most `follow_max` entries;
+    /// at the limit the oldest goes first (its expiry handed back to be
+    /// cancelled), and every entry up to the limit stays.
+    #[test]
+    fn at_the_limit_the_oldest_entry_goes_first_and_every_entry_up_to_it_stays() {
+        let mut t = Table::new();
+        let (_, a, gone) = t.insert("a", 2);
+        assert!(gone.is_empty());
+        let (_, b, gone) = t.insert("b", 2);
+        assert!(gone.is_empty(), "two entries fit a limit of two");
+        assert!(t.live("a") && t.live("b"));
+        let (_, _, gone) = t.insert("c", 2);
+        assert_eq!(gone, vec![a], "the oldest goes");
+        assert!(!t.live("a") && t.live("b") && t.live("c"));
+        let (_, _, gone) = t.insert("d", 2);
+        assert_eq!(gone, vec![b]);
+        assert!(t.live("c") && t.live("d"));
+        assert_eq!(t.table.entries.len(), 2);
+    }
+
+    /// An entry's expiry timer is armed with the serial `next_serial`
+    /// announces before the insert (`install_follow`): that serial removes
+    /// that entry, every entry's its own; the expiry of an entry since
+    /// replaced (the Actor moved back and away again) removes nothing of
+    /// the new one.
+    #[test]
+    fn each_entry_expires_by_the_serial_announced_for_it_and_no_later_entry_by_an_earlier_one() {
+        let mut t = Table::new();
+        let (a1, _, _) = t.insert("a", 8);
+        let (b, b_key, _) = t.insert("b", 8);
+        let (c, c_key, _) = t.insert("c", 8);
+        assert_eq!(t.table.remove(&id("b"), b), Some(b_key));
+        assert_eq!(t.table.remove(&id("c"), c), Some(c_key));
+        assert!(!t.live("b") && !t.live("c"));
+        // "a" moved back here (its entry forgotten), then away again.
+        assert!(t.table.forget(&id("a")).is_some());
+        let (a2, a2_key, _) = t.insert("a", 8);
+        assert_eq!(t.table.remove(&id("a"), a1), None, "the old expiry");
+        assert!(t.live("a"));
+        assert_eq!(t.table.remove(&id("a"), a2), Some(a2_key));
+        assert_eq!(t.table.entries.len(), 0);
+    }
+
+    /// The eviction queue keeps an item per insert until `compact` drops
+    /// those of entries gone. After a thousand moves away, then each of
+    /// those Actors back (its entry forgotten), behind one entry that
+    /// stays, the queue holds a few items, not the thousand (compact keeps
+    /// it within 2 · live + 16; any bound that does not grow with the churn
+    /// would do), and the entry that stayed is still the oldest: the next
+    /// insert at a limit of one evicts it, not the new one.
+    #[test]
+    fn moves_away_and_back_leave_the_eviction_queue_bounded_and_the_oldest_entry_first() {
+        let mut t = Table::new();
+        let (_, stays, _) = t.insert("stays", 2_000);
+        let moved: Vec<_> = (0..1_000)
+            .map(|n| {
+                let actor = format!("m{n}");
+                let (_, key, gone) = t.insert(&actor, 2_000);
+                assert!(gone.is_empty());
+                (actor, key)
+            })
+            .collect();
+        for (actor, key) in &moved {
+            assert_eq!(t.table.forget(&id(actor)), Some(*key));
+        }
+        assert_eq!(t.table.entries.len(), 1);
+        assert!(
+            t.table.order.len() <= 64,
+            "the queue grew with the churn: {} items for one entry",
+            t.table.order.len()
+        );
+        let (_, _, gone) = t.insert("new", 1);
+        assert_eq!(gone, vec![stays]);
+        assert!(t.live("new") && !t.live("stays"));
+    }
+}
