@@ -137,6 +137,86 @@ fn the_connect_callback_runs_before_any_packet_handler_and_its_attribute_reaches
     assert_eq!(events.recv_timeout(WAIT).unwrap(), "disconnect:player-7");
 }
 
+/// A session callback that ends in its first poll runs in the shard's loop
+/// and needs no task; a session's lane task is spawned by its first
+/// callback that awaits and goes with its lane, even when the callbacks
+/// after it (the disconnect callback here) end in their first poll
+/// (docs/PERFORMANCE.md "Turns that end in their first poll").
+#[test]
+fn a_lane_task_lives_from_the_first_callback_that_awaits_until_the_lane_goes() {
+    let (node, seen, events) = stream_node();
+    let mut awaits = Raw::to(&node);
+    awaits.send(&[request(HELLO, 1, "player-7")]);
+    assert_eq!(events.recv_timeout(WAIT).unwrap(), "connect");
+    until_tasks(
+        &node,
+        1,
+        "the connect callback awaits its gate in its lane's task",
+    );
+    seen.gate.open();
+    assert_eq!(
+        awaits.next(),
+        ClientFrame::Reply {
+            correlation: Correlation(1),
+            payload: Bytes::from_static(b"welcome player-7")
+        }
+    );
+    // With the gate open, a second session's connect callback and packet
+    // handler end in their first poll: its lane gets no task (the first
+    // session's is the one alive while both sessions are open).
+    let mut inline = Raw::to(&node);
+    inline.send(&[request(HELLO, 1, "player-8"), request(WHOAMI, 2, "")]);
+    assert_eq!(events.recv_timeout(WAIT).unwrap(), "connect");
+    assert_eq!(
+        inline.next(),
+        ClientFrame::Reply {
+            correlation: Correlation(1),
+            payload: Bytes::from_static(b"welcome player-8")
+        }
+    );
+    assert_eq!(
+        inline.next(),
+        ClientFrame::Reply {
+            correlation: Correlation(2),
+            payload: Bytes::from_static(b"player-8")
+        }
+    );
+    assert_eq!(tasks(&node), 1);
+    // The first session's disconnect callback ends in its first poll; its
+    // lane goes with it, and the lane's task with the lane.
+    drop(awaits);
+    assert_eq!(events.recv_timeout(WAIT).unwrap(), "disconnect:player-7");
+    until_tasks(&node, 0, "the lane task goes with its lane");
+    drop(inline);
+    assert_eq!(events.recv_timeout(WAIT).unwrap(), "disconnect:player-8");
+}
+
+/// The tasks alive on `node`'s shards' executors, from its metrics.
+fn tasks(node: &Node) -> u64 {
+    node.metrics()
+        .encode()
+        .lines()
+        .filter(|line| line.starts_with("zlink_shard_tasks{"))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// Scrapes `node` until its shards keep `want` tasks, within [`WAIT`]: a
+/// scrape reads the count the shard published at the end of its last loop
+/// turn, which may be before the turn that spawned or ended one.
+fn until_tasks(node: &Node, want: u64, what: &str) {
+    let _wait = bound::waiting(what);
+    let deadline = Instant::now() + WAIT;
+    let mut seen = tasks(node);
+    while seen != want {
+        assert!(
+            Instant::now() < deadline,
+            "{what}: {seen} tasks after {WAIT:?}, not {want}"
+        );
+        seen = tasks(node);
+    }
+}
+
 #[test]
 fn a_failing_connect_callback_closes_with_its_reason_and_no_packet_handler_runs() {
     let (node, seen, events) = stream_node();

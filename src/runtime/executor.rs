@@ -233,8 +233,8 @@ impl Executor {
         id
     }
 
-    /// How many tasks are alive.
-    #[cfg(test)]
+    /// How many tasks are alive (started and not ended), for the
+    /// `zlink_shard_tasks` gauge.
     pub(crate) fn live(&self) -> usize {
         self.live
     }

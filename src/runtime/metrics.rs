@@ -76,6 +76,11 @@ pub(crate) struct ShardGauges {
     /// deadline), so it is never fewer than `sessions` and falls back with
     /// it; one that stays up once its session is gone is a leak.
     pub(crate) session_lanes: usize,
+    /// Tasks alive on the shard's executor: a session lane's, once one of
+    /// its callbacks awaited, until the lane goes; an Actor turn's await
+    /// until it resumes. One that stays up once its session or turn is
+    /// gone is a leak.
+    pub(crate) tasks: usize,
     /// Sessions with at least one binding the application still sees.
     pub(crate) bound_sessions: usize,
     /// Bindings the application still sees, over all sessions.
@@ -467,6 +472,14 @@ impl Collector for NodeMetrics {
             "Session callback lanes each shard keeps: a session's lives from its accept \
              until its disconnect callback is over or dropped at its deadline.",
             &each(|g| g.session_lanes),
+        )?;
+        gauges(
+            &mut encoder,
+            "zlink_shard_tasks",
+            "Tasks alive on each shard's executor: a session lane's, from its first \
+             callback that awaits until its disconnect callback is over; an Actor turn's \
+             await until the turn resumes.",
+            &each(|g| g.tasks),
         )?;
         gauges(
             &mut encoder,

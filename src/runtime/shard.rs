@@ -38,7 +38,7 @@ use super::links::{Links, Sent};
 use super::membership::Membership;
 use super::router::{Router, ShardMsg, LINK_SHARD};
 use super::store_effects::StoreAnswer;
-use super::{NodeCommand, NodeShared, PublishedCounters};
+use super::{Handlers, NodeCommand, NodeShared, PublishedCounters};
 use crate::core::admission::LinkAdmission;
 use crate::core::host_ask::HostEvent;
 use crate::core::session::{BindStart, Ticket};
@@ -121,9 +121,12 @@ pub(crate) struct ShardState {
     /// Session turns the core handed out, to start as tasks.
     ready_turns: std::collections::VecDeque<crate::core::session::SessionTurn>,
     /// Each session's lane, from its accept until its disconnect turn is
-    /// over: its attributes, its task's mailbox and its running turn, in
+    /// over: its attributes, its task's mailbox and its awaiting turn, in
     /// one entry so that a turn's start and end each look it up once.
     lanes: HashMap<SessionRid, session::Lane>,
+    /// The executor's live tasks at the end of the last loop turn, for a
+    /// scrape ([`ShardState::gauges`]).
+    tasks: usize,
     /// Session turns' aborts kept for reuse (`session.rs`'s `start_turn`).
     aborts: super::executor::AbortPool,
     draining: Option<Drain>,
@@ -155,8 +158,14 @@ pub(crate) struct ShardState {
 pub(crate) struct ShardHandle {
     state: RefCell<ShardState>,
     spawner: Spawner,
-    /// The packets' dispatches kept for reuse (`session.rs`'s `dispatch`).
+    /// The packets' dispatches kept for reuse (`session.rs`).
     dispatches: Dispatches,
+    /// The session callbacks' future slots kept for reuse (`session.rs`).
+    callback_slots: RefCell<Vec<session::CallbackSlot>>,
+    /// The application's session callbacks, fixed for the node's life.
+    handlers: Arc<Handlers>,
+    /// The waker of a session callback's first poll (`session.rs`).
+    first_poll_waker: std::task::Waker,
 }
 
 impl ShardState {
@@ -206,6 +215,7 @@ impl ShardState {
             awaits: awaits::Awaits::default(),
             ready_turns: std::collections::VecDeque::new(),
             lanes: HashMap::new(),
+            tasks: 0,
             aborts: super::executor::AbortPool::default(),
             draining: None,
             bind_waiters: HashMap::new(),
@@ -669,6 +679,7 @@ impl ShardState {
             shard: self.index,
             sessions: self.sessions.len(),
             session_lanes: self.lanes.len(),
+            tasks: self.tasks,
             bound_sessions,
             bindings,
             requests_pending: owner.pending_count(),
@@ -885,10 +896,14 @@ impl ShardState {
 
 impl ShardHandle {
     pub(crate) fn new(state: ShardState, spawner: Spawner) -> Rc<Self> {
+        let handlers = Arc::clone(&state.node.handlers);
         Rc::new(Self {
             state: RefCell::new(state),
             spawner,
             dispatches: Dispatches::default(),
+            callback_slots: RefCell::new(Vec::new()),
+            handlers,
+            first_poll_waker: std::task::Waker::from(Arc::new(session::FirstPoll)),
         })
     }
 
@@ -1082,6 +1097,7 @@ pub(crate) fn run(
             let owner = state.core.actor_owner();
             let (actors, spots) = (owner.actor_count(), owner.spot_count());
             counters.publish(state.core.counters(), actors, spots);
+            state.tasks = executor.live();
         }
         // Work the last round started (a loopback 51's callback) is started
         // now, so the next wait does not park over it.

@@ -11,67 +11,128 @@
 //! ([`SessionEvent::TurnExpired`]). Session attributes live until the
 //! disconnect turn is over.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use super::{ShardHandle, ShardState};
-use crate::core::session::{ClientPacket, SessionEvent, SessionTurn, SessionWork, TurnId};
+use crate::core::session::{ClientPacket, SessionEvent, SessionTurn, SessionWork, Ticket, TurnId};
 use crate::core::trace::FlowTrace;
 use crate::error::{Error, Reason};
 use crate::ids::{Correlation, PacketKey, SessionRid};
 use crate::net::{CloseCause, ConnId};
-use crate::runtime::app::session::{Attributes, Packet, Session};
+use crate::runtime::app::session::{Attributes, Dispatch, Packet, Session};
 use crate::runtime::executor::{or_abort, AbortSlot, Completer, Completion};
 use crate::runtime::rate_limit::TokenBucket;
-use crate::runtime::PacketHandler;
+use crate::runtime::{LocalResult, PacketHandler};
 use crate::wire::client::{ClientFrame, CloseReason};
 
-/// What [`ShardState::start_turn`] gives the turn's task.
-struct StartedTurn {
-    attributes: Attributes,
-    aborted: Completion<()>,
-    /// The lane task's mailbox; `None` before its first turn.
-    mailbox: Option<Rc<LaneMailbox>>,
+/// A session callback's future, in storage that stays where it is: a
+/// callback that awaits goes on from where its first poll left it, in its
+/// lane's task. The shard keeps these for reuse, so a turn allocates none
+/// once warm (docs/PERFORMANCE.md "Turns that end in their first poll").
+pub(super) type CallbackSlot = Pin<Box<Option<LocalResult>>>;
+
+/// At most this many [`CallbackSlot`]s are kept: the callbacks awaiting at
+/// once on a shard, beyond which a slot is simply freed.
+const SLOTS_KEPT: usize = 64;
+
+/// What a session turn does once its callback ended.
+enum Then {
+    /// The application set no callback for the turn: nothing.
+    Nothing,
+    /// §1 step 1: a connect callback that failed refuses the client; a
+    /// request it left unanswered gets its error (§12).
+    Admit(Rc<Dispatch>),
+    /// §12: a request the handler left unanswered ends with its error or
+    /// `NotAnswered`, never with silence.
+    Answer(Rc<Dispatch>),
+    /// §6: the callback's terminal, which the close follows.
+    ReplacementDone(Ticket),
+    /// §7: the disconnect callback; its failure is only logged.
+    Disconnected,
 }
 
-/// A turn for a session's lane task, with what it runs with.
-struct TurnToRun {
-    turn: SessionTurn,
-    attributes: Attributes,
+/// A session turn the core handed out, with its callback's future.
+struct CallbackTurn {
+    session: SessionRid,
+    turn: TurnId,
+    /// The disconnect turn, the lane's last.
+    last: bool,
+    /// The callback's future; empty when there is no callback.
+    slot: CallbackSlot,
+    then: Then,
+}
+
+impl CallbackTurn {
+    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        match self.slot.as_mut().as_pin_mut() {
+            Some(callback) => callback.poll(cx),
+            None => Poll::Ready(Ok(())),
+        }
+    }
+}
+
+/// The waker of a callback's first poll, which does nothing
+/// ([`ShardHandle::start_session_turns`]). `Waker::noop` is younger than
+/// the crate's rust-version (1.80).
+pub(super) struct FirstPoll;
+
+impl std::task::Wake for FirstPoll {
+    fn wake(self: std::sync::Arc<Self>) {}
+}
+
+/// A turn whose callback awaited in its first poll, for its lane's task.
+struct AwaitingTurn {
+    callback: CallbackTurn,
+    /// Ends the turn at its §7 lifecycle deadline.
     aborted: Completion<()>,
 }
 
-/// Where a session's lane task takes its next turn from: the core hands
-/// out one turn of a lane at a time, so it holds at most one.
+/// Where a session's lane task takes its next awaiting turn from: the core
+/// hands out one turn of a lane at a time, so it holds at most one. Closed
+/// when the lane goes, which ends the task.
 #[derive(Default)]
 pub(super) struct LaneMailbox {
-    turn: RefCell<Option<TurnToRun>>,
+    turn: RefCell<Option<AwaitingTurn>>,
     waker: RefCell<Option<Waker>>,
+    closed: Cell<bool>,
 }
 
 impl LaneMailbox {
-    fn put(&self, turn: TurnToRun) {
+    fn put(&self, turn: AwaitingTurn) {
         let previous = self.turn.borrow_mut().replace(turn);
         debug_assert!(previous.is_none(), "two turns of one lane at once");
+        self.wake();
+    }
+
+    fn close(&self) {
+        self.closed.set(true);
+        self.wake();
+    }
+
+    fn wake(&self) {
         if let Some(waker) = self.waker.borrow_mut().take() {
             waker.wake();
         }
     }
 }
 
-/// The lane task's wait for its next turn.
+/// The lane task's wait for its next awaiting turn: `None` once the lane
+/// is gone.
 struct NextTurn<'a>(&'a LaneMailbox);
 
 impl Future for NextTurn<'_> {
-    type Output = TurnToRun;
+    type Output = Option<AwaitingTurn>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<TurnToRun> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<AwaitingTurn>> {
         if let Some(turn) = self.0.turn.borrow_mut().take() {
-            return Poll::Ready(turn);
+            return Poll::Ready(Some(turn));
+        }
+        if self.0.closed.get() {
+            return Poll::Ready(None);
         }
         *self.0.waker.borrow_mut() = Some(cx.waker().clone());
         Poll::Pending
@@ -82,13 +143,14 @@ impl Future for NextTurn<'_> {
 pub(super) struct Lane {
     /// The session's typed attributes.
     attributes: Attributes,
-    /// The lane task's mailbox, once its first turn spawned it.
+    /// The lane task's mailbox, once a turn that awaited spawned it.
     mailbox: Option<Rc<LaneMailbox>>,
-    /// The turn running now, if any.
+    /// The turn awaiting now, if any (a turn that ends in its first poll
+    /// is never here).
     running: Option<RunningTurn>,
 }
 
-/// The running turn of a session lane.
+/// The awaiting turn of a session lane.
 struct RunningTurn {
     turn: TurnId,
     /// Held for its drop, which aborts the turn.
@@ -274,30 +336,31 @@ impl ShardState {
         }
     }
 
-    /// Starts a turn the core handed out: its abort, and what its task
-    /// needs to run it (the session's attributes, and the lane task's
-    /// mailbox if the task is running).
-    fn start_turn(&mut self, turn: &SessionTurn) -> Option<StartedTurn> {
-        let lane = self.lanes.get_mut(&turn.session)?;
+    /// A turn whose callback awaited: its abort (for its §7 lifecycle
+    /// deadline), and the lane task's mailbox if the task is running.
+    /// `None` when the session has no lane.
+    fn start_awaiting(
+        &mut self,
+        session: SessionRid,
+        turn: TurnId,
+    ) -> Option<(Completion<()>, Option<Rc<LaneMailbox>>)> {
+        let lane = self.lanes.get_mut(&session)?;
         let (abort, aborted, slot) = self.aborts.take();
-        lane.running = Some(RunningTurn {
-            turn: turn.turn,
-            abort,
-            slot,
-        });
-        Some(StartedTurn {
-            attributes: lane.attributes.clone(),
-            aborted,
-            mailbox: lane.mailbox.clone(),
-        })
+        lane.running = Some(RunningTurn { turn, abort, slot });
+        Some((aborted, lane.mailbox.clone()))
     }
 
-    /// A turn's task ended (its callback returned, or was dropped): the core
-    /// moves the lane on. After the disconnect turn the lane goes, with the
-    /// session's attributes.
+    /// A turn's callback ended (returned, or was dropped): the core moves
+    /// the lane on. After the disconnect turn the lane goes, with the
+    /// session's attributes and its task.
     fn end_session_turn(&mut self, session: SessionRid, turn: TurnId, last: bool) {
         let running = if last {
-            self.lanes.remove(&session).and_then(|lane| lane.running)
+            self.lanes.remove(&session).and_then(|lane| {
+                if let Some(mailbox) = &lane.mailbox {
+                    mailbox.close();
+                }
+                lane.running
+            })
         } else {
             self.lanes
                 .get_mut(&session)
@@ -326,50 +389,144 @@ impl ShardHandle {
         self.state.borrow().index
     }
 
-    /// Hands every session turn the core handed out to its session's lane
-    /// task (§10: binding work proceeds while the callback awaits). A
-    /// session's lane task is spawned with its first turn and runs its
-    /// turns one after another until the disconnect turn: one task per
-    /// session, not per turn (a task was an allocation per relayed message:
-    /// docs/PERFORMANCE.md "Allocations per relayed message").
+    /// Runs every session turn the core handed out. A turn's callback is
+    /// polled here first, from the shard's own loop: most end in that poll
+    /// (a handler that relays or answers and returns), and such a turn
+    /// costs no task, no wake and no allocation. A callback that awaits
+    /// (§10: binding work proceeds while it does) goes on in its session's
+    /// lane task, spawned with the lane's first such turn, which runs them
+    /// one after another until the lane goes. Before, every turn went
+    /// through that task, whose future at 1,000 sessions was cold for each
+    /// message (docs/PERFORMANCE.md "Turns that end in their first poll").
     pub(super) fn start_session_turns(self: &Rc<Self>) {
         self.state.borrow_mut().drain_core();
         loop {
             let next = {
                 let mut state = self.state.borrow_mut();
                 state.ready_turns.pop_front().map(|turn| {
-                    let started = state.start_turn(&turn);
-                    (turn, started)
+                    let attributes = state.lanes.get(&turn.session).map(|l| l.attributes.clone());
+                    (turn, attributes)
                 })
             };
-            let Some((turn, started)) = next else {
+            let Some((turn, attributes)) = next else {
                 return;
             };
-            let (session, id) = (turn.session, turn.turn);
-            let Some(StartedTurn {
-                attributes,
-                aborted,
-                mailbox,
-            }) = started
-            else {
+            let Some(attributes) = attributes else {
                 // No lane: never reached (it lives from the accept to the
                 // end of the disconnect turn); the turn ends at once.
                 let last = matches!(turn.work, SessionWork::Disconnected);
-                self.state.borrow_mut().end_session_turn(session, id, last);
+                let mut state = self.state.borrow_mut();
+                state.end_session_turn(turn.session, turn.turn, last);
                 continue;
             };
-            let mailbox = mailbox.unwrap_or_else(|| self.spawn_lane_task(session));
-            mailbox.put(TurnToRun {
-                turn,
-                attributes,
-                aborted,
-            });
+            let mut callback = self.callback_turn(turn, attributes);
+            // A waker that does nothing: a callback still pending after
+            // this poll is polled again by its lane task, with the task's
+            // waker, before anything can have woken it.
+            let mut cx = Context::from_waker(&self.first_poll_waker);
+            match callback.poll(&mut cx) {
+                Poll::Ready(outcome) => self.end_callback_turn(callback, Some(outcome)),
+                Poll::Pending => self.await_callback_turn(callback),
+            }
         }
     }
 
-    /// Spawns the lane task of `session`: it runs each turn put in its
-    /// mailbox, under the turn's abort, and reports its end; it ends after
-    /// the disconnect turn.
+    /// Builds a turn's callback: the application's callback for its work,
+    /// its future in a kept slot, and what follows its end.
+    fn callback_turn(self: &Rc<Self>, turn: SessionTurn, attributes: Attributes) -> CallbackTurn {
+        let SessionTurn {
+            session: rid,
+            turn,
+            work,
+        } = turn;
+        let last = matches!(work, SessionWork::Disconnected);
+        let session = Session {
+            shard: Rc::clone(self),
+            rid,
+            attributes,
+        };
+        let handlers = &self.handlers;
+        let (future, then) = match work {
+            SessionWork::Connect(hello) => match &handlers.on_connect {
+                Some(handler) => {
+                    let (future, dispatch) = self.packet_callback(handler, session, hello);
+                    (Some(future), Then::Admit(dispatch))
+                }
+                None => (None, Then::Nothing),
+            },
+            SessionWork::Packet(packet) => match handlers.packets.get(&packet.key) {
+                Some(handler) => {
+                    let (future, dispatch) = self.packet_callback(handler, session, packet);
+                    (Some(future), Then::Answer(dispatch))
+                }
+                None => (None, Then::Nothing),
+            },
+            SessionWork::Replaced { callback, actor } => (
+                handlers
+                    .on_replaced
+                    .as_ref()
+                    .map(|handler| handler(session, actor)),
+                Then::ReplacementDone(callback),
+            ),
+            SessionWork::Disconnected => (
+                handlers
+                    .on_disconnect
+                    .as_ref()
+                    .map(|handler| handler(session)),
+                Then::Disconnected,
+            ),
+        };
+        let mut slot = self
+            .callback_slots
+            .borrow_mut()
+            .pop()
+            .unwrap_or_else(|| Box::pin(None));
+        slot.set(future);
+        CallbackTurn {
+            session: rid,
+            turn,
+            last,
+            slot,
+            then,
+        }
+    }
+
+    /// A packet's callback (the connect callback or a packet handler), with
+    /// the dispatch that tells whether it answered.
+    fn packet_callback(
+        &self,
+        handler: &PacketHandler,
+        session: Session,
+        packet: ClientPacket,
+    ) -> (LocalResult, Rc<Dispatch>) {
+        let dispatch = self.dispatches.take(packet.correlation);
+        let packet = Packet {
+            key: packet.key,
+            payload: packet.payload,
+            dispatch: Rc::clone(&dispatch),
+        };
+        (handler(session, packet), dispatch)
+    }
+
+    /// A turn whose callback awaited: it goes on in its lane's task,
+    /// spawned now if the lane has none yet.
+    fn await_callback_turn(self: &Rc<Self>, callback: CallbackTurn) {
+        let started = {
+            let mut state = self.state.borrow_mut();
+            state.start_awaiting(callback.session, callback.turn)
+        };
+        let Some((aborted, mailbox)) = started else {
+            // No lane (never reached, as above): the callback is dropped.
+            self.end_callback_turn(callback, None);
+            return;
+        };
+        let mailbox = mailbox.unwrap_or_else(|| self.spawn_lane_task(callback.session));
+        mailbox.put(AwaitingTurn { callback, aborted });
+    }
+
+    /// Spawns the lane task of `session`: it polls each awaiting turn put
+    /// in its mailbox to its end, under the turn's abort, and ends once the
+    /// lane is gone.
     fn spawn_lane_task(self: &Rc<Self>, session: SessionRid) -> Rc<LaneMailbox> {
         let mailbox = Rc::new(LaneMailbox::default());
         if let Some(lane) = self.state.borrow_mut().lanes.get_mut(&session) {
@@ -377,95 +534,85 @@ impl ShardHandle {
         }
         let (shard, next) = (Rc::clone(self), Rc::clone(&mailbox));
         self.spawner.spawn(async move {
-            loop {
-                let TurnToRun {
-                    turn,
-                    attributes,
-                    aborted,
-                } = NextTurn(&next).await;
-                let id = turn.turn;
-                let last = matches!(turn.work, SessionWork::Disconnected);
-                let handle = Session {
-                    shard: Rc::clone(&shard),
-                    rid: session,
-                    attributes,
-                };
+            while let Some(AwaitingTurn {
+                mut callback,
+                aborted,
+            }) = NextTurn(&next).await
+            {
                 // A turn dropped at its lifecycle deadline ends here too.
-                let _ = or_abort(shard.session_turn(handle, turn.work), aborted).await;
-                // What the lane has next comes with the next drain.
-                let mut state = shard.state.borrow_mut();
-                state.end_session_turn(session, id, last);
-                if last {
-                    return;
-                }
+                let outcome = or_abort(std::future::poll_fn(|cx| callback.poll(cx)), aborted).await;
+                shard.end_callback_turn(callback, outcome);
             }
         });
         mailbox
     }
 
-    async fn session_turn(self: &Rc<Self>, session: Session, work: SessionWork) {
-        let handlers = Arc::clone(&self.state.borrow().node.handlers);
-        let rid = session.rid;
-        match work {
-            SessionWork::Connect(hello) => {
-                let Some(handler) = &handlers.on_connect else {
-                    return;
-                };
-                if let Err(error) = self.dispatch(handler, session, hello).await {
-                    tracing::debug!(?rid, %error, "the connect callback refused the client");
-                    self.state.borrow_mut().refuse_session(rid);
+    /// A turn's callback ended with `outcome` (`None`: dropped at its §7
+    /// lifecycle deadline, so nothing follows it): what follows its end,
+    /// then the core moves the lane on. What the lane has next comes with
+    /// the next drain.
+    fn end_callback_turn(&self, callback: CallbackTurn, outcome: Option<Result<(), Error>>) {
+        let CallbackTurn {
+            session: rid,
+            turn,
+            last,
+            mut slot,
+            then,
+        } = callback;
+        // The callback's future goes first, with the packet it held: its
+        // dispatch is then free for reuse.
+        slot.set(None);
+        {
+            let mut slots = self.callback_slots.borrow_mut();
+            if slots.len() < SLOTS_KEPT {
+                slots.push(slot);
+            }
+        }
+        if let Some(outcome) = outcome {
+            match then {
+                Then::Nothing => {}
+                Then::Admit(dispatch) => {
+                    self.answer_unanswered(rid, dispatch, &outcome);
+                    if let Err(error) = outcome {
+                        tracing::debug!(?rid, %error, "the connect callback refused the client");
+                        self.state.borrow_mut().refuse_session(rid);
+                    }
                 }
-            }
-            SessionWork::Packet(packet) => {
-                if let Some(handler) = handlers.packets.get(&packet.key) {
-                    let _ = self.dispatch(handler, session, packet).await;
+                Then::Answer(dispatch) => self.answer_unanswered(rid, dispatch, &outcome),
+                Then::ReplacementDone(callback) => {
+                    let mut state = self.state.borrow_mut();
+                    // §6: the close follows the callback's terminal by 100
+                    // ms, never sooner. The callback may end late in a long
+                    // loop turn, so the clock is read again here: the
+                    // turn's first reading would start the close too early.
+                    state.tick();
+                    let now = state.now();
+                    state.core.sessions(now).replacement_callback_done(
+                        rid,
+                        callback,
+                        outcome.is_ok(),
+                    );
                 }
-            }
-            SessionWork::Replaced { callback, actor } => {
-                let ok = match &handlers.on_replaced {
-                    Some(handler) => handler(session, actor).await.is_ok(),
-                    None => true,
-                };
-                let mut state = self.state.borrow_mut();
-                // §6: the close follows the callback's terminal by 100 ms,
-                // never sooner. The callback may end late in a long loop
-                // turn, so the clock is read again here: the turn's first
-                // reading would start the close too early.
-                state.tick();
-                let now = state.now();
-                state
-                    .core
-                    .sessions(now)
-                    .replacement_callback_done(rid, callback, ok);
-            }
-            SessionWork::Disconnected => {
-                if let Some(handler) = &handlers.on_disconnect {
-                    if let Err(error) = handler(session).await {
+                Then::Disconnected => {
+                    if let Err(error) = outcome {
                         tracing::debug!(?rid, %error, "the disconnect callback failed");
                     }
                 }
             }
         }
+        self.state.borrow_mut().end_session_turn(rid, turn, last);
     }
 
-    /// Runs a packet's callback (the connect callback or a packet handler);
-    /// a request it leaves unanswered ends with its error or `NotAnswered`,
-    /// never with silence (§12). The core hands out no packet of a session
-    /// that began closing (§6), so none is checked here.
-    async fn dispatch(
+    /// §12: a request its callback left unanswered ends with the callback's
+    /// error or `NotAnswered`, never with silence. The core hands out no
+    /// packet of a session that began closing (§6), so none is checked
+    /// here.
+    fn answer_unanswered(
         &self,
-        handler: &PacketHandler,
-        session: Session,
-        packet: ClientPacket,
-    ) -> Result<(), Error> {
-        let rid = session.rid;
-        let dispatch = self.dispatches.take(packet.correlation);
-        let packet = Packet {
-            key: packet.key,
-            payload: packet.payload,
-            dispatch: Rc::clone(&dispatch),
-        };
-        let outcome = handler(session, packet).await;
+        rid: SessionRid,
+        dispatch: Rc<Dispatch>,
+        outcome: &Result<(), Error>,
+    ) {
         if let (false, Some(correlation)) = (dispatch.answered.get(), dispatch.correlation) {
             let error = outcome
                 .clone()
@@ -474,6 +621,5 @@ impl ShardHandle {
             let _ = self.answer(rid, correlation, Err(error));
         }
         self.dispatches.give_back(dispatch);
-        outcome
     }
 }
