@@ -445,43 +445,41 @@ impl ShardHandle {
             rid,
             attributes,
         };
-        let handlers = &self.handlers;
-        let (future, then) = match work {
-            SessionWork::Connect(hello) => match &handlers.on_connect {
-                Some(handler) => {
-                    let (future, dispatch) = self.packet_callback(handler, session, hello);
-                    (Some(future), Then::Admit(dispatch))
-                }
-                None => (None, Then::Nothing),
-            },
-            SessionWork::Packet(packet) => match handlers.packets.get(&packet.key) {
-                Some(handler) => {
-                    let (future, dispatch) = self.packet_callback(handler, session, packet);
-                    (Some(future), Then::Answer(dispatch))
-                }
-                None => (None, Then::Nothing),
-            },
-            SessionWork::Replaced { callback, actor } => (
-                handlers
-                    .on_replaced
-                    .as_ref()
-                    .map(|handler| handler(session, actor)),
-                Then::ReplacementDone(callback),
-            ),
-            SessionWork::Disconnected => (
-                handlers
-                    .on_disconnect
-                    .as_ref()
-                    .map(|handler| handler(session)),
-                Then::Disconnected,
-            ),
-        };
         let mut slot = self
             .callback_slots
             .borrow_mut()
             .pop()
             .unwrap_or_else(|| Box::pin(None));
-        slot.set(future);
+        // Each callback's future is written into the slot where it is
+        // built: returned through this function instead, its 512-byte
+        // storage was copied three more times a turn.
+        let handlers = &self.handlers;
+        let then = match work {
+            SessionWork::Connect(hello) => match &handlers.on_connect {
+                Some(handler) => {
+                    Then::Admit(self.packet_callback(handler, session, hello, &mut slot))
+                }
+                None => Then::Nothing,
+            },
+            SessionWork::Packet(packet) => match handlers.packets.get(&packet.key) {
+                Some(handler) => {
+                    Then::Answer(self.packet_callback(handler, session, packet, &mut slot))
+                }
+                None => Then::Nothing,
+            },
+            SessionWork::Replaced { callback, actor } => {
+                if let Some(handler) = &handlers.on_replaced {
+                    slot.set(Some(handler(session, actor)));
+                }
+                Then::ReplacementDone(callback)
+            }
+            SessionWork::Disconnected => {
+                if let Some(handler) = &handlers.on_disconnect {
+                    slot.set(Some(handler(session)));
+                }
+                Then::Disconnected
+            }
+        };
         CallbackTurn {
             session: rid,
             turn,
@@ -491,21 +489,23 @@ impl ShardHandle {
         }
     }
 
-    /// A packet's callback (the connect callback or a packet handler), with
-    /// the dispatch that tells whether it answered.
+    /// Puts a packet's callback (the connect callback or a packet handler)
+    /// in `slot`; gives the dispatch that tells whether it answered.
     fn packet_callback(
         &self,
         handler: &PacketHandler,
         session: Session,
         packet: ClientPacket,
-    ) -> (LocalResult, Rc<Dispatch>) {
+        slot: &mut CallbackSlot,
+    ) -> Rc<Dispatch> {
         let dispatch = self.dispatches.take(packet.correlation);
         let packet = Packet {
             key: packet.key,
             payload: packet.payload,
             dispatch: Rc::clone(&dispatch),
         };
-        (handler(session, packet), dispatch)
+        slot.set(Some(handler(session, packet)));
+        dispatch
     }
 
     /// A turn whose callback awaited: it goes on in its lane's task,
