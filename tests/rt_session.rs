@@ -103,6 +103,14 @@ fn player(session: &zlink::api::Session) -> String {
         .map_or_else(|| "anonymous".to_owned(), |p| p.0.clone())
 }
 
+/// The reply to request `correlation`, with `payload`.
+fn reply(correlation: u32, payload: &str) -> ClientFrame {
+    ClientFrame::Reply {
+        correlation: Correlation(correlation),
+        payload: Bytes::copy_from_slice(payload.as_bytes()),
+    }
+}
+
 fn request(key: PacketKey, correlation: u32, payload: &str) -> ClientFrame {
     Raw::request(key, correlation, Bytes::copy_from_slice(payload.as_bytes()))
 }
@@ -118,20 +126,8 @@ fn the_connect_callback_runs_before_any_packet_handler_and_its_attribute_reaches
     assert_eq!(client.ping(1), vec![]);
     assert_eq!(seen.handled.load(Ordering::SeqCst), 0);
     seen.gate.open();
-    assert_eq!(
-        client.next(),
-        ClientFrame::Reply {
-            correlation: Correlation(1),
-            payload: Bytes::from_static(b"welcome player-7")
-        }
-    );
-    assert_eq!(
-        client.next(),
-        ClientFrame::Reply {
-            correlation: Correlation(2),
-            payload: Bytes::from_static(b"player-7")
-        }
-    );
+    assert_eq!(client.next(), reply(1, "welcome player-7"));
+    assert_eq!(client.next(), reply(2, "player-7"));
     // The disconnect callback still sees the session's attribute.
     drop(client);
     assert_eq!(events.recv_timeout(WAIT).unwrap(), "disconnect:player-7");
@@ -154,33 +150,15 @@ fn a_lane_task_lives_from_the_first_callback_that_awaits_until_the_lane_goes() {
         "the connect callback awaits its gate in its lane's task",
     );
     seen.gate.open();
-    assert_eq!(
-        awaits.next(),
-        ClientFrame::Reply {
-            correlation: Correlation(1),
-            payload: Bytes::from_static(b"welcome player-7")
-        }
-    );
+    assert_eq!(awaits.next(), reply(1, "welcome player-7"));
     // With the gate open, a second session's connect callback and packet
     // handler end in their first poll: its lane gets no task (the first
     // session's is the one alive while both sessions are open).
     let mut inline = Raw::to(&node);
     inline.send(&[request(HELLO, 1, "player-8"), request(WHOAMI, 2, "")]);
     assert_eq!(events.recv_timeout(WAIT).unwrap(), "connect");
-    assert_eq!(
-        inline.next(),
-        ClientFrame::Reply {
-            correlation: Correlation(1),
-            payload: Bytes::from_static(b"welcome player-8")
-        }
-    );
-    assert_eq!(
-        inline.next(),
-        ClientFrame::Reply {
-            correlation: Correlation(2),
-            payload: Bytes::from_static(b"player-8")
-        }
-    );
+    assert_eq!(inline.next(), reply(1, "welcome player-8"));
+    assert_eq!(inline.next(), reply(2, "player-8"));
     assert_eq!(tasks(&node), 1);
     // The first session's disconnect callback ends in its first poll; its
     // lane goes with it, and the lane's task with the lane.
@@ -193,12 +171,7 @@ fn a_lane_task_lives_from_the_first_callback_that_awaits_until_the_lane_goes() {
 
 /// The tasks alive on `node`'s shards' executors, from its metrics.
 fn tasks(node: &Node) -> u64 {
-    node.metrics()
-        .encode()
-        .lines()
-        .filter(|line| line.starts_with("zlink_shard_tasks{"))
-        .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
-        .sum()
+    shard_gauge(node, "zlink_shard_tasks")
 }
 
 /// Scrapes `node` until its shards keep `want` tasks, within [`WAIT`]: a
@@ -286,9 +259,16 @@ fn on_disconnect_runs_once_after_the_running_packet_callback_finished() {
 
 /// The session callback lanes `game`'s shards keep, from its metrics.
 fn session_lanes(game: &Game) -> u64 {
-    let text = game.node.metrics().encode();
-    text.lines()
-        .filter(|line| line.starts_with("zlink_shard_session_lanes{"))
+    shard_gauge(&game.node, "zlink_shard_session_lanes")
+}
+
+/// The sum over `node`'s shards of the gauge `name`, from its metrics.
+fn shard_gauge(node: &Node, name: &str) -> u64 {
+    let prefix = format!("{name}{{");
+    node.metrics()
+        .encode()
+        .lines()
+        .filter(|line| line.starts_with(&prefix))
         .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
         .sum()
 }
