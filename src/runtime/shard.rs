@@ -1040,10 +1040,14 @@ pub(crate) fn run(
         }
         // Read last before the wait: a task woken on this thread does not
         // unpark the reactor (executor.rs `Ready::is_home`), so this check
-        // is what keeps the turn from parking over it.
+        // is what keeps the turn from parking over it. Nor does a session
+        // callback that ended in its first poll in the turn's last
+        // `start_session_turns` (a disconnect callback that tells an
+        // Actor): what it left in the core is taken on the next turn, not
+        // after a wait of up to `IDLE_WAIT_MAX`.
         let timeout = {
             let state = shard.state.borrow();
-            if backlog || executor.has_ready() {
+            if backlog || executor.has_ready() || state.core.has_output() {
                 Some(Duration::ZERO)
             } else {
                 let now = state.now();
