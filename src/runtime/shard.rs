@@ -1110,7 +1110,12 @@ pub(crate) fn run(
     }
     shard.state.borrow().leave_rows();
     // Tasks hold the shard's handle: drop them (started or not) so the
-    // shard's sockets close with it.
+    // shard's sockets close with it. So may a turn waiting in a lane's
+    // mailbox for its task (its callback holds a `Session`): the lanes go
+    // too, outside the state's borrow, as their callbacks' drops may use
+    // the shard.
     drop(executor);
     shard.spawner.clear();
+    let lanes = std::mem::take(&mut shard.state.borrow_mut().lanes);
+    drop(lanes);
 }

@@ -99,12 +99,19 @@ pub(super) struct LaneMailbox {
     turn: RefCell<Option<AwaitingTurn>>,
     waker: RefCell<Option<Waker>>,
     closed: Cell<bool>,
+    /// The task holds a turn, or one waits for it here. A turn dropped at
+    /// its §7 deadline is over for the core at once, but its callback goes
+    /// only when the task is next polled: until then the lane's next turn
+    /// goes to the task too, behind it, and not inline ahead of it (W1:
+    /// a session's callbacks never overlap).
+    busy: Cell<bool>,
 }
 
 impl LaneMailbox {
     fn put(&self, turn: AwaitingTurn) {
         let previous = self.turn.borrow_mut().replace(turn);
         debug_assert!(previous.is_none(), "two turns of one lane at once");
+        self.busy.set(true);
         self.wake();
     }
 
@@ -131,6 +138,7 @@ impl Future for NextTurn<'_> {
         if let Some(turn) = self.0.turn.borrow_mut().take() {
             return Poll::Ready(Some(turn));
         }
+        self.0.busy.set(false);
         if self.0.closed.get() {
             return Poll::Ready(None);
         }
@@ -404,14 +412,17 @@ impl ShardHandle {
             let next = {
                 let mut state = self.state.borrow_mut();
                 state.ready_turns.pop_front().map(|turn| {
-                    let attributes = state.lanes.get(&turn.session).map(|l| l.attributes.clone());
-                    (turn, attributes)
+                    let lane = state.lanes.get(&turn.session).map(|lane| {
+                        let busy = lane.mailbox.as_ref().is_some_and(|m| m.busy.get());
+                        (lane.attributes.clone(), busy)
+                    });
+                    (turn, lane)
                 })
             };
-            let Some((turn, attributes)) = next else {
+            let Some((turn, lane)) = next else {
                 return;
             };
-            let Some(attributes) = attributes else {
+            let Some((attributes, task_busy)) = lane else {
                 // No lane: never reached (it lives from the accept to the
                 // end of the disconnect turn); the turn ends at once.
                 let last = matches!(turn.work, SessionWork::Disconnected);
@@ -420,6 +431,11 @@ impl ShardHandle {
                 continue;
             };
             let mut callback = self.callback_turn(turn, attributes);
+            if task_busy {
+                // Behind the turn its task still holds (see `LaneMailbox`).
+                self.await_callback_turn(callback);
+                continue;
+            }
             // A waker that does nothing: a callback still pending after
             // this poll is polled again by its lane task, with the task's
             // waker, before anything can have woken it.
