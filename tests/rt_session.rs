@@ -371,38 +371,16 @@ fn a_connection_over_max_sessions_is_closed_with_session_limit_and_counted() {
     expect_reply(&mut open[0], SHARD, "");
 }
 
-/// Review of the first-poll change (3bca008): a turn that ends inline in
-/// the shard loop's last `start_session_turns` (after the drain block)
-/// moves its lane on in the core, but the lane's next turn stays in the
-/// core's output, undrained, and the loop's wait does not look at the
-/// core's output: the shard parks up to `IDLE_WAIT_MAX` (100 ms) with a
-/// turn ready. Pipelined requests of one session, all handlers ending in
-/// their first poll, then take ~100 ms each few turns. (On io_uring the
-/// replies' write completions wake the wait, so this one fails with
-/// `ZLINK_IO_BACKEND=epoll` only; the Message variant below fails on both.)
-#[test]
-fn pipelined_requests_whose_handlers_end_in_their_first_poll_are_not_held_up() {
-    let (node, seen, _events) = stream_node();
-    seen.gate.open();
-    let mut client = Raw::to(&node);
-    client.send(&[request(HELLO, 1, "player-7")]);
-    assert_eq!(client.next(), reply(1, "welcome player-7"));
-    const N: u32 = 30;
-    let frames: Vec<ClientFrame> = (0..N).map(|i| request(WHOAMI, 10 + i, "")).collect();
-    let started = Instant::now();
-    client.send(&frames);
-    for i in 0..N {
-        assert_eq!(client.next(), reply(10 + i, "player-7"));
-    }
-    let took = started.elapsed();
-    assert!(
-        took < Duration::from_millis(500),
-        "{N} pipelined requests answered in their first poll took {took:?}"
-    );
-}
-
-/// As above, with Message frames (no correlation): the handlers write
-/// nothing, so no write completion wakes the shard's wait.
+/// Review of the first-poll change (3bca008): a turn that ends in its
+/// first poll in the shard loop's last `start_session_turns` moves its lane
+/// on in the core, and the lane's next turn waits in the core's output; a
+/// shard whose wait did not look at that output parked up to
+/// `IDLE_WAIT_MAX` (100 ms) with a turn ready, about every third turn.
+/// Pipelined one-way messages (no reply, so no write completion wakes the
+/// wait) then took some 2 s for 60, where they take milliseconds. The
+/// marker request after them is answered once all were handled (one lane,
+/// in order); the bound is a liveness bound, not a speed: a tenth of what
+/// the stall cost, and far above what the work takes on a loaded machine.
 #[test]
 fn pipelined_messages_whose_handlers_end_in_their_first_poll_are_not_held_up() {
     let (node, seen, _events) = stream_node();
@@ -410,25 +388,21 @@ fn pipelined_messages_whose_handlers_end_in_their_first_poll_are_not_held_up() {
     let mut client = Raw::to(&node);
     client.send(&[request(HELLO, 1, "player-7")]);
     assert_eq!(client.next(), reply(1, "welcome player-7"));
-    const N: usize = 30;
-    let frames: Vec<ClientFrame> = (0..N)
+    const N: usize = 60;
+    let mut frames: Vec<ClientFrame> = (0..N)
         .map(|_| ClientFrame::Message {
             key: WHOAMI,
             payload: Bytes::new(),
         })
         .collect();
+    frames.push(request(WHOAMI, 2, ""));
     let started = Instant::now();
     client.send(&frames);
-    while seen.handled.load(Ordering::SeqCst) < N {
-        assert!(
-            started.elapsed() < WAIT,
-            "the messages were not all handled"
-        );
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    assert_eq!(client.next(), reply(2, "player-7"));
     let took = started.elapsed();
+    assert_eq!(seen.handled.load(Ordering::SeqCst), N + 1);
     assert!(
-        took < Duration::from_millis(500),
+        took < Duration::from_millis(1000),
         "{N} pipelined messages handled in their first poll took {took:?}"
     );
 }
@@ -558,4 +532,103 @@ fn a_node_stopped_while_awaiting_turns_wait_in_their_mailbox_closes_its_connecti
         // Answers already sent may come first; then the connection ends.
         while client.next_or_end().is_some() {}
     }
+}
+
+/// A callback future larger than its inline room (512 bytes: the heap
+/// case of the callback slot's SmallBox) ends in its first poll or awaits
+/// in its lane's task alike, and its state survives the move to the task
+/// (review of 3bca008; passes).
+#[test]
+fn a_callback_future_larger_than_its_inline_room_runs_inline_and_after_an_await() {
+    const BIG: PacketKey = PacketKey(5);
+    let settings = NodeSettings {
+        shards: 1,
+        pin_cores: false,
+        io_backend: io_backend(),
+        ..NodeSettings::default()
+    };
+    let node = with_transport(NodeBuilder::new(1))
+        .listen("127.0.0.1:0".parse().unwrap())
+        .settings(settings)
+        .on_packet(BIG, move |session, packet| async move {
+            let mut big = [0u8; 2048];
+            big[0] = 1;
+            big[2047] = packet.payload.first().copied().unwrap_or(9);
+            if packet.payload.is_empty() {
+                yield_once().await;
+            }
+            let sum: u32 = big.iter().map(|b| u32::from(*b)).sum();
+            session.reply(packet, Ok(Bytes::from(sum.to_string())))
+        })
+        .start()
+        .expect("a STREAM-only node starts");
+    let mut client = Raw::to(&node);
+    client.send(&[
+        Raw::request(BIG, 1, Bytes::from_static(&[4])),
+        Raw::request(BIG, 2, Bytes::new()),
+        Raw::request(BIG, 3, Bytes::from_static(&[6])),
+    ]);
+    assert_eq!(client.next(), reply(1, "5"));
+    assert_eq!(client.next(), reply(2, "10"));
+    assert_eq!(client.next(), reply(3, "7"));
+}
+
+/// §10 Shutdown with a packet handler that awaits forever in its lane's
+/// task: at the drain's deadline the session closes (Shutdown), the
+/// handler is dropped at its lifecycle deadline, the disconnect callback
+/// runs, the lane and its task go, and the shutdown returns (review of
+/// 3bca008; passes).
+#[test]
+fn a_shutdown_with_a_handler_awaiting_forever_runs_the_disconnect_callback_and_returns() {
+    const STUCK: PacketKey = PacketKey(3);
+    let never = Arc::new(AsyncGate::default());
+    let (tx, events) = mpsc::channel::<String>();
+    let tx = Arc::new(Mutex::new(tx));
+    let settings = NodeSettings {
+        shards: 1,
+        pin_cores: false,
+        io_backend: io_backend(),
+        disconnect_deadline: Duration::from_millis(200),
+        shutdown_deadline: Duration::from_millis(300),
+        ..NodeSettings::default()
+    };
+    let (on_stuck, on_disconnect) = (Arc::clone(&tx), Arc::clone(&tx));
+    let node = with_transport(NodeBuilder::new(1))
+        .listen("127.0.0.1:0".parse().unwrap())
+        .settings(settings)
+        .on_packet(STUCK, move |_session, _packet| {
+            let (tx, never) = (Arc::clone(&on_stuck), Arc::clone(&never));
+            async move {
+                let _ = tx.lock().unwrap().send("stuck".to_owned());
+                never.wait().await;
+                Ok(())
+            }
+        })
+        .on_disconnect(move |_session| {
+            let tx = Arc::clone(&on_disconnect);
+            async move {
+                let _ = tx.lock().unwrap().send("disconnect".to_owned());
+                Ok(())
+            }
+        })
+        .start()
+        .expect("a STREAM-only node starts");
+    let mut client = Raw::connect(node.stream_addr().unwrap());
+    client.send(&[request(STUCK, 1, "")]);
+    assert_eq!(events.recv_timeout(WAIT).unwrap(), "stuck");
+    let started = Instant::now();
+    let stopper = std::thread::spawn(move || node.shutdown());
+    assert_eq!(
+        client.next_or_end(),
+        Some(ClientFrame::Close {
+            reason: CloseReason::Shutdown
+        })
+    );
+    assert_eq!(events.recv_timeout(WAIT).unwrap(), "disconnect");
+    stopper.join().unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "the shutdown took {:?}",
+        started.elapsed()
+    );
 }

@@ -12,6 +12,7 @@
 //! disconnect turn is over.
 
 use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -91,12 +92,14 @@ struct AwaitingTurn {
     aborted: Completion<()>,
 }
 
-/// Where a session's lane task takes its next awaiting turn from: the core
-/// hands out one turn of a lane at a time, so it holds at most one. Closed
-/// when the lane goes, which ends the task.
+/// Where a session's lane task takes its next awaiting turn from, in
+/// order. The core hands out one turn of a lane at a time, so it holds one,
+/// or two when the first was dropped at its §7 deadline before the task
+/// took it (the task then ends that one at once, and takes the next).
+/// Closed when the lane goes, which ends the task.
 #[derive(Default)]
 pub(super) struct LaneMailbox {
-    turn: RefCell<Option<AwaitingTurn>>,
+    turns: RefCell<VecDeque<AwaitingTurn>>,
     waker: RefCell<Option<Waker>>,
     closed: Cell<bool>,
     /// The task holds a turn, or one waits for it here. A turn dropped at
@@ -109,8 +112,7 @@ pub(super) struct LaneMailbox {
 
 impl LaneMailbox {
     fn put(&self, turn: AwaitingTurn) {
-        let previous = self.turn.borrow_mut().replace(turn);
-        debug_assert!(previous.is_none(), "two turns of one lane at once");
+        self.turns.borrow_mut().push_back(turn);
         self.busy.set(true);
         self.wake();
     }
@@ -135,7 +137,7 @@ impl Future for NextTurn<'_> {
     type Output = Option<AwaitingTurn>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<AwaitingTurn>> {
-        if let Some(turn) = self.0.turn.borrow_mut().take() {
+        if let Some(turn) = self.0.turns.borrow_mut().pop_front() {
             return Poll::Ready(Some(turn));
         }
         self.0.busy.set(false);
