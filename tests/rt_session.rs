@@ -453,12 +453,15 @@ fn the_disconnect_callback_runs_after_an_expired_handler_was_dropped() {
         })
         .on_disconnect(move |_session| {
             let (tx, flag) = (Arc::clone(&on_disconnect), Arc::clone(&flag_read));
+            // The callback's synchronous part, before its future: it does
+            // not overlap the expired handler either.
+            let built = flag.load(Ordering::SeqCst);
             async move {
                 let dropped = flag.load(Ordering::SeqCst);
                 let _ = tx
                     .lock()
                     .unwrap()
-                    .send(format!("disconnect: handler dropped {dropped}"));
+                    .send(format!("disconnect: handler dropped {built} {dropped}"));
                 Ok(())
             }
         })
@@ -473,7 +476,7 @@ fn the_disconnect_callback_runs_after_an_expired_handler_was_dropped() {
     drop(client);
     assert_eq!(
         events.recv_timeout(WAIT).unwrap(),
-        "disconnect: handler dropped true"
+        "disconnect: handler dropped true true"
     );
 }
 

@@ -85,11 +85,24 @@ impl std::task::Wake for FirstPoll {
     fn wake(self: std::sync::Arc<Self>) {}
 }
 
-/// A turn whose callback awaited in its first poll, for its lane's task.
-struct AwaitingTurn {
-    callback: CallbackTurn,
+/// A turn for its lane's task.
+struct QueuedTurn {
+    turn: Queued,
     /// Ends the turn at its §7 lifecycle deadline.
     aborted: Completion<()>,
+}
+
+/// What a lane's task is given.
+enum Queued {
+    /// A turn whose callback awaited in its first poll.
+    Awaiting(CallbackTurn),
+    /// A turn handed out while the task still held the one before it: its
+    /// callback is built by the task once that one is gone, so that not
+    /// even its synchronous part overlaps it (W1).
+    Unstarted {
+        turn: SessionTurn,
+        attributes: Attributes,
+    },
 }
 
 /// Where a session's lane task takes its next awaiting turn from, in
@@ -99,7 +112,7 @@ struct AwaitingTurn {
 /// Closed when the lane goes, which ends the task.
 #[derive(Default)]
 pub(super) struct LaneMailbox {
-    turns: RefCell<VecDeque<AwaitingTurn>>,
+    turns: RefCell<VecDeque<QueuedTurn>>,
     waker: RefCell<Option<Waker>>,
     closed: Cell<bool>,
     /// The task holds a turn, or one waits for it here. A turn dropped at
@@ -111,7 +124,7 @@ pub(super) struct LaneMailbox {
 }
 
 impl LaneMailbox {
-    fn put(&self, turn: AwaitingTurn) {
+    fn put(&self, turn: QueuedTurn) {
         self.turns.borrow_mut().push_back(turn);
         self.busy.set(true);
         self.wake();
@@ -134,9 +147,9 @@ impl LaneMailbox {
 struct NextTurn<'a>(&'a LaneMailbox);
 
 impl Future for NextTurn<'_> {
-    type Output = Option<AwaitingTurn>;
+    type Output = Option<QueuedTurn>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<AwaitingTurn>> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<QueuedTurn>> {
         if let Some(turn) = self.0.turns.borrow_mut().pop_front() {
             return Poll::Ready(Some(turn));
         }
@@ -432,19 +445,23 @@ impl ShardHandle {
                 state.end_session_turn(turn.session, turn.turn, last);
                 continue;
             };
-            let mut callback = self.callback_turn(turn, attributes);
             if task_busy {
                 // Behind the turn its task still holds (see `LaneMailbox`).
-                self.await_callback_turn(callback);
+                let (session, id) = (turn.session, turn.turn);
+                self.hand_to_task(session, id, Queued::Unstarted { turn, attributes });
                 continue;
             }
+            let mut callback = self.callback_turn(turn, attributes);
             // A waker that does nothing: a callback still pending after
             // this poll is polled again by its lane task, with the task's
             // waker, before anything can have woken it.
             let mut cx = Context::from_waker(&self.first_poll_waker);
             match callback.poll(&mut cx) {
                 Poll::Ready(outcome) => self.end_callback_turn(callback, Some(outcome)),
-                Poll::Pending => self.await_callback_turn(callback),
+                Poll::Pending => {
+                    let (session, id) = (callback.session, callback.turn);
+                    self.hand_to_task(session, id, Queued::Awaiting(callback));
+                }
             }
         }
     }
@@ -526,25 +543,29 @@ impl ShardHandle {
         dispatch
     }
 
-    /// A turn whose callback awaited: it goes on in its lane's task,
-    /// spawned now if the lane has none yet.
-    fn await_callback_turn(self: &Rc<Self>, callback: CallbackTurn) {
-        let started = {
-            let mut state = self.state.borrow_mut();
-            state.start_awaiting(callback.session, callback.turn)
-        };
+    /// A turn for its lane's task (a callback that awaited, or a turn
+    /// behind the one the task holds), spawned now if the lane has none
+    /// yet, with the abort of its §7 lifecycle deadline.
+    fn hand_to_task(self: &Rc<Self>, session: SessionRid, id: TurnId, turn: Queued) {
+        let started = self.state.borrow_mut().start_awaiting(session, id);
         let Some((aborted, mailbox)) = started else {
-            // No lane (never reached, as above): the callback is dropped.
-            self.end_callback_turn(callback, None);
+            // No lane (never reached, as above): the turn ends at once.
+            match turn {
+                Queued::Awaiting(callback) => self.end_callback_turn(callback, None),
+                Queued::Unstarted { turn, .. } => {
+                    let last = matches!(turn.work, SessionWork::Disconnected);
+                    self.state.borrow_mut().end_session_turn(session, id, last);
+                }
+            }
             return;
         };
-        let mailbox = mailbox.unwrap_or_else(|| self.spawn_lane_task(callback.session));
-        mailbox.put(AwaitingTurn { callback, aborted });
+        let mailbox = mailbox.unwrap_or_else(|| self.spawn_lane_task(session));
+        mailbox.put(QueuedTurn { turn, aborted });
     }
 
-    /// Spawns the lane task of `session`: it polls each awaiting turn put
-    /// in its mailbox to its end, under the turn's abort, and ends once the
-    /// lane is gone.
+    /// Spawns the lane task of `session`: it runs each turn put in its
+    /// mailbox to its end, in order, under the turn's abort, and ends once
+    /// the lane is gone.
     fn spawn_lane_task(self: &Rc<Self>, session: SessionRid) -> Rc<LaneMailbox> {
         let mailbox = Rc::new(LaneMailbox::default());
         if let Some(lane) = self.state.borrow_mut().lanes.get_mut(&session) {
@@ -552,11 +573,11 @@ impl ShardHandle {
         }
         let (shard, next) = (Rc::clone(self), Rc::clone(&mailbox));
         self.spawner.spawn(async move {
-            while let Some(AwaitingTurn {
-                mut callback,
-                aborted,
-            }) = NextTurn(&next).await
-            {
+            while let Some(QueuedTurn { turn, aborted }) = NextTurn(&next).await {
+                let mut callback = match turn {
+                    Queued::Awaiting(callback) => callback,
+                    Queued::Unstarted { turn, attributes } => shard.callback_turn(turn, attributes),
+                };
                 // A turn dropped at its lifecycle deadline ends here too.
                 let outcome = or_abort(std::future::poll_fn(|cx| callback.poll(cx)), aborted).await;
                 shard.end_callback_turn(callback, outcome);
