@@ -32,6 +32,7 @@ use hdrhistogram::Histogram;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
+use zlink::error::{Error, Reason};
 use zlink::ids::{Correlation, PacketKey};
 use zlink::wire::client::ClientFrame;
 use zlink::wire::DecodeLimits;
@@ -59,6 +60,13 @@ pub const ROOM_SIZE: usize = 4;
 pub const DRAIN_WAIT: Duration = Duration::from_secs(8);
 /// How long connecting and logging in every session may take.
 const LOGIN_WAIT: Duration = Duration::from_secs(30);
+/// How many times [`login_all`] sends a session's LOGIN (or LOOKUP) that
+/// the node refused with `StoreUnavailable`, at most.
+const LOGIN_ATTEMPTS: u32 = 12;
+/// The pause before the first such retry; it doubles with each, up to
+/// [`LOGIN_RETRY_PAUSE_MAX`] (about 4 s over every attempt).
+const LOGIN_RETRY_PAUSE: Duration = Duration::from_millis(10);
+const LOGIN_RETRY_PAUSE_MAX: Duration = Duration::from_millis(500);
 /// The histograms' range: 1 ns to 60 s at 3 significant digits.
 pub const LATENCY_MAX_NS: u64 = 60_000_000_000;
 
@@ -357,6 +365,10 @@ pub struct Tally {
     pub errors: u64,
     /// Sessions that could not connect or log in, or whose connection broke.
     pub failed_sessions: u64,
+    /// LOGINs (and LOOKUPs) the node refused with `StoreUnavailable` and
+    /// [`login_all`] sent again, and the sessions they belong to.
+    pub login_refusals: u64,
+    pub refused_sessions: u64,
     /// The first anomalies, in words.
     pub notes: Vec<String>,
     /// Latency by kind of answer or operation (`relay`, `fan-out`, `login`,
@@ -391,6 +403,8 @@ impl Tally {
             corrupt: 0,
             errors: 0,
             failed_sessions: 0,
+            login_refusals: 0,
+            refused_sessions: 0,
             notes: Vec::new(),
             kinds: BTreeMap::new(),
             timelines: Vec::new(),
@@ -512,7 +526,14 @@ async fn drive_all(
 }
 
 /// Connects and logs every session in, concurrently; a session that fails
-/// is counted and noted.
+/// is counted and noted. A LOGIN (or a `--target` LOOKUP) refused with
+/// `StoreUnavailable` is sent again on its connection after a pause
+/// ([`ask`]), as a game client would: a storm of thousands of logins at
+/// once fills a node's bounded store queue (src/runtime/store_effects.rs),
+/// which refuses what it cannot hold at once with that typed error, one
+/// that says the operation may be retried (`Reason::StoreUnavailable`,
+/// src/error.rs). The refusals are counted ([`Tally::login_refusals`]); a
+/// session still refused after [`LOGIN_ATTEMPTS`] fails with that error.
 pub async fn login_all(
     entry: SocketAddr,
     spec: &LoadSpec,
@@ -528,25 +549,37 @@ pub async fn login_all(
                 )
             });
             let workload = spec.workload;
+            let tally = Rc::clone(tally);
             tokio::task::spawn_local(async move {
-                let Some((entry, player, host)) = target else {
-                    let payload = login_payload(index, workload);
-                    return login(entry, &payload).await.map(|stream| (index, stream));
-                };
-                if let Some(host) = host {
-                    // Placed by a connection of its own, which then closes:
-                    // a LOOKUP binds nothing, so the player stays.
-                    let lookup = lobby_payload(&lobby::Lookup {
+                let refused = Cell::new(0);
+                let outcome = async {
+                    let Some((entry, player, host)) = target else {
+                        let payload = login_payload(index, workload);
+                        let bytes = Bytes::from(payload.clone().into_bytes());
+                        return ask(entry, (LOGIN, "login"), &payload, bytes, Some(&refused)).await;
+                    };
+                    if let Some(host) = host {
+                        // Placed by a connection of its own, which then
+                        // closes: a LOOKUP binds nothing, so the player stays.
+                        let lookup = lobby_payload(&lobby::Lookup {
+                            player: player.clone(),
+                        });
+                        let what = (lobby::LOOKUP, "lookup");
+                        ask(host, what, &player, lookup, Some(&refused)).await?;
+                    }
+                    let login = lobby_payload(&lobby::Login {
                         player: player.clone(),
                     });
-                    ask(host, (lobby::LOOKUP, "lookup"), &player, lookup).await?;
+                    let what = (lobby::LOGIN, "login");
+                    ask(entry, what, &player, login, Some(&refused)).await
                 }
-                let login = lobby_payload(&lobby::Login {
-                    player: player.clone(),
-                });
-                ask(entry, (lobby::LOGIN, "login"), &player, login)
-                    .await
-                    .map(|stream| (index, stream))
+                .await;
+                if refused.get() > 0 {
+                    let mut t = tally.borrow_mut();
+                    t.login_refusals += u64::from(refused.get());
+                    t.refused_sessions += 1;
+                }
+                outcome.map(|stream| (index, stream))
             })
         })
         .collect();
@@ -591,38 +624,71 @@ async fn sample_cpu(phases: Phases, budget: Rc<Budget>) -> Result<(f64, f64), St
 /// connection once the LOGIN is answered.
 pub async fn login(entry: SocketAddr, payload: &str) -> Result<TcpStream, String> {
     let bytes = Bytes::from(payload.to_owned().into_bytes());
-    ask(entry, (LOGIN, "login"), payload, bytes).await
+    ask(entry, (LOGIN, "login"), payload, bytes, None).await
 }
 
 /// Connects and sends one request `key` (named `what` in errors, with
 /// `who`) with `payload`; returns the connection once it is answered.
+/// With `refused`, a refusal with `StoreUnavailable` is counted there and
+/// the request sent again on the connection after a pause, up to
+/// [`LOGIN_ATTEMPTS`] in all ([`login_all`]); without, it is the error.
 async fn ask(
     entry: SocketAddr,
     (key, what): (PacketKey, &str),
     who: &str,
     payload: Bytes,
+    refused: Option<&Cell<u32>>,
 ) -> Result<TcpStream, String> {
+    let started = Instant::now();
     let mut stream = TcpStream::connect(entry)
         .await
         .map_err(|e| format!("{who}: connect: {e}"))?;
     stream
         .set_nodelay(true)
         .map_err(|e| format!("{who}: nodelay: {e}"))?;
-    let mut out = BytesMut::new();
-    ClientFrame::Request {
-        key,
-        correlation: Correlation(0),
-        payload,
+    let mut pause = LOGIN_RETRY_PAUSE;
+    let mut attempt = 1;
+    loop {
+        // Each attempt has its own correlation, so that no answer to an
+        // earlier one could pass for this one's.
+        let correlation = Correlation(attempt);
+        let mut out = BytesMut::new();
+        ClientFrame::Request {
+            key,
+            correlation,
+            payload: payload.clone(),
+        }
+        .encode(&mut out);
+        stream
+            .write_all(&out)
+            .await
+            .map_err(|e| format!("{who}: {what} write: {e}"))?;
+        let error = match read_answer(&mut stream, correlation).await {
+            Ok(_) => return Ok(stream),
+            Err(Unanswered::Refused(error)) => error,
+            Err(Unanswered::Broken(why)) => return Err(format!("{who}: {what}: {why}")),
+        };
+        let retry = refused
+            .filter(|_| error.reason() == Reason::StoreUnavailable && attempt < LOGIN_ATTEMPTS);
+        let Some(refused) = retry else {
+            return Err(format!(
+                "{who}: {what}: typed error: {error} (attempt {attempt}, {:.2} s after connecting)",
+                started.elapsed().as_secs_f64()
+            ));
+        };
+        refused.set(refused.get() + 1);
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(LOGIN_RETRY_PAUSE_MAX);
+        attempt += 1;
     }
-    .encode(&mut out);
-    stream
-        .write_all(&out)
-        .await
-        .map_err(|e| format!("{who}: {what} write: {e}"))?;
-    match answer(&mut stream, Correlation(0)).await {
-        Ok(_) => Ok(stream),
-        Err(why) => Err(format!("{who}: {what}: {why}")),
-    }
+}
+
+/// What a request got instead of its reply.
+enum Unanswered {
+    /// A typed error for it.
+    Refused(Error),
+    /// A close, a broken connection, a malformed or unexpected frame.
+    Broken(String),
 }
 
 /// Reads frames until the reply to `correlation` and returns its payload;
@@ -630,6 +696,19 @@ async fn ask(
 /// answered, a push skipped: under `mixed` the room's server-side tick
 /// may reach a member between its binding and its LOGIN's reply).
 pub async fn answer(stream: &mut TcpStream, correlation: Correlation) -> Result<Bytes, String> {
+    read_answer(stream, correlation)
+        .await
+        .map_err(|unanswered| match unanswered {
+            Unanswered::Refused(error) => format!("typed error: {error}"),
+            Unanswered::Broken(why) => why,
+        })
+}
+
+/// [`answer`], with the typed error kept whole.
+async fn read_answer(
+    stream: &mut TcpStream,
+    correlation: Correlation,
+) -> Result<Bytes, Unanswered> {
     let limits = DecodeLimits::default();
     let mut inbound = BytesMut::with_capacity(4096);
     loop {
@@ -645,22 +724,20 @@ pub async fn answer(stream: &mut TcpStream, correlation: Correlation) -> Result<
                 stream
                     .write_all(&out)
                     .await
-                    .map_err(|e| format!("pong write: {e}"))?;
+                    .map_err(|e| Unanswered::Broken(format!("pong write: {e}")))?;
                 continue;
             }
             Ok(Some(ClientFrame::Push { .. })) => continue,
-            Ok(Some(ClientFrame::Error { error, .. })) => {
-                return Err(format!("typed error: {error}"))
-            }
-            Ok(Some(other)) => return Err(format!("answered with {other:?}")),
-            Err(e) => return Err(format!("malformed answer: {e}")),
+            Ok(Some(ClientFrame::Error { error, .. })) => return Err(Unanswered::Refused(error)),
+            Ok(Some(other)) => return Err(Unanswered::Broken(format!("answered with {other:?}"))),
+            Err(e) => return Err(Unanswered::Broken(format!("malformed answer: {e}"))),
         }
         let n = stream
             .read_buf(&mut inbound)
             .await
-            .map_err(|e| format!("read: {e}"))?;
+            .map_err(|e| Unanswered::Broken(format!("read: {e}")))?;
         if n == 0 {
-            return Err("closed by the server".to_owned());
+            return Err(Unanswered::Broken("closed by the server".to_owned()));
         }
     }
 }
@@ -1058,5 +1135,97 @@ mod tests {
             assert_eq!(back.sent, stamp.sent);
         }
         assert_eq!(TickStamp::decode(&[0; 15]), None);
+    }
+    /// A node on loopback that answers each request of one connection in
+    /// turn with `answers` (an error, or a reply when `None`), then
+    /// closes it.
+    async fn fake_node(answers: Vec<Option<Reason>>) -> SocketAddr {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::task::spawn_local(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let (limits, mut inbound) = (DecodeLimits::default(), BytesMut::new());
+            for answer in answers {
+                let correlation = loop {
+                    match ClientFrame::decode_from(&mut inbound, &limits).unwrap() {
+                        Some(ClientFrame::Request { correlation, .. }) => break correlation,
+                        Some(other) => panic!("the client sent {other:?}"),
+                        None => assert!(stream.read_buf(&mut inbound).await.unwrap() > 0),
+                    }
+                };
+                let frame = match answer {
+                    Some(reason) => ClientFrame::Error {
+                        correlation,
+                        error: Error::new(reason),
+                    },
+                    None => ClientFrame::Reply {
+                        correlation,
+                        payload: Bytes::from_static(b"welcome"),
+                    },
+                };
+                let mut out = BytesMut::new();
+                frame.encode(&mut out);
+                stream.write_all(&out).await.unwrap();
+            }
+        });
+        addr
+    }
+
+    /// Runs `ask` for a LOGIN against a [`fake_node`] answering `answers`;
+    /// whether it succeeded, and the refusals it counted (`None`: asked
+    /// without retries).
+    fn ask_against(answers: Vec<Option<Reason>>, retry: bool) -> (Result<(), String>, u32) {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        tokio::task::LocalSet::new().block_on(&runtime, async move {
+            let entry = fake_node(answers).await;
+            let refused = Cell::new(0);
+            let payload = Bytes::from_static(b"p-0");
+            let outcome = ask(
+                entry,
+                (LOGIN, "login"),
+                "p-0",
+                payload,
+                retry.then_some(&refused),
+            )
+            .await
+            .map(drop);
+            (outcome, refused.get())
+        })
+    }
+
+    #[test]
+    fn a_login_refused_for_a_full_store_queue_is_sent_again_until_answered() {
+        let refusal = Some(Reason::StoreUnavailable);
+        assert_eq!(ask_against(vec![refusal, refusal, None], true), (Ok(()), 2));
+    }
+
+    #[test]
+    fn another_refusal_or_no_retry_is_the_login_s_error_with_what_it_got() {
+        let (outcome, refused) = ask_against(vec![Some(Reason::QueueFull)], true);
+        assert_eq!(refused, 0);
+        assert!(outcome
+            .unwrap_err()
+            .contains("typed error: Unavailable: a bounded queue is full (attempt 1"));
+        let (outcome, _) = ask_against(vec![Some(Reason::StoreUnavailable)], false);
+        assert!(outcome
+            .unwrap_err()
+            .contains("the location store is unavailable (attempt 1"));
+    }
+
+    #[test]
+    fn a_login_refused_at_every_attempt_fails_with_the_last_refusal() {
+        let answers = vec![Some(Reason::StoreUnavailable); LOGIN_ATTEMPTS as usize];
+        let (outcome, refused) = ask_against(answers, true);
+        assert_eq!(refused, LOGIN_ATTEMPTS - 1);
+        let why = outcome.unwrap_err();
+        assert!(
+            why.contains(&format!("(attempt {LOGIN_ATTEMPTS},")),
+            "{why}"
+        );
     }
 }

@@ -207,6 +207,8 @@ fn drive(
     line["sessions"] = sessions.into();
     line["bound"] = bound.into();
     line["failed"] = tally.failed_sessions.into();
+    line["login_refusals"] = tally.login_refusals.into();
+    line["refused_sessions"] = tally.refused_sessions.into();
     line["notes"] = tally.notes.clone().into();
     line["phase_seconds"] = serde_json::json!({
         "start": line["start_seconds"],
@@ -215,6 +217,33 @@ fn drive(
         "stop": stopped["stop_seconds"],
     });
     Ok(line)
+}
+
+/// Says under the table what a system's logins met: the refusals
+/// [`client::login_all`] retried, and, when some sessions did not bind,
+/// what they got instead (the first few the tally noted, each with its
+/// player).
+fn report_logins(line: &serde_json::Value, sessions: usize) {
+    let system = line["system"].as_str().unwrap_or("?");
+    let count = |k: &str| line[k].as_u64().unwrap_or(0);
+    let (refusals, refused) = (count("login_refusals"), count("refused_sessions"));
+    if refusals > 0 {
+        println!(
+            "{system}: {refusals} logins of {refused} sessions were refused with Unavailable (StoreUnavailable: the node's store queue was full) and sent again"
+        );
+    }
+    let (bound, failed) = (count("bound"), count("failed"));
+    if bound == sessions as u64 {
+        return;
+    }
+    let notes = line["notes"].as_array().map_or(&[][..], Vec::as_slice);
+    println!(
+        "{system}: {bound} of {sessions} sessions bound, {failed} failed; what the first {} got:",
+        notes.len()
+    );
+    for note in notes {
+        println!("  {}", note.as_str().unwrap_or("?"));
+    }
 }
 
 /// The parent: one child per system, then the table (and the JSON when
@@ -264,6 +293,9 @@ pub fn run(options: &Options, sessions: usize) -> Result<bool, String> {
         entry["kib_per_session_binding"] = binding.into();
         entry["kib_per_session_including_start"] = total.into();
         systems.push(entry);
+    }
+    for line in &lines {
+        report_logins(line, sessions);
     }
     if let Some(path) = &options.json {
         let report = serde_json::json!({ "idle_sessions": sessions, "actors": options.actors, "systems": systems });

@@ -69,12 +69,14 @@ fn main() {
                 "an established session's request ended in an error (see the report)",
             )
         }),
-        // Idle memory: a login refused (a typed error: the store queue
-        // full under a fast burst, say) leaves that session unbound.
+        // Idle memory: a session whose login failed (a typed error other
+        // than the store queue's refusal, which the client retries, or a
+        // broken connection) is left unbound; the report says what the
+        // first ones got.
         None if options.idle_sessions.is_some() => run(&options).map(|clean| {
             (
                 clean,
-                "not every idle session logged in and bound (see the bound column)",
+                "not every idle session logged in and bound (see the bound column, and what the unbound sessions got under the table)",
             )
         }),
         None => run(&options).map(|clean| {
