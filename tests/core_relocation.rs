@@ -3475,3 +3475,75 @@ fn core_relocation_a_late_62_tombstone_at_an_actor_handed_on_follows_it_after_th
     mesh.run();
     assert!(!sent_tombstone(&mesh, target, next, &tombstone));
 }
+
+#[test]
+fn core_relocation_a_restarted_coordinators_move_is_not_refused_for_its_past_lifecycles_id() {
+    // Given a committed move from `source` to `target`, whose handoff
+    // lingers at the target (for records its source may still send),
+    let mut mesh = Mesh::with_lease_term(LATENCY, Duration::from_secs(2));
+    let (source, target) = (mesh.add_node(2), mesh.add_node(3));
+    mesh.create(source, "a");
+    let first = relocate(&mut mesh, source, "a", target);
+    assert!(matches!(finished(&mesh, source, first), Some(Ok(_))));
+    // when the source restarts (a new lifecycle, which numbers its moves
+    // from the same start as the last one) and moves another Actor there,
+    // under the same RelocationId,
+    mesh.restart(source);
+    for _ in 0..25 {
+        mesh.advance(Duration::from_millis(100));
+    }
+    mesh.create(source, "b");
+    let second = relocate(&mut mesh, source, "b", target);
+    assert_eq!(
+        second, first,
+        "the new lifecycle's first move repeats the id"
+    );
+    // then the target takes it: the handoff of the past lifecycle's move
+    // is over (a new NodeGeneration fences what the old one sent, §3), and
+    // it makes way instead of refusing the new move as already received.
+    assert!(
+        matches!(finished(&mesh, source, second), Some(Ok(_))),
+        "{:?}",
+        finished(&mesh, source, second)
+    );
+    assert!(mesh
+        .node(target)
+        .core()
+        .actor_owner()
+        .actor_ref(&actor_id("b"))
+        .is_some());
+    // Nothing of either move is left at the target once their lingering
+    // has passed: the past lifecycle's record went when it made way.
+    for _ in 0..40 {
+        mesh.advance(Duration::from_secs(1));
+    }
+    assert!(mesh.node(target).core().relocation().is_idle());
+}
+
+#[test]
+fn core_relocation_a_60_repeating_the_id_of_a_committed_move_of_the_same_lifecycle_is_refused() {
+    // Given a committed move whose handoff lingers at the target,
+    let (mut mesh, _, source, target, _) = three_nodes();
+    let first = relocate(&mut mesh, source, "a", target);
+    assert!(matches!(finished(&mesh, source, first), Some(Ok(_))));
+    // when a 60 of the same lifecycle repeats its id, for another Actor,
+    mesh.create(source, "c");
+    let mut again = the_prepare(&mesh);
+    again.actor = actor_id("c");
+    again.request.id = zlink::ids::RequestId(again.request.id.0 + 1_000);
+    mesh.inject(
+        source,
+        target,
+        NodeRecord::RelocationPrepare(Box::new(again.clone())),
+    );
+    mesh.run();
+    // then it is refused as a move already received: only a new lifecycle
+    // of the coordinator makes the lingering handoff give way.
+    assert_eq!(
+        readies(&mesh, target)
+            .into_iter()
+            .filter(|(id, _)| *id == again.request.id)
+            .collect::<Vec<_>>(),
+        vec![(again.request.id, Err(error(Reason::RelocationSealed)))]
+    );
+}

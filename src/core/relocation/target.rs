@@ -142,8 +142,18 @@ impl Relocations<'_> {
         if from.rid == self.owner.identity().node || self.owner.hosts(&prepare.actor) {
             return Err(Reason::RelocationTargetInvalid.into());
         }
-        if self.state.targets.contains_key(&prepare.relocation) {
-            return Err(Reason::RelocationSealed.into());
+        if let Some(earlier) = self.state.targets.get(&prepare.relocation) {
+            // A coordinator numbers its moves from the same start in every
+            // lifecycle, so a restarted one's move can repeat the id of a
+            // move its past lifecycle committed here, whose handoff still
+            // lingers. Nothing more comes from that lifecycle (§3: records
+            // of a pre-restart NodeGeneration are not applied): its handoff
+            // makes way. Any other handoff of this id is this move's own.
+            let past = earlier.source().generation < from.generation;
+            if !(past && earlier.is_committed()) {
+                return Err(Reason::RelocationSealed.into());
+            }
+            self.on_target_linger(prepare.relocation);
         }
         // This shard moved the Actor away and has not learned the outcome
         // yet (its 65 is late or lost): hosting it again now would leave a
