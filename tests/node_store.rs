@@ -1465,3 +1465,112 @@ fn l6_a_target_killed_after_relay_ready_leaves_a_loss_that_a_login_on_a_third_no
          login(s) on node 3 refused first: {refusals:?}"
     );
 }
+
+/// Found by running the binary (helper realrun): a `RelocationId` is
+/// `{ coordinator rid, sequence }` with the sequence counted from the same
+/// start in every lifecycle (src/core/relocation/mod.rs `relocation_id`),
+/// so a node restarted straight after a SIGTERM hands its first move the
+/// id of its previous lifecycle's first move. The target still keeps that
+/// handoff (it lingers for the Message Follow lifetime, 30 s) and refuses
+/// the new prepare as a duplicate (`targets.contains_key`, target.rs
+/// `admit_prepare`): the move ended `Unavailable` (RelocationSealed), and
+/// a SIGTERM's drain then ended such an Actor with the node (its rows
+/// removed, its state lost, its remote clients answered StaleLocation).
+/// Now a committed handoff of the coordinator's past lifecycle makes way.
+#[test]
+fn a_node_restarted_after_sigterm_moves_an_actor_like_its_previous_lifecycle_did() {
+    let redis = RedisServer::start(Mode::Volatile);
+    let mut mesh = Mesh::start(&redis, "restart-relocation-id", 2, LONG_LEASE_MS);
+    // Given player a created on node 2 and moved by it to node 1 (the
+    // first move of node 2's lifecycle),
+    let mut first = session(&mut mesh, "a", 2, 2);
+    assert_eq!(step(&mut first, "a").unwrap(), 1);
+    assert_eq!(mesh.node(2).control("relocate a 1"), "ok");
+    assert_eq!(step(&mut first, "a").unwrap(), 2, "a moved with its state");
+    // when node 2 stops on SIGTERM and starts again at once,
+    let (report, status) = mesh.node(2).terminate();
+    eprintln!("{report} ({status})");
+    assert!(status.success(), "the SIGTERM'd node exited with {status}");
+    let node = NodeProcess::start(2, &mesh.config_path(2));
+    *mesh.node(2) = node;
+    mesh.node(2).wait_linked(1);
+    mesh.node(1).wait_linked(2);
+    // and a player b created on the new lifecycle is moved to node 1 (its
+    // first move too),
+    let mut second = session(&mut mesh, "b", 2, 2);
+    assert_eq!(step(&mut second, "b").unwrap(), 1);
+    let answer = mesh.node(2).control("relocate b 1");
+    // then it moves like a's did: a new lifecycle's move is a new move.
+    assert_eq!(
+        answer, "ok",
+        "the first move of a restarted node was refused (its RelocationId repeats \
+         the previous lifecycle's first one)"
+    );
+    assert_eq!(step(&mut second, "b").unwrap(), 2, "b moved with its state");
+}
+
+/// Found by running the binary (helper realrun): when a peer restarts
+/// straight after a SIGTERM, its dialer redials the new lifecycle within
+/// its backoff, before its next membership listing; that listing then
+/// finds the old lifecycle gone and buries it (src/runtime/links.rs
+/// `bury`), and `bury` aborts the dial's connection whatever lifecycle it
+/// reached — the new one's link, up and serving. Seen in the logs: the
+/// restarted node printed `link down peer=<dialer>` ~0.3 s after its
+/// `link up`, right as the dialer printed `peer lease lapsed: dropping its
+/// links … generation=<old>`. Node 1 lists the membership every 2 s here,
+/// so its redial wins that race.
+#[test]
+fn the_lapse_of_a_peers_old_lifecycle_leaves_its_new_lifecycles_link_up() {
+    let redis = RedisServer::start(Mode::Volatile);
+    let cluster = "bury-new-link";
+    let dir = temp_dir(cluster);
+    let text = config_with_lease(1, &redis.url(), cluster, &Peers::Discover, LONG_LEASE_MS)
+        .replace(
+            &format!("lease_renew_interval_ms = {RENEW_MS}"),
+            "lease_renew_interval_ms = 2000",
+        );
+    let mut dialer = NodeProcess::start(1, &write_config(&dir, "node-1.toml", &text));
+    // Node 2's link listener keeps its port across the restart (as a
+    // deployment's does), so node 1's redial reaches the new lifecycle.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let text = config_with_lease(2, &redis.url(), cluster, &Peers::Discover, LONG_LEASE_MS)
+        .replace(
+            "peer = \"127.0.0.1:0\"",
+            &format!("peer = \"127.0.0.1:{port}\""),
+        );
+    let path = write_config(&dir, "node-2.toml", &text);
+    let mut peer = NodeProcess::start(2, &path);
+    dialer.wait_linked(2);
+    peer.wait_linked(1);
+    // Given node 2 stopped on SIGTERM and started again at once,
+    let (_, status) = peer.terminate();
+    assert!(status.success(), "the SIGTERM'd node exited with {status}");
+    let mut peer = NodeProcess::start(2, &path);
+    // linked again (node 1's redial),
+    peer.wait_linked(1);
+    // when node 1 learns from its next listing that the old lifecycle is
+    // gone,
+    let lapsed = dialer.wait_line(Stream::Err, "peer lease lapsed");
+    assert!(lapsed.contains("peer=2"), "{lapsed}");
+    // then the new lifecycle's link stays up: give a dropped link the time
+    // to show, then look for its `link down`.
+    let settle = Instant::now() + Duration::from_millis(500);
+    let mut client = connect(peer.stream);
+    login(&mut client, "settle").expect("node 2 serves");
+    std::thread::sleep(settle.saturating_duration_since(Instant::now()));
+    let dropped = peer.lines_with("link down peer=1");
+    for (stream, line) in dialer
+        .lines_with("link")
+        .iter()
+        .chain(&peer.lines_with("link"))
+    {
+        eprintln!("{stream:?} {line}");
+    }
+    assert!(
+        dropped.is_empty(),
+        "node 1 dropped the link of node 2's new lifecycle when it buried the old one: {dropped:?}"
+    );
+}

@@ -392,9 +392,19 @@ impl Links {
         let fence = self.dead.entry(rid).or_insert(generation);
         *fence = (*fence).max(generation);
         let mut dropped: Vec<ConnId> = Vec::new();
+        // A link up to a later lifecycle of `rid` (the dial reached its
+        // restart before this listing) is not the dead one's: keep it.
+        let newer = self
+            .up
+            .get(&rid)
+            .filter(|(_, peer)| peer.generation > generation)
+            .map(|&(conn, _)| conn);
         self.dials.retain(|dial| {
-            dropped.extend(dial.conn.filter(|_| dial.rid == rid));
-            dial.rid != rid
+            if dial.rid != rid || (newer.is_some() && dial.conn == newer) {
+                return true;
+            }
+            dropped.extend(dial.conn);
+            false
         });
         if let Some(&(conn, peer)) = self.up.get(&rid) {
             if peer.generation <= generation {
