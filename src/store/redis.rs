@@ -552,6 +552,12 @@ fn explain(error: &::redis::RedisError) -> String {
             };
             format!("TLS: {hint}: {tls}")
         }
+        // A socket read or write past its timeout reports EAGAIN ("Resource
+        // temporarily unavailable"), which reads like a refusal: an
+        // operator looking at a hung Redis is told it did not answer.
+        None if error.is_timeout() => {
+            format!("no answer within the call timeout (store.call_timeout_ms): {error}")
+        }
         None => error.to_string(),
     }
 }
@@ -1239,6 +1245,23 @@ mod tests {
 
     fn config(cluster: &str) -> RedisStoreConfig {
         RedisStoreConfig::new("redis://127.0.0.1:1/", cluster)
+    }
+
+    #[test]
+    fn a_call_past_its_timeout_is_explained_as_one() {
+        let hung = ::redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::WouldBlock));
+        assert!(
+            explain(&hung).starts_with("no answer within the call timeout"),
+            "{}",
+            explain(&hung)
+        );
+        let refused =
+            ::redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        assert!(
+            !explain(&refused).contains("call timeout"),
+            "{}",
+            explain(&refused)
+        );
     }
 
     #[test]
