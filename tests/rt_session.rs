@@ -53,17 +53,9 @@ fn stream_node() -> (Node, Arc<Seen>, mpsc::Receiver<String>) {
     let seen = Arc::new(Seen::default());
     let (tx, events) = mpsc::channel();
     *seen.events.lock().unwrap() = Some(tx);
-    let settings = NodeSettings {
-        shards: 1,
-        pin_cores: false,
-        io_backend: io_backend(),
-        ..NodeSettings::default()
-    };
     let (on_connect, on_packet, on_disconnect) =
         (Arc::clone(&seen), Arc::clone(&seen), Arc::clone(&seen));
-    let node = with_transport(NodeBuilder::new(1))
-        .listen("127.0.0.1:0".parse().unwrap())
-        .settings(settings)
+    let node = stream_builder(one_shard())
         .on_connect(move |session, hello| {
             let seen = Arc::clone(&on_connect);
             async move {
@@ -95,6 +87,24 @@ fn stream_node() -> (Node, Arc<Seen>, mpsc::Receiver<String>) {
         .start()
         .expect("a STREAM-only node with session callbacks starts");
     (node, seen, events)
+}
+
+/// The settings of a node of one shard on the suite's io backend.
+fn one_shard() -> NodeSettings {
+    NodeSettings {
+        shards: 1,
+        pin_cores: false,
+        io_backend: io_backend(),
+        ..NodeSettings::default()
+    }
+}
+
+/// A STREAM-only node (no object role, no Location Store) listening on
+/// loopback with `settings`, for its callbacks to be set.
+fn stream_builder(settings: NodeSettings) -> NodeBuilder {
+    with_transport(NodeBuilder::new(1))
+        .listen("127.0.0.1:0".parse().unwrap())
+        .settings(settings)
 }
 
 fn player(session: &zlink::api::Session) -> String {
@@ -429,44 +439,38 @@ fn the_disconnect_callback_runs_after_an_expired_handler_was_dropped() {
     let never = Arc::new(AsyncGate::default());
     let (tx, events) = mpsc::channel::<String>();
     let tx = Arc::new(Mutex::new(tx));
-    let settings = NodeSettings {
-        shards: 1,
-        pin_cores: false,
-        io_backend: io_backend(),
-        disconnect_deadline: Duration::from_millis(200),
-        ..NodeSettings::default()
-    };
     let (on_stuck, on_disconnect) = (Arc::clone(&tx), Arc::clone(&tx));
     let (flag_set, flag_read) = (Arc::clone(&dropped), Arc::clone(&dropped));
-    let node = with_transport(NodeBuilder::new(1))
-        .listen("127.0.0.1:0".parse().unwrap())
-        .settings(settings)
-        .on_packet(STUCK, move |_session, _packet| {
-            let (tx, never) = (Arc::clone(&on_stuck), Arc::clone(&never));
-            let guard = DropFlag(Arc::clone(&flag_set));
-            async move {
-                let _guard = guard;
-                let _ = tx.lock().unwrap().send("stuck".to_owned());
-                never.wait().await;
-                Ok(())
-            }
-        })
-        .on_disconnect(move |_session| {
-            let (tx, flag) = (Arc::clone(&on_disconnect), Arc::clone(&flag_read));
-            // The callback's synchronous part, before its future: it does
-            // not overlap the expired handler either.
-            let built = flag.load(Ordering::SeqCst);
-            async move {
-                let dropped = flag.load(Ordering::SeqCst);
-                let _ = tx
-                    .lock()
-                    .unwrap()
-                    .send(format!("disconnect: handler dropped {built} {dropped}"));
-                Ok(())
-            }
-        })
-        .start()
-        .expect("a STREAM-only node starts");
+    let node = stream_builder(NodeSettings {
+        disconnect_deadline: Duration::from_millis(200),
+        ..one_shard()
+    })
+    .on_packet(STUCK, move |_session, _packet| {
+        let (tx, never) = (Arc::clone(&on_stuck), Arc::clone(&never));
+        let guard = DropFlag(Arc::clone(&flag_set));
+        async move {
+            let _guard = guard;
+            let _ = tx.lock().unwrap().send("stuck".to_owned());
+            never.wait().await;
+            Ok(())
+        }
+    })
+    .on_disconnect(move |_session| {
+        let (tx, flag) = (Arc::clone(&on_disconnect), Arc::clone(&flag_read));
+        // The callback's synchronous part, before its future: it does
+        // not overlap the expired handler either.
+        let built = flag.load(Ordering::SeqCst);
+        async move {
+            let dropped = flag.load(Ordering::SeqCst);
+            let _ = tx
+                .lock()
+                .unwrap()
+                .send(format!("disconnect: handler dropped {built} {dropped}"));
+            Ok(())
+        }
+    })
+    .start()
+    .expect("a STREAM-only node starts");
     let mut client = Raw::to(&node);
     client.send(&[ClientFrame::Message {
         key: STUCK,
@@ -504,15 +508,7 @@ async fn yield_once() {
 #[test]
 fn a_node_stopped_while_awaiting_turns_wait_in_their_mailbox_closes_its_connections() {
     const SLOW: PacketKey = PacketKey(4);
-    let settings = NodeSettings {
-        shards: 1,
-        pin_cores: false,
-        io_backend: io_backend(),
-        ..NodeSettings::default()
-    };
-    let node = with_transport(NodeBuilder::new(1))
-        .listen("127.0.0.1:0".parse().unwrap())
-        .settings(settings)
+    let node = stream_builder(one_shard())
         .on_packet(SLOW, move |session, packet| async move {
             yield_once().await;
             session.reply(packet, Ok(Bytes::new()))
@@ -544,15 +540,7 @@ fn a_node_stopped_while_awaiting_turns_wait_in_their_mailbox_closes_its_connecti
 #[test]
 fn a_callback_future_larger_than_its_inline_room_runs_inline_and_after_an_await() {
     const BIG: PacketKey = PacketKey(5);
-    let settings = NodeSettings {
-        shards: 1,
-        pin_cores: false,
-        io_backend: io_backend(),
-        ..NodeSettings::default()
-    };
-    let node = with_transport(NodeBuilder::new(1))
-        .listen("127.0.0.1:0".parse().unwrap())
-        .settings(settings)
+    let node = stream_builder(one_shard())
         .on_packet(BIG, move |session, packet| async move {
             let mut big = [0u8; 2048];
             big[0] = 1;
@@ -587,35 +575,29 @@ fn a_shutdown_with_a_handler_awaiting_forever_runs_the_disconnect_callback_and_r
     let never = Arc::new(AsyncGate::default());
     let (tx, events) = mpsc::channel::<String>();
     let tx = Arc::new(Mutex::new(tx));
-    let settings = NodeSettings {
-        shards: 1,
-        pin_cores: false,
-        io_backend: io_backend(),
+    let (on_stuck, on_disconnect) = (Arc::clone(&tx), Arc::clone(&tx));
+    let node = stream_builder(NodeSettings {
         disconnect_deadline: Duration::from_millis(200),
         shutdown_deadline: Duration::from_millis(300),
-        ..NodeSettings::default()
-    };
-    let (on_stuck, on_disconnect) = (Arc::clone(&tx), Arc::clone(&tx));
-    let node = with_transport(NodeBuilder::new(1))
-        .listen("127.0.0.1:0".parse().unwrap())
-        .settings(settings)
-        .on_packet(STUCK, move |_session, _packet| {
-            let (tx, never) = (Arc::clone(&on_stuck), Arc::clone(&never));
-            async move {
-                let _ = tx.lock().unwrap().send("stuck".to_owned());
-                never.wait().await;
-                Ok(())
-            }
-        })
-        .on_disconnect(move |_session| {
-            let tx = Arc::clone(&on_disconnect);
-            async move {
-                let _ = tx.lock().unwrap().send("disconnect".to_owned());
-                Ok(())
-            }
-        })
-        .start()
-        .expect("a STREAM-only node starts");
+        ..one_shard()
+    })
+    .on_packet(STUCK, move |_session, _packet| {
+        let (tx, never) = (Arc::clone(&on_stuck), Arc::clone(&never));
+        async move {
+            let _ = tx.lock().unwrap().send("stuck".to_owned());
+            never.wait().await;
+            Ok(())
+        }
+    })
+    .on_disconnect(move |_session| {
+        let tx = Arc::clone(&on_disconnect);
+        async move {
+            let _ = tx.lock().unwrap().send("disconnect".to_owned());
+            Ok(())
+        }
+    })
+    .start()
+    .expect("a STREAM-only node starts");
     let mut client = Raw::connect(node.stream_addr().unwrap());
     client.send(&[request(STUCK, 1, "")]);
     assert_eq!(events.recv_timeout(WAIT).unwrap(), "stuck");
