@@ -400,7 +400,7 @@ impl Links {
             .filter(|(_, peer)| peer.generation > generation)
             .map(|&(conn, _)| conn);
         self.dials.retain(|dial| {
-            if dial.rid != rid || (newer.is_some() && dial.conn == newer) {
+            if dial.rid != rid || newer.is_some_and(|conn| dial.conn == Some(conn)) {
                 return true;
             }
             dropped.extend(dial.conn);

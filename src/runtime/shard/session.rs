@@ -397,6 +397,13 @@ impl ShardState {
         self.core.sessions(now).turn_done(session, turn);
     }
 
+    /// A turn whose callback was never built ends (its session has no
+    /// lane).
+    fn end_unstarted_turn(&mut self, turn: &SessionTurn) {
+        let last = matches!(turn.work, SessionWork::Disconnected);
+        self.end_session_turn(turn.session, turn.turn, last);
+    }
+
     /// Whether no session is left on this shard, its lanes included (a
     /// drain is done only once every disconnect callback has run, §10), and
     /// every connection it closed has sent its last bytes (its Close frame).
@@ -440,9 +447,7 @@ impl ShardHandle {
             let Some((attributes, task_busy)) = lane else {
                 // No lane: never reached (it lives from the accept to the
                 // end of the disconnect turn); the turn ends at once.
-                let last = matches!(turn.work, SessionWork::Disconnected);
-                let mut state = self.state.borrow_mut();
-                state.end_session_turn(turn.session, turn.turn, last);
+                self.state.borrow_mut().end_unstarted_turn(&turn);
                 continue;
             };
             if task_busy {
@@ -553,8 +558,7 @@ impl ShardHandle {
             match turn {
                 Queued::Awaiting(callback) => self.end_callback_turn(callback, None),
                 Queued::Unstarted { turn, .. } => {
-                    let last = matches!(turn.work, SessionWork::Disconnected);
-                    self.state.borrow_mut().end_session_turn(session, id, last);
+                    self.state.borrow_mut().end_unstarted_turn(&turn);
                 }
             }
             return;
