@@ -307,8 +307,9 @@ impl NodeBuilder {
         F: Fn(Session, Packet) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<(), Error>> + 'static,
     {
-        let handler: PacketHandler =
-            Arc::new(move |session, packet| smallbox!(handler(session, packet)));
+        let handler: PacketHandler = Arc::new(move |session, packet, mut out| {
+            out.set(Some(smallbox!(handler(session, packet))));
+        });
         if self.handlers.packets.insert(key, handler).is_some() {
             self.duplicate_key.get_or_insert(key);
         }
@@ -357,8 +358,9 @@ impl NodeBuilder {
         F: Fn(Session, Packet) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<(), Error>> + 'static,
     {
-        let handler: PacketHandler =
-            Arc::new(move |session, hello| smallbox!(handler(session, hello)));
+        let handler: PacketHandler = Arc::new(move |session, hello, mut out| {
+            out.set(Some(smallbox!(handler(session, hello))));
+        });
         self.handlers.on_connect = Some(handler);
         self
     }
@@ -377,7 +379,9 @@ impl NodeBuilder {
         F: Fn(Session) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<(), Error>> + 'static,
     {
-        let handler: DisconnectHandler = Arc::new(move |session| smallbox!(handler(session)));
+        let handler: DisconnectHandler = Arc::new(move |session, mut out| {
+            out.set(Some(smallbox!(handler(session))));
+        });
         self.handlers.on_disconnect = Some(handler);
         self
     }
@@ -390,8 +394,9 @@ impl NodeBuilder {
         F: Fn(Session, ActorId) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<(), Error>> + 'static,
     {
-        let handler: ReplacedHandler =
-            Arc::new(move |session, actor| smallbox!(handler(session, actor)));
+        let handler: ReplacedHandler = Arc::new(move |session, actor, mut out| {
+            out.set(Some(smallbox!(handler(session, actor))));
+        });
         self.handlers.on_replaced = Some(handler);
         self
     }

@@ -242,6 +242,13 @@ impl Effects {
         self.transmits.pop_front()
     }
 
+    /// Swaps the queued transmits with `spare` (empty): the caller walks
+    /// them in place and hands the emptied queue back the next time.
+    pub(crate) fn swap_transmits(&mut self, spare: &mut VecDeque<Transmit>) {
+        debug_assert!(spare.is_empty());
+        std::mem::swap(&mut self.transmits, spare);
+    }
+
     pub(crate) fn poll_event(&mut self) -> Option<CoreEvent> {
         self.events.pop_front()
     }

@@ -6,6 +6,7 @@
 //! input: [`ShardCore::poll_transmit`], [`ShardCore::poll_event`],
 //! [`ShardCore::poll_timeout`]. Time comes in; nothing reads a clock.
 
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use super::actor::{ActorOwner, ActorOwnerIdentity, Actors};
@@ -358,6 +359,14 @@ impl ShardCore {
     #[must_use]
     pub fn poll_transmit(&mut self) -> Option<super::Transmit> {
         self.fx.poll_transmit()
+    }
+
+    /// Every queued transmit at once, swapped with the empty `spare`: the
+    /// shard reads a record it only writes onto a link where it lies,
+    /// instead of moving a record-sized value out of the queue for each
+    /// (docs/PERFORMANCE.md "Fewer moves of records").
+    pub fn swap_transmits(&mut self, spare: &mut VecDeque<super::Transmit>) {
+        self.fx.swap_transmits(spare);
     }
 
     /// The next event to carry out. Once the queued events are out, the

@@ -536,20 +536,24 @@ impl Links {
         records: &mut Vec<(Peer, NodeRecord)>,
     ) {
         loop {
-            let Some(phase) = self.links.remove(&conn) else {
-                return;
-            };
-            let handshake = match phase {
-                Phase::Up(peer, mesh) => {
-                    self.links.insert(conn, Phase::Up(peer, mesh));
+            // A link that is up (every read but a handshake's) is only
+            // looked at: taking its phase out and back would hash twice and
+            // move a handshake-sized value each way, per read.
+            let handshake = match self.links.get(&conn) {
+                None => return,
+                Some(&Phase::Up(peer, mesh)) => {
                     self.records(reactor, core, conn, peer, mesh != 0, records);
                     return;
                 }
-                Phase::Handshake(handshake) => handshake,
-                Phase::Connecting => {
+                Some(Phase::Connecting) => {
+                    self.links.remove(&conn);
                     self.fail(reactor, core, conn, None, "bytes before the connect");
                     return;
                 }
+                Some(Phase::Handshake(_)) => match self.links.remove(&conn) {
+                    Some(Phase::Handshake(handshake)) => handshake,
+                    _ => return,
+                },
             };
             if !self.handshake(reactor, core, conn, handshake) {
                 return;

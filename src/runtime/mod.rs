@@ -35,6 +35,7 @@ use foldhash::HashMap;
 use smallbox::SmallBox;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
@@ -75,12 +76,19 @@ type LocalResult = SmallBox<dyn Future<Output = Result<(), Error>>, CallbackSpac
 /// The inline room of a session callback's future.
 pub(crate) type CallbackSpace = smallbox::space::S64;
 
+/// Where a session callback's future is built: the shard's reused slot,
+/// empty when handed to a handler. A handler writes its future there
+/// itself, so that the slot's [`CallbackSpace`] is written once; returned
+/// by value, the whole space was copied twice more for every packet
+/// (docs/PERFORMANCE.md "Fewer moves of records").
+pub(crate) type CallbackOut<'a> = Pin<&'a mut Option<LocalResult>>;
+
 /// A packet handler: builds the callback's future on the shard.
-pub(crate) type PacketHandler = Arc<dyn Fn(Session, Packet) -> LocalResult + Send + Sync>;
+pub(crate) type PacketHandler = Arc<dyn Fn(Session, Packet, CallbackOut<'_>) + Send + Sync>;
 /// The duplicate-Actor-connection callback (§6).
-pub(crate) type ReplacedHandler = Arc<dyn Fn(Session, ActorId) -> LocalResult + Send + Sync>;
+pub(crate) type ReplacedHandler = Arc<dyn Fn(Session, ActorId, CallbackOut<'_>) + Send + Sync>;
 /// The session's disconnect callback (§7).
-pub(crate) type DisconnectHandler = Arc<dyn Fn(Session) -> LocalResult + Send + Sync>;
+pub(crate) type DisconnectHandler = Arc<dyn Fn(Session, CallbackOut<'_>) + Send + Sync>;
 
 /// The application's session callbacks.
 #[derive(Default)]

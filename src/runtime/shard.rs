@@ -21,6 +21,7 @@ mod websocket;
 
 use foldhash::{HashMap, HashMapExt};
 use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -102,6 +103,9 @@ pub(crate) struct ShardState {
     ws_scratch: bytes::BytesMut,
     /// Records decoded from links this turn (kept to reuse its allocation).
     link_records: Vec<(Peer, crate::wire::node::NodeRecord)>,
+    /// The core's transmits of this turn, walked in place (kept to reuse
+    /// its allocation; empty between turns).
+    outbox: VecDeque<crate::core::Transmit>,
     core: ShardCore,
     me: Peer,
     sessions: HashMap<SessionRid, SessionEntry>,
@@ -204,6 +208,7 @@ impl ShardState {
             ws_handshakes,
             ws_scratch: bytes::BytesMut::new(),
             link_records: Vec::new(),
+            outbox: VecDeque::new(),
             core,
             me,
             sessions: HashMap::new(),
@@ -399,7 +404,22 @@ impl ShardState {
     #[inline(never)]
     fn drain_core_outputs(&mut self) {
         loop {
-            while let Some(transmit) = self.core.poll_transmit() {
+            let mut outbox = std::mem::take(&mut self.outbox);
+            self.core.swap_transmits(&mut outbox);
+            while let Some(front) = outbox.front() {
+                // The link shard writes a record onto its link where it
+                // lies in the queue: no record-sized move per transmit.
+                if front.to != self.me.rid
+                    && self.index == LINK_SHARD
+                    && !LinkAdmission::waits(&front.record)
+                {
+                    self.transmit(front);
+                    outbox.pop_front();
+                    continue;
+                }
+                let Some(transmit) = outbox.pop_front() else {
+                    break;
+                };
                 if transmit.to == self.me.rid {
                     // An answer names this process's own lifecycle: the
                     // process that asked is this one.
@@ -408,9 +428,10 @@ impl ShardState {
                 } else if self.index != LINK_SHARD {
                     self.router.send(LINK_SHARD, ShardMsg::Transmit(transmit));
                 } else {
-                    self.transmit(transmit);
+                    self.transmit_owned(transmit);
                 }
             }
+            self.outbox = outbox;
             while let Some(event) = self.core.poll_event() {
                 match event {
                     CoreEvent::Session(event) => self.session_event(event),
@@ -482,28 +503,53 @@ impl ShardState {
     /// onto a link to the lifecycle that asked (`Transmit::lifecycle`): a
     /// peer that restarted reuses its RequestIds and RelocationIds, and must
     /// never take an answer meant for its previous process as its own.
-    fn transmit(&mut self, transmit: crate::core::Transmit) {
-        if let Some(lifecycle) = transmit.lifecycle {
-            if self
-                .links
-                .peer(transmit.to)
-                .is_some_and(|p| p.generation != lifecycle)
-            {
-                self.core.trace(FlowTrace::AnswerToPastLifecycleDropped);
-                return;
-            }
+    fn transmit(&mut self, transmit: &crate::core::Transmit) {
+        if self.to_past_lifecycle(transmit) {
+            return;
         }
-        // Every record but a 51 goes out at once: the relay path pays no
-        // link-room look-up for the admission rule.
-        if !LinkAdmission::waits(&transmit.record) {
-            return self.write_record(transmit);
+        self.write_record(transmit);
+    }
+
+    /// Whether `transmit` answers a lifecycle of its peer that is gone
+    /// (counted, and dropped by the caller).
+    fn to_past_lifecycle(&mut self, transmit: &crate::core::Transmit) -> bool {
+        let Some(lifecycle) = transmit.lifecycle else {
+            return false;
+        };
+        let past = self
+            .links
+            .peer(transmit.to)
+            .is_some_and(|p| p.generation != lifecycle);
+        if past {
+            self.core.trace(FlowTrace::AnswerToPastLifecycleDropped);
         }
-        // §6: a 51 offered to a full link waits for admission in the core
-        // (see `admit_waiting`); with no link at all it is unroutable below.
+        past
+    }
+
+    /// (Link shard) [`Self::transmit`] of a record handed over whole (from
+    /// another shard, or one that may wait for admission).
+    fn transmit_owned(&mut self, transmit: crate::core::Transmit) {
+        if LinkAdmission::waits(&transmit.record) {
+            self.offer_transmit(transmit);
+        } else {
+            self.transmit(&transmit);
+        }
+    }
+
+    /// (Link shard) a record that may wait for admission (§6, a 51),
+    /// owned because it may stay in the core: offered to a full link it
+    /// waits there (see `admit_waiting`); with no link at all it is
+    /// unroutable in `write_record`. Every other record goes out at once
+    /// through [`Self::transmit`]: the relay path pays no link-room look-up
+    /// for the admission rule.
+    fn offer_transmit(&mut self, transmit: crate::core::Transmit) {
+        if self.to_past_lifecycle(&transmit) {
+            return;
+        }
         let full = self.links.has_room(&self.reactor, transmit.to) == Some(false);
         let now = self.now();
         if let Some(transmit) = self.core.offer_transmit(now, transmit, full) {
-            self.write_record(transmit);
+            self.write_record(&transmit);
         }
     }
 
@@ -516,15 +562,14 @@ impl ShardState {
             .core
             .admit_waiting(|to| links.has_room(reactor, to) == Some(true));
         for transmit in admitted {
-            self.write_record(transmit);
+            self.write_record(&transmit);
         }
     }
 
     /// A record onto the link to its node, or dropped and counted when there
     /// is none (a request among them then ends with Unavailable).
-    fn write_record(&mut self, transmit: crate::core::Transmit) {
-        let crate::core::Transmit { to, record, .. } = transmit;
-        let record = &record;
+    fn write_record(&mut self, transmit: &crate::core::Transmit) {
+        let crate::core::Transmit { to, ref record, .. } = *transmit;
         match self.links.send(&mut self.reactor, to, record) {
             Sent::Written => return,
             // No link: the record is dropped and counted, and a request
@@ -579,7 +624,7 @@ impl ShardState {
                     let now = self.now();
                     self.core.handle_record_since(now, since, from, record);
                 }
-                ShardMsg::Transmit(transmit) => self.transmit(transmit),
+                ShardMsg::Transmit(transmit) => self.transmit_owned(transmit),
                 ShardMsg::Command(NodeCommand::CreateActor {
                     actor_type,
                     id,

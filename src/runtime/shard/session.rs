@@ -509,13 +509,13 @@ impl ShardHandle {
             },
             SessionWork::Replaced { callback, actor } => {
                 if let Some(handler) = &handlers.on_replaced {
-                    slot.set(Some(handler(session, actor)));
+                    handler(session, actor, slot.as_mut());
                 }
                 Then::ReplacementDone(callback)
             }
             SessionWork::Disconnected => {
                 if let Some(handler) = &handlers.on_disconnect {
-                    slot.set(Some(handler(session)));
+                    handler(session, slot.as_mut());
                 }
                 Then::Disconnected
             }
@@ -544,7 +544,7 @@ impl ShardHandle {
             payload: packet.payload,
             dispatch: Rc::clone(&dispatch),
         };
-        slot.set(Some(handler(session, packet)));
+        handler(session, packet, slot.as_mut());
         dispatch
     }
 
