@@ -239,7 +239,9 @@ struct Pending {
 #[derive(Debug)]
 enum PendingKind {
     Bind {
-        actor: ActorRef,
+        /// Boxed: a bind is rare beside relays, and the 104 bytes of its
+        /// route would make every pending relay's entry as large.
+        actor: Box<ActorRef>,
         generation: BindingGeneration,
         ticket: Ticket,
     },
@@ -495,7 +497,7 @@ impl Sessions<'_> {
             aggregate.binds_in_flight.insert(actor.id.clone(), request);
         }
         let kind = PendingKind::Bind {
-            actor,
+            actor: Box::new(actor),
             generation,
             ticket,
         };
