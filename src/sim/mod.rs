@@ -2500,10 +2500,9 @@ impl Mesh {
             return false;
         }
         let from = node.peer;
-        let mut transmits = Vec::new();
-        while let Some(transmit) = node.core.poll_transmit() {
-            transmits.push(transmit);
-        }
+        // As the runtime's shard does: every queued transmit at once.
+        let mut transmits = std::collections::VecDeque::new();
+        node.core.swap_transmits(&mut transmits);
         let mut relocation_events = Vec::new();
         let mut host_events = Vec::new();
         while let Some(event) = node.core.poll_event() {
