@@ -238,6 +238,7 @@ impl Effects {
         self.timers.len()
     }
 
+    #[cfg(feature = "testing")]
     pub(crate) fn poll_transmit(&mut self) -> Option<Transmit> {
         self.transmits.pop_front()
     }

@@ -3,7 +3,7 @@
 //!
 //! Inputs: [`ShardCore::handle_record`], [`ShardCore::handle_timeout`], and the
 //! commands of [`Sessions`] and [`Actors`]. Outputs, drained after every
-//! input: [`ShardCore::poll_transmit`], [`ShardCore::poll_event`],
+//! input: [`ShardCore::swap_transmits`], [`ShardCore::poll_event`],
 //! [`ShardCore::poll_timeout`]. Time comes in; nothing reads a clock.
 
 use std::collections::VecDeque;
@@ -355,7 +355,9 @@ impl ShardCore {
     }
 
     /// The next record to send, with its destination node (and lifecycle,
-    /// for an answer).
+    /// for an answer): one at a time, for the contract tests; the shard and
+    /// the simulator take them all with [`Self::swap_transmits`].
+    #[cfg(feature = "testing")]
     #[must_use]
     pub fn poll_transmit(&mut self) -> Option<super::Transmit> {
         self.fx.poll_transmit()

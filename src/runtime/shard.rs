@@ -504,7 +504,7 @@ impl ShardState {
     /// peer that restarted reuses its RequestIds and RelocationIds, and must
     /// never take an answer meant for its previous process as its own.
     fn transmit(&mut self, transmit: &crate::core::Transmit) {
-        if self.to_past_lifecycle(transmit) {
+        if self.answers_past_lifecycle(transmit) {
             return;
         }
         self.write_record(transmit);
@@ -512,7 +512,7 @@ impl ShardState {
 
     /// Whether `transmit` answers a lifecycle of its peer that is gone
     /// (counted, and dropped by the caller).
-    fn to_past_lifecycle(&mut self, transmit: &crate::core::Transmit) -> bool {
+    fn answers_past_lifecycle(&mut self, transmit: &crate::core::Transmit) -> bool {
         let Some(lifecycle) = transmit.lifecycle else {
             return false;
         };
@@ -543,7 +543,7 @@ impl ShardState {
     /// through [`Self::transmit`]: the relay path pays no link-room look-up
     /// for the admission rule.
     fn offer_transmit(&mut self, transmit: crate::core::Transmit) {
-        if self.to_past_lifecycle(&transmit) {
+        if self.answers_past_lifecycle(&transmit) {
             return;
         }
         let full = self.links.has_room(&self.reactor, transmit.to) == Some(false);
