@@ -814,8 +814,8 @@ impl Links {
             let Some(inbound) = reactor.inbound(conn) else {
                 return;
             };
-            let body = match NodeRecord::split_from(inbound, &self.limits) {
-                Ok(Some(body)) => body,
+            let frame = match NodeRecord::split_framed(inbound, &self.limits) {
+                Ok(Some(frame)) => frame,
                 Ok(None) => return,
                 Err(error) => {
                     // An oversized length prefix cannot be skipped.
@@ -825,7 +825,10 @@ impl Links {
                     return;
                 }
             };
-            let refused = match NodeRecord::decode(body.clone(), &self.limits) {
+            // The frame is not kept for the refusal of a malformed record:
+            // the few bytes that name its request are.
+            let head = crate::wire::node::RequestHead::of(&frame);
+            let (request, refused) = match NodeRecord::decode_framed(frame, &self.limits) {
                 // An ask to host (71) is for the Actor owner too.
                 Ok(record)
                     if foreign
@@ -834,7 +837,8 @@ impl Links {
                 {
                     tracing::debug!(peer = %peer.rid, "record for the Actor owner from another mesh");
                     core.trace(FlowTrace::RecordFromOtherMesh);
-                    Reason::MeshUnreachable
+                    let request = record.request_id().map(|id| (record.command(), id));
+                    (request, Reason::MeshUnreachable)
                 }
                 Ok(record) => {
                     records.push((peer, record));
@@ -843,10 +847,10 @@ impl Links {
                 Err(error) => {
                     tracing::debug!(peer = %peer.rid, %error, "malformed record");
                     core.trace(FlowTrace::MalformedRecordDropped);
-                    Reason::MalformedRecord
+                    (head.request(), Reason::MalformedRecord)
                 }
             };
-            if let Some(refusal) = NodeRecord::request_of(&body).map(|r| refusal(r, refused)) {
+            if let Some(refusal) = request.map(|r| refusal(r, refused)) {
                 if let Some(outbound) = reactor.outbound(conn) {
                     refusal.encode(outbound);
                 }
