@@ -458,3 +458,70 @@ pub(crate) fn split_whole_frame(
     }
     Ok(Some(buf.split_to(LEN_PREFIX + len).freeze()))
 }
+
+/// Every complete frame at the front of a receive buffer, split off it at
+/// once ([`Frames::split`]) and handed out one by one, each with its length
+/// prefix, for [`Reader::after_prefix`].
+///
+/// A link's reads carry many records each. Splitting them off the buffer
+/// one by one cost a `BytesMut::split_to` each (a pass through the
+/// buffer's representation, an atomic increment, and an advance); split
+/// together, each record costs a `Bytes::split_to` of the batch (an
+/// increment), and the last one takes the batch's own reference.
+#[derive(Debug, Default)]
+pub(crate) struct Frames(Bytes);
+
+impl Frames {
+    /// Splits off the complete frames at the front of `buf`, stopping at the
+    /// first incomplete one or the first whose prefix is over the limit.
+    /// Empty while the first frame is incomplete. An oversized prefix on the
+    /// first frame is refused at once, with `buf` untouched, as
+    /// [`split_frame`] refuses it; after other frames it is left in `buf`
+    /// and refused by the next call, once those frames are read.
+    pub(crate) fn split(buf: &mut BytesMut, limits: &DecodeLimits) -> Result<Self, WireError> {
+        let mut end = 0;
+        while let Some(prefix) = buf
+            .get(end..)
+            .and_then(|rest| rest.first_chunk::<LEN_PREFIX>())
+        {
+            let len = usize::try_from(u32::from_be_bytes(*prefix)).unwrap_or(usize::MAX);
+            if let Err(error) = check_frame_len(len, limits) {
+                if end == 0 {
+                    return Err(error);
+                }
+                break;
+            }
+            if buf.len() - end - LEN_PREFIX < len {
+                break;
+            }
+            end += LEN_PREFIX + len;
+        }
+        if end == 0 {
+            // Not even an empty split: it would share the buffer for nothing.
+            return Ok(Self::default());
+        }
+        Ok(Self(buf.split_to(end).freeze()))
+    }
+
+    /// Whether no frame was complete.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Iterator for Frames {
+    type Item = Bytes;
+
+    /// The next frame, its prefix included.
+    fn next(&mut self) -> Option<Bytes> {
+        let prefix = self.0.first_chunk::<LEN_PREFIX>()?;
+        let len = usize::try_from(u32::from_be_bytes(*prefix)).unwrap_or(usize::MAX);
+        // `split` checked every frame whole; a shorter rest cannot happen,
+        // and ends the frames rather than panics.
+        let end = LEN_PREFIX.saturating_add(len);
+        if end > self.0.len() {
+            return None;
+        }
+        Some(self.0.split_to(end))
+    }
+}

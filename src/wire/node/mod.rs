@@ -280,7 +280,7 @@ impl NodeRecord {
     /// Splits one whole record body off a link's receive buffer without
     /// decoding it (`Ok(None)` while incomplete), so that a body that fails
     /// to decode can still be looked at by [`NodeRecord::request_of`]. The
-    /// node's links split with [`NodeRecord::split_framed`] instead; this is
+    /// node's links split with [`NodeRecord::split_frames`] instead; this is
     /// for the tests and the fuzz targets.
     #[cfg(feature = "testing")]
     pub fn split_from(
@@ -350,19 +350,21 @@ impl NodeRecord {
         }
     }
 
-    /// Splits one whole record, its length prefix included, off the front
-    /// of a link's receive buffer, for [`NodeRecord::decode_framed`]: the
-    /// link's hot path, which splits each record once and reads it where it
-    /// lies. `Ok(None)` while incomplete; an oversized length prefix is
-    /// refused at once, leaving `buf` untouched (the link must close).
-    pub(crate) fn split_framed(
+    /// Splits every complete record, each with its length prefix, off the
+    /// front of a link's receive buffer, for [`NodeRecord::decode_framed`]:
+    /// the link's hot path, which splits the buffer once for all the
+    /// records one read brought, and reads each where it lies. Empty while
+    /// the first record is incomplete; an oversized length prefix is
+    /// refused when it is the first, leaving `buf` untouched (the link must
+    /// close), and is left for the next call after other records.
+    pub(crate) fn split_frames(
         buf: &mut BytesMut,
         limits: &DecodeLimits,
-    ) -> Result<Option<Bytes>, WireError> {
-        codec::split_whole_frame(buf, limits)
+    ) -> Result<codec::Frames, WireError> {
+        codec::Frames::split(buf, limits)
     }
 
-    /// Decodes a record [`NodeRecord::split_framed`] split off. The caller
+    /// Decodes a record [`NodeRecord::split_frames`] split off. The caller
     /// takes the frame's [`RequestHead`] first when a record that does not
     /// decode is to be answered (§6): the frame itself is not kept for
     /// that, since keeping it is a reference more on the receive buffer,
@@ -423,10 +425,11 @@ impl NodeRecord {
 }
 
 /// The longest start of a record body [`NodeRecord::request_of`] reads:
-/// command, variant, the presence byte of an optional header, the RequestId.
-const REQUEST_HEAD_LEN: usize = 1 + 1 + 1 + 8;
+/// command (1), variant (1), the presence byte of an optional header (1),
+/// the RequestId (8).
+const REQUEST_HEAD_LEN: usize = 11;
 
-/// The first bytes of a record as [`NodeRecord::split_framed`] splits it,
+/// The first bytes of a record as [`NodeRecord::split_frames`] splits it,
 /// copied out before it is decoded: enough for [`NodeRecord::request_of`]
 /// to name the request a record that does not decode was (§6).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -532,20 +535,40 @@ mod tests {
         frame
     }
 
+    /// Every record of a stream, split at once, then one at a time.
+    fn split_all(stream: &mut BytesMut) -> Vec<Bytes> {
+        let frames = NodeRecord::split_frames(stream, &DecodeLimits::default()).unwrap();
+        assert!(!frames.is_empty());
+        frames.collect()
+    }
+
     #[test]
-    fn split_framed_and_decode_framed_read_back_to_back_records_as_decode_does() {
+    fn split_frames_and_decode_framed_read_back_to_back_records_as_decode_does() {
         let limits = DecodeLimits::default();
         let mut stream = BytesMut::new();
         for record in samples() {
             record.encode(&mut stream);
         }
-        for record in samples() {
-            let frame = NodeRecord::split_framed(&mut stream, &limits);
-            let frame = frame.unwrap().unwrap();
+        let mut next = BytesMut::new();
+        message(header(2)).encode(&mut next);
+        stream.extend_from_slice(&next[..next.len() - 1]);
+        let frames = split_all(&mut stream);
+        assert_eq!(frames.len(), samples().len());
+        for (frame, record) in frames.into_iter().zip(samples()) {
             assert_eq!(NodeRecord::decode_framed(frame, &limits), Ok(record));
         }
+        // The incomplete record stays, whole, for the next read.
+        assert_eq!(&stream[..], &next[..next.len() - 1]);
+        let frames = NodeRecord::split_frames(&mut stream, &limits).unwrap();
+        assert!(frames.is_empty());
+        assert_eq!(frames.count(), 0);
+        assert_eq!(stream.len(), next.len() - 1);
+        stream.extend_from_slice(&next[next.len() - 1..]);
+        let frames = split_all(&mut stream);
+        assert_eq!(frames.len(), 1);
+        let decoded = NodeRecord::decode_framed(frames[0].clone(), &limits);
+        assert_eq!(decoded, Ok(message(header(2))));
         assert!(stream.is_empty());
-        assert_eq!(NodeRecord::split_framed(&mut stream, &limits), Ok(None));
     }
 
     /// A cut record answers with `request_of`'s request, however far the
@@ -560,11 +583,12 @@ mod tests {
             let body = whole.split_off(4).freeze();
             for cut in 0..body.len() {
                 let part = body.slice(..cut);
-                let mut frame = framed(&part);
-                let split = NodeRecord::split_framed(&mut frame, &limits);
-                let split = split.unwrap().unwrap();
-                let head = RequestHead::of(&split);
-                let got = NodeRecord::decode_framed(split, &limits);
+                let mut stream = framed(&part);
+                let frames = split_all(&mut stream);
+                assert!(stream.is_empty(), "the bad record is split off");
+                let [frame] = <[Bytes; 1]>::try_from(frames).unwrap();
+                let head = RequestHead::of(&frame);
+                let got = NodeRecord::decode_framed(frame, &limits);
                 assert_eq!(got, NodeRecord::decode(part.clone(), &limits));
                 assert!(got.is_err());
                 let request = head.request();
@@ -573,7 +597,6 @@ mod tests {
                     NodeRecord::request_of(&part),
                     "{record:?} cut at {cut}"
                 );
-                assert!(frame.is_empty(), "the bad record is consumed");
                 if cut >= REQUEST_HEAD_LEN {
                     let named = record.request_id().map(|id| (Command::ActorSend, id));
                     assert_eq!(request, named, "{record:?} cut at {cut}");
@@ -583,22 +606,34 @@ mod tests {
     }
 
     #[test]
-    fn split_framed_leaves_an_incomplete_record_and_refuses_an_oversized_one() {
+    fn split_frames_leaves_an_incomplete_record_and_refuses_an_oversized_one() {
         let limits = DecodeLimits::default();
         let mut whole = BytesMut::new();
         message(header(1)).encode(&mut whole);
         for cut in 0..whole.len() {
             let mut partial = BytesMut::from(&whole[..cut]);
-            assert_eq!(NodeRecord::split_framed(&mut partial, &limits), Ok(None));
+            let frames = NodeRecord::split_frames(&mut partial, &limits).unwrap();
+            assert!(frames.is_empty());
             assert_eq!(partial.len(), cut);
         }
         let max = limits.frame_len_max;
         let mut oversized = framed(&[24, 1]);
         oversized[..4].copy_from_slice(&(max + 1).to_be_bytes());
-        assert_eq!(
-            NodeRecord::split_framed(&mut oversized, &limits),
-            Err(WireError::FrameTooLong { len: max + 1, max })
-        );
+        let refused = Err(WireError::FrameTooLong { len: max + 1, max });
+        let got = NodeRecord::split_frames(&mut oversized, &limits).map(Iterator::count);
+        assert_eq!(got, refused);
         assert_eq!(oversized.len(), 6, "nothing is consumed");
+        // After whole records, the oversized prefix waits for the next call.
+        let mut stream = whole.clone();
+        stream.extend_from_slice(&oversized);
+        let frames = split_all(&mut stream);
+        assert_eq!(frames, [whole.clone().freeze()]);
+        assert_eq!(stream, oversized);
+        let got = NodeRecord::split_frames(&mut stream, &limits).map(Iterator::count);
+        assert_eq!(got, refused);
+        assert_eq!(stream, oversized);
+        // A frame at the limit is split.
+        let mut at_limit = framed(&vec![0; max as usize]);
+        assert_eq!(split_all(&mut at_limit).len(), 1);
     }
 }
