@@ -479,23 +479,23 @@ impl Frames {
     /// [`split_frame`] refuses it; after other frames it is left in `buf`
     /// and refused by the next call, once those frames are read.
     pub(crate) fn split(buf: &mut BytesMut, limits: &DecodeLimits) -> Result<Self, WireError> {
-        let mut end = 0;
-        while let Some(prefix) = buf
-            .get(end..)
-            .and_then(|rest| rest.first_chunk::<LEN_PREFIX>())
-        {
+        // What follows the complete frames found so far: it only shrinks
+        // (by a prefix and a body a frame), so the scan always ends.
+        let mut rest = &buf[..];
+        while let Some((prefix, after)) = rest.split_first_chunk::<LEN_PREFIX>() {
             let len = usize::try_from(u32::from_be_bytes(*prefix)).unwrap_or(usize::MAX);
             if let Err(error) = check_frame_len(len, limits) {
-                if end == 0 {
+                if rest.len() == buf.len() {
                     return Err(error);
                 }
                 break;
             }
-            if buf.len() - end - LEN_PREFIX < len {
+            let Some(next) = after.get(len..) else {
                 break;
-            }
-            end += LEN_PREFIX + len;
+            };
+            rest = next;
         }
+        let end = buf.len() - rest.len();
         if end == 0 {
             // Not even an empty split: it would share the buffer for nothing.
             return Ok(Self::default());
