@@ -102,23 +102,23 @@ impl<'a> Reader<'a> {
     /// The next `len` bytes, borrowed: for a value that is copied out of
     /// the frame (a text, a fixed-size array) and needs no `Bytes`.
     pub(crate) fn slice(&mut self, len: usize) -> Result<&[u8], WireError> {
-        let start = self.pos;
-        let have = self.frame.len() - start;
+        let have = self.rest().len();
         if len > have {
             return Err(truncated(len, have));
         }
+        let start = self.pos;
         self.pos += len;
-        Ok(&self.frame[start..start + len])
+        Ok(self.frame.get(start..self.pos).unwrap_or_default())
     }
 
     /// The next `len` bytes, as a slice of the frame.
     #[inline]
     pub(crate) fn take(&mut self, len: usize) -> Result<Bytes, WireError> {
-        let start = self.pos;
-        let have = self.frame.len() - start;
+        let have = self.rest().len();
         if len > have {
             return Err(truncated(len, have));
         }
+        let start = self.pos;
         if len == have {
             // The rest of the frame: the reader's reference moves into the
             // value, and the reader is left empty (at its end).
@@ -128,7 +128,7 @@ impl<'a> Reader<'a> {
             return Ok(rest);
         }
         self.pos += len;
-        Ok(self.frame.slice(start..start + len))
+        Ok(self.frame.slice(start..self.pos))
     }
 
     /// The next field of type `T`.
@@ -140,7 +140,7 @@ impl<'a> Reader<'a> {
     /// Ends the body: any byte left over is an error, so that exactly one
     /// byte string encodes each value.
     pub(crate) fn finish(self) -> Result<(), WireError> {
-        match self.frame.len() - self.pos {
+        match self.rest().len() {
             0 => Ok(()),
             len => Err(WireError::TrailingBytes { len }),
         }
