@@ -818,9 +818,10 @@ impl Links {
             let Some(inbound) = reactor.inbound(conn) else {
                 return;
             };
-            let body = match NodeRecord::split_from(inbound, &self.limits) {
-                Ok(Some(body)) => body,
-                Ok(None) => return,
+            // Every record this read completed, split off at once.
+            let frames = match NodeRecord::split_frames(inbound, &self.limits) {
+                Ok(frames) if frames.is_empty() => return,
+                Ok(frames) => frames,
                 Err(error) => {
                     // An oversized length prefix cannot be skipped.
                     tracing::warn!(peer = %peer.rid, %error, "closing link");
@@ -829,30 +830,36 @@ impl Links {
                     return;
                 }
             };
-            let refused = match NodeRecord::decode(body.clone(), &self.limits) {
-                // An ask to host (71) is for the Actor owner too.
-                Ok(record)
-                    if foreign
-                        && (record_role(&record) == RecordRole::ActorOwner
-                            || matches!(record, NodeRecord::ActorHost(ActorHost::Ask(_)))) =>
-                {
-                    tracing::debug!(peer = %peer.rid, "record for the Actor owner from another mesh");
-                    core.trace(FlowTrace::RecordFromOtherMesh);
-                    Reason::MeshUnreachable
-                }
-                Ok(record) => {
-                    records.push((peer, record));
-                    continue;
-                }
-                Err(error) => {
-                    tracing::debug!(peer = %peer.rid, %error, "malformed record");
-                    core.trace(FlowTrace::MalformedRecordDropped);
-                    Reason::MalformedRecord
-                }
-            };
-            if let Some(refusal) = NodeRecord::request_of(&body).map(|r| refusal(r, refused)) {
-                if let Some(outbound) = reactor.outbound(conn) {
-                    refusal.encode(outbound);
+            for frame in frames {
+                // The frame is not kept for the refusal of a malformed
+                // record: the few bytes that name its request are.
+                let head = crate::wire::node::RequestHead::of(&frame);
+                let (request, refused) = match NodeRecord::decode_framed(frame, &self.limits) {
+                    // An ask to host (71) is for the Actor owner too.
+                    Ok(record)
+                        if foreign
+                            && (record_role(&record) == RecordRole::ActorOwner
+                                || matches!(record, NodeRecord::ActorHost(ActorHost::Ask(_)))) =>
+                    {
+                        tracing::debug!(peer = %peer.rid, "record for the Actor owner from another mesh");
+                        core.trace(FlowTrace::RecordFromOtherMesh);
+                        let request = record.request_id().map(|id| (record.command(), id));
+                        (request, Reason::MeshUnreachable)
+                    }
+                    Ok(record) => {
+                        records.push((peer, record));
+                        continue;
+                    }
+                    Err(error) => {
+                        tracing::debug!(peer = %peer.rid, %error, "malformed record");
+                        core.trace(FlowTrace::MalformedRecordDropped);
+                        (head.request(), Reason::MalformedRecord)
+                    }
+                };
+                if let Some(refusal) = request.map(|r| refusal(r, refused)) {
+                    if let Some(outbound) = reactor.outbound(conn) {
+                        refusal.encode(outbound);
+                    }
                 }
             }
         }

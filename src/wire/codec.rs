@@ -20,18 +20,38 @@ use crate::ids::{
 use crate::wire::{DecodeLimits, WireError};
 
 /// Bytes of the length prefix in front of every frame.
-const LEN_PREFIX: usize = 4;
+pub(crate) const LEN_PREFIX: usize = 4;
 
 /// A bounded cursor over one complete frame.
+///
+/// The frame is kept whole and read at an offset: an integer is copied out
+/// of the slice and the offset moves, so a field costs no `Bytes` update,
+/// and a `Bytes` (one reference more on the frame's buffer) is made only
+/// for a value that must own its bytes, a payload or a name. The last such
+/// value, when it runs to the frame's end, takes the reader's own reference
+/// instead of a new one.
 pub(crate) struct Reader<'a> {
-    buf: Bytes,
+    frame: Bytes,
+    /// Where the next field starts; never past `frame.len()`.
+    pos: usize,
     limits: &'a DecodeLimits,
 }
 
 impl<'a> Reader<'a> {
     /// A reader over `frame`, the bytes after the length prefix.
     pub(crate) fn new(frame: Bytes, limits: &'a DecodeLimits) -> Self {
-        Self { buf: frame, limits }
+        Self {
+            frame,
+            pos: 0,
+            limits,
+        }
+    }
+
+    /// A reader over a whole frame as [`split_whole_frame`] splits it: the
+    /// body starts after the length prefix, which is never read again.
+    pub(crate) fn after_prefix(frame: Bytes, limits: &'a DecodeLimits) -> Self {
+        let pos = LEN_PREFIX.min(frame.len());
+        Self { frame, pos, limits }
     }
 
     /// The limits the frame is decoded under.
@@ -39,45 +59,80 @@ impl<'a> Reader<'a> {
         self.limits
     }
 
+    /// The bytes not read yet.
+    #[inline]
+    fn rest(&self) -> &[u8] {
+        self.frame.get(self.pos..).unwrap_or_default()
+    }
+
+    #[inline]
     fn array<const N: usize>(&mut self) -> Result<[u8; N], WireError> {
-        let have = self.buf.len();
-        let Some(head) = self.buf.first_chunk::<N>().copied() else {
-            return Err(WireError::Truncated { need: N, have });
+        let rest = self.rest();
+        let Some(head) = rest.first_chunk::<N>().copied() else {
+            return Err(truncated(N, rest.len()));
         };
-        self.buf.advance(N);
+        self.pos += N;
         Ok(head)
     }
 
     /// One byte.
+    #[inline]
     pub(crate) fn u8(&mut self) -> Result<u8, WireError> {
         self.array::<1>().map(|[b]| b)
     }
 
     /// A big-endian `u16`.
+    #[inline]
     pub(crate) fn u16(&mut self) -> Result<u16, WireError> {
         self.array().map(u16::from_be_bytes)
     }
 
     /// A big-endian `u32`.
+    #[inline]
     pub(crate) fn u32(&mut self) -> Result<u32, WireError> {
         self.array().map(u32::from_be_bytes)
     }
 
     /// A big-endian `u64`.
+    #[inline]
     pub(crate) fn u64(&mut self) -> Result<u64, WireError> {
         self.array().map(u64::from_be_bytes)
     }
 
-    /// The next `len` bytes, as a slice of the frame.
-    pub(crate) fn take(&mut self, len: usize) -> Result<Bytes, WireError> {
-        let have = self.buf.len();
+    /// The next `len` bytes, borrowed: for a value that is copied out of
+    /// the frame (a text, a fixed-size array) and needs no `Bytes`.
+    pub(crate) fn slice(&mut self, len: usize) -> Result<&[u8], WireError> {
+        let have = self.rest().len();
         if len > have {
-            return Err(WireError::Truncated { need: len, have });
+            return Err(truncated(len, have));
         }
-        Ok(self.buf.split_to(len))
+        let start = self.pos;
+        self.pos += len;
+        Ok(self.frame.get(start..self.pos).unwrap_or_default())
+    }
+
+    /// The next `len` bytes, as a slice of the frame.
+    #[inline]
+    pub(crate) fn take(&mut self, len: usize) -> Result<Bytes, WireError> {
+        let have = self.rest().len();
+        if len > have {
+            return Err(truncated(len, have));
+        }
+        let start = self.pos;
+        if len == have {
+            // The rest of the frame: the reader's reference moves into the
+            // value, and the reader is left empty (at its end).
+            let mut rest = std::mem::take(&mut self.frame);
+            rest.advance(start);
+            self.pos = 0;
+            return Ok(rest);
+        }
+        self.pos += len;
+        Ok(self.frame.slice(start..self.pos))
     }
 
     /// The next field of type `T`.
+    #[inline]
     pub(crate) fn get<T: Field>(&mut self) -> Result<T, WireError> {
         T::get(self)
     }
@@ -85,11 +140,18 @@ impl<'a> Reader<'a> {
     /// Ends the body: any byte left over is an error, so that exactly one
     /// byte string encodes each value.
     pub(crate) fn finish(self) -> Result<(), WireError> {
-        match self.buf.len() {
+        match self.rest().len() {
             0 => Ok(()),
             len => Err(WireError::TrailingBytes { len }),
         }
     }
+}
+
+/// The error of a read past the frame's end, kept out of the readers'
+/// inlined bodies.
+#[cold]
+fn truncated(need: usize, have: usize) -> WireError {
+    WireError::Truncated { need, have }
 }
 
 /// A value with one wire encoding, read and written field by field.
@@ -103,9 +165,11 @@ pub(crate) trait Field: Sized {
 macro_rules! int_field {
     ($($ty:ident: $put:ident, $get:ident;)*) => {$(
         impl Field for $ty {
+            #[inline]
             fn put(&self, dst: &mut BytesMut) {
                 dst.$put(self.0);
             }
+            #[inline]
             fn get(r: &mut Reader<'_>) -> Result<Self, WireError> {
                 r.$get().map($ty)
             }
@@ -137,11 +201,13 @@ macro_rules! name_field {
         const _: () = assert!($ty::LEN_MAX <= u8::MAX as usize);
 
         impl Field for $ty {
+            #[inline]
             fn put(&self, dst: &mut BytesMut) {
                 let bytes = self.as_bytes();
                 dst.put_u8(bytes.len() as u8);
                 dst.put_slice(bytes);
             }
+            #[inline]
             fn get(r: &mut Reader<'_>) -> Result<Self, WireError> {
                 let len = r.u8()?;
                 let bytes = r.take(usize::from(len))?;
@@ -158,12 +224,14 @@ name_field!(ActorId, MeshName, ActorTypeName);
 
 /// A payload: a four-byte length, then the bytes (a slice of the frame).
 impl Field for Bytes {
+    #[inline]
     fn put(&self, dst: &mut BytesMut) {
         // A payload over 4 GiB saturates the prefix; the receiver's frame
         // limit refuses that frame, so the saturation is never decoded.
         dst.put_u32(u32::try_from(self.len()).unwrap_or(u32::MAX));
         dst.put_slice(self);
     }
+    #[inline]
     fn get(r: &mut Reader<'_>) -> Result<Self, WireError> {
         let len = r.u32()?;
         r.take(usize::try_from(len).unwrap_or(usize::MAX))
@@ -180,6 +248,7 @@ impl Field for () {
 
 /// A presence byte (0 absent, 1 present), then the value when present.
 impl<T: Field> Field for Option<T> {
+    #[inline]
     fn put(&self, dst: &mut BytesMut) {
         match self {
             None => dst.put_u8(0),
@@ -189,6 +258,7 @@ impl<T: Field> Field for Option<T> {
             }
         }
     }
+    #[inline]
     fn get(r: &mut Reader<'_>) -> Result<Self, WireError> {
         match r.u8()? {
             0 => Ok(None),
@@ -261,8 +331,8 @@ pub(crate) fn get_error_detail(r: &mut Reader<'_>, reason: Reason) -> Result<Err
     if len > max {
         return Err(WireError::ErrorDetailTooLong { len, max });
     }
-    let text = r.take(usize::from(len))?;
-    let text = std::str::from_utf8(&text)
+    let text = r.slice(usize::from(len))?;
+    let text = std::str::from_utf8(text)
         .map_err(|_| WireError::InvalidErrorDetail("the text is not UTF-8"))?;
     if code != 0 && reason != Reason::Application {
         return Err(WireError::InvalidErrorDetail("a code on a framework error"));
@@ -277,6 +347,7 @@ pub(crate) fn get_error_detail(r: &mut Reader<'_>, reason: Reason) -> Result<Err
 
 /// An outcome: tag 0 then the value, or tag 1 then the typed failure.
 impl<T: Field> Field for Result<T, Error> {
+    #[inline]
     fn put(&self, dst: &mut BytesMut) {
         match self {
             Ok(value) => {
@@ -289,6 +360,7 @@ impl<T: Field> Field for Result<T, Error> {
             }
         }
     }
+    #[inline]
     fn get(r: &mut Reader<'_>) -> Result<Self, WireError> {
         match r.u8()? {
             0 => r.get().map(Ok),
@@ -299,12 +371,14 @@ impl<T: Field> Field for Result<T, Error> {
 }
 
 impl Field for SessionRef {
+    #[inline]
     fn put(&self, dst: &mut BytesMut) {
         self.owner.put(dst);
         self.lifecycle.put(dst);
         self.owner_id.put(dst);
         self.session.put(dst);
     }
+    #[inline]
     fn get(r: &mut Reader<'_>) -> Result<Self, WireError> {
         Ok(Self {
             owner: r.get()?,
@@ -358,6 +432,22 @@ pub(crate) fn split_frame(
     buf: &mut BytesMut,
     limits: &DecodeLimits,
 ) -> Result<Option<Bytes>, WireError> {
+    let frame = split_whole_frame(buf, limits)?;
+    Ok(frame.map(|mut frame| {
+        frame.advance(LEN_PREFIX);
+        frame
+    }))
+}
+
+/// Splits one complete frame, its length prefix included, off the front of
+/// `buf`, under [`split_frame`]'s rules; [`Reader::after_prefix`] reads it.
+/// The prefix stays in the frame so that the buffer is split once and not
+/// advanced past the prefix first (each is a pass through `BytesMut`'s
+/// representation checks, on every frame of the hot path).
+pub(crate) fn split_whole_frame(
+    buf: &mut BytesMut,
+    limits: &DecodeLimits,
+) -> Result<Option<Bytes>, WireError> {
     let Some(prefix) = buf.first_chunk::<LEN_PREFIX>() else {
         return Ok(None);
     };
@@ -366,6 +456,72 @@ pub(crate) fn split_frame(
     if buf.len() - LEN_PREFIX < len {
         return Ok(None);
     }
-    buf.advance(LEN_PREFIX);
-    Ok(Some(buf.split_to(len).freeze()))
+    Ok(Some(buf.split_to(LEN_PREFIX + len).freeze()))
+}
+
+/// Every complete frame at the front of a receive buffer, split off it at
+/// once ([`Frames::split`]) and handed out one by one, each with its length
+/// prefix, for [`Reader::after_prefix`].
+///
+/// A link's reads carry many records each. Splitting them off the buffer
+/// one by one cost a `BytesMut::split_to` each (a pass through the
+/// buffer's representation, an atomic increment, and an advance); split
+/// together, each record costs a `Bytes::split_to` of the batch (an
+/// increment), and the last one takes the batch's own reference.
+#[derive(Debug, Default)]
+pub(crate) struct Frames(Bytes);
+
+impl Frames {
+    /// Splits off the complete frames at the front of `buf`, stopping at the
+    /// first incomplete one or the first whose prefix is over the limit.
+    /// Empty while the first frame is incomplete. An oversized prefix on the
+    /// first frame is refused at once, with `buf` untouched, as
+    /// [`split_frame`] refuses it; after other frames it is left in `buf`
+    /// and refused by the next call, once those frames are read.
+    pub(crate) fn split(buf: &mut BytesMut, limits: &DecodeLimits) -> Result<Self, WireError> {
+        // What follows the complete frames found so far: it only shrinks
+        // (by a prefix and a body a frame), so the scan always ends.
+        let mut rest = &buf[..];
+        while let Some((prefix, after)) = rest.split_first_chunk::<LEN_PREFIX>() {
+            let len = usize::try_from(u32::from_be_bytes(*prefix)).unwrap_or(usize::MAX);
+            if let Err(error) = check_frame_len(len, limits) {
+                if rest.len() == buf.len() {
+                    return Err(error);
+                }
+                break;
+            }
+            let Some(next) = after.get(len..) else {
+                break;
+            };
+            rest = next;
+        }
+        let end = buf.len() - rest.len();
+        if end == 0 {
+            // Not even an empty split: it would share the buffer for nothing.
+            return Ok(Self::default());
+        }
+        Ok(Self(buf.split_to(end).freeze()))
+    }
+
+    /// Whether no frame was complete.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Iterator for Frames {
+    type Item = Bytes;
+
+    /// The next frame, its prefix included.
+    fn next(&mut self) -> Option<Bytes> {
+        let prefix = self.0.first_chunk::<LEN_PREFIX>()?;
+        let len = usize::try_from(u32::from_be_bytes(*prefix)).unwrap_or(usize::MAX);
+        // `split` checked every frame whole; a shorter rest cannot happen,
+        // and ends the frames rather than panics.
+        let end = LEN_PREFIX.saturating_add(len);
+        if end > self.0.len() {
+            return None;
+        }
+        Some(self.0.split_to(end))
+    }
 }

@@ -134,9 +134,8 @@ impl LinkIdentity {
 }
 
 fn get_array<const N: usize>(r: &mut Reader<'_>) -> Result<[u8; N], WireError> {
-    let bytes = r.take(N)?;
     let mut out = [0u8; N];
-    out.copy_from_slice(&bytes);
+    out.copy_from_slice(r.slice(N)?);
     Ok(out)
 }
 
@@ -180,7 +179,11 @@ impl LinkFrame {
     /// Decodes one complete frame body (the bytes after the length prefix).
     pub fn decode(frame: Bytes, limits: &DecodeLimits) -> Result<Self, WireError> {
         codec::check_frame_len(frame.len(), limits)?;
-        let mut r = Reader::new(frame, limits);
+        Self::read(Reader::new(frame, limits))
+    }
+
+    /// The fields of one frame, to the end of the frame.
+    fn read(mut r: Reader<'_>) -> Result<Self, WireError> {
         let frame = match r.u8()? {
             KIND_HELLO => LinkFrame::Hello {
                 version: r.u8()?,
@@ -220,9 +223,9 @@ impl LinkFrame {
         buf: &mut BytesMut,
         limits: &DecodeLimits,
     ) -> Result<Option<Self>, WireError> {
-        match codec::split_frame(buf, limits)? {
+        match codec::split_whole_frame(buf, limits)? {
             None => Ok(None),
-            Some(frame) => Self::decode(frame, limits).map(Some),
+            Some(frame) => Self::read(Reader::after_prefix(frame, limits)).map(Some),
         }
     }
 }

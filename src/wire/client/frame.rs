@@ -236,7 +236,12 @@ impl ClientFrame {
     /// prefix. Payloads are slices of `frame`.
     pub fn decode(frame: Bytes, limits: &DecodeLimits) -> Result<Self, WireError> {
         codec::check_frame_len(frame.len(), limits)?;
-        let mut r = Reader::new(frame, limits);
+        Self::read(Reader::new(frame, limits))
+    }
+
+    /// The fields of one frame, to the end of the frame.
+    #[inline]
+    fn read(mut r: Reader<'_>) -> Result<Self, WireError> {
         let kind = r.u8()?;
         let flags = r.u8()?;
         // Flags are checked before the kind: the one flag only on an Error.
@@ -363,9 +368,11 @@ impl ClientFrame {
         buf: &mut BytesMut,
         limits: &DecodeLimits,
     ) -> Result<Option<Self>, WireError> {
-        match codec::split_frame(buf, limits)? {
+        // Split with its prefix and read after it: one split of `buf`, and
+        // the length already checked by the split.
+        match codec::split_whole_frame(buf, limits)? {
             None => Ok(None),
-            Some(frame) => Self::decode(frame, limits).map(Some),
+            Some(frame) => Self::read(Reader::after_prefix(frame, limits)).map(Some),
         }
     }
 }

@@ -86,11 +86,13 @@ pub struct ActorReply {
 }
 
 impl Field for BoundSessionTail {
+    #[inline]
     fn put(&self, dst: &mut BytesMut) {
         self.session.put(dst);
         self.binding.put(dst);
         self.sequence.put(dst);
     }
+    #[inline]
     fn get(r: &mut Reader<'_>) -> Result<Self, WireError> {
         Ok(Self {
             session: r.get()?,
@@ -121,6 +123,7 @@ impl Body for ActorSend {
         }
     }
 
+    #[inline]
     fn put_body(&self, dst: &mut BytesMut) {
         match self {
             ActorSend::Message(m) => {
@@ -148,6 +151,7 @@ impl Body for ActorSend {
         }
     }
 
+    #[inline]
     fn get_body(variant: u8, r: &mut Reader<'_>) -> Result<Self, WireError> {
         if variant == REPLY {
             return Ok(ActorSend::Reply(ActorReply {

@@ -138,10 +138,12 @@ pub struct RequestHeader {
 /// [`DecodeLimits::budget_max_ms`]: it bounds how long a receiver holds a
 /// request's state on a peer's word.
 impl Field for RequestHeader {
+    #[inline]
     fn put(&self, dst: &mut BytesMut) {
         self.id.put(dst);
         dst.put_u32(u32::try_from(self.budget.as_millis()).unwrap_or(u32::MAX));
     }
+    #[inline]
     fn get(r: &mut Reader<'_>) -> Result<Self, WireError> {
         let id = r.get()?;
         let budget_ms = r.u32()?;
@@ -218,7 +220,6 @@ pub enum NodeRecord {
 
 impl NodeRecord {
     /// The record's command number.
-    #[cfg(feature = "testing")]
     pub fn command(&self) -> Command {
         match self {
             NodeRecord::ActorSend(_) => Command::ActorSend,
@@ -278,7 +279,10 @@ impl NodeRecord {
 
     /// Splits one whole record body off a link's receive buffer without
     /// decoding it (`Ok(None)` while incomplete), so that a body that fails
-    /// to decode can still be looked at by [`NodeRecord::request_of`].
+    /// to decode can still be looked at by [`NodeRecord::request_of`]. The
+    /// node's links split with [`NodeRecord::split_frames`] instead; this is
+    /// for the tests and the fuzz targets.
+    #[cfg(feature = "testing")]
     pub fn split_from(
         buf: &mut BytesMut,
         limits: &DecodeLimits,
@@ -320,10 +324,58 @@ impl NodeRecord {
     }
 
     /// Decodes one complete record from `frame`, the bytes after the length
-    /// prefix. Payloads and names are slices of `frame`.
+    /// prefix. Payloads and names are slices of `frame`. The node's links
+    /// decode with [`NodeRecord::decode_framed`] instead; this is for the
+    /// tests and the fuzz targets.
+    #[cfg(feature = "testing")]
     pub fn decode(frame: Bytes, limits: &DecodeLimits) -> Result<Self, WireError> {
         codec::check_frame_len(frame.len(), limits)?;
-        let mut r = Reader::new(frame, limits);
+        Self::read(Reader::new(frame, limits))
+    }
+
+    /// Splits one record off the front of a link's receive buffer.
+    ///
+    /// `Ok(None)` while the record is incomplete (nothing is consumed). An
+    /// oversized length prefix is refused at once, leaving `buf` untouched:
+    /// the link cannot resynchronise and must close. Any other error has
+    /// consumed exactly the bad record, so the next one can still be read.
+    #[cfg(feature = "testing")]
+    pub fn decode_from(
+        buf: &mut BytesMut,
+        limits: &DecodeLimits,
+    ) -> Result<Option<Self>, WireError> {
+        match codec::split_whole_frame(buf, limits)? {
+            None => Ok(None),
+            Some(frame) => Self::read(Reader::after_prefix(frame, limits)).map(Some),
+        }
+    }
+
+    /// Splits every complete record, each with its length prefix, off the
+    /// front of a link's receive buffer, for [`NodeRecord::decode_framed`]:
+    /// the link's hot path, which splits the buffer once for all the
+    /// records one read brought, and reads each where it lies. Empty while
+    /// the first record is incomplete; an oversized length prefix is
+    /// refused when it is the first, leaving `buf` untouched (the link must
+    /// close), and is left for the next call after other records.
+    pub(crate) fn split_frames(
+        buf: &mut BytesMut,
+        limits: &DecodeLimits,
+    ) -> Result<codec::Frames, WireError> {
+        codec::Frames::split(buf, limits)
+    }
+
+    /// Decodes a record [`NodeRecord::split_frames`] split off. The caller
+    /// takes the frame's [`RequestHead`] first when a record that does not
+    /// decode is to be answered (§6): the frame itself is not kept for
+    /// that, since keeping it is a reference more on the receive buffer,
+    /// taken and dropped for every record.
+    pub(crate) fn decode_framed(frame: Bytes, limits: &DecodeLimits) -> Result<Self, WireError> {
+        Self::read(Reader::after_prefix(frame, limits))
+    }
+
+    /// The fields of one record, to the end of the frame.
+    #[inline]
+    fn read(mut r: Reader<'_>) -> Result<Self, WireError> {
         let command = Command::from_code(r.u8()?)?;
         let variant = r.u8()?;
         let record = match command {
@@ -370,22 +422,46 @@ impl NodeRecord {
         r.finish()?;
         Ok(record)
     }
+}
 
-    /// Splits one record off the front of a link's receive buffer.
-    ///
-    /// `Ok(None)` while the record is incomplete (nothing is consumed). An
-    /// oversized length prefix is refused at once, leaving `buf` untouched:
-    /// the link cannot resynchronise and must close. Any other error has
-    /// consumed exactly the bad record, so the next one can still be read.
-    #[cfg(feature = "testing")]
-    pub fn decode_from(
-        buf: &mut BytesMut,
-        limits: &DecodeLimits,
-    ) -> Result<Option<Self>, WireError> {
-        match codec::split_frame(buf, limits)? {
-            None => Ok(None),
-            Some(frame) => Self::decode(frame, limits).map(Some),
+/// The longest start of a record body [`NodeRecord::request_of`] reads:
+/// command (1), variant (1), the presence byte of an optional header (1),
+/// the RequestId (8).
+const REQUEST_HEAD_LEN: usize = 11;
+
+/// The first bytes of a record as [`NodeRecord::split_frames`] splits it,
+/// copied out before it is decoded: enough for [`NodeRecord::request_of`]
+/// to name the request a record that does not decode was (§6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RequestHead {
+    bytes: [u8; REQUEST_HEAD_LEN],
+    len: usize,
+}
+
+impl RequestHead {
+    /// The head of `frame`, its length prefix included.
+    pub(crate) fn of(frame: &[u8]) -> Self {
+        let body = frame.get(codec::LEN_PREFIX..).unwrap_or_default();
+        // A whole head is copied at a fixed size, without a call.
+        if let Some(bytes) = body.first_chunk::<REQUEST_HEAD_LEN>() {
+            return Self {
+                bytes: *bytes,
+                len: REQUEST_HEAD_LEN,
+            };
         }
+        let mut head = Self {
+            bytes: [0; REQUEST_HEAD_LEN],
+            len: body.len(),
+        };
+        head.bytes[..body.len()].copy_from_slice(body);
+        head
+    }
+
+    /// The command and RequestId of the request the record was, when its
+    /// start names one ([`NodeRecord::request_of`]).
+    pub(crate) fn request(&self) -> Option<(Command, RequestId)> {
+        let head = self.bytes.get(..self.len).unwrap_or_default();
+        NodeRecord::request_of(&Bytes::copy_from_slice(head))
     }
 }
 
@@ -393,4 +469,171 @@ fn put<B: Body>(body: &B, dst: &mut BytesMut) {
     dst.put_u8(B::COMMAND.code());
     dst.put_u8(body.variant());
     body.put_body(dst);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::{Error, Reason};
+    use crate::ids::{
+        ActorId, AuthorityOwnerGeneration, BindingGeneration, Correlation, NodeGeneration, NodeRid,
+        ObjectGeneration, OwnerLeaseGeneration, PacketKey, SessionOwnerId, SessionRef, SessionRid,
+        SessionSequence,
+    };
+
+    fn header(id: u64) -> Option<RequestHeader> {
+        Some(RequestHeader {
+            id: RequestId(id),
+            budget: Duration::from_millis(1_500),
+        })
+    }
+
+    fn message(request: Option<RequestHeader>) -> NodeRecord {
+        NodeRecord::ActorSend(ActorSend::Message(ActorMessage {
+            request,
+            actor: ActorId::new("room-7").unwrap(),
+            object_generation: ObjectGeneration(3),
+            authority: AuthorityOwnerGeneration(4),
+            lease: OwnerLeaseGeneration(5),
+            tail: BoundSessionTail {
+                session: SessionRef {
+                    owner: NodeRid(6),
+                    lifecycle: NodeGeneration(7),
+                    owner_id: SessionOwnerId(8),
+                    session: SessionRid(9),
+                },
+                binding: BindingGeneration(10),
+                sequence: SessionSequence(11),
+            },
+            body: ActorSendBody::Payload {
+                key: PacketKey(12),
+                correlation: Some(Correlation(13)),
+                payload: Bytes::from_static(b"payload"),
+            },
+        }))
+    }
+
+    fn samples() -> Vec<NodeRecord> {
+        vec![
+            message(header(77)),
+            message(None),
+            NodeRecord::ActorSend(ActorSend::Reply(ActorReply {
+                request: RequestId(78),
+                outcome: Ok(Bytes::from_static(b"reply")),
+            })),
+            NodeRecord::ActorSend(ActorSend::Reply(ActorReply {
+                request: RequestId(79),
+                outcome: Err(Error::new(Reason::MalformedRecord)),
+            })),
+        ]
+    }
+
+    fn framed(body: &[u8]) -> BytesMut {
+        let mut frame = BytesMut::new();
+        frame.put_u32(u32::try_from(body.len()).unwrap());
+        frame.put_slice(body);
+        frame
+    }
+
+    /// Every record of a stream, split at once, then one at a time.
+    fn split_all(stream: &mut BytesMut) -> Vec<Bytes> {
+        let frames = NodeRecord::split_frames(stream, &DecodeLimits::default()).unwrap();
+        assert!(!frames.is_empty());
+        frames.collect()
+    }
+
+    #[test]
+    fn split_frames_and_decode_framed_read_back_to_back_records_as_decode_does() {
+        let limits = DecodeLimits::default();
+        let mut stream = BytesMut::new();
+        for record in samples() {
+            record.encode(&mut stream);
+        }
+        let mut next = BytesMut::new();
+        message(header(2)).encode(&mut next);
+        stream.extend_from_slice(&next[..next.len() - 1]);
+        let frames = split_all(&mut stream);
+        assert_eq!(frames.len(), samples().len());
+        for (frame, record) in frames.into_iter().zip(samples()) {
+            assert_eq!(NodeRecord::decode_framed(frame, &limits), Ok(record));
+        }
+        // The incomplete record stays, whole, for the next read.
+        assert_eq!(&stream[..], &next[..next.len() - 1]);
+        let frames = NodeRecord::split_frames(&mut stream, &limits).unwrap();
+        assert!(frames.is_empty());
+        assert_eq!(frames.count(), 0);
+        assert_eq!(stream.len(), next.len() - 1);
+        stream.extend_from_slice(&next[next.len() - 1..]);
+        let frames = split_all(&mut stream);
+        assert_eq!(frames.len(), 1);
+        let decoded = NodeRecord::decode_framed(frames[0].clone(), &limits);
+        assert_eq!(decoded, Ok(message(header(2))));
+        assert!(stream.is_empty());
+    }
+
+    /// A cut record answers with `request_of`'s request, however far the
+    /// decoder got: past a name or payload that took the rest of the frame
+    /// too.
+    #[test]
+    fn a_record_that_does_not_decode_names_the_request_its_start_names() {
+        let limits = DecodeLimits::default();
+        for record in samples() {
+            let mut whole = BytesMut::new();
+            record.encode(&mut whole);
+            let body = whole.split_off(4).freeze();
+            for cut in 0..body.len() {
+                let part = body.slice(..cut);
+                let mut stream = framed(&part);
+                let frames = split_all(&mut stream);
+                assert!(stream.is_empty(), "the bad record is split off");
+                let [frame] = <[Bytes; 1]>::try_from(frames).unwrap();
+                let head = RequestHead::of(&frame);
+                let got = NodeRecord::decode_framed(frame, &limits);
+                assert_eq!(got, NodeRecord::decode(part.clone(), &limits));
+                assert!(got.is_err());
+                let request = head.request();
+                assert_eq!(
+                    request,
+                    NodeRecord::request_of(&part),
+                    "{record:?} cut at {cut}"
+                );
+                if cut >= REQUEST_HEAD_LEN {
+                    let named = record.request_id().map(|id| (Command::ActorSend, id));
+                    assert_eq!(request, named, "{record:?} cut at {cut}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn split_frames_leaves_an_incomplete_record_and_refuses_an_oversized_one() {
+        let limits = DecodeLimits::default();
+        let mut whole = BytesMut::new();
+        message(header(1)).encode(&mut whole);
+        for cut in 0..whole.len() {
+            let mut partial = BytesMut::from(&whole[..cut]);
+            let frames = NodeRecord::split_frames(&mut partial, &limits).unwrap();
+            assert!(frames.is_empty());
+            assert_eq!(partial.len(), cut);
+        }
+        let max = limits.frame_len_max;
+        let mut oversized = framed(&[24, 1]);
+        oversized[..4].copy_from_slice(&(max + 1).to_be_bytes());
+        let refused = Err(WireError::FrameTooLong { len: max + 1, max });
+        let got = NodeRecord::split_frames(&mut oversized, &limits).map(Iterator::count);
+        assert_eq!(got, refused);
+        assert_eq!(oversized.len(), 6, "nothing is consumed");
+        // After whole records, the oversized prefix waits for the next call.
+        let mut stream = whole.clone();
+        stream.extend_from_slice(&oversized);
+        let frames = split_all(&mut stream);
+        assert_eq!(frames, [whole.clone().freeze()]);
+        assert_eq!(stream, oversized);
+        let got = NodeRecord::split_frames(&mut stream, &limits).map(Iterator::count);
+        assert_eq!(got, refused);
+        assert_eq!(stream, oversized);
+        // A frame at the limit is split.
+        let mut at_limit = framed(&vec![0; max as usize]);
+        assert_eq!(split_all(&mut at_limit).len(), 1);
+    }
 }
