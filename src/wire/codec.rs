@@ -459,6 +459,21 @@ pub(crate) fn split_whole_frame(
     Ok(Some(buf.split_to(LEN_PREFIX + len).freeze()))
 }
 
+/// Splits one complete frame off `buf` ([`split_whole_frame`]) and reads it
+/// with `read`: the `decode_from` of every frame type. `Ok(None)` while the
+/// frame is incomplete.
+#[inline]
+pub(crate) fn read_whole_frame<T>(
+    buf: &mut BytesMut,
+    limits: &DecodeLimits,
+    read: impl FnOnce(Reader<'_>) -> Result<T, WireError>,
+) -> Result<Option<T>, WireError> {
+    match split_whole_frame(buf, limits)? {
+        None => Ok(None),
+        Some(frame) => read(Reader::after_prefix(frame, limits)).map(Some),
+    }
+}
+
 /// Every complete frame at the front of a receive buffer, split off it at
 /// once ([`Frames::split`]) and handed out one by one, each with its length
 /// prefix, for [`Reader::after_prefix`].

@@ -223,10 +223,7 @@ impl LinkFrame {
         buf: &mut BytesMut,
         limits: &DecodeLimits,
     ) -> Result<Option<Self>, WireError> {
-        match codec::split_whole_frame(buf, limits)? {
-            None => Ok(None),
-            Some(frame) => Self::read(Reader::after_prefix(frame, limits)).map(Some),
-        }
+        codec::read_whole_frame(buf, limits, Self::read)
     }
 }
 

@@ -370,10 +370,7 @@ impl ClientFrame {
     ) -> Result<Option<Self>, WireError> {
         // Split with its prefix and read after it: one split of `buf`, and
         // the length already checked by the split.
-        match codec::split_whole_frame(buf, limits)? {
-            None => Ok(None),
-            Some(frame) => Self::read(Reader::after_prefix(frame, limits)).map(Some),
-        }
+        codec::read_whole_frame(buf, limits, Self::read)
     }
 }
 

@@ -344,10 +344,7 @@ impl NodeRecord {
         buf: &mut BytesMut,
         limits: &DecodeLimits,
     ) -> Result<Option<Self>, WireError> {
-        match codec::split_whole_frame(buf, limits)? {
-            None => Ok(None),
-            Some(frame) => Self::read(Reader::after_prefix(frame, limits)).map(Some),
-        }
+        codec::read_whole_frame(buf, limits, Self::read)
     }
 
     /// Splits every complete record, each with its length prefix, off the
