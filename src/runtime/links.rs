@@ -831,8 +831,9 @@ impl Links {
                 }
             };
             for frame in frames {
-                // The frame is not kept for the refusal of a malformed
-                // record: the few bytes that name its request are.
+                // The frame is not kept for the refusal of a record that is
+                // malformed or from another mesh: the few bytes that name
+                // its request are.
                 let head = crate::wire::node::RequestHead::of(&frame);
                 let (request, refused) = match NodeRecord::decode_framed(frame, &self.limits) {
                     // An ask to host (71) is for the Actor owner too.
@@ -843,8 +844,7 @@ impl Links {
                     {
                         tracing::debug!(peer = %peer.rid, "record for the Actor owner from another mesh");
                         core.trace(FlowTrace::RecordFromOtherMesh);
-                        let request = record.request_id().map(|id| (record.command(), id));
-                        (request, Reason::MeshUnreachable)
+                        (head.request(), Reason::MeshUnreachable)
                     }
                     Ok(record) => {
                         records.push((peer, record));

@@ -428,7 +428,8 @@ impl ShardState {
                 } else if self.index != LINK_SHARD {
                     self.router.send(LINK_SHARD, ShardMsg::Transmit(transmit));
                 } else {
-                    self.transmit_owned(transmit);
+                    // A 51 (the others went out above).
+                    self.offer_transmit(transmit);
                 }
             }
             self.outbox = outbox;
@@ -526,8 +527,8 @@ impl ShardState {
         past
     }
 
-    /// (Link shard) [`Self::transmit`] of a record handed over whole (from
-    /// another shard, or one that may wait for admission).
+    /// (Link shard) a record another shard handed over whole: a 51 is
+    /// offered for admission, any other goes out by [`Self::transmit`].
     fn transmit_owned(&mut self, transmit: crate::core::Transmit) {
         if LinkAdmission::waits(&transmit.record) {
             self.offer_transmit(transmit);

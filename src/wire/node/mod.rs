@@ -220,6 +220,7 @@ pub enum NodeRecord {
 
 impl NodeRecord {
     /// The record's command number.
+    #[cfg(feature = "testing")]
     pub fn command(&self) -> Command {
         match self {
             NodeRecord::ActorSend(_) => Command::ActorSend,
