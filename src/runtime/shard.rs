@@ -393,6 +393,13 @@ impl ShardState {
     /// Most calls (several a loop turn) find nothing to do: they cost one
     /// check, not the whole drain (docs/PERFORMANCE.md "Empty drains").
     #[inline]
+    /// Whether something is queued that the next turn must take up
+    /// without waiting: output of the core, or session turns and Actor
+    /// awaits a drain handed out.
+    fn has_work(&self) -> bool {
+        self.core.has_output() || !self.ready_turns.is_empty() || self.awaits.has_to_start()
+    }
+
     fn drain_core(&mut self) {
         if self.core.has_output() {
             self.drain_core_outputs();
@@ -1093,7 +1100,7 @@ pub(crate) fn run(
         // after a wait of up to `IDLE_WAIT_MAX`.
         let timeout = {
             let state = shard.state.borrow();
-            if backlog || executor.has_ready() || state.core.has_output() {
+            if backlog || executor.has_ready() || state.has_work() {
                 Some(Duration::ZERO)
             } else {
                 let now = state.now();
@@ -1153,6 +1160,13 @@ pub(crate) fn run(
         // now, so the next wait does not park over it.
         shard.start_session_turns();
         shard.start_actor_awaits();
+        // What those callbacks left in the core (a relay's record, a
+        // reply) is written now: the next turn's one flush then sends it
+        // with the rest of this turn's output, and its wait parks when
+        // nothing else is due. Left for the next turn instead, every batch
+        // took two turns (a second, zero-timeout wait) and two link writes
+        // (docs/PERFORMANCE.md "One flush per batch").
+        backlog |= shard.state.borrow_mut().run_actor_work();
     }
     shard.state.borrow().leave_rows();
     // Tasks hold the shard's handle: drop them (started or not) so the

@@ -72,6 +72,13 @@ pub(super) struct Awaits {
     to_start: Vec<(AwaitId, TurnFuture, Completion<()>)>,
 }
 
+impl Awaits {
+    /// Whether a suspended turn's future waits to be started.
+    pub(super) fn has_to_start(&self) -> bool {
+        !self.to_start.is_empty()
+    }
+}
+
 impl ShardState {
     /// The turn of `actor` suspended on `turn`: its lane stays in its turn
     /// until the continuation ends it. A continuation that suspends again
@@ -119,7 +126,7 @@ impl ShardState {
             return self.end_awaiting(awaiting, Reason::StaleLocation.into());
         };
         let (outcome, suspended) = self.continue_turn(&awaiting.actor, &mut *instance, resume);
-        self.put_back(&awaiting.actor, awaiting.generation, slot, instance);
+        self.put_back(slot, instance);
         let Awaiting {
             actor,
             generation,
