@@ -25,8 +25,10 @@ mod seal;
 pub use aggregate::SessionBindingAggregate;
 pub use lanes::{ClientPacket, SessionTurn, SessionWork, TurnId};
 
-use foldhash::{HashMap, HashMapExt};
+use std::collections::hash_map::Entry;
 use std::time::Duration;
+
+use foldhash::{HashMap, HashMapExt};
 
 use bytes::Bytes;
 
@@ -41,9 +43,9 @@ use super::timer::TimerKey;
 use super::trace::FlowTrace;
 use crate::error::{Error, Reason};
 use crate::ids::{
-    ActorId, ActorLocation, ActorRef, BindingGeneration, Correlation, NodeGeneration, NodeRid,
-    OwnerLeaseGeneration, PacketKey, Peer, RelocationId, RequestId, SessionOwnerId, SessionRef,
-    SessionRid,
+    ActorId, ActorLocation, ActorRef, AuthorityOwnerGeneration, BindingGeneration, Correlation,
+    NodeGeneration, NodeRid, ObjectGeneration, OwnerLeaseGeneration, PacketKey, Peer, RelocationId,
+    RequestId, SessionOwnerId, SessionRef, SessionRid,
 };
 use crate::wire::client::{ClientFrame, CloseReason};
 use crate::wire::node::{
@@ -263,6 +265,29 @@ enum PendingKind {
         cause: TombstoneCause,
         ticket: Option<Ticket>,
     },
+}
+
+/// What a 24 takes from its binding (§5): the node it goes to, the bound
+/// incarnation and the generations it is admitted on.
+#[derive(Clone, Copy)]
+struct SendRoute {
+    to: NodeRid,
+    object_generation: ObjectGeneration,
+    authority: AuthorityOwnerGeneration,
+    lease: OwnerLeaseGeneration,
+    binding: BindingGeneration,
+}
+
+impl SendRoute {
+    fn of(binding: &Binding) -> Self {
+        Self {
+            to: binding.location.owner,
+            object_generation: binding.object_generation,
+            authority: binding.location.authority,
+            lease: binding.location.lease,
+            binding: binding.generation,
+        }
+    }
 }
 
 /// The state of every session of one shard.
@@ -524,7 +549,8 @@ impl Sessions<'_> {
             return Err(Reason::SessionNotBound.into());
         };
         let sealed = matches!(binding.state, BindingState::Sealed(_));
-        let peer = binding.location.owner;
+        let route = SendRoute::of(binding);
+        let peer = route.to;
         let sequence = aggregate.next_sequence();
         let now = self.fx.now();
         let request = request.map(|(correlation, budget)| {
@@ -556,17 +582,17 @@ impl Sessions<'_> {
         if sealed {
             self.hold(session, actor, message);
         } else {
-            self.submit(session, actor, message);
+            // The route just read, and the request tracked with its node:
+            // no second lookup of either.
+            self.send_accepted(session, actor, route, message);
         }
         Ok(())
     }
 
-    /// Sends one accepted message as 24 over the binding's stored route, with
-    /// the binding generation and its session sequence (§5). A request's
-    /// budget is what is left of its deadline.
+    /// Sends one held message, released (§8.1), over the binding's route as
+    /// it is now: a relocation may have changed it while the message was
+    /// held, and its request then ends only by an answer from the new node.
     fn submit(&mut self, session: SessionRid, actor: &ActorId, message: Accepted) {
-        let session_ref = self.owner.session_ref(session);
-        let now = self.fx.now();
         let binding = self
             .owner
             .sessions
@@ -576,18 +602,39 @@ impl Sessions<'_> {
             debug_assert!(false, "submit on a binding that does not exist");
             return;
         };
+        let route = SendRoute::of(binding);
+        if let Some(pending) = message
+            .request
+            .and_then(|r| self.owner.pending.get_mut(&r.id))
+        {
+            pending.peer = route.to;
+        }
+        self.send_accepted(session, actor, route, message);
+    }
+
+    /// Sends one accepted message as 24 over `route`, with the binding
+    /// generation and its session sequence (§5). A request's budget is what
+    /// is left of its deadline.
+    fn send_accepted(
+        &mut self,
+        session: SessionRid,
+        actor: &ActorId,
+        route: SendRoute,
+        message: Accepted,
+    ) {
+        let now = self.fx.now();
         let record = ActorMessage {
             request: message.request.map(|r| RequestHeader {
                 id: r.id,
                 budget: r.deadline - now,
             }),
             actor: actor.clone(),
-            object_generation: binding.object_generation,
-            authority: binding.location.authority,
-            lease: binding.location.lease,
+            object_generation: route.object_generation,
+            authority: route.authority,
+            lease: route.lease,
             tail: BoundSessionTail {
-                session: session_ref,
-                binding: binding.generation,
+                session: self.owner.session_ref(session),
+                binding: route.binding,
                 sequence: message.sequence,
             },
             body: ActorSendBody::Payload {
@@ -596,16 +643,8 @@ impl Sessions<'_> {
                 payload: message.payload,
             },
         };
-        let to = binding.location.owner;
-        if let Some(pending) = message
-            .request
-            .and_then(|r| self.owner.pending.get_mut(&r.id))
-        {
-            // The request ends only by an answer from the node it goes to.
-            pending.peer = to;
-        }
         self.fx
-            .send(to, NodeRecord::ActorSend(ActorSend::Message(record)));
+            .send(route.to, NodeRecord::ActorSend(ActorSend::Message(record)));
     }
 
     /// §7 NotifyDisconnected: the logical disconnect notification to one
@@ -1106,10 +1145,12 @@ impl Sessions<'_> {
         request: RequestId,
         bind_terminal: bool,
     ) -> Option<Pending> {
-        let Some(pending) = self.owner.pending.get(&request) else {
+        // One lookup: the entry is judged, then taken where it lies.
+        let Entry::Occupied(entry) = self.owner.pending.entry(request) else {
             self.fx.trace(FlowTrace::LateReplyDropped);
             return None;
         };
+        let pending = entry.get();
         let is_bind = matches!(pending.kind, PendingKind::Bind { .. });
         // A held request was never sent: nothing can answer it yet.
         let is_held = matches!(pending.kind, PendingKind::Held { .. });
@@ -1117,7 +1158,7 @@ impl Sessions<'_> {
             self.fx.trace(FlowTrace::ReplyMismatch);
             return None;
         }
-        let pending = self.owner.pending.remove(&request)?;
+        let pending = entry.remove();
         self.fx.cancel(pending.deadline);
         Some(pending)
     }

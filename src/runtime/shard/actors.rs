@@ -972,7 +972,7 @@ impl ShardState {
         if let Some(started) = timed {
             self.published.actor_turns.record(started.elapsed());
         }
-        self.put_back(&actor, generation, slot, instance);
+        self.put_back(slot, instance);
         match suspended {
             Some(turn) => self.suspend_turn(actor, generation, lane, end, turn),
             None => {
@@ -1005,21 +1005,18 @@ impl ShardState {
         (outcome, suspended)
     }
 
-    /// The instance a turn took goes back to its slot, if the registry
-    /// still names that slot for its incarnation (nothing in a turn ends
-    /// it, but a slot is never filled for another Actor's sake).
-    pub(super) fn put_back(
-        &mut self,
-        actor: &ActorId,
-        generation: ObjectGeneration,
-        slot: InstanceSlot,
-        instance: Box<dyn Actor>,
-    ) {
-        if self.core.actor_owner().turn_slot(actor, generation) != Some(slot) {
-            return;
-        }
+    /// The instance a turn took goes back to the slot it was taken from.
+    /// A turn cannot change the slots: what it asks of the core (no
+    /// destroy, no move) is carried out after it, in the drain. So the slot
+    /// is still the empty one it left, and is looked at, not looked up
+    /// again by the Actor's id; a slot that holds an instance is never
+    /// overwritten.
+    pub(super) fn put_back(&mut self, slot: InstanceSlot, instance: Box<dyn Actor>) {
         if let Some(hosted) = self.host.instances.get_mut(slot.0) {
-            hosted.actor = Some(instance);
+            debug_assert!(hosted.actor.is_none(), "a slot filled during a turn");
+            if hosted.actor.is_none() {
+                hosted.actor = Some(instance);
+            }
         }
     }
 
