@@ -90,6 +90,10 @@ pub struct Summary {
     pub failed_sessions: u64,
     /// p50 of each round, in ns: shows a bimodal (floating) run.
     pub round_p50_ns: Vec<u64>,
+    /// Messages a second of each round: rounds are interleaved, so round
+    /// `i` of two systems ran side by side, and their ratios round by
+    /// round show how far one run's ratio can be trusted.
+    pub round_msgs_per_s: Vec<f64>,
     pub notes: Vec<String>,
     /// Latency by kind of answer or operation, all rounds merged.
     pub kinds: BTreeMap<&'static str, Histogram<u64>>,
@@ -120,6 +124,7 @@ impl Summary {
             errors: 0,
             failed_sessions: 0,
             round_p50_ns: Vec::new(),
+            round_msgs_per_s: Vec::new(),
             notes: Vec::new(),
             kinds: BTreeMap::new(),
             move_failures: 0,
@@ -134,6 +139,9 @@ impl Summary {
             .add(&tally.latency)
             .map_err(|e| format!("merging histograms: {e}"))?;
         self.round_p50_ns.push(tally.latency.value_at_quantile(0.5));
+        if seconds > 0.0 {
+            self.round_msgs_per_s.push(tally.measured as f64 / seconds);
+        }
         self.measured += tally.measured;
         self.seconds += seconds;
         self.cpu_seconds += tally.cpu_seconds;
@@ -156,6 +164,30 @@ impl Summary {
             }
         }
         Ok(())
+    }
+
+    /// The msg/s ratio of `self` to `base` in each round they both ran,
+    /// and the median of those ratios.
+    pub fn round_ratios(&self, base: &Summary) -> Option<(Vec<f64>, f64)> {
+        let ratios: Vec<f64> = self
+            .round_msgs_per_s
+            .iter()
+            .zip(&base.round_msgs_per_s)
+            .filter(|(_, b)| **b > 0.0)
+            .map(|(a, b)| a / b)
+            .collect();
+        if ratios.len() < 2 {
+            return None;
+        }
+        let mut sorted = ratios.clone();
+        sorted.sort_by(f64::total_cmp);
+        let mid = sorted.len() / 2;
+        let median = if sorted.len() % 2 == 0 {
+            (sorted[mid - 1] + sorted[mid]) / 2.0
+        } else {
+            sorted[mid]
+        };
+        Some((ratios, median))
     }
 
     pub fn messages_per_second(&self) -> f64 {
@@ -364,6 +396,9 @@ pub fn render(options: &Options, run: &Run, summaries: &[Summary]) -> String {
                     b.cpu_us_per_message().unwrap_or(0.0)
                 )
             );
+            if let Some(line) = round_ratios(s, b) {
+                let _ = writeln!(out, "{line}");
+            }
         }
     }
     let local = local_path(summaries);
@@ -642,6 +677,7 @@ pub fn json(options: &Options, run: &Run, summaries: &[Summary]) -> serde_json::
                 "zlink_nodes": s.system.zlink_nodes(options.nodes),
                 "kinds_us": kinds,
                 "round_p50_us": s.round_p50_ns.iter().map(|ns| *ns as f64 / 1e3).collect::<Vec<_>>(),
+                "round_msg_per_s": s.round_msgs_per_s,
             })
         })
         .collect();
@@ -899,4 +935,19 @@ mod tests {
         assert_eq!(json["local_path"][1]["system"], "zlink-epoll-local");
         assert_eq!(json["local_path"][1]["ratios"][0]["to"], "raw-epoll-1hop");
     }
+}
+
+/// The line under a ratio row with two or more rounds: its msg/s ratio
+/// round by round (interleaved rounds ran side by side) and their median.
+fn round_ratios(s: &Summary, base: &Summary) -> Option<String> {
+    if s.system == base.system {
+        return None;
+    }
+    let (ratios, median) = s.round_ratios(base)?;
+    let each: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
+    Some(format!(
+        "  {:<17} msg/s by round {} (median {median:.2}x)",
+        "",
+        each.join(" ")
+    ))
 }
