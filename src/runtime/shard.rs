@@ -389,17 +389,17 @@ impl ShardState {
         }
     }
 
+    /// Whether something is queued that the next turn must take up
+    /// without waiting: output of the core, or session turns a drain
+    /// handed out.
+    fn has_work(&self) -> bool {
+        self.core.has_output() || !self.ready_turns.is_empty()
+    }
+
     /// Carries out every output of the core; records for this node loop back.
     /// Most calls (several a loop turn) find nothing to do: they cost one
     /// check, not the whole drain (docs/PERFORMANCE.md "Empty drains").
     #[inline]
-    /// Whether something is queued that the next turn must take up
-    /// without waiting: output of the core, or session turns and Actor
-    /// awaits a drain handed out.
-    fn has_work(&self) -> bool {
-        self.core.has_output() || !self.ready_turns.is_empty() || self.awaits.has_to_start()
-    }
-
     fn drain_core(&mut self) {
         if self.core.has_output() {
             self.drain_core_outputs();
@@ -1167,6 +1167,9 @@ pub(crate) fn run(
         // took two turns (a second, zero-timeout wait) and two link writes
         // (docs/PERFORMANCE.md "One flush per batch").
         backlog |= shard.state.borrow_mut().run_actor_work();
+        // An Actor turn that drain ran may have suspended: its future
+        // starts now, as a ready task the wait then does not park over.
+        shard.start_actor_awaits();
     }
     shard.state.borrow().leave_rows();
     // Tasks hold the shard's handle: drop them (started or not) so the

@@ -72,13 +72,6 @@ pub(super) struct Awaits {
     to_start: Vec<(AwaitId, TurnFuture, Completion<()>)>,
 }
 
-impl Awaits {
-    /// Whether a suspended turn's future waits to be started.
-    pub(super) fn has_to_start(&self) -> bool {
-        !self.to_start.is_empty()
-    }
-}
-
 impl ShardState {
     /// The turn of `actor` suspended on `turn`: its lane stays in its turn
     /// until the continuation ends it. A continuation that suspends again
