@@ -815,6 +815,21 @@ pub fn svg(path: &Path, title: &str, summaries: &[Summary]) -> Result<(), String
     root.present().map_err(|e| fail(&e))
 }
 
+/// The line under a ratio row with two or more rounds: its msg/s ratio
+/// round by round (interleaved rounds ran side by side) and their median.
+fn round_ratios(s: &Summary, base: &Summary) -> Option<String> {
+    if s.system == base.system {
+        return None;
+    }
+    let (ratios, median) = s.round_ratios(base)?;
+    let each: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
+    Some(format!(
+        "  {:<17} msg/s by round {} (median {median:.2}x)",
+        "",
+        each.join(" ")
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -935,19 +950,4 @@ mod tests {
         assert_eq!(json["local_path"][1]["system"], "zlink-epoll-local");
         assert_eq!(json["local_path"][1]["ratios"][0]["to"], "raw-epoll-1hop");
     }
-}
-
-/// The line under a ratio row with two or more rounds: its msg/s ratio
-/// round by round (interleaved rounds ran side by side) and their median.
-fn round_ratios(s: &Summary, base: &Summary) -> Option<String> {
-    if s.system == base.system {
-        return None;
-    }
-    let (ratios, median) = s.round_ratios(base)?;
-    let each: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
-    Some(format!(
-        "  {:<17} msg/s by round {} (median {median:.2}x)",
-        "",
-        each.join(" ")
-    ))
 }
