@@ -845,6 +845,31 @@ mod tests {
         s
     }
 
+    /// Round `i` of a system is divided by round `i` of its base (they ran
+    /// side by side); the median of an even count is the mean of the two
+    /// middle ratios; one round gives no line (the row says it all).
+    #[test]
+    fn round_ratios_pair_rounds_and_give_their_median() {
+        let mut zlink = summary(SystemKind::ZlinkEpoll, 1, 1);
+        let mut raw = summary(SystemKind::RawEpoll, 1, 1);
+        zlink.round_msgs_per_s = vec![90.0, 120.0, 80.0, 100.0];
+        raw.round_msgs_per_s = vec![100.0, 100.0, 100.0, 100.0];
+        let (each, median) = zlink.round_ratios(&raw).unwrap();
+        assert_eq!(each, vec![0.9, 1.2, 0.8, 1.0]);
+        assert!((median - 0.95).abs() < 1e-9, "{median}");
+        let line = round_ratios(&zlink, &raw).unwrap();
+        assert!(
+            line.ends_with("msg/s by round 0.90 1.20 0.80 1.00 (median 0.95x)"),
+            "{line}"
+        );
+        zlink.round_msgs_per_s.truncate(3);
+        let (_, odd) = zlink.round_ratios(&raw).unwrap();
+        assert!((odd - 0.9).abs() < 1e-9, "{odd}");
+        assert!(round_ratios(&raw, &raw).is_none(), "no line against itself");
+        zlink.round_msgs_per_s.truncate(1);
+        assert!(zlink.round_ratios(&raw).is_none());
+    }
+
     fn ratios(row: &LocalRow) -> Vec<(&'static str, &'static str, f64)> {
         row.ratios
             .iter()
