@@ -1093,11 +1093,10 @@ pub(crate) fn run(
         }
         // Read last before the wait: a task woken on this thread does not
         // unpark the reactor (executor.rs `Ready::is_home`), so this check
-        // is what keeps the turn from parking over it. Nor does a session
-        // callback that ended in its first poll in the turn's last
-        // `start_session_turns` (a disconnect callback that tells an
-        // Actor): what it left in the core is taken on the next turn, not
-        // after a wait of up to `IDLE_WAIT_MAX`.
+        // is what keeps the turn from parking over it. Nor does the turn's
+        // last drain (below) start the session turns it hands out: they
+        // are taken on the next turn, not after a wait of up to
+        // `IDLE_WAIT_MAX` (`has_work`).
         let timeout = {
             let state = shard.state.borrow();
             if backlog || executor.has_ready() || state.has_work() {
@@ -1149,27 +1148,38 @@ pub(crate) fn run(
                 state.lease_round();
                 next_renewal = state.wall + state.node.settings.lease_renew_interval;
             }
-            state.advance_drain();
-            state.run_actor_work();
-            let owner = state.core.actor_owner();
-            let (actors, spots) = (owner.actor_count(), owner.spot_count());
-            counters.publish(state.core.counters(), actors, spots);
-            state.tasks = executor.live();
         }
         // Work the last round started (a loopback 51's callback) is started
         // now, so the next wait does not park over it.
         shard.start_session_turns();
         shard.start_actor_awaits();
-        // What those callbacks left in the core (a relay's record, a
-        // reply) is written now: the next turn's one flush then sends it
-        // with the rest of this turn's output, and its wait parks when
-        // nothing else is due. Left for the next turn instead, every batch
-        // took two turns (a second, zero-timeout wait) and two link writes
-        // (docs/PERFORMANCE.md "One flush per batch").
-        backlog |= shard.state.borrow_mut().run_actor_work();
+        {
+            let mut state = shard.state.borrow_mut();
+            // What those callbacks left in the core (a relay's record, a
+            // reply) is written now: the next turn's one flush then sends
+            // it with the rest of this turn's output, and its wait parks
+            // when nothing else is due. Left for the next turn instead,
+            // every batch took two turns (a second, zero-timeout wait) and
+            // two link writes (docs/PERFORMANCE.md "One flush per batch").
+            // The lease is read again first: a loopback record this drain
+            // admits comes after the turn's first check (§5, X21).
+            state.fence_if_lapsed();
+            backlog |= state.run_actor_work();
+        }
         // An Actor turn that drain ran may have suspended: its future
         // starts now, as a ready task the wait then does not park over.
         shard.start_actor_awaits();
+        {
+            // Last, on what the turn settled: a drain whose last session
+            // ended in that drain is done now, not after the next wait, and
+            // the counters are the turn's own.
+            let mut state = shard.state.borrow_mut();
+            state.advance_drain();
+            let owner = state.core.actor_owner();
+            let (actors, spots) = (owner.actor_count(), owner.spot_count());
+            counters.publish(state.core.counters(), actors, spots);
+            state.tasks = executor.live();
+        }
     }
     shard.state.borrow().leave_rows();
     // Tasks hold the shard's handle: drop them (started or not) so the

@@ -1016,6 +1016,10 @@ impl ShardState {
             debug_assert!(hosted.actor.is_none(), "a slot filled during a turn");
             if hosted.actor.is_none() {
                 hosted.actor = Some(instance);
+            } else {
+                // A broken invariant of the runtime's own, not anything a
+                // peer can cause: kept visible in a release build.
+                tracing::error!(slot = slot.0, "an Actor slot was filled during a turn");
             }
         }
     }
