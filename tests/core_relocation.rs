@@ -1839,6 +1839,42 @@ fn core_relocation_a_60_for_an_actor_the_target_hosts_is_refused_target_invalid(
     assert_eq!(mesh.node(target).relocation_events.len(), restores);
 }
 
+/// §10 Shutdown, docs/relocation.md ("A draining target"): a node that
+/// drains takes no Actor by relocation, since it would end the Actor at
+/// its stop. A move to it is refused `ShuttingDown` in its 61: the caller
+/// gets that error, nothing is restored at the target, and the Actor stays
+/// at its source, owner in the store, and movable elsewhere.
+#[test]
+fn core_relocation_a_draining_target_refuses_the_move_and_the_actor_stays() {
+    let (mut mesh, _, source, target, a) = three_nodes();
+    let restores = mesh.node(target).relocation_events.len();
+    mesh.actors(target).leave();
+    let relocation = relocate(&mut mesh, source, "a", target);
+    assert_eq!(
+        finished(&mesh, source, relocation),
+        Some(Err(error(Reason::ShuttingDown)))
+    );
+    assert_eq!(commands(&mesh, target, source), vec![61]);
+    assert_eq!(mesh.node(target).relocation_events.len(), restores);
+    assert_eq!(
+        mesh.store().lookup(&a.id).unwrap().unwrap().location.owner,
+        source
+    );
+    assert_eq!(
+        mesh.node(source).core().actor_owner().actor_ref(&a.id),
+        Some(a.clone())
+    );
+    assert_eq!(mesh.node(source).states.get(&a.id), Some(&b(b"state of a")));
+    assert_eq!(
+        mesh.node(target).core().actor_owner().actor_ref(&a.id),
+        None
+    );
+    // Another node, not draining, takes it.
+    let other = mesh.add_node(4);
+    let again = relocate(&mut mesh, source, "a", other);
+    assert!(matches!(finished(&mesh, source, again), Some(Ok(_))));
+}
+
 /// §8.1: one handoff at a time per Actor at a target. A second 60 for an
 /// Actor still arriving (its restore not answered yet) is refused
 /// `RelocationSealed` at once, and the first move goes on and commits.

@@ -1218,3 +1218,110 @@ fn x22_l3_d1_a_seal_timeout_ends_the_sealed_binding_with_one_disconnect_callback
         .contains(&"player-1".to_owned()));
     wait_counter(&m.source, FlowTrace::MessageFollowed, 2);
 }
+
+/// §10 Shutdown, found by driving real processes: a player moved onto a
+/// node while that node drained was left behind by its drain (whose moves
+/// away were chosen at its start) and ended at its stop, and its session
+/// was answered StaleLocation for good. A node that drains takes no Actor
+/// by relocation: a move to it ends `ShuttingDown`, and the player stays
+/// at its source with its state, its session served as before.
+#[test]
+fn a_move_to_a_draining_node_is_refused_and_the_player_stays_with_its_state() {
+    // Long enough that the steps below fit in the drain on a loaded
+    // 2-core machine.
+    let settings = NodeSettings {
+        shutdown_deadline: Duration::from_millis(3_000),
+        ..NodeSettings::default()
+    };
+    let mut mesh = start_mesh(
+        2,
+        GameOptions {
+            settings: Some(settings),
+            ..GameOptions::default()
+        },
+    );
+    let mut player = login(&mesh[0], "p");
+    assert_eq!(
+        player.request(COUNT, payload("p", "one"), WAIT).unwrap(),
+        Bytes::from_static(b"1")
+    );
+    // Node 2 drains; a session of its own keeps the drain going until its
+    // deadline. Its drain has begun once it refuses a new binding.
+    let mut keeper = login(&mesh[1], "k");
+    let draining = mesh.pop().unwrap();
+    let stopper = thread::spawn(move || draining.node.shutdown());
+    loop {
+        match keeper.request(LOGIN, Bytes::from_static(b"k2"), WAIT) {
+            Err(ClientError::Remote(e)) if e.reason() == Reason::ShuttingDown => break,
+            Ok(_) => {}
+            Err(other) => panic!("a login during the drain: {other}"),
+        }
+    }
+    let refused = mesh[0]
+        .node
+        .relocate(&id("p"), RelocateTo::Node(2))
+        .expect_err("a draining node takes no actor");
+    assert_eq!(refused.reason(), Reason::ShuttingDown, "{refused}");
+    // The player is still at node 1, with its state.
+    assert_eq!(
+        player.request(COUNT, payload("p", "two"), WAIT).unwrap(),
+        Bytes::from_static(b"2")
+    );
+    stopper.join().unwrap();
+    assert_eq!(
+        player.request(COUNT, payload("p", "three"), WAIT).unwrap(),
+        Bytes::from_static(b"3")
+    );
+}
+
+/// §10, docs/relocation.md ("A draining target"): a move with no hint
+/// that a draining peer refuses (`ShuttingDown`, before anything moved)
+/// is asked of the next linked peer, as one a peer cannot host. Two moves
+/// take the two peers in turn, so one of them asks the draining node
+/// first; both commit (at the other peer, the only one that takes them),
+/// with the players' state.
+#[test]
+fn a_move_without_a_hint_passes_over_a_draining_peer() {
+    let settings = NodeSettings {
+        shutdown_deadline: Duration::from_millis(3_000),
+        ..NodeSettings::default()
+    };
+    let mut mesh = start_mesh(
+        3,
+        GameOptions {
+            settings: Some(settings),
+            ..GameOptions::default()
+        },
+    );
+    let mut players: Vec<_> = ["p", "q"]
+        .iter()
+        .map(|p| (*p, login(&mesh[0], p)))
+        .collect();
+    for (name, client) in &mut players {
+        assert_eq!(
+            client.request(COUNT, payload(name, "one"), WAIT).unwrap(),
+            Bytes::from_static(b"1")
+        );
+    }
+    let mut keeper = login(&mesh[1], "k");
+    let draining = mesh.remove(1);
+    let stopper = thread::spawn(move || draining.node.shutdown());
+    loop {
+        match keeper.request(LOGIN, Bytes::from_static(b"k2"), WAIT) {
+            Err(ClientError::Remote(e)) if e.reason() == Reason::ShuttingDown => break,
+            Ok(_) => {}
+            Err(other) => panic!("a login during the drain: {other}"),
+        }
+    }
+    for (name, client) in &mut players {
+        mesh[0]
+            .node
+            .relocate(&id(name), RelocateTo::Any)
+            .unwrap_or_else(|e| panic!("{name} not moved: {e}"));
+        assert_eq!(
+            client.request(COUNT, payload(name, "two"), WAIT).unwrap(),
+            Bytes::from_static(b"2")
+        );
+    }
+    stopper.join().unwrap();
+}

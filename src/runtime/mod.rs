@@ -473,8 +473,9 @@ impl RunningNode {
     /// `until` for them all; returns the units that did not move, with their
     /// typed errors (`DeadlineExceeded` for those still moving then). A
     /// target that cannot host the type (NoActorFactory: no factory, or a
-    /// client-role node) refused the move before relay-ready, so the unit is
-    /// unharmed here: without a hint the next peer is asked.
+    /// client-role node) or that drains itself (ShuttingDown, §10) refused
+    /// the move at its prepare, before relay-ready, so the unit is unharmed
+    /// here: without a hint the next peer is asked.
     fn relocate_units(
         &self,
         units: Vec<RelocationUnit>,
@@ -533,7 +534,10 @@ impl RunningNode {
             // A Spot is retried elsewhere never: some of its Actors may have
             // committed at the first target, and the rest must join them there.
             if let (Err(refused), RelocationUnit::Actor(_)) = (&outcome, &m.unit) {
-                if refused.reason() == Reason::NoActorFactory {
+                if matches!(
+                    refused.reason(),
+                    Reason::NoActorFactory | Reason::ShuttingDown
+                ) {
                     if let Some(next) = m.targets.next() {
                         self.ask_move(
                             &m.unit,

@@ -713,6 +713,7 @@ impl ShardState {
                 ShardMsg::Drain { deadline, done } => {
                     let now = self.now();
                     self.core.sessions(now).drain(deadline);
+                    self.core.actors(now).leave();
                     self.draining = Some(Drain { done: Some(done) });
                 }
             }

@@ -227,6 +227,11 @@ pub struct ActorOwner {
     /// bind or relay is admitted (a stored route is valid only within the
     /// lease).
     fenced: bool,
+    /// §10 Shutdown: the node is draining. It takes no Actor by
+    /// relocation from then on: one that arrived now would be left behind
+    /// when the node stops (its moves away were chosen at the drain's
+    /// start), and a moved Actor carries state that must not be lost.
+    leaving: bool,
     actors: HashMap<ActorId, HostedActor>,
     /// The User Spots whose home is this shard (§1).
     spots: HashMap<SpotId, HostedSpot>,
@@ -248,6 +253,7 @@ impl ActorOwner {
         Self {
             identity,
             fenced: false,
+            leaving: false,
             actors: HashMap::new(),
             spots: HashMap::new(),
             owed: HashMap::new(),
@@ -344,6 +350,12 @@ impl ActorOwner {
     /// Whether the owner fenced itself after losing its lease (§5).
     pub fn is_fenced(&self) -> bool {
         self.fenced
+    }
+
+    /// Whether the node is draining (§10 Shutdown), so that it takes no
+    /// Actor by relocation ([`Actors::leave`]).
+    pub fn is_leaving(&self) -> bool {
+        self.leaving
     }
 
     /// How many Actors are hosted.
@@ -668,6 +680,16 @@ impl Actors<'_> {
     /// (LeaseExpired), never with a route used past its lease.
     pub fn fence(&mut self) {
         self.owner.fenced = true;
+    }
+
+    /// §10 Shutdown: the node drains. Its Actors move away (the runtime
+    /// asks once, at the drain's start), and from now on a move to this
+    /// node is refused at its prepare with `Unavailable` (ShuttingDown):
+    /// the Actor stays at its source instead of arriving at a node that
+    /// would end it at its stop. Binds and relays to the Actors still
+    /// here go on until they move or the node stops.
+    pub fn leave(&mut self) {
+        self.owner.leaving = true;
     }
 
     /// §5 bound-session push: a one-way 36 to the current binding. With no

@@ -139,6 +139,11 @@ impl Relocations<'_> {
         if self.owner.is_fenced() {
             return Err(Reason::LeaseExpired.into());
         }
+        if self.owner.is_leaving() {
+            // §10: a draining node would leave the Actor behind at its
+            // stop; the move aborts and the Actor stays at its source.
+            return Err(Reason::ShuttingDown.into());
+        }
         if from.rid == self.owner.identity().node || self.owner.hosts(&prepare.actor) {
             return Err(Reason::RelocationTargetInvalid.into());
         }
