@@ -59,6 +59,19 @@ fn finished(
         })
 }
 
+/// `a` stays where it was, at `source`: owner in the Location Store, and
+/// hosted there as the same incarnation.
+fn stays_at(mesh: &Mesh, source: NodeRid, a: &ActorRef) {
+    assert_eq!(
+        mesh.store().lookup(&a.id).unwrap().unwrap().location.owner,
+        source
+    );
+    assert_eq!(
+        mesh.node(source).core().actor_owner().actor_ref(&a.id),
+        Some(a.clone())
+    );
+}
+
 /// The commands sent on the link `from` → `to`, in order.
 fn commands(mesh: &Mesh, from: NodeRid, to: NodeRid) -> Vec<u8> {
     mesh.tap()
@@ -196,14 +209,7 @@ fn core_relocation_abort_on_61_error_confirms_the_durable_abort_first() {
     assert!(reopen_at < done_at);
     // The source stays owner and keeps the Actor; a late CAS for this
     // relocation could not succeed.
-    assert_eq!(
-        mesh.store().lookup(&a.id).unwrap().unwrap().location.owner,
-        source
-    );
-    assert_eq!(
-        mesh.node(source).core().actor_owner().actor_ref(&a.id),
-        Some(a.clone())
-    );
+    stays_at(&mesh, source, &a);
     assert!(!mesh.node(source).core().relocation().is_relocating(&a.id));
     assert_eq!(count(&mesh, source, FlowTrace::RelocationAborted), 1);
     // Nothing stays armed or in flight.
@@ -1856,14 +1862,7 @@ fn core_relocation_a_draining_target_refuses_the_move_and_the_actor_stays() {
     );
     assert_eq!(commands(&mesh, target, source), vec![61]);
     assert_eq!(mesh.node(target).relocation_events.len(), restores);
-    assert_eq!(
-        mesh.store().lookup(&a.id).unwrap().unwrap().location.owner,
-        source
-    );
-    assert_eq!(
-        mesh.node(source).core().actor_owner().actor_ref(&a.id),
-        Some(a.clone())
-    );
+    stays_at(&mesh, source, &a);
     assert_eq!(mesh.node(source).states.get(&a.id), Some(&b(b"state of a")));
     assert_eq!(
         mesh.node(target).core().actor_owner().actor_ref(&a.id),

@@ -1219,6 +1219,40 @@ fn x22_l3_d1_a_seal_timeout_ends_the_sealed_binding_with_one_disconnect_callback
     wait_counter(&m.source, FlowTrace::MessageFollowed, 2);
 }
 
+/// A mesh of `n` nodes whose drain lasts 3 s: long enough for a test's
+/// steps during it on a loaded 2-core machine.
+fn mesh_with_a_long_drain(n: u64) -> Vec<Game> {
+    let settings = NodeSettings {
+        shutdown_deadline: Duration::from_millis(3_000),
+        ..NodeSettings::default()
+    };
+    start_mesh(
+        n,
+        GameOptions {
+            settings: Some(settings),
+            ..GameOptions::default()
+        },
+    )
+}
+
+/// Starts the shutdown of `game` in another thread and returns once its
+/// drain has begun (it refuses a login with `ShuttingDown`). A session of
+/// its own, returned with the stopper, keeps the drain going until its
+/// deadline.
+fn start_draining(game: Game) -> (thread::JoinHandle<()>, zlink::client::Client) {
+    let mut keeper = login(&game, "k");
+    let stopper = thread::spawn(move || game.node.shutdown());
+    let deadline = Instant::now() + WAIT;
+    loop {
+        match keeper.request(LOGIN, Bytes::from_static(b"k2"), WAIT) {
+            Err(ClientError::Remote(e)) if e.reason() == Reason::ShuttingDown => break,
+            Ok(_) => assert!(Instant::now() < deadline, "the drain never began"),
+            Err(other) => panic!("a login during the drain: {other}"),
+        }
+    }
+    (stopper, keeper)
+}
+
 /// §10 Shutdown, found by driving real processes: a player moved onto a
 /// node while that node drained was left behind by its drain (whose moves
 /// away were chosen at its start) and ended at its stop, and its session
@@ -1227,36 +1261,14 @@ fn x22_l3_d1_a_seal_timeout_ends_the_sealed_binding_with_one_disconnect_callback
 /// at its source with its state, its session served as before.
 #[test]
 fn a_move_to_a_draining_node_is_refused_and_the_player_stays_with_its_state() {
-    // Long enough that the steps below fit in the drain on a loaded
-    // 2-core machine.
-    let settings = NodeSettings {
-        shutdown_deadline: Duration::from_millis(3_000),
-        ..NodeSettings::default()
-    };
-    let mut mesh = start_mesh(
-        2,
-        GameOptions {
-            settings: Some(settings),
-            ..GameOptions::default()
-        },
-    );
+    let mut mesh = mesh_with_a_long_drain(2);
     let mut player = login(&mesh[0], "p");
     assert_eq!(
         player.request(COUNT, payload("p", "one"), WAIT).unwrap(),
         Bytes::from_static(b"1")
     );
-    // Node 2 drains; a session of its own keeps the drain going until its
-    // deadline. Its drain has begun once it refuses a new binding.
-    let mut keeper = login(&mesh[1], "k");
-    let draining = mesh.pop().unwrap();
-    let stopper = thread::spawn(move || draining.node.shutdown());
-    loop {
-        match keeper.request(LOGIN, Bytes::from_static(b"k2"), WAIT) {
-            Err(ClientError::Remote(e)) if e.reason() == Reason::ShuttingDown => break,
-            Ok(_) => {}
-            Err(other) => panic!("a login during the drain: {other}"),
-        }
-    }
+    // Node 2 drains.
+    let (stopper, _keeper) = start_draining(mesh.pop().unwrap());
     let refused = mesh[0]
         .node
         .relocate(&id("p"), RelocateTo::Node(2))
@@ -1282,17 +1294,7 @@ fn a_move_to_a_draining_node_is_refused_and_the_player_stays_with_its_state() {
 /// with the players' state.
 #[test]
 fn a_move_without_a_hint_passes_over_a_draining_peer() {
-    let settings = NodeSettings {
-        shutdown_deadline: Duration::from_millis(3_000),
-        ..NodeSettings::default()
-    };
-    let mut mesh = start_mesh(
-        3,
-        GameOptions {
-            settings: Some(settings),
-            ..GameOptions::default()
-        },
-    );
+    let mut mesh = mesh_with_a_long_drain(3);
     let mut players: Vec<_> = ["p", "q"]
         .iter()
         .map(|p| (*p, login(&mesh[0], p)))
@@ -1303,16 +1305,7 @@ fn a_move_without_a_hint_passes_over_a_draining_peer() {
             Bytes::from_static(b"1")
         );
     }
-    let mut keeper = login(&mesh[1], "k");
-    let draining = mesh.remove(1);
-    let stopper = thread::spawn(move || draining.node.shutdown());
-    loop {
-        match keeper.request(LOGIN, Bytes::from_static(b"k2"), WAIT) {
-            Err(ClientError::Remote(e)) if e.reason() == Reason::ShuttingDown => break,
-            Ok(_) => {}
-            Err(other) => panic!("a login during the drain: {other}"),
-        }
-    }
+    let (stopper, _keeper) = start_draining(mesh.remove(1));
     for (name, client) in &mut players {
         mesh[0]
             .node
