@@ -529,106 +529,19 @@ impl Body for RelocationPrepare {
     }
 }
 
-impl Body for RelocationReady {
-    const COMMAND: Command = Command::RelocationReady;
+one_variant_body!(RelocationReady { request, outcome });
 
-    fn variant(&self) -> u8 {
-        ONLY
-    }
+one_variant_body!(RelocationIngressHold {
+    relocation,
+    actor,
+    work
+});
 
-    fn put_body(&self, dst: &mut BytesMut) {
-        self.request.put(dst);
-        self.outcome.put(dst);
-    }
+one_variant_body!(RelocationCutover { relocation, actor });
+one_variant_body!(RelocationDiscard { relocation, actor });
 
-    fn get_body(variant: u8, r: &mut Reader<'_>) -> Result<Self, WireError> {
-        if variant != ONLY {
-            return Err(Self::unknown(variant));
-        }
-        Ok(Self {
-            request: r.get()?,
-            outcome: r.get()?,
-        })
-    }
-}
-
-impl Body for RelocationIngressHold {
-    const COMMAND: Command = Command::RelocationIngressHold;
-
-    fn variant(&self) -> u8 {
-        ONLY
-    }
-
-    fn put_body(&self, dst: &mut BytesMut) {
-        self.relocation.put(dst);
-        self.actor.put(dst);
-        self.work.put(dst);
-    }
-
-    fn get_body(variant: u8, r: &mut Reader<'_>) -> Result<Self, WireError> {
-        if variant != ONLY {
-            return Err(Self::unknown(variant));
-        }
-        Ok(Self {
-            relocation: r.get()?,
-            actor: r.get()?,
-            work: r.get()?,
-        })
-    }
-}
-
-/// 63 and 64 have the same body: the relocation and the Actor.
-macro_rules! relocation_signal {
-    ($ty:ident, $command:ident) => {
-        impl Body for $ty {
-            const COMMAND: Command = Command::$command;
-
-            fn variant(&self) -> u8 {
-                ONLY
-            }
-
-            fn put_body(&self, dst: &mut BytesMut) {
-                self.relocation.put(dst);
-                self.actor.put(dst);
-            }
-
-            fn get_body(variant: u8, r: &mut Reader<'_>) -> Result<Self, WireError> {
-                if variant != ONLY {
-                    return Err(Self::unknown(variant));
-                }
-                Ok(Self {
-                    relocation: r.get()?,
-                    actor: r.get()?,
-                })
-            }
-        }
-    };
-}
-
-relocation_signal!(RelocationCutover, RelocationCutover);
-relocation_signal!(RelocationDiscard, RelocationDiscard);
-
-impl Body for RelocationFinished {
-    const COMMAND: Command = Command::RelocationFinished;
-
-    fn variant(&self) -> u8 {
-        ONLY
-    }
-
-    fn put_body(&self, dst: &mut BytesMut) {
-        self.relocation.put(dst);
-        self.actor.put(dst);
-        self.outcome.put(dst);
-    }
-
-    fn get_body(variant: u8, r: &mut Reader<'_>) -> Result<Self, WireError> {
-        if variant != ONLY {
-            return Err(Self::unknown(variant));
-        }
-        Ok(Self {
-            relocation: r.get()?,
-            actor: r.get()?,
-            outcome: r.get()?,
-        })
-    }
-}
+one_variant_body!(RelocationFinished {
+    relocation,
+    actor,
+    outcome
+});

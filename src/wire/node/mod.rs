@@ -12,6 +12,35 @@
 //! bytes before it reads a field. Each command's body is encoded next to its
 //! type; this file owns the dispatch and the request header.
 
+/// The `Body` of a command with one variant (its byte is 1) whose fields
+/// go in the order listed, each in its own encoding: what most of the
+/// handoff's and the seal's records are (docs/wire.md per command). A
+/// variant byte other than 1 is refused as unknown.
+macro_rules! one_variant_body {
+    ($ty:ident { $($field:ident),+ $(,)? }) => {
+        impl Body for $ty {
+            const COMMAND: Command = Command::$ty;
+
+            fn variant(&self) -> u8 {
+                1
+            }
+
+            fn put_body(&self, dst: &mut BytesMut) {
+                $(self.$field.put(dst);)+
+            }
+
+            fn get_body(variant: u8, r: &mut Reader<'_>) -> Result<Self, WireError> {
+                if variant != 1 {
+                    return Err(Self::unknown(variant));
+                }
+                Ok(Self {
+                    $($field: r.get()?,)+
+                })
+            }
+        }
+    };
+}
+
 mod actor_call;
 mod actor_host;
 mod actor_send;

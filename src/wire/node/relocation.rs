@@ -123,60 +123,17 @@ impl Field for RouteCommit {
     }
 }
 
-/// The variant byte of a command that has one variant.
-const ONLY: u8 = 1;
 const COMMIT: u8 = 1;
 const ABORT: u8 = 2;
 
-impl Body for SessionRelocationSeal {
-    const COMMAND: Command = Command::SessionRelocationSeal;
+one_variant_body!(SessionRelocationSeal {
+    request,
+    seal,
+    actor,
+    object_generation
+});
 
-    fn variant(&self) -> u8 {
-        ONLY
-    }
-
-    fn put_body(&self, dst: &mut BytesMut) {
-        self.request.put(dst);
-        self.seal.put(dst);
-        self.actor.put(dst);
-        self.object_generation.put(dst);
-    }
-
-    fn get_body(variant: u8, r: &mut Reader<'_>) -> Result<Self, WireError> {
-        if variant != ONLY {
-            return Err(Self::unknown(variant));
-        }
-        Ok(Self {
-            request: r.get()?,
-            seal: r.get()?,
-            actor: r.get()?,
-            object_generation: r.get()?,
-        })
-    }
-}
-
-impl Body for SessionRelocationSealed {
-    const COMMAND: Command = Command::SessionRelocationSealed;
-
-    fn variant(&self) -> u8 {
-        ONLY
-    }
-
-    fn put_body(&self, dst: &mut BytesMut) {
-        self.request.put(dst);
-        self.outcome.put(dst);
-    }
-
-    fn get_body(variant: u8, r: &mut Reader<'_>) -> Result<Self, WireError> {
-        if variant != ONLY {
-            return Err(Self::unknown(variant));
-        }
-        Ok(Self {
-            request: r.get()?,
-            outcome: r.get()?,
-        })
-    }
-}
+one_variant_body!(SessionRelocationSealed { request, outcome });
 
 impl Body for SessionRelocationRoute {
     const COMMAND: Command = Command::SessionRelocationRoute;

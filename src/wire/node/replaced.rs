@@ -63,32 +63,10 @@ impl Field for AuthorityFence {
     }
 }
 
-/// 51 has one variant.
-const ONLY: u8 = 1;
-
-impl Body for BoundSessionReplaced {
-    const COMMAND: Command = Command::BoundSessionReplaced;
-
-    fn variant(&self) -> u8 {
-        ONLY
-    }
-
-    fn put_body(&self, dst: &mut BytesMut) {
-        self.fence.put(dst);
-        self.previous.put(dst);
-        self.previous_lease.put(dst);
-        self.retired.put(dst);
-    }
-
-    fn get_body(variant: u8, r: &mut Reader<'_>) -> Result<Self, WireError> {
-        if variant != ONLY {
-            return Err(Self::unknown(variant));
-        }
-        Ok(Self {
-            fence: r.get()?,
-            previous: r.get()?,
-            previous_lease: r.get()?,
-            retired: r.get()?,
-        })
-    }
-}
+// 51 has one variant.
+one_variant_body!(BoundSessionReplaced {
+    fence,
+    previous,
+    previous_lease,
+    retired
+});
