@@ -589,29 +589,6 @@ impl Sessions<'_> {
         Ok(())
     }
 
-    /// Sends one held message, released (§8.1), over the binding's route as
-    /// it is now: a relocation may have changed it while the message was
-    /// held, and its request then ends only by an answer from the new node.
-    fn submit(&mut self, session: SessionRid, actor: &ActorId, message: Accepted) {
-        let binding = self
-            .owner
-            .sessions
-            .get(&session)
-            .and_then(|a| a.bindings.get(actor));
-        let Some(binding) = binding else {
-            debug_assert!(false, "submit on a binding that does not exist");
-            return;
-        };
-        let route = SendRoute::of(binding);
-        if let Some(pending) = message
-            .request
-            .and_then(|r| self.owner.pending.get_mut(&r.id))
-        {
-            pending.peer = route.to;
-        }
-        self.send_accepted(session, actor, route, message);
-    }
-
     /// Sends one accepted message as 24 over `route`, with the binding
     /// generation and its session sequence (§5). A request's budget is what
     /// is left of its deadline.

@@ -39,7 +39,7 @@ use std::mem;
 use bytes::Bytes;
 
 use super::aggregate::{BindingState, SealStep};
-use super::{PendingKind, SessionEvent, SessionTimer, Sessions, Ticket};
+use super::{PendingKind, SendRoute, SessionEvent, SessionTimer, Sessions, Ticket};
 use crate::core::effects::CoreTimer;
 use crate::core::latency::SealEnd;
 use crate::core::time::Instant;
@@ -279,6 +279,16 @@ impl Sessions<'_> {
     fn release(&mut self, session: SessionRid, actor: &ActorId, seal: Seal) {
         self.fx.cancel(seal.timeout);
         let now = self.fx.now();
+        // The binding's route as it is now: a relocation may have changed it
+        // while the messages were held, and their requests then end only by
+        // an answer from the new node. The loop changes no binding, so the
+        // route is read once.
+        let route = self
+            .owner
+            .sessions
+            .get(&session)
+            .and_then(|a| a.bindings.get(actor))
+            .map(SendRoute::of);
         for message in seal.held {
             if let Some(request) = message.request {
                 let Some(pending) = self.owner.pending.get_mut(&request.id) else {
@@ -305,9 +315,16 @@ impl Sessions<'_> {
                     actor: actor.clone(),
                     correlation: request.correlation,
                 };
+                if let Some(route) = route {
+                    pending.peer = route.to;
+                }
             }
             self.fx.trace(FlowTrace::HeldMessageReleased);
-            self.submit(session, actor, message);
+            let Some(route) = route else {
+                debug_assert!(false, "a released seal's binding exists");
+                continue;
+            };
+            self.send_accepted(session, actor, route, message);
         }
         if let Some(held) = seal.disconnect {
             self.send_disconnect_notice(session, actor, held.cause, held.ticket);
