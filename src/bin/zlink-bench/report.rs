@@ -88,6 +88,12 @@ pub struct Summary {
     pub corrupt: u64,
     pub errors: u64,
     pub failed_sessions: u64,
+    /// LOGINs (and `--target` LOOKUPs) the system refused with
+    /// `StoreUnavailable` and the client sent again, over all rounds, and
+    /// the sessions they belonged to ([`crate::client::login_all`]): a
+    /// round whose logins met a full store queue says so.
+    pub login_refusals: u64,
+    pub refused_sessions: u64,
     /// p50 of each round, in ns: shows a bimodal (floating) run.
     pub round_p50_ns: Vec<u64>,
     /// Messages a second of each round: rounds are interleaved, so round
@@ -123,6 +129,8 @@ impl Summary {
             corrupt: 0,
             errors: 0,
             failed_sessions: 0,
+            login_refusals: 0,
+            refused_sessions: 0,
             round_p50_ns: Vec::new(),
             round_msgs_per_s: Vec::new(),
             notes: Vec::new(),
@@ -151,6 +159,8 @@ impl Summary {
         self.corrupt += tally.corrupt;
         self.errors += tally.errors;
         self.failed_sessions += tally.failed_sessions;
+        self.login_refusals += tally.login_refusals;
+        self.refused_sessions += tally.refused_sessions;
         self.move_failures += tally.move_failures;
         self.notes.extend(tally.notes);
         for (kind, histogram) in tally.kinds {
@@ -483,6 +493,13 @@ pub fn render(options: &Options, run: &Run, summaries: &[Summary]) -> String {
             s.system.name(),
             s.system.describes(options, run.workload)
         );
+        if s.login_refusals > 0 {
+            let _ = writeln!(
+                out,
+                "                    logins refused with Unavailable (StoreUnavailable: the node's store queue was full) and sent again: {} refusals of {} sessions over all rounds",
+                s.login_refusals, s.refused_sessions
+            );
+        }
         for note in s.notes.iter().take(4) {
             let _ = writeln!(out, "                    anomaly: {note}");
         }
@@ -671,6 +688,8 @@ pub fn json(options: &Options, run: &Run, summaries: &[Summary]) -> serde_json::
                 "corrupt": s.corrupt,
                 "errors": s.errors,
                 "failed_sessions": s.failed_sessions,
+                "login_refusals": s.login_refusals,
+                "refused_sessions": s.refused_sessions,
                 "move_failures": s.move_failures,
                 "actors": s.actors,
                 "actors_by_node": s.actors_by_node,
@@ -934,7 +953,8 @@ mod tests {
     }
 
     /// The table, the ratios to the one-hop forwarders and to tokio, the
-    /// local-path section and where the players were, in text and JSON.
+    /// local-path section, where the players were and the logins refused
+    /// and sent again, in text and JSON.
     #[test]
     fn the_report_shows_the_local_path_and_where_its_players_are() {
         let options = crate::args::parse(Vec::new()).unwrap();
@@ -948,6 +968,8 @@ mod tests {
         let mut cross = summary(SystemKind::ZlinkEpoll, 100, 40);
         cross.actors = Some(64);
         cross.actors_by_node = Some(vec![0, 64]);
+        cross.login_refusals = 5;
+        cross.refused_sessions = 3;
         let summaries = [
             cross,
             local,
@@ -962,12 +984,20 @@ mod tests {
             "zlink-epoll-local msg/s 0.75x raw-epoll-1hop, msg/s 1.25x tokio, p99 0.80x tokio, msg/s 1.50x zlink-epoll, p50 0.50x zlink-epoll",
             "actors 64 (its own count; node 1: 64)",
             "actors 64 (its own count; node 1: 0, node 2: 64)",
+            "sent again: 5 refusals of 3 sessions over all rounds",
         ] {
             assert!(text.contains(needle), "no {needle:?} in:\n{text}");
         }
         let json = json(&options, &run, &summaries);
         assert_eq!(json["systems"][1]["zlink_nodes"], 1);
         assert_eq!(json["systems"][0]["zlink_nodes"], 2);
+        assert_eq!(json["systems"][0]["login_refusals"], 5);
+        assert_eq!(json["systems"][0]["refused_sessions"], 3);
+        assert_eq!(json["systems"][1]["login_refusals"], 0);
+        assert!(
+            !text.contains("sent again: 0"),
+            "a system with no refusal says nothing of them:\n{text}"
+        );
         assert_eq!(
             json["systems"][1]["actors_by_node"],
             serde_json::json!([64])
