@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use common::replaced_notice;
+use zlink::core::admission::LinkRoom;
 use zlink::core::session::{SessionEvent, SessionOwnerConfig};
 use zlink::core::shard::ShardCore;
 use zlink::core::time::Instant;
@@ -134,11 +135,11 @@ fn core_a_51_waiting_for_a_full_link_ends_on_the_wheel_at_the_send_timeout_never
     // A link with room takes the 51 at once, and nothing waits for it; a
     // full one keeps it.
     assert!(core
-        .offer_transmit(t0, replaced_notice(2, 1), false)
+        .offer_transmit(t0, replaced_notice(2, 1), LinkRoom::Room)
         .is_some());
     assert_eq!(core.poll_timeout(), None, "a 51 sent at once has no timer");
     assert!(core
-        .offer_transmit(t0, replaced_notice(3, 1), true)
+        .offer_transmit(t0, replaced_notice(3, 1), LinkRoom::Full)
         .is_none());
     // Its send timeout is the core's next deadline: the loop waits on the
     // wheel, with nothing to poll.
@@ -146,7 +147,7 @@ fn core_a_51_waiting_for_a_full_link_ends_on_the_wheel_at_the_send_timeout_never
     // Another full link's 51, admitted before its timeout, goes out once.
     let t1 = t0 + Duration::from_millis(10);
     assert!(core
-        .offer_transmit(t1, replaced_notice(4, 1), true)
+        .offer_transmit(t1, replaced_notice(4, 1), LinkRoom::Full)
         .is_none());
     assert_eq!(
         core.admit_waiting(|peer| peer == NodeRid(4)),
@@ -175,8 +176,98 @@ fn core_a_51_waiting_for_a_full_link_ends_on_the_wheel_at_the_send_timeout_never
         ..replaced_notice(3, 1)
     };
     assert_eq!(
-        core.offer_transmit(t1 + SEND_TIMEOUT, relay.clone(), true),
+        core.offer_transmit(t1 + SEND_TIMEOUT, relay.clone(), LinkRoom::Full),
         Some(relay)
     );
     assert_eq!(core.armed_timers(), 0);
+}
+
+/// A 44 for the session owner `to` (an abort: the smallest body).
+fn route_update(to: u64) -> Transmit {
+    use zlink::ids::{
+        BindingGeneration, NodeGeneration, RelocationId, SessionOwnerId, SessionRef, SessionRid,
+    };
+    use zlink::wire::node::{SealIdentity, SessionRelocationRoute};
+    Transmit {
+        to: NodeRid(to),
+        lifecycle: None,
+        record: NodeRecord::SessionRelocationRoute(SessionRelocationRoute::Abort(SealIdentity {
+            relocation: RelocationId {
+                coordinator: NodeRid(2),
+                sequence: 1,
+            },
+            session: SessionRef {
+                owner: NodeRid(to),
+                lifecycle: NodeGeneration(1),
+                owner_id: SessionOwnerId(0),
+                session: SessionRid(1),
+            },
+            binding: BindingGeneration(1),
+        })),
+    }
+}
+
+/// §8.1 (docs/relocation.md "A 44 waits for its link"): a 44 goes out
+/// once and nothing resends it, so one offered while there is no link to
+/// the session owner (a node just restarted links to its peers one by
+/// one) waits for the link, in order with that peer's other waiting
+/// records, and goes out once when the link is up; not up by the send
+/// timeout, it is dropped and counted, never sooner. A 44 to a full link
+/// goes out at once, as every record but the 51.
+#[test]
+fn core_a_44_with_no_link_waits_for_its_link_and_goes_out_once_or_ends_at_the_send_timeout() {
+    let mut core = shard();
+    let t0 = Instant::from_millis(2_000);
+    // A link up takes it at once, full or not.
+    assert_eq!(
+        core.offer_transmit(t0, route_update(1), LinkRoom::Room),
+        Some(route_update(1))
+    );
+    assert_eq!(
+        core.offer_transmit(t0, route_update(1), LinkRoom::Full),
+        Some(route_update(1))
+    );
+    assert_eq!(core.poll_timeout(), None, "a 44 sent at once has no timer");
+    // No link to node 3: it waits, on the wheel.
+    assert!(core
+        .offer_transmit(t0, route_update(3), LinkRoom::Down)
+        .is_none());
+    assert_eq!(core.poll_timeout(), Some(t0 + SEND_TIMEOUT));
+    // A 51 for node 3 offered meanwhile, to a link up by then, waits behind
+    // it: order is kept.
+    let t1 = t0 + Duration::from_millis(10);
+    assert!(core
+        .offer_transmit(t1, replaced_notice(3, 1), LinkRoom::Room)
+        .is_none());
+    // Node 3's link is not up yet: nothing goes.
+    assert!(core.admit_waiting(|peer| peer != NodeRid(3)).is_empty());
+    // It comes up: the 44, then the 51, once.
+    assert_eq!(
+        core.admit_waiting(|peer| peer == NodeRid(3)),
+        vec![route_update(3), replaced_notice(3, 1)]
+    );
+    assert!(core.admit_waiting(|_| true).is_empty());
+
+    // A 44 for node 4, whose link never comes up: dropped and counted at
+    // its send timeout, not a microsecond before.
+    let t2 = t0 + Duration::from_millis(20);
+    assert!(core
+        .offer_transmit(t2, route_update(4), LinkRoom::Down)
+        .is_none());
+    let unroutable = FlowTrace::RouteUpdateUnroutable;
+    core.handle_timeout(t2 + (SEND_TIMEOUT - JUST));
+    assert_eq!(
+        core.counters().get(unroutable),
+        0,
+        "ended before its timeout"
+    );
+    core.handle_timeout(t2 + SEND_TIMEOUT);
+    assert_eq!(core.counters().get(unroutable), 1);
+    assert_eq!(
+        core.counters()
+            .get(FlowTrace::ReplacedNoticeDeadlineExceeded),
+        0
+    );
+    // Ended means never sent.
+    assert!(core.admit_waiting(|_| true).is_empty());
 }

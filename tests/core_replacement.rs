@@ -719,7 +719,7 @@ fn core_x15_closing_replaced_session_cleans_others_once_never_the_new_binding() 
 
 #[test]
 fn core_51_waits_for_admission_to_a_full_link_until_the_send_timeout_never_sooner() {
-    use zlink::core::admission::LinkAdmission;
+    use zlink::core::admission::{Expired, LinkAdmission, LinkRoom};
     use zlink::core::time::Instant;
     let timeout = Duration::from_millis(5_000);
     let mut admission = LinkAdmission::new(timeout);
@@ -727,7 +727,9 @@ fn core_51_waits_for_admission_to_a_full_link_until_the_send_timeout_never_soone
 
     // A link with room: the 51 goes at once. Any other record goes at once
     // even to a full link (only 51 has the §6 admission rule).
-    assert!(admission.offer(t0, replaced_notice(1, 1), false).is_some());
+    assert!(admission
+        .offer(t0, replaced_notice(1, 1), LinkRoom::Room)
+        .is_some());
     let reply = zlink::core::Transmit {
         record: NodeRecord::ActorSend(ActorSend::Reply(zlink::wire::node::ActorReply {
             request: RequestId(1),
@@ -735,21 +737,30 @@ fn core_51_waits_for_admission_to_a_full_link_until_the_send_timeout_never_soone
         })),
         ..replaced_notice(1, 1)
     };
-    assert_eq!(admission.offer(t0, reply.clone(), true), Some(reply));
+    assert_eq!(
+        admission.offer(t0, reply.clone(), LinkRoom::Full),
+        Some(reply)
+    );
     assert_eq!(admission.waiting(), 0);
 
     // Given link 1 full: a 51 waits, and a second one waits behind it even
     // when the link has room by then (order is kept).
-    assert!(admission.offer(t0, replaced_notice(1, 2), true).is_none());
+    assert!(admission
+        .offer(t0, replaced_notice(1, 2), LinkRoom::Full)
+        .is_none());
     let t1 = t0 + Duration::from_millis(10);
-    assert!(admission.offer(t1, replaced_notice(1, 3), false).is_none());
+    assert!(admission
+        .offer(t1, replaced_notice(1, 3), LinkRoom::Room)
+        .is_none());
     assert_eq!(admission.next_deadline(), Some(t0 + timeout));
     // A 51 to link 3, full too.
-    assert!(admission.offer(t1, replaced_notice(3, 4), true).is_none());
+    assert!(admission
+        .offer(t1, replaced_notice(3, 4), LinkRoom::Full)
+        .is_none());
 
     // Nothing ends a microsecond before its send timeout.
     let just_before = t0 + (timeout - Duration::from_micros(1));
-    assert_eq!(admission.expire(just_before), 0);
+    assert_eq!(admission.expire(just_before), Expired::default());
     assert_eq!(admission.waiting(), 3);
     // Link 3 gets room first: only its 51 is admitted.
     let admitted = admission.admit(|to| to == NodeRid(3));
@@ -757,7 +768,13 @@ fn core_51_waits_for_admission_to_a_full_link_until_the_send_timeout_never_soone
 
     // At its send timeout the first 51 on link 1 ends (DeadlineExceeded);
     // the second, offered 10 ms later, still waits until its own.
-    assert_eq!(admission.expire(t0 + timeout), 1);
+    assert_eq!(
+        admission.expire(t0 + timeout),
+        Expired {
+            notices: 1,
+            routes: 0
+        }
+    );
     assert_eq!(admission.next_deadline(), Some(t1 + timeout));
     let admitted = admission.admit(|_| true);
     assert_eq!(admitted, vec![replaced_notice(1, 3)]);

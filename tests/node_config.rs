@@ -203,6 +203,7 @@ fn node_config_a_bad_value_is_refused_by_name() {
             "relocation.follow_lifetime_ms",
         ),
         ("limits", "frame_len_max = 0", "limits.frame_len_max"),
+        ("limits", "frame_len_max = 16777217", "limits.frame_len_max"),
         ("limits", "session_queue_max = 0", "session_queue_max"),
         ("limits", "max_sessions = 0", "limits.max_sessions"),
         ("limits", "max_sessions = -1", "limits.max_sessions"),

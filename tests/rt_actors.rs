@@ -7,7 +7,9 @@ mod runtime_support;
 
 use bytes::Bytes;
 use runtime_support::*;
+use std::time::Duration;
 use zlink::api::ExecutionMode;
+use zlink::api::NodeSettings;
 use zlink::api::SpotHandle;
 use zlink::client::{Client, ClientEvent};
 use zlink::error::{ErrorKind, Reason};
@@ -436,4 +438,41 @@ fn push_to_member_outside_the_spot_or_without_a_binding_ends_with_a_typed_error(
     // None of them reached a session: a's next event is its own push.
     assert_eq!(expect_reply(&mut a, PUSH, "room-1/a:own"), "pushed");
     assert_eq!(a.next_event(WAIT).unwrap(), pushed("room-1/a:own"));
+}
+
+/// docs/operations.md "Shard stalls": a handler that blocks its shard's
+/// thread past `stall_warn` stalls every session and Actor of that shard;
+/// the node counts it (`shard_stalled`, and logs the phases), so an
+/// operator sees which node and shard a blocking handler holds up.
+#[test]
+fn a_handler_that_blocks_its_shard_past_stall_warn_is_counted_as_a_stall() {
+    use zlink::core::trace::FlowTrace;
+    const STALL_WARN: Duration = Duration::from_millis(200);
+    // Given a node that counts a loop turn of 200 ms or more as a stall,
+    let game = start_game(GameOptions {
+        settings: Some(NodeSettings {
+            pin_cores: false,
+            stall_warn: STALL_WARN,
+            ..NodeSettings::default()
+        }),
+        ..GameOptions::default()
+    });
+    let mut client = login(&game, "slow");
+    let stalls = || game.node.flow_counters().get(FlowTrace::ShardStalled);
+    let before = stalls();
+    // when the player's handler blocks the shard's thread for longer,
+    let held = game.observed.held_receiver();
+    let hold = client.start_request(HOLD, payload("slow", "held")).unwrap();
+    assert_eq!(held.recv_timeout(WAIT).unwrap(), "hold");
+    // (the block itself: the stimulus, not a wait for an outcome)
+    std::thread::sleep(STALL_WARN + Duration::from_millis(100));
+    game.observed.release();
+    assert_eq!(
+        client.wait_reply(hold, WAIT).unwrap(),
+        Ok(payload("slow", "held"))
+    );
+    // then that turn is counted as a stall of the shard.
+    wait_until("the blocked turn is counted as a stall", || {
+        stalls() > before
+    });
 }

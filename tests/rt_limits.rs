@@ -102,3 +102,68 @@ fn a_reply_or_push_no_client_frame_could_carry_is_refused_typed_at_its_sender() 
     assert_eq!(grown.len(), 128);
     assert_eq!(link_damage(&mesh), vec![(0, 0, 0), (0, 0, 0)]);
 }
+
+/// docs/wire.md "Limits that compose": nodes of one mesh may accept client
+/// frames of different lengths. A frame a client of the node with the
+/// larger limit sends crosses the link to a node with the default limit and
+/// back, and the link stays up: a node's links take records up to the
+/// mesh-wide ceiling, not up to its own client limit. (A real-process run
+/// found it: bounded by its own limit, the smaller node closed the link,
+/// and every session relayed over it lost its requests.)
+#[test]
+fn a_frame_within_the_larger_limit_of_two_nodes_crosses_their_link_and_leaves_it_up() {
+    use std::sync::Arc;
+    use zlink::api::NodeSettings;
+    let with_frame_max = |frame_len_max: u32| GameOptions {
+        settings: Some(NodeSettings {
+            pin_cores: false,
+            decode_limits: DecodeLimits {
+                frame_len_max,
+                ..DecodeLimits::default()
+            },
+            ..NodeSettings::default()
+        }),
+        ..GameOptions::default()
+    };
+    // Given node 2 with the default 64 KiB client frames, and node 1 whose
+    // clients may send 128 KiB,
+    let default_max = DecodeLimits::default().frame_len_max;
+    let larger_max = 2 * default_max;
+    let store = new_store();
+    let two = start_node(2, Arc::clone(&store), with_frame_max(default_max), &[]);
+    let one = start_node(
+        1,
+        store,
+        with_frame_max(larger_max),
+        &[(2, two.node.peer_addr().unwrap())],
+    );
+    assert!(one.node.wait_linked(2, WAIT) && two.node.wait_linked(1, WAIT));
+    let mesh = [one, two];
+    let mut client = bound_across(&mesh, "big");
+    // when a client of node 1 sends frames of node 1's limit to its player
+    // on node 2, which answers each with its count of messages,
+    let at_limit = sized("big", larger_max as usize - REQUEST_OVERHEAD);
+    let counts: Vec<u64> = (0..5)
+        .map(|_| {
+            let reply = client
+                .request(COUNT, at_limit.clone(), WAIT)
+                .expect("a frame within node 1's limit crosses the link, answered");
+            String::from_utf8_lossy(&reply).parse().expect("a count")
+        })
+        .collect();
+    // then each crossed the link and was handled once,
+    assert!(counts.windows(2).all(|w| w[1] == w[0] + 1), "{counts:?}");
+    // and an echo of one is refused by node 2, which judges what its
+    // Actors answer by its own client limit: typed, at the sender.
+    match client.request(RELAY, at_limit, WAIT) {
+        Err(ClientError::Remote(error)) => assert_eq!(error.reason(), Reason::MessageTooLarge),
+        other => panic!("an echo over node 2's client limit got {other:?}"),
+    }
+    // No link closed for a frame too long, and the link is up.
+    let closed: Vec<u64> = mesh
+        .iter()
+        .map(|g| g.node.flow_counters().get(FlowTrace::LinkFrameTooLong))
+        .collect();
+    assert_eq!(closed, vec![0, 0]);
+    assert!(mesh[0].node.wait_linked(2, std::time::Duration::ZERO));
+}

@@ -1318,3 +1318,95 @@ fn a_move_without_a_hint_passes_over_a_draining_peer() {
     }
     stopper.join().unwrap();
 }
+
+/// docs/relocation.md "A 44 waits for its link" (§8.1): the target commits
+/// a move while its link to the session owner is down — as when the target
+/// has just restarted and links to its peers one by one — and the link
+/// comes up within the seal timeout. The 44 waits for that link and goes
+/// out once it is up: the session owner switches the route, the request it
+/// held is answered by the target, and the session stays open. Dropped
+/// instead, the seal would time out and close the session though the move
+/// succeeded.
+#[test]
+fn a_44_committed_while_the_target_has_no_link_to_the_session_owner_goes_out_when_the_link_is_up() {
+    // Given a session on node 1 bound to player-1 on node 2, and node 3
+    // reached by node 1 through a proxy (node 1 dials node 3),
+    let settings = NodeSettings {
+        // The seal must outlast node 1's redial backoff (at most 2 s).
+        relocation_seal_timeout: Duration::from_secs(10),
+        pin_cores: false,
+        ..NodeSettings::default()
+    };
+    let options = GameOptions {
+        settings: Some(settings),
+        ..GameOptions::default()
+    };
+    let store = new_store();
+    let target = start_node(3, Arc::clone(&store), options.clone(), &[]);
+    let proxy = FaultProxy::start(target.node.peer_addr().unwrap());
+    let source = start_node(
+        2,
+        Arc::clone(&store),
+        options.clone(),
+        &[(3, target.node.peer_addr().unwrap())],
+    );
+    let session = start_node(
+        1,
+        store,
+        options,
+        &[(2, source.node.peer_addr().unwrap()), (3, proxy.addr)],
+    );
+    for (node, peers) in [(&session, [2, 3]), (&source, [1, 3]), (&target, [1, 2])] {
+        for peer in peers {
+            assert!(
+                node.node.wait_linked(peer, WAIT),
+                "link {} -> {peer}",
+                node.rid
+            );
+        }
+    }
+    source.node.create_actor("player", &id("player-1")).unwrap();
+    let mut client = login(&session, "player-1");
+    // when the link between node 1 and node 3 is down (node 1's redials
+    // refused),
+    proxy.set_refusing(true);
+    proxy.cut_all();
+    assert!(
+        target.node.wait_unlinked(1, WAIT),
+        "node 3 saw its link to node 1 go"
+    );
+    // the player moves to node 3, which commits (its 44 for node 1 has no
+    // link), and the client relays while its binding is sealed,
+    source
+        .node
+        .relocate(&id("player-1"), RelocateTo::Node(3))
+        .unwrap();
+    let held = client
+        .start_request(RELAY, payload("player-1", "held"))
+        .unwrap();
+    // and then node 1's next dial gets through,
+    proxy.set_refusing(false);
+    // then the 44 reaches node 1 once the link is up: the held request is
+    // answered by the player on node 3,
+    assert_eq!(
+        client.wait_reply(held, WAIT).unwrap(),
+        Ok(payload("player-1", "held"))
+    );
+    assert_eq!(
+        target.observed.delivered.lock().unwrap().clone(),
+        vec![payload("player-1", "held")]
+    );
+    // the session is still served, and no seal timed out.
+    assert_eq!(
+        expect_reply(&mut client, RELAY, "player-1:after"),
+        payload("player-1", "after")
+    );
+    assert_eq!(session.node.flow_counters().get(FlowTrace::SealTimeout), 0);
+    assert_eq!(
+        target
+            .node
+            .flow_counters()
+            .get(FlowTrace::RouteUpdateUnroutable),
+        0
+    );
+}

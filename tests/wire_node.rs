@@ -1101,11 +1101,13 @@ fn an_oversized_length_prefix_is_refused_before_the_frame_arrives() {
     );
 }
 
-/// docs/wire.md "Limits that compose": a node's links take the client
-/// limits with `frame_len_max` larger by `RECORD_ENVELOPE_MAX` and every
-/// other bound the same, so that a record carrying a payload as long as a
-/// whole client frame still crosses a link (under the client limits alone
-/// it would be refused, and the link closed).
+/// docs/wire.md "Limits that compose": a node's links take records up to
+/// `RECORD_ENVELOPE_MAX` past the largest client frame any node may accept
+/// (`FRAME_LEN_MAX_CEILING`), whatever this node's own client limit, and
+/// every other bound of its own: a record carrying a payload as long as a
+/// whole client frame — of this node or of a peer configured with a larger
+/// limit — still crosses a link (under the client limits alone it would be
+/// refused, and the link closed).
 #[test]
 fn link_limits_let_a_record_carry_a_payload_as_long_as_a_client_frame() {
     let small = DecodeLimits {
@@ -1114,19 +1116,24 @@ fn link_limits_let_a_record_carry_a_payload_as_long_as_a_client_frame() {
         handoff_state_len_max: 700,
         saved_work_count_max: 5,
     };
+    let link_max = DecodeLimits::FRAME_LEN_MAX_CEILING + DecodeLimits::RECORD_ENVELOPE_MAX;
     assert_eq!(
         small.for_links(),
         DecodeLimits {
-            frame_len_max: 2_000 + DecodeLimits::RECORD_ENVELOPE_MAX,
+            frame_len_max: link_max,
             ..small
         }
     );
-    assert_eq!(
-        DecodeLimits::default().for_links().frame_len_max,
-        64 * 1024 + 4 * 1024
-    );
-    for client in [DecodeLimits::default(), small] {
-        let links = client.for_links();
+    assert_eq!(DecodeLimits::default().for_links().frame_len_max, link_max);
+    assert_eq!(link_max, 16 * 1024 * 1024 + 4 * 1024);
+    // A peer whose clients may send 128 KiB frames relays one to a node
+    // with the default 64 KiB: its link takes it.
+    let larger_peer = DecodeLimits {
+        frame_len_max: 128 * 1024,
+        ..DecodeLimits::default()
+    };
+    for client in [DecodeLimits::default(), small, larger_peer] {
+        let links = DecodeLimits::default().for_links();
         let record = message(ActorSendBody::Payload {
             key: PacketKey(14),
             correlation: Some(Correlation(15)),
@@ -1149,12 +1156,16 @@ fn link_limits_let_a_record_carry_a_payload_as_long_as_a_client_frame() {
             "{client:?}"
         );
     }
-    // The widest client limit saturates rather than wrapping to a small one.
-    let widest = DecodeLimits {
-        frame_len_max: u32::MAX,
-        ..small
-    };
-    assert_eq!(widest.for_links().frame_len_max, u32::MAX);
+    // One byte past the link bound, a link refuses the frame from its
+    // length prefix alone, before buffering any of it.
+    let mut stream = BytesMut::from(&(link_max + 1).to_be_bytes()[..]);
+    assert_eq!(
+        NodeRecord::decode_from(&mut stream, &DecodeLimits::default().for_links()),
+        Err(WireError::FrameTooLong {
+            len: link_max + 1,
+            max: link_max
+        })
+    );
 }
 
 #[test]

@@ -410,6 +410,7 @@ impl NodeBuilder {
             .map_err(|e| StartError::Invalid(format!("mesh name: {e}")))?;
         self.settings.check_lane_bounds()?;
         self.settings.check_turn_deadline()?;
+        self.settings.check_frame_limit()?;
         // A BindOrGet names the type to the node owning the Actor's row
         // (command 71), so a type's name must travel (1 to 255 bytes).
         if let Some(name) = self

@@ -1,6 +1,8 @@
 //! Admission of record 51 to a full link (§6): "when the queue is full, it
 //! waits for admission until the send timeout, and ends with
-//! DeadlineExceeded if it is not admitted by then."
+//! DeadlineExceeded if it is not admitted by then." And of record 44 to a
+//! link that is not up yet (§8.1; docs/relocation.md "A 44 waits for its
+//! link").
 //!
 //! The queue a 51 enters is the link's outbound queue to the previous
 //! session owner. The transport tells this type whether that queue is full
@@ -13,8 +15,18 @@
 //! those whose send timeout has passed end with DeadlineExceeded:
 //! dropped and counted (`replaced_notice_deadline_exceeded`), never retried,
 //! never early. Nothing here delays the bind terminal, which went out before
-//! the 51 was offered (§6). Every other record goes out at once, as before
-//! (docs/threading.md "Node links").
+//! the 51 was offered (§6).
+//!
+//! A 44 goes to the session owner once, with no reply and no resend
+//! (§8.1), and only it ends the seal there before the seal timeout. A
+//! target that commits while its link to the session owner is down (a
+//! node that has just restarted links to its peers one by one) would lose
+//! it, and the session would close at the seal timeout though the move
+//! succeeded. So a 44 offered to a peer with no link waits here for the
+//! link, in order with the other waiting records of that peer, until the
+//! send timeout (then dropped and counted, `route_update_unroutable`):
+//! still sent once, only later. Every other record goes out at once, as
+//! before (docs/threading.md "Node links").
 //!
 //! Sans-IO: time is the core's [`Instant`], so a test drives it virtually.
 
@@ -28,7 +40,28 @@ use super::time::Instant;
 use crate::ids::NodeRid;
 use crate::wire::node::NodeRecord;
 
-/// The 51s waiting for room on their links, by peer, in offer order.
+/// The state of the link a record is offered to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkRoom {
+    /// Up, with room below the outbound bound.
+    Room,
+    /// Up, its outbound queue at the bound.
+    Full,
+    /// No link to the peer now.
+    Down,
+}
+
+/// Records whose send timeout passed while they waited, by kind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Expired {
+    /// 51s: DeadlineExceeded (§6).
+    pub notices: usize,
+    /// 44s that found no link to the session owner in time.
+    pub routes: usize,
+}
+
+/// The 51s waiting for room on their links and the 44s waiting for their
+/// links to come up, by peer, in offer order.
 #[derive(Debug)]
 pub struct LinkAdmission {
     send_timeout: Duration,
@@ -49,44 +82,61 @@ impl LinkAdmission {
         self.send_timeout
     }
 
-    /// Whether `record` waits for admission to a full link: only 51, the
-    /// one send §6 gives that rule to.
+    /// Whether `record` may wait here: a 51 (for room, §6) or a 44 (for
+    /// its link, §8.1).
     pub fn waits(record: &NodeRecord) -> bool {
-        matches!(record, NodeRecord::BoundSessionReplaced(_))
+        matches!(
+            record,
+            NodeRecord::BoundSessionReplaced(_) | NodeRecord::SessionRelocationRoute(_)
+        )
     }
 
     /// A record to go onto the link to `transmit.to` at `now`: given back to
-    /// be written now, or kept to wait (`None`) when it is a 51 and the link
-    /// is full or an earlier 51 for that peer still waits (order is kept).
-    pub fn offer(&mut self, now: Instant, transmit: Transmit, link_full: bool) -> Option<Transmit> {
-        if !Self::waits(&transmit.record) {
-            return Some(transmit);
-        }
+    /// be written now, or kept to wait (`None`) when an earlier record for
+    /// that peer still waits (order is kept), or when it is a 51 and the
+    /// link is full, or a 44 and there is no link. A 51 with no link at all
+    /// is given back (it is unroutable: the old connection is left to its
+    /// owner's liveness, §6); a 44 to a full link is given back (it is
+    /// written past the bound, as every record but the 51).
+    pub fn offer(&mut self, now: Instant, transmit: Transmit, link: LinkRoom) -> Option<Transmit> {
+        let waits_for = match transmit.record {
+            NodeRecord::BoundSessionReplaced(_) => LinkRoom::Full,
+            NodeRecord::SessionRelocationRoute(_) => LinkRoom::Down,
+            _ => return Some(transmit),
+        };
         let queue = self.waiting.entry(transmit.to).or_default();
-        if !link_full && queue.is_empty() {
+        if link != waits_for && queue.is_empty() {
             return Some(transmit);
         }
         queue.push_back((now + self.send_timeout, transmit));
         None
     }
 
-    /// Ends every waiting record whose send timeout has passed at `now`
-    /// (DeadlineExceeded); returns how many. A record is never ended before
-    /// its deadline.
-    pub fn expire(&mut self, now: Instant) -> usize {
-        let mut ended = 0;
+    /// Ends every waiting record whose send timeout has passed at `now`;
+    /// returns how many of each kind. A record is never ended before its
+    /// deadline.
+    pub fn expire(&mut self, now: Instant) -> Expired {
+        let mut expired = Expired::default();
         self.waiting.retain(|_, queue| {
-            let before = queue.len();
-            queue.retain(|(deadline, _)| *deadline > now);
-            ended += before - queue.len();
+            queue.retain(|(deadline, transmit)| {
+                if *deadline > now {
+                    return true;
+                }
+                if matches!(transmit.record, NodeRecord::SessionRelocationRoute(_)) {
+                    expired.routes += 1;
+                } else {
+                    expired.notices += 1;
+                }
+                false
+            });
             !queue.is_empty()
         });
-        ended
+        expired
     }
 
     /// The waiting records admitted now: every one for a peer whose link
-    /// `has_room` (51s are small; the bound is a threshold, not a cap), in
-    /// offer order per peer. Call [`LinkAdmission::expire`] first: a record
+    /// `has_room` (is up, below its bound: 51s and 44s are small, the bound
+    /// is a threshold, not a cap), in offer order per peer. Call [`LinkAdmission::expire`] first: a record
     /// past its send timeout is never admitted.
     pub fn admit(&mut self, mut has_room: impl FnMut(NodeRid) -> bool) -> Vec<Transmit> {
         let mut admitted = Vec::new();

@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use super::actor::{ActorOwner, ActorOwnerIdentity, Actors};
-use super::admission::LinkAdmission;
+use super::admission::{LinkAdmission, LinkRoom};
 use super::effects::{CoreEvent, CoreTimer, Effects};
 use super::host_ask::HostAsks;
 use super::recheck::Rechecks;
@@ -285,18 +285,19 @@ impl ShardCore {
     }
 
     /// (Link shard) a record about to go onto the link to `transmit.to`,
-    /// whose outbound queue is `link_full` or not: given back to be written
-    /// now, or kept (`None`) when it is a 51 that must wait for admission
-    /// (§6: until the send timeout at most, on this core's wheel).
+    /// in the state `link` is: given back to be written now, or kept
+    /// (`None`) when it is a 51 that must wait for room (§6) or a 44 that
+    /// must wait for its link (§8.1), until the send timeout at most, on
+    /// this core's wheel ([`super::admission`]).
     pub fn offer_transmit(
         &mut self,
         now: Instant,
         transmit: super::Transmit,
-        link_full: bool,
+        link: LinkRoom,
     ) -> Option<super::Transmit> {
         self.fx.advance(now);
         let waiting = self.admission.waiting();
-        let offered = self.admission.offer(now, transmit, link_full);
+        let offered = self.admission.offer(now, transmit, link);
         if self.admission.waiting() > waiting {
             let deadline = now + self.admission.send_timeout();
             let _ = self.fx.arm_at(deadline, CoreTimer::Admission);
@@ -304,8 +305,8 @@ impl ShardCore {
         offered
     }
 
-    /// (Link shard) the waiting 51s admitted now: every one for a peer
-    /// whose link `has_room`, in offer order. None past its send timeout:
+    /// (Link shard) the waiting 51s and 44s admitted now: every one for a
+    /// peer whose link `has_room`, in offer order. None past its send timeout:
     /// those ended at their timer ([`Self::handle_timeout`]).
     pub fn admit_waiting(&mut self, has_room: impl FnMut(NodeRid) -> bool) -> Vec<super::Transmit> {
         if self.admission.waiting() == 0 {
@@ -335,10 +336,15 @@ impl ShardCore {
                 CoreTimer::Recheck(actor) => self.on_recheck_due(actor),
                 CoreTimer::RemoveAgain(actor) => self.actors(now).on_remove_again(actor),
                 CoreTimer::Admission => {
-                    // §6: not admitted by its send timeout: DeadlineExceeded,
+                    // Not admitted by its send timeout: a 51 ends with
+                    // DeadlineExceeded (§6), a 44 found no link; each is
                     // dropped and counted, never retried.
-                    for _ in 0..self.admission.expire(now) {
+                    let expired = self.admission.expire(now);
+                    for _ in 0..expired.notices {
                         self.fx.trace(FlowTrace::ReplacedNoticeDeadlineExceeded);
+                    }
+                    for _ in 0..expired.routes {
+                        self.fx.trace(FlowTrace::RouteUpdateUnroutable);
                     }
                 }
             }

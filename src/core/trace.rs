@@ -145,6 +145,15 @@ flow_trace! {
     /// A record for a node this node has no link to: dropped; a request
     /// among them ends at its deadline with a typed error.
     RecordUnroutable => "record_unroutable", warn;
+    /// §8.1: a 44 that waited for its link to the session owner for the
+    /// send timeout and found none: dropped (the seal timeout there ends
+    /// the binding's seal; src/core/admission.rs).
+    RouteUpdateUnroutable => "route_update_unroutable", warn;
+    /// A shard's loop turn worked `NodeSettings::stall_warn` or longer
+    /// after its wait: every session and Actor of the shard waited on it
+    /// (src/runtime/stall.rs; its own warning, rate-limited, names the
+    /// phases).
+    ShardStalled => "shard_stalled", debug;
     /// A record larger than a link frame may be (an Actor's reply or push
     /// over the limits): not sent, so the peer never drops the link for it;
     /// a reply among them is answered with MessageTooLarge instead, a

@@ -26,6 +26,7 @@ pub(crate) mod metrics;
 mod rate_limit;
 mod router;
 mod shard;
+mod stall;
 mod store_effects;
 pub(crate) mod websocket;
 

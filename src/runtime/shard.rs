@@ -38,9 +38,10 @@ use super::executor::{completion, Completer, Completion, Executor, Spawner};
 use super::links::{Links, Sent};
 use super::membership::Membership;
 use super::router::{Router, ShardMsg, LINK_SHARD};
+use super::stall::{Phase, Stall, StallWatch};
 use super::store_effects::StoreAnswer;
 use super::{Handlers, NodeCommand, NodeShared, PublishedCounters};
-use crate::core::admission::LinkAdmission;
+use crate::core::admission::{LinkAdmission, LinkRoom};
 use crate::core::host_ask::HostEvent;
 use crate::core::session::{BindStart, Ticket};
 use crate::core::shard::ShardCore;
@@ -251,6 +252,23 @@ impl ShardState {
         self.links.tick(self.wall);
     }
 
+    /// A loop turn stalled the shard: counted, and logged unless another
+    /// was this second (src/runtime/stall.rs).
+    fn stalled(&mut self, watch: &mut StallWatch, stall: &Stall) {
+        self.core.trace(FlowTrace::ShardStalled);
+        if let Some(unreported) = watch.warn_now(self.wall) {
+            tracing::warn!(
+                shard = self.index,
+                took_ms = stall.total.as_millis() as u64,
+                limit_ms = watch.limit().as_millis() as u64,
+                phases = %stall.describe(),
+                since_last_line = unreported,
+                "shard stalled: every session and Actor of this shard waited on this loop turn \
+                 (a handler that blocks? docs/operations.md \"Shard stalls\")"
+            );
+        }
+    }
+
     /// The core's time as of this loop turn ([`Self::tick`]).
     fn now(&self) -> Instant {
         self.clock
@@ -435,7 +453,7 @@ impl ShardState {
                 } else if self.index != LINK_SHARD {
                     self.router.send(LINK_SHARD, ShardMsg::Transmit(transmit));
                 } else {
-                    // A 51 (the others went out above).
+                    // A 51 or a 44 (the others went out above).
                     self.offer_transmit(transmit);
                 }
             }
@@ -544,26 +562,33 @@ impl ShardState {
         }
     }
 
-    /// (Link shard) a record that may wait for admission (§6, a 51),
-    /// owned because it may stay in the core: offered to a full link it
-    /// waits there (see `admit_waiting`); with no link at all it is
-    /// unroutable in `write_record`. Every other record goes out at once
-    /// through [`Self::transmit`]: the relay path pays no link-room look-up
-    /// for the admission rule.
+    /// (Link shard) a record that may wait for admission, owned because it
+    /// may stay in the core: a 51 offered to a full link waits there for
+    /// room (§6), a 44 offered with no link waits for the link (§8.1; see
+    /// `admit_waiting`); a 51 with no link at all is unroutable in
+    /// `write_record`. Every other record goes out at once through
+    /// [`Self::transmit`]: the relay path pays no link-room look-up for the
+    /// admission rule.
     fn offer_transmit(&mut self, transmit: crate::core::Transmit) {
         if self.answers_past_lifecycle(&transmit) {
             return;
         }
-        let full = self.links.has_room(&self.reactor, transmit.to) == Some(false);
+        let link = match self.links.has_room(&self.reactor, transmit.to) {
+            Some(true) => LinkRoom::Room,
+            Some(false) => LinkRoom::Full,
+            None => LinkRoom::Down,
+        };
         let now = self.now();
-        if let Some(transmit) = self.core.offer_transmit(now, transmit, full) {
+        if let Some(transmit) = self.core.offer_transmit(now, transmit, link) {
             self.write_record(&transmit);
         }
     }
 
-    /// (Link shard) §6: writes the waiting 51s whose link has room now (a
+    /// (Link shard) writes the waiting 51s whose link has room now (§6: a
     /// link drains through socket completions, each of which ends the
-    /// loop's wait; those past their send timeout ended on the core's wheel).
+    /// loop's wait) and the waiting 44s whose link is up now (§8.1: a link
+    /// up is a socket event too); those past their send timeout ended on
+    /// the core's wheel.
     fn admit_waiting(&mut self) {
         let (links, reactor) = (&self.links, &self.reactor);
         let admitted = self
@@ -1085,6 +1110,7 @@ pub(crate) fn run(
     counters: &PublishedCounters,
 ) {
     let mut backlog = false;
+    let mut stalls = StallWatch::new(shard.state.borrow().node.settings.stall_warn);
     let mut next_renewal = shard.state.borrow().wall;
     while !stop.load(Ordering::Acquire) {
         {
@@ -1127,6 +1153,7 @@ pub(crate) fn run(
                 tracing::error!(%error, "reactor turn failed");
             }
             state.tick();
+            stalls.woke(state.wall);
             // Before this turn's records: none is admitted past the lease.
             state.fence_if_lapsed();
             state.process_net();
@@ -1136,12 +1163,15 @@ pub(crate) fn run(
             state.expire_handshakes();
             state.expire_ws_handshakes();
             state.admit_waiting();
+            stalls.ended(Phase::Records);
             backlog = state.run_actor_work();
+            stalls.ended(Phase::ActorTurns);
         }
         shard.start_session_turns();
         shard.start_actor_awaits();
         executor.run_ready(TASK_BUDGET);
         shard.start_session_turns();
+        stalls.ended(Phase::Callbacks);
         {
             let mut state = shard.state.borrow_mut();
             backlog |= state.run_actor_work();
@@ -1178,8 +1208,11 @@ pub(crate) fn run(
             state.advance_drain();
             let owner = state.core.actor_owner();
             let (actors, spots) = (owner.actor_count(), owner.spot_count());
-            counters.publish(state.core.counters(), actors, spots);
             state.tasks = executor.live();
+            if let Some(stall) = stalls.turn_ended() {
+                state.stalled(&mut stalls, &stall);
+            }
+            counters.publish(state.core.counters(), actors, spots);
         }
     }
     shard.state.borrow().leave_rows();

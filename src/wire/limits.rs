@@ -54,16 +54,30 @@ impl DecodeLimits {
     /// prepare (60, bounded on its own) against it.
     pub const RECORD_ENVELOPE_MAX: u32 = 4 * 1024;
 
-    /// The limits for node links, given these for clients: a link frame may
-    /// be [`Self::RECORD_ENVELOPE_MAX`] longer than a client frame, so that
-    /// every client frame a node accepts can cross a link inside its record
-    /// and no client can make a peer drop a link (docs/wire.md "Limits").
-    /// The other bounds are the same.
+    /// The largest client frame a node may be configured to accept
+    /// (16 MiB): the mesh-wide bound on what a link record carries.
+    pub const FRAME_LEN_MAX_CEILING: u32 = 16 * 1024 * 1024;
+
+    /// The limits for node links: a link frame may be
+    /// [`Self::RECORD_ENVELOPE_MAX`] longer than the largest client frame
+    /// any node may accept ([`Self::FRAME_LEN_MAX_CEILING`]), whatever this
+    /// node's own client limit. So every client frame a node accepts can
+    /// cross a link inside its record, to a peer configured with a smaller
+    /// client limit too, and no client can make a peer drop a link
+    /// (docs/wire.md "Limits"). Bounding links by this node's own client
+    /// limit let a client of a node with a larger one close the links of
+    /// its peers. The other bounds are this node's.
     pub fn for_links(self) -> Self {
         Self {
-            frame_len_max: self.frame_len_max.saturating_add(Self::RECORD_ENVELOPE_MAX),
+            frame_len_max: Self::FRAME_LEN_MAX_CEILING + Self::RECORD_ENVELOPE_MAX,
             ..self
         }
+    }
+
+    /// Whether the client frame limit is one a node may run with: from 1
+    /// byte to [`Self::FRAME_LEN_MAX_CEILING`].
+    pub fn frame_len_max_allowed(self) -> bool {
+        (1..=Self::FRAME_LEN_MAX_CEILING).contains(&self.frame_len_max)
     }
 }
 

@@ -204,6 +204,8 @@ struct TimeoutsSection {
     websocket_handshake_deadline_ms: u64,
     link_handshake_deadline_ms: u64,
     actor_turn_deadline_ms: u64,
+    /// 0 turns the shard stall watch off.
+    stall_warn_ms: u64,
 }
 
 impl Default for TimeoutsSection {
@@ -221,6 +223,7 @@ impl Default for TimeoutsSection {
             websocket_handshake_deadline_ms: ms(s.websocket_handshake_deadline),
             link_handshake_deadline_ms: ms(s.link_handshake_deadline),
             actor_turn_deadline_ms: ms(s.actor_turn_deadline),
+            stall_warn_ms: ms(s.stall_warn),
         }
     }
 }
@@ -738,8 +741,14 @@ fn settings(
     let t = &file.timeouts;
     let r = &file.relocation;
     let l = &file.limits;
-    if l.frame_len_max == 0 {
-        return Err(bad("limits.frame_len_max", "must be at least 1"));
+    if !(1..=DecodeLimits::FRAME_LEN_MAX_CEILING).contains(&l.frame_len_max) {
+        return Err(bad(
+            "limits.frame_len_max",
+            format!(
+                "must be 1 to {} bytes: what a node link carries, whatever a peer's own limit",
+                DecodeLimits::FRAME_LEN_MAX_CEILING
+            ),
+        ));
     }
     if l.handoff_state_len_max >= l.frame_len_max {
         return Err(bad(
@@ -814,6 +823,7 @@ fn settings(
         shutdown_deadline: positive("timeouts.shutdown_deadline_ms", t.shutdown_deadline_ms)?,
         lease_renew_interval: renew,
         relocation,
+        stall_warn: Duration::from_millis(t.stall_warn_ms),
         io_backend,
     })
 }

@@ -107,6 +107,13 @@ pub struct NodeSettings {
     /// waits, Message Follow's lifetime and bounds (docs/relocation.md
     /// "Settings"). Their `limits` are always the node's `decode_limits`.
     pub relocation: RelocationConfig,
+    /// A shard loop turn whose work (after its wait) takes this long or
+    /// longer is counted as `shard_stalled` and logged with the time of
+    /// each phase, at most once a second per shard (default 50 ms; zero
+    /// turns the watch off). Every session and Actor of a shard waits
+    /// while its turn runs: a stall is usually a handler that blocks
+    /// (docs/operations.md "Shard stalls").
+    pub stall_warn: Duration,
     /// Which system interface runs the shards' socket loops (issue 8;
     /// docs/threading.md "Choosing a backend"). `Auto` (the default) runs on
     /// io_uring where it is permitted and on epoll, with one warning, where
@@ -141,6 +148,7 @@ impl Default for NodeSettings {
             cores: Vec::new(),
             lease_renew_interval: Duration::from_millis(1_000),
             relocation: RelocationConfig::default(),
+            stall_warn: Duration::from_millis(50),
             io_backend: IoBackend::Auto,
         }
     }
@@ -162,6 +170,20 @@ impl NodeSettings {
                     "{name} = {value}: a lane holds 1 to {max} items"
                 )));
             }
+        }
+        Ok(())
+    }
+
+    /// The client frame limit is within the mesh-wide ceiling that node
+    /// links carry (docs/wire.md "Limits").
+    pub(crate) fn check_frame_limit(&self) -> Result<(), StartError> {
+        if !self.decode_limits.frame_len_max_allowed() {
+            return Err(StartError::Invalid(format!(
+                "decode_limits.frame_len_max = {}: it must be 1 to {} bytes, \
+                 what a node link carries",
+                self.decode_limits.frame_len_max,
+                DecodeLimits::FRAME_LEN_MAX_CEILING
+            )));
         }
         Ok(())
     }

@@ -1,0 +1,213 @@
+//! The shard stall watch (docs/operations.md "Shard stalls").
+//!
+//! A shard runs every session callback, Actor turn and record of the
+//! sessions and Actors it owns on one thread, so a turn of its loop that
+//! takes long delays all of them: a handler that blocks (a file read, a
+//! synchronous HTTP call, a long computation) stalls every player of that
+//! shard, as a blocked reactor does in Seastar, whose "reactor stalled"
+//! warning this follows. The watch times the part of each loop turn after
+//! the wait, phase by phase; a turn whose work took `NodeSettings::
+//! stall_warn` or longer is counted (`shard_stalled`) and logged with the
+//! time of each phase, at most once a second per shard (the rest summed
+//! into the next line). The wait itself is not counted: an idle shard
+//! waits by design.
+
+use std::time::{Duration, Instant};
+
+/// The parts of a loop turn after its wait, in order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// Client frames, link records, other shards' messages and the core's
+    /// timers.
+    Records,
+    /// Actor turns run synchronously (handlers).
+    ActorTurns,
+    /// Session callbacks and the tasks of awaiting turns.
+    Callbacks,
+    /// The turn's last drain of the core and its bookkeeping.
+    Drain,
+}
+
+impl Phase {
+    const ALL: [Phase; 4] = [
+        Phase::Records,
+        Phase::ActorTurns,
+        Phase::Callbacks,
+        Phase::Drain,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Phase::Records => "records and timers",
+            Phase::ActorTurns => "Actor turns",
+            Phase::Callbacks => "session callbacks and tasks",
+            Phase::Drain => "drain",
+        }
+    }
+}
+
+/// A turn whose work took the limit or longer.
+#[derive(Debug)]
+pub(crate) struct Stall {
+    /// The turn's work, from the end of its wait.
+    pub(crate) total: Duration,
+    /// Each phase's share, in [`Phase`] order.
+    pub(crate) phases: [Duration; 4],
+}
+
+impl Stall {
+    /// "Actor turns 120 ms, records and timers 0 ms, ...": the phases,
+    /// longest first.
+    pub(crate) fn describe(&self) -> String {
+        let mut phases: Vec<(Phase, Duration)> =
+            Phase::ALL.iter().copied().zip(self.phases).collect();
+        phases.sort_by_key(|&(_, took)| std::cmp::Reverse(took));
+        phases
+            .iter()
+            .map(|(phase, took)| format!("{} {} ms", phase.name(), took.as_millis()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// One shard's watch. With a zero limit it reads no clock.
+#[derive(Debug)]
+pub(crate) struct StallWatch {
+    limit: Duration,
+    woke: Option<Instant>,
+    ends: [Option<Instant>; 4],
+    last_warned: Option<Instant>,
+    unreported: u64,
+}
+
+/// At most one warning a second per shard.
+const WARN_EVERY: Duration = Duration::from_secs(1);
+
+impl StallWatch {
+    pub(crate) fn new(limit: Duration) -> Self {
+        Self {
+            limit,
+            woke: None,
+            ends: [None; 4],
+            last_warned: None,
+            unreported: 0,
+        }
+    }
+
+    /// The turn's wait ended at `woke` (the shard's own clock read).
+    pub(crate) fn woke(&mut self, woke: Instant) {
+        if !self.limit.is_zero() {
+            self.woke = Some(woke);
+            self.ends = [None; 4];
+        }
+    }
+
+    /// `phase` of this turn ended now.
+    pub(crate) fn ended(&mut self, phase: Phase) {
+        if self.woke.is_some() {
+            self.ends[phase as usize] = Some(Instant::now());
+        }
+    }
+
+    /// The turn ended (its [`Phase::Drain`] with it): the stall, if its
+    /// work took the limit or longer.
+    pub(crate) fn turn_ended(&mut self) -> Option<Stall> {
+        self.woke?;
+        self.turn_ended_at(Instant::now())
+    }
+
+    fn turn_ended_at(&mut self, end: Instant) -> Option<Stall> {
+        self.ends[Phase::Drain as usize] = Some(end);
+        let woke = self.woke.take()?;
+        let total = end.saturating_duration_since(woke);
+        if total < self.limit {
+            return None;
+        }
+        let mut phases = [Duration::ZERO; 4];
+        let mut from = woke;
+        for (took, &ended) in phases.iter_mut().zip(&self.ends) {
+            // A phase a turn skipped took nothing.
+            let ended = ended.unwrap_or(from);
+            *took = ended.saturating_duration_since(from);
+            from = from.max(ended);
+        }
+        Some(Stall { total, phases })
+    }
+
+    /// Whether `stall`, found at `now`, is logged: the first in a second
+    /// is, with the count of those since the last line; the rest are only
+    /// counted.
+    pub(crate) fn warn_now(&mut self, now: Instant) -> Option<u64> {
+        if self
+            .last_warned
+            .is_some_and(|last| now.saturating_duration_since(last) < WARN_EVERY)
+        {
+            self.unreported += 1;
+            return None;
+        }
+        self.last_warned = Some(now);
+        Some(std::mem::take(&mut self.unreported))
+    }
+
+    /// The limit (zero: off).
+    pub(crate) fn limit(&self) -> Duration {
+        self.limit
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_turn_under_the_limit_is_no_stall_and_a_zero_limit_reads_no_clock() {
+        let mut watch = StallWatch::new(Duration::from_secs(3600));
+        watch.woke(Instant::now());
+        watch.ended(Phase::Records);
+        assert!(watch.turn_ended().is_none());
+
+        let mut off = StallWatch::new(Duration::ZERO);
+        off.woke(Instant::now());
+        off.ended(Phase::Records);
+        assert!(off.ends.iter().all(Option::is_none));
+        assert!(off.turn_ended().is_none());
+    }
+
+    #[test]
+    fn a_stall_names_its_phases_longest_first() {
+        let mut watch = StallWatch::new(Duration::from_millis(10));
+        let woke = Instant::now();
+        let at = |ms| woke + Duration::from_millis(ms);
+        watch.woke(woke);
+        watch.ends[Phase::Records as usize] = Some(at(2));
+        // No Actor turn ran; the callbacks took 30 ms, the drain 8.
+        watch.ends[Phase::Callbacks as usize] = Some(at(32));
+        let found = watch.turn_ended_at(at(40)).expect("40 ms is over 10 ms");
+        assert_eq!(found.total, Duration::from_millis(40));
+        let ms = |ms| Duration::from_millis(ms);
+        assert_eq!(found.phases, [ms(2), ms(0), ms(30), ms(8)]);
+        // At 9 ms it is none.
+        watch.woke(woke);
+        assert!(watch.turn_ended_at(at(9)).is_none());
+        assert!(
+            found
+                .describe()
+                .starts_with("session callbacks and tasks 30 ms, "),
+            "{}",
+            found.describe()
+        );
+    }
+
+    #[test]
+    fn one_warning_a_second_and_the_rest_summed_into_the_next() {
+        let mut watch = StallWatch::new(Duration::from_millis(10));
+        let start = Instant::now();
+        assert_eq!(watch.warn_now(start), Some(0));
+        assert_eq!(watch.warn_now(start + Duration::from_millis(10)), None);
+        assert_eq!(watch.warn_now(start + Duration::from_millis(900)), None);
+        assert_eq!(
+            watch.warn_now(start + Duration::from_millis(1_000)),
+            Some(2)
+        );
+    }
+}
