@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use common::replaced_notice;
-use zlink::core::admission::LinkRoom;
+use zlink::core::admission::{LinkAdmission, LinkRoom};
 use zlink::core::session::{SessionEvent, SessionOwnerConfig};
 use zlink::core::shard::ShardCore;
 use zlink::core::time::Instant;
@@ -216,6 +216,17 @@ fn route_update(to: u64) -> Transmit {
 /// goes out at once, as every record but the 51.
 #[test]
 fn core_a_44_with_no_link_waits_for_its_link_and_goes_out_once_or_ends_at_the_send_timeout() {
+    // The link shard offers the 44 and the 51 for admission, and writes
+    // every other record at once (a reply here).
+    assert!(LinkAdmission::waits(&route_update(1).record));
+    assert!(LinkAdmission::waits(&replaced_notice(1, 1).record));
+    let reply = NodeRecord::ActorSend(zlink::wire::node::ActorSend::Reply(
+        zlink::wire::node::ActorReply {
+            request: zlink::ids::RequestId(1),
+            outcome: Ok(Bytes::new()),
+        },
+    ));
+    assert!(!LinkAdmission::waits(&reply));
     let mut core = shard();
     let t0 = Instant::from_millis(2_000);
     // A link up takes it at once, full or not.

@@ -1126,6 +1126,16 @@ fn link_limits_let_a_record_carry_a_payload_as_long_as_a_client_frame() {
     );
     assert_eq!(DecodeLimits::default().for_links().frame_len_max, link_max);
     assert_eq!(link_max, 16 * 1024 * 1024 + 4 * 1024);
+    // A node may run with a client limit of 1 byte to the ceiling.
+    let with = |frame_len_max| DecodeLimits {
+        frame_len_max,
+        ..DecodeLimits::default()
+    };
+    assert!(DecodeLimits::default().frame_len_max_allowed());
+    assert!(with(1).frame_len_max_allowed());
+    assert!(with(DecodeLimits::FRAME_LEN_MAX_CEILING).frame_len_max_allowed());
+    assert!(!with(0).frame_len_max_allowed());
+    assert!(!with(DecodeLimits::FRAME_LEN_MAX_CEILING + 1).frame_len_max_allowed());
     // A peer whose clients may send 128 KiB frames relays one to a node
     // with the default 64 KiB: its link takes it.
     let larger_peer = DecodeLimits {

@@ -256,7 +256,7 @@ impl ShardState {
     /// was this second (src/runtime/stall.rs).
     fn stalled(&mut self, watch: &mut StallWatch, stall: &Stall) {
         self.core.trace(FlowTrace::ShardStalled);
-        if let Some(unreported) = watch.warn_now(self.wall) {
+        if let Some(unreported) = watch.warn_now() {
             tracing::warn!(
                 shard = self.index,
                 took_ms = stall.total.as_millis() as u64,
@@ -1153,7 +1153,7 @@ pub(crate) fn run(
                 tracing::error!(%error, "reactor turn failed");
             }
             state.tick();
-            stalls.woke(state.wall);
+            stalls.woke();
             // Before this turn's records: none is admitted past the lease.
             state.fence_if_lapsed();
             state.process_net();

@@ -11,8 +11,23 @@
 //! time of each phase, at most once a second per shard (the rest summed
 //! into the next line). The wait itself is not counted: an idle shard
 //! waits by design.
+//!
+//! The watch reads the kernel's coarse monotonic clock, five times a turn:
+//! it has the resolution of a kernel tick (1 to 4 ms), fine for a bound of
+//! tens of milliseconds, and a read is a load from the vDSO page, not the
+//! timestamp-counter read of `Instant::now`, so a relayed message does not
+//! pay for the watch.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+/// Now on `CLOCK_MONOTONIC_COARSE`, as the time since its origin.
+fn coarse_now() -> Duration {
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::MonotonicCoarse);
+    Duration::new(
+        u64::try_from(now.tv_sec).unwrap_or(0),
+        u32::try_from(now.tv_nsec).unwrap_or(0),
+    )
+}
 
 /// The parts of a loop turn after its wait, in order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,10 +89,12 @@ impl Stall {
 #[derive(Debug)]
 pub(crate) struct StallWatch {
     limit: Duration,
-    woke: Option<Instant>,
-    ends: [Option<Instant>; 4],
-    last_warned: Option<Instant>,
+    woke: Option<Duration>,
+    ends: [Option<Duration>; 4],
+    last_warned: Option<Duration>,
     unreported: u64,
+    /// When the last stall's turn ended.
+    ended_at: Duration,
 }
 
 /// At most one warning a second per shard.
@@ -91,13 +108,14 @@ impl StallWatch {
             ends: [None; 4],
             last_warned: None,
             unreported: 0,
+            ended_at: Duration::ZERO,
         }
     }
 
-    /// The turn's wait ended at `woke` (the shard's own clock read).
-    pub(crate) fn woke(&mut self, woke: Instant) {
+    /// The turn's wait ended now.
+    pub(crate) fn woke(&mut self) {
         if !self.limit.is_zero() {
-            self.woke = Some(woke);
+            self.woke = Some(coarse_now());
             self.ends = [None; 4];
         }
     }
@@ -105,7 +123,7 @@ impl StallWatch {
     /// `phase` of this turn ended now.
     pub(crate) fn ended(&mut self, phase: Phase) {
         if self.woke.is_some() {
-            self.ends[phase as usize] = Some(Instant::now());
+            self.ends[phase as usize] = Some(coarse_now());
         }
     }
 
@@ -113,13 +131,13 @@ impl StallWatch {
     /// work took the limit or longer.
     pub(crate) fn turn_ended(&mut self) -> Option<Stall> {
         self.woke?;
-        self.turn_ended_at(Instant::now())
+        self.turn_ended_at(coarse_now())
     }
 
-    fn turn_ended_at(&mut self, end: Instant) -> Option<Stall> {
+    fn turn_ended_at(&mut self, end: Duration) -> Option<Stall> {
         self.ends[Phase::Drain as usize] = Some(end);
         let woke = self.woke.take()?;
-        let total = end.saturating_duration_since(woke);
+        let total = end.saturating_sub(woke);
         if total < self.limit {
             return None;
         }
@@ -128,19 +146,21 @@ impl StallWatch {
         for (took, &ended) in phases.iter_mut().zip(&self.ends) {
             // A phase a turn skipped took nothing.
             let ended = ended.unwrap_or(from);
-            *took = ended.saturating_duration_since(from);
+            *took = ended.saturating_sub(from);
             from = from.max(ended);
         }
+        self.ended_at = end;
         Some(Stall { total, phases })
     }
 
-    /// Whether `stall`, found at `now`, is logged: the first in a second
-    /// is, with the count of those since the last line; the rest are only
-    /// counted.
-    pub(crate) fn warn_now(&mut self, now: Instant) -> Option<u64> {
+    /// Whether the stall the last turn ended with is logged: the first in a
+    /// second is, with the count of those since the last line; the rest are
+    /// only counted.
+    pub(crate) fn warn_now(&mut self) -> Option<u64> {
+        let now = self.ended_at;
         if self
             .last_warned
-            .is_some_and(|last| now.saturating_duration_since(last) < WARN_EVERY)
+            .is_some_and(|last| now.saturating_sub(last) < WARN_EVERY)
         {
             self.unreported += 1;
             return None;
@@ -162,12 +182,12 @@ mod tests {
     #[test]
     fn a_turn_under_the_limit_is_no_stall_and_a_zero_limit_reads_no_clock() {
         let mut watch = StallWatch::new(Duration::from_secs(3600));
-        watch.woke(Instant::now());
+        watch.woke();
         watch.ended(Phase::Records);
         assert!(watch.turn_ended().is_none());
 
         let mut off = StallWatch::new(Duration::ZERO);
-        off.woke(Instant::now());
+        off.woke();
         off.ended(Phase::Records);
         assert!(off.ends.iter().all(Option::is_none));
         assert!(off.turn_ended().is_none());
@@ -176,9 +196,9 @@ mod tests {
     #[test]
     fn a_stall_names_its_phases_longest_first() {
         let mut watch = StallWatch::new(Duration::from_millis(10));
-        let woke = Instant::now();
+        let woke = Duration::from_secs(100);
         let at = |ms| woke + Duration::from_millis(ms);
-        watch.woke(woke);
+        watch.woke = Some(woke);
         watch.ends[Phase::Records as usize] = Some(at(2));
         // No Actor turn ran; the callbacks took 30 ms, the drain 8.
         watch.ends[Phase::Callbacks as usize] = Some(at(32));
@@ -187,7 +207,7 @@ mod tests {
         let ms = |ms| Duration::from_millis(ms);
         assert_eq!(found.phases, [ms(2), ms(0), ms(30), ms(8)]);
         // At 9 ms it is none.
-        watch.woke(woke);
+        watch.woke = Some(woke);
         assert!(watch.turn_ended_at(at(9)).is_none());
         assert!(
             found
@@ -201,13 +221,24 @@ mod tests {
     #[test]
     fn one_warning_a_second_and_the_rest_summed_into_the_next() {
         let mut watch = StallWatch::new(Duration::from_millis(10));
-        let start = Instant::now();
-        assert_eq!(watch.warn_now(start), Some(0));
-        assert_eq!(watch.warn_now(start + Duration::from_millis(10)), None);
-        assert_eq!(watch.warn_now(start + Duration::from_millis(900)), None);
-        assert_eq!(
-            watch.warn_now(start + Duration::from_millis(1_000)),
-            Some(2)
-        );
+        let start = Duration::from_secs(100);
+        let mut stalled_until = |ms| {
+            watch.woke = Some(start + Duration::from_millis(ms) - Duration::from_millis(20));
+            assert!(watch
+                .turn_ended_at(start + Duration::from_millis(ms))
+                .is_some());
+            watch.warn_now()
+        };
+        assert_eq!(stalled_until(0), Some(0));
+        assert_eq!(stalled_until(10), None);
+        assert_eq!(stalled_until(900), None);
+        assert_eq!(stalled_until(1_000), Some(2));
+    }
+
+    #[test]
+    fn the_coarse_clock_moves_forward() {
+        let first = coarse_now();
+        assert!(first > Duration::ZERO, "CLOCK_MONOTONIC_COARSE reads");
+        assert!(coarse_now() >= first);
     }
 }
