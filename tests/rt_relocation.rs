@@ -168,6 +168,20 @@ struct Moving {
     session_source: LinkTap,
 }
 
+/// Waits until nodes 1 (`session`), 2 (`source`) and 3 (`target`) are
+/// each linked to the other two.
+fn all_linked(session: &Game, source: &Game, target: &Game) {
+    for (node, peers) in [(session, [2, 3]), (source, [1, 3]), (target, [1, 2])] {
+        for peer in peers {
+            assert!(
+                node.node.wait_linked(peer, WAIT),
+                "link {} -> {peer}",
+                node.rid
+            );
+        }
+    }
+}
+
 fn moving(settings: NodeSettings) -> Moving {
     let store = new_store();
     let options = GameOptions {
@@ -190,15 +204,7 @@ fn moving(settings: NodeSettings) -> Moving {
         options,
         &[(2, session_source.addr), (3, session_target.addr)],
     );
-    for (node, peers) in [(&session, [2, 3]), (&source, [1, 3]), (&target, [1, 2])] {
-        for peer in peers {
-            assert!(
-                node.node.wait_linked(peer, WAIT),
-                "link {} -> {peer}",
-                node.rid
-            );
-        }
-    }
+    all_linked(&session, &source, &target);
     source.node.create_actor("player", &id("player-1")).unwrap();
     Moving {
         session,
@@ -1356,15 +1362,7 @@ fn a_44_committed_while_the_target_has_no_link_to_the_session_owner_goes_out_whe
         options,
         &[(2, source.node.peer_addr().unwrap()), (3, proxy.addr)],
     );
-    for (node, peers) in [(&session, [2, 3]), (&source, [1, 3]), (&target, [1, 2])] {
-        for peer in peers {
-            assert!(
-                node.node.wait_linked(peer, WAIT),
-                "link {} -> {peer}",
-                node.rid
-            );
-        }
-    }
+    all_linked(&session, &source, &target);
     source.node.create_actor("player", &id("player-1")).unwrap();
     let mut client = login(&session, "player-1");
     // when the link between node 1 and node 3 is down (node 1's redials
