@@ -85,10 +85,17 @@ impl LinkAdmission {
     /// Whether `record` may wait here: a 51 (for room, §6) or a 44 (for
     /// its link, §8.1).
     pub fn waits(record: &NodeRecord) -> bool {
-        matches!(
-            record,
-            NodeRecord::BoundSessionReplaced(_) | NodeRecord::SessionRelocationRoute(_)
-        )
+        Self::waits_for(record).is_some()
+    }
+
+    /// The link state `record` waits out: a full link for a 51, no link
+    /// for a 44; `None` for every other record (it goes out at once).
+    fn waits_for(record: &NodeRecord) -> Option<LinkRoom> {
+        match record {
+            NodeRecord::BoundSessionReplaced(_) => Some(LinkRoom::Full),
+            NodeRecord::SessionRelocationRoute(_) => Some(LinkRoom::Down),
+            _ => None,
+        }
     }
 
     /// A record to go onto the link to `transmit.to` at `now`: given back to
@@ -99,10 +106,8 @@ impl LinkAdmission {
     /// owner's liveness, §6); a 44 to a full link is given back (it is
     /// written past the bound, as every record but the 51).
     pub fn offer(&mut self, now: Instant, transmit: Transmit, link: LinkRoom) -> Option<Transmit> {
-        let waits_for = match transmit.record {
-            NodeRecord::BoundSessionReplaced(_) => LinkRoom::Full,
-            NodeRecord::SessionRelocationRoute(_) => LinkRoom::Down,
-            _ => return Some(transmit),
+        let Some(waits_for) = Self::waits_for(&transmit.record) else {
+            return Some(transmit);
         };
         let queue = self.waiting.entry(transmit.to).or_default();
         if link != waits_for && queue.is_empty() {
@@ -122,7 +127,7 @@ impl LinkAdmission {
                 if *deadline > now {
                     return true;
                 }
-                if matches!(transmit.record, NodeRecord::SessionRelocationRoute(_)) {
+                if Self::waits_for(&transmit.record) == Some(LinkRoom::Down) {
                     expired.routes += 1;
                 } else {
                     expired.notices += 1;
@@ -135,9 +140,10 @@ impl LinkAdmission {
     }
 
     /// The waiting records admitted now: every one for a peer whose link
-    /// `has_room` (is up, below its bound: 51s and 44s are small, the bound
-    /// is a threshold, not a cap), in offer order per peer. Call [`LinkAdmission::expire`] first: a record
-    /// past its send timeout is never admitted.
+    /// `has_room` (is up, below its bound: 51s and 44s are small, the
+    /// bound is a threshold, not a cap), in offer order per peer. Call
+    /// [`LinkAdmission::expire`] first: a record past its send timeout is
+    /// never admitted.
     pub fn admit(&mut self, mut has_room: impl FnMut(NodeRid) -> bool) -> Vec<Transmit> {
         let mut admitted = Vec::new();
         self.waiting.retain(|&peer, queue| {

@@ -39,7 +39,8 @@ pub(crate) enum Phase {
     ActorTurns,
     /// Session callbacks and the tasks of awaiting turns.
     Callbacks,
-    /// The turn's last drain of the core and its bookkeeping.
+    /// What the callbacks left in the core, written out, with the Actor
+    /// turns that drain hands out, and the turn's bookkeeping.
     Drain,
 }
 
@@ -56,7 +57,7 @@ impl Phase {
             Phase::Records => "records and timers",
             Phase::ActorTurns => "Actor turns",
             Phase::Callbacks => "session callbacks and tasks",
-            Phase::Drain => "drain",
+            Phase::Drain => "drain after callbacks (its Actor turns included)",
         }
     }
 }

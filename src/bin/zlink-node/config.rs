@@ -741,7 +741,13 @@ fn settings(
     let t = &file.timeouts;
     let r = &file.relocation;
     let l = &file.limits;
-    if !(1..=DecodeLimits::FRAME_LEN_MAX_CEILING).contains(&l.frame_len_max) {
+    let decode_limits = DecodeLimits {
+        frame_len_max: l.frame_len_max,
+        budget_max_ms: l.budget_max_ms,
+        handoff_state_len_max: l.handoff_state_len_max,
+        saved_work_count_max: l.saved_work_count_max,
+    };
+    if !decode_limits.frame_len_max_allowed() {
         return Err(bad(
             "limits.frame_len_max",
             format!(
@@ -756,12 +762,6 @@ fn settings(
             "must be smaller than limits.frame_len_max: a snapshot travels in one frame",
         ));
     }
-    let decode_limits = DecodeLimits {
-        frame_len_max: l.frame_len_max,
-        budget_max_ms: l.budget_max_ms,
-        handoff_state_len_max: l.handoff_state_len_max,
-        saved_work_count_max: l.saved_work_count_max,
-    };
     let relocation = RelocationConfig {
         seal_request_timeout: positive(
             "relocation.seal_request_timeout_ms",
