@@ -156,6 +156,57 @@ fn core_a_request_without_a_reply_ends_at_its_deadline_never_sooner_and_a_late_r
     assert_eq!(count(&mesh, one, FlowTrace::LateReplyDropped), 1);
 }
 
+/// §12: a request whose link to its target goes down while it is in
+/// flight may or may not have run there. It ends at once with
+/// `OutcomeUnknown`, not at its deadline; a request to another node is
+/// untouched, and a reply that still comes is late.
+#[test]
+fn core_a_request_in_flight_when_its_link_goes_down_ends_outcome_unknown_at_once() {
+    let (mut mesh, one, two, b) = two();
+    let three = mesh.add_node(3);
+    let c = mesh.create(three, "c");
+    let a = actor_id("a");
+    mesh.set_behavior(two, ActorBehavior::Manual);
+    mesh.set_behavior(three, ActorBehavior::Manual);
+    let to_b = request(&mut mesh, one, &a, &b, b"to b");
+    let to_c = request(&mut mesh, one, &a, &c, b"to c");
+    mesh.run();
+    let ticket = the_call_ticket(&mesh, two);
+    assert!(outcomes(&mesh, "a").is_empty());
+
+    // The link between nodes 1 and 2 goes down, and comes back.
+    let at = mesh.now();
+    mesh.break_link(one, two);
+    assert_eq!(
+        count(&mesh, one, FlowTrace::RequestLinkDown),
+        1,
+        "ended as the link went down"
+    );
+    mesh.run();
+    assert!(mesh.now() < at + DEADLINE, "ended before its deadline");
+    assert_eq!(
+        outcomes(&mesh, "a"),
+        vec![(one, to_b, Err(error(Reason::OutcomeUnknown)))]
+    );
+    assert_eq!(count(&mesh, one, FlowTrace::RequestLinkDown), 1);
+
+    // The reply the target still sends is late; the request to node 3 ends
+    // at its own deadline, and nothing else ends.
+    mesh.actors(two)
+        .reply(ticket, Ok(Bytes::from_static(b"late")));
+    mesh.advance(DEADLINE);
+    mesh.run();
+    assert_eq!(
+        outcomes(&mesh, "a"),
+        vec![
+            (one, to_b, Err(error(Reason::OutcomeUnknown))),
+            (one, to_c, Err(error(Reason::Deadline))),
+        ]
+    );
+    assert_eq!(count(&mesh, one, FlowTrace::LateReplyDropped), 1);
+    assert_eq!(count(&mesh, one, FlowTrace::RequestLinkDown), 1);
+}
+
 /// docs/actors.md "From node code": a request of node code outside any
 /// Actor goes out as a 70 request and ends once, as
 /// `CoreEvent::NodeCallOutcome` on the shard that sent it: with the reply

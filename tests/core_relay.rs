@@ -83,6 +83,68 @@ fn core_r3_reply_completes_the_original_correlation_exactly_once() {
     assert_eq!(mesh.frames(node, s).len(), 1);
 }
 
+/// §12: a relayed request whose link to the Actor's node goes down while
+/// it is in flight may or may not have run there; it is never sent again.
+/// It ends at once with `OutcomeUnknown` (Unavailable, code 29), not at its
+/// deadline. A request to an Actor on another node is untouched, and a
+/// reply that still comes over the link, up again, is late.
+#[test]
+fn core_r3_a_relay_in_flight_when_its_link_goes_down_ends_outcome_unknown_at_once() {
+    let mut mesh = mesh();
+    let (node, owner, other) = (mesh.add_node(1), mesh.add_node(2), mesh.add_node(3));
+    mesh.set_behavior(owner, ActorBehavior::Manual);
+    mesh.set_behavior(other, ActorBehavior::Manual);
+    let a = mesh.host(owner, "a");
+    let c = mesh.host(other, "c");
+    let (s, t) = (mesh.connect(node), mesh.connect(node));
+    bind_ok(&mut mesh, node, s, &a);
+    bind_ok(&mut mesh, node, t, &c);
+    let to_a = mesh.request(node, s, &a, b"to a").unwrap();
+    let to_c = mesh.request(node, t, &c, b"to c").unwrap();
+    mesh.run();
+    let (ticket, _) = delivered_request(&mesh, owner, b"to a");
+    assert!(mesh.answers(node, s, to_a).is_empty());
+
+    // The link between the session's node and "a"'s goes down.
+    let at = mesh.now();
+    mesh.break_link(node, owner);
+    assert_eq!(
+        count(&mesh, node, FlowTrace::RequestLinkDown),
+        1,
+        "ended as the link went down"
+    );
+    mesh.run();
+    assert!(
+        mesh.now() < at + Duration::from_secs(5),
+        "ended before its deadline"
+    );
+    let unknown = |correlation| {
+        vec![ClientFrame::Error {
+            correlation,
+            error: zlink::sim::error(Reason::OutcomeUnknown).about_actor(&a.id),
+        }]
+    };
+    assert_eq!(mesh.answers(node, s, to_a), unknown(to_a));
+    assert_eq!(count(&mesh, node, FlowTrace::RequestLinkDown), 1);
+    assert!(
+        mesh.answers(node, t, to_c).is_empty(),
+        "node 3's request ended too"
+    );
+
+    // "a" still answers, over a link up again: late, dropped.
+    mesh.actors(owner).reply(ticket, Ok(b(b"late")));
+    mesh.run();
+    mesh.advance(Duration::from_secs(60));
+    assert_eq!(mesh.answers(node, s, to_a), unknown(to_a));
+    assert_eq!(count(&mesh, node, FlowTrace::LateReplyDropped), 1);
+    assert_eq!(count(&mesh, node, FlowTrace::RequestLinkDown), 1);
+    assert_eq!(
+        count(&mesh, node, FlowTrace::RequestDeadlineExceeded),
+        1,
+        "only node 3's"
+    );
+}
+
 /// Found by the zlink-sim soak (seed 15366): a session owner node
 /// restarted while an Actor elsewhere still owed a reply to one of its
 /// requests. RequestIds start again in every NodeGeneration, so the late

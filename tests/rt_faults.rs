@@ -20,6 +20,7 @@ use runtime_support::*;
 use zlink::api::{Node, NodeSettings, RelocateTo};
 use zlink::client::{Client, ClientError, ClientEvent};
 use zlink::error::{ErrorKind, Reason};
+use zlink::store::{CountingStore, EmbeddedStore, MonotonicClock};
 use zlink::wire::client::CloseReason;
 
 fn fast_settings() -> NodeSettings {
@@ -957,6 +958,130 @@ fn a_link_that_drops_mid_prepare_aborts_the_move_at_once() {
         (1, 0)
     );
     assert_eq!(count(&mut client), Bytes::from_static(b"2"));
+}
+
+/// Nodes whose relay deadline (30 s) is far beyond the waits of the
+/// link-down tests: a request they end did not end at its deadline.
+fn far_deadline(generation: Option<u64>) -> GameOptions {
+    GameOptions {
+        settings: Some(NodeSettings {
+            relay_deadline: Duration::from_secs(30),
+            pin_cores: false,
+            ..NodeSettings::default()
+        }),
+        node_generation: generation,
+        ..GameOptions::default()
+    }
+}
+
+/// The request ended with the server's `OutcomeUnknown`, within `bound`
+/// of `since` (the link going down), and the node counted it.
+fn assert_ended_outcome_unknown(ended: Result<Bytes, ClientError>, since: Duration, node: &Game) {
+    match ended {
+        Err(ClientError::Remote(error)) => {
+            assert_eq!(error.reason(), Reason::OutcomeUnknown, "{error}");
+        }
+        other => panic!("not ended OutcomeUnknown: {other:?}"),
+    }
+    assert!(
+        since < Duration::from_secs(5),
+        "{since:?} after the link went down"
+    );
+    assert_eq!(
+        node.node
+            .flow_counters()
+            .get(zlink::core::trace::FlowTrace::RequestLinkDown),
+        1
+    );
+}
+
+/// §12: a request relayed to an Actor whose node link goes down before
+/// its reply may or may not have run there, and is never sent again. It
+/// ends at once with `OutcomeUnknown` (code 29), not at the relay deadline
+/// (30 s here); the reply that node still sends is lost with the link, and
+/// the session, whose own connection is fine, stays open.
+#[test]
+fn a_request_in_flight_when_the_node_link_drops_ends_outcome_unknown_at_once() {
+    let store = new_store();
+    let owner = start_node(2, Arc::clone(&store), far_deadline(None), &[]);
+    let tap = link_tap(owner.node.peer_addr().unwrap());
+    let session = start_node(1, store, far_deadline(None), &[(2, tap.addr)]);
+    assert!(session.node.wait_linked(2, WAIT) && owner.node.wait_linked(1, WAIT));
+    owner.node.create_actor("player", &id("player-1")).unwrap();
+    let mut client = login(&session, "player-1");
+    // Given a request that reached the player, whose reply is lost on the
+    // way back,
+    tap.set(Direction::ToDialer, 24, TapAction::Drop);
+    let data = payload("player-1", "in flight");
+    let (ended, after_cut) = thread::scope(|scope| {
+        let request = scope.spawn(|| client.request(RELAY, data.clone(), WAIT));
+        wait_until("the player ran the request", || {
+            owner.observed.delivered.lock().unwrap().contains(&data)
+        });
+        // when the link drops,
+        let cut = Instant::now();
+        tap.cut();
+        let ended = request.join().unwrap();
+        (ended, cut.elapsed())
+    });
+    // then the request ends at once, OutcomeUnknown: it did run.
+    assert_ended_outcome_unknown(ended, after_cut, &session);
+    // And the session serves again once the link is back.
+    tap.set(Direction::ToDialer, 24, TapAction::Forward);
+    wait_until("the link is up again", || session.node.wait_linked(2, WAIT));
+    let again = payload("player-1", "again");
+    assert_eq!(client.request(RELAY, again.clone(), WAIT).unwrap(), again);
+    assert!(!client.is_closed());
+}
+
+/// A link that a newer one from the same peer replaces is down for what
+/// was in flight on it (docs/threading.md "Node links"). Here the player's
+/// node stops while the network between the nodes is partitioned, so the
+/// session's node never sees its link close; the player's node then
+/// starts again (a new lifecycle) and links anew. The request that went
+/// into the partition ends `OutcomeUnknown` as the new link replaces the
+/// old one, not at the relay deadline (30 s here).
+#[test]
+fn a_link_replaced_by_the_peers_next_lifecycle_ends_what_was_in_flight_on_it() {
+    // Node 2 holds the session and accepts the link; node 1, the lower
+    // RID, dials it through the proxy and hosts the player. Leases of 2 s:
+    // the next lifecycle starts once the stopped one's lease lapsed.
+    let store = Arc::new(CountingStore::new(EmbeddedStore::new(
+        MonotonicClock::new(),
+        Duration::from_secs(2),
+    )));
+    let sessions = start_node(2, Arc::clone(&store), far_deadline(None), &[]);
+    let proxy = FaultProxy::start(sessions.node.peer_addr().unwrap());
+    let players = |generation| {
+        let options = far_deadline(Some(generation));
+        start_node(1, Arc::clone(&store), options, &[(2, proxy.addr)])
+    };
+    let first = players(100);
+    assert!(first.node.wait_linked(2, WAIT) && sessions.node.wait_linked(1, WAIT));
+    first.node.create_actor("player", &id("player-1")).unwrap();
+    let mut client = login(&sessions, "player-1");
+    let before = payload("player-1", "before");
+    assert_eq!(client.request(RELAY, before.clone(), WAIT).unwrap(), before);
+    // Given a request sent into a partition,
+    proxy.partition_live();
+    let data = payload("player-1", "in flight");
+    let (ended, after_new_link) = thread::scope(|scope| {
+        let request = scope.spawn(|| client.request(RELAY, data.clone(), WAIT));
+        wait_until("the request went into the partition", || {
+            proxy.partition_dropped() > 0
+        });
+        // when the player's node stops, unseen, and its next lifecycle
+        // links to the session's node,
+        drop(first);
+        let second = players(200);
+        assert!(second.node.wait_linked(2, WAIT));
+        let linked = Instant::now();
+        let ended = request.join().unwrap();
+        (ended, linked.elapsed())
+    });
+    // then the request ends OutcomeUnknown as the old link is replaced.
+    assert_ended_outcome_unknown(ended, after_new_link, &sessions);
+    assert!(!client.is_closed());
 }
 
 /// The test bound (tests/bound, issue 23 item 5) exceeded on purpose: run

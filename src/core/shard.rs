@@ -278,10 +278,14 @@ impl ShardCore {
 
     /// The link to `peer` went down: what waits on it and cannot succeed
     /// without it ends now (a move to it before relay-ready aborts,
-    /// [`crate::core::relocation::Relocations`]). Requests whose records
-    /// may have arrived keep their deadlines.
+    /// [`crate::core::relocation::Relocations`]), and so do the relayed
+    /// requests and Actor calls in flight to it, with `OutcomeUnknown`
+    /// (§12: a route failure after submission leaves undetermined whether
+    /// the target ran the work; nothing is sent again).
     pub fn handle_peer_down(&mut self, now: Instant, peer: NodeRid) {
         self.relocations(now).peer_down(peer);
+        self.sessions(now).peer_down(peer);
+        self.actors(now).calls_peer_down(peer);
     }
 
     /// (Link shard) a record about to go onto the link to `transmit.to`,

@@ -230,6 +230,9 @@ flow_trace! {
     /// A parked move went on when the turn it waited for ended (or was
     /// over at its deadline).
     RelocationUnparked => "relocation_unparked", debug;
+    /// §12: a request in flight to a peer (a relay, an Actor call) ended
+    /// with OutcomeUnknown when the link to that peer went down.
+    RequestLinkDown => "request_link_down", debug;
 }
 
 impl fmt::Display for FlowTrace {

@@ -239,6 +239,10 @@ pub(crate) struct Links {
     /// Per peer, the newest lifecycle whose lease lapsed: links from it or
     /// an older one are refused (§5, docs/store.md "Membership").
     dead: HashMap<NodeRid, NodeGeneration>,
+    /// Peers whose link a newer one replaced in the last read: each is a
+    /// link down for the shard (`take_replaced`), before the new link's
+    /// records are delivered.
+    replaced: Vec<NodeRid>,
 }
 
 impl Links {
@@ -282,6 +286,7 @@ impl Links {
             status,
             listed: HashMap::new(),
             dead: HashMap::new(),
+            replaced: Vec::new(),
         }
     }
 
@@ -521,6 +526,12 @@ impl Links {
             }
         }
         down
+    }
+
+    /// A peer whose link was replaced by a newer one since the last call:
+    /// its old link went down (the shard runs its link down).
+    pub(crate) fn take_replaced(&mut self) -> Option<NodeRid> {
+        self.replaced.pop()
     }
 
     /// Bytes arrived on a link: advance the handshake, or collect every
@@ -783,8 +794,12 @@ impl Links {
             if old_peer.generation < peer.generation {
                 core.trace(FlowTrace::StaleLinkGeneration);
             }
+            // The old link is down, whatever lifecycle the new one is of:
+            // what was in flight on it may be lost, as on any link down.
             self.links.remove(&old_conn);
             reactor.abort(old_conn);
+            tracing::info!(peer = %peer.rid, generation = %old_peer.generation, "link down: replaced by a newer link");
+            self.replaced.push(peer.rid);
         }
         self.handshakes.disarm(conn);
         self.meshes.insert(peer.rid, mesh);

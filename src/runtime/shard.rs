@@ -293,6 +293,11 @@ impl ShardState {
                     let mut records = std::mem::take(&mut self.link_records);
                     self.links
                         .received(&mut self.reactor, &mut self.core, conn, &mut records);
+                    // A link a newer one replaced is down before the new
+                    // one's records count.
+                    while let Some(peer) = self.links.take_replaced() {
+                        self.peer_down(peer);
+                    }
                     for (from, record) in records.drain(..) {
                         self.deliver(from, record);
                     }

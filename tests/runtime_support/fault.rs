@@ -29,6 +29,13 @@ struct Faults {
     /// Times the proxy broke connections: each reset or cut of the live
     /// ones, and each refused new one.
     disruptions: AtomicUsize,
+    /// Connections numbered below this one (in the order accepted) are
+    /// partitioned for good: their bytes are dropped and their closes are
+    /// not passed on, as when a host dies or a network splits without a
+    /// FIN or RST reaching the other end.
+    partitioned_below: AtomicUsize,
+    /// Bytes dropped in a partition so far.
+    partition_dropped: AtomicUsize,
 }
 
 /// A running fault proxy; connect to [`FaultProxy::addr`] instead of the
@@ -64,9 +71,9 @@ impl FaultProxy {
                     continue;
                 };
                 shared.live.lock().unwrap().push((a, b));
-                shared.accepted.fetch_add(1, Ordering::SeqCst);
-                pipe(&shared, &inbound, &outbound, false);
-                pipe(&shared, &outbound, &inbound, true);
+                let index = shared.accepted.fetch_add(1, Ordering::SeqCst);
+                pipe(&shared, &inbound, &outbound, false, index);
+                pipe(&shared, &outbound, &inbound, true, index);
             }
         });
         FaultProxy { addr, faults }
@@ -118,6 +125,21 @@ impl FaultProxy {
         live.len()
     }
 
+    /// Partitions every live connection for good: from now on nothing
+    /// crosses it either way and neither end learns that the other closed.
+    /// Connections made later are forwarded as usual.
+    pub fn partition_live(&self) {
+        let accepted = self.faults.accepted.load(Ordering::SeqCst);
+        self.faults
+            .partitioned_below
+            .store(accepted, Ordering::SeqCst);
+    }
+
+    /// Bytes the partition dropped so far (something was sent into it).
+    pub fn partition_dropped(&self) -> usize {
+        self.faults.partition_dropped.load(Ordering::SeqCst)
+    }
+
     /// Times the proxy has broken connections so far (counted before it
     /// breaks them): a connection that closes without a reason is explained
     /// by the network only if this changed since it was opened.
@@ -145,8 +167,8 @@ fn reset(stream: &TcpStream) {
 }
 
 /// Copies `from` to `to` on a thread of its own, with the faults in force;
-/// `back` is the direction from the target.
-fn pipe(faults: &Arc<Faults>, from: &TcpStream, to: &TcpStream, back: bool) {
+/// `back` is the direction from the target; `index` numbers the connection.
+fn pipe(faults: &Arc<Faults>, from: &TcpStream, to: &TcpStream, back: bool, index: usize) {
     let (Ok(mut from), Ok(mut to)) = (from.try_clone(), to.try_clone()) else {
         return;
     };
@@ -162,10 +184,17 @@ fn pipe(faults: &Arc<Faults>, from: &TcpStream, to: &TcpStream, back: bool) {
                 0 => buf.len(),
                 n => n.min(buf.len()),
             };
+            let partitioned = || index < faults.partitioned_below.load(Ordering::SeqCst);
             let n = match from.read(&mut buf[..max]) {
+                // A close does not cross a partition.
+                Ok(0) | Err(_) if partitioned() => return,
                 Ok(0) | Err(_) => {
                     let _ = to.shutdown(Shutdown::Write);
                     return;
+                }
+                Ok(n) if partitioned() => {
+                    faults.partition_dropped.fetch_add(n, Ordering::SeqCst);
+                    continue;
                 }
                 Ok(n) => n,
             };

@@ -69,13 +69,15 @@ impl Failure {
 
     /// A server Error frame: its kind through `ErrorKind::from_code`, so
     /// that a kind added to src/error.rs flows through, and a code this
-    /// build does not know is a generic error ([`KIND_UNKNOWN`]).
+    /// build does not know is a generic error ([`KIND_UNKNOWN`]). The
+    /// server's own `OutcomeUnknown` (a node link that went down with the
+    /// request in flight, §12) sets `outcome_unknown` as the local one does.
     fn remote(kind: u8, reason: u8) -> Self {
         Self {
             kind: ErrorKind::from_code(kind).map_or(KIND_UNKNOWN, ErrorKind::code),
             reason,
             remote: true,
-            outcome_unknown: false,
+            outcome_unknown: reason == zlink::error::Reason::OutcomeUnknown.code(),
         }
     }
 
@@ -1330,6 +1332,23 @@ mod tests {
         );
         // The connection goes on.
         assert_eq!(client.state(), State::Open);
+    }
+
+    /// The server's OutcomeUnknown (code 29: a node link went down with
+    /// the request in flight) tells the game what a local one does.
+    #[test]
+    fn a_servers_outcome_unknown_is_marked_outcome_unknown_and_no_other_error_is() {
+        use zlink::error::Reason;
+        let unavailable = ErrorKind::Unavailable.code();
+        let server = Failure::remote(unavailable, Reason::OutcomeUnknown.code());
+        assert!(server.remote && server.outcome_unknown);
+        for reason in [
+            Reason::PeerUnreachable,
+            Reason::StaleLocation,
+            Reason::QueueFull,
+        ] {
+            assert!(!Failure::remote(unavailable, reason.code()).outcome_unknown);
+        }
     }
 
     #[test]

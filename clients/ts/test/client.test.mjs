@@ -89,6 +89,22 @@ test("a server error is a typed ZlinkError of its kind and reason", async () => 
   });
 });
 
+test("the server's OutcomeUnknown (a node link down in flight) is marked outcomeUnknown", async () => {
+  const { server, client } = await connected();
+  const p = client.request(MOVE, utf8("x"));
+  await flush();
+  const req = server.last.requests().at(-1);
+  server.last.push({ type: "error", correlation: req.correlation, kind: "Unavailable", reason: "OutcomeUnknown" });
+  await assert.rejects(p, (e) => {
+    assert.deepEqual(
+      [e.kind, e.reason, e.reasonCode, e.remote, e.outcomeUnknown],
+      ["Unavailable", "OutcomeUnknown", 29, true, true],
+    );
+    return true;
+  });
+  assert.equal(client.state, "open");
+});
+
 test("the game's own error is kind Application with its code and detail", async () => {
   const { server, client } = await connected();
   const p = client.request(MOVE, utf8("x"));

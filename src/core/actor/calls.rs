@@ -11,8 +11,9 @@
 //! - A refused request ends with its typed error (`Unavailable` for a stale
 //!   route, so the caller may resolve again); a refused one-way message is
 //!   counted (`one_way_record_refused`), never silent.
-//! - A request ends exactly once: its reply, its deadline, or the link to
-//!   its target missing; a late reply is dropped and counted
+//! - A request ends exactly once: its reply, its deadline, the link to
+//!   its target missing (`PeerUnreachable`: never sent) or going down
+//!   (`OutcomeUnknown`: it may have run); a late reply is dropped and counted
 //!   (`late_reply_dropped`). It is never sent again to another owner.
 //! - The outcome comes back to the calling Actor as a later message of its
 //!   own ([`ActorEvent::CallOutcome`]), addressed to it like any call: it
@@ -271,6 +272,24 @@ impl Actors<'_> {
     pub(crate) fn call_unreachable(&mut self, to: NodeRid, request: RequestId) {
         if self.owner.calls.get(&request).is_some_and(|p| p.peer == to) {
             self.end_call(request, Err(Reason::PeerUnreachable.into()));
+        }
+    }
+
+    /// The link to `peer` went down (§12): each request made of an Actor
+    /// there ends now with `OutcomeUnknown`, in the order they were made;
+    /// its reply, should one still come, is late.
+    pub(crate) fn calls_peer_down(&mut self, peer: NodeRid) {
+        let mut lost: Vec<RequestId> = self
+            .owner
+            .calls
+            .iter()
+            .filter(|(_, p)| p.peer == peer)
+            .map(|(&request, _)| request)
+            .collect();
+        lost.sort_unstable();
+        for request in lost {
+            self.fx.trace(FlowTrace::RequestLinkDown);
+            self.end_call(request, Err(Reason::OutcomeUnknown.into()));
         }
     }
 

@@ -1060,6 +1060,32 @@ impl Sessions<'_> {
         self.end_unanswered(request, pending, Reason::PeerUnreachable.into());
     }
 
+    /// The link to `peer` went down (§12): each relayed request this owner
+    /// sent it and still awaits ends now with `OutcomeUnknown` — the Actor
+    /// may or may not have run it, and it is never sent again — rather than
+    /// at its deadline. A reply that still comes, over a link up again, is
+    /// late and dropped. A bind and a disconnect notice keep their deadlines:
+    /// the tombstone a bind ends with needs a link, and one that is back by
+    /// then reaches the owner (docs/threading.md "Node links").
+    pub(crate) fn peer_down(&mut self, peer: NodeRid) {
+        let mut lost: Vec<RequestId> = self
+            .owner
+            .pending
+            .iter()
+            .filter(|(_, p)| p.peer == peer && matches!(p.kind, PendingKind::Relay { .. }))
+            .map(|(&request, _)| request)
+            .collect();
+        // In the order they were sent, the same in every run.
+        lost.sort_unstable();
+        for request in lost {
+            if let Some(pending) = self.owner.pending.remove(&request) {
+                self.fx.cancel(pending.deadline);
+                self.fx.trace(FlowTrace::RequestLinkDown);
+                self.end_unanswered(request, pending, Reason::OutcomeUnknown.into());
+            }
+        }
+    }
+
     /// Ends a request that got no reply: a bind with its terminal (and a
     /// tombstone in case it was admitted), a relay with the client's typed
     /// error, a disconnect notice by settling the binding anyway (§7).
