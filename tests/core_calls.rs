@@ -688,6 +688,40 @@ fn core_a1_a_request_whose_target_moved_ends_once_at_the_moved_target() {
     assert_eq!(count(&mesh, two, FlowTrace::MessageFollowed), 1);
 }
 
+/// §12 across a Message Follow: the source re-issued the request to the
+/// node the target moved to, and the link between those two goes down
+/// while it is in flight there. The source ends it at once with
+/// `OutcomeUnknown`, which reaches the caller, and keeps no proxy.
+#[test]
+fn core_a1_a_request_followed_to_the_moved_target_ends_outcome_unknown_when_that_link_goes_down() {
+    let (mut mesh, one, two, b) = two();
+    let three = mesh.add_node(3);
+    let a = actor_id("a");
+    mesh.relocations(two).relocate(&b.id, three).unwrap();
+    mesh.run();
+    mesh.set_behavior(three, ActorBehavior::Manual);
+    let call = request(&mut mesh, one, &a, &b, b"after-move");
+    mesh.run();
+    assert_eq!(count(&mesh, two, FlowTrace::MessageFollowed), 1);
+    assert_eq!(mesh.node(two).core().relocation().proxy_count(), 1);
+    let at = mesh.now();
+    mesh.break_link(two, three);
+    assert_eq!(count(&mesh, two, FlowTrace::RequestLinkDown), 1);
+    assert_eq!(mesh.node(two).core().relocation().proxy_count(), 0);
+    mesh.run();
+    assert!(mesh.now() < at + DEADLINE, "ended before its deadline");
+    assert_eq!(
+        outcomes(&mesh, "a"),
+        vec![(one, call, Err(error(Reason::OutcomeUnknown)))]
+    );
+    // The moved target's late reply ends nothing more.
+    let ticket = the_call_ticket(&mesh, three);
+    mesh.actors(three)
+        .reply(ticket, Ok(Bytes::from_static(b"late")));
+    mesh.advance(DEADLINE * 2);
+    assert_eq!(outcomes(&mesh, "a").len(), 1);
+}
+
 #[test]
 fn core_a2_the_outcome_follows_a_caller_that_moved_before_its_reply() {
     let (mut mesh, one, two, b) = two();

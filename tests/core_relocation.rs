@@ -2718,6 +2718,29 @@ fn core_relocation_a_bind_followed_to_an_unreachable_target_ends_at_once_peer_un
     assert_eq!(mesh.node(source).core().relocation().proxy_count(), 0);
 }
 
+/// docs/threading.md "Node links": a bind the source followed to the
+/// target keeps its deadline when the link between the two goes down
+/// while it is in flight (only requests a reply ends, relays and calls,
+/// end `OutcomeUnknown` then): its proxy stays until its own deadline.
+#[test]
+fn core_relocation_a_followed_bind_in_flight_when_the_link_goes_down_keeps_its_deadline() {
+    let (mut mesh, sessions, source, target, stale) = three_nodes();
+    let relocation = relocate(&mut mesh, source, "a", target);
+    assert!(finished(&mesh, source, relocation).unwrap().is_ok());
+    mesh.set_dropping(target, source, Command::BoundSessionBind, true);
+    let s = mesh.connect(sessions);
+    let ticket = bind_pending(&mut mesh, sessions, s, &stale);
+    mesh.run();
+    assert_eq!(mesh.node(source).core().relocation().proxy_count(), 1);
+
+    mesh.break_link(source, target);
+    mesh.run();
+
+    assert_eq!(mesh.node(source).core().relocation().proxy_count(), 1);
+    assert_eq!(count(&mesh, source, FlowTrace::RequestLinkDown), 0);
+    assert_eq!(mesh.bind_outcome(sessions, ticket), None);
+}
+
 /// docs/relocation.md "Message Follow": an answer to a followed request
 /// counts only from the node it was followed to, and only of the kind its
 /// origin waits for (a 38 terminal for a bind); any other is a counted

@@ -569,6 +569,17 @@ impl Relocations<'_> {
         for request in self.coordinator_requests_to(peer) {
             self.coordinator_unreachable(peer, request);
         }
+        // A request this node re-issued to the peer (Message Follow, or
+        // work it owed a reply for) ends as any relay in flight does when
+        // its link goes down (§12): OutcomeUnknown. A forwarded bind keeps
+        // its deadline, as the session owner's own does.
+        for request in self.state.proxies.relays_to(peer) {
+            if let Some(proxy) = self.state.proxies.remove(request) {
+                self.fx.cancel(proxy.deadline);
+                self.fx.trace(FlowTrace::RequestLinkDown);
+                self.fail_origin(proxy.origin, Reason::OutcomeUnknown.into());
+            }
+        }
     }
 
     /// Re-issues a request under a proxy id of the source's: the answer

@@ -88,4 +88,17 @@ impl ProxyTable {
     pub(super) fn remove(&mut self, id: RequestId) -> Option<Proxy> {
         self.proxies.remove(&id)
     }
+
+    /// The proxied requests re-issued to `peer` that a reply ends (not
+    /// binds), in the order they were made.
+    pub(super) fn relays_to(&self, peer: NodeRid) -> Vec<RequestId> {
+        let mut ids: Vec<RequestId> = self
+            .proxies
+            .iter()
+            .filter(|(_, p)| p.peer == peer && !p.origin.wants_bind_terminal())
+            .map(|(&id, _)| id)
+            .collect();
+        ids.sort_unstable();
+        ids
+    }
 }
