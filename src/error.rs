@@ -170,11 +170,13 @@ reasons! {
     /// reached from this node through another mesh than the one the route
     /// names (§3, §4; docs/threading.md "Several meshes").
     MeshUnreachable = 24 => Unavailable, "the actor's mesh is not one this node reaches its owner through";
-    /// §12: the request may or may not have run — its connection ended
-    /// while it was in flight — and it is never sent again by itself; the
-    /// game decides whether running it twice is harmless. Client libraries
-    /// raise it (docs/clients.md "Reconnect rules").
-    OutcomeUnknown = 29 => Unavailable, "the request may or may not have run: its connection ended first";
+    /// §12: the request may or may not have run — a connection it crossed
+    /// ended while it was in flight — and it is never sent again by itself;
+    /// the game decides whether running it twice is harmless. Client
+    /// libraries raise it for their own connection (docs/clients.md
+    /// "Reconnect rules"); a node sends it for a link to the Actor's node
+    /// that went down (docs/threading.md "Node links").
+    OutcomeUnknown = 29 => Unavailable, "the request may or may not have run: a connection it crossed ended first";
     /// The deadline passed before the terminal (§12).
     Deadline = 30 => DeadlineExceeded, "the deadline passed";
     /// The caller cancelled (§12).

@@ -54,7 +54,7 @@ export const Reasons = {
   ShuttingDown: { code: 22, kind: "Unavailable", text: "the node is shutting down" },
   RelocationAborted: { code: 23, kind: "Unavailable", text: "the relocation was aborted" },
   MeshUnreachable: { code: 24, kind: "Unavailable", text: "the actor's mesh is not one this node reaches its owner through" },
-  OutcomeUnknown: { code: 29, kind: "Unavailable", text: "the request may or may not have run: its connection ended first" },
+  OutcomeUnknown: { code: 29, kind: "Unavailable", text: "the request may or may not have run: a connection it crossed ended first" },
   Deadline: { code: 30, kind: "DeadlineExceeded", text: "the deadline passed" },
   CallerCancelled: { code: 40, kind: "Cancelled", text: "the caller cancelled" },
   InvalidConfiguration: { code: 50, kind: "Configuration", text: "the configuration is invalid" },
