@@ -998,17 +998,24 @@ fn assert_ended_outcome_unknown(ended: Result<Bytes, ClientError>, since: Durati
 /// §12: a request relayed to an Actor whose node link goes down before
 /// its reply may or may not have run there, and is never sent again. It
 /// ends at once with `OutcomeUnknown` (code 29), not at the relay deadline
-/// (30 s here); the reply that node still sends is lost with the link, and
-/// the session, whose own connection is fine, stays open.
+/// (30 s here), also on a shard other than the link's; the reply that
+/// node still sends is lost with the link, and the session, whose own
+/// connection is fine, stays open.
 #[test]
 fn a_request_in_flight_when_the_node_link_drops_ends_outcome_unknown_at_once() {
     let store = new_store();
     let owner = start_node(2, Arc::clone(&store), far_deadline(None), &[]);
     let tap = link_tap(owner.node.peer_addr().unwrap());
-    let session = start_node(1, store, far_deadline(None), &[(2, tap.addr)]);
+    // Two shards on the session's node, the session on shard 1: the link
+    // lives on shard 0, which tells shard 1 that it went down.
+    let two_shards = GameOptions {
+        shards: 2,
+        ..far_deadline(None)
+    };
+    let session = start_node(1, store, two_shards, &[(2, tap.addr)]);
     assert!(session.node.wait_linked(2, WAIT) && owner.node.wait_linked(1, WAIT));
     owner.node.create_actor("player", &id("player-1")).unwrap();
-    let mut client = login(&session, "player-1");
+    let mut client = login_on(&session, "player-1", 1);
     // Given a request that reached the player, whose reply is lost on the
     // way back,
     tap.set(Direction::ToDialer, 24, TapAction::Drop);
