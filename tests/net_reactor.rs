@@ -396,3 +396,90 @@ fn wake_from_another_thread_makes_a_parked_turn_return_woken() -> TestResult {
     waking.join().map_err(|_| "the waking thread panicked")?;
     Ok(())
 }
+
+/// `pause_reads` stops reading a connection: what its peer sends waits in
+/// the kernel until TCP's windows fill and the peer's write would block,
+/// while the reactor holds no more than it had plus, on io_uring, what a
+/// receive already under way put in the buffer ring. `resume_reads` goes
+/// on, and every byte arrives, in order.
+#[test]
+fn paused_reads_leave_the_peers_bytes_in_the_kernel_until_resumed() -> TestResult {
+    const LEN: usize = 16 * 1024 * 1024;
+    let config = small_config();
+    let ring = usize::from(config.buffer_count) * config.buffer_size as usize;
+    let mut reactor = Reactor::new(config)?;
+    let (_, addr) = reactor.listen(localhost())?;
+    let (blocked_tx, blocked) = mpsc::channel::<()>();
+    let writer = thread::spawn(move || -> std::io::Result<()> {
+        let mut stream = connect_client(addr)?;
+        let payload: Vec<u8> = (0..LEN).map(|i| (i % 251) as u8).collect();
+        stream.set_nonblocking(true)?;
+        let mut sent = 0;
+        while sent < LEN {
+            match stream.write(&payload[sent..]) {
+                Ok(n) => sent += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    // The windows are full: say so once, then write the
+                    // rest blocking.
+                    let _ = blocked_tx.send(());
+                    stream.set_nonblocking(false)?;
+                    stream.write_all(&payload[sent..])?;
+                    sent = LEN;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    });
+    let conn = accepted(&mut reactor)?;
+    // Given the first bytes in, and the connection's reads paused,
+    wait_for(
+        &mut reactor,
+        |e| matches!(e, NetEvent::Received { conn: c } if *c == conn),
+    )?;
+    reactor.pause_reads(conn);
+    let held = reactor.inbound(conn).map_or(0, |b| b.len());
+    // when the writer blocks, and a marker on another connection arrives
+    // after that,
+    let start = Instant::now();
+    loop {
+        if blocked.try_recv().is_ok() {
+            break;
+        }
+        if start.elapsed() > DEADLINE {
+            return Err("the writer never blocked: the paused connection was read on".into());
+        }
+        reactor.turn(Some(Duration::from_millis(10)))?;
+        while reactor.poll_event().is_some() {}
+    }
+    let mut marker = connect_client(addr)?;
+    let marker_conn = accepted(&mut reactor)?;
+    marker.write_all(b"marker")?;
+    wait_for(
+        &mut reactor,
+        |e| matches!(e, NetEvent::Received { conn: c } if *c == marker_conn),
+    )?;
+    // then the paused connection holds what it had, and at most the ring;
+    let paused_with = reactor.inbound(conn).map_or(0, |b| b.len());
+    assert!(
+        paused_with <= held + ring,
+        "{paused_with} bytes held while paused, from {held} (ring {ring})"
+    );
+    // and once resumed, every byte arrives, in order.
+    reactor.resume_reads(conn);
+    let mut got = Vec::with_capacity(LEN);
+    let start = Instant::now();
+    while got.len() < LEN {
+        if start.elapsed() > DEADLINE {
+            return Err(format!("{} of {LEN} bytes after the resume", got.len()).into());
+        }
+        if let Some(inbound) = reactor.inbound(conn) {
+            got.extend_from_slice(&inbound.split());
+        }
+        reactor.turn(Some(Duration::from_millis(100)))?;
+        while reactor.poll_event().is_some() {}
+    }
+    assert!(got.iter().enumerate().all(|(i, &b)| b == (i % 251) as u8));
+    writer.join().map_err(|_| "the writer panicked")??;
+    Ok(())
+}

@@ -167,3 +167,75 @@ fn a_frame_within_the_larger_limit_of_two_nodes_crosses_their_link_and_leaves_it
     assert_eq!(closed, vec![0, 0]);
     assert!(mesh[0].node.wait_linked(2, std::time::Duration::ZERO));
 }
+
+/// docs/threading.md "One connection's share of a turn": a client that
+/// writes thousands of requests at once (a flood, or the backlog of a
+/// node that was stopped) gets them taken a share per loop turn, its
+/// reads paused in between, and each request still ends once:
+/// its reply or a typed refusal, the replies in the order sent.
+/// Meanwhile another session is served.
+#[test]
+fn a_burst_of_requests_is_taken_a_share_per_turn_and_each_ends_once_replies_in_order() {
+    use std::collections::HashSet;
+    use std::io::{Read, Write};
+    use zlink::ids::{Correlation, PacketKey};
+    use zlink::wire::client::ClientFrame;
+    const BURST: u32 = 5_000;
+    let game = start_game(GameOptions::default());
+    let mut other = login(&game, "other");
+    let _player = login(&game, "burst");
+    let mut stream = std::net::TcpStream::connect(game.addr()).unwrap();
+    stream.set_read_timeout(Some(WAIT)).unwrap();
+    let mut out = bytes::BytesMut::new();
+    ClientFrame::Request {
+        key: LOGIN,
+        correlation: Correlation(1),
+        payload: Bytes::from_static(b"burst"),
+    }
+    .encode(&mut out);
+    for n in 2..=BURST + 1 {
+        ClientFrame::Request {
+            key: PacketKey(RELAY.0),
+            correlation: Correlation(n),
+            payload: payload("burst", &n.to_string()),
+        }
+        .encode(&mut out);
+    }
+    stream.write_all(&out).unwrap();
+    // Each correlation ends once; the replies come in the order sent (a
+    // refusal is written at once, ahead of replies still to come).
+    let (mut buf, mut ended, mut last_reply) = (bytes::BytesMut::new(), HashSet::new(), 0);
+    let limits = zlink::wire::DecodeLimits::default();
+    let mut replies = 0;
+    while ended.len() < (BURST + 1) as usize {
+        let correlation = match ClientFrame::decode_from(&mut buf, &limits).unwrap() {
+            Some(ClientFrame::Reply { correlation, .. }) => {
+                assert!(
+                    correlation.0 > last_reply,
+                    "reply {correlation:?} after {last_reply}"
+                );
+                last_reply = correlation.0;
+                replies += 1;
+                correlation
+            }
+            Some(ClientFrame::Error { correlation, error }) => {
+                assert_eq!(error.reason(), Reason::QueueFull, "{error:?}");
+                correlation
+            }
+            Some(other) => panic!("unexpected {other:?}"),
+            None => {
+                let mut chunk = [0u8; 64 * 1024];
+                let n = stream.read(&mut chunk).unwrap();
+                assert!(n > 0, "closed after {} of {} ends", ended.len(), BURST + 1);
+                buf.extend_from_slice(&chunk[..n]);
+                continue;
+            }
+        };
+        assert!(ended.insert(correlation), "{correlation:?} ended twice");
+    }
+    assert!(replies > 1, "the login and at least one request replied");
+    let counters = game.node.flow_counters();
+    assert!(counters.get(FlowTrace::ClientFramesDeferred) >= 1);
+    let data = payload("other", "after");
+    assert_eq!(other.request(RELAY, data.clone(), WAIT).unwrap(), data);
+}
