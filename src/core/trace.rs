@@ -233,10 +233,6 @@ flow_trace! {
     /// §12: a request in flight to a peer (a relay, an Actor call) ended
     /// with OutcomeUnknown when the link to that peer went down.
     RequestLinkDown => "request_link_down", debug;
-    /// A client connection had frames left after its share of a loop turn:
-    /// the next turn goes on with them, its reads paused meanwhile
-    /// (docs/threading.md "One connection's share of a turn").
-    ClientFramesDeferred => "client_frames_deferred", debug;
 }
 
 impl fmt::Display for FlowTrace {

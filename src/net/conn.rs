@@ -124,9 +124,6 @@ pub(super) struct Conn {
     /// The turn in which its last `Received` was reported, so that a turn
     /// reports at most one per connection.
     pub(super) received_turn: u64,
-    /// The caller has not taken all it received yet: nothing more is read
-    /// until it resumes reading ([`crate::net::Reactor::pause_reads`]).
-    pub(super) reads_paused: bool,
 }
 
 impl Conn {
@@ -144,7 +141,6 @@ impl Conn {
             teardown_sent: false,
             flush_listed: false,
             received_turn: 0,
-            reads_paused: false,
         }
     }
 

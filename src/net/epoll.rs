@@ -439,24 +439,6 @@ impl EpollReactor {
         }
     }
 
-    pub(super) fn pause_reads(&mut self, id: ConnId) {
-        if let Some(conn) = self.conns.slab.get_mut(id) {
-            conn.reads_paused = true;
-        }
-    }
-
-    /// Edge-triggered: no readiness comes for bytes that arrived while the
-    /// connection was paused, so it is read in the next turn like one
-    /// carried over from a turn's budget.
-    pub(super) fn resume_reads(&mut self, id: ConnId) {
-        if let Some(conn) = self.conns.slab.get_mut(id) {
-            if conn.reads_paused {
-                conn.reads_paused = false;
-                self.unread.push(id);
-            }
-        }
-    }
-
     /// Reads until a read comes back short, the socket would block or ends,
     /// or the turn's budget for the connection is spent.
     ///
@@ -474,9 +456,7 @@ impl EpollReactor {
         let Some(conn) = self.conns.slab.get_mut(id) else {
             return;
         };
-        // A paused connection is read again when it resumes: its bytes, and
-        // a close after them, wait in the kernel until then.
-        if conn.phase == Phase::Ended || conn.connecting.is_some() || conn.reads_paused {
+        if conn.phase == Phase::Ended || conn.connecting.is_some() {
             return;
         }
         let mut received = false;

@@ -249,20 +249,6 @@ impl Reactor {
         dispatch!(ref self, r => r.conns.outbound_room(conn))
     }
 
-    /// Stops reading `conn` until [`Reactor::resume_reads`]: the caller has
-    /// more of its bytes than it takes in one turn, and the peer's further
-    /// bytes wait in the kernel (TCP's flow control slows the peer), not in
-    /// memory here. On io_uring a receive already under way may still add
-    /// what the buffer ring holds.
-    pub fn pause_reads(&mut self, conn: ConnId) {
-        dispatch!(self, r => r.pause_reads(conn))
-    }
-
-    /// Reads `conn` again from the next turn on.
-    pub fn resume_reads(&mut self, conn: ConnId) {
-        dispatch!(self, r => r.resume_reads(conn))
-    }
-
     /// Closes `conn` gracefully: what is queued goes out, then the socket is
     /// shut down and closed, and `Closed { Local }` is reported (unless the
     /// peer or an error ends it first).

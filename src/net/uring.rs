@@ -96,10 +96,6 @@ pub(super) struct UringReactor {
     /// The eventfd read's target; boxed so that its address is stable.
     wake_word: Box<u64>,
     turn_count: u64,
-    /// Connections whose reads were paused or resumed since the last turn:
-    /// their receive is cancelled or armed at the next one, where a full
-    /// submission queue is the turn's error like any other.
-    read_changes: Vec<ConnId>,
     /// Operations whose last completion has not arrived.
     ops_in_flight: usize,
 }
@@ -140,7 +136,6 @@ impl UringReactor {
             parker,
             wake_word: Box::new(0),
             turn_count: 0,
-            read_changes: Vec::new(),
             ops_in_flight: 0,
         };
         reactor.arm_wake().map_err(ReactorError::Setup)?;
@@ -201,7 +196,6 @@ impl UringReactor {
     /// pending. May return with no event (a signal, a stale wake).
     pub(super) fn turn(&mut self, timeout: Option<Duration>) -> io::Result<()> {
         self.turn_count += 1;
-        self.apply_read_changes()?;
         self.gather_sends()?;
         self.advance_endings()?;
         let timeout = self.resume_listeners(timeout)?;
@@ -588,46 +582,6 @@ impl UringReactor {
         }
     }
 
-    /// Cancels the multishot receive at the next turn: what it completes
-    /// meanwhile (at most what the buffer ring holds) is still taken.
-    pub(super) fn pause_reads(&mut self, id: ConnId) {
-        if let Some(conn) = self.conns.slab.get_mut(id) {
-            if !conn.reads_paused {
-                conn.reads_paused = true;
-                self.read_changes.push(id);
-            }
-        }
-    }
-
-    /// Arms the receive again at the next turn, unless the cancelled one
-    /// has not ended yet: its last completion arms it then.
-    pub(super) fn resume_reads(&mut self, id: ConnId) {
-        if let Some(conn) = self.conns.slab.get_mut(id) {
-            if conn.reads_paused {
-                conn.reads_paused = false;
-                self.read_changes.push(id);
-            }
-        }
-    }
-
-    /// Step 1: carries out pauses and resumes as each connection stands now.
-    fn apply_read_changes(&mut self) -> io::Result<()> {
-        for id in mem::take(&mut self.read_changes) {
-            let Some(conn) = self.conns.slab.get(id) else {
-                continue;
-            };
-            if conn.phase == Phase::Ended {
-                continue;
-            }
-            match (conn.reads_paused, conn.recv_armed) {
-                (true, true) => self.cancel(token(OpKind::Recv, id))?,
-                (false, false) => self.arm_recv(id)?,
-                _ => {}
-            }
-        }
-        Ok(())
-    }
-
     fn complete_recv(&mut self, id: ConnId, res: i32, flags: u32) -> io::Result<()> {
         let more = cqueue::more(flags);
         let Some(conn) = self.conns.slab.get_mut(id) else {
@@ -651,15 +605,13 @@ impl UringReactor {
                 }
             }
         }
-        let paused = conn.reads_paused;
         self.recycle(flags);
         match res {
             0 => self.conns.end(id, Some(CloseCause::PeerClosed)),
             // ENOBUFS: the ring ran dry, and is refilled by now. ECANCELED on
-            // a live connection: the thread that armed it exited, or its
-            // reads were paused (armed again when they resume).
+            // a live connection: the thread that armed it exited.
             _ if res > 0 || res == -libc::ENOBUFS || res == -libc::ECANCELED => {
-                if live && !more && !paused {
+                if live && !more {
                     self.arm_recv(id)?;
                 }
             }

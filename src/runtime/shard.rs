@@ -59,13 +59,6 @@ use crate::wire::node::{ActorReply, ActorSend, NodeRecord};
 /// again, so one busy callback cannot starve keepalive (§5).
 const TASK_BUDGET: usize = 256;
 
-/// How many frames of one client connection a loop turn takes; the rest
-/// waits for the next turn, the connection unread meanwhile. So a client
-/// that writes faster than it is served, or a backlog after the process
-/// was stopped, takes its share of each turn and never holds up the
-/// shard's other sessions, timers and keepalives for all of it at once.
-const FRAMES_PER_TURN: usize = 256;
-
 /// The longest a parked loop waits with no timer due (a safety net; every
 /// real wake-up is an event, a timer or a waker).
 const IDLE_WAIT_MAX: Duration = Duration::from_millis(100);
@@ -132,10 +125,6 @@ pub(crate) struct ShardState {
     awaits: awaits::Awaits,
     /// Session turns the core handed out, to start as tasks.
     ready_turns: std::collections::VecDeque<crate::core::session::SessionTurn>,
-    /// Client connections that had bytes left after their share of a loop
-    /// turn ([`FRAMES_PER_TURN`]), their reads paused: the next turn takes
-    /// up where this one stopped.
-    backlog: Vec<ConnId>,
     /// Each session's lane, from its accept until its disconnect turn is
     /// over: its attributes, its task's mailbox and its awaiting turn, in
     /// one entry so that a turn's start and end each look it up once.
@@ -231,7 +220,6 @@ impl ShardState {
             routes: calls::Routes::default(),
             awaits: awaits::Awaits::default(),
             ready_turns: std::collections::VecDeque::new(),
-            backlog: Vec::new(),
             lanes: HashMap::new(),
             tasks: 0,
             aborts: super::executor::AbortPool::default(),
@@ -286,13 +274,8 @@ impl ShardState {
         self.clock
     }
 
-    /// Feeds every reactor event into the core and the lanes, after the
-    /// frames the last turn left (one share of each such connection first,
-    /// so that a connection with a backlog is never read ahead of it).
+    /// Feeds every reactor event into the core and the lanes.
     fn process_net(&mut self) {
-        if !self.backlog.is_empty() {
-            self.take_backlog();
-        }
         while let Some(event) = self.reactor.poll_event() {
             match event {
                 NetEvent::Accepted { listener, conn, .. }
@@ -343,17 +326,11 @@ impl ShardState {
     /// Splits client frames off the connection's bytes: keepalive is answered
     /// here, outside every application queue (§5); packets go to the
     /// session's lane; anything else closes the connection with a reason.
-    /// At most [`FRAMES_PER_TURN`] frames a call; the rest is deferred.
-    /// Inlined into the event loop: called from two places, it was not, and
-    /// the relay path paid about 80 instructions a message for the call
-    /// (callgrind, docs/PERFORMANCE.md "One connection's share of a turn").
-    #[inline]
     fn received(&mut self, conn: ConnId) {
         let Some(&rid) = self.conns.get(&conn) else {
             return;
         };
         let limits = self.node.settings.decode_limits;
-        let mut taken = 0;
         loop {
             // A connection closed or aborted meanwhile reads no further.
             if self.reactor.outbound(conn).is_none() || !self.conns.contains_key(&conn) {
@@ -362,13 +339,6 @@ impl ShardState {
             let Some(inbound) = self.reactor.inbound(conn) else {
                 return;
             };
-            if taken == FRAMES_PER_TURN {
-                if !inbound.is_empty() {
-                    self.defer(conn);
-                }
-                return;
-            }
-            taken += 1;
             let frame = match ClientFrame::decode_from(inbound, &limits) {
                 Ok(Some(frame)) => frame,
                 Ok(None) => {
@@ -384,30 +354,6 @@ impl ShardState {
             if !self.client_frame(rid, conn, frame) {
                 return;
             }
-        }
-    }
-
-    /// The next share of each connection the last turn left frames of; a
-    /// connection left with none resumes its reads. Out of line: the relay
-    /// path seldom has a backlog, and `received` stays inlined there.
-    #[inline(never)]
-    fn take_backlog(&mut self) {
-        for conn in std::mem::take(&mut self.backlog) {
-            self.received(conn);
-            if !self.backlog.contains(&conn) {
-                self.reactor.resume_reads(conn);
-            }
-        }
-    }
-
-    /// A connection took its share of this turn with bytes left: the next
-    /// turn goes on with them, and until it has taken them all nothing more
-    /// is read from it, so what waits is bounded by what one read brought.
-    fn defer(&mut self, conn: ConnId) {
-        self.reactor.pause_reads(conn);
-        if !self.backlog.contains(&conn) {
-            self.backlog.push(conn);
-            self.core.trace(FlowTrace::ClientFramesDeferred);
         }
     }
 
@@ -470,7 +416,7 @@ impl ShardState {
     /// without waiting: output of the core, or session turns a drain
     /// handed out.
     fn has_work(&self) -> bool {
-        self.core.has_output() || !self.ready_turns.is_empty() || !self.backlog.is_empty()
+        self.core.has_output() || !self.ready_turns.is_empty()
     }
 
     /// Carries out every output of the core; records for this node loop back.
