@@ -2718,12 +2718,16 @@ fn core_relocation_a_bind_followed_to_an_unreachable_target_ends_at_once_peer_un
     assert_eq!(mesh.node(source).core().relocation().proxy_count(), 0);
 }
 
-/// docs/threading.md "Node links": a bind the source followed to the
-/// target keeps its deadline when the link between the two goes down
-/// while it is in flight (only requests a reply ends, relays and calls,
-/// end `OutcomeUnknown` then): its proxy stays until its own deadline.
-#[test]
-fn core_relocation_a_followed_bind_in_flight_when_the_link_goes_down_keeps_its_deadline() {
+/// "a" moved from the source to the target, and a bind of the stale
+/// ActorRef that the source followed to the target, whose terminal (38) is
+/// lost on its way back: the bind is open, its proxy at the source.
+fn a_followed_bind_whose_terminal_is_lost() -> (
+    Mesh,
+    NodeRid,
+    NodeRid,
+    NodeRid,
+    zlink::core::session::Ticket,
+) {
     let (mut mesh, sessions, source, target, stale) = three_nodes();
     let relocation = relocate(&mut mesh, source, "a", target);
     assert!(finished(&mesh, source, relocation).unwrap().is_ok());
@@ -2731,6 +2735,16 @@ fn core_relocation_a_followed_bind_in_flight_when_the_link_goes_down_keeps_its_d
     let s = mesh.connect(sessions);
     let ticket = bind_pending(&mut mesh, sessions, s, &stale);
     mesh.run();
+    (mesh, sessions, source, target, ticket)
+}
+
+/// docs/threading.md "Node links": a bind the source followed to the
+/// target keeps its deadline when the link between the two goes down
+/// while it is in flight (only requests a reply ends, relays and calls,
+/// end `OutcomeUnknown` then): its proxy stays until its own deadline.
+#[test]
+fn core_relocation_a_followed_bind_in_flight_when_the_link_goes_down_keeps_its_deadline() {
+    let (mut mesh, sessions, source, target, ticket) = a_followed_bind_whose_terminal_is_lost();
     assert_eq!(mesh.node(source).core().relocation().proxy_count(), 1);
 
     mesh.break_link(source, target);
@@ -2750,14 +2764,8 @@ fn core_relocation_an_answer_to_a_followed_bind_counts_only_from_the_target_as_a
     // Given "a" moved from the source to the target, and a bind of the
     // stale ActorRef the source followed to the target, whose terminal is
     // lost on its way back.
-    let (mut mesh, sessions, source, target, stale) = three_nodes();
+    let (mut mesh, sessions, source, target, ticket) = a_followed_bind_whose_terminal_is_lost();
     let other = mesh.add_node(4);
-    let relocation = relocate(&mut mesh, source, "a", target);
-    assert!(finished(&mesh, source, relocation).unwrap().is_ok());
-    mesh.set_dropping(target, source, Command::BoundSessionBind, true);
-    let s = mesh.connect(sessions);
-    let ticket = bind_pending(&mut mesh, sessions, s, &stale);
-    mesh.run();
     let terminal = tapped(&mesh, Command::BoundSessionBind)
         .into_iter()
         .find(|t| t.from == target && t.to == source)

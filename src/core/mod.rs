@@ -27,3 +27,20 @@ pub mod trace;
 #[cfg(feature = "testing")]
 pub use effects::CoreTimer;
 pub use effects::{CoreEvent, Transmit};
+
+/// The keys of `map` whose values `keep` selects, in order. The core's
+/// tables are hash maps: what it does to several entries at once goes in
+/// key order, so that the same inputs give the same outputs (the simulator
+/// replays a seed exactly).
+pub(crate) fn sorted_keys<K: Ord + Copy, V, S>(
+    map: &std::collections::HashMap<K, V, S>,
+    keep: impl Fn(&V) -> bool,
+) -> Vec<K> {
+    let mut keys: Vec<K> = map
+        .iter()
+        .filter(|&(_, v)| keep(v))
+        .map(|(&k, _)| k)
+        .collect();
+    keys.sort_unstable();
+    keys
+}

@@ -279,15 +279,7 @@ impl Actors<'_> {
     /// there ends now with `OutcomeUnknown`, in the order they were made;
     /// its reply, should one still come, is late.
     pub(crate) fn calls_peer_down(&mut self, peer: NodeRid) {
-        let mut lost: Vec<RequestId> = self
-            .owner
-            .calls
-            .iter()
-            .filter(|(_, p)| p.peer == peer)
-            .map(|(&request, _)| request)
-            .collect();
-        lost.sort_unstable();
-        for request in lost {
+        for request in crate::core::sorted_keys(&self.owner.calls, |p| p.peer == peer) {
             self.fx.trace(FlowTrace::RequestLinkDown);
             self.end_call(request, Err(Reason::OutcomeUnknown.into()));
         }

@@ -92,13 +92,8 @@ impl ProxyTable {
     /// The proxied requests re-issued to `peer` that a reply ends (not
     /// binds), in the order they were made.
     pub(super) fn relays_to(&self, peer: NodeRid) -> Vec<RequestId> {
-        let mut ids: Vec<RequestId> = self
-            .proxies
-            .iter()
-            .filter(|(_, p)| p.peer == peer && !p.origin.wants_bind_terminal())
-            .map(|(&id, _)| id)
-            .collect();
-        ids.sort_unstable();
-        ids
+        crate::core::sorted_keys(&self.proxies, |p| {
+            p.peer == peer && !p.origin.wants_bind_terminal()
+        })
     }
 }

@@ -709,10 +709,7 @@ impl Sessions<'_> {
     /// §10: at the drain deadline, closes every session (with `Shutdown`),
     /// each through the ordinary disconnect procedure.
     pub fn close_all(&mut self) {
-        let mut sessions: Vec<SessionRid> = self.owner.sessions.keys().copied().collect();
-        // In a fixed order, so that the same inputs give the same outputs.
-        sessions.sort_unstable();
-        for session in sessions {
+        for session in super::sorted_keys(&self.owner.sessions, |_| true) {
             self.close(session, Some(CloseReason::Shutdown));
         }
     }
@@ -943,16 +940,9 @@ impl Sessions<'_> {
                 ticket: None,
             });
         }
-        let mut in_flight: Vec<RequestId> = self
-            .owner
-            .pending
-            .iter()
-            .filter(|(_, p)| {
-                p.session == session && !matches!(p.kind, PendingKind::Disconnect { .. })
-            })
-            .map(|(&id, _)| id)
-            .collect();
-        in_flight.sort_unstable();
+        let in_flight = super::sorted_keys(&self.owner.pending, |p| {
+            p.session == session && !matches!(p.kind, PendingKind::Disconnect { .. })
+        });
         for request in in_flight {
             self.abandon(request);
         }
@@ -1068,15 +1058,9 @@ impl Sessions<'_> {
     /// the tombstone a bind ends with needs a link, and one that is back by
     /// then reaches the owner (docs/threading.md "Node links").
     pub(crate) fn peer_down(&mut self, peer: NodeRid) {
-        let mut lost: Vec<RequestId> = self
-            .owner
-            .pending
-            .iter()
-            .filter(|(_, p)| p.peer == peer && matches!(p.kind, PendingKind::Relay { .. }))
-            .map(|(&request, _)| request)
-            .collect();
-        // In the order they were sent, the same in every run.
-        lost.sort_unstable();
+        let lost = super::sorted_keys(&self.owner.pending, |p| {
+            p.peer == peer && matches!(p.kind, PendingKind::Relay { .. })
+        });
         for request in lost {
             if let Some(pending) = self.owner.pending.remove(&request) {
                 self.fx.cancel(pending.deadline);
