@@ -11,10 +11,14 @@ mod redis_support;
 
 use std::io::Read;
 use std::net::TcpStream;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use node_support::*;
 use redis_support::{Mode, RedisServer};
+
+/// What a node logs once every peer it knew at its start is linked, and
+/// so `/readyz` says ready (docs/operations.md "Probes").
+const LINKED_IN: &str = "linked in: every peer known at start is linked";
 
 /// Asserts that the scrape holds the line `line` exactly.
 fn assert_line(text: &str, line: &str) {
@@ -252,6 +256,8 @@ fn readyz_turns_not_ready_while_the_node_drains_after_sigterm() {
     let path = write_config(&dir, "node-1.toml", &text);
     let mut node = NodeProcess::start(1, &path);
     let address = node.metrics.expect("the node serves listen.metrics");
+    // Alone in its mesh: ready once its first listing named no peer.
+    node.wait_line(Stream::Err, LINKED_IN);
     assert_eq!(get(address, "/readyz"), (200, "ready\n".to_owned()));
     assert_eq!(get(address, "/healthz"), (200, "ok\n".to_owned()));
     assert_eq!(get(address, "/nothing").0, 404);
@@ -372,4 +378,92 @@ fn a_scrape_shows_a_message_held_under_a_seal_and_the_pause_it_waited() {
     drop(client);
     let (_, status) = source.terminate();
     assert!(status.success(), "{status}");
+}
+
+/// After start, `/readyz` says `linking` until every peer the node knew at
+/// its start is linked (docs/operations.md "Probes"): node 2 takes links
+/// from node 1 (configured without an address: the lower RID dials), which
+/// is not running yet, so node 2 is not ready though its lease is held.
+/// Node 1 starts and dials, and node 2 turns ready. The wait for links is
+/// far longer than the test: only the link ends it.
+#[test]
+fn readyz_says_linking_until_the_peers_known_at_start_are_linked() {
+    let redis = RedisServer::start(Mode::Volatile);
+    let dir = temp_dir("readyz-linking");
+    let cluster = "readyz-linking";
+    let two = with_metrics(&config(
+        2,
+        &redis.url(),
+        cluster,
+        &Peers::Static(Vec::new()),
+    ))
+    .replace(
+        "shutdown_deadline_ms = 1000",
+        "shutdown_deadline_ms = 1000\nready_link_wait_ms = 600000",
+    );
+    let two = write_config(&dir, "node-2.toml", &two);
+    let mut node_two = NodeProcess::start(2, &two);
+    let address = node_two.metrics.expect("node 2 serves listen.metrics");
+    assert_eq!(get(address, "/readyz"), (503, "linking\n".to_owned()));
+    assert_eq!(get(address, "/healthz"), (200, "ok\n".to_owned()));
+    let linking = scrape(&node_two);
+    assert_line(&linking, r#"zlink_ready{node="2"} 0"#);
+    assert_line(&linking, r#"zlink_lease_held{node="2"} 1"#);
+    assert_line(
+        &linking,
+        r#"zlink_link_up{node="2",peer="1",mesh="lobby"} 0"#,
+    );
+
+    let peer = node_two.peer.expect("node 2 takes links");
+    let one = write_config(
+        &dir,
+        "node-1.toml",
+        &config(1, &redis.url(), cluster, &Peers::Static(vec![(2, peer)])),
+    );
+    let _node_one = NodeProcess::start(1, &one);
+    node_two.wait_line(Stream::Err, LINKED_IN);
+    assert_eq!(get(address, "/readyz"), (200, "ready\n".to_owned()));
+    let ready = scrape(&node_two);
+    assert_line(&ready, r#"zlink_ready{node="2"} 1"#);
+    assert_line(&ready, r#"zlink_link_up{node="2",peer="1",mesh="lobby"} 1"#);
+}
+
+/// A peer known at start that never links keeps the node out of service
+/// for `timeouts.ready_link_wait_ms` and no longer (docs/operations.md
+/// "Probes"): node 2 takes links from node 1 (configured, without an
+/// address: node 1 dials), which never starts. `/readyz` says `linking`,
+/// then, once the wait has passed (timed from before the process started,
+/// so never sooner), `ready`, with the missing peer named in the log.
+#[test]
+fn readyz_waits_for_a_peer_that_never_links_no_longer_than_ready_link_wait() {
+    let redis = RedisServer::start(Mode::Volatile);
+    let dir = temp_dir("readyz-missing");
+    let wait = Duration::from_millis(3_000);
+    let text = with_metrics(&config(
+        2,
+        &redis.url(),
+        "readyz-missing",
+        &Peers::Static(Vec::new()),
+    ))
+    .replace(
+        "shutdown_deadline_ms = 1000",
+        &format!(
+            "shutdown_deadline_ms = 1000\nready_link_wait_ms = {}",
+            wait.as_millis()
+        ),
+    );
+    let path = write_config(&dir, "node-2.toml", &text);
+    let started = Instant::now();
+    let mut node = NodeProcess::start(2, &path);
+    let address = node.metrics.expect("the node serves listen.metrics");
+    assert_eq!(get(address, "/readyz"), (503, "linking\n".to_owned()));
+
+    let line = node.wait_line(Stream::Err, "linked in without every peer known at start");
+    assert!(
+        started.elapsed() >= wait,
+        "ready {:?} after the start, before the {wait:?} wait",
+        started.elapsed()
+    );
+    assert!(line.contains("missing=[1]"), "{line}");
+    assert_eq!(get(address, "/readyz"), (200, "ready\n".to_owned()));
 }

@@ -23,6 +23,7 @@
 
 use foldhash::{HashMap, HashMapExt};
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant as StdInstant};
 
@@ -86,14 +87,29 @@ impl LinkConfig {
 }
 
 /// Which peers are linked now, for `Node::wait_linked`, and whether in the
-/// home mesh, for the placement policy.
+/// home mesh, for the placement policy; and whether the link round after
+/// start is over, for readiness.
 #[derive(Default)]
 pub(crate) struct LinkStatus {
     up: Mutex<HashMap<NodeRid, bool>>,
     changed: Condvar,
+    /// The link round after start is over ([`StartupLinks`]): set once, by
+    /// the link shard, or by the start when there is nothing to wait for.
+    linked_in: AtomicBool,
 }
 
 impl LinkStatus {
+    /// Whether the link round after start is over: until then the node is
+    /// not ready (`Readiness::Linking`).
+    pub(crate) fn linked_in(&self) -> bool {
+        self.linked_in.load(Ordering::Acquire)
+    }
+
+    /// The link round after start is over, or there is none.
+    pub(crate) fn mark_linked_in(&self) {
+        self.linked_in.store(true, Ordering::Release);
+    }
+
     /// `rid` is linked in the home mesh (`Some(true)`), in another mesh
     /// (`Some(false)`), or not (`None`).
     fn set(&self, rid: NodeRid, home: Option<bool>) {
@@ -181,6 +197,54 @@ impl Dial {
     }
 }
 
+/// The link round after start (docs/operations.md "Probes"). A node
+/// that says it is ready before its links are up sends the logins it gets
+/// meanwhile to `PeerUnreachable` wherever a player lives on a peer: a
+/// rolling restart would turn that into errors on every step. So the node
+/// is not ready until every peer it knew at its start is linked, or until
+/// `NodeSettings::ready_link_wait` has passed, whichever comes first: a
+/// peer that is down must not keep the node out of service. Once over, the
+/// round is over for the lifecycle: a link that goes down later leaves
+/// readiness alone, as a store outage does.
+struct StartupLinks {
+    /// Peers known at start (configured, or in the membership's first
+    /// listing) whose link has not come up yet.
+    waiting: Vec<NodeRid>,
+    /// A discovering node knows its peers only from the membership's first
+    /// listing: until it arrives the round cannot be complete.
+    listing_due: bool,
+    /// When the node turns ready with links still missing.
+    until: StdInstant,
+}
+
+impl StartupLinks {
+    /// `rid`'s link came up, or it is dead to the mesh: not waited for.
+    fn drop_peer(&mut self, rid: NodeRid) {
+        self.waiting.retain(|&waited| waited != rid);
+    }
+
+    /// The membership's first listing, of the peers not linked yet, makes
+    /// the set complete; later listings change nothing (the round waits
+    /// for the peers known at start, not for every join after it).
+    fn listed(&mut self, unlinked: impl Iterator<Item = NodeRid>) {
+        if !std::mem::take(&mut self.listing_due) {
+            return;
+        }
+        for rid in unlinked {
+            if !self.waiting.contains(&rid) {
+                self.waiting.push(rid);
+            }
+        }
+    }
+
+    /// Whether the round is over at `now`: `Some(true)` with every peer
+    /// linked, `Some(false)` at the deadline with some missing.
+    fn over(&self, now: StdInstant) -> Option<bool> {
+        let complete = !self.listing_due && self.waiting.is_empty();
+        (complete || now >= self.until).then_some(complete)
+    }
+}
+
 /// At most this many handshake warnings a second (see `Links::fail`).
 const WARN_BURST: u32 = 10;
 
@@ -243,14 +307,19 @@ pub(crate) struct Links {
     /// link down for the shard (`take_replaced`), before the new link's
     /// records are delivered.
     replaced: Vec<NodeRid>,
+    /// The link round after start, while it lasts (link shard only).
+    linking: Option<StartupLinks>,
 }
 
 impl Links {
+    /// `discover`: the peers come from the membership too; `ready_link_wait`
+    /// bounds the link round after start ([`StartupLinks`]).
     pub(crate) fn new(
         config: Option<LinkConfig>,
         limits: DecodeLimits,
         status: Arc<LinkStatus>,
         handshake_deadline: Duration,
+        (discover, ready_link_wait): (bool, Duration),
         now: StdInstant,
     ) -> Self {
         let peers = config.iter().flat_map(|c| {
@@ -273,6 +342,14 @@ impl Links {
                 up_since: None,
             })
             .collect();
+        let linking = config
+            .as_ref()
+            .filter(|_| !status.linked_in())
+            .map(|c| StartupLinks {
+                waiting: c.peers.iter().map(|&(rid, _, _)| rid).collect(),
+                listing_due: discover,
+                until: now + ready_link_wait,
+            });
         Self {
             now,
             warnings: WarnBudget::new(now),
@@ -287,7 +364,44 @@ impl Links {
             listed: HashMap::new(),
             dead: HashMap::new(),
             replaced: Vec::new(),
+            linking,
         }
+    }
+
+    /// Ends the link round after start ([`StartupLinks`]) once every peer
+    /// it waits for is linked, or at its deadline with some still missing:
+    /// the node is ready from then on. Run every loop turn.
+    pub(crate) fn watch_linking(&mut self) {
+        let Some(linking) = &self.linking else {
+            return;
+        };
+        let Some(complete) = linking.over(self.now) else {
+            return;
+        };
+        // Ready before the line says so: a probe that read the line sees it.
+        self.status.mark_linked_in();
+        if complete {
+            tracing::info!(
+                peers = self.up.len(),
+                "linked in: every peer known at start is linked; ready"
+            );
+        } else {
+            let mut missing: Vec<u64> = linking.waiting.iter().map(|rid| rid.0).collect();
+            missing.sort_unstable();
+            tracing::warn!(
+                ?missing,
+                listing_due = linking.listing_due,
+                "linked in without every peer known at start (timeouts.ready_link_wait_ms passed); ready"
+            );
+        }
+        self.linking = None;
+    }
+
+    /// Time until the link round after start ends at its deadline, while
+    /// it lasts.
+    pub(crate) fn next_linking_in(&self) -> Option<Duration> {
+        let linking = self.linking.as_ref()?;
+        Some(linking.until.saturating_duration_since(self.now))
     }
 
     /// The shard's loop turn read the clock: the links' time until the next.
@@ -349,6 +463,15 @@ impl Links {
         for (rid, generation) in lapsed {
             self.bury(reactor, core, rid, generation);
         }
+        if let Some(linking) = &mut self.linking {
+            let (meshes, up) = (&self.meshes, &self.up);
+            linking.listed(
+                live.iter()
+                    .map(|m| m.node)
+                    .filter(|rid| *rid != me && !up.contains_key(rid))
+                    .filter(|rid| meshes.get(rid).map_or(true, |&mesh| mesh == 0)),
+            );
+        }
         let now = self.now;
         for member in live.iter().filter(|m| m.node != me) {
             if self.is_dead(member.node, member.node_generation) {
@@ -394,6 +517,10 @@ impl Links {
         tracing::warn!(peer = %rid, %generation, "peer lease lapsed: dropping its links");
         core.trace(FlowTrace::PeerLeaseLapsed);
         self.listed.remove(&rid);
+        if let Some(linking) = &mut self.linking {
+            // Dead to the mesh: no link from it is taken any more.
+            linking.drop_peer(rid);
+        }
         let fence = self.dead.entry(rid).or_insert(generation);
         *fence = (*fence).max(generation);
         let mut dropped: Vec<ConnId> = Vec::new();
@@ -811,6 +938,9 @@ impl Links {
             }
         }
         self.status.set(peer.rid, Some(mesh == 0));
+        if let Some(linking) = &mut self.linking {
+            linking.drop_peer(peer.rid);
+        }
         tracing::info!(peer = %peer.rid, generation = %peer.generation, mesh = %identity.mesh, "link up");
         true
     }
@@ -1023,6 +1153,7 @@ mod tests {
             DecodeLimits::default(),
             Arc::default(),
             Duration::from_secs(5),
+            (false, Duration::ZERO),
             StdInstant::now(),
         );
         let conn = ConnId::for_tests(7);
@@ -1047,6 +1178,54 @@ mod tests {
             BACKOFF_MIN * 2,
             "a link up past STABLE_UP"
         );
+    }
+
+    fn startup(peers: &[u64], listing_due: bool, at: StdInstant) -> StartupLinks {
+        StartupLinks {
+            waiting: peers.iter().map(|&rid| NodeRid(rid)).collect(),
+            listing_due,
+            until: at + Duration::from_secs(5),
+        }
+    }
+
+    #[test]
+    fn the_link_round_after_start_ends_when_every_configured_peer_is_linked() {
+        let start = StdInstant::now();
+        let mut round = startup(&[2, 3], false, start);
+        assert_eq!(round.over(start), None);
+        round.drop_peer(NodeRid(3));
+        assert_eq!(round.over(start), None, "peer 2 is not linked yet");
+        round.drop_peer(NodeRid(2));
+        assert_eq!(round.over(start), Some(true));
+    }
+
+    #[test]
+    fn the_link_round_after_start_ends_at_its_deadline_never_sooner() {
+        let start = StdInstant::now();
+        let round = startup(&[2], false, start);
+        let deadline = start + Duration::from_secs(5);
+        assert_eq!(round.over(deadline - Duration::from_millis(1)), None);
+        assert_eq!(round.over(deadline), Some(false));
+    }
+
+    #[test]
+    fn a_discovering_node_waits_for_the_first_listing_and_the_peers_it_names() {
+        let start = StdInstant::now();
+        let mut round = startup(&[], true, start);
+        assert_eq!(round.over(start), None, "no listing yet");
+        round.listed([NodeRid(4), NodeRid(5)].into_iter());
+        assert_eq!(round.over(start), None);
+        round.listed([NodeRid(6)].into_iter());
+        round.drop_peer(NodeRid(4));
+        round.drop_peer(NodeRid(5));
+        assert_eq!(
+            round.over(start),
+            Some(true),
+            "a peer listed after the first listing is not waited for"
+        );
+        let mut alone = startup(&[], true, start);
+        alone.listed(std::iter::empty());
+        assert_eq!(alone.over(start), Some(true), "a node alone in its mesh");
     }
 
     #[test]

@@ -26,10 +26,13 @@
 //!   every shard, through [`MeasuredStore`]. `prometheus_client`'s
 //!   `Histogram` takes a mutex per observation, which is fine there and
 //!   would not be on a shard thread.
-//! - **Readiness is the lease and the drain, not the store**: a hung store
-//!   must not take every node out of service while relays, pushes and the
-//!   bindings in hand keep working (docs/threading.md "Never block a
-//!   shard"). Store health is in the metrics, for alerts.
+//! - **Readiness is the lease, the drain and the link round after start,
+//!   not the store**: a hung store must not take every node out of service
+//!   while relays, pushes and the bindings in hand keep working
+//!   (docs/threading.md "Never block a shard"). Store health is in the
+//!   metrics, for alerts. Links count only once, after start, and for a
+//!   bounded time (`NodeSettings::ready_link_wait`; docs/operations.md
+//!   "Probes").
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -44,6 +47,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
+use super::links::LinkStatus;
 use super::router::{Router, ShardMsg};
 use super::{NodeShared, PublishedCounters};
 use crate::core::latency::{LatencySnapshot, PushOrigin, SealEnd};
@@ -126,6 +130,10 @@ pub enum Readiness {
     LeaseLapsed,
     /// The node's shards have stopped.
     Stopped,
+    /// Just started: some peer it knew at its start is not linked yet, and
+    /// `NodeSettings::ready_link_wait` has not passed (docs/operations.md
+    /// "Probes").
+    Linking,
 }
 
 impl Readiness {
@@ -141,6 +149,7 @@ impl Readiness {
             Readiness::Draining => "draining",
             Readiness::LeaseLapsed => "lease_lapsed",
             Readiness::Stopped => "stopped",
+            Readiness::Linking => "linking",
         }
     }
 }
@@ -174,6 +183,8 @@ struct Inner {
     /// neither Actors nor discovery, has none to lose).
     leased: bool,
     store: Option<Arc<StoreMetrics>>,
+    /// Whether the link round after start is over (readiness).
+    links: Arc<LinkStatus>,
 }
 
 impl std::fmt::Debug for NodeMetrics {
@@ -196,6 +207,7 @@ impl NodeMetrics {
         stop: Arc<AtomicBool>,
         leased: bool,
         store: Option<Arc<StoreMetrics>>,
+        links: Arc<LinkStatus>,
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
@@ -207,6 +219,7 @@ impl NodeMetrics {
                 stop,
                 leased,
                 store,
+                links,
             }),
         }
     }
@@ -230,8 +243,10 @@ impl NodeMetrics {
     }
 
     /// Whether the node should get traffic: its owner lease held (when it
-    /// has one) and not draining. The store's health is not part of it
-    /// (module doc).
+    /// has one), not draining, and the link round after start over (every
+    /// peer it knew at its start linked, or `NodeSettings::ready_link_wait`
+    /// passed). The store's health is not part of it, nor are links that go
+    /// down later (module doc).
     pub fn readiness(&self) -> Readiness {
         let shared = &self.inner.shared;
         if self.inner.stop.load(Ordering::Acquire) {
@@ -240,6 +255,8 @@ impl NodeMetrics {
             Readiness::LeaseLapsed
         } else if shared.draining.load(Ordering::Acquire) {
             Readiness::Draining
+        } else if !self.inner.links.linked_in() {
+            Readiness::Linking
         } else {
             Readiness::Ready
         }
@@ -352,8 +369,8 @@ impl Collector for NodeMetrics {
         gauges(
             &mut encoder,
             "zlink_ready",
-            "1 while the node should get traffic (/readyz): its owner lease held and not \
-             draining.",
+            "1 while the node should get traffic (/readyz): its owner lease held, not \
+             draining, and linked to its peers after start (or done waiting for them).",
             &[(node(), i64::from(readiness.is_ready()))],
         )?;
         gauges(

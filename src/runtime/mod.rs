@@ -840,6 +840,10 @@ pub(crate) fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
     };
     let stop = Arc::new(AtomicBool::new(false));
     let link_status = Arc::new(LinkStatus::default());
+    if link_config.is_none() || shared.settings.ready_link_wait.is_zero() {
+        // No link round after start to wait for (docs/operations.md "Probes").
+        link_status.mark_linked_in();
+    }
     let cores = pinned_cores(&shared.settings.cores)?;
     let mut threads = Vec::new();
     let mut routers = Vec::new();
@@ -920,6 +924,7 @@ pub(crate) fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
         Arc::clone(&stop),
         leased,
         store_metrics,
+        Arc::clone(&link_status),
     );
     Ok(RunningNode {
         stop,
@@ -1086,6 +1091,7 @@ fn run_shard(
         link_limits,
         plan.link_status,
         shared.settings.link_handshake_deadline,
+        (plan.discover, shared.settings.ready_link_wait),
         std::time::Instant::now(),
     );
     let state = ShardState::new(

@@ -1122,6 +1122,7 @@ pub(crate) fn run(
             let mut state = shard.state.borrow_mut();
             let ShardState { links, reactor, .. } = &mut *state;
             links.redial(reactor);
+            links.watch_linking();
         }
         // Read last before the wait: a task woken on this thread does not
         // unpark the reactor (executor.rs `Ready::is_home`), so this check
@@ -1139,6 +1140,9 @@ pub(crate) fn run(
                 let mut wait = next.map_or(IDLE_WAIT_MAX, |at| at - now).min(IDLE_WAIT_MAX);
                 if let Some(dial) = state.links.next_dial_in() {
                     wait = wait.min(dial);
+                }
+                if let Some(round) = state.links.next_linking_in() {
+                    wait = wait.min(round);
                 }
                 if let Some(left) = state.lease_left() {
                     wait = wait.min(left);

@@ -206,6 +206,8 @@ struct TimeoutsSection {
     actor_turn_deadline_ms: u64,
     /// 0 turns the shard stall watch off.
     stall_warn_ms: u64,
+    /// 0: ready without waiting for the links after start.
+    ready_link_wait_ms: u64,
 }
 
 impl Default for TimeoutsSection {
@@ -224,6 +226,7 @@ impl Default for TimeoutsSection {
             link_handshake_deadline_ms: ms(s.link_handshake_deadline),
             actor_turn_deadline_ms: ms(s.actor_turn_deadline),
             stall_warn_ms: ms(s.stall_warn),
+            ready_link_wait_ms: ms(s.ready_link_wait),
         }
     }
 }
@@ -824,6 +827,7 @@ fn settings(
         lease_renew_interval: renew,
         relocation,
         stall_warn: Duration::from_millis(t.stall_warn_ms),
+        ready_link_wait: Duration::from_millis(t.ready_link_wait_ms),
         io_backend,
     })
 }

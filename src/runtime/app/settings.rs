@@ -114,6 +114,13 @@ pub struct NodeSettings {
     /// while its turn runs: a stall is usually a handler that blocks
     /// (docs/operations.md "Shard stalls").
     pub stall_warn: Duration,
+    /// After start, the node is not ready (`/readyz`, `Readiness::Linking`)
+    /// until every peer it knows then (configured, or in the membership's
+    /// first listing) is linked, or until this long has passed: a peer that
+    /// is down delays readiness by at most this much (default 5,000 ms,
+    /// about two of a peer's redials at their longest; zero: ready without
+    /// waiting for links; docs/operations.md "Probes").
+    pub ready_link_wait: Duration,
     /// Which system interface runs the shards' socket loops (issue 8;
     /// docs/threading.md "Choosing a backend"). `Auto` (the default) runs on
     /// io_uring where it is permitted and on epoll, with one warning, where
@@ -149,6 +156,7 @@ impl Default for NodeSettings {
             lease_renew_interval: Duration::from_millis(1_000),
             relocation: RelocationConfig::default(),
             stall_warn: Duration::from_millis(50),
+            ready_link_wait: Duration::from_millis(5_000),
             io_backend: IoBackend::Auto,
         }
     }
