@@ -400,3 +400,75 @@ fn r2_bind_relay_and_push_cross_the_link_each_way_with_the_bound_session_tail() 
         other => panic!("one 36 towards node 1: {other:?}"),
     }
 }
+
+/// The sample of `series` in a scrape of `game`'s node (0 when absent).
+fn scraped(game: &Game, series: &str) -> f64 {
+    let text = game.node.metrics().encode();
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// A shard's loop turn takes at most its budget of inbox messages (1,024,
+/// src/runtime/shard.rs `INBOX_BUDGET`) and leaves the rest for its next
+/// turn, so that a flood from other shards cannot keep it from its own
+/// sockets and timers; nothing left over is lost or reordered out of its
+/// session. Shard 1, which hosts both players, is held in an Actor turn
+/// while the sessions on shard 0 relay 1,500 requests to it; the scrape
+/// sees them wait in its inbox (`zlink_shard_inbox_depth`). Released, the
+/// shard takes them over more than one turn (`inbox_budget_spent`), and
+/// every request is answered, in the order it was sent.
+#[test]
+fn a_shard_takes_its_inbox_a_budget_at_a_time_and_answers_every_request() {
+    const RELAYS: usize = 1_500;
+    let game = start_game(GameOptions {
+        settings: Some(NodeSettings {
+            pin_cores: false,
+            relay_deadline: Duration::from_secs(60),
+            session_queue_max: 4_096,
+            ..NodeSettings::default()
+        }),
+        shards: 2,
+        ..GameOptions::default()
+    });
+    let slow = actor_on("slow", 1, 2);
+    let busy = actor_on("busy", 1, 2);
+    let mut holder = login_on(&game, &slow, 0);
+    let mut client = login_on(&game, &busy, 0);
+    let spent = || game.node.flow_counters().get(FlowTrace::InboxBudgetSpent);
+    assert_eq!(spent(), 0);
+
+    let held = game.observed.held_receiver();
+    let hold = holder.start_request(HOLD, payload(&slow, "held")).unwrap();
+    assert_eq!(held.recv_timeout(WAIT).unwrap(), "hold");
+    let sent: Vec<Correlation> = (0..RELAYS)
+        .map(|i| {
+            client
+                .start_request(RELAY, payload(&busy, &i.to_string()))
+                .unwrap()
+        })
+        .collect();
+    let depth = r#"zlink_shard_inbox_depth{node="1",shard="1"}"#;
+    wait_until("the relays wait in shard 1's inbox", || {
+        scraped(&game, depth) >= RELAYS as f64
+    });
+    game.observed.release();
+
+    assert_eq!(
+        holder.wait_reply(hold, WAIT).unwrap(),
+        Ok(payload(&slow, "held"))
+    );
+    for (i, correlation) in sent.into_iter().enumerate() {
+        match client.next_event(WAIT).unwrap() {
+            Some(ClientEvent::Reply {
+                correlation: replied,
+                outcome,
+            }) => {
+                assert_eq!(replied, correlation, "reply {i} out of order");
+                assert_eq!(outcome, Ok(payload(&busy, &i.to_string())));
+            }
+            other => panic!("reply {i}: {other:?}"),
+        }
+    }
+    assert!(spent() >= 1, "the inbox was taken in one turn");
+}

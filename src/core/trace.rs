@@ -154,6 +154,12 @@ flow_trace! {
     /// (src/runtime/stall.rs; its own warning, rate-limited, names the
     /// phases).
     ShardStalled => "shard_stalled", debug;
+    /// A shard's loop turn took its budget of inbox messages (records and
+    /// transmits from other shards, store answers, commands) and left the
+    /// rest for its next turn, so that its own sockets and timers are not
+    /// held up: the shard gets more from the other shards than one turn
+    /// takes (src/runtime/shard.rs `INBOX_BUDGET`).
+    InboxBudgetSpent => "inbox_budget_spent", debug;
     /// A record larger than a link frame may be (an Actor's reply or push
     /// over the limits): not sent, so the peer never drops the link for it;
     /// a reply among them is answered with MessageTooLarge instead, a

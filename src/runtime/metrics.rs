@@ -437,6 +437,19 @@ impl Collector for NodeMetrics {
             &per_shard(&spots),
         )?;
 
+        // Read before the scrape asks the shards (and so adds to them).
+        let inboxes: Vec<usize> = (0..inner.router.shards())
+            .map(|shard| inner.router.waiting(shard))
+            .collect();
+        gauges(
+            &mut encoder,
+            "zlink_shard_inbox_depth",
+            "Messages waiting in each shard's inbox (records and transmits from other \
+             shards, store answers, commands), read without asking the shard: one that \
+             grows while zlink_shard_responsive is 0 is a held-up shard's backlog.",
+            &per_shard(&inboxes),
+        )?;
+
         // What the shards count when asked (module doc).
         let answers = self.ask_shards();
         gauges(

@@ -104,6 +104,14 @@ impl Router {
         self.inboxes.get(usize::from(shard))?.pop()
     }
 
+    /// How many messages wait in `shard`'s inbox now: read from any thread,
+    /// so a scrape sees a shard's inbox grow while the shard is held up.
+    pub(crate) fn waiting(&self, shard: u16) -> usize {
+        self.inboxes
+            .get(usize::from(shard))
+            .map_or(0, SegQueue::len)
+    }
+
     /// Wakes every shard (shutdown).
     pub(crate) fn wake_all(&self) {
         for waker in &self.wakers {

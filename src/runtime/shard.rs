@@ -59,6 +59,15 @@ use crate::wire::node::{ActorReply, ActorSend, NodeRecord};
 /// again, so one busy callback cannot starve keepalive (§5).
 const TASK_BUDGET: usize = 256;
 
+/// How many inbox messages (other shards' records and transmits, store
+/// answers, the embedder's commands) one loop turn takes before it looks
+/// at its sockets and timers again. Without a bound, shards that hand this
+/// one messages as fast as it takes them would keep it in its inbox: its
+/// own clients, links, timers and Actor turns would wait (a 523 ms
+/// records phase was seen under overload; docs/threading.md "The loop
+/// turn"). A turn rarely takes more than a few hundred.
+const INBOX_BUDGET: usize = 1_024;
+
 /// The longest a parked loop waits with no timer due (a safety net; every
 /// real wake-up is an event, a timer or a waker).
 const IDLE_WAIT_MAX: Duration = Duration::from_millis(100);
@@ -651,101 +660,117 @@ impl ShardState {
     }
 
     /// Everything other shards and the application handed this shard.
-    fn process_inbox(&mut self) {
-        while let Some(msg) = self.router.receive(self.index) {
-            match msg {
-                ShardMsg::Record {
-                    from,
-                    record,
-                    since,
-                } => {
-                    let now = self.now();
-                    self.core.handle_record_since(now, since, from, record);
-                }
-                ShardMsg::Transmit(transmit) => self.transmit_owned(transmit),
-                ShardMsg::Command(NodeCommand::CreateActor {
-                    actor_type,
+    /// Takes this turn's share of the inbox, at most [`INBOX_BUDGET`]
+    /// messages in the order they came; `true` when more are waiting, so
+    /// that the next turn does not park (counted `inbox_budget_spent`).
+    fn process_inbox(&mut self) -> bool {
+        for _ in 0..INBOX_BUDGET {
+            let Some(msg) = self.router.receive(self.index) else {
+                return false;
+            };
+            self.inbox_message(msg);
+        }
+        let more = self.router.waiting(self.index) > 0;
+        if more {
+            self.core.trace(FlowTrace::InboxBudgetSpent);
+        }
+        more
+    }
+
+    /// One message another shard (or the embedder) handed this one.
+    fn inbox_message(&mut self, msg: ShardMsg) {
+        match msg {
+            ShardMsg::Record {
+                from,
+                record,
+                since,
+            } => {
+                let now = self.now();
+                self.core.handle_record_since(now, since, from, record);
+            }
+            ShardMsg::Transmit(transmit) => self.transmit_owned(transmit),
+            ShardMsg::Command(NodeCommand::CreateActor {
+                actor_type,
+                id,
+                spot,
+                reply,
+            }) => {
+                let waiter = HostWaiter::Command(reply);
+                self.host_or_get(
                     id,
-                    spot,
-                    reply,
-                }) => {
-                    let waiter = HostWaiter::Command(reply);
-                    self.host_or_get(
-                        id,
-                        HostRequest {
-                            actor_type,
-                            spot,
-                            waiter,
-                        },
-                    );
-                }
-                ShardMsg::Command(NodeCommand::CreateSpot { kind, id, reply }) => {
-                    let _ = reply.send(self.create_spot(&kind, &id));
-                }
-                ShardMsg::Command(NodeCommand::DestroyActor { id, reply }) => {
-                    self.destroy(id, reply);
-                }
-                ShardMsg::Command(NodeCommand::RelocateSpot { id, target, reply }) => {
-                    self.start_spot_relocation(&id, target, reply);
-                }
-                ShardMsg::Command(NodeCommand::HostedActors { reply }) => {
-                    let _ = reply.send(self.relocation_units());
-                }
-                ShardMsg::Command(NodeCommand::Relocate { id, target, reply }) => {
-                    self.start_relocation(&id, target, reply);
-                }
-                ShardMsg::Command(NodeCommand::Call {
-                    to,
-                    key,
-                    payload,
-                    reply,
-                }) => self.node_call(to, key, payload, reply),
-                ShardMsg::CreateActor {
-                    actor_type,
+                    HostRequest {
+                        actor_type,
+                        spot,
+                        waiter,
+                    },
+                );
+            }
+            ShardMsg::Command(NodeCommand::CreateSpot { kind, id, reply }) => {
+                let _ = reply.send(self.create_spot(&kind, &id));
+            }
+            ShardMsg::Command(NodeCommand::DestroyActor { id, reply }) => {
+                self.destroy(id, reply);
+            }
+            ShardMsg::Command(NodeCommand::RelocateSpot { id, target, reply }) => {
+                self.start_spot_relocation(&id, target, reply);
+            }
+            ShardMsg::Command(NodeCommand::HostedActors { reply }) => {
+                let _ = reply.send(self.relocation_units());
+            }
+            ShardMsg::Command(NodeCommand::Relocate { id, target, reply }) => {
+                self.start_relocation(&id, target, reply);
+            }
+            ShardMsg::Command(NodeCommand::Call {
+                to,
+                key,
+                payload,
+                reply,
+            }) => self.node_call(to, key, payload, reply),
+            ShardMsg::CreateActor {
+                actor_type,
+                id,
+                spot,
+                origin,
+                token,
+            } => {
+                let waiter = HostWaiter::Shard { origin, token };
+                self.host_or_get(
                     id,
-                    spot,
-                    origin,
-                    token,
-                } => {
-                    let waiter = HostWaiter::Shard { origin, token };
-                    self.host_or_get(
-                        id,
-                        HostRequest {
-                            actor_type,
-                            spot,
-                            waiter,
-                        },
-                    );
+                    HostRequest {
+                        actor_type,
+                        spot,
+                        waiter,
+                    },
+                );
+            }
+            ShardMsg::Store(answer) => self.store_answered(answer),
+            ShardMsg::ActorCreated { token, outcome } => {
+                if let Some(waiter) = self.actor_waiters.remove(&token) {
+                    waiter.complete(outcome);
                 }
-                ShardMsg::Store(answer) => self.store_answered(answer),
-                ShardMsg::ActorCreated { token, outcome } => {
-                    if let Some(waiter) = self.actor_waiters.remove(&token) {
-                        waiter.complete(outcome);
-                    }
-                }
-                ShardMsg::Fence => {
-                    let now = self.now();
-                    self.core.actors(now).fence();
-                }
-                ShardMsg::PeerDown(peer) => {
-                    let now = self.now();
-                    self.core.handle_peer_down(now, peer);
-                    self.routes.forget_peer(peer);
-                }
-                ShardMsg::Unreachable { to, request } => {
-                    let now = self.now();
-                    self.core.handle_unreachable(now, to, request);
-                }
-                ShardMsg::Gauges(reply) => {
-                    // A scrape that gave up waiting dropped its receiver.
-                    let _ = reply.send(self.gauges());
-                }
-                ShardMsg::Drain { deadline, done } => {
-                    let now = self.now();
-                    self.core.sessions(now).drain(deadline);
-                    self.core.actors(now).leave();
-                    self.draining = Some(Drain { done: Some(done) });
-                }
+            }
+            ShardMsg::Fence => {
+                let now = self.now();
+                self.core.actors(now).fence();
+            }
+            ShardMsg::PeerDown(peer) => {
+                let now = self.now();
+                self.core.handle_peer_down(now, peer);
+                self.routes.forget_peer(peer);
+            }
+            ShardMsg::Unreachable { to, request } => {
+                let now = self.now();
+                self.core.handle_unreachable(now, to, request);
+            }
+            ShardMsg::Gauges(reply) => {
+                // A scrape that gave up waiting dropped its receiver.
+                let _ = reply.send(self.gauges());
+            }
+            ShardMsg::Drain { deadline, done } => {
+                let now = self.now();
+                self.core.sessions(now).drain(deadline);
+                self.core.actors(now).leave();
+                self.draining = Some(Drain { done: Some(done) });
             }
         }
     }
@@ -1166,14 +1191,15 @@ pub(crate) fn run(
             // Before this turn's records: none is admitted past the lease.
             state.fence_if_lapsed();
             state.process_net();
-            state.process_inbox();
+            let inbox_left = state.process_inbox();
             let now = state.now();
             state.core.handle_timeout(now);
             state.expire_handshakes();
             state.expire_ws_handshakes();
             state.admit_waiting();
             stalls.ended(Phase::Records);
-            backlog = state.run_actor_work();
+            let actor_work_left = state.run_actor_work();
+            backlog = inbox_left || actor_work_left;
             stalls.ended(Phase::ActorTurns);
         }
         shard.start_session_turns();
