@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use runtime_support::*;
-use zlink::api::RelocateTo;
+use zlink::api::{NodeSettings, Readiness, RelocateTo};
 use zlink::core::trace::FlowTrace;
 use zlink::ids::{ActorId, MeshName, NodeGeneration, NodeRid, RelocationId};
 use zlink::store::{
@@ -45,6 +45,10 @@ struct Gate {
     create_faults: std::collections::VecDeque<CasFault>,
     /// Row removals made.
     removes: usize,
+    /// Membership listings fail (`Unavailable`) while this is set.
+    listings_fail: bool,
+    /// Membership listings asked for.
+    listings: usize,
 }
 
 /// How one compare-and-set fails, as a hung or dropped Redis makes it.
@@ -79,6 +83,20 @@ impl GatedStore {
 
     fn fail_next_remove(&self, fault: CasFault) {
         self.gate.lock().unwrap().remove_faults.push_back(fault);
+    }
+
+    fn fail_listings(&self, fail: bool) {
+        self.gate.lock().unwrap().listings_fail = fail;
+    }
+
+    /// Waits (bounded) until `n` membership listings were asked for.
+    fn wait_listings(&self, n: usize) {
+        let gate = self.gate.lock().unwrap();
+        let (gate, timeout) = self
+            .changed
+            .wait_timeout_while(gate, WAIT, |g| g.listings < n)
+            .unwrap();
+        assert!(!timeout.timed_out(), "{} of {n} listings", gate.listings);
     }
 
     fn removes(&self) -> usize {
@@ -202,6 +220,13 @@ impl LocationStore for GatedStore {
         self.inner.register_member(lease, address)
     }
     fn members(&self, mesh: &MeshName) -> Result<Vec<Member>, StoreError> {
+        let mut gate = self.gate.lock().unwrap();
+        gate.listings += 1;
+        self.changed.notify_all();
+        if gate.listings_fail {
+            return Err(StoreError::Unavailable("the test fails listings".into()));
+        }
+        drop(gate);
         self.inner.members(mesh)
     }
     fn now(&self) -> zlink::core::time::Instant {
@@ -450,4 +475,33 @@ fn a_create_whose_answer_was_lost_is_checked_again_and_its_orphan_row_removed() 
         (first.node.actor_count(), second.node.actor_count()),
         (0, 1)
     );
+}
+
+/// docs/operations.md "Probes": a discovering node is `linking` until the
+/// store has answered a listing of its membership. A listing the store
+/// could not answer is not one that named no peer: the node does not turn
+/// ready on it. A lease round is asked only once the last one was
+/// answered, so when the third listing is asked, the shard has taken the
+/// first two failed ones.
+#[test]
+fn a_discovering_node_is_not_ready_on_a_listing_the_store_could_not_answer() {
+    let store = Arc::new(CountingStore::new(GatedStore::new()));
+    store.inner().fail_listings(true);
+    let options = GameOptions {
+        discover_peers: true,
+        settings: Some(NodeSettings {
+            pin_cores: false,
+            lease_renew_interval: Duration::from_millis(20),
+            ready_link_wait: Duration::from_secs(600),
+            ..NodeSettings::default()
+        }),
+        ..GameOptions::default()
+    };
+    let game = start_node(1, Arc::clone(&store), options, &[]);
+    store.inner().wait_listings(3);
+    assert_eq!(game.node.metrics().readiness(), Readiness::Linking);
+    store.inner().fail_listings(false);
+    wait_until("ready once a listing was read", || {
+        game.node.metrics().readiness() == Readiness::Ready
+    });
 }

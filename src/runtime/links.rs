@@ -463,15 +463,6 @@ impl Links {
         for (rid, generation) in lapsed {
             self.bury(reactor, core, rid, generation);
         }
-        if let Some(linking) = &mut self.linking {
-            let (meshes, up) = (&self.meshes, &self.up);
-            linking.listed(
-                live.iter()
-                    .map(|m| m.node)
-                    .filter(|rid| *rid != me && !up.contains_key(rid))
-                    .filter(|rid| meshes.get(rid).map_or(true, |&mesh| mesh == 0)),
-            );
-        }
         let now = self.now;
         for member in live.iter().filter(|m| m.node != me) {
             if self.is_dead(member.node, member.node_generation) {
@@ -498,6 +489,25 @@ impl Links {
                 }),
             }
         }
+    }
+
+    /// The store answered a listing of the membership, `live` (after
+    /// [`Links::follow_members`] followed it): the first completes the set
+    /// of peers the link round after start waits for ([`StartupLinks`]).
+    /// A listing that could not be read is not one: the round waits on,
+    /// bounded by its deadline, rather than count a node that knows no
+    /// peer yet as linked in.
+    pub(crate) fn listing_read(&mut self, live: &[Member]) {
+        let (Some(linking), Some(config)) = (&mut self.linking, &self.config) else {
+            return;
+        };
+        let (me, meshes, up) = (config.rid, &self.meshes, &self.up);
+        linking.listed(
+            live.iter()
+                .map(|m| m.node)
+                .filter(|rid| *rid != me && !up.contains_key(rid))
+                .filter(|rid| meshes.get(rid).map_or(true, |&mesh| mesh == 0)),
+        );
     }
 
     /// Whether `generation` of `rid` is a lifecycle whose lease lapsed.

@@ -874,9 +874,13 @@ impl ShardState {
                     self.lease_renewed(renewed);
                 }
                 if let Some(membership) = &mut self.membership {
+                    let read = listed.is_some();
                     let live = membership.listed(listed);
                     self.links
                         .follow_members(&mut self.reactor, &mut self.core, live);
+                    if read {
+                        self.links.listing_read(live);
+                    }
                 }
             }
         }
