@@ -14,7 +14,9 @@
 //!   comes up at once, well inside the lease term; a node killed with
 //!   SIGKILL leaves its lease live for up to one term, and a start that
 //!   meets it says it waits, waits it out, then serves — it does not exit
-//!   with the configuration error code (2).
+//!   with the configuration error code (2). Nor does a start that meets a
+//!   store that does not answer (redis-server stopped with SIGSTOP): it
+//!   says it tries again and starts once the store answers.
 //! - A live move across a store freeze (§8.1: only the target's CAS decides
 //!   authority; the source reopens only after a confirmed durable abort):
 //!   redis-server stopped while node 1 moves a player with state to node
@@ -591,6 +593,47 @@ fn serves_a_login_within(
     );
     let (report, _) = mesh.node(1).terminate();
     eprintln!("{report}");
+}
+
+/// A start while the store does not answer (redis-server stopped with
+/// SIGSTOP) is not a configuration error: the node says it tries again,
+/// waits for the store and starts once it answers (docs/operations.md
+/// "Probes"), rather than exit with code 2 and leave a supervisor to
+/// restart it with a growing backoff. The freeze (the stimulus) outlasts
+/// the store's 500 ms call timeout several times over.
+#[test]
+fn a_start_while_the_store_does_not_answer_waits_for_it_then_serves() {
+    const FREEZE: Duration = Duration::from_secs(2);
+    let redis = Arc::new(RedisServer::start(Mode::Volatile));
+    let dir = temp_dir("start-store-frozen");
+    let path = write_config(
+        &dir,
+        "node-1.toml",
+        &config(1, &redis.url(), "start-store-frozen", &Peers::Discover),
+    );
+    redis.pause();
+    let thaw = {
+        let redis = Arc::clone(&redis);
+        std::thread::spawn(move || {
+            std::thread::sleep(FREEZE);
+            redis.resume();
+        })
+    };
+    let started = Instant::now();
+    let mut node = NodeProcess::try_start(1, &path).unwrap_or_else(|failure| {
+        panic!(
+            "a start during a store freeze must wait for the store, not exit: after {} ms it \
+             {failure:?}",
+            started.elapsed().as_millis()
+        )
+    });
+    thaw.join().expect("the thaw ran");
+    let (_, retried) =
+        node.wait_line_anywhere("did not answer the start's owner lease request: trying again");
+    assert!(started.elapsed() >= FREEZE, "ready during the freeze");
+    eprintln!("{retried}");
+    let mut client = connect(node.stream);
+    login(&mut client, "after-freeze").expect("the node serves once it started");
 }
 
 #[test]

@@ -22,6 +22,11 @@ const AFTER_EXPIRY: Duration = Duration::from_millis(50);
 /// wait is most of a lease term.
 const EXPIRY_JITTER: Duration = Duration::from_millis(250);
 
+/// The first wait before a start tries its store again when the store did
+/// not answer, doubled on each try up to [`UNAVAILABLE_RETRY_MAX`].
+const UNAVAILABLE_RETRY_MIN: Duration = Duration::from_millis(250);
+const UNAVAILABLE_RETRY_MAX: Duration = Duration::from_secs(4);
+
 /// Acquires `node`'s owner lease for the lifecycle `generation`.
 ///
 /// A lease still held by a previous lifecycle of the node (a process that
@@ -30,6 +35,15 @@ const EXPIRY_JITTER: Duration = Duration::from_millis(250);
 /// lapsed. It is not a configuration error. The holder renewing it while
 /// this start waits is: then another live process runs with this NodeRid,
 /// and two processes must never both own the node's Actors (§3, §5).
+///
+/// A store that does not answer (down, hung, unreachable) is not a
+/// configuration error either: the start tries again, 250 ms later and
+/// then twice as long each time up to 4 s, logging each try, until the
+/// store answers (docs/operations.md "Probes"). Failing instead would turn
+/// a store blip during a deploy into a crash loop whose restarts back off
+/// for minutes. A try whose answer was lost may have taken the lease: the
+/// next is the same lifecycle asking again, which the store answers as a
+/// renewal.
 pub(crate) fn acquire(
     store: &dyn LocationStore,
     node: NodeRid,
@@ -37,12 +51,23 @@ pub(crate) fn acquire(
     mesh: &MeshName,
 ) -> Result<OwnerLease, StartError> {
     let mut waited_for = None;
+    let mut retry = UNAVAILABLE_RETRY_MIN;
     loop {
         let (holder, expires_at) = match store.acquire_lease(node, generation, mesh) {
             Ok(lease) => return Ok(lease),
             Err(StoreError::LeaseHeld {
                 holder, expires_at, ..
             }) => (holder, expires_at),
+            Err(StoreError::Unavailable(detail)) => {
+                tracing::warn!(
+                    %node, %detail, retry_ms = retry.as_millis(),
+                    "the Location Store did not answer the start's owner lease request: \
+                     trying again (not ready until it answers)"
+                );
+                std::thread::sleep(retry);
+                retry = (retry * 2).min(UNAVAILABLE_RETRY_MAX);
+                continue;
+            }
             Err(error) => return Err(StartError::Lease(error.to_string())),
         };
         match waited_for {

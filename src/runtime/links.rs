@@ -210,6 +210,9 @@ struct StartupLinks {
     /// Peers known at start (configured, or in the membership's first
     /// listing) whose link has not come up yet.
     waiting: Vec<NodeRid>,
+    /// Peers known at start whose lease lapsed before they linked: dead to
+    /// the mesh, so not waited for, and named as such, not as linked.
+    lapsed: Vec<NodeRid>,
     /// A discovering node knows its peers only from the membership's first
     /// listing: until it arrives the round cannot be complete.
     listing_due: bool,
@@ -218,9 +221,17 @@ struct StartupLinks {
 }
 
 impl StartupLinks {
-    /// `rid`'s link came up, or it is dead to the mesh: not waited for.
-    fn drop_peer(&mut self, rid: NodeRid) {
+    /// `rid`'s link came up: not waited for.
+    fn linked(&mut self, rid: NodeRid) {
         self.waiting.retain(|&waited| waited != rid);
+    }
+
+    /// `rid`'s lease lapsed: dead to the mesh, not waited for.
+    fn lapsed(&mut self, rid: NodeRid) {
+        if self.waiting.contains(&rid) {
+            self.linked(rid);
+            self.lapsed.push(rid);
+        }
     }
 
     /// The membership's first listing, of the peers not linked yet, makes
@@ -347,6 +358,7 @@ impl Links {
             .filter(|_| !status.linked_in())
             .map(|c| StartupLinks {
                 waiting: c.peers.iter().map(|&(rid, _, _)| rid).collect(),
+                lapsed: Vec::new(),
                 listing_due: discover,
                 until: now + ready_link_wait,
             });
@@ -378,20 +390,33 @@ impl Links {
         let Some(complete) = linking.over(self.now) else {
             return;
         };
-        // Ready before the line says so: a probe that read the line sees it.
+        // Over before the line says so: a probe that read the line sees it.
+        // The lines say the round is over, not that the node is ready: a
+        // node draining or past its lease is not (`Readiness`).
         self.status.mark_linked_in();
-        if complete {
+        let rids = |rids: &[NodeRid]| {
+            let mut rids: Vec<u64> = rids.iter().map(|rid| rid.0).collect();
+            rids.sort_unstable();
+            rids
+        };
+        let lapsed = rids(&linking.lapsed);
+        if complete && lapsed.is_empty() {
             tracing::info!(
                 peers = self.up.len(),
-                "linked in: every peer known at start is linked; ready"
+                "linked in: every peer known at start is linked"
+            );
+        } else if complete {
+            tracing::info!(
+                peers = self.up.len(),
+                ?lapsed,
+                "linked in: the peers known at start are linked but for those whose lease lapsed"
             );
         } else {
-            let mut missing: Vec<u64> = linking.waiting.iter().map(|rid| rid.0).collect();
-            missing.sort_unstable();
             tracing::warn!(
-                ?missing,
+                missing = ?rids(&linking.waiting),
+                ?lapsed,
                 listing_due = linking.listing_due,
-                "linked in without every peer known at start (timeouts.ready_link_wait_ms passed); ready"
+                "linked in without every peer known at start (timeouts.ready_link_wait_ms passed)"
             );
         }
         self.linking = None;
@@ -529,7 +554,7 @@ impl Links {
         self.listed.remove(&rid);
         if let Some(linking) = &mut self.linking {
             // Dead to the mesh: no link from it is taken any more.
-            linking.drop_peer(rid);
+            linking.lapsed(rid);
         }
         let fence = self.dead.entry(rid).or_insert(generation);
         *fence = (*fence).max(generation);
@@ -949,7 +974,7 @@ impl Links {
         }
         self.status.set(peer.rid, Some(mesh == 0));
         if let Some(linking) = &mut self.linking {
-            linking.drop_peer(peer.rid);
+            linking.linked(peer.rid);
         }
         tracing::info!(peer = %peer.rid, generation = %peer.generation, mesh = %identity.mesh, "link up");
         true
@@ -1193,6 +1218,7 @@ mod tests {
     fn startup(peers: &[u64], listing_due: bool, at: StdInstant) -> StartupLinks {
         StartupLinks {
             waiting: peers.iter().map(|&rid| NodeRid(rid)).collect(),
+            lapsed: Vec::new(),
             listing_due,
             until: at + Duration::from_secs(5),
         }
@@ -1203,9 +1229,9 @@ mod tests {
         let start = StdInstant::now();
         let mut round = startup(&[2, 3], false, start);
         assert_eq!(round.over(start), None);
-        round.drop_peer(NodeRid(3));
+        round.linked(NodeRid(3));
         assert_eq!(round.over(start), None, "peer 2 is not linked yet");
-        round.drop_peer(NodeRid(2));
+        round.linked(NodeRid(2));
         assert_eq!(round.over(start), Some(true));
     }
 
@@ -1226,8 +1252,8 @@ mod tests {
         round.listed([NodeRid(4), NodeRid(5)].into_iter());
         assert_eq!(round.over(start), None);
         round.listed([NodeRid(6)].into_iter());
-        round.drop_peer(NodeRid(4));
-        round.drop_peer(NodeRid(5));
+        round.linked(NodeRid(4));
+        round.linked(NodeRid(5));
         assert_eq!(
             round.over(start),
             Some(true),
@@ -1236,6 +1262,17 @@ mod tests {
         let mut alone = startup(&[], true, start);
         alone.listed(std::iter::empty());
         assert_eq!(alone.over(start), Some(true), "a node alone in its mesh");
+    }
+
+    #[test]
+    fn a_peer_whose_lease_lapsed_is_not_waited_for_nor_named_as_linked() {
+        let start = StdInstant::now();
+        let mut round = startup(&[2, 3], false, start);
+        round.linked(NodeRid(2));
+        round.lapsed(NodeRid(3));
+        round.lapsed(NodeRid(4));
+        assert_eq!(round.over(start), Some(true));
+        assert_eq!(round.lapsed, vec![NodeRid(3)], "4 was never waited for");
     }
 
     #[test]
