@@ -4,8 +4,10 @@
 //! - `GET /metrics`: every series of `Node::metrics`, in the Prometheus text
 //!   format (the `prometheus_client` crate writes it);
 //! - `GET /healthz`: 200 while the process runs (liveness);
-//! - `GET /readyz`: 200 while the owner lease is held and the node is not
-//!   draining, 503 otherwise, with the reason as the body (readiness). The
+//! - `GET /readyz`: 200 while the owner lease is held, the node is not
+//!   draining and its link round after start is over (every peer it knew
+//!   at start linked, or `timeouts.ready_link_wait_ms` passed), 503
+//!   otherwise, with the reason as the body (readiness). The
 //!   Location Store's health is not part of it: a hung store must not take
 //!   every node out of service while relays and pushes still flow; it shows
 //!   in the metrics instead (`zlink_store_errors_total`).
