@@ -232,6 +232,7 @@ impl Reactor {
     /// The outbound queue of `conn`: encode frames straight into it; all of
     /// it goes out in one send at the next turn. `None` once the connection
     /// is closing or dead.
+    #[inline]
     pub fn outbound(&mut self, conn: ConnId) -> Option<&mut BytesMut> {
         dispatch!(self, r => r.conns.outbound(conn))
     }

@@ -312,6 +312,7 @@ impl Dispatches {
 
     /// A dispatch for a packet with `correlation` (none for a one-way
     /// message), not answered yet.
+    #[inline]
     pub(crate) fn take(&self, correlation: Option<Correlation>) -> Rc<Dispatch> {
         let spare = self.spare.borrow_mut().pop();
         if let Some(mut dispatch) = spare {
@@ -329,6 +330,7 @@ impl Dispatches {
 
     /// Keeps `dispatch`, whose packet's turn is over, for the next packet,
     /// unless its packet is still held somewhere.
+    #[inline]
     pub(crate) fn give_back(&self, dispatch: Rc<Dispatch>) {
         let mut spare = self.spare.borrow_mut();
         if Rc::strong_count(&dispatch) == 1
