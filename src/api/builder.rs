@@ -401,7 +401,13 @@ impl NodeBuilder {
         self
     }
 
-    /// Checks §3 and starts the node's shard.
+    /// Checks §3 and starts the node's shards. With a Location Store, the
+    /// start first takes the node's owner lease (§5), on the calling
+    /// thread: it waits out a lease a crashed predecessor left (up to one
+    /// lease term), and it waits for a store that does not answer, trying
+    /// again every 250 ms to 4 s until it does (docs/operations.md
+    /// "Probes"). A store that refuses (another live process holds the
+    /// lease, a wrong password) fails the start.
     pub fn start(self) -> Result<Node, StartError> {
         if let Some(key) = self.duplicate_key {
             return Err(StartError::DuplicatePacketHandler(key));
