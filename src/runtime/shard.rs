@@ -659,8 +659,8 @@ impl ShardState {
         }
     }
 
-    /// Everything other shards and the application handed this shard.
-    /// Takes this turn's share of the inbox, at most [`INBOX_BUDGET`]
+    /// Takes this turn's share of what other shards and the application
+    /// handed this shard (its inbox), at most [`INBOX_BUDGET`]
     /// messages in the order they came; `true` when more are waiting, so
     /// that the next turn does not park (counted `inbox_budget_spent`).
     fn process_inbox(&mut self) -> bool {
