@@ -32,10 +32,11 @@ fn store(redis: &RedisServer, password: Option<&str>) -> RedisStore {
 fn a_store_that_demands_a_password_serves_only_a_client_that_gives_it() {
     let redis = RedisServer::start_with_password(PASSWORD);
     let mesh = MeshName::new("lobby").unwrap();
-    // Without the password, or with a wrong one: Unavailable, naming why.
+    // Without the password, or with a wrong one: Refused (not Unavailable,
+    // which a start waits out), naming why.
     for password in [None, Some("wrong")] {
         match store(&redis, password).acquire_lease(NodeRid(1), NodeGeneration(1), &mesh) {
-            Err(StoreError::Unavailable(detail)) => {
+            Err(StoreError::Refused(detail)) => {
                 let detail = detail.to_lowercase();
                 assert!(
                     detail.contains("auth") || detail.contains("password"),

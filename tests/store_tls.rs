@@ -126,15 +126,19 @@ fn mesh() -> MeshName {
 }
 
 /// The first store call's error, which must come within a bound: every
-/// connect, write and read has the store's call timeout (500 ms).
+/// connect, write and read has the store's call timeout (500 ms). A
+/// certificate or handshake the server or the client refused is `Refused`
+/// (a start fails on it); a port that answers nothing a client can read is
+/// `Unavailable` (a start waits on it): the detail says which mistake it
+/// most likely is either way.
 fn refusal(store: &RedisStore) -> String {
     let started = Instant::now();
     let outcome = store.acquire_lease(NodeRid(1), NodeGeneration(1), &mesh());
     let took = started.elapsed();
     assert!(took < Duration::from_secs(5), "the refusal took {took:?}");
     match outcome {
-        Err(StoreError::Unavailable(detail)) => detail,
-        other => panic!("expected Unavailable, got {other:?}"),
+        Err(StoreError::Unavailable(detail) | StoreError::Refused(detail)) => detail,
+        other => panic!("expected Unavailable or Refused, got {other:?}"),
     }
 }
 

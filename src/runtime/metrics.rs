@@ -830,11 +830,12 @@ impl StoreOp {
 }
 
 /// The kinds of store error, as the `error` label says them.
-const ERROR_KINDS: [&str; 4] = [
+const ERROR_KINDS: [&str; 5] = [
     "unavailable",
     "lease_expired",
     "lease_held",
     "stale_node_generation",
+    "refused",
 ];
 
 /// The index in [`ERROR_KINDS`] of a store error's kind.
@@ -844,6 +845,7 @@ fn error_kind(error: &StoreError) -> usize {
         StoreError::LeaseExpired { .. } => 1,
         StoreError::LeaseHeld { .. } => 2,
         StoreError::StaleNodeGeneration { .. } => 3,
+        StoreError::Refused(_) => 4,
     }
 }
 

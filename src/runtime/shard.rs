@@ -913,7 +913,7 @@ impl ShardState {
             let current = match &renewed {
                 Some(Ok(renewed)) => Some(renewed),
                 // Unreachable: the lease stands until it lapses (§5).
-                Some(Err(StoreError::Unavailable(_))) => lease.as_ref(),
+                Some(Err(StoreError::Unavailable(_) | StoreError::Refused(_))) => lease.as_ref(),
                 _ => None,
             };
             let listed = register.and_then(|register| register.round(store, current));
@@ -942,7 +942,7 @@ impl ShardState {
                 self.lease_expires_at = Some(renewed.expires_at);
                 *lease = renewed;
             }
-            Err(StoreError::Unavailable(detail)) => {
+            Err(StoreError::Unavailable(detail) | StoreError::Refused(detail)) => {
                 tracing::warn!(%detail, lease_left_ms = ?self.lease_left().map(|l| l.as_millis()),
                     "owner lease not renewed: the store is unavailable");
             }

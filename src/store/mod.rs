@@ -460,6 +460,15 @@ pub enum StoreError {
     /// a poisoned embedded store). Retrying may succeed; nothing was assumed.
     #[error("the location store is unavailable: {0}")]
     Unavailable(String),
+    /// The store answered and refused this node as configured: its
+    /// credentials or TLS settings are not accepted (a missing or wrong
+    /// password, a user without the permission, a certificate it does not
+    /// trust). Nothing was applied, and asking again as is will not help:
+    /// a start fails on it at once, where it waits for a store that does
+    /// not answer (docs/operations.md "Probes"). Later, for a node that
+    /// is serving, it counts as the store being unavailable.
+    #[error("the location store refused this node: {0}")]
+    Refused(String),
     /// The lease is not live: it lapsed, was never acquired, or belongs to
     /// another lifecycle. Its holder must fence itself (§5).
     #[error("the owner lease of node {node} is not live")]
@@ -499,7 +508,9 @@ impl From<StoreError> for Error {
     /// with the same NodeRid, which is a configuration error (§3).
     fn from(error: StoreError) -> Self {
         match error {
-            StoreError::Unavailable(_) => Error::new(Reason::StoreUnavailable),
+            StoreError::Unavailable(_) | StoreError::Refused(_) => {
+                Error::new(Reason::StoreUnavailable)
+            }
             StoreError::LeaseExpired { .. } => Error::new(Reason::LeaseExpired),
             StoreError::LeaseHeld { .. } | StoreError::StaleNodeGeneration { .. } => {
                 Error::new(Reason::InvalidConfiguration)

@@ -346,7 +346,7 @@ impl Connection {
         let reply = invocation.invoke::<Vec<String>>(connection);
         reply.map_err(|error| {
             self.open = None;
-            StoreError::Unavailable(format!("redis: {}", explain(&error)))
+            store_error(&error, format!("redis: {}", explain(&error)))
         })
     }
 
@@ -356,8 +356,8 @@ impl Connection {
             .client
             .get_connection_with_timeout(self.call_timeout)
             .map_err(|error| {
-                setup_failure(&error, self.tls)
-                    .map_or_else(|| unavailable(error), StoreError::Unavailable)
+                let detail = setup_failure(&error, self.tls).unwrap_or_else(|| explain(&error));
+                store_error(&error, detail)
             })?;
         connection
             .set_read_timeout(Some(self.call_timeout))
@@ -559,6 +559,29 @@ fn explain(error: &::redis::RedisError) -> String {
             format!("no answer within the call timeout (store.call_timeout_ms): {error}")
         }
         None => error.to_string(),
+    }
+}
+
+/// `error` as a store error with `detail`: a refusal when the server
+/// answered and will not serve this client as configured (an auth or
+/// permission error, a TLS certificate or handshake it refused: see
+/// [`StoreError::Refused`]), else unavailable (no answer, a lost
+/// connection), which may pass.
+fn store_error(error: &::redis::RedisError, detail: String) -> StoreError {
+    let refused_tls = matches!(
+        tls_error(error),
+        Some(
+            rustls::Error::InvalidCertificate(_)
+                | rustls::Error::AlertReceived(_)
+                | rustls::Error::InvalidMessage(_)
+        )
+    );
+    let refused_auth = error.kind() == ::redis::ErrorKind::AuthenticationFailed
+        || matches!(error.code(), Some("NOAUTH" | "WRONGPASS" | "NOPERM"));
+    if refused_tls || refused_auth {
+        StoreError::Refused(detail)
+    } else {
+        StoreError::Unavailable(detail)
     }
 }
 
