@@ -636,6 +636,79 @@ fn a_start_while_the_store_does_not_answer_waits_for_it_then_serves() {
     login(&mut client, "after-freeze").expect("the node serves once it started");
 }
 
+/// A start that waits for a store that does not answer still stops on
+/// SIGTERM (docs/operations.md "Probes"): it exits 0 saying it stopped
+/// before it started, rather than take the signal only once the store
+/// answers, which may be never.
+#[test]
+fn a_start_waiting_for_the_store_stops_on_sigterm() {
+    use std::io::{BufRead, BufReader, Read};
+    use std::process::Stdio;
+    let redis = RedisServer::start(Mode::Volatile);
+    let dir = temp_dir("start-store-stop");
+    let path = write_config(
+        &dir,
+        "node-1.toml",
+        &config(1, &redis.url(), "start-store-stop", &Peers::Discover),
+    );
+    redis.pause();
+    let _wait = bound::waiting("a start waiting for the store to stop on SIGTERM");
+    let mut child = node_command(&path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("zlink-node runs");
+    let (lines, retried) = channel();
+    let stderr = child.stderr.take().expect("stderr is piped");
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = lines.send(line);
+        }
+    });
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = retried
+            .recv_timeout(left)
+            .expect("the start says it tries again");
+        if line.contains("did not answer the start's owner lease request") {
+            break;
+        }
+    }
+    let pid = libc::pid_t::try_from(child.id()).expect("a pid");
+    // SAFETY: kill(2) only signals the child this test started and has not
+    // waited for yet, so the pid is its.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    /// A failed wait below leaves no process behind.
+    struct KillOnDrop(libc::pid_t);
+    impl Drop for KillOnDrop {
+        fn drop(&mut self) {
+            // SAFETY: as above: the child was not waited for (the guard is
+            // forgotten once it was), so the pid is still its.
+            unsafe { libc::kill(self.0, libc::SIGKILL) };
+        }
+    }
+    let kill = KillOnDrop(pid);
+    let (exited, exit) = channel();
+    let mut stdout = child.stdout.take().expect("stdout is piped");
+    std::thread::spawn(move || {
+        let mut printed = String::new();
+        let _ = stdout.read_to_string(&mut printed);
+        let _ = exited.send((child.wait(), printed));
+    });
+    let (status, printed) = exit
+        .recv_timeout(WAIT)
+        .expect("the waiting start ended on SIGTERM");
+    std::mem::forget(kill);
+    redis.resume();
+    let status = status.expect("zlink-node is waited for");
+    assert!(status.success(), "{status}: {printed}");
+    assert!(
+        printed.contains("zlink-node stopping before it started: SIGTERM"),
+        "{printed}"
+    );
+}
+
 #[test]
 fn a_node_paused_past_its_lease_closes_its_sessions_and_exits_3() {
     let redis = RedisServer::start(Mode::Volatile);

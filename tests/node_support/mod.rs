@@ -182,6 +182,13 @@ fn sigkill(pid: u32) {
     }
 }
 
+/// A `zlink-node` command on `config`, with the test mesh's secret, not yet
+/// started: for a test that drives the process itself.
+#[allow(dead_code)]
+pub fn node_command(config: &Path) -> Command {
+    command(&["--config", config.to_str().expect("a UTF-8 path")])
+}
+
 fn command(args: &[&str]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_zlink-node"));
     command

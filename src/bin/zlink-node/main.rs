@@ -42,6 +42,9 @@ const LEASE_LAPSED_EXIT: u8 = 3;
 /// Exit code of a refused config or command line (clap's own, too).
 const EXIT_CONFIG: u8 = 2;
 
+/// How often a start that waits looks for a stop signal.
+const START_POLL: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// The command line: the config file and nothing that belongs in it.
 #[derive(Parser)]
 #[command(
@@ -205,7 +208,37 @@ fn run(config: &Config, stop: &signals::StopSignals, console: bool) -> ExitCode 
         }
     };
     let metrics_addr = endpoint.as_ref().map(probes::Endpoint::address);
-    let node = match game::register(builder, &stats).start() {
+    // The start runs on a thread of its own, so that a stop signal ends a
+    // start that waits — for a crashed predecessor's lease, up to a term,
+    // or for a store that does not answer, for as long as it does not
+    // (docs/operations.md "Probes") — instead of waiting behind it.
+    let builder = game::register(builder, &stats);
+    let (started, start) = std::sync::mpsc::channel();
+    let spawned = std::thread::Builder::new()
+        .name("zlink-node-start".to_owned())
+        .spawn(move || {
+            let _ = started.send(builder.start());
+        });
+    if let Err(e) = spawned {
+        eprintln!("zlink-node: cannot start the start's thread: {e}");
+        return ExitCode::FAILURE;
+    }
+    let started = loop {
+        match start.recv_timeout(START_POLL) {
+            Ok(started) => break started,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                eprintln!("zlink-node: the start's thread ended without an answer");
+                return ExitCode::FAILURE;
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+        }
+        if let Some(signal) = stop.take_pending() {
+            println!("zlink-node stopping before it started: {signal}");
+            let _ = std::io::stdout().flush();
+            return ExitCode::SUCCESS;
+        }
+    };
+    let node = match started {
         Ok(node) => node,
         Err(e @ StartError::Io(_)) => {
             eprintln!("zlink-node: {e}");
@@ -369,6 +402,23 @@ pub(crate) mod signals {
     }
 
     impl StopSignals {
+        /// A stop signal already pending, taken; `None` when there is none.
+        pub fn take_pending(&self) -> Option<&'static str> {
+            let zero = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // SAFETY: `self.0` is an initialised set and `zero` a live
+            // local; sigtimedwait only reads them, and a null info is
+            // allowed.
+            let signal = unsafe { libc::sigtimedwait(&self.0, std::ptr::null_mut(), &zero) };
+            match signal {
+                libc::SIGINT => Some("SIGINT"),
+                libc::SIGTERM => Some("SIGTERM"),
+                _ => None,
+            }
+        }
+
         /// Waits until SIGINT or SIGTERM arrives; its name.
         pub fn wait_for_stop(&self) -> &'static str {
             let mut signal: libc::c_int = 0;
