@@ -90,3 +90,48 @@ fn zlink_node_reads_the_store_password_from_a_file_and_refuses_to_start_without_
     let printed = format!("{:?}", failure.printed).to_lowercase();
     assert!(printed.contains("auth"), "{printed}");
 }
+
+/// A store that starts refusing a serving node (its password changed, an
+/// ACL narrowed) is a configuration problem the node cannot mend by asking
+/// again: the node says so in a warning (rate-limited), and a login that
+/// needs the store ends with a typed error, not a hang.
+#[test]
+fn a_store_that_starts_refusing_a_serving_node_is_logged_and_logins_end_typed() {
+    let redis = RedisServer::start_with_password(PASSWORD);
+    let dir = temp_dir("store-auth-rotated");
+    std::fs::write(dir.join("redis-password"), format!("{PASSWORD}\n")).unwrap();
+    let peers = Peers::Static(Vec::new());
+    // A lease far longer than the test: the refused renewals fence nothing.
+    let text = config_with_lease(1, &redis.url(), "rotated", &peers, 60_000).replace(
+        "[store]\n",
+        "[store]\npassword = { file = \"redis-password\" }\n",
+    );
+    let mut node = NodeProcess::start(1, &write_config(&dir, "node.toml", &text));
+    let mut client = connect(node.stream);
+    login(&mut client, "before").expect("a login with the store's password");
+    // The password changes under the node, and its connection is cut.
+    let admin = redis::Client::open(format!("redis://:{PASSWORD}@127.0.0.1:{}/", redis.port()))
+        .expect("a Redis URL");
+    let mut admin = admin.get_connection().expect("the test's Redis connection");
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("requirepass")
+        .arg("another-password")
+        .query(&mut admin)
+        .expect("the password changes");
+    let _: redis::Value = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .query(&mut admin)
+        .unwrap_or(redis::Value::Nil);
+    node.wait_line(Stream::Err, "the Location Store refused this node");
+    let mut late = connect(node.stream);
+    match login(&mut late, "after") {
+        Err(error) => {
+            let text = format!("{error:?}");
+            assert!(text.contains("StoreUnavailable"), "{text}");
+        }
+        Ok(()) => panic!("a login that needs a refusing store succeeded"),
+    }
+}

@@ -864,7 +864,13 @@ pub(crate) struct StoreMetrics {
     latency: Vec<Histogram>,
     /// Per [`StoreOp`], one counter per [`ERROR_KINDS`] entry.
     errors: Vec<[Counter; ERROR_KINDS.len()]>,
+    /// When a refusal was last logged, and how many since were not.
+    refusals: std::sync::Mutex<(Option<StdInstant>, u64)>,
 }
+
+/// At most one refusal warning this often: a store that refuses every
+/// call would otherwise log each login.
+const REFUSAL_WARN_EVERY: Duration = Duration::from_secs(10);
 
 impl StoreMetrics {
     pub(crate) fn new() -> Self {
@@ -874,7 +880,37 @@ impl StoreMetrics {
                 .map(|_| Histogram::new(STORE_BUCKETS))
                 .collect(),
             errors: StoreOp::ALL.iter().map(|_| Default::default()).collect(),
+            refusals: std::sync::Mutex::new((None, 0)),
         }
+    }
+
+    /// A refusal is a configuration problem (credentials, an ACL, TLS) that
+    /// the node cannot mend by asking again, and it may hit only some
+    /// operations (an ACL that allows the lease keys and not the Actor
+    /// rows leaves the node ready while every login fails): say so, at
+    /// most once every [`REFUSAL_WARN_EVERY`], with the count left unsaid.
+    /// Runs on the store workers and the embedder's threads, never a
+    /// shard's, so the lock is fine.
+    fn warn_refused(&self, op: StoreOp, detail: &str) {
+        let mut refusals = self
+            .refusals
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let now = StdInstant::now();
+        let (last, unsaid) = &mut *refusals;
+        if last.is_some_and(|at| now.duration_since(at) < REFUSAL_WARN_EVERY) {
+            *unsaid += 1;
+            return;
+        }
+        tracing::warn!(
+            op = op.name(),
+            %detail,
+            refusals_not_logged = *unsaid,
+            "the Location Store refused this node (credentials, ACL or TLS): what needs \
+             the store fails until its configuration is mended"
+        );
+        *last = Some(now);
+        *unsaid = 0;
     }
 
     /// Records one call that took `took`.
@@ -883,6 +919,9 @@ impl StoreMetrics {
             histogram.observe(took.as_secs_f64());
         }
         if let Err(error) = outcome {
+            if let StoreError::Refused(detail) = error {
+                self.warn_refused(op, detail);
+            }
             if let Some(counter) = self
                 .errors
                 .get(op as usize)
