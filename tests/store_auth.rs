@@ -94,7 +94,8 @@ fn zlink_node_reads_the_store_password_from_a_file_and_refuses_to_start_without_
 /// A store that starts refusing a serving node (its password changed, an
 /// ACL narrowed) is a configuration problem the node cannot mend by asking
 /// again: the node says so in a warning (rate-limited), and a login that
-/// needs the store ends with a typed error, not a hang.
+/// needs the store ends with a typed error, not a hang. Mended, the node
+/// says the store serves it again, and logins work.
 #[test]
 fn a_store_that_starts_refusing_a_serving_node_is_logged_and_logins_end_typed() {
     let redis = RedisServer::start_with_password(PASSWORD);
@@ -134,4 +135,21 @@ fn a_store_that_starts_refusing_a_serving_node_is_logged_and_logins_end_typed() 
         }
         Ok(()) => panic!("a login that needs a refusing store succeeded"),
     }
+    // The password is put back: the node says the store serves it again,
+    // and logs in the next player.
+    let admin = redis::Client::open(format!(
+        "redis://:another-password@127.0.0.1:{}/",
+        redis.port()
+    ))
+    .expect("a Redis URL");
+    let mut admin = admin.get_connection().expect("the test's Redis connection");
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("requirepass")
+        .arg(PASSWORD)
+        .query(&mut admin)
+        .expect("the password is put back");
+    node.wait_line(Stream::Err, "the Location Store serves this node again");
+    let mut again = connect(node.stream);
+    login(&mut again, "again").expect("a login once the store serves the node again");
 }

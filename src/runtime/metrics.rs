@@ -866,6 +866,9 @@ pub(crate) struct StoreMetrics {
     errors: Vec<[Counter; ERROR_KINDS.len()]>,
     /// When a refusal was last logged, and how many since were not.
     refusals: std::sync::Mutex<(Option<StdInstant>, u64)>,
+    /// A refusal was logged and no call has succeeded since: the next that
+    /// does says the store serves this node again.
+    refusing: AtomicBool,
 }
 
 /// At most one refusal warning this often: a store that refuses every
@@ -881,6 +884,7 @@ impl StoreMetrics {
                 .collect(),
             errors: StoreOp::ALL.iter().map(|_| Default::default()).collect(),
             refusals: std::sync::Mutex::new((None, 0)),
+            refusing: AtomicBool::new(false),
         }
     }
 
@@ -911,12 +915,19 @@ impl StoreMetrics {
         );
         *last = Some(now);
         *unsaid = 0;
+        self.refusing.store(true, Ordering::Release);
     }
 
     /// Records one call that took `took`.
     fn observe<T>(&self, op: StoreOp, took: Duration, outcome: &Result<T, StoreError>) {
         if let Some(histogram) = self.latency.get(op as usize) {
             histogram.observe(took.as_secs_f64());
+        }
+        if outcome.is_ok() && self.refusing.swap(false, Ordering::AcqRel) {
+            tracing::info!(
+                op = op.name(),
+                "the Location Store serves this node again after refusing it"
+            );
         }
         if let Err(error) = outcome {
             if let StoreError::Refused(detail) = error {
