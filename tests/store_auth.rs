@@ -17,6 +17,16 @@ use zlink::store::{
 
 const PASSWORD: &str = "zlink-test-store-password";
 
+/// `config` with `store.password` read from a file in `dir` holding
+/// [`PASSWORD`].
+fn with_password_file(dir: &std::path::Path, config: &str) -> String {
+    std::fs::write(dir.join("redis-password"), format!("{PASSWORD}\n")).unwrap();
+    config.replace(
+        "[store]\n",
+        "[store]\npassword = { file = \"redis-password\" }\n",
+    )
+}
+
 fn store(redis: &RedisServer, password: Option<&str>) -> RedisStore {
     let config = RedisStoreConfig {
         password: password.map(|p| RedisPassword(p.to_owned())),
@@ -66,14 +76,10 @@ fn a_store_that_demands_a_password_serves_only_a_client_that_gives_it() {
 fn zlink_node_reads_the_store_password_from_a_file_and_refuses_to_start_without_it() {
     let redis = RedisServer::start_with_password(PASSWORD);
     let dir = temp_dir("store-auth");
-    std::fs::write(dir.join("redis-password"), format!("{PASSWORD}\n")).unwrap();
     let peers = Peers::Static(Vec::new());
     let base = config(1, &redis.url(), "auth", &peers);
     // Given a node whose config names the password file,
-    let with = base.replace(
-        "[store]\n",
-        "[store]\npassword = { file = \"redis-password\" }\n",
-    );
+    let with = with_password_file(&dir, &base);
     let path = write_config(&dir, "with.toml", &with);
     let mut node = NodeProcess::start(1, &path);
     // then it starts and serves a login (a create in the store),
@@ -100,12 +106,11 @@ fn zlink_node_reads_the_store_password_from_a_file_and_refuses_to_start_without_
 fn a_store_that_starts_refusing_a_serving_node_is_logged_and_logins_end_typed() {
     let redis = RedisServer::start_with_password(PASSWORD);
     let dir = temp_dir("store-auth-rotated");
-    std::fs::write(dir.join("redis-password"), format!("{PASSWORD}\n")).unwrap();
     let peers = Peers::Static(Vec::new());
     // A lease far longer than the test: the refused renewals fence nothing.
-    let text = config_with_lease(1, &redis.url(), "rotated", &peers, 60_000).replace(
-        "[store]\n",
-        "[store]\npassword = { file = \"redis-password\" }\n",
+    let text = with_password_file(
+        &dir,
+        &config_with_lease(1, &redis.url(), "rotated", &peers, 60_000),
     );
     let mut node = NodeProcess::start(1, &write_config(&dir, "node.toml", &text));
     let mut client = connect(node.stream);

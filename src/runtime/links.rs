@@ -28,6 +28,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant as StdInstant};
 
 use super::deadlines::FifoDeadlines;
+use super::rate_limit::WarnBudget;
 use crate::core::shard::{record_role, RecordRole, ShardCore};
 use crate::core::trace::FlowTrace;
 use crate::error::{Error, Reason};
@@ -259,37 +260,6 @@ impl StartupLinks {
 /// At most this many handshake warnings a second (see `Links::fail`).
 const WARN_BURST: u32 = 10;
 
-/// A per-second budget for warnings a peer can trigger.
-struct WarnBudget {
-    window: StdInstant,
-    used: u32,
-    suppressed: u64,
-}
-
-impl WarnBudget {
-    fn new(now: StdInstant) -> Self {
-        Self {
-            window: now,
-            used: 0,
-            suppressed: 0,
-        }
-    }
-
-    /// `Some(suppressed since the last one)` when a warning may be logged.
-    fn admit(&mut self, now: StdInstant) -> Option<u64> {
-        if now.duration_since(self.window) >= Duration::from_secs(1) {
-            self.window = now;
-            self.used = 0;
-        }
-        if self.used >= WARN_BURST {
-            self.suppressed += 1;
-            return None;
-        }
-        self.used += 1;
-        Some(std::mem::take(&mut self.suppressed))
-    }
-}
-
 /// The links of one shard.
 pub(crate) struct Links {
     /// The shard's clock, as of its loop turn ([`Links::tick`]): links read
@@ -364,7 +334,7 @@ impl Links {
             });
         Self {
             now,
-            warnings: WarnBudget::new(now),
+            warnings: WarnBudget::new(now, WARN_BURST, Duration::from_secs(1)),
             handshakes: FifoDeadlines::new(handshake_deadline),
             config,
             limits,
@@ -1273,17 +1243,5 @@ mod tests {
         round.lapsed(NodeRid(4));
         assert_eq!(round.over(start), Some(true));
         assert_eq!(round.lapsed, vec![NodeRid(3)], "4 was never waited for");
-    }
-
-    #[test]
-    fn peer_triggered_warnings_are_rate_limited_and_the_rest_counted() {
-        let mut budget = WarnBudget::new(StdInstant::now());
-        let start = StdInstant::now();
-        for _ in 0..WARN_BURST {
-            assert_eq!(budget.admit(start), Some(0));
-        }
-        assert_eq!(budget.admit(start), None);
-        assert_eq!(budget.admit(start), None);
-        assert_eq!(budget.admit(start + Duration::from_secs(1)), Some(2));
     }
 }

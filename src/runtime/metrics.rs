@@ -48,6 +48,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
 use super::links::LinkStatus;
+use super::rate_limit::WarnBudget;
 use super::router::{Router, ShardMsg};
 use super::{NodeShared, PublishedCounters};
 use crate::core::latency::{LatencySnapshot, PushOrigin, SealEnd};
@@ -864,8 +865,8 @@ pub(crate) struct StoreMetrics {
     latency: Vec<Histogram>,
     /// Per [`StoreOp`], one counter per [`ERROR_KINDS`] entry.
     errors: Vec<[Counter; ERROR_KINDS.len()]>,
-    /// When a refusal was last logged, and how many since were not.
-    refusals: std::sync::Mutex<(Option<StdInstant>, u64)>,
+    /// The refusal warnings' budget.
+    refusals: std::sync::Mutex<WarnBudget>,
     /// A refusal was logged and no call has succeeded since: the next that
     /// does says the store serves this node again.
     refusing: AtomicBool,
@@ -883,7 +884,11 @@ impl StoreMetrics {
                 .map(|_| Histogram::new(STORE_BUCKETS))
                 .collect(),
             errors: StoreOp::ALL.iter().map(|_| Default::default()).collect(),
-            refusals: std::sync::Mutex::new((None, 0)),
+            refusals: std::sync::Mutex::new(WarnBudget::new(
+                StdInstant::now(),
+                1,
+                REFUSAL_WARN_EVERY,
+            )),
             refusing: AtomicBool::new(false),
         }
     }
@@ -896,25 +901,21 @@ impl StoreMetrics {
     /// Runs on the store workers and the embedder's threads, never a
     /// shard's, so the lock is fine.
     fn warn_refused(&self, op: StoreOp, detail: &str) {
-        let mut refusals = self
+        let admitted = self
             .refusals
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let now = StdInstant::now();
-        let (last, unsaid) = &mut *refusals;
-        if last.is_some_and(|at| now.duration_since(at) < REFUSAL_WARN_EVERY) {
-            *unsaid += 1;
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .admit(StdInstant::now());
+        let Some(unsaid) = admitted else {
             return;
-        }
+        };
         tracing::warn!(
             op = op.name(),
             %detail,
-            refusals_not_logged = *unsaid,
+            refusals_not_logged = unsaid,
             "the Location Store refused this node (credentials, ACL or TLS): what needs \
              the store fails until its configuration is mended"
         );
-        *last = Some(now);
-        *unsaid = 0;
         self.refusing.store(true, Ordering::Release);
     }
 
