@@ -636,14 +636,110 @@ fn a_start_while_the_store_does_not_answer_waits_for_it_then_serves() {
     login(&mut client, "after-freeze").expect("the node serves once it started");
 }
 
+/// A `zlink-node` whose start the test drives itself (it does not wait
+/// for the ready line): both streams' lines come on one channel, and the
+/// process is killed if the test ends before it exited.
+struct Starting {
+    pid: libc::pid_t,
+    lines: std::sync::mpsc::Receiver<String>,
+    exited: std::sync::mpsc::Receiver<std::io::Result<std::process::ExitStatus>>,
+    /// Every line read so far.
+    seen: Vec<String>,
+}
+
+impl Starting {
+    fn spawn(path: &std::path::Path) -> Self {
+        use std::io::{BufRead, BufReader};
+        use std::process::Stdio;
+        let mut child = node_command(path)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("zlink-node runs");
+        let (tx, lines) = channel();
+        let readers = [
+            Box::new(child.stdout.take().expect("stdout is piped"))
+                as Box<dyn std::io::Read + Send>,
+            Box::new(child.stderr.take().expect("stderr is piped")),
+        ]
+        .map(|stream| {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                    let _ = tx.send(line);
+                }
+            })
+        });
+        let pid = libc::pid_t::try_from(child.id()).expect("a pid");
+        let (done, exited) = channel();
+        std::thread::spawn(move || {
+            let status = child.wait();
+            // Every line is read before the exit is told.
+            for reader in readers {
+                let _ = reader.join();
+            }
+            let _ = done.send(status);
+        });
+        Self {
+            pid,
+            lines,
+            exited,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Waits (bounded) for a line containing `needle`.
+    fn wait_line(&mut self, needle: &str) -> String {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = self
+                .lines
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("no line with {needle:?}; printed: {:#?}", self.seen));
+            self.seen.push(line.clone());
+            if line.contains(needle) {
+                return line;
+            }
+        }
+    }
+
+    fn sigterm(&self) {
+        // SAFETY: kill(2) only signals the child this test started; it is
+        // not reaped before `exited` tells so, and `Drop` kills it only
+        // then if it still runs.
+        assert_eq!(unsafe { libc::kill(self.pid, libc::SIGTERM) }, 0);
+    }
+
+    /// Waits (bounded) for the process to exit; its status and every line
+    /// it printed.
+    fn wait_exit(&mut self) -> (std::process::ExitStatus, Vec<String>) {
+        let status = self
+            .exited
+            .recv_timeout(WAIT)
+            .unwrap_or_else(|_| panic!("zlink-node did not exit; printed: {:#?}", self.seen))
+            .expect("zlink-node is waited for");
+        self.seen.extend(self.lines.try_iter());
+        self.pid = 0;
+        (status, self.seen.clone())
+    }
+}
+
+impl Drop for Starting {
+    fn drop(&mut self) {
+        if self.pid != 0 {
+            // SAFETY: as in `sigterm`: the child was not yet seen to exit.
+            unsafe { libc::kill(self.pid, libc::SIGKILL) };
+        }
+    }
+}
+
 /// A start that waits for a store that does not answer still stops on
 /// SIGTERM (docs/operations.md "Probes"): it exits 0 saying it stopped
 /// before it started, rather than take the signal only once the store
 /// answers, which may be never.
 #[test]
 fn a_start_waiting_for_the_store_stops_on_sigterm() {
-    use std::io::{BufRead, BufReader, Read};
-    use std::process::Stdio;
     let redis = RedisServer::start(Mode::Volatile);
     let dir = temp_dir("start-store-stop");
     let path = write_config(
@@ -653,59 +749,107 @@ fn a_start_waiting_for_the_store_stops_on_sigterm() {
     );
     redis.pause();
     let _wait = bound::waiting("a start waiting for the store to stop on SIGTERM");
-    let mut child = node_command(&path)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("zlink-node runs");
-    let (lines, retried) = channel();
-    let stderr = child.stderr.take().expect("stderr is piped");
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = lines.send(line);
-        }
-    });
+    let mut node = Starting::spawn(&path);
+    node.wait_line("did not answer the start's owner lease request");
+    node.sigterm();
+    let (status, printed) = node.wait_exit();
+    redis.resume();
+    assert!(status.success(), "{status}: {printed:#?}");
+    assert!(
+        printed
+            .iter()
+            .any(|line| line.contains("zlink-node stopping before it started: SIGTERM")),
+        "{printed:#?}"
+    );
+}
+
+/// A SIGTERM that lands while the start's owner lease request is with the
+/// store (docs/operations.md "Stopping a start"): the process waits for the
+/// request, gives back the lease it took, and exits 0; a start of the same
+/// node straight after comes up at once. Before, it exited at the signal,
+/// and a lease the request took in that instant was held by a process that
+/// was gone, so the next start waited out a whole term. Redis holds the
+/// request with `CLIENT PAUSE … WRITE` (the lease is taken by a script,
+/// which the pause holds), and the node's call timeout is longer than the
+/// pause, so the request is in flight when the signal comes.
+#[test]
+fn a_sigterm_while_the_starts_lease_request_is_in_flight_gives_the_lease_back() {
+    /// Far inside the 10 s lease a start would have to wait out.
+    const BOUND: Duration = Duration::from_secs(2);
+    let redis = RedisServer::start(Mode::Volatile);
+    let dir = temp_dir("start-lease-in-flight");
+    let text = config_with_lease(
+        1,
+        &redis.url(),
+        "start-lease-in-flight",
+        &Peers::Discover,
+        LONG_LEASE_MS,
+    )
+    .replace("[timeouts]", "call_timeout_ms = 30000\n\n[timeouts]");
+    let path = write_config(&dir, "node-1.toml", &text);
+    let admin = redis::Client::open(redis.url()).expect("a Redis URL");
+    let mut admin = admin
+        .get_connection_with_timeout(WAIT)
+        .expect("Redis answers");
+    let _: () = redis::cmd("CLIENT")
+        .arg(&["PAUSE", "30000", "WRITE"])
+        .query(&mut admin)
+        .expect("CLIENT PAUSE");
+    let _wait = bound::waiting("a start whose lease request is held by CLIENT PAUSE");
+    let mut node = Starting::spawn(&path);
+    // Given the start's lease script held by the pause (a blocked client
+    // whose command is a script),
     let deadline = Instant::now() + WAIT;
     loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let line = retried
-            .recv_timeout(left)
-            .expect("the start says it tries again");
-        if line.contains("did not answer the start's owner lease request") {
+        let clients: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .query(&mut admin)
+            .expect("CLIENT LIST");
+        if clients.lines().any(|c| {
+            c.contains(" flags=b ") && (c.contains(" cmd=evalsha ") || c.contains(" cmd=eval "))
+        }) {
             break;
         }
+        assert!(
+            Instant::now() < deadline,
+            "no lease request held: {clients}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
     }
-    let pid = libc::pid_t::try_from(child.id()).expect("a pid");
-    // SAFETY: kill(2) only signals the child this test started and has not
-    // waited for yet, so the pid is its.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
-    /// A failed wait below leaves no process behind.
-    struct KillOnDrop(libc::pid_t);
-    impl Drop for KillOnDrop {
-        fn drop(&mut self) {
-            // SAFETY: as above: the child was not waited for (the guard is
-            // forgotten once it was), so the pid is still its.
-            unsafe { libc::kill(self.0, libc::SIGKILL) };
-        }
+    // when SIGTERM comes and the store then applies the request,
+    node.sigterm();
+    node.wait_line("zlink-node stopping before it started: SIGTERM");
+    let _: () = redis::cmd("CLIENT")
+        .arg("UNPAUSE")
+        .query(&mut admin)
+        .expect("CLIENT UNPAUSE");
+    // then the process gives the lease back and exits 0,
+    let (status, printed) = node.wait_exit();
+    assert!(status.success(), "{status}: {printed:#?}");
+    for said in [
+        "clean stop: owner lease released",
+        "zlink-node stopped before it started",
+    ] {
+        assert!(
+            printed.iter().any(|line| line.contains(said)),
+            "{said:?}: {printed:#?}"
+        );
     }
-    let kill = KillOnDrop(pid);
-    let (exited, exit) = channel();
-    let mut stdout = child.stdout.take().expect("stdout is piped");
-    std::thread::spawn(move || {
-        let mut printed = String::new();
-        let _ = stdout.read_to_string(&mut printed);
-        let _ = exited.send((child.wait(), printed));
+    // and the node's next start comes up at once.
+    let started = Instant::now();
+    let restarted = NodeProcess::try_start(1, &path).unwrap_or_else(|failure| {
+        panic!(
+            "a start after a cancelled start must not wait for a lease: after {} ms it \
+             {failure:?}",
+            started.elapsed().as_millis()
+        )
     });
-    let (status, printed) = exit
-        .recv_timeout(WAIT)
-        .expect("the waiting start ended on SIGTERM");
-    std::mem::forget(kill);
-    redis.resume();
-    let status = status.expect("zlink-node is waited for");
-    assert!(status.success(), "{status}: {printed}");
     assert!(
-        printed.contains("zlink-node stopping before it started: SIGTERM"),
-        "{printed}"
+        started.elapsed() < BOUND,
+        "the restart was ready {} ms after it began: it waited for the cancelled start's \
+         lease; it printed {:#?}",
+        started.elapsed().as_millis(),
+        restarted.seen
     );
 }
 

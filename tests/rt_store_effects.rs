@@ -17,7 +17,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use runtime_support::*;
-use zlink::api::{NodeSettings, Readiness, RelocateTo};
+use zlink::api::{
+    NodeBuilder, NodeSettings, ObjectRole, Readiness, RelocateTo, StartCancel, StartError,
+};
 use zlink::core::trace::FlowTrace;
 use zlink::ids::{ActorId, MeshName, NodeGeneration, NodeRid, RelocationId};
 use zlink::store::{
@@ -49,6 +51,14 @@ struct Gate {
     listings_fail: bool,
     /// Membership listings asked for.
     listings: usize,
+    /// Owner lease requests wait while this is set.
+    lease_closed: bool,
+    /// Owner lease requests made.
+    lease_requests: usize,
+    /// Faults for the next owner lease requests, in order.
+    lease_faults: std::collections::VecDeque<CasFault>,
+    /// Reads of the store's clock.
+    clock_reads: usize,
 }
 
 /// How one compare-and-set fails, as a hung or dropped Redis makes it.
@@ -85,18 +95,37 @@ impl GatedStore {
         self.gate.lock().unwrap().remove_faults.push_back(fault);
     }
 
+    /// Owner lease requests wait from now on, until [`open_lease`](Self::open_lease).
+    fn close_lease(&self) {
+        self.gate.lock().unwrap().lease_closed = true;
+    }
+
+    fn open_lease(&self) {
+        self.gate.lock().unwrap().lease_closed = false;
+        self.changed.notify_all();
+    }
+
+    fn fail_next_lease(&self, fault: CasFault) {
+        self.gate.lock().unwrap().lease_faults.push_back(fault);
+    }
+
+    /// Waits (bounded) until `n` owner lease requests were made.
+    fn wait_lease_requests(&self, n: usize) {
+        self.wait_count("lease requests", n, |g| g.lease_requests);
+    }
+
+    /// Waits (bounded) until the store's clock was read `n` times.
+    fn wait_clock_reads(&self, n: usize) {
+        self.wait_count("clock reads", n, |g| g.clock_reads);
+    }
+
     fn fail_listings(&self, fail: bool) {
         self.gate.lock().unwrap().listings_fail = fail;
     }
 
     /// Waits (bounded) until `n` membership listings were asked for.
     fn wait_listings(&self, n: usize) {
-        let gate = self.gate.lock().unwrap();
-        let (gate, timeout) = self
-            .changed
-            .wait_timeout_while(gate, WAIT, |g| g.listings < n)
-            .unwrap();
-        assert!(!timeout.timed_out(), "{} of {n} listings", gate.listings);
+        self.wait_count("listings", n, |g| g.listings);
     }
 
     fn removes(&self) -> usize {
@@ -115,16 +144,17 @@ impl GatedStore {
 
     /// Waits (bounded) until `n` gated calls entered the store.
     fn wait_entered(&self, n: usize) {
+        self.wait_count("store calls entered", n, |g| g.entered);
+    }
+
+    /// Waits (bounded) until the count `of` reads at least `n`.
+    fn wait_count(&self, what: &str, n: usize, of: impl Fn(&Gate) -> usize) {
         let gate = self.gate.lock().unwrap();
         let (gate, timeout) = self
             .changed
-            .wait_timeout_while(gate, WAIT, |g| g.entered < n)
+            .wait_timeout_while(gate, WAIT, |g| of(g) < n)
             .unwrap();
-        assert!(
-            !timeout.timed_out(),
-            "{} of {n} store calls entered",
-            gate.entered
-        );
+        assert!(!timeout.timed_out(), "{} of {n} {what}", of(&gate));
     }
 
     /// A gated call: waits while the gate is closed (bounded, so a test
@@ -201,7 +231,19 @@ impl LocationStore for GatedStore {
         node_generation: NodeGeneration,
         mesh: &MeshName,
     ) -> Result<OwnerLease, StoreError> {
-        self.inner.acquire_lease(node, node_generation, mesh)
+        let fault = {
+            let mut gate = self.gate.lock().unwrap();
+            gate.lease_requests += 1;
+            self.changed.notify_all();
+            let (mut gate, _) = self
+                .changed
+                .wait_timeout_while(gate, Duration::from_secs(30), |g| g.lease_closed)
+                .unwrap();
+            gate.lease_faults.pop_front()
+        };
+        faulted(fault, || {
+            self.inner.acquire_lease(node, node_generation, mesh)
+        })
     }
     fn renew_lease(&self, lease: &OwnerLease) -> Result<OwnerLease, StoreError> {
         self.inner.renew_lease(lease)
@@ -230,6 +272,8 @@ impl LocationStore for GatedStore {
         self.inner.members(mesh)
     }
     fn now(&self) -> zlink::core::time::Instant {
+        self.gate.lock().unwrap().clock_reads += 1;
+        self.changed.notify_all();
         self.inner.now()
     }
 }
@@ -504,4 +548,112 @@ fn a_discovering_node_is_not_ready_on_a_listing_the_store_could_not_answer() {
     wait_until("ready once a listing was read", || {
         game.node.metrics().readiness() == Readiness::Ready
     });
+}
+
+/// A node of RID `rid` over `store` that a test starts on a thread of its
+/// own, with `cancel` (docs/operations.md "Stopping a start"), listening
+/// at `listen`; the start's result comes on the returned channel.
+fn start_cancellable(
+    rid: u64,
+    store: &Arc<GatedStore>,
+    cancel: &StartCancel,
+    listen: std::net::SocketAddr,
+) -> std::sync::mpsc::Receiver<Result<zlink::api::Node, StartError>> {
+    let builder = NodeBuilder::new(rid)
+        .listen(listen)
+        .object_role(ObjectRole::Server)
+        .location_store(Arc::clone(store) as Arc<dyn LocationStore>)
+        .enable_actor_dispatch()
+        .cancel_with(cancel.clone());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(builder.start());
+    });
+    rx
+}
+
+/// The start's result, waited for (bounded).
+fn start_result(
+    started: &std::sync::mpsc::Receiver<Result<zlink::api::Node, StartError>>,
+) -> Result<zlink::api::Node, StartError> {
+    started
+        .recv_timeout(WAIT)
+        .expect("the start ended within the bound")
+}
+
+#[test]
+fn a_start_cancelled_while_its_lease_request_is_in_flight_gives_back_the_lease_it_took() {
+    // Given a store that holds the start's owner lease request,
+    let store = Arc::new(GatedStore::new());
+    store.close_lease();
+    let cancel = StartCancel::new();
+    let started = start_cancellable(7, &store, &cancel, "127.0.0.1:0".parse().unwrap());
+    store.wait_lease_requests(1);
+    // when the start is cancelled and the request then takes the lease,
+    cancel.cancel();
+    store.open_lease();
+    // then the start ends cancelled, with no node,
+    let result = start_result(&started);
+    assert!(matches!(result, Err(StartError::Cancelled)), "{result:?}");
+    // and the lease it took is given back: the node's next start would
+    // otherwise wait a whole term for it.
+    assert_eq!(store.inner.lease(NodeRid(7)).unwrap(), None);
+    assert_eq!(store.gate.lock().unwrap().lease_requests, 1);
+}
+
+#[test]
+fn a_start_cancelled_after_an_unanswered_lease_request_gives_back_the_lease_it_may_have_taken() {
+    // Given a lease request the store applied and whose answer was lost,
+    let store = Arc::new(GatedStore::new());
+    store.fail_next_lease(CasFault::LoseReply);
+    let cancel = StartCancel::new();
+    let started = start_cancellable(8, &store, &cancel, "127.0.0.1:0".parse().unwrap());
+    store.wait_lease_requests(1);
+    // when the start is cancelled while it waits to ask again,
+    cancel.cancel();
+    let result = start_result(&started);
+    assert!(matches!(result, Err(StartError::Cancelled)), "{result:?}");
+    // then it asked the store whose the lease is, and gave back its own.
+    assert_eq!(store.inner.lease(NodeRid(8)).unwrap(), None);
+}
+
+#[test]
+fn a_cancel_ends_a_start_waiting_out_a_predecessors_lease_and_leaves_that_lease_alone() {
+    // Given node 9's lease held by an earlier lifecycle for a minute,
+    let store = Arc::new(GatedStore::new());
+    let mesh = MeshName::new("default").unwrap();
+    let earlier = store
+        .inner
+        .acquire_lease(NodeRid(9), NodeGeneration(1), &mesh)
+        .unwrap();
+    let cancel = StartCancel::new();
+    let started = start_cancellable(9, &store, &cancel, "127.0.0.1:0".parse().unwrap());
+    // (the start reads the store's clock once it was refused, to know how
+    // long to wait)
+    store.wait_clock_reads(1);
+    // when the start that waits it out is cancelled,
+    let cancelled_at = std::time::Instant::now();
+    cancel.cancel();
+    // then it ends at once (the lease has most of its 60 s left),
+    let result = start_result(&started);
+    assert!(matches!(result, Err(StartError::Cancelled)), "{result:?}");
+    assert!(cancelled_at.elapsed() < Duration::from_secs(30));
+    // and the earlier lifecycle's lease is not its to give back.
+    let held = store.inner.lease(NodeRid(9)).unwrap().expect("still held");
+    assert_eq!(held.node_generation, earlier.node_generation);
+}
+
+#[test]
+fn a_start_that_fails_after_taking_its_lease_gives_it_back() {
+    // Given the STREAM port held by another socket,
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let store = Arc::new(GatedStore::new());
+    let started = start_cancellable(10, &store, &StartCancel::new(), taken.local_addr().unwrap());
+    // when the start takes the lease and then cannot listen,
+    let result = start_result(&started);
+    assert!(matches!(result, Err(StartError::Io(_))), "{result:?}");
+    assert_eq!(store.gate.lock().unwrap().lease_requests, 1);
+    // then the lease is given back, so a start with the port freed is not
+    // held up by it.
+    assert_eq!(store.inner.lease(NodeRid(10)).unwrap(), None);
 }

@@ -15,7 +15,7 @@ use crate::net::IoBackend;
 use crate::runtime::app::actor::Actor;
 use crate::runtime::app::session::{about_lookup, Packet, Session};
 use crate::runtime::app::spot::{ExecutionMode, Spot, SpotHandle};
-use crate::runtime::app::{NodeSettings, RelocationUnit, StartError};
+use crate::runtime::app::{NodeSettings, RelocationUnit, StartCancel, StartError};
 use crate::runtime::metrics::NodeMetrics;
 use crate::runtime::{
     self, ActorType, DisconnectHandler, Handlers, PacketHandler, ReplacedHandler, RunningNode,
@@ -94,6 +94,7 @@ pub struct NodeBuilder {
     actor_types: HashMap<String, ActorType>,
     spot_kinds: HashMap<String, SpotKind>,
     duplicate_key: Option<PacketKey>,
+    cancel: StartCancel,
 }
 
 impl NodeBuilder {
@@ -119,6 +120,7 @@ impl NodeBuilder {
             actor_types: HashMap::new(),
             spot_kinds: HashMap::new(),
             duplicate_key: None,
+            cancel: StartCancel::new(),
         }
     }
 
@@ -401,13 +403,25 @@ impl NodeBuilder {
         self
     }
 
+    /// Lets another thread end this node's start with `cancel`, such as a
+    /// supervisor's SIGTERM while the start waits for the store or for a
+    /// predecessor's lease: [`start`](Self::start) then returns
+    /// [`StartError::Cancelled`] and gives back what it took
+    /// (docs/operations.md "Stopping a start").
+    pub fn cancel_with(mut self, cancel: StartCancel) -> Self {
+        self.cancel = cancel;
+        self
+    }
+
     /// Checks §3 and starts the node's shards. With a Location Store, the
     /// start first takes the node's owner lease (§5), on the calling
     /// thread: it waits out a lease a crashed predecessor left (up to one
     /// lease term), and it waits for a store that does not answer, trying
     /// again every 250 ms to 4 s until it does (docs/operations.md
     /// "Probes"). A store that refuses (another live process holds the
-    /// lease, a wrong password) fails the start.
+    /// lease, a wrong password) fails the start. A start that fails after
+    /// taking the lease, or is cancelled ([`cancel_with`](Self::cancel_with)),
+    /// gives it back.
     pub fn start(self) -> Result<Node, StartError> {
         if let Some(key) = self.duplicate_key {
             return Err(StartError::DuplicatePacketHandler(key));
@@ -481,6 +495,7 @@ impl NodeBuilder {
             handlers: Arc::new(self.handlers),
             actor_types: self.actor_types,
             spot_kinds: self.spot_kinds,
+            cancel: self.cancel,
         };
         let settings = config.settings.clone();
         runtime::start(config).map(|running| Node { running, settings })

@@ -134,7 +134,7 @@
 
 mod builder;
 pub use crate::runtime::app::{actor, session, spot};
-pub use crate::runtime::app::{NodeSettings, RelocationUnit, StartError};
+pub use crate::runtime::app::{NodeSettings, RelocationUnit, StartCancel, StartError};
 pub use crate::runtime::caller::{ActorCaller, CallReply};
 
 pub use crate::core::relocation::RelocationConfig;

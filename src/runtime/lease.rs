@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use crate::ids::{MeshName, NodeGeneration, NodeRid};
-use crate::runtime::app::StartError;
+use crate::runtime::app::{StartCancel, StartError};
 use crate::store::{LocationStore, OwnerLease, StoreError};
 
 /// How long past a predecessor's expiry a start tries again: the store's
@@ -44,16 +44,29 @@ const UNAVAILABLE_RETRY_MAX: Duration = Duration::from_secs(4);
 /// for minutes. A try whose answer was lost may have taken the lease: the
 /// next is the same lifecycle asking again, which the store answers as a
 /// renewal.
+///
+/// `cancel` ends either wait at once with [`StartError::Cancelled`]; a
+/// request in flight is let finish, and what it took is given back
+/// ([`give_back_cancelled`]).
 pub(crate) fn acquire(
     store: &dyn LocationStore,
     node: NodeRid,
     generation: NodeGeneration,
     mesh: &MeshName,
+    cancel: &StartCancel,
 ) -> Result<OwnerLease, StartError> {
     let mut waited_for = None;
     let mut retry = UNAVAILABLE_RETRY_MIN;
     loop {
-        let (holder, expires_at) = match store.acquire_lease(node, generation, mesh) {
+        if cancel.is_cancelled() {
+            return Err(StartError::Cancelled);
+        }
+        let answer = store.acquire_lease(node, generation, mesh);
+        if cancel.is_cancelled() {
+            give_back_cancelled(store, node, generation, &answer);
+            return Err(StartError::Cancelled);
+        }
+        let (holder, expires_at) = match answer {
             Ok(lease) => return Ok(lease),
             Err(StoreError::LeaseHeld {
                 holder, expires_at, ..
@@ -64,7 +77,15 @@ pub(crate) fn acquire(
                     "the Location Store did not answer the start's owner lease request: \
                      trying again (not ready until it answers)"
                 );
-                std::thread::sleep(retry);
+                if cancel.wait(retry) {
+                    give_back_cancelled(
+                        store,
+                        node,
+                        generation,
+                        &Err(StoreError::Unavailable(detail)),
+                    );
+                    return Err(StartError::Cancelled);
+                }
                 retry = (retry * 2).min(UNAVAILABLE_RETRY_MAX);
                 continue;
             }
@@ -90,7 +111,39 @@ pub(crate) fn acquire(
             }
         }
         let left = expires_at.saturating_duration_since(store.now());
-        std::thread::sleep(left + AFTER_EXPIRY);
+        if cancel.wait(left + AFTER_EXPIRY) {
+            return Err(StartError::Cancelled);
+        }
+    }
+}
+
+/// A cancelled start's last store calls (docs/operations.md "Stopping a
+/// start"): the lease its last request took is given back; a request the
+/// store did not answer may have taken it all the same (its answer lost),
+/// so the store is asked whose the lease is, and this lifecycle's is given
+/// back. Each call is bounded by the store's call timeout; one that fails
+/// leaves the lease to lapse within one term, as after a crash.
+fn give_back_cancelled(
+    store: &dyn LocationStore,
+    node: NodeRid,
+    generation: NodeGeneration,
+    answer: &Result<OwnerLease, StoreError>,
+) {
+    let taken = match answer {
+        Ok(lease) => Some(lease.clone()),
+        Err(StoreError::Unavailable(_)) => match store.lease(node) {
+            Ok(lease) => lease.filter(|lease| lease.node_generation == generation),
+            Err(error) => {
+                tracing::warn!(%node, %error,
+                    "cancelled start: whether the unanswered lease request took the lease \
+                     is not known; if it did, it lapses within one term");
+                None
+            }
+        },
+        Err(_) => None,
+    };
+    if let Some(lease) = taken {
+        release(store, &lease, &[]);
     }
 }
 

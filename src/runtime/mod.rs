@@ -143,6 +143,9 @@ pub(crate) struct NodeConfig {
     pub(crate) hosts_actors: bool,
     pub(crate) store: Option<Arc<dyn LocationStore>>,
     pub(crate) settings: NodeSettings,
+    /// Ends the start from another thread (docs/operations.md "Stopping a
+    /// start").
+    pub(crate) cancel: app::StartCancel,
     pub(crate) handlers: Arc<Handlers>,
     pub(crate) actor_types: HashMap<String, ActorType>,
     pub(crate) spot_kinds: HashMap<String, SpotKind>,
@@ -784,9 +787,44 @@ pub(crate) fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
             config.rid,
             config.generation,
             &config.mesh,
+            &config.cancel,
         )?),
         _ => None,
     };
+    // From here on the lease is this start's to give back: a start that
+    // fails or is cancelled after taking it would otherwise make the
+    // node's next start wait a whole term (docs/operations.md "Stopping a
+    // start").
+    let store = config.store.clone();
+    let cancel = config.cancel.clone();
+    let given_back = |lease: &Option<OwnerLease>| {
+        if let (Some(store), Some(lease)) = (&store, lease) {
+            lease::release(store.as_ref(), lease, &[]);
+        }
+    };
+    match start_leased(config, lease.clone(), shards, io_backend, store_metrics) {
+        Ok(mut running) if cancel.is_cancelled() => {
+            running.stop_and_join();
+            running.release_lease();
+            Err(StartError::Cancelled)
+        }
+        Ok(running) => Ok(running),
+        Err(error) => {
+            given_back(&lease);
+            Err(error)
+        }
+    }
+}
+
+/// The start's steps after the owner lease (if any) was taken: the shard
+/// threads, each listening, then the node's shared state.
+fn start_leased(
+    config: NodeConfig,
+    lease: Option<OwnerLease>,
+    shards: u16,
+    io_backend: IoBackend,
+    store_metrics: Option<Arc<metrics::StoreMetrics>>,
+) -> Result<RunningNode, StartError> {
     let lease_generation = lease.as_ref().map(|l| l.generation).unwrap_or_default();
     let leased = lease.is_some();
     let me = Peer {

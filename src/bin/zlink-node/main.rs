@@ -45,6 +45,12 @@ const EXIT_CONFIG: u8 = 2;
 /// How often a start that waits looks for a stop signal.
 const START_POLL: std::time::Duration = std::time::Duration::from_millis(50);
 
+/// How long a stop signal during the start waits for the cancelled start
+/// to end: a store call in flight and the give-back's two calls, each
+/// bounded by the store's call timeout (500 ms by default), with room to
+/// spare, and well inside a supervisor's usual 30 s grace period.
+const START_CANCEL_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The command line: the config file and nothing that belongs in it.
 #[derive(Parser)]
 #[command(
@@ -212,7 +218,8 @@ fn run(config: &Config, stop: &signals::StopSignals, console: bool) -> ExitCode 
     // start that waits — for a crashed predecessor's lease, up to a term,
     // or for a store that does not answer, for as long as it does not
     // (docs/operations.md "Probes") — instead of waiting behind it.
-    let builder = game::register(builder, &stats);
+    let cancel = zlink::api::StartCancel::new();
+    let builder = game::register(builder, &stats).cancel_with(cancel.clone());
     let (started, start) = std::sync::mpsc::channel();
     let spawned = std::thread::Builder::new()
         .name("zlink-node-start".to_owned())
@@ -235,7 +242,7 @@ fn run(config: &Config, stop: &signals::StopSignals, console: bool) -> ExitCode 
         if let Some(signal) = stop.take_pending() {
             println!("zlink-node stopping before it started: {signal}");
             let _ = std::io::stdout().flush();
-            return ExitCode::SUCCESS;
+            return stop_the_start(&cancel, &start);
         }
     };
     let node = match started {
@@ -312,6 +319,32 @@ fn run(config: &Config, stop: &signals::StopSignals, console: bool) -> ExitCode 
     if lapsed {
         return ExitCode::from(LEASE_LAPSED_EXIT);
     }
+    ExitCode::SUCCESS
+}
+
+/// A stop signal during the start: the start is cancelled and waited for,
+/// so that an owner lease it took in the same instant is given back and
+/// the next start of this node need not wait a term for it
+/// (docs/operations.md "Stopping a start"). A store call in flight bounds
+/// the wait (its call timeout, then the give-back's); a start that won the
+/// race with the signal is stopped cleanly.
+fn stop_the_start(
+    cancel: &zlink::api::StartCancel,
+    start: &std::sync::mpsc::Receiver<Result<zlink::api::Node, StartError>>,
+) -> ExitCode {
+    cancel.cancel();
+    match start.recv_timeout(START_CANCEL_WAIT) {
+        Ok(Ok(node)) => node.shutdown(),
+        Ok(Err(StartError::Cancelled)) => {}
+        Ok(Err(e)) => eprintln!("zlink-node: {e}"),
+        Err(_) => eprintln!(
+            "zlink-node: the start did not end within {} s of its cancel; exiting (a lease it \
+             took lapses within one term)",
+            START_CANCEL_WAIT.as_secs()
+        ),
+    }
+    println!("zlink-node stopped before it started");
+    let _ = std::io::stdout().flush();
     ExitCode::SUCCESS
 }
 

@@ -5,8 +5,10 @@
 //! arrows run one way (api → runtime).
 
 pub mod actor;
+mod cancel;
 pub mod session;
 mod settings;
 pub mod spot;
 
+pub use cancel::StartCancel;
 pub use settings::{NodeSettings, RelocationUnit, StartError};

@@ -242,12 +242,21 @@ pub enum StartError {
     /// A socket could not be set up.
     #[error("could not start: {0}")]
     Io(String),
+    /// The start was ended by [`StartCancel::cancel`](crate::api::StartCancel::cancel)
+    /// before it returned a node; whatever it had taken was given back.
+    #[error("the start was cancelled")]
+    Cancelled,
 }
 
 impl StartError {
-    /// Every start failure is a configuration error in the closed vocabulary.
+    /// The closed vocabulary's reason: a start ended by its own
+    /// [`StartCancel`](crate::api::StartCancel) is a node shutting down,
+    /// every other start failure a configuration error.
     pub fn error(&self) -> Error {
-        Error::new(Reason::InvalidConfiguration)
+        match self {
+            Self::Cancelled => Error::new(Reason::ShuttingDown),
+            _ => Error::new(Reason::InvalidConfiguration),
+        }
     }
 }
 
