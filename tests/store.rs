@@ -1125,6 +1125,41 @@ fn redis_connection_loss_is_unavailable_then_recovers_after_a_restart() {
     );
 }
 
+/// A Redis at its `maxclients` limit closes a new connection as it is set
+/// up, as a TLS-only port closes a plaintext one: the detail names both
+/// (until 7 December 2026 it named only TLS, and sent the operator of a
+/// full Redis to the URL). Every call is `Unavailable` meanwhile, and the
+/// store serves once a client slot is free.
+#[test]
+fn a_redis_at_maxclients_is_unavailable_and_the_detail_names_the_limit() {
+    let server = RedisServer::start(Mode::Volatile);
+    let admin = ::redis::Client::open(server.url()).unwrap();
+    let mut admin = admin
+        .get_connection_with_timeout(Duration::from_secs(10))
+        .unwrap();
+    // Given a Redis whose one client slot is taken by this connection,
+    let _: () = ::redis::cmd("CONFIG")
+        .arg(&["SET", "maxclients", "1"])
+        .query(&mut admin)
+        .unwrap();
+    let store = open(&server, "maxclients", Duration::from_secs(10));
+    // when the store calls it, the call is Unavailable and says why,
+    match store.lookup(&actor("player-1")) {
+        Err(StoreError::Unavailable(detail)) => {
+            assert!(detail.contains("maxclients"), "{detail}");
+            assert!(detail.contains("rediss://"), "{detail}");
+        }
+        other => panic!("expected Unavailable, got {other:?}"),
+    }
+    // and once the slot is free, the same store serves.
+    let _: () = ::redis::cmd("CONFIG")
+        .arg(&["SET", "maxclients", "100"])
+        .query(&mut admin)
+        .unwrap();
+    drop(admin);
+    assert_eq!(store.lookup(&actor("player-1")).unwrap(), None);
+}
+
 /// A call to a server that accepts the connection but never answers ends
 /// with `Unavailable` after the call timeout, not never.
 #[test]

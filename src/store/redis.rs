@@ -609,8 +609,12 @@ fn tls_error(error: &::redis::RedisError) -> Option<&rustls::Error> {
 /// What a connection that failed while it was being set up most likely
 /// means, when the server answers nothing a client could read:
 ///
-/// - plaintext, closed by the server: the port speaks TLS only, and the
-///   plaintext request was dropped as a bad handshake;
+/// - plaintext, closed by the server: a Redis at its `maxclients` limit
+///   (it writes its error and closes before any request, and the client
+///   reads only the close), or a port that speaks TLS only, which drops
+///   the plaintext request as a bad handshake. Both are named: a hint
+///   that named only the second sent an operator of a full Redis to the
+///   URL;
 /// - TLS, no answer within the timeout: a hung server, or a plaintext port
 ///   (Redis reads the TLS hello as a command that never ends).
 fn setup_failure(error: &::redis::RedisError, tls: bool) -> Option<String> {
@@ -622,8 +626,9 @@ fn setup_failure(error: &::redis::RedisError, tls: bool) -> Option<String> {
         .map(std::io::Error::kind)?;
     let hint = match (tls, kind) {
         (false, ErrorKind::ConnectionReset | ErrorKind::UnexpectedEof | ErrorKind::BrokenPipe) => {
-            "the server closed the connection as it was set up: if its port speaks TLS \
-             only, the URL is rediss://"
+            "the server closed the connection as it was set up: a Redis at its maxclients \
+             limit does so (its INFO clients says how many it holds), and so does a port \
+             that speaks TLS only (then the URL is rediss://)"
         }
         (true, ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
             "TLS: no answer to the handshake within the call timeout: a hung server, or \
