@@ -797,11 +797,6 @@ pub(crate) fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
     // start").
     let store = config.store.clone();
     let cancel = config.cancel.clone();
-    let given_back = |lease: &Option<OwnerLease>| {
-        if let (Some(store), Some(lease)) = (&store, lease) {
-            lease::release(store.as_ref(), lease, &[]);
-        }
-    };
     match start_leased(config, lease.clone(), shards, io_backend, store_metrics) {
         Ok(mut running) if cancel.is_cancelled() => {
             running.stop_and_join();
@@ -810,7 +805,9 @@ pub(crate) fn start(config: NodeConfig) -> Result<RunningNode, StartError> {
         }
         Ok(running) => Ok(running),
         Err(error) => {
-            given_back(&lease);
+            if let (Some(store), Some(lease)) = (&store, &lease) {
+                lease::release(store.as_ref(), lease, &[]);
+            }
             Err(error)
         }
     }
