@@ -167,3 +167,46 @@ fn a_frame_within_the_larger_limit_of_two_nodes_crosses_their_link_and_leaves_it
     assert_eq!(closed, vec![0, 0]);
     assert!(mesh[0].node.wait_linked(2, std::time::Duration::ZERO));
 }
+
+/// A client that sends and never reads (a stalled or hostile reader): the
+/// replies it does not take pile up in its outbound queue, and once that
+/// passes `outbound_max` the node aborts the connection and counts it
+/// (`client_outbound_overflow`, docs/threading.md "Timeouts on the
+/// edges"), so no reader can make the node hold more than the bound. A
+/// session beside it is served throughout.
+#[test]
+fn a_client_that_does_not_read_is_cut_at_the_outbound_bound_and_counted() {
+    const BOUND: usize = 64 * 1024;
+    let game = start_game(GameOptions {
+        settings: Some(zlink::api::NodeSettings {
+            outbound_max: BOUND,
+            ..zlink::api::NodeSettings::default()
+        }),
+        ..GameOptions::default()
+    });
+    let mut stalled = login(&game, "stalled");
+    let mut served = login(&game, "served");
+    // Given a session that sends requests of 60,000 bytes, each answered
+    // with its payload, and reads none of the answers (at most 60 MB,
+    // far past what the kernel's socket buffers take before the node
+    // queues),
+    let big = sized("stalled", 60_000);
+    let overflows = || {
+        game.node
+            .flow_counters()
+            .get(FlowTrace::ClientOutboundOverflow)
+    };
+    for _ in 0..1_000 {
+        if overflows() > 0 || stalled.start_request(RELAY, big.clone()).is_err() {
+            break;
+        }
+    }
+    // then the node cuts it once, counted,
+    wait_until("the stalled reader is cut and counted", || overflows() == 1);
+    // and the other session's requests are answered.
+    let small = sized("served", 100);
+    for _ in 0..10 {
+        assert_eq!(served.request(RELAY, small.clone(), WAIT).unwrap(), small);
+    }
+    assert_eq!(overflows(), 1);
+}

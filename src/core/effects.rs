@@ -16,6 +16,7 @@ use super::session::{SessionEvent, SessionTimer};
 use super::time::Instant;
 use super::timer::{TimerKey, TimerWheel};
 use super::trace::{FlowCounters, FlowTrace};
+use super::warn_budget::WarnBudget;
 use crate::ids::{NodeGeneration, NodeRid, Peer};
 use crate::wire::node::NodeRecord;
 
@@ -90,6 +91,11 @@ pub enum CoreEvent {
     Host(super::host_ask::HostEvent),
 }
 
+/// Warning-level flow events logged per [`FLOW_WARN_WINDOW`] by one core
+/// (one shard); every one is counted all the same.
+pub(crate) const FLOW_WARN_BURST: u32 = 10;
+pub(crate) const FLOW_WARN_WINDOW: Duration = Duration::from_secs(1);
+
 /// The outputs of one shard core, and its timer wheel.
 #[derive(Debug)]
 pub(crate) struct Effects {
@@ -98,6 +104,10 @@ pub(crate) struct Effects {
     events: VecDeque<CoreEvent>,
     timers: TimerWheel<CoreTimer>,
     counters: FlowCounters,
+    /// The log lines of warning-level flow events: a peer or a client can
+    /// trigger many of them (stale records, overflowing queues), so a
+    /// flood is counted in full and logged in part.
+    warnings: WarnBudget<Instant>,
     /// When the record being handled entered this node's path: `now`,
     /// unless the runtime says it waited in another shard's hop first
     /// ([`super::shard::ShardCore::handle_record_since`]). The start of a
@@ -116,6 +126,7 @@ impl Effects {
             events: VecDeque::new(),
             timers: TimerWheel::with_defaults(now),
             counters: FlowCounters::default(),
+            warnings: WarnBudget::new(now, FLOW_WARN_BURST, FLOW_WARN_WINDOW),
             arrived: now,
             latency: Arc::default(),
         }
@@ -170,8 +181,17 @@ impl Effects {
         self.events.push_back(event);
     }
 
+    /// Counts `event` and logs it: a warning-level event within the
+    /// budget of [`FLOW_WARN_BURST`] lines per [`FLOW_WARN_WINDOW`] of
+    /// input time, the next line saying how many were left out; the others
+    /// at debug level.
     pub(crate) fn trace(&mut self, event: FlowTrace) {
         self.counters.record(event);
+        if !event.is_warning() {
+            tracing::debug!(flow = event.name(), "flow trace");
+        } else if let Some(suppressed) = self.warnings.admit(self.now) {
+            tracing::warn!(flow = event.name(), suppressed, "flow trace");
+        }
     }
 
     /// Counts `count` occurrences of `event` at once.
@@ -267,5 +287,76 @@ impl Effects {
 
     pub(crate) fn counters(&self) -> &FlowCounters {
         &self.counters
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+    use tracing::field::{Field, Visit};
+    use tracing::span::{Attributes, Id, Record};
+    use tracing::{Event, Level, Metadata, Subscriber};
+
+    /// The `suppressed` field of every WARN event, in order.
+    #[derive(Default)]
+    struct Warnings(Mutex<Vec<u64>>);
+
+    struct Suppressed(u64);
+
+    impl Visit for Suppressed {
+        fn record_u64(&mut self, field: &Field, value: u64) {
+            if field.name() == "suppressed" {
+                self.0 = value;
+            }
+        }
+        fn record_debug(&mut self, _: &Field, _: &dyn std::fmt::Debug) {}
+    }
+
+    impl Subscriber for &'static Warnings {
+        fn enabled(&self, _: &Metadata<'_>) -> bool {
+            true
+        }
+        fn new_span(&self, _: &Attributes<'_>) -> Id {
+            Id::from_u64(1)
+        }
+        fn record(&self, _: &Id, _: &Record<'_>) {}
+        fn record_follows_from(&self, _: &Id, _: &Id) {}
+        fn event(&self, event: &Event<'_>) {
+            if *event.metadata().level() == Level::WARN {
+                let mut suppressed = Suppressed(0);
+                event.record(&mut suppressed);
+                self.0.lock().unwrap().push(suppressed.0);
+            }
+        }
+        fn enter(&self, _: &Id) {}
+        fn exit(&self, _: &Id) {}
+    }
+
+    /// A flood of warning-level flow events, as a stalled reader per
+    /// connection or a peer's stale records make, is counted in full and
+    /// logged within the budget; the first line after the window says how
+    /// many were left out.
+    #[test]
+    fn a_flood_of_flow_warnings_is_counted_in_full_and_logged_within_the_budget() {
+        let warnings: &'static Warnings = Box::leak(Box::default());
+        let start = Instant::from_millis(7);
+        let mut fx = Effects::new(start);
+        tracing::subscriber::with_default(warnings, || {
+            for _ in 0..1_000 {
+                fx.trace(FlowTrace::ClientOutboundOverflow);
+                fx.trace(FlowTrace::PushRejectedNotCurrent);
+            }
+            fx.advance(start + FLOW_WARN_WINDOW);
+            fx.trace(FlowTrace::RelocationRecordStale);
+        });
+        let logged = warnings.0.lock().unwrap().clone();
+        let burst = FLOW_WARN_BURST as usize;
+        assert_eq!(logged.len(), burst + 1, "{logged:?}");
+        assert_eq!(logged[..burst], vec![0; burst][..]);
+        assert_eq!(logged[burst], 1_000 - FLOW_WARN_BURST as u64);
+        assert_eq!(fx.counters.get(FlowTrace::ClientOutboundOverflow), 1_000);
+        assert_eq!(fx.counters.get(FlowTrace::PushRejectedNotCurrent), 1_000);
+        assert_eq!(fx.counters.get(FlowTrace::RelocationRecordStale), 1);
     }
 }

@@ -23,6 +23,7 @@ pub use crate::time;
 pub(crate) use crate::time;
 pub mod timer;
 pub mod trace;
+pub(crate) mod warn_budget;
 
 #[cfg(feature = "testing")]
 pub use effects::CoreTimer;

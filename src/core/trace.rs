@@ -173,6 +173,11 @@ flow_trace! {
     /// client frame deadline (a slow writer): the session was closed with
     /// ProtocolError (docs/threading.md "Timeouts on the edges").
     ClientFrameTimeout => "client_frame_timeout", debug;
+    /// A client that does not read what it is sent (a stalled or hostile
+    /// reader): its outbound queue grew past `NodeSettings::outbound_max`,
+    /// so the connection was aborted rather than let the node's memory
+    /// grow (docs/threading.md "Timeouts on the edges").
+    ClientOutboundOverflow => "client_outbound_overflow", warn;
     /// A WebSocket connection that did not finish its upgrade within the
     /// handshake deadline: closed (docs/threading.md "Timeouts on the edges").
     WebSocketHandshakeTimeout => "websocket_handshake_timeout", debug;
@@ -262,14 +267,10 @@ impl Default for FlowCounters {
 }
 
 impl FlowCounters {
-    /// Counts `event` and emits it through `tracing`.
+    /// Counts `event`. Its log line is the core's to write, within a
+    /// budget (`Effects::trace`).
     pub fn record(&mut self, event: FlowTrace) {
         self.counts[event as usize] += 1;
-        if event.is_warning() {
-            tracing::warn!(flow = event.name(), "flow trace");
-        } else {
-            tracing::debug!(flow = event.name(), "flow trace");
-        }
     }
 
     /// How many times `event` was recorded.

@@ -28,9 +28,9 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant as StdInstant};
 
 use super::deadlines::FifoDeadlines;
-use super::rate_limit::WarnBudget;
 use crate::core::shard::{record_role, RecordRole, ShardCore};
 use crate::core::trace::FlowTrace;
+use crate::core::warn_budget::WarnBudget;
 use crate::error::{Error, Reason};
 use crate::ids::RequestId;
 use crate::ids::{MeshName, NodeGeneration, NodeRid, Peer};
@@ -266,7 +266,7 @@ pub(crate) struct Links {
     /// no clock of their own (docs/threading.md "One clock per turn").
     now: StdInstant,
     /// The handshake warnings' budget.
-    warnings: WarnBudget,
+    warnings: WarnBudget<StdInstant>,
     /// Link connections whose handshake has not finished, each with the
     /// link handshake deadline (docs/threading.md "Timeouts on the edges").
     handshakes: FifoDeadlines<ConnId>,

@@ -48,11 +48,11 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
 use super::links::LinkStatus;
-use super::rate_limit::WarnBudget;
 use super::router::{Router, ShardMsg};
 use super::{NodeShared, PublishedCounters};
 use crate::core::latency::{LatencySnapshot, PushOrigin, SealEnd};
 use crate::core::trace::FlowTrace;
+use crate::core::warn_budget::WarnBudget;
 use crate::ids::{ActorId, MeshName, NodeGeneration, NodeRid, RelocationId};
 use crate::runtime::app::RelocationUnit;
 use crate::store::{
@@ -866,7 +866,7 @@ pub(crate) struct StoreMetrics {
     /// Per [`StoreOp`], one counter per [`ERROR_KINDS`] entry.
     errors: Vec<[Counter; ERROR_KINDS.len()]>,
     /// The refusal warnings' budget.
-    refusals: std::sync::Mutex<WarnBudget>,
+    refusals: std::sync::Mutex<WarnBudget<std::time::Instant>>,
     /// A refusal was logged and no call has succeeded since: the next that
     /// does says the store serves this node again.
     refusing: AtomicBool,

@@ -5,49 +5,8 @@
 //! before any application queue: a request ends `RateLimited`, a one-way
 //! message is dropped and counted (`session_rate_limited`). Nothing a
 //! client sends can make a node queue more than the rate allows.
-//!
-//! Also the budget of warnings that something outside the node can trigger
-//! again and again (a peer's failed handshakes, a store's refusals):
-//! [`WarnBudget`].
 
-use std::time::{Duration, Instant};
-
-/// At most `burst` warnings per `window`; the ones over it are counted and
-/// the count is given with the next one logged.
-#[derive(Debug)]
-pub(crate) struct WarnBudget {
-    burst: u32,
-    window: Duration,
-    since: Instant,
-    used: u32,
-    suppressed: u64,
-}
-
-impl WarnBudget {
-    pub(crate) fn new(now: Instant, burst: u32, window: Duration) -> Self {
-        Self {
-            burst,
-            window,
-            since: now,
-            used: 0,
-            suppressed: 0,
-        }
-    }
-
-    /// `Some(suppressed since the last one)` when a warning may be logged.
-    pub(crate) fn admit(&mut self, now: Instant) -> Option<u64> {
-        if now.saturating_duration_since(self.since) >= self.window {
-            self.since = now;
-            self.used = 0;
-        }
-        if self.used >= self.burst {
-            self.suppressed += 1;
-            return None;
-        }
-        self.used += 1;
-        Some(std::mem::take(&mut self.suppressed))
-    }
-}
+use std::time::Instant;
 
 /// One session's bucket.
 #[derive(Debug)]
@@ -87,18 +46,6 @@ impl TokenBucket {
 mod tests {
     use super::*;
     use std::time::Duration;
-
-    #[test]
-    fn warnings_over_the_budget_are_counted_and_told_with_the_next() {
-        let start = Instant::now();
-        let mut budget = WarnBudget::new(start, 10, Duration::from_secs(1));
-        for _ in 0..10 {
-            assert_eq!(budget.admit(start), Some(0));
-        }
-        assert_eq!(budget.admit(start), None);
-        assert_eq!(budget.admit(start), None);
-        assert_eq!(budget.admit(start + Duration::from_secs(1)), Some(2));
-    }
 
     #[test]
     fn a_burst_then_the_rate_and_no_limit_at_zero() {

@@ -416,7 +416,8 @@ impl ShardState {
         };
         frame.encode(outbound);
         if self.reactor.outbound_len(conn) > self.node.settings.outbound_max {
-            tracing::warn!(?conn, "client outbound queue over its bound: disconnecting");
+            tracing::debug!(?conn, "client outbound queue over its bound: disconnecting");
+            self.core.trace(FlowTrace::ClientOutboundOverflow);
             self.reactor.abort(conn);
         }
     }

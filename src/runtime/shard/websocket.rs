@@ -153,7 +153,8 @@ impl ShardState {
         }
         self.ws_flush(conn);
         if self.reactor.outbound_len(conn) > self.node.settings.outbound_max {
-            tracing::warn!(?conn, "client outbound queue over its bound: disconnecting");
+            tracing::debug!(?conn, "client outbound queue over its bound: disconnecting");
+            self.core.trace(FlowTrace::ClientOutboundOverflow);
             self.ws.remove(&conn);
             self.reactor.abort(conn);
         }
