@@ -467,3 +467,70 @@ fn readyz_waits_for_a_peer_that_never_links_no_longer_than_ready_link_wait() {
     assert!(line.contains("missing=[1]"), "{line}");
     assert_eq!(get(address, "/readyz"), (200, "ready\n".to_owned()));
 }
+
+/// Connections that hold the endpoint open do not hold up a probe
+/// (docs/operations.md "Probes"): with 64 connections that send nothing
+/// and 64 that sent half a request head, `/healthz`, `/readyz` and
+/// `/metrics` are answered all the same (until 7 December 2026 the
+/// endpoint gave each connection a thread of a small pool, and eight
+/// idle ones made `/healthz` hang: a liveness probe would have restarted a
+/// node that served). A half-sent head is closed at the header timeout
+/// (5 s), never sooner.
+#[test]
+fn probes_are_answered_while_idle_and_half_sent_connections_hold_the_endpoint() {
+    use std::io::Write;
+    const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+    let redis = RedisServer::start(Mode::Volatile);
+    let dir = temp_dir("probes-held");
+    let path = write_config(
+        &dir,
+        "node-1.toml",
+        &config_with_metrics(1, &redis, "probes-held", ""),
+    );
+    let mut node = NodeProcess::start(1, &path);
+    let address = node.metrics.expect("the node serves listen.metrics");
+    node.wait_line(Stream::Err, LINKED_IN);
+    // Given connections that send nothing, and connections whose request
+    // head stops half way,
+    let connect = || TcpStream::connect_timeout(&address, WAIT).expect("the endpoint accepts");
+    let idle: Vec<TcpStream> = (0..64).map(|_| connect()).collect();
+    let opened = Instant::now();
+    let half: Vec<TcpStream> = (0..64)
+        .map(|_| {
+            let mut stream = connect();
+            stream
+                .write_all(b"GET /healthz HTTP/1.1\r\nHost: probe\r\n")
+                .expect("half a head is sent");
+            stream
+        })
+        .collect();
+    // then each probe and a scrape are answered while they are held open,
+    assert_eq!(get(address, "/healthz"), (200, "ok\n".to_owned()));
+    assert_eq!(get(address, "/readyz"), (200, "ready\n".to_owned()));
+    let (status, text) = get(address, "/metrics");
+    assert_eq!(status, 200);
+    assert_line(&text, r#"zlink_ready{node="1"} 1"#);
+    // and a half-sent head is closed at the header timeout, never sooner
+    // (the read ends with the close; no answer came before it).
+    let mut first = half.into_iter().next().expect("a half-sent connection");
+    first
+        .set_read_timeout(Some(HEADER_TIMEOUT + WAIT))
+        .expect("a read timeout");
+    let mut answer = Vec::new();
+    let _ = first.read_to_end(&mut answer);
+    let closed_after = opened.elapsed();
+    assert!(
+        closed_after >= HEADER_TIMEOUT,
+        "closed after {closed_after:?}, before the header timeout"
+    );
+    assert!(
+        closed_after < HEADER_TIMEOUT + WAIT,
+        "not closed within {:?} of the header timeout",
+        WAIT
+    );
+    assert!(
+        !String::from_utf8_lossy(&answer).contains("200 OK"),
+        "a half-sent head was answered: {answer:?}"
+    );
+    drop(idle);
+}

@@ -12,20 +12,52 @@
 //!   every node out of service while relays and pushes still flow; it shows
 //!   in the metrics instead (`zlink_store_errors_total`).
 //!
-//! HTTP is `tiny_http`'s, served on threads of their own, never a shard's,
-//! from before the node starts (`/readyz` says `starting` while the start
-//! waits for a predecessor's lease) to the process's exit, so a probe sees
-//! the drain through.
-//! Two threads take requests, so a liveness probe does not wait behind a
-//! scrape (which waits up to 500 ms for the shards' answers).
+//! HTTP is hyper's (HTTP/1.1), on a single-threaded tokio runtime on a
+//! thread of its own, never a shard's, from before the node starts
+//! (`/readyz` says `starting` while the start waits for a predecessor's
+//! lease) to the process's exit, so a probe sees the drain through. Each
+//! connection is a task, so an idle or slow client holds no thread and no
+//! probe waits behind it (with tiny_http, used until 7 December 2026, each
+//! connection held a pool thread, and eight idle ones made `/healthz`
+//! hang: a liveness probe would have restarted a node that served):
+//!
+//! - a connection that sends no whole request head within
+//!   [`HEADER_TIMEOUT`] of its accept or of its last answer (idle
+//!   keep-alive, a slow writer) is closed;
+//! - a connection lives at most [`CONNECTION_LIFETIME`] (a client that
+//!   does not read its answer);
+//! - at most [`CONNECTIONS_MAX`] are open at once; one over it is closed
+//!   at its accept;
+//! - a scrape waits up to 500 ms for the shards' answers, so it is encoded
+//!   on a blocking thread, at most [`SCRAPES`] at once: a probe never waits
+//!   behind a scrape.
 
+use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use zlink::api::{NodeMetrics, METRICS_CONTENT_TYPE};
 
-/// Threads answering requests.
-const SERVERS: usize = 2;
+/// How long a connection may take to send a whole request head, from its
+/// accept or from its last answer.
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a connection lives at most.
+pub const CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
+/// Connections open at once at most.
+pub const CONNECTIONS_MAX: usize = 1_024;
+/// Scrapes encoded at once at most.
+pub const SCRAPES: usize = 2;
+/// How long the listener rests after an accept failed (out of
+/// descriptors): the failure would repeat at once.
+const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 
 /// The endpoint: its listener and the node it reports on once started.
 pub struct Endpoint {
@@ -42,26 +74,25 @@ impl Endpoint {
     /// first also fails the start on an address in use before any lease is
     /// taken.
     pub fn bind(address: SocketAddr) -> Result<Self, String> {
-        let server = tiny_http::Server::http(address)
+        let listener = std::net::TcpListener::bind(address)
+            .and_then(|listener| listener.set_nonblocking(true).map(|()| listener))
             .map_err(|e| format!("listen.metrics: cannot listen on {address}: {e}"))?;
-        let address = server
-            .server_addr()
-            .to_ip()
-            .ok_or_else(|| format!("listen.metrics: {address} is not an IP address"))?;
-        let server = Arc::new(server);
+        let address = listener
+            .local_addr()
+            .map_err(|e| format!("listen.metrics: {address}: {e}"))?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .enable_time()
+            .max_blocking_threads(SCRAPES)
+            .thread_name("zlink-node-scrape")
+            .build()
+            .map_err(|e| format!("listen.metrics: cannot start its runtime: {e}"))?;
         let node: Arc<OnceLock<NodeMetrics>> = Arc::default();
-        for index in 0..SERVERS {
-            let (server, node) = (Arc::clone(&server), Arc::clone(&node));
-            std::thread::Builder::new()
-                .name(format!("zlink-node-probes-{index}"))
-                .spawn(move || {
-                    // `recv` fails only when the listener is gone.
-                    while let Ok(request) = server.recv() {
-                        answer(request, node.get());
-                    }
-                })
-                .map_err(|e| format!("listen.metrics: cannot start its thread: {e}"))?;
-        }
+        let served = Arc::clone(&node);
+        std::thread::Builder::new()
+            .name("zlink-node-probes".to_owned())
+            .spawn(move || runtime.block_on(serve(listener, served)))
+            .map_err(|e| format!("listen.metrics: cannot start its thread: {e}"))?;
         Ok(Self { node, address })
     }
 
@@ -71,42 +102,108 @@ impl Endpoint {
     }
 
     /// The node started: report on it from now on, until the process
-    /// exits (through its drain: the threads outlive the node).
+    /// exits (through its drain: the thread outlives the node).
     pub fn attach(&self, metrics: NodeMetrics) {
         let _ = self.node.set(metrics);
     }
 }
 
-/// Answers one request; a client that went away is not an error here.
-/// `metrics` is `None` until the node started.
-fn answer(request: tiny_http::Request, metrics: Option<&NodeMetrics>) {
-    let path = request.url().split('?').next().unwrap_or("");
-    let is_get = matches!(request.method(), tiny_http::Method::Get);
-    let (status, content_type, body) = match (is_get, path) {
-        (true, "/healthz") => (200, TEXT, "ok\n".to_owned()),
-        (true, "/metrics") => match metrics {
-            Some(metrics) => (200, METRICS_CONTENT_TYPE, metrics.encode()),
-            None => (503, TEXT, "starting\n".to_owned()),
+/// Accepts connections until the process exits, each served as a task.
+async fn serve(listener: std::net::TcpListener, node: Arc<OnceLock<NodeMetrics>>) {
+    let listener = match tokio::net::TcpListener::from_std(listener) {
+        Ok(listener) => listener,
+        Err(error) => {
+            tracing::error!(%error, "listen.metrics: the endpoint cannot serve");
+            return;
+        }
+    };
+    let open = Arc::new(tokio::sync::Semaphore::new(CONNECTIONS_MAX));
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(error) => {
+                tracing::debug!(%error, "listen.metrics: accept failed");
+                tokio::time::sleep(ACCEPT_PAUSE).await;
+                continue;
+            }
+        };
+        let Ok(permit) = Arc::clone(&open).try_acquire_owned() else {
+            tracing::debug!(
+                "listen.metrics: {CONNECTIONS_MAX} connections open; closing a new one"
+            );
+            continue;
+        };
+        let node = Arc::clone(&node);
+        tokio::spawn(async move {
+            let service = service_fn(move |request| answer(request, Arc::clone(&node)));
+            let connection = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
+                .serve_connection(TokioIo::new(stream), service);
+            // A connection that errs or overstays ends here; either way
+            // the client is gone or dropped, which is not an error here.
+            let _ = tokio::time::timeout(CONNECTION_LIFETIME, connection).await;
+            drop(permit);
+        });
+    }
+}
+
+/// Answers one request. The node's metrics are `None` until it started.
+async fn answer(
+    request: Request<Incoming>,
+    node: Arc<OnceLock<NodeMetrics>>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    let is_get = request.method() == Method::GET;
+    let metrics = node.get();
+    let (status, content_type, body) = match (is_get, request.uri().path()) {
+        (true, "/healthz") => (StatusCode::OK, TEXT, "ok\n".to_owned()),
+        (true, "/metrics") => match metrics.cloned() {
+            Some(metrics) => match tokio::task::spawn_blocking(move || metrics.encode()).await {
+                Ok(text) => (StatusCode::OK, METRICS_CONTENT_TYPE, text),
+                Err(error) => (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    TEXT,
+                    format!("metrics: the scrape failed: {error}\n"),
+                ),
+            },
+            None => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                TEXT,
+                "starting\n".to_owned(),
+            ),
         },
         (true, "/readyz") => match metrics.map(NodeMetrics::readiness) {
-            Some(readiness) if readiness.is_ready() => (200, TEXT, format!("{readiness}\n")),
-            Some(readiness) => (503, TEXT, format!("{readiness}\n")),
-            None => (503, TEXT, "starting\n".to_owned()),
+            Some(readiness) if readiness.is_ready() => {
+                (StatusCode::OK, TEXT, format!("{readiness}\n"))
+            }
+            Some(readiness) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                TEXT,
+                format!("{readiness}\n"),
+            ),
+            None => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                TEXT,
+                "starting\n".to_owned(),
+            ),
         },
-        (false, "/metrics" | "/healthz" | "/readyz") => {
-            (405, TEXT, "only GET is served\n".to_owned())
-        }
+        (false, "/metrics" | "/healthz" | "/readyz") => (
+            StatusCode::METHOD_NOT_ALLOWED,
+            TEXT,
+            "only GET is served\n".to_owned(),
+        ),
         _ => (
-            404,
+            StatusCode::NOT_FOUND,
             TEXT,
             "not found: GET /metrics, /healthz or /readyz\n".to_owned(),
         ),
     };
-    let mut response = tiny_http::Response::from_string(body).with_status_code(status);
-    if let Ok(header) = tiny_http::Header::from_bytes("Content-Type", content_type) {
-        response = response.with_header(header);
-    }
-    let _ = request.respond(response);
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    Ok(response)
 }
 
 /// The `Content-Type` of the probes' plain answers.
