@@ -276,7 +276,7 @@ fn a_browser_origin_off_the_list_gets_403_and_no_session() {
     assert_eq!(
         game.node
             .flow_counters()
-            .get(FlowTrace::WebSocketUpgradeRefused),
+            .get(FlowTrace::WebSocketOriginRefused),
         1
     );
     // The same client from the allowed Origin, or with no Origin (not a
@@ -297,7 +297,7 @@ fn a_browser_origin_off_the_list_gets_403_and_no_session() {
     assert_eq!(
         game.node
             .flow_counters()
-            .get(FlowTrace::WebSocketUpgradeRefused),
+            .get(FlowTrace::WebSocketOriginRefused),
         1
     );
 }
@@ -344,4 +344,107 @@ fn a_clients_close_frame_is_answered_and_ends_its_session_as_a_tcp_close_does() 
     }
     // §7: the bound Actor is told, once.
     assert_eq!(game.disconnect_events.recv_timeout(WAIT).unwrap(), "leaver");
+}
+
+/// A client that sends WebSocket pings and never reads: every ping is
+/// answered with a pong that tungstenite writes on its own, and those
+/// answers count against the client's outbound bound as frames do. Once
+/// they pass it the connection is cut and counted
+/// (`client_outbound_overflow`), so a ping flood cannot grow the node's
+/// memory (before, a hostile helper took one node from 82 MB to 1 GB this
+/// way). A session beside it is served throughout.
+#[test]
+fn a_client_that_pings_and_never_reads_is_cut_at_the_outbound_bound() {
+    const BOUND: usize = 64 * 1024;
+    let game = start_game(GameOptions {
+        settings: Some(NodeSettings {
+            outbound_max: BOUND,
+            ..NodeSettings::default()
+        }),
+        configure: Some(Arc::new(|builder| {
+            builder.websocket_listen("127.0.0.1:0".parse().unwrap())
+        })),
+        ..GameOptions::default()
+    });
+    let mut served = login(&game, "served");
+    let mut ws = upgrade(&game.node, None).unwrap();
+    let overflows = || {
+        game.node
+            .flow_counters()
+            .get(FlowTrace::ClientOutboundOverflow)
+    };
+    // Given pings of 125 bytes (the largest a control frame carries), sent
+    // in batches and never read (at most 64 MB),
+    let mut batch = Vec::new();
+    for _ in 0..1_000 {
+        let mut frame = tungstenite::protocol::frame::Frame::ping(vec![7u8; 125]);
+        frame.header_mut().mask = Some([1, 2, 3, 4]);
+        frame.format(&mut batch).unwrap();
+    }
+    for _ in 0..500 {
+        if overflows() > 0 || ws.get_mut().write_all(&batch).is_err() {
+            break;
+        }
+    }
+    // then the node cuts the connection once, counted,
+    wait_until("the pinging reader is cut and counted", || overflows() == 1);
+    // and the session beside it is answered.
+    let small = Bytes::from_static(b"served:ping flood beside");
+    assert_eq!(served.request(RELAY, small.clone(), WAIT).unwrap(), small);
+}
+
+/// A connection to the WebSocket listener is no session until its upgrade,
+/// so `max_sessions` does not bound it; `websocket_upgrades_max` does: with
+/// that many upgrades in progress on the shard, the next connection is
+/// closed at its accept and counted (`websocket_upgrades_full`), and once
+/// one of them ends, an upgrade is taken again.
+#[test]
+fn connections_past_the_upgrades_in_progress_are_closed_at_accept_and_counted() {
+    const MAX: usize = 4;
+    let game = start_game(GameOptions {
+        settings: Some(NodeSettings {
+            websocket_upgrades_max: MAX,
+            ..NodeSettings::default()
+        }),
+        configure: Some(Arc::new(|builder| {
+            builder.websocket_listen("127.0.0.1:0".parse().unwrap())
+        })),
+        ..GameOptions::default()
+    });
+    let address = game.node.websocket_addr().unwrap();
+    let full = || {
+        game.node
+            .flow_counters()
+            .get(FlowTrace::WebSocketUpgradesFull)
+    };
+    // Given as many connections as the shard takes upgrades, each with
+    // half a request (the shard takes accepts in their order, so these
+    // are in progress when the next one comes),
+    let mut waiting: Vec<TcpStream> = (0..MAX)
+        .map(|_| {
+            let mut stream = TcpStream::connect(address).unwrap();
+            stream
+                .write_all(b"GET /play HTTP/1.1\r\nHost: game\r\n")
+                .unwrap();
+            stream
+        })
+        .collect();
+    // when one more connects, it is closed at once, counted,
+    let over = TcpStream::connect(address).unwrap();
+    let _ = closed_after(over, Instant::now());
+    assert_eq!(full(), 1);
+    // and once one of the waiting ones goes away, a browser is upgraded
+    // and served.
+    drop(waiting.pop());
+    let mut ws = None;
+    wait_until("an upgrade is taken again", || {
+        ws = upgrade(&game.node, None).ok();
+        ws.is_some()
+    });
+    let mut ws = ws.expect("upgraded");
+    let mut frame = BytesMut::new();
+    Raw::request(SHARD, 1, Bytes::new()).encode(&mut frame);
+    ws.send(Message::Binary(frame.freeze())).unwrap();
+    assert!(matches!(ws.read().unwrap(), Message::Binary(_)));
+    drop(waiting);
 }

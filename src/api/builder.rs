@@ -143,8 +143,8 @@ impl NodeBuilder {
 
     /// The `Origin`s a browser may open a WebSocket from (for example
     /// `https://game.example.com`); empty, the default, allows any. An
-    /// upgrade whose `Origin` is not listed is refused with 403 Forbidden
-    /// and counted (`websocket_upgrade_refused`). A request without
+    /// upgrade whose `Origin` is not listed, or that has two, is refused
+    /// with 403 Forbidden and counted (`websocket_origin_refused`). A request without
     /// `Origin` is not a browser's and is let through: the list stops other
     /// sites' pages from using a player's browser, it authenticates nobody.
     pub fn websocket_origins<I, S>(mut self, origins: I) -> Self

@@ -181,9 +181,18 @@ flow_trace! {
     /// A WebSocket connection that did not finish its upgrade within the
     /// handshake deadline: closed (docs/threading.md "Timeouts on the edges").
     WebSocketHandshakeTimeout => "websocket_handshake_timeout", debug;
-    /// A WebSocket upgrade refused: an `Origin` not on the allow-list (403),
-    /// or a request that is no upgrade or is too large (400); closed.
+    /// A WebSocket upgrade refused with 400: a request that is no upgrade,
+    /// is too large, or whose `Sec-WebSocket-Key` is not 16 bytes in
+    /// base64; closed.
     WebSocketUpgradeRefused => "websocket_upgrade_refused", debug;
+    /// A WebSocket upgrade refused with 403: a browser's `Origin` not on the
+    /// allow-list, or more than one `Origin`; closed. Counted apart from
+    /// the 400s: these are pages of other sites (docs/wire.md "WebSocket").
+    WebSocketOriginRefused => "websocket_origin_refused", debug;
+    /// A connection to the WebSocket listener closed at its accept: its
+    /// shard already had as many upgrades in progress as it takes
+    /// (`NodeSettings::websocket_upgrades_max`).
+    WebSocketUpgradesFull => "websocket_upgrades_full", warn;
     /// A WebSocket message over the client frame limit, refused as soon as
     /// its header announced it: the connection was closed with 1009 and
     /// `ProtocolError` (docs/wire.md "WebSocket").

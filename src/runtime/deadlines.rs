@@ -53,6 +53,11 @@ impl<K: Copy + Eq + Hash> FifoDeadlines<K> {
         self.armed.remove(&key);
     }
 
+    /// How many deadlines are armed.
+    pub(crate) fn armed(&self) -> usize {
+        self.armed.len()
+    }
+
     /// The keys whose deadline passed by `now`, disarmed, oldest first.
     pub(crate) fn expire(&mut self, now: Instant) -> Vec<K> {
         let mut expired = Vec::new();

@@ -14,7 +14,10 @@
 //! Bounds, so that no client can make the shard hold unbounded memory:
 //! - the upgrade request: tungstenite refuses one over 64 KiB
 //!   (`AttackAttempt`), and the shard closes any upgrade not finished by the
-//!   handshake deadline;
+//!   handshake deadline. tungstenite parses the request only once its head
+//!   is whole (or over the limit): it would parse everything received so
+//!   far on every read, and a head sent in small pieces would cost time
+//!   quadratic in its length ([`HeadScan`]);
 //! - a message: tungstenite refuses a frame or a message over the client
 //!   frame limit (the encoded frame with its 4-byte prefix) as soon as its
 //!   header announces it, before buffering it ([`WsRead::TooLarge`]);
@@ -83,24 +86,49 @@ struct OriginCheck {
 
 impl Callback for OriginCheck {
     fn on_request(self, request: &Request, response: Response) -> Result<Response, ErrorResponse> {
+        // tungstenite writes a refusal into the stream it then drops; the
+        // shard sends its own (`refusal_answer`).
+        let refusal = |status| {
+            let mut refused = ErrorResponse::new(None);
+            *refused.status_mut() = status;
+            refused
+        };
+        // RFC 6455 §4.2.1: the key is 16 bytes in base64; tungstenite
+        // checks only that there is one.
+        let key = request.headers().get("sec-websocket-key");
+        if !key.is_some_and(|key| is_websocket_key(key.as_bytes())) {
+            return Err(refusal(tungstenite::http::StatusCode::BAD_REQUEST));
+        }
         if self.origins.is_empty() {
             return Ok(response);
         }
-        let Some(origin) = request.headers().get("origin") else {
-            return Ok(response);
-        };
-        let allowed = origin
-            .to_str()
-            .is_ok_and(|origin| self.origins.iter().any(|a| a.eq_ignore_ascii_case(origin)));
-        if allowed {
-            return Ok(response);
+        let origins: Vec<_> = request.headers().get_all("origin").iter().collect();
+        match origins[..] {
+            // Not a browser's request: a browser always sends one.
+            [] => Ok(response),
+            [origin]
+                if origin.to_str().is_ok_and(|origin| {
+                    self.origins.iter().any(|a| a.eq_ignore_ascii_case(origin))
+                }) =>
+            {
+                Ok(response)
+            }
+            // Off the list; or two, which a browser never sends (RFC 6454
+            // §7.3), and of which checking the first alone would let the
+            // second through unchecked.
+            _ => Err(refusal(tungstenite::http::StatusCode::FORBIDDEN)),
         }
-        // tungstenite writes this answer into the stream it then drops;
-        // the shard sends its own (`refusal_answer`).
-        let mut refused = ErrorResponse::new(None);
-        *refused.status_mut() = tungstenite::http::StatusCode::FORBIDDEN;
-        Err(refused)
     }
+}
+
+/// Whether `key` is 16 bytes in base64: 22 characters of the base64
+/// alphabet and `==`.
+fn is_websocket_key(key: &[u8]) -> bool {
+    key.len() == 24
+        && key.ends_with(b"==")
+        && key[..22]
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/')
 }
 
 /// The connection's bytes as tungstenite sees them: what the reactor
@@ -251,6 +279,42 @@ enum Phase {
 /// One WebSocket connection of the node's WebSocket listener.
 pub(crate) struct WsConn {
     phase: Phase,
+    /// Where the upgrade request's head ends, looked for in each read's
+    /// bytes alone.
+    head: HeadScan,
+}
+
+/// The largest upgrade request tungstenite takes (its `AttackAttempt`
+/// bound): past it the request is handed over whole or not, to be refused.
+const REQUEST_MAX: usize = 64 * 1024;
+
+/// Whether the upgrade request's head (up to its empty line) has arrived,
+/// found by scanning each read's bytes once: the request is handed to
+/// tungstenite only then, so it is parsed once, not once per read.
+#[derive(Debug, Default)]
+struct HeadScan {
+    /// Bytes of the request already scanned.
+    scanned: usize,
+    /// The empty line that ends the head was seen, or the request passed
+    /// [`REQUEST_MAX`].
+    ready: bool,
+}
+
+impl HeadScan {
+    /// Scans `request` (every byte received so far) from where the last
+    /// scan stopped, with the three bytes before it: an end of head may
+    /// straddle two reads. A bare `\n\n` ends a head too, as httparse reads it.
+    fn scan(&mut self, request: &[u8]) {
+        if self.ready {
+            return;
+        }
+        let from = self.scanned.saturating_sub(3);
+        let tail = &request[from.min(request.len())..];
+        self.ready = request.len() > REQUEST_MAX
+            || tail.windows(4).any(|w| w == b"\r\n\r\n")
+            || tail.windows(2).any(|w| w == b"\n\n");
+        self.scanned = request.len();
+    }
 }
 
 impl WsConn {
@@ -262,17 +326,21 @@ impl WsConn {
         let mid = ServerHandshake::start(WsIo::default(), check, Some(policy.config()));
         Self {
             phase: Phase::Upgrading(Box::new(mid)),
+            head: HeadScan::default(),
         }
     }
 
     /// Hands tungstenite what the reactor received.
     pub(crate) fn feed(&mut self, bytes: BytesMut) {
-        let io = match &mut self.phase {
-            Phase::Upgrading(mid) => mid.get_mut().get_mut(),
-            Phase::Open(ws) => ws.get_mut(),
-            Phase::Done(_) => return,
-        };
-        io.inbound.unsplit(bytes);
+        match &mut self.phase {
+            Phase::Upgrading(mid) => {
+                let io = mid.get_mut().get_mut();
+                io.inbound.unsplit(bytes);
+                self.head.scan(&io.inbound);
+            }
+            Phase::Open(ws) => ws.get_mut().inbound.unsplit(bytes),
+            Phase::Done(_) => {}
+        }
     }
 
     /// Whether the upgrade is done.
@@ -282,6 +350,9 @@ impl WsConn {
 
     /// Drives the upgrade with the bytes fed so far.
     pub(crate) fn handshake(&mut self) -> Handshake {
+        if matches!(self.phase, Phase::Upgrading(_)) && !self.head.ready {
+            return Handshake::Pending;
+        }
         let phase = std::mem::replace(&mut self.phase, Phase::Done(BytesMut::new()));
         let Phase::Upgrading(mid) = phase else {
             let open = matches!(phase, Phase::Open(_));
@@ -310,10 +381,11 @@ impl WsConn {
                 // stream it consumed; an error found while reading the
                 // request (not an upgrade, too large) gets a 400 here.
                 let (origin, answer) = match &error {
-                    WsError::Http(response) => (
-                        response.status() == tungstenite::http::StatusCode::FORBIDDEN,
-                        refusal_answer(response.status().as_u16(), "origin not allowed"),
-                    ),
+                    WsError::Http(response)
+                        if response.status() == tungstenite::http::StatusCode::FORBIDDEN =>
+                    {
+                        (true, refusal_answer(403, "origin not allowed"))
+                    }
                     _ => (false, refusal_answer(400, "not a WebSocket upgrade")),
                 };
                 self.phase = Phase::Done(answer);
@@ -501,21 +573,89 @@ mod tests {
         assert!(output(&mut ws).starts_with("HTTP/1.1 101 Switching Protocols"));
     }
 
+    /// A head dribbled a byte at a time is handed to tungstenite once,
+    /// when whole (it would parse all it had on every read, and refused a
+    /// dribble only after many reads of under 128 bytes: a head in
+    /// 130-byte pieces cost time quadratic in its length). A dribbler is
+    /// bounded by the handshake deadline instead.
     #[test]
-    fn an_upgrade_dribbled_a_byte_at_a_time_is_refused_by_tungstenites_attack_check() {
+    fn an_upgrade_dribbled_a_byte_at_a_time_is_parsed_once_when_whole() {
         let mut ws = WsConn::accept(&policy(&[]));
-        let refused = UPGRADE.bytes().find_map(|byte| {
+        let request = format!("{UPGRADE}\r\n");
+        let (head, last) = request.as_bytes().split_at(request.len() - 1);
+        for &byte in head {
             ws.feed(BytesMut::from(&[byte][..]));
+            assert_eq!(ws.handshake(), Handshake::Pending);
+        }
+        assert_eq!(ws.head.scanned, head.len());
+        ws.feed(BytesMut::from(last));
+        assert_eq!(ws.handshake(), Handshake::Upgraded);
+        assert!(output(&mut ws).starts_with("HTTP/1.1 101 Switching Protocols"));
+    }
+
+    /// A request that passes 64 KiB with no end of head is handed over
+    /// then, and refused with 400.
+    #[test]
+    fn a_request_over_64_kib_with_no_end_of_head_is_refused_with_400() {
+        let mut ws = WsConn::accept(&policy(&[]));
+        ws.feed(BytesMut::from(UPGRADE.as_bytes()));
+        let line = format!("X-Padding: {}\r\n", "p".repeat(1_000));
+        let mut fed = UPGRADE.len();
+        let refused = loop {
+            ws.feed(BytesMut::from(line.as_bytes()));
+            fed += line.len();
             match ws.handshake() {
-                Handshake::Pending => None,
-                other => Some(other),
+                Handshake::Pending => assert!(fed <= REQUEST_MAX, "pending at {fed} bytes"),
+                other => break other,
             }
-        });
+        };
         assert!(
-            matches!(refused, Some(Handshake::Refused { origin: false, .. })),
+            matches!(refused, Handshake::Refused { origin: false, .. }),
             "{refused:?}"
         );
         assert!(output(&mut ws).starts_with("HTTP/1.1 400"));
+    }
+
+    /// RFC 6455 §4.2.1: a `Sec-WebSocket-Key` that is not 16 bytes in
+    /// base64 gets 400 (tungstenite checks only that there is one).
+    #[test]
+    fn a_key_that_is_not_16_bytes_in_base64_is_refused_with_400() {
+        let good = "dGhlIHNhbXBsZSBub25jZQ==";
+        for bad in [
+            "short",
+            "dGhlIHNhbXBsZSBub25jZQ",
+            "dGhlIHNhbXBsZSBub25jZ!==",
+            "",
+        ] {
+            let mut ws = WsConn::accept(&policy(&[]));
+            let request = UPGRADE.replace(good, bad);
+            assert_ne!(request, UPGRADE, "the test's request carries {good}");
+            ws.feed(BytesMut::from(format!("{request}\r\n").as_bytes()));
+            assert!(
+                matches!(ws.handshake(), Handshake::Refused { origin: false, .. }),
+                "{bad:?}"
+            );
+            assert!(output(&mut ws).starts_with("HTTP/1.1 400"), "{bad:?}");
+        }
+    }
+
+    /// Two `Origin` headers, one allowed: refused, since checking the first
+    /// alone would let the other through (a browser never sends two).
+    #[test]
+    fn two_origins_are_refused_with_403_even_when_one_is_allowed() {
+        let list = policy(&["https://game.example"]);
+        for (first, second) in [
+            ("https://game.example", "https://evil.example"),
+            ("https://evil.example", "https://game.example"),
+        ] {
+            let mut ws = WsConn::accept(&list);
+            let headers = format!("Origin: {first}\r\nOrigin: {second}\r\n");
+            assert!(matches!(
+                upgrade(&mut ws, &headers),
+                Handshake::Refused { origin: true, .. }
+            ));
+            assert!(output(&mut ws).starts_with("HTTP/1.1 403 Forbidden"));
+        }
     }
 
     #[test]

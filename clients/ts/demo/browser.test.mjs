@@ -95,7 +95,7 @@ describe("the demo page in headless Chromium", () => {
 
   test("a page from an origin not on the node's list gets no WebSocket", async () => {
     // The console prints the counters that are not zero.
-    const refusedBefore = (await node.counters()).websocket_upgrade_refused ?? 0;
+    const refusedBefore = (await node.counters()).websocket_origin_refused ?? 0;
     const page = await browser.newPage({ width: WIDTH });
     // localhost is another origin than 127.0.0.1; the page still dials 127.0.0.1.
     const port = new URL(site.origin).port;
@@ -103,6 +103,6 @@ describe("the demo page in headless Chromium", () => {
     const state = await page.waitFor("document.body?.dataset.state", (s) => s !== "connecting", "the login's end");
     assert.equal(state, "failed", "the page logged in from an origin not on the list");
     assert.match(await page.evaluate(`document.getElementById("error").textContent`), /TransportFailed/);
-    assert.equal((await node.counters()).websocket_upgrade_refused, refusedBefore + 1, "refused by its Origin");
+    assert.equal((await node.counters()).websocket_origin_refused, refusedBefore + 1, "refused by its Origin");
   });
 });

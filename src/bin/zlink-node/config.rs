@@ -270,6 +270,7 @@ struct LimitsSection {
     outbound_max: usize,
     /// Left out: no limit (`NodeSettings::max_sessions`' default).
     max_sessions: Option<usize>,
+    websocket_upgrades_max: usize,
     session_queue_max: usize,
     actor_queue_max: usize,
     spot_queue_max: usize,
@@ -288,6 +289,7 @@ impl Default for LimitsSection {
             saved_work_count_max: s.decode_limits.saved_work_count_max,
             outbound_max: s.outbound_max,
             max_sessions: None,
+            websocket_upgrades_max: s.websocket_upgrades_max,
             session_queue_max: s.session_queue_max,
             actor_queue_max: s.actor_queue_max,
             spot_queue_max: s.spot_queue_max,
@@ -814,6 +816,10 @@ fn settings(
             Some(max) => at_least_one("limits.max_sessions", max)?,
             None => NodeSettings::default().max_sessions,
         },
+        websocket_upgrades_max: at_least_one(
+            "limits.websocket_upgrades_max",
+            l.websocket_upgrades_max,
+        )?,
         session_queue_max: l.session_queue_max,
         actor_queue_max: l.actor_queue_max,
         spot_queue_max: l.spot_queue_max,

@@ -68,6 +68,14 @@ pub struct NodeSettings {
     /// (`session_limit_refused`); a session counts from its accept until it
     /// ended (its disconnect procedure done, §7).
     pub max_sessions: usize,
+    /// WebSocket upgrades one shard has in progress at most (default 512):
+    /// connections to the WebSocket listener whose upgrade request is not
+    /// whole yet. Such a connection is no session yet, so `max_sessions`
+    /// does not bound it; each may buffer up to the 64 KiB request limit
+    /// until the handshake deadline, so this bounds that memory (about
+    /// 64 MiB a shard at the default). One over it is closed at its accept
+    /// and counted (`websocket_upgrades_full`; docs/wire.md "WebSocket").
+    pub websocket_upgrades_max: usize,
     /// Packets a session's lane may hold before new ones are refused.
     pub session_queue_max: usize,
     /// Messages an Actor's lane may hold before new ones are refused.
@@ -144,6 +152,7 @@ impl Default for NodeSettings {
             link_handshake_deadline: Duration::from_millis(5_000),
             outbound_max: 4 << 20,
             max_sessions: usize::MAX,
+            websocket_upgrades_max: 512,
             session_queue_max: 1_024,
             actor_queue_max: 4_096,
             actor_turn_deadline: Duration::from_millis(1_400),

@@ -32,6 +32,19 @@ impl ShardState {
             self.reactor.close(conn);
             return;
         };
+        // Before its upgrade a connection is no session, so `max_sessions`
+        // does not bound it; this does, with what each may buffer. A
+        // client's request usually arrives with its connection, so even a
+        // burst of reconnecting browsers keeps few in progress at once.
+        if self.ws_handshakes.armed() >= self.node.settings.websocket_upgrades_max {
+            tracing::debug!(
+                ?conn,
+                "websocket upgrades in progress at their bound: closing"
+            );
+            self.core.trace(FlowTrace::WebSocketUpgradesFull);
+            self.reactor.abort(conn);
+            return;
+        }
         self.ws.insert(conn, WsConn::accept(policy));
         self.ws_handshakes.arm(conn, self.wall);
     }
@@ -56,7 +69,11 @@ impl ShardState {
                 }
                 Handshake::Refused { origin, detail } => {
                     tracing::debug!(?conn, origin, %detail, "websocket upgrade refused");
-                    self.core.trace(FlowTrace::WebSocketUpgradeRefused);
+                    self.core.trace(if origin {
+                        FlowTrace::WebSocketOriginRefused
+                    } else {
+                        FlowTrace::WebSocketUpgradeRefused
+                    });
                     self.ws_handshakes.disarm(conn);
                     self.ws_flush(conn);
                     self.ws.remove(&conn);
@@ -67,6 +84,10 @@ impl ShardState {
         }
         self.ws_messages(conn);
         self.ws_flush(conn);
+        // Answers tungstenite wrote on its own (a pong for every ping) go
+        // out as frames do: a client that pings and never reads is cut at
+        // the same bound (docs/threading.md "Slow readers").
+        self.ws_bound(conn);
     }
 
     /// Reads every whole message of an upgraded connection into the
@@ -152,7 +173,15 @@ impl ShardState {
             return;
         }
         self.ws_flush(conn);
-        if self.reactor.outbound_len(conn) > self.node.settings.outbound_max {
+        self.ws_bound(conn);
+    }
+
+    /// A WebSocket client whose outbound bytes grew past the bound is
+    /// disconnected, counted, as a TCP one.
+    fn ws_bound(&mut self, conn: ConnId) {
+        if self.ws.contains_key(&conn)
+            && self.reactor.outbound_len(conn) > self.node.settings.outbound_max
+        {
             tracing::debug!(?conn, "client outbound queue over its bound: disconnecting");
             self.core.trace(FlowTrace::ClientOutboundOverflow);
             self.ws.remove(&conn);
