@@ -1834,3 +1834,126 @@ fn the_lapse_of_a_peers_old_lifecycle_leaves_its_new_lifecycles_link_up() {
         "node 1 dropped the link of node 2's new lifecycle when it buried the old one: {dropped:?}"
     );
 }
+
+/// A restart after a kill -9 whose first lease answer is slow (Redis holds
+/// it with `CLIENT PAUSE … WRITE`, as a busy Redis would): the store
+/// derives the predecessor's expiry from when the request was sent, so a
+/// slow answer makes it look earlier, and the next answer seems to move it.
+/// That is no renewal: the start waits the lease out and serves. Before,
+/// it exited 2 ("another live process runs with this NodeRid") and a
+/// supervisor would not restart it. The call timeout is set past the
+/// pause, so the answer is slow, not lost.
+#[test]
+fn a_restart_whose_first_lease_answer_is_slow_waits_out_the_crashed_lease() {
+    let redis = RedisServer::start(Mode::Volatile);
+    let dir = temp_dir("restart-slow-answer");
+    let text = config(1, &redis.url(), "restart-slow-answer", &Peers::Discover)
+        .replace("[timeouts]", "call_timeout_ms = 5000\n\n[timeouts]");
+    let path = write_config(&dir, "node-1.toml", &text);
+    let mut node = NodeProcess::start(1, &path);
+    // Given a node killed with its lease live (3 s),
+    let killed = Instant::now();
+    node.kill9();
+    // and the next start's first lease request held for 1.5 s,
+    let admin = redis::Client::open(redis.url()).expect("a Redis URL");
+    let mut admin = admin
+        .get_connection_with_timeout(WAIT)
+        .expect("Redis answers");
+    let _: () = redis::cmd("CLIENT")
+        .arg(&["PAUSE", "1500", "WRITE"])
+        .query(&mut admin)
+        .expect("CLIENT PAUSE");
+    // when the same RID starts again,
+    let mut node = NodeProcess::try_start(1, &path).unwrap_or_else(|failure| {
+        panic!(
+            "a slow answer is no renewal: the start must wait the crashed lease out, but \
+             after {} ms it {failure:?}",
+            killed.elapsed().as_millis()
+        )
+    });
+    // then it waited for the lease (its one warning says so, and no try
+    // went unanswered) and serves.
+    node.wait_line_anywhere("waiting for the owner lease");
+    assert!(
+        node.lines_with("did not answer").is_empty(),
+        "the paused request timed out instead of answering late"
+    );
+    let mut client = connect(node.stream);
+    login(&mut client, "after-slow-answer").expect("the restarted node serves");
+}
+
+/// A node whose stdout and stderr nobody reads any more (a log shipper or
+/// `| tee` that went away) still stops cleanly on SIGTERM: exit 0, its
+/// lease given back, so a restart straight after comes up at once. Before,
+/// the stop's first line panicked ("failed printing to stdout"), the
+/// process exited 101 with no drain, and the restart waited out the lease;
+/// and the log's own report of a failed write (`eprintln!` in the
+/// subscriber) would have panicked whichever thread logged, a shard's
+/// too. SIGHUP (a terminal that closes) stops a node cleanly too.
+#[test]
+fn a_node_whose_stdout_nobody_reads_stops_cleanly_and_gives_its_lease_back() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    /// Far inside the 10 s lease a start would have to wait out.
+    const BOUND: Duration = Duration::from_secs(2);
+    let redis = RedisServer::start(Mode::Volatile);
+    let dir = temp_dir("stdout-gone");
+    let path = write_config(
+        &dir,
+        "node-1.toml",
+        &config_with_lease(
+            1,
+            &redis.url(),
+            "stdout-gone",
+            &Peers::Discover,
+            LONG_LEASE_MS,
+        ),
+    );
+    let _wait = bound::waiting("a node whose stdout is closed, stopped by SIGTERM");
+    let mut child = node_command(&path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("zlink-node runs");
+    let stderr = child.stderr.take().expect("stderr is piped");
+    // Given a node that printed its ready line to a pipe,
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout is piped"));
+    let mut line = String::new();
+    while !line.contains("zlink-node ready") {
+        line.clear();
+        assert!(
+            stdout.read_line(&mut line).expect("a line") > 0,
+            "zlink-node ended before its ready line"
+        );
+    }
+    // whose readers then go away,
+    drop(stdout);
+    drop(stderr);
+    // when it gets SIGTERM, it stops cleanly (exit 0),
+    let pid = libc::pid_t::try_from(child.id()).expect("a pid");
+    // SAFETY: kill(2) only signals the child this test started and has not
+    // waited for yet, so the pid is its.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let (exited, exit) = channel();
+    std::thread::spawn(move || {
+        let _ = exited.send(child.wait());
+    });
+    let status = exit
+        .recv_timeout(WAIT)
+        .expect("the node exits after SIGTERM")
+        .expect("zlink-node is waited for");
+    assert!(status.success(), "{status}");
+    // and gave its lease back: a restart comes up at once.
+    let started = Instant::now();
+    let mut restarted = NodeProcess::try_start(1, &path)
+        .unwrap_or_else(|failure| panic!("the restart did not start: {failure:?}"));
+    assert!(
+        started.elapsed() < BOUND,
+        "the restart was ready after {} ms: it waited for a lease",
+        started.elapsed().as_millis()
+    );
+    // SIGHUP stops it cleanly too.
+    let (report, status) = restarted.stop_with(libc::SIGHUP);
+    assert!(status.success(), "{status}: {report}");
+    restarted.wait_line(Stream::Out, "zlink-node stopping: SIGHUP");
+}

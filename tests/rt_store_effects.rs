@@ -72,8 +72,13 @@ enum CasFault {
 
 impl GatedStore {
     fn new() -> Self {
+        Self::with_term(Duration::from_secs(60))
+    }
+
+    /// A store whose owner leases last `term`.
+    fn with_term(term: Duration) -> Self {
         Self {
-            inner: EmbeddedStore::new(MonotonicClock::new(), Duration::from_secs(60)),
+            inner: EmbeddedStore::new(MonotonicClock::new(), term),
             gate: Mutex::new(Gate::default()),
             changed: Condvar::new(),
         }
@@ -656,4 +661,37 @@ fn a_start_that_fails_after_taking_its_lease_gives_it_back() {
     // then the lease is given back, so a start with the port freed is not
     // held up by it.
     assert_eq!(store.inner.lease(NodeRid(10)).unwrap(), None);
+}
+
+/// A lease request the store applied and whose answer was lost, then a
+/// store outage longer than the lease: the lease this lifecycle took
+/// lapsed before the start could use it, and §5 says a lapsed lifecycle
+/// stays dead. The start ends `LeaseLapsed` (zlink-node exits 3, "restart
+/// it as a new lifecycle"), not as a configuration error (exit 2, "do not
+/// restart"), which left a node down after a store blip.
+#[test]
+fn a_lease_taken_by_a_lost_answer_that_lapses_before_the_retry_ends_the_start_lapsed() {
+    // Given a 300 ms lease, a first request applied with its answer lost
+    // and a second one that never reaches the store (the retries come
+    // 250 ms, then 500 ms, apart: the third is past the lease),
+    let store = Arc::new(GatedStore::with_term(Duration::from_millis(300)));
+    store.fail_next_lease(CasFault::LoseReply);
+    store.fail_next_lease(CasFault::Unreachable);
+    let started = start_cancellable(
+        11,
+        &store,
+        &StartCancel::new(),
+        "127.0.0.1:0".parse().unwrap(),
+    );
+    // then the start ends with the lease lapsed, typed,
+    let result = start_result(&started);
+    assert!(
+        matches!(result, Err(StartError::LeaseLapsed(_))),
+        "{result:?}"
+    );
+    assert_eq!(store.gate.lock().unwrap().lease_requests, 3);
+    assert_eq!(
+        result.err().map(|e| e.error().reason()),
+        Some(zlink::error::Reason::LeaseExpired)
+    );
 }

@@ -61,7 +61,9 @@ pub(crate) fn acquire(
         if cancel.is_cancelled() {
             return Err(StartError::Cancelled);
         }
+        let asked = std::time::Instant::now();
         let answer = store.acquire_lease(node, generation, mesh);
+        let round_trip = asked.elapsed();
         if cancel.is_cancelled() {
             give_back_cancelled(store, node, generation, &answer);
             return Err(StartError::Cancelled);
@@ -89,11 +91,26 @@ pub(crate) fn acquire(
                 retry = (retry * 2).min(UNAVAILABLE_RETRY_MAX);
                 continue;
             }
+            // This lifecycle's own lease, taken by a request whose answer
+            // was lost, lapsed before a retry could use it: §5, a lapsed
+            // lifecycle stays dead, so the start ends as a lapsed lease
+            // does, and the process starts again as a new lifecycle.
+            Err(StoreError::LeaseExpired { .. }) => {
+                return Err(StartError::LeaseLapsed(format!(
+                    "the owner lease of node {node} that this lifecycle ({generation}) took \
+                     with a request whose answer was lost lapsed before the start could use \
+                     it; a lapsed lifecycle stays dead (§5): start again as a new lifecycle"
+                )))
+            }
             Err(error) => return Err(StartError::Lease(error.to_string())),
         };
         match waited_for {
-            // The same expiry again: the clocks differ a little; try again.
-            Some((seen, until)) if seen == holder && expires_at <= until + EXPIRY_JITTER => {}
+            // The same expiry again: the store derives it from the time a
+            // request was sent, so a slow answer makes it look earlier by
+            // up to that request's round trip; a renewal moves it by what
+            // passed since the last one, most of a term after a wait.
+            Some((seen, until, then))
+                if seen == holder && expires_at <= until + EXPIRY_JITTER + then + round_trip => {}
             Some(_) => {
                 return Err(StartError::Lease(format!(
                     "node {node} is leased by its lifecycle {holder}, which keeps renewing \
@@ -107,7 +124,7 @@ pub(crate) fn acquire(
                     "waiting for the owner lease held by this node's previous lifecycle \
                      to lapse, then starting"
                 );
-                waited_for = Some((holder, expires_at));
+                waited_for = Some((holder, expires_at, round_trip));
             }
         }
         let left = expires_at.saturating_duration_since(store.now());

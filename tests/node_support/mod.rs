@@ -518,7 +518,13 @@ impl NodeProcess {
     /// SIGTERM, then waits for the stop report and the exit; returns the
     /// report line and the exit status.
     pub fn terminate(&mut self) -> (String, ExitStatus) {
-        self.signal(libc::SIGTERM);
+        self.stop_with(libc::SIGTERM)
+    }
+
+    /// [`NodeProcess::terminate`] with another stop signal (SIGINT,
+    /// SIGHUP).
+    pub fn stop_with(&mut self, signal: libc::c_int) -> (String, ExitStatus) {
+        self.signal(signal);
         let report = self.wait_line(Stream::Out, "zlink-node stopped:");
         let child = self.child.take().expect("the node is running");
         let status = wait_child(child)

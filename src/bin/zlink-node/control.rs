@@ -14,7 +14,7 @@
 //! - `counters`: `actors=<n> store_row_operations=<n>`, the game's counts
 //!   and every non-zero flow-trace counter, as `name=value` words.
 
-use std::io::{BufRead, Write as _};
+use std::io::BufRead;
 use std::sync::mpsc;
 
 use zlink::api::{Node, RelocateTo};
@@ -53,8 +53,7 @@ pub fn serve_until_stop(
                     continue;
                 }
                 let answer = answer(node, diagnostics, line);
-                println!("zlink-node control: {answer}");
-                let _ = std::io::stdout().flush();
+                say!("zlink-node control: {answer}");
             }
         });
         let signal = stop.wait_for_stop();

@@ -11,12 +11,32 @@
 //! exits with code 2 and a message naming the key (docs/store.md
 //! "zlink-node").
 
+/// A line on stdout. A stdout that nobody reads any more (a log shipper or
+/// `| tee` that went away) is no reason to stop: `println!` would panic,
+/// and a panic at a stop would skip the drain and leave the owner lease
+/// held, so a restart would wait out a term for it.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, $($arg)*);
+        let _ = out.flush();
+    }};
+}
+
+/// A line on stderr, as [`say`] on stdout.
+macro_rules! complain {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
+
 mod config;
 mod control;
 mod game;
 mod probes;
 
-use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -46,10 +66,14 @@ const EXIT_CONFIG: u8 = 2;
 const START_POLL: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// How long a stop signal during the start waits for the cancelled start
-/// to end: a store call in flight and the give-back's two calls, each
-/// bounded by the store's call timeout (500 ms by default), with room to
-/// spare, and well inside a supervisor's usual 30 s grace period.
-const START_CANCEL_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+/// to end, given the store's call timeout: a request in flight and the
+/// give-back's two calls (whose lease is it, then its release), each up to
+/// a connect and a call, so two call timeouts each; and 2 s to spare. At
+/// the default 500 ms call timeout that is 5 s, well inside a
+/// supervisor's usual 30 s grace period.
+fn start_cancel_wait(call_timeout: std::time::Duration) -> std::time::Duration {
+    call_timeout * 6 + std::time::Duration::from_secs(2)
+}
 
 /// The command line: the config file and nothing that belongs in it.
 #[derive(Parser)]
@@ -75,6 +99,10 @@ struct Args {
 }
 
 fn main() -> ExitCode {
+    // First, before any thread starts (so every thread inherits the mask)
+    // and before the config is read: a stop signal from here on waits for
+    // `wait_for_stop` or the start's poll instead of killing the process.
+    let stop = signals::block_stop_signals();
     let args = match Args::try_parse() {
         Ok(args) => args,
         Err(e) => e.exit(),
@@ -92,16 +120,17 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_max_level(config.log_level)
         .with_writer(std::io::stderr)
+        // A stderr that nobody reads any more must not stop a thread: with
+        // this on, a failed write is reported with `eprintln!`, which
+        // panics, and the thread may be a shard's.
+        .log_internal_errors(false)
         .init();
-    // Before any thread starts, so every thread inherits the mask and the
-    // stop signals wait for `wait_for_stop` here.
-    let stop = signals::block_stop_signals();
     run(&config, &stop, args.console)
 }
 
 /// Prints a refusal on stderr and returns the config exit code.
 fn refuse(why: &str) -> ExitCode {
-    eprintln!("zlink-node: {why}");
+    complain!("zlink-node: {why}");
     ExitCode::from(EXIT_CONFIG)
 }
 
@@ -209,7 +238,7 @@ fn run(config: &Config, stop: &signals::StopSignals, console: bool) -> ExitCode 
     let endpoint = match config.metrics.map(probes::Endpoint::bind).transpose() {
         Ok(endpoint) => endpoint,
         Err(why) => {
-            eprintln!("zlink-node: {why}");
+            complain!("zlink-node: {why}");
             return ExitCode::FAILURE;
         }
     };
@@ -227,29 +256,32 @@ fn run(config: &Config, stop: &signals::StopSignals, console: bool) -> ExitCode 
             let _ = started.send(builder.start());
         });
     if let Err(e) = spawned {
-        eprintln!("zlink-node: cannot start the start's thread: {e}");
+        complain!("zlink-node: cannot start the start's thread: {e}");
         return ExitCode::FAILURE;
     }
     let started = loop {
         match start.recv_timeout(START_POLL) {
             Ok(started) => break started,
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                eprintln!("zlink-node: the start's thread ended without an answer");
+                complain!("zlink-node: the start's thread ended without an answer");
                 return ExitCode::FAILURE;
             }
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
         }
         if let Some(signal) = stop.take_pending() {
-            println!("zlink-node stopping before it started: {signal}");
-            let _ = std::io::stdout().flush();
-            return stop_the_start(&cancel, &start);
+            say!("zlink-node stopping before it started: {signal}");
+            return stop_the_start(&cancel, &start, start_cancel_wait(config.call_timeout));
         }
     };
     let node = match started {
         Ok(node) => node,
         Err(e @ StartError::Io(_)) => {
-            eprintln!("zlink-node: {e}");
+            complain!("zlink-node: {e}");
             return ExitCode::FAILURE;
+        }
+        Err(e @ StartError::LeaseLapsed(_)) => {
+            complain!("zlink-node: {e}");
+            return ExitCode::from(LEASE_LAPSED_EXIT);
         }
         Err(e) => return refuse(&e.to_string()),
     };
@@ -257,7 +289,7 @@ fn run(config: &Config, stop: &signals::StopSignals, console: bool) -> ExitCode 
         endpoint.attach(node.metrics());
     }
     let show = |addr: Option<std::net::SocketAddr>| addr.map_or("-".to_owned(), |a| a.to_string());
-    println!(
+    say!(
         "zlink-node ready: rid={} node_generation={} mesh={} stream={} websocket={} peer={} metrics={} store={} io_backend={:?}",
         config.rid,
         generation.0,
@@ -269,7 +301,6 @@ fn run(config: &Config, stop: &signals::StopSignals, console: bool) -> ExitCode 
         store_name,
         node.io_backend(),
     );
-    let _ = std::io::stdout().flush();
     let diagnostics = || {
         format!(
             "store_row_operations={} {}",
@@ -287,7 +318,7 @@ fn run(config: &Config, stop: &signals::StopSignals, console: bool) -> ExitCode 
         .name("zlink-node-lease".to_owned())
         .spawn(move || {
             watch.wait();
-            eprintln!("zlink-node: the owner lease lapsed: this lifecycle is fenced; stopping");
+            complain!("zlink-node: the owner lease lapsed: this lifecycle is fenced; stopping");
             // SAFETY: kill with this process's own id and a valid signal
             // number has no memory effects; SIGTERM is blocked in every
             // thread and taken by the main thread's sigwait.
@@ -300,8 +331,7 @@ fn run(config: &Config, stop: &signals::StopSignals, console: bool) -> ExitCode 
     } else {
         stop.wait_for_stop()
     };
-    println!("zlink-node stopping: {signal}");
-    let _ = std::io::stdout().flush();
+    say!("zlink-node stopping: {signal}");
     let flow = node.flow_counters();
     let actors = node.actor_count();
     let lapsed = node.lease_lapsed();
@@ -310,12 +340,11 @@ fn run(config: &Config, stop: &signals::StopSignals, console: bool) -> ExitCode 
     for (event, n) in flow.nonzero() {
         counts.push_str(&format!(" {}={n}", event.name()));
     }
-    println!(
+    say!(
         "zlink-node stopped: rid={} actors_at_stop={actors} {} flow:{counts}",
         config.rid,
         game::report(&stats),
     );
-    let _ = std::io::stdout().flush();
     if lapsed {
         return ExitCode::from(LEASE_LAPSED_EXIT);
     }
@@ -331,20 +360,20 @@ fn run(config: &Config, stop: &signals::StopSignals, console: bool) -> ExitCode 
 fn stop_the_start(
     cancel: &zlink::api::StartCancel,
     start: &std::sync::mpsc::Receiver<Result<zlink::api::Node, StartError>>,
+    wait: std::time::Duration,
 ) -> ExitCode {
     cancel.cancel();
-    match start.recv_timeout(START_CANCEL_WAIT) {
+    match start.recv_timeout(wait) {
         Ok(Ok(node)) => node.shutdown(),
         Ok(Err(StartError::Cancelled)) => {}
-        Ok(Err(e)) => eprintln!("zlink-node: {e}"),
-        Err(_) => eprintln!(
-            "zlink-node: the start did not end within {} s of its cancel; exiting (a lease it \
+        Ok(Err(e)) => complain!("zlink-node: {e}"),
+        Err(_) => complain!(
+            "zlink-node: the start did not end within {:.1} s of its cancel; exiting (a lease it \
              took lapses within one term)",
-            START_CANCEL_WAIT.as_secs()
+            wait.as_secs_f64()
         ),
     }
-    println!("zlink-node stopped before it started");
-    let _ = std::io::stdout().flush();
+    say!("zlink-node stopped before it started");
     ExitCode::SUCCESS
 }
 
@@ -410,14 +439,31 @@ fn read_secret(source: &SecretSource, key: &str) -> Result<ClusterSecret, String
     ClusterSecret::new(bytes).map_err(|e| format!("{key}: {e}"))
 }
 
-/// SIGINT and SIGTERM, blocked in every thread and taken by one `sigwait`.
+/// SIGINT, SIGTERM and SIGHUP, blocked in every thread and taken by one
+/// `sigwait`. SIGHUP is a stop too: a node run from a terminal that closes
+/// (an ssh session that drops) gets it, and its default action would kill
+/// the process without a drain, leaving the owner lease held for a term.
 pub(crate) mod signals {
     use std::mem::MaybeUninit;
 
     /// The blocked stop signals.
     pub struct StopSignals(libc::sigset_t);
 
-    /// Blocks SIGINT and SIGTERM in the calling thread, and so in every
+    /// The stop signals and their names.
+    const STOPS: [(libc::c_int, &str); 3] = [
+        (libc::SIGINT, "SIGINT"),
+        (libc::SIGTERM, "SIGTERM"),
+        (libc::SIGHUP, "SIGHUP"),
+    ];
+
+    fn name(signal: libc::c_int) -> Option<&'static str> {
+        STOPS
+            .iter()
+            .find(|&&(number, _)| number == signal)
+            .map(|&(_, name)| name)
+    }
+
+    /// Blocks the stop signals in the calling thread, and so in every
     /// thread it starts afterwards.
     pub fn block_stop_signals() -> StopSignals {
         let mut set = MaybeUninit::<libc::sigset_t>::uninit();
@@ -426,8 +472,9 @@ pub(crate) mod signals {
         // it and this thread's signal mask.
         let set = unsafe {
             libc::sigemptyset(set.as_mut_ptr());
-            libc::sigaddset(set.as_mut_ptr(), libc::SIGINT);
-            libc::sigaddset(set.as_mut_ptr(), libc::SIGTERM);
+            for (signal, _) in STOPS {
+                libc::sigaddset(set.as_mut_ptr(), signal);
+            }
             libc::pthread_sigmask(libc::SIG_BLOCK, set.as_ptr(), std::ptr::null_mut());
             set.assume_init()
         };
@@ -445,28 +492,19 @@ pub(crate) mod signals {
             // local; sigtimedwait only reads them, and a null info is
             // allowed.
             let signal = unsafe { libc::sigtimedwait(&self.0, std::ptr::null_mut(), &zero) };
-            match signal {
-                libc::SIGINT => Some("SIGINT"),
-                libc::SIGTERM => Some("SIGTERM"),
-                _ => None,
-            }
+            name(signal)
         }
 
-        /// Waits until SIGINT or SIGTERM arrives; its name.
+        /// Waits until a stop signal arrives; its name.
         pub fn wait_for_stop(&self) -> &'static str {
-            let mut signal: libc::c_int = 0;
             loop {
+                let mut signal: libc::c_int = 0;
                 // SAFETY: `self.0` is an initialised set and `signal` a
                 // live local; sigwait only reads the one and writes the other.
                 let rc = unsafe { libc::sigwait(&self.0, &mut signal) };
-                if rc == 0 {
-                    break;
+                if let (0, Some(name)) = (rc, name(signal)) {
+                    return name;
                 }
-            }
-            if signal == libc::SIGINT {
-                "SIGINT"
-            } else {
-                "SIGTERM"
             }
         }
     }

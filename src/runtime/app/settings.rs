@@ -251,6 +251,13 @@ pub enum StartError {
     /// A socket could not be set up.
     #[error("could not start: {0}")]
     Io(String),
+    /// The Location Store says this lifecycle's owner lease lapsed: a
+    /// request whose answer was lost took it, and it ran out before the
+    /// start could use it (a store outage longer than a lease term at
+    /// start). §5: a lapsed lifecycle stays dead; start again as a new
+    /// one (`zlink-node` exits 3, as for a lease that lapses later).
+    #[error("the owner lease lapsed: {0}")]
+    LeaseLapsed(String),
     /// The start was ended by [`StartCancel::cancel`](crate::api::StartCancel::cancel)
     /// before it returned a node; whatever it had taken was given back.
     #[error("the start was cancelled")]
@@ -259,11 +266,13 @@ pub enum StartError {
 
 impl StartError {
     /// The closed vocabulary's reason: a start ended by its own
-    /// [`StartCancel`](crate::api::StartCancel) is a node shutting down,
-    /// every other start failure a configuration error.
+    /// [`StartCancel`](crate::api::StartCancel) is a node shutting down, one
+    /// whose lease lapsed `LeaseExpired`, every other start failure a
+    /// configuration error.
     pub fn error(&self) -> Error {
         match self {
             Self::Cancelled => Error::new(Reason::ShuttingDown),
+            Self::LeaseLapsed(_) => Error::new(Reason::LeaseExpired),
             _ => Error::new(Reason::InvalidConfiguration),
         }
     }
