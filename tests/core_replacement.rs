@@ -547,7 +547,7 @@ fn core_x13_mismatched_51_runs_nothing_and_lost_51_delays_nothing() {
         assert!(!mesh.closed(old, s1) && !mesh.closed(old, s3), "{what}");
         assert!(send(&mut mesh, old, s1, "a", b"open").is_ok(), "{what}");
     }
-    assert_eq!(count(&mesh, old, FlowTrace::BindingReplaced), 0);
+    assert_eq!(count(&mesh, old, FlowTrace::BindingRetired), 0);
 
     // And the exact 51 does run the callback (the forged ones could have).
     mesh.inject(owner, old, NodeRecord::BoundSessionReplaced(real));

@@ -480,24 +480,17 @@ fn readyz_waits_for_a_peer_that_never_links_no_longer_than_ready_link_wait() {
 fn probes_are_answered_while_idle_and_half_sent_connections_hold_the_endpoint() {
     use std::io::Write;
     const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
-    let redis = RedisServer::start(Mode::Volatile);
-    let dir = temp_dir("probes-held");
-    let path = write_config(
-        &dir,
-        "node-1.toml",
-        &config_with_metrics(1, &redis, "probes-held", ""),
-    );
-    let mut node = NodeProcess::start(1, &path);
-    let address = node.metrics.expect("the node serves listen.metrics");
-    node.wait_line(Stream::Err, LINKED_IN);
+    let (_redis, mut node, address) = linked_in_with_probes("probes-held", "", None);
     // Given connections that send nothing, and connections whose request
-    // head stops half way,
-    let connect = || TcpStream::connect_timeout(&address, WAIT).expect("the endpoint accepts");
-    let idle: Vec<TcpStream> = (0..64).map(|_| connect()).collect();
+    // head stops half way (each kind from an address of its own, as many
+    // as the endpoint takes from one),
+    let idle: Vec<TcpStream> = (0..64)
+        .map(|_| connect_from([127, 0, 0, 2], address))
+        .collect();
     let opened = Instant::now();
     let half: Vec<TcpStream> = (0..64)
         .map(|_| {
-            let mut stream = connect();
+            let mut stream = connect_from([127, 0, 0, 3], address);
             stream
                 .write_all(b"GET /healthz HTTP/1.1\r\nHost: probe\r\n")
                 .expect("half a head is sent");
@@ -533,4 +526,147 @@ fn probes_are_answered_while_idle_and_half_sent_connections_hold_the_endpoint() 
         "a half-sent head was answered: {answer:?}"
     );
     drop(idle);
+}
+
+/// Sessions that would take every descriptor of the process: with
+/// `limits.max_sessions` left out, zlink-node derives it from the
+/// descriptor limit (128 here: a quarter, at most 256, kept back), so the
+/// connections past it are refused with `SessionLimit` and the probes still
+/// answer. Before, 400 idle connections under a limit of 256 left
+/// `/healthz` unanswered: a liveness probe would have restarted a node
+/// that served every session it had (docs/operations.md "Descriptors").
+#[test]
+fn sessions_left_unlimited_are_bounded_by_the_descriptor_limit_and_probes_answer() {
+    let (_redis, mut node, address) = linked_in_with_probes("probes-descriptors", "", Some(128));
+    // Given more connections than the process has descriptors,
+    let held: Vec<TcpStream> = (0..160)
+        .filter_map(|_| TcpStream::connect_timeout(&node.stream, WAIT).ok())
+        .collect();
+    // then the node holds the derived limit (96) and refuses the rest,
+    wait_sample(address, r#"zlink_sessions{node="1"}"#, 96.0, || false);
+    let text = scrape(&node);
+    assert!(text.contains(r#"event="session_limit_refused""#), "{text}");
+    // and its probes answer.
+    assert_eq!(get(address, "/healthz"), (200, "ok\n".to_owned()));
+    assert_eq!(get(address, "/readyz"), (200, "ready\n".to_owned()));
+    drop(held);
+}
+
+/// `limits.max_sessions` set past what the descriptor limit allows is
+/// lowered to what it allows, with a warning, for the same reason.
+#[test]
+fn a_max_sessions_past_the_descriptor_limit_is_lowered_and_probes_answer() {
+    let (_redis, mut node, address) =
+        linked_in_with_probes("probes-no-descriptors", "max_sessions = 10000", Some(128));
+    node.wait_line_anywhere("limits.max_sessions is more than the descriptor limit allows");
+    // Given more connections than the process has descriptors,
+    let held: Vec<TcpStream> = (0..200)
+        .filter_map(|_| TcpStream::connect_timeout(&node.stream, WAIT).ok())
+        .collect();
+    // then the node holds what the limit allows, and its probes answer.
+    wait_sample(address, r#"zlink_sessions{node="1"}"#, 96.0, || false);
+    for _ in 0..3 {
+        assert_eq!(get(address, "/healthz"), (200, "ok\n".to_owned()));
+    }
+    drop(held);
+}
+
+/// A TCP connection to `to` from the loopback address `from`, so that a
+/// test's clients can stand for several hosts.
+fn connect_from(from: [u8; 4], to: std::net::SocketAddr) -> TcpStream {
+    let socket =
+        socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("a socket");
+    let local = std::net::SocketAddr::from((from, 0));
+    socket.bind(&local.into()).expect("a loopback address");
+    socket
+        .connect_timeout(&to.into(), WAIT)
+        .expect("the endpoint accepts");
+    socket.into()
+}
+
+/// One address cannot hold every connection of the endpoint: past 64
+/// from it, a connection is closed at its accept, so the kubelet's probes
+/// from another address are answered however many a local client opens
+/// (before, 1,024 connections from one client reset every probe). A
+/// request head past 16 KiB is answered 431 (hyper's default buffer, about
+/// 400 KB a connection, let 1,024 connections hold 400 MB).
+#[test]
+fn one_address_holds_at_most_64_probe_connections_and_a_large_head_gets_431() {
+    use std::io::Write;
+    let (_redis, mut node, address) = linked_in_with_probes("probes-per-address", "", None);
+    // Given 200 connections from one address,
+    let held: Vec<TcpStream> = (0..200)
+        .map(|_| connect_from([127, 0, 0, 4], address))
+        .collect();
+    // the 64 the endpoint takes from it stay open, the rest are closed at
+    // their accept,
+    let mut closed = 0;
+    for stream in &held[64..] {
+        let _ = closed_within_wait(stream);
+        closed += 1;
+    }
+    assert_eq!(closed, 136);
+    // (at their accept: the ones it took, opened first, are still open,
+    // where the header timeout would have closed them first)
+    held[0].set_nonblocking(true).expect("non-blocking");
+    let mut byte = [0u8; 1];
+    assert_eq!(
+        (&held[0]).read(&mut byte).map_err(|e| e.kind()),
+        Err(std::io::ErrorKind::WouldBlock),
+        "the first connection from the address was closed"
+    );
+    // probes from another address are answered,
+    assert_eq!(get(address, "/healthz"), (200, "ok\n".to_owned()));
+    assert_eq!(get(address, "/readyz"), (200, "ready\n".to_owned()));
+    // and a head past 16 KiB gets 431.
+    let mut big = connect_from([127, 0, 0, 5], address);
+    write!(
+        big,
+        "GET /healthz HTTP/1.1\r\nHost: probe\r\nX-Padding: {}\r\n\r\n",
+        "p".repeat(20 * 1024)
+    )
+    .expect("the head is sent");
+    big.set_read_timeout(Some(WAIT)).expect("a read timeout");
+    let mut answer = Vec::new();
+    let _ = big.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 431"), "{answer}");
+    drop(held);
+}
+
+/// Waits (bounded) until the peer closed `stream`: a read that ends (0
+/// bytes, or a reset).
+fn closed_within_wait(mut stream: &TcpStream) -> usize {
+    stream.set_read_timeout(Some(WAIT)).expect("a read timeout");
+    let mut byte = [0u8; 1];
+    match stream.read(&mut byte) {
+        Ok(n) => n,
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => 0,
+        Err(e) => panic!("not closed within {WAIT:?}: {e}"),
+    }
+}
+
+/// Node 1 alone on a Redis of its own, under `cluster`, with `limits`
+/// lines, its descriptor limit at `nofile` if given, serving
+/// `listen.metrics`, once linked in (ready); the Redis, the node and the
+/// endpoint's address.
+fn linked_in_with_probes(
+    cluster: &str,
+    limits: &str,
+    nofile: Option<u64>,
+) -> (RedisServer, NodeProcess, std::net::SocketAddr) {
+    let redis = RedisServer::start(Mode::Volatile);
+    let dir = temp_dir(cluster);
+    let path = write_config(
+        &dir,
+        "node-1.toml",
+        &config_with_metrics(1, &redis, cluster, limits),
+    );
+    let mut node = match nofile {
+        Some(nofile) => NodeProcess::start_with_nofile(1, &path, nofile),
+        None => NodeProcess::start(1, &path),
+    };
+    let address = node.metrics.expect("the node serves listen.metrics");
+    node.wait_line(Stream::Err, LINKED_IN);
+    (redis, node, address)
 }

@@ -472,3 +472,72 @@ fn a_shard_takes_its_inbox_a_budget_at_a_time_and_answers_every_request() {
     }
     assert!(spent() >= 1, "the inbox was taken in one turn");
 }
+
+/// A session's full lane refuses a request with QueueFull and drops a
+/// one-way message; both are counted (`session_queue_full`), so an
+/// operator sees a client that pipelines faster than its handler runs
+/// (before, neither moved any counter, and the one-way drops were silent).
+#[test]
+fn a_full_session_lane_counts_its_refused_requests_and_dropped_messages() {
+    let game = start_game(GameOptions {
+        settings: Some(NodeSettings {
+            session_queue_max: 8,
+            ..NodeSettings::default()
+        }),
+        ..GameOptions::default()
+    });
+    let counted = || game.node.flow_counters().get(FlowTrace::SessionQueueFull);
+    let mut raw = Raw::to(&game.node);
+    raw.login("player-1");
+    // Given 40 requests in one write, more than the lane holds,
+    let requests: Vec<ClientFrame> = (0..40u32)
+        .map(|i| Raw::request(RELAY, 100 + i, payload("player-1", &i.to_string())))
+        .collect();
+    raw.send(&requests);
+    let mut refused = 0;
+    for _ in 0..40 {
+        match raw.next() {
+            ClientFrame::Reply { .. } => {}
+            ClientFrame::Error { error, .. } => {
+                assert_eq!(error.reason(), Reason::QueueFull, "{error:?}");
+                refused += 1;
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    // then each refusal is counted,
+    assert!(refused > 0, "the lane never filled");
+    assert_eq!(counted(), refused);
+    // and so is each one-way message the full lane drops: of 40 in one
+    // write, those the player never got (a request after them, answered
+    // once every one of them was delivered or dropped, is the marker).
+    let delivered_before = game.observed.delivered.lock().unwrap().len();
+    let messages: Vec<ClientFrame> = (0..40u32)
+        .map(|i| ClientFrame::Message {
+            key: RELAY,
+            payload: payload("player-1", &format!("m{i}")),
+        })
+        .collect();
+    raw.send(&messages);
+    // (a marker refused while the lane is still full is counted too, and
+    // sent again)
+    let mut markers_refused = 0;
+    for attempt in 0..1_000u32 {
+        raw.send(&[Raw::request(
+            RELAY,
+            1_000 + attempt,
+            payload("player-1", "marker"),
+        )]);
+        match raw.next() {
+            ClientFrame::Reply { .. } => break,
+            ClientFrame::Error { error, .. } if error.reason() == Reason::QueueFull => {
+                markers_refused += 1;
+            }
+            other => panic!("the marker's answer, not {other:?}"),
+        }
+    }
+    let delivered = game.observed.delivered.lock().unwrap().len() - delivered_before;
+    let dropped = 40 - (delivered - 1) as u64;
+    assert!(dropped > 0, "the lane never filled");
+    assert_eq!(counted(), refused + dropped + markers_refused);
+}

@@ -563,3 +563,20 @@ fn x_51_waiting_for_a_full_link_goes_out_once_the_link_drains_before_the_send_ti
         0
     );
 }
+
+/// One replacement on one node counts once at each end: the Actor owner's
+/// `binding_replaced` and the replaced session owner's `binding_retired`
+/// (both are the same node here; before, both counted `binding_replaced`,
+/// so one replacement read as two).
+#[test]
+fn a_replacement_on_one_node_counts_one_binding_replaced() {
+    let game = start_game(GameOptions::default());
+    let _first = login(&game, "player-1");
+    let _second = login(&game, "player-1");
+    let counters = game.node.flow_counters();
+    assert_eq!(counters.get(FlowTrace::BindingReplaced), 1);
+    wait_until("the replaced session's binding is retired", || {
+        game.node.flow_counters().get(FlowTrace::BindingRetired) == 1
+    });
+    assert_eq!(game.node.flow_counters().get(FlowTrace::BindingReplaced), 1);
+}

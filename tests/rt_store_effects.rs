@@ -59,6 +59,13 @@ struct Gate {
     lease_faults: std::collections::VecDeque<CasFault>,
     /// Reads of the store's clock.
     clock_reads: usize,
+    /// A lease renewal after more than [`IDLE_CLOSE`] without one fails
+    /// (`Unavailable`, not applied), as on a connection the store closed
+    /// while it was idle.
+    renewals_close_idle: bool,
+    /// Lease renewals asked for, and when the last one was.
+    renewals: usize,
+    last_renewal: Option<std::time::Instant>,
 }
 
 /// How one compare-and-set fails, as a hung or dropped Redis makes it.
@@ -175,6 +182,11 @@ impl GatedStore {
     }
 }
 
+/// How long a connection of [`GatedStore`] may stay idle before a lease
+/// renewal finds it closed (`renewals_close_idle`): less than the renew
+/// interval of the test that sets it.
+const IDLE_CLOSE: Duration = Duration::from_millis(50);
+
 /// A store call as `fault` makes it: made and answered (none), never made
 /// (`Unreachable`), or made with its answer lost (`LoseReply`); both
 /// faults end `Unavailable`, as a hung or dropped Redis makes them.
@@ -251,6 +263,21 @@ impl LocationStore for GatedStore {
         })
     }
     fn renew_lease(&self, lease: &OwnerLease) -> Result<OwnerLease, StoreError> {
+        let mut gate = self.gate.lock().unwrap();
+        gate.renewals += 1;
+        let now = std::time::Instant::now();
+        let idle = gate
+            .last_renewal
+            .map_or(true, |last| now.duration_since(last) > IDLE_CLOSE);
+        let fails = gate.renewals_close_idle && idle;
+        gate.last_renewal = Some(now);
+        self.changed.notify_all();
+        drop(gate);
+        if fails {
+            return Err(StoreError::Unavailable(
+                "injected: the connection was closed while idle".into(),
+            ));
+        }
         self.inner.renew_lease(lease)
     }
     fn release_lease(&self, lease: &OwnerLease) -> Result<(), StoreError> {
@@ -694,4 +721,44 @@ fn a_lease_taken_by_a_lost_answer_that_lapses_before_the_retry_ends_the_start_la
         result.err().map(|e| e.error().reason()),
         Some(zlink::error::Reason::LeaseExpired)
     );
+}
+
+/// A store (or a proxy in front of it) that closes connections left idle
+/// between two lease rounds: each round's renewal finds its connection
+/// gone. A renewal is idempotent, so it is asked again at once on a fresh
+/// connection, and the lease holds while the store is healthy. Before,
+/// the renewal failed every round and the node fenced itself and exited 3
+/// with nothing wrong (a hostile run's Redis `timeout 1` with renewals
+/// every 2 s).
+#[test]
+fn a_renewal_whose_connection_was_closed_while_idle_is_asked_again_and_the_lease_holds() {
+    let counted = Arc::new(CountingStore::new(GatedStore::with_term(
+        Duration::from_millis(600),
+    )));
+    let store = counted.inner();
+    store.gate.lock().unwrap().renewals_close_idle = true;
+    let game = start_node(
+        1,
+        Arc::clone(&counted),
+        GameOptions {
+            settings: Some(NodeSettings {
+                lease_renew_interval: Duration::from_millis(100),
+                ..NodeSettings::default()
+            }),
+            ..GameOptions::default()
+        },
+        &[],
+    );
+    // Given renewals far past the lease's term (24 calls: 12 rounds of
+    // 100 ms against a 600 ms lease), each round's first call failing,
+    let gate = store.gate.lock().unwrap();
+    let (gate, timeout) = store
+        .changed
+        .wait_timeout_while(gate, WAIT, |g| g.renewals < 24)
+        .unwrap();
+    assert!(!timeout.timed_out(), "{} renewals", gate.renewals);
+    drop(gate);
+    // then the lease holds: the node is ready and serves a login.
+    assert_eq!(game.node.metrics().readiness(), Readiness::Ready);
+    let _client = login(&game, "still-leased");
 }

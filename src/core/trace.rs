@@ -42,8 +42,13 @@ flow_trace! {
     RelayRejectedStaleBinding => "relay_rejected_stale_binding", debug;
     /// §5: relay (24) for an ObjectGeneration or authority that is not current.
     RelayRejectedStaleFence => "relay_rejected_stale_fence", debug;
-    /// §6: a bind admitted that replaced another binding of the Actor.
+    /// §6: a bind admitted that replaced another binding of the Actor
+    /// (counted by the Actor's owner, once per replacement).
     BindingReplaced => "binding_replaced", debug;
+    /// §6: a record 51 retired a binding of this session owner's session
+    /// (counted by the replaced session's owner; on one node, a
+    /// replacement counts this and `binding_replaced` once each).
+    BindingRetired => "binding_retired", debug;
     /// §6: record 51 whose previous session-owner values do not match.
     ReplacedNoticeMismatch => "replaced_notice_mismatch", debug;
     /// §6: record 51 for a binding already retired here (late or duplicate).
@@ -204,6 +209,11 @@ flow_trace! {
     /// A client packet over its session's rate limit: a request ended
     /// RateLimited, a one-way message was dropped (this counts both).
     SessionRateLimited => "session_rate_limited", debug;
+    /// A client packet refused because its session's lane held
+    /// `session_queue_max` packets: a request ended QueueFull, a one-way
+    /// message was dropped (this counts both; a client that pipelines
+    /// faster than its handler runs).
+    SessionQueueFull => "session_queue_full", debug;
     /// An answer (a reply, a terminal, 43, 61, 65) to a request of a peer's
     /// previous NodeGeneration: dropped, never given to the peer's new
     /// lifecycle, whose own requests reuse the ids (§4).

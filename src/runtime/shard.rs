@@ -910,7 +910,16 @@ impl ShardState {
             return;
         }
         let asked = self.store_effect_on(true, move |store| {
-            let renewed = lease.as_ref().map(|lease| store.renew_lease(lease));
+            // A renewal extends this lifecycle's own lease, so asking twice
+            // is harmless: one that found its connection gone (a store or a
+            // proxy that closes idle connections) is asked again at once, on
+            // the connection the failure opened anew. A renew interval later
+            // the connection would be idle and closed again, and the lease
+            // would lapse while the store is healthy.
+            let renewed = lease.as_ref().map(|lease| match store.renew_lease(lease) {
+                Err(StoreError::Unavailable(_)) => store.renew_lease(lease),
+                answer => answer,
+            });
             let current = match &renewed {
                 Some(Ok(renewed)) => Some(renewed),
                 // Unreachable: the lease stands until it lapses (§5).

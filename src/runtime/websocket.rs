@@ -295,6 +295,10 @@ const REQUEST_MAX: usize = 64 * 1024;
 struct HeadScan {
     /// Bytes of the request already scanned.
     scanned: usize,
+    /// Where the head begins: after the empty lines a request may start
+    /// with (httparse skips them, as RFC 9112 §2.2 allows), which must not
+    /// count as its end.
+    begins: Option<usize>,
     /// The empty line that ends the head was seen, or the request passed
     /// [`REQUEST_MAX`].
     ready: bool,
@@ -308,12 +312,27 @@ impl HeadScan {
         if self.ready {
             return;
         }
-        let from = self.scanned.saturating_sub(3);
-        let tail = &request[from.min(request.len())..];
+        let scanned = self.scanned.min(request.len());
+        self.scanned = request.len();
+        let begins = match self.begins {
+            Some(begins) => begins,
+            None => {
+                let first = request[scanned..]
+                    .iter()
+                    .position(|&b| b != b'\r' && b != b'\n');
+                match first {
+                    Some(at) => *self.begins.insert(scanned + at),
+                    None => {
+                        self.ready = request.len() > REQUEST_MAX;
+                        return;
+                    }
+                }
+            }
+        };
+        let tail = &request[scanned.saturating_sub(3).max(begins)..];
         self.ready = request.len() > REQUEST_MAX
             || tail.windows(4).any(|w| w == b"\r\n\r\n")
             || tail.windows(2).any(|w| w == b"\n\n");
-        self.scanned = request.len();
     }
 }
 
@@ -588,6 +607,24 @@ mod tests {
             assert_eq!(ws.handshake(), Handshake::Pending);
         }
         assert_eq!(ws.head.scanned, head.len());
+        ws.feed(BytesMut::from(last));
+        assert_eq!(ws.handshake(), Handshake::Upgraded);
+        assert!(output(&mut ws).starts_with("HTTP/1.1 101 Switching Protocols"));
+    }
+
+    /// Empty lines before a request are no end of its head (httparse skips
+    /// them): counted as one, the head would go to tungstenite on every read
+    /// after them, as before the scan.
+    #[test]
+    fn empty_lines_before_a_request_do_not_end_its_head() {
+        let mut ws = WsConn::accept(&policy(&[]));
+        let request = format!("\r\n\r\n{UPGRADE}\r\n");
+        let (head, last) = request.as_bytes().split_at(request.len() - 1);
+        for piece in head.chunks(7) {
+            ws.feed(BytesMut::from(piece));
+            assert!(!ws.head.ready, "ready before the end of the head");
+            assert_eq!(ws.handshake(), Handshake::Pending);
+        }
         ws.feed(BytesMut::from(last));
         assert_eq!(ws.handshake(), Handshake::Upgraded);
         assert!(output(&mut ws).starts_with("HTTP/1.1 101 Switching Protocols"));

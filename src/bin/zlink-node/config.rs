@@ -354,6 +354,9 @@ pub struct Config {
     /// are read and checked by `RedisStore::open`, before the node starts.
     pub store_tls: Option<zlink::store::RedisTls>,
     pub settings: NodeSettings,
+    /// Whether `limits.max_sessions` was set; left out, zlink-node derives
+    /// it from the process's descriptor limit (main.rs).
+    pub max_sessions_set: bool,
 }
 
 /// A mesh the node joins besides its home mesh: its name, its secret and
@@ -503,6 +506,7 @@ pub fn parse(text: &str, base: &Path) -> Result<Config, ConfigError> {
         store_password,
         store_tls,
         settings,
+        max_sessions_set: file.limits.max_sessions.is_some(),
     })
 }
 

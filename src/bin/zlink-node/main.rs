@@ -188,7 +188,7 @@ fn run(config: &Config, stop: &signals::StopSignals, console: bool) -> ExitCode 
         .listen(config.stream)
         .object_role(config.role)
         .location_store(store)
-        .settings(config.settings.clone());
+        .settings(settings_within_descriptors(config));
     // §3: a node without an object role takes no part in Actor dispatch
     // (a STREAM-only node: its game's logins end with a typed error).
     if config.role != ObjectRole::None {
@@ -375,6 +375,67 @@ fn stop_the_start(
     }
     say!("zlink-node stopped before it started");
     ExitCode::SUCCESS
+}
+
+/// The node's settings, with `limits.max_sessions` within the process's
+/// descriptor limit: sessions past it would take the descriptors the node
+/// needs for its links, its store and its probes, and a node out of
+/// descriptors cannot accept a liveness probe, so a supervisor would
+/// restart a node that served (docs/operations.md "Descriptors"). The
+/// soft limit is raised to the hard one first, as servers do; then a
+/// quarter of it, at most 256, is kept back. Left out, `max_sessions` is
+/// the rest; set higher than the rest, it is lowered to it, with a warning.
+fn settings_within_descriptors(config: &Config) -> zlink::api::NodeSettings {
+    let mut settings = config.settings.clone();
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit only read or write the local
+    // `limit` and this process's own limit.
+    let raised = unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return settings;
+        }
+        if limit.rlim_cur < limit.rlim_max {
+            let wanted = libc::rlimit {
+                rlim_cur: limit.rlim_max,
+                rlim_max: limit.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &wanted) == 0 {
+                limit.rlim_cur = limit.rlim_max;
+            }
+        }
+        limit.rlim_cur
+    };
+    if raised == libc::RLIM_INFINITY {
+        return settings;
+    }
+    let descriptors = usize::try_from(raised).unwrap_or(usize::MAX);
+    let kept = (descriptors / 4).min(256);
+    let within = descriptors.saturating_sub(kept).max(1);
+    if !config.max_sessions_set {
+        settings.max_sessions = within;
+        tracing::info!(
+            max_sessions = within,
+            descriptors,
+            kept,
+            "limits.max_sessions is left out: the descriptor limit, less those kept for \
+             links, the store and the probes"
+        );
+    } else if settings.max_sessions > within {
+        tracing::warn!(
+            configured = settings.max_sessions,
+            max_sessions = within,
+            descriptors,
+            kept,
+            "limits.max_sessions is more than the descriptor limit allows, less those kept \
+             for links, the store and the probes: lowered (raise the limit, ulimit -n or \
+             LimitNOFILE, to hold more)"
+        );
+        settings.max_sessions = within;
+    }
+    settings
 }
 
 /// Wraps the store to count its calls (the console's `counters` shows its

@@ -26,15 +26,18 @@
 //!   keep-alive, a slow writer) is closed;
 //! - a connection lives at most [`CONNECTION_LIFETIME`] (a client that
 //!   does not read its answer);
-//! - at most [`CONNECTIONS_MAX`] are open at once; one over it is closed
-//!   at its accept;
+//! - at most [`CONNECTIONS_MAX`] are open at once, and
+//!   [`CONNECTIONS_PER_ADDRESS_MAX`] from one address; one over either is
+//!   closed at its accept;
+//! - a request head may take [`HEAD_MAX`] bytes (431 past it);
 //! - a scrape waits up to 500 ms for the shards' answers, so it is encoded
 //!   on a blocking thread, at most [`SCRAPES`] at once: a probe never waits
 //!   behind a scrape.
 
+use std::collections::HashMap;
 use std::convert::Infallible;
-use std::net::SocketAddr;
-use std::sync::{Arc, OnceLock};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use http_body_util::Full;
@@ -53,6 +56,14 @@ pub const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
 pub const CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
 /// Connections open at once at most.
 pub const CONNECTIONS_MAX: usize = 1_024;
+/// Connections open at once from one address at most: one local client
+/// cannot hold every connection the endpoint takes, which would refuse the
+/// kubelet's probes (a liveness probe refused restarts a node that serves).
+pub const CONNECTIONS_PER_ADDRESS_MAX: usize = 64;
+/// The bytes a connection may buffer for a request head: the probes' heads
+/// are a few hundred bytes; hyper's default (about 400 KB) let 1,024
+/// connections hold 400 MB. A larger head is answered 431.
+pub const HEAD_MAX: usize = 16 * 1024;
 /// Scrapes encoded at once at most.
 pub const SCRAPES: usize = 2;
 /// How long the listener rests after an accept failed (out of
@@ -118,14 +129,23 @@ async fn serve(listener: std::net::TcpListener, node: Arc<OnceLock<NodeMetrics>>
         }
     };
     let open = Arc::new(tokio::sync::Semaphore::new(CONNECTIONS_MAX));
+    let by_address: Arc<Mutex<HashMap<IpAddr, usize>>> = Arc::default();
     loop {
-        let stream = match listener.accept().await {
-            Ok((stream, _)) => stream,
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
             Err(error) => {
                 tracing::debug!(%error, "listen.metrics: accept failed");
                 tokio::time::sleep(ACCEPT_PAUSE).await;
                 continue;
             }
+        };
+        let Some(slot) = AddressSlot::take(&by_address, peer.ip()) else {
+            tracing::debug!(
+                %peer,
+                "listen.metrics: {CONNECTIONS_PER_ADDRESS_MAX} connections open from this \
+                 address; closing a new one"
+            );
+            continue;
         };
         let Ok(permit) = Arc::clone(&open).try_acquire_owned() else {
             tracing::debug!(
@@ -139,12 +159,51 @@ async fn serve(listener: std::net::TcpListener, node: Arc<OnceLock<NodeMetrics>>
             let connection = http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(HEADER_TIMEOUT)
+                .max_buf_size(HEAD_MAX)
                 .serve_connection(TokioIo::new(stream), service);
             // A connection that errs or overstays ends here; either way
             // the client is gone or dropped, which is not an error here.
             let _ = tokio::time::timeout(CONNECTION_LIFETIME, connection).await;
-            drop(permit);
+            drop((permit, slot));
         });
+    }
+}
+
+/// One open connection counted against its address
+/// ([`CONNECTIONS_PER_ADDRESS_MAX`]); given back when dropped.
+struct AddressSlot {
+    by_address: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    address: IpAddr,
+}
+
+impl AddressSlot {
+    /// A slot for `address`, unless it has as many open as it may.
+    fn take(by_address: &Arc<Mutex<HashMap<IpAddr, usize>>>, address: IpAddr) -> Option<Self> {
+        let mut open = by_address.lock().unwrap_or_else(PoisonError::into_inner);
+        let count = open.entry(address).or_default();
+        if *count >= CONNECTIONS_PER_ADDRESS_MAX {
+            return None;
+        }
+        *count += 1;
+        Some(Self {
+            by_address: Arc::clone(by_address),
+            address,
+        })
+    }
+}
+
+impl Drop for AddressSlot {
+    fn drop(&mut self) {
+        let mut open = self
+            .by_address
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(count) = open.get_mut(&self.address) {
+            *count -= 1;
+            if *count == 0 {
+                open.remove(&self.address);
+            }
+        }
     }
 }
 

@@ -156,6 +156,21 @@ pub enum ActorEvent {
     },
 }
 
+impl crate::core::lane::Detach for ActorEvent {
+    fn detach(&mut self) {
+        use crate::core::lane::detached;
+        match self {
+            ActorEvent::Deliver { payload, .. } | ActorEvent::Call { payload, .. } => {
+                *payload = detached(payload);
+            }
+            ActorEvent::CallOutcome {
+                outcome: Ok(reply), ..
+            } => *reply = detached(reply),
+            _ => {}
+        }
+    }
+}
+
 impl ActorEvent {
     /// The Actor the work is for.
     pub fn actor(&self) -> &ActorId {

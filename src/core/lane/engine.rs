@@ -3,6 +3,7 @@
 
 use std::collections::VecDeque;
 
+use super::detach::Detach;
 use super::policy::{LanePolicy, PolicyRefusal};
 
 /// Identifies one lane of one engine. Once the lane is removed its id is
@@ -205,7 +206,13 @@ impl<P: LanePolicy, T> LaneEngine<P, T> {
     /// Queues `item` of `class` on lane `id`, or hands it back refused: the
     /// policy judges the class in the lane's state first (the more precise
     /// answer), then the capacity.
-    pub fn submit(&mut self, id: LaneId, class: P::Class, item: T) -> Result<(), Refused<T>> {
+    ///
+    /// An item queued behind others is detached first ([`Detach`]): it may
+    /// wait for long, and must not keep its receive buffer alive meanwhile.
+    pub fn submit(&mut self, id: LaneId, class: P::Class, mut item: T) -> Result<(), Refused<T>>
+    where
+        T: Detach,
+    {
         let Some(lane) = self.lane_mut(id) else {
             return Err(Refused {
                 reason: LaneRefusal::Removed,
@@ -223,6 +230,9 @@ impl<P: LanePolicy, T> LaneEngine<P, T> {
                 capacity: lane.capacity,
             };
             return Err(Refused { reason, item });
+        }
+        if !lane.queue.is_empty() {
+            item.detach();
         }
         lane.queue.push_back(item);
         debug_assert!(lane.queue.len() <= lane.capacity);

@@ -77,8 +77,11 @@
 //! assert_eq!(lanes.next_turn(), Some((session, "replaced")));
 //! ```
 
+mod detach;
 mod engine;
 mod policy;
+
+pub use detach::{detached, Detach};
 
 pub use engine::{LaneEngine, LaneId, LaneRefusal};
 pub use policy::{

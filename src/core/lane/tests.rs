@@ -576,3 +576,41 @@ fn take_where_takes_one_actors_items_in_order_and_the_rest_keep_theirs() {
     lanes.submit(spot, Ordinary, 8).unwrap();
     assert_eq!(run_all(&mut lanes), vec![(spot, 8)]);
 }
+
+/// A payload that shares a receive buffer, as a frame split off it does.
+#[derive(Debug)]
+struct Borrowed(bytes::Bytes);
+
+impl Detach for Borrowed {
+    fn detach(&mut self) {
+        self.0 = detached(&self.0);
+    }
+}
+
+/// An item that finds its lane empty stays zero-copy (it is taken at the
+/// next turn); one queued behind others is detached from the buffer it
+/// came from, so a lane holds what its items weigh, not their buffers.
+#[test]
+fn an_item_queued_behind_others_no_longer_shares_its_buffer() {
+    let buffer = bytes::Bytes::from(vec![7u8; 64 * 1024]);
+    let range = buffer.as_ptr() as usize..buffer.as_ptr() as usize + buffer.len();
+    let shares = |bytes: &bytes::Bytes| range.contains(&(bytes.as_ptr() as usize));
+    let mut lanes: LaneEngine<ActorDeliveryLane, Borrowed> = LaneEngine::new();
+    let actor = lanes.add_lane(16);
+    for at in [0, 100, 200] {
+        let item = Borrowed(buffer.slice(at..at + 10));
+        assert!(lanes.submit(actor, Ordinary, item).is_ok());
+    }
+    let held: Vec<Borrowed> = std::iter::from_fn(|| {
+        let (id, item) = lanes.next_turn()?;
+        lanes.finish_turn(id);
+        Some(item)
+    })
+    .collect();
+    assert_eq!(held.len(), 3);
+    assert!(shares(&held[0].0), "the head stays zero-copy");
+    for item in &held[1..] {
+        assert!(!shares(&item.0), "a queued item still pins its buffer");
+        assert_eq!(item.0, buffer.slice(0..10));
+    }
+}

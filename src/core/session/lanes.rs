@@ -37,7 +37,9 @@ use bytes::Bytes;
 
 use super::{SessionEvent, SessionTimer, Sessions, Ticket};
 use crate::core::effects::CoreTimer;
-use crate::core::lane::{LaneEngine, LaneId, LaneRefusal, SessionClass, SessionLane, SessionState};
+use crate::core::lane::{
+    detached, Detach, LaneEngine, LaneId, LaneRefusal, SessionClass, SessionLane, SessionState,
+};
 use crate::core::timer::TimerKey;
 use crate::core::trace::FlowTrace;
 use crate::error::{Error, Reason};
@@ -77,6 +79,14 @@ pub enum SessionWork {
     },
     /// §7: the session's disconnect callback; always the lane's last turn.
     Disconnected,
+}
+
+impl Detach for SessionWork {
+    fn detach(&mut self) {
+        if let Self::Connect(packet) | Self::Packet(packet) = self {
+            packet.payload = detached(&packet.payload);
+        }
+    }
 }
 
 impl SessionWork {
@@ -250,7 +260,13 @@ impl Sessions<'_> {
                 Ok(())
             }
             Err(refused) => Err(match refused.reason {
-                LaneRefusal::Full { .. } => Reason::QueueFull.into(),
+                LaneRefusal::Full { .. } => {
+                    // Counted here, where both kinds are refused: a
+                    // request's refusal goes to the client, a one-way
+                    // message's nowhere else.
+                    self.fx.trace(FlowTrace::SessionQueueFull);
+                    Reason::QueueFull.into()
+                }
                 _ => Reason::SessionClosing.into(),
             }),
         }

@@ -1355,7 +1355,7 @@ impl Sessions<'_> {
         // and the session's close must not notify or tombstone it (§6).
         let retired = aggregate.bindings.remove(&actor);
         let open = aggregate.is_open();
-        self.fx.trace(FlowTrace::BindingReplaced);
+        self.fx.trace(FlowTrace::BindingRetired);
         if let Some(seal) = retired.and_then(Binding::into_seal) {
             // §8.1: held messages for a retired binding would be refused at
             // the Actor owner; they end here instead.

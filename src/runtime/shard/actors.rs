@@ -73,6 +73,12 @@ pub(super) struct ActorTurn {
     event: ActorEvent,
 }
 
+impl crate::core::lane::Detach for ActorTurn {
+    fn detach(&mut self) {
+        self.event.detach();
+    }
+}
+
 impl ActorTurn {
     /// The work as the core emitted it (a relocation's capture).
     pub(super) fn into_event(self) -> ActorEvent {
