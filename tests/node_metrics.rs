@@ -480,7 +480,7 @@ fn readyz_waits_for_a_peer_that_never_links_no_longer_than_ready_link_wait() {
 fn probes_are_answered_while_idle_and_half_sent_connections_hold_the_endpoint() {
     use std::io::Write;
     const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
-    let (_redis, mut node, address) = linked_in_with_probes("probes-held", "", None);
+    let (_redis, _node, address) = linked_in_with_probes("probes-held", "", None);
     // Given connections that send nothing, and connections whose request
     // head stops half way (each kind from an address of its own, as many
     // as the endpoint takes from one),
@@ -537,7 +537,7 @@ fn probes_are_answered_while_idle_and_half_sent_connections_hold_the_endpoint() 
 /// that served every session it had (docs/operations.md "Descriptors").
 #[test]
 fn sessions_left_unlimited_are_bounded_by_the_descriptor_limit_and_probes_answer() {
-    let (_redis, mut node, address) = linked_in_with_probes("probes-descriptors", "", Some(128));
+    let (_redis, node, address) = linked_in_with_probes("probes-descriptors", "", Some(128));
     // Given more connections than the process has descriptors,
     let held: Vec<TcpStream> = (0..160)
         .filter_map(|_| TcpStream::connect_timeout(&node.stream, WAIT).ok())
@@ -593,7 +593,7 @@ fn connect_from(from: [u8; 4], to: std::net::SocketAddr) -> TcpStream {
 #[test]
 fn one_address_holds_at_most_64_probe_connections_and_a_large_head_gets_431() {
     use std::io::Write;
-    let (_redis, mut node, address) = linked_in_with_probes("probes-per-address", "", None);
+    let (_redis, _node, address) = linked_in_with_probes("probes-per-address", "", None);
     // Given 200 connections from one address,
     let held: Vec<TcpStream> = (0..200)
         .map(|_| connect_from([127, 0, 0, 4], address))
