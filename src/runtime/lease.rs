@@ -164,6 +164,22 @@ fn give_back_cancelled(
     }
 }
 
+/// `call`, asked once more at once if the store did not answer. Only for a
+/// call that asking twice cannot harm: renewing this lifecycle's own
+/// lease, giving it back, removing a row at its version. Such a call may
+/// have failed only because the store, or a proxy, closed the connection
+/// while it was idle (the failure opens a fresh one): Redis's `timeout`,
+/// a load balancer's idle timeout. Asked once, a renewal every round and
+/// the give-back at a clean stop would fail against a healthy store.
+pub(crate) fn asked_twice<T>(
+    mut call: impl FnMut() -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    match call() {
+        Err(StoreError::Unavailable(_)) => call(),
+        answer => answer,
+    }
+}
+
 /// A clean stop's last step (§5, docs/store.md "Clean stop"): the rows of
 /// the Actors that were still hosted here when the shards stopped (those
 /// no move took away) are removed at their versions, so no lookup sends a
@@ -175,7 +191,7 @@ fn give_back_cancelled(
 pub(crate) fn release(store: &dyn LocationStore, lease: &OwnerLease, rows: &[LeftRow]) {
     let mut removed = 0;
     for (actor, version) in rows {
-        match store.remove(actor, *version) {
+        match asked_twice(|| store.remove(actor, *version)) {
             Ok(_) => removed += 1,
             Err(error) => {
                 tracing::warn!(%error, left = rows.len() - removed,
@@ -184,7 +200,7 @@ pub(crate) fn release(store: &dyn LocationStore, lease: &OwnerLease, rows: &[Lef
             }
         }
     }
-    match store.release_lease(lease) {
+    match asked_twice(|| store.release_lease(lease)) {
         Ok(()) => tracing::info!(node = %lease.node, removed, "clean stop: owner lease released"),
         Err(error) => tracing::warn!(%error, node = %lease.node,
             "clean stop: the owner lease was not released; it lapses within one term"),

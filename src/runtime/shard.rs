@@ -910,16 +910,12 @@ impl ShardState {
             return;
         }
         let asked = self.store_effect_on(true, move |store| {
-            // A renewal extends this lifecycle's own lease, so asking twice
-            // is harmless: one that found its connection gone (a store or a
-            // proxy that closes idle connections) is asked again at once, on
-            // the connection the failure opened anew. A renew interval later
-            // the connection would be idle and closed again, and the lease
-            // would lapse while the store is healthy.
-            let renewed = lease.as_ref().map(|lease| match store.renew_lease(lease) {
-                Err(StoreError::Unavailable(_)) => store.renew_lease(lease),
-                answer => answer,
-            });
+            // Asked twice: a renew interval after the last round the
+            // connection may have been closed while idle, and asked once
+            // every round, the lease would lapse while the store is healthy.
+            let renewed = lease
+                .as_ref()
+                .map(|lease| super::lease::asked_twice(|| store.renew_lease(lease)));
             let current = match &renewed {
                 Some(Ok(renewed)) => Some(renewed),
                 // Unreachable: the lease stands until it lapses (§5).

@@ -377,14 +377,20 @@ fn stop_the_start(
     ExitCode::SUCCESS
 }
 
+/// Descriptors the process holds for itself whatever its load: its rings
+/// or epoll instances, listeners, eventfds, the log and the like (a node
+/// with one shard holds about 16).
+const OWN_DESCRIPTORS: usize = 32;
+
 /// The node's settings, with `limits.max_sessions` within the process's
 /// descriptor limit: sessions past it would take the descriptors the node
 /// needs for its links, its store and its probes, and a node out of
 /// descriptors cannot accept a liveness probe, so a supervisor would
 /// restart a node that served (docs/operations.md "Descriptors"). The
 /// soft limit is raised to the hard one first, as servers do; then a
-/// quarter of it, at most 256, is kept back. Left out, `max_sessions` is
-/// the rest; set higher than the rest, it is lowered to it, with a warning.
+/// quarter of it, at most 256, is kept back, with the probe endpoint's
+/// connections and the process's own. Left out, `max_sessions` is the
+/// rest; set higher than the rest, it is lowered to it, with a warning.
 fn settings_within_descriptors(config: &Config) -> zlink::api::NodeSettings {
     let mut settings = config.settings.clone();
     let mut limit = libc::rlimit {
@@ -412,7 +418,10 @@ fn settings_within_descriptors(config: &Config) -> zlink::api::NodeSettings {
         return settings;
     }
     let descriptors = usize::try_from(raised).unwrap_or(usize::MAX);
-    let kept = (descriptors / 4).min(256);
+    // Links, the store and WebSocket upgrades in progress; every
+    // connection the probe endpoint may hold; the process's own (its
+    // rings, listeners, log and the like).
+    let kept = (descriptors / 4).min(256) + probes::CONNECTIONS_MAX + OWN_DESCRIPTORS;
     let within = descriptors.saturating_sub(kept).max(1);
     if !config.max_sessions_set {
         settings.max_sessions = within;

@@ -54,15 +54,20 @@ use zlink::api::{NodeMetrics, METRICS_CONTENT_TYPE};
 pub const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a connection lives at most.
 pub const CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
-/// Connections open at once at most.
-pub const CONNECTIONS_MAX: usize = 1_024;
+/// Connections open at once at most: probes and scrapes need a handful,
+/// and each is a descriptor that zlink-node keeps back from its sessions
+/// (main.rs), so that the endpoint can always accept.
+pub const CONNECTIONS_MAX: usize = 64;
 /// Connections open at once from one address at most: one local client
 /// cannot hold every connection the endpoint takes, which would refuse the
 /// kubelet's probes (a liveness probe refused restarts a node that serves).
-pub const CONNECTIONS_PER_ADDRESS_MAX: usize = 64;
+pub const CONNECTIONS_PER_ADDRESS_MAX: usize = 16;
 /// The bytes a connection may buffer for a request head: the probes' heads
 /// are a few hundred bytes; hyper's default (about 400 KB) let 1,024
 /// connections hold 400 MB. A larger head is answered 431.
+///
+/// The endpoint so holds at most 64 × 16 KiB of heads, and as many
+/// descriptors as zlink-node keeps back for it.
 pub const HEAD_MAX: usize = 16 * 1024;
 /// Scrapes encoded at once at most.
 pub const SCRAPES: usize = 2;
