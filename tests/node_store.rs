@@ -787,14 +787,8 @@ fn a_sigterm_while_the_starts_lease_request_is_in_flight_gives_the_lease_back() 
     )
     .replace("[timeouts]", "call_timeout_ms = 30000\n\n[timeouts]");
     let path = write_config(&dir, "node-1.toml", &text);
-    let admin = redis::Client::open(redis.url()).expect("a Redis URL");
-    let mut admin = admin
-        .get_connection_with_timeout(WAIT)
-        .expect("Redis answers");
-    let _: () = redis::cmd("CLIENT")
-        .arg(&["PAUSE", "30000", "WRITE"])
-        .query(&mut admin)
-        .expect("CLIENT PAUSE");
+    let mut admin = redis.admin();
+    RedisServer::pause_writes(&mut admin, 30_000);
     let _wait = bound::waiting("a start whose lease request is held by CLIENT PAUSE");
     let mut node = Starting::spawn(&path);
     // Given the start's lease script held by the pause (a blocked client
@@ -1855,14 +1849,7 @@ fn a_restart_whose_first_lease_answer_is_slow_waits_out_the_crashed_lease() {
     let killed = Instant::now();
     node.kill9();
     // and the next start's first lease request held for 1.5 s,
-    let admin = redis::Client::open(redis.url()).expect("a Redis URL");
-    let mut admin = admin
-        .get_connection_with_timeout(WAIT)
-        .expect("Redis answers");
-    let _: () = redis::cmd("CLIENT")
-        .arg(&["PAUSE", "1500", "WRITE"])
-        .query(&mut admin)
-        .expect("CLIENT PAUSE");
+    RedisServer::pause_writes(&mut redis.admin(), 1_500);
     // when the same RID starts again,
     let mut node = NodeProcess::try_start(1, &path).unwrap_or_else(|failure| {
         panic!(

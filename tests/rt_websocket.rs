@@ -49,6 +49,18 @@ fn game() -> Game {
     })
 }
 
+/// A game node with `settings` that also listens for WebSocket clients,
+/// from any origin.
+fn websocket_game(settings: NodeSettings) -> Game {
+    start_game(GameOptions {
+        settings: Some(settings),
+        configure: Some(Arc::new(|builder| {
+            builder.websocket_listen("127.0.0.1:0".parse().unwrap())
+        })),
+        ..GameOptions::default()
+    })
+}
+
 /// Upgrades a fresh connection to `node`'s WebSocket listener, with an
 /// `Origin` header when given.
 fn upgrade(node: &Node, origin: Option<&str>) -> Result<WebSocket<TcpStream>, tungstenite::Error> {
@@ -356,15 +368,9 @@ fn a_clients_close_frame_is_answered_and_ends_its_session_as_a_tcp_close_does() 
 #[test]
 fn a_client_that_pings_and_never_reads_is_cut_at_the_outbound_bound() {
     const BOUND: usize = 64 * 1024;
-    let game = start_game(GameOptions {
-        settings: Some(NodeSettings {
-            outbound_max: BOUND,
-            ..NodeSettings::default()
-        }),
-        configure: Some(Arc::new(|builder| {
-            builder.websocket_listen("127.0.0.1:0".parse().unwrap())
-        })),
-        ..GameOptions::default()
+    let game = websocket_game(NodeSettings {
+        outbound_max: BOUND,
+        ..NodeSettings::default()
     });
     let mut served = login(&game, "served");
     let mut ws = upgrade(&game.node, None).unwrap();
@@ -401,15 +407,9 @@ fn a_client_that_pings_and_never_reads_is_cut_at_the_outbound_bound() {
 #[test]
 fn connections_past_the_upgrades_in_progress_are_closed_at_accept_and_counted() {
     const MAX: usize = 4;
-    let game = start_game(GameOptions {
-        settings: Some(NodeSettings {
-            websocket_upgrades_max: MAX,
-            ..NodeSettings::default()
-        }),
-        configure: Some(Arc::new(|builder| {
-            builder.websocket_listen("127.0.0.1:0".parse().unwrap())
-        })),
-        ..GameOptions::default()
+    let game = websocket_game(NodeSettings {
+        websocket_upgrades_max: MAX,
+        ..NodeSettings::default()
     });
     let address = game.node.websocket_addr().unwrap();
     let full = || {

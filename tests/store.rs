@@ -1133,10 +1133,7 @@ fn redis_connection_loss_is_unavailable_then_recovers_after_a_restart() {
 #[test]
 fn a_redis_at_maxclients_is_unavailable_and_the_detail_names_the_limit() {
     let server = RedisServer::start(Mode::Volatile);
-    let admin = ::redis::Client::open(server.url()).unwrap();
-    let mut admin = admin
-        .get_connection_with_timeout(Duration::from_secs(10))
-        .unwrap();
+    let mut admin = server.admin();
     // Given a Redis whose one client slot is taken by this connection,
     let _: () = ::redis::cmd("CONFIG")
         .arg(&["SET", "maxclients", "1"])

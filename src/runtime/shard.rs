@@ -415,11 +415,20 @@ impl ShardState {
             return;
         };
         frame.encode(outbound);
-        if self.reactor.outbound_len(conn) > self.node.settings.outbound_max {
-            tracing::debug!(?conn, "client outbound queue over its bound: disconnecting");
-            self.core.trace(FlowTrace::ClientOutboundOverflow);
-            self.reactor.abort(conn);
+        self.cut_over_bound(conn);
+    }
+
+    /// A client that lets its outbound bytes grow past the bound (it does
+    /// not read) is cut, counted (docs/threading.md "Slow readers");
+    /// whether it was.
+    fn cut_over_bound(&mut self, conn: ConnId) -> bool {
+        if self.reactor.outbound_len(conn) <= self.node.settings.outbound_max {
+            return false;
         }
+        tracing::debug!(?conn, "client outbound queue over its bound: disconnecting");
+        self.core.trace(FlowTrace::ClientOutboundOverflow);
+        self.reactor.abort(conn);
+        true
     }
 
     /// Whether something is queued that the next turn must take up

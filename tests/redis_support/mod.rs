@@ -134,6 +134,27 @@ impl RedisServer {
         crate::bound::until_stopped(pid, &format!("redis-server on port {}", self.port));
     }
 
+    /// A connection of the test's own, for commands a test gives the
+    /// server (CONFIG, CLIENT PAUSE, CLIENT LIST).
+    pub fn admin(&self) -> ::redis::Connection {
+        ::redis::Client::open(self.url())
+            .expect("a Redis URL")
+            .get_connection_with_timeout(std::time::Duration::from_secs(10))
+            .expect("Redis answers")
+    }
+
+    /// `CLIENT PAUSE <ms> WRITE` on `admin`: the server holds every write,
+    /// and every script, for `ms` (reads and connection set-up go on), as
+    /// a busy server delays an answer.
+    pub fn pause_writes(admin: &mut ::redis::Connection, ms: u64) {
+        let _: () = ::redis::cmd("CLIENT")
+            .arg("PAUSE")
+            .arg(ms)
+            .arg("WRITE")
+            .query(admin)
+            .expect("CLIENT PAUSE");
+    }
+
     /// SIGCONT: a server stopped by [`RedisServer::pause`] answers again.
     pub fn resume(&self) {
         self.signal(libc::SIGCONT, "SIGCONT");

@@ -179,13 +179,8 @@ impl ShardState {
     /// A WebSocket client whose outbound bytes grew past the bound is
     /// disconnected, counted, as a TCP one.
     fn ws_bound(&mut self, conn: ConnId) {
-        if self.ws.contains_key(&conn)
-            && self.reactor.outbound_len(conn) > self.node.settings.outbound_max
-        {
-            tracing::debug!(?conn, "client outbound queue over its bound: disconnecting");
-            self.core.trace(FlowTrace::ClientOutboundOverflow);
+        if self.ws.contains_key(&conn) && self.cut_over_bound(conn) {
             self.ws.remove(&conn);
-            self.reactor.abort(conn);
         }
     }
 
